@@ -1,0 +1,48 @@
+//! # ratelab-core
+//!
+//! Sans-IO rate-limiting algorithms. Nothing here reads a clock, draws a random number,
+//! blocks or performs I/O: every decision is a pure function
+//!
+//! ```text
+//! (Option<State>, now, cost, &Policy) -> (State, Decision)
+//! ```
+//!
+//! so the same code runs in production, under the loom and shuttle model checkers, and inside
+//! the deterministic cluster simulator. Making a transition *atomic* across concurrent callers
+//! is the store's job (`ratelab-store`), never the algorithm's: that separation is what lets
+//! ratelab show the lost-update race as the only difference between its naive and atomic paths.
+//!
+//! Algorithms:
+//! - [`TokenBucket`]: capacity B, refill R, as GCRA over exact scaled integer time. Its
+//!   envelope — admitted cost in any interval Δt is at most B + R·Δt — is the invariant every
+//!   ratelab checker uses.
+//! - [`FixedWindow`]: `limit` per aligned window; shows the 2× boundary spike.
+//! - [`SlidingWindow`]: the two-counter sliding-window approximation, with its error bound.
+//!
+//! ```
+//! use ratelab_core::{Algorithm, Nanos, TokenBucket};
+//!
+//! let bucket = TokenBucket::per_second(2, 1).unwrap(); // B = 2, R = 1/s
+//! let (s, d) = bucket.transition(None, Nanos(0), 1).unwrap();
+//! assert!(d.allowed && d.remaining == 1);
+//! let (s, _) = bucket.transition(Some(s), Nanos(0), 1).unwrap();
+//! let (_, d) = bucket.transition(Some(s), Nanos(0), 1).unwrap();
+//! assert!(!d.allowed);
+//! assert_eq!(d.retry_after, Some(Nanos::from_secs(1)));
+//! ```
+#![warn(missing_docs)]
+
+mod algorithm;
+mod decision;
+pub mod headers;
+mod policy;
+mod time;
+pub mod token_bucket;
+pub mod window;
+
+pub use algorithm::{Algorithm, Quota};
+pub use decision::{CostError, Decision, PolicyError};
+pub use policy::{Policy, PolicyState};
+pub use time::{NANOS_PER_SEC, Nanos};
+pub use token_bucket::{TokenBucket, TokenBucketState};
+pub use window::{FixedWindow, SlidingWindow, WindowPolicy};

@@ -1,0 +1,67 @@
+//! Store failures, and what a decision can fail with.
+
+use core::fmt;
+use ratelab_core::CostError;
+
+/// Why a store call failed. The gateway's policy (fail open or closed) acts on these; none of
+/// them is a denial.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum StoreError {
+    /// The store could not be reached or refused the call.
+    Unavailable,
+    /// The store did not answer in time. The call may or may not have been applied.
+    Timeout,
+    /// The store holds its maximum number of live keys and cannot add another.
+    Full,
+}
+
+impl fmt::Display for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            StoreError::Unavailable => "store unavailable",
+            StoreError::Timeout => "store timed out",
+            StoreError::Full => "store full: key limit reached",
+        })
+    }
+}
+
+impl std::error::Error for StoreError {}
+
+/// Why no decision was made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum LimitError {
+    /// The request's cost can never be admitted (the caller's error).
+    Cost(CostError),
+    /// The store failed.
+    Store(StoreError),
+}
+
+impl fmt::Display for LimitError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LimitError::Cost(e) => e.fmt(f),
+            LimitError::Store(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for LimitError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            LimitError::Cost(e) => Some(e),
+            LimitError::Store(e) => Some(e),
+        }
+    }
+}
+
+impl From<CostError> for LimitError {
+    fn from(e: CostError) -> Self {
+        LimitError::Cost(e)
+    }
+}
+
+impl From<StoreError> for LimitError {
+    fn from(e: StoreError) -> Self {
+        LimitError::Store(e)
+    }
+}

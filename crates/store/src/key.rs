@@ -1,0 +1,79 @@
+//! Validated bucket keys.
+
+use core::fmt;
+
+/// Longest key, in bytes.
+pub const MAX_KEY_LEN: usize = 256;
+
+/// A bucket key: 1 to [`MAX_KEY_LEN`] bytes of UTF-8 without control characters.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Key(Box<str>);
+
+/// Why a key was rejected.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum KeyError {
+    /// The key was empty.
+    Empty,
+    /// The key was longer than [`MAX_KEY_LEN`] bytes.
+    TooLong {
+        /// Its length in bytes.
+        len: usize,
+    },
+    /// The key contained a control character.
+    ControlCharacter {
+        /// Byte offset of the first one.
+        at: usize,
+    },
+}
+
+impl fmt::Display for KeyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            KeyError::Empty => write!(f, "invalid key: empty (expected 1 to {MAX_KEY_LEN} bytes)"),
+            KeyError::TooLong { len } => {
+                write!(
+                    f,
+                    "invalid key: {len} bytes (expected at most {MAX_KEY_LEN})"
+                )
+            }
+            KeyError::ControlCharacter { at } => {
+                write!(f, "invalid key: control character at byte {at}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for KeyError {}
+
+impl Key {
+    /// Validates `key`.
+    pub fn new(key: &str) -> Result<Key, KeyError> {
+        if key.is_empty() {
+            return Err(KeyError::Empty);
+        }
+        if key.len() > MAX_KEY_LEN {
+            return Err(KeyError::TooLong { len: key.len() });
+        }
+        if let Some((at, _)) = key.char_indices().find(|(_, c)| c.is_control()) {
+            return Err(KeyError::ControlCharacter { at });
+        }
+        Ok(Key(key.into()))
+    }
+
+    /// The key text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Key {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&*self.0, f)
+    }
+}
+
+impl fmt::Display for Key {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
