@@ -1,1 +1,93 @@
-fn main() {}
+//! shuttle proofs: the naive path's lost update is found by every shuttle scheduler (DFS,
+//! PCT, random); the atomic path survives all of them with up to 8 gateways.
+//!
+//! A failing schedule is printed by shuttle as a string that `shuttle::replay` accepts; the
+//! `shuttle_replay` test binary captures one and replays it (it lives in its own binary
+//! because shuttle's failure persistence goes through a process-wide panic hook).
+
+#[path = "support/shuttle_model.rs"]
+mod model;
+
+use model::{Counter, expect_violation, take_last_token};
+use ratelab_store::Path;
+use std::sync::Arc;
+
+fn found_by(scheduler: &str, gateways: usize, run: impl FnOnce(Arc<Counter>)) {
+    let n = Arc::new(Counter::default());
+    let message = expect_violation(|| run(n.clone()));
+    println!(
+        "shuttle {scheduler}, naive path, {gateways} gateways: lost update found after {} \
+         executions ({message})",
+        n.get()
+    );
+    assert!(
+        message.contains("lost update"),
+        "unexpected failure: {message}"
+    );
+}
+
+#[test]
+fn naive_path_lost_update_found_by_dfs() {
+    found_by("dfs", 2, |n| {
+        shuttle::check_dfs(take_last_token(Path::Naive, 2, n), None)
+    });
+}
+
+#[test]
+fn naive_path_lost_update_found_by_pct() {
+    found_by("pct depth 3", 4, |n| {
+        shuttle::check_pct(take_last_token(Path::Naive, 4, n), 1_000, 3)
+    });
+}
+
+#[test]
+fn naive_path_lost_update_found_by_random() {
+    found_by("random", 4, |n| {
+        shuttle::check_random(take_last_token(Path::Naive, 4, n), 1_000)
+    });
+}
+
+fn clean(scheduler: &str, gateways: usize, run: impl FnOnce(Arc<Counter>)) -> u64 {
+    let n = Arc::new(Counter::default());
+    run(n.clone());
+    println!(
+        "shuttle {scheduler}, atomic path, {gateways} gateways: {} executions, 0 violations",
+        n.get()
+    );
+    n.get()
+}
+
+#[test]
+fn atomic_path_clean_under_exhaustive_dfs_with_two_gateways() {
+    let n = clean("dfs (exhaustive)", 2, |n| {
+        shuttle::check_dfs(take_last_token(Path::Atomic, 2, n), None)
+    });
+    assert!(n > 1);
+}
+
+#[test]
+fn atomic_path_clean_under_bounded_dfs_with_three_gateways() {
+    let cap = 20_000;
+    let n = clean("dfs (capped at 20000)", 3, |n| {
+        shuttle::check_dfs(take_last_token(Path::Atomic, 3, n), Some(cap))
+    });
+    assert!(n > 1 && n <= cap as u64);
+}
+
+#[test]
+fn atomic_path_clean_under_pct_with_four_to_eight_gateways() {
+    for gateways in [4, 8] {
+        let n = clean("pct depth 3, 2000 iterations", gateways, |n| {
+            shuttle::check_pct(take_last_token(Path::Atomic, gateways, n), 2_000, 3)
+        });
+        assert_eq!(n, 2_000);
+    }
+}
+
+#[test]
+fn atomic_path_clean_under_random_with_eight_gateways() {
+    let n = clean("random, 3000 iterations", 8, |n| {
+        shuttle::check_random(take_last_token(Path::Atomic, 8, n), 3_000)
+    });
+    assert_eq!(n, 3_000);
+}
