@@ -5,12 +5,12 @@ use proptest::prelude::*;
 use ratelab_core::headers::{PolicyName, render};
 use ratelab_core::{Algorithm, Decision, FixedWindow, Nanos, SlidingWindow, TokenBucket};
 
+/// Every decision of a run, with its arrival time and cost.
+type History = Vec<(u64, u64, Decision)>;
+
 /// Runs `arrivals` (time offsets, non-decreasing, and costs) through `alg`, returning every
 /// decision with its time and the final state.
-fn run<A: Algorithm>(
-    alg: &A,
-    arrivals: &[(u64, u64)],
-) -> (Vec<(u64, u64, Decision)>, Option<A::State>) {
+fn run<A: Algorithm>(alg: &A, arrivals: &[(u64, u64)]) -> (History, Option<A::State>) {
     let mut state = None;
     let mut out = Vec::with_capacity(arrivals.len());
     for &(t, cost) in arrivals {

@@ -1,7 +1,7 @@
 //! The in-process store: sharded maps under the backend's mutexes.
 //!
-//! Keys are spread over a fixed number of shards by a deterministic hash (FNV-1a), each a
-//! mutex around a map. The atomic path holds one shard's lock across read, transition and
+//! Keys are spread over a fixed number of shards by their deterministic hash (FNV-1a, carried
+//! by the [`Key`]), each a mutex around a map. The atomic path holds one shard's lock across read, transition and
 //! write; the naive path takes it twice, once per step, which is exactly the window the
 //! lost update needs.
 //!
@@ -21,29 +21,25 @@ pub const DEFAULT_SHARDS: usize = 64;
 /// Default bound on live keys.
 pub const DEFAULT_MAX_KEYS: usize = 1 << 20;
 
-/// FNV-1a: deterministic (no per-process seed) and cheap for short keys.
-#[derive(Clone, Copy, Debug)]
-struct Fnv1a(u64);
+/// Passes a [`Key`]'s precomputed hash through (keys hash themselves with one `write_u64`).
+#[derive(Clone, Copy, Debug, Default)]
+struct KeyHasher(u64);
 
-impl Default for Fnv1a {
-    fn default() -> Self {
-        Fnv1a(0xcbf2_9ce4_8422_2325)
-    }
-}
-
-impl Hasher for Fnv1a {
+impl Hasher for KeyHasher {
     fn finish(&self) -> u64 {
         self.0
     }
 
     fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
-        }
+        self.0 = crate::key::fnv1a(bytes);
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
     }
 }
 
-type FnvMap<K, V> = HashMap<K, V, BuildHasherDefault<Fnv1a>>;
+type FnvMap<K, V> = HashMap<K, V, BuildHasherDefault<KeyHasher>>;
 
 struct Entry<S> {
     state: S,
@@ -114,10 +110,9 @@ impl<A: Algorithm, B: SyncBackend> MemoryStore<A, B> {
     }
 
     fn shard(&self, key: &Key) -> &B::Mutex<Shard<A::State>> {
-        let mut h = Fnv1a::default();
-        h.write(key.as_str().as_bytes());
-        // The modulo keeps the index below `shards.len()`, so it fits in usize.
-        let i = (h.finish() % self.shards.len() as u64) as usize;
+        // The map uses the hash's low bits; the shard takes the high ones. The modulo keeps the
+        // index below `shards.len()`, so it fits in usize.
+        let i = ((key.hash_u64() >> 32) % self.shards.len() as u64) as usize;
         &self.shards[i]
     }
 
@@ -198,13 +193,26 @@ impl<A: Algorithm, B: SyncBackend> Store for MemoryStore<A, B> {
 
     fn apply(&self, key: &Key, now: Nanos, cost: u64) -> Result<Decision, LimitError> {
         let max = self.max_keys_per_shard;
+        let algorithm = &self.algorithm;
         self.shard(key).with(|shard| {
             shard.calls += 1;
-            let state = shard.live(key, now);
-            let (next, decision) = self.algorithm.transition(state, now, cost)?;
+            let entry = shard.map.get_mut(key);
+            let state = entry
+                .as_ref()
+                .filter(|e| e.expires_at > now)
+                .map(|e| e.state);
+            let (next, decision) = algorithm.transition(state, now, cost)?;
             if decision.allowed {
-                let expires_at = now.saturating_add(self.algorithm.ttl(&next, now));
-                shard.put(key, next, expires_at, now, max)?;
+                let expires_at = now.saturating_add(algorithm.ttl(&next, now));
+                match entry {
+                    Some(e) => {
+                        *e = Entry {
+                            state: next,
+                            expires_at,
+                        }
+                    }
+                    None => shard.put(key, next, expires_at, now, max)?,
+                }
             }
             Ok(decision)
         })

@@ -1,0 +1,121 @@
+//! The in-memory store's contract on one thread: both paths agree when nothing interleaves,
+//! state expires exactly when it stops mattering, keys and the key bound are enforced.
+
+use ratelab_core::{Algorithm, FixedWindow, Nanos, TokenBucket};
+use ratelab_store::{
+    Key, KeyError, LimitError, MAX_KEY_LEN, MemoryStore, Path, Store, StoreError, decide,
+};
+
+fn key(s: &str) -> Key {
+    Key::new(s).unwrap()
+}
+
+/// Sequentially, the naive and atomic paths are the same limiter: the race is their only
+/// difference. The naive path pays two round trips per admitted request, the atomic one.
+#[test]
+fn naive_and_atomic_paths_agree_without_concurrency() {
+    let bucket = TokenBucket::per_second(5, 2).unwrap();
+    let (naive, atomic) = (MemoryStore::new(bucket), MemoryStore::new(bucket));
+    let keys = [key("a"), key("b")];
+    let mut admitted = 0;
+    for i in 0..400u64 {
+        let now = Nanos(i * 37_000_000);
+        let k = &keys[usize::from(i % 3 == 0)];
+        let cost = 1 + i % 3;
+        let a = decide(&naive, Path::Naive, k, now, cost).unwrap();
+        let b = decide(&atomic, Path::Atomic, k, now, cost).unwrap();
+        assert_eq!(a, b, "request {i}");
+        admitted += u64::from(a.allowed);
+    }
+    assert!(
+        admitted > 10 && admitted < 390,
+        "{admitted} admitted: the run must mix both"
+    );
+    assert_eq!(naive.stats().calls, 400 + admitted);
+    assert_eq!(atomic.stats().calls, 400);
+}
+
+#[test]
+fn state_expires_when_the_bucket_is_full_again() {
+    let bucket = TokenBucket::per_second(4, 2).unwrap(); // full again 2 s after draining
+    let store = MemoryStore::new(bucket);
+    let k = key("user:ana");
+    assert!(store.apply(&k, Nanos(0), 4).unwrap().allowed);
+    let state = store.get(&k, Nanos(0)).unwrap().unwrap();
+    assert_eq!(bucket.expires_at(&state), Nanos::from_secs(2));
+    assert!(
+        store
+            .get(&k, Nanos::from_secs(2).saturating_sub(Nanos(1)))
+            .unwrap()
+            .is_some()
+    );
+    assert_eq!(store.get(&k, Nanos::from_secs(2)).unwrap(), None);
+    assert_eq!(store.purge_expired(Nanos::from_secs(2)), 1);
+    assert_eq!(store.stats().entries, 0);
+    // An expired key starts full: exactly what the bucket would have refilled to.
+    assert_eq!(
+        store.apply(&k, Nanos::from_secs(2), 1).unwrap().remaining,
+        3
+    );
+}
+
+#[test]
+fn fixed_window_state_expires_at_the_window_end() {
+    let fw = FixedWindow::new(3, Nanos::from_secs(10)).unwrap();
+    let store = MemoryStore::new(fw);
+    let k = key("k");
+    store.apply(&k, Nanos::from_secs(12), 1).unwrap();
+    assert!(store.get(&k, Nanos::from_secs(19)).unwrap().is_some());
+    assert!(store.get(&k, Nanos::from_secs(20)).unwrap().is_none());
+}
+
+#[test]
+fn a_full_store_refuses_new_keys_after_purging_expired_ones() {
+    let bucket = TokenBucket::per_second(1, 1).unwrap();
+    let store = MemoryStore::<_>::with_backend(bucket, 1, 2);
+    store.apply(&key("a"), Nanos(0), 1).unwrap();
+    store.apply(&key("b"), Nanos(0), 1).unwrap();
+    assert_eq!(
+        store.apply(&key("c"), Nanos(0), 1),
+        Err(LimitError::Store(StoreError::Full))
+    );
+    // Existing keys still work while full.
+    assert!(!store.apply(&key("a"), Nanos(0), 1).unwrap().allowed);
+    // Once a and b expire (1 s), c fits.
+    assert!(
+        store
+            .apply(&key("c"), Nanos::from_secs(1), 1)
+            .unwrap()
+            .allowed
+    );
+}
+
+#[test]
+fn invalid_keys_are_rejected_with_a_reason() {
+    assert_eq!(Key::new(""), Err(KeyError::Empty));
+    let long = "k".repeat(MAX_KEY_LEN + 1);
+    assert_eq!(
+        Key::new(&long),
+        Err(KeyError::TooLong {
+            len: MAX_KEY_LEN + 1
+        })
+    );
+    assert_eq!(Key::new("a\nb"), Err(KeyError::ControlCharacter { at: 1 }));
+    assert!(Key::new(&"k".repeat(MAX_KEY_LEN)).is_ok());
+    assert_eq!(
+        Key::new("").unwrap_err().to_string(),
+        "invalid key: empty (expected 1 to 256 bytes)"
+    );
+}
+
+#[test]
+fn cost_errors_pass_through_both_paths() {
+    let store = MemoryStore::new(TokenBucket::per_second(2, 1).unwrap());
+    for path in Path::ALL {
+        let e = decide(&store, path, &key("k"), Nanos(0), 3).unwrap_err();
+        assert!(
+            matches!(e, LimitError::Cost(c) if c.cost == 3 && c.limit == 2),
+            "{path}"
+        );
+    }
+}
