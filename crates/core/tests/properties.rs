@@ -135,6 +135,15 @@ proptest! {
             }
         }
         for (_, _, d) in &ds { check_decision(d)?; }
+        // The bucket's fast TTL equals the contract's definition, expires_at − now (≥ 1 ns).
+        let mut state = None;
+        for &(t, cost) in &arrivals {
+            let (next, _) = b.transition(state, Nanos(t), cost).unwrap();
+            let expected = Nanos(b.expires_at(&next).saturating_sub(Nanos(t)).as_u64().max(1));
+            prop_assert_eq!(b.ttl(&next, Nanos(t)), expected);
+            prop_assert_eq!(b.ttl(&next, Nanos(t + 7)), Nanos(b.expires_at(&next).saturating_sub(Nanos(t + 7)).as_u64().max(1)));
+            state = Some(next);
+        }
     }
 
     /// The token bucket is not only safe but tight: from an empty history, a burst of B unit
