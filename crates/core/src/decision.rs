@@ -7,6 +7,7 @@ use core::fmt;
 ///
 /// A denial is a value, not an error: it carries `retry_after`, the exact wait after which
 /// the same request is admitted (provided no other request for the key intervenes).
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Decision {
     /// Whether the request is admitted.
@@ -26,6 +27,7 @@ pub struct Decision {
 /// A request whose cost can never be admitted under the policy (larger than the quota).
 ///
 /// This is the caller's error, distinct from a denial: no amount of waiting helps.
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct CostError {
     /// The requested cost.

@@ -16,6 +16,7 @@ pub enum Policy {
 }
 
 /// The state of whichever algorithm a [`Policy`] holds.
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum PolicyState {
     /// Token-bucket state.

@@ -6,6 +6,7 @@ use core::fmt;
 ///
 /// The core never reads a clock; every instant comes in as an argument. Integer nanoseconds
 /// keep every decision exact and reproducible (no floats anywhere in a decision).
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Nanos(pub u64);
 

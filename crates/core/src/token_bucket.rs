@@ -34,6 +34,7 @@ pub struct TokenBucket {
 }
 
 /// A token bucket's stored state: the theoretical arrival time, scaled by `refill_amount`.
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct TokenBucketState {
     /// The instant the bucket is full again, in ns × `refill_amount`.

@@ -91,6 +91,7 @@ impl WindowPolicy {
 pub struct FixedWindow(pub WindowPolicy);
 
 /// A fixed window's state: which window, and how much it has admitted.
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct FixedWindowState {
     /// The window index, `now / window`.
@@ -160,6 +161,7 @@ impl Algorithm for FixedWindow {
 pub struct SlidingWindow(pub WindowPolicy);
 
 /// A sliding-window counter's state.
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct SlidingWindowState {
     /// The current window index.
