@@ -17,16 +17,21 @@
 //! when it becomes equivalent to "no state", so idle buckets clear themselves without ever
 //! granting a token early.
 //!
+//! [`StoreClient`] is the same contract for a store reached over a network, one round trip
+//! per call, and [`decide_remote`] runs either path over it.
+//!
 //! [`MemoryStore`] is the in-process store. It is generic over a [`SyncBackend`], so the
 //! loom and shuttle proofs in the workspace's `tests/` check this very code.
 #![warn(missing_docs)]
 
 pub mod backend;
+mod client;
 mod error;
 mod key;
 mod memory;
 
 pub use backend::{BackendMutex, StdBackend, SyncBackend};
+pub use client::{Applied, Outcome, Read, StoreClient, TimeSource, decide_remote};
 pub use error::{LimitError, StoreError};
 pub use key::{Key, KeyError, MAX_KEY_LEN};
 pub use memory::{MemoryStore, StoreStats};

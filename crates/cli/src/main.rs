@@ -1,0 +1,220 @@
+//! `ratelab`: run, check and replay rate-limiter simulation scenarios.
+//!
+//! Exit codes: 0 every expectation held, 1 an expectation failed, 2 bad input.
+
+use clap::{Parser, Subcommand};
+use ratelab_sim::{Report, RunOptions, Scenario, replay_commands};
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "ratelab",
+    version,
+    about = "Deterministic simulation of distributed rate limiting"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run a scenario's seeds (or one seed) and check its expectations.
+    Run {
+        /// The scenario file.
+        file: PathBuf,
+        /// Run only this seed (the scenario's seeds otherwise).
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Print every event of the run.
+        #[arg(long)]
+        trace: bool,
+        /// Print one JSON object per seed instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Validate scenario files without running them.
+    Check {
+        /// Scenario files.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
+    /// Print the JSON Schema of scenario files.
+    Schema,
+}
+
+const EXIT_FAILED: u8 = 1;
+const EXIT_BAD_INPUT: u8 = 2;
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = if e.use_stderr() { EXIT_BAD_INPUT } else { 0 };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    match cli.command {
+        Command::Run {
+            file,
+            seed,
+            trace,
+            json,
+        } => run(&file, seed, trace, json),
+        Command::Check { files } => check(&files),
+        Command::Schema => {
+            print!("{}", ratelab_sim::scenario::json_schema());
+            ExitCode::SUCCESS
+        }
+    }
+}
+
+fn load(file: &std::path::Path) -> Result<Scenario, ExitCode> {
+    Scenario::load(file).map_err(|e| {
+        eprintln!("error: {e}");
+        ExitCode::from(EXIT_BAD_INPUT)
+    })
+}
+
+fn check(files: &[PathBuf]) -> ExitCode {
+    let mut ok = true;
+    for f in files {
+        match Scenario::load(f) {
+            Ok(sc) => println!(
+                "ok: {} ({} seeds, about {} requests per seed)",
+                f.display(),
+                sc.spec.seeds.0.len(),
+                sc.scheduled_requests
+            ),
+            Err(e) => {
+                eprintln!("error: {e}");
+                ok = false;
+            }
+        }
+    }
+    if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(EXIT_BAD_INPUT)
+    }
+}
+
+fn run(file: &std::path::Path, seed: Option<u64>, trace: bool, json: bool) -> ExitCode {
+    let sc = match load(file) {
+        Ok(sc) => sc,
+        Err(code) => return code,
+    };
+    let seeds = seed.map_or_else(|| sc.spec.seeds.0.clone(), |s| vec![s]);
+    let mut out = std::io::stdout().lock();
+    if !json {
+        let _ = writeln!(
+            out,
+            "{} — {}\n{} path, {} gateways, {} client groups, {} faults, {} ms\n",
+            sc.name,
+            sc.spec.description,
+            sc.path.name(),
+            sc.spec.gateways.get(),
+            sc.spec.clients.len(),
+            sc.spec.faults.len(),
+            sc.spec.duration_ms.get()
+        );
+        let _ = writeln!(
+            out,
+            "{:>8} {:>9} {:>8} {:>8} {:>7} {:>10} {:>12} {:>13} {:>9}  {:<16}  result",
+            "seed",
+            "requests",
+            "allowed",
+            "denied",
+            "errors",
+            "max_excess",
+            "total_excess",
+            "max_in_window",
+            "wall_ms",
+            "trace_hash"
+        );
+    }
+    let mut failed = Vec::new();
+    for s in seeds {
+        let (report, history) = ratelab_sim::run(&sc, s, RunOptions { keep_events: trace });
+        if trace {
+            for e in &history.events {
+                let _ = writeln!(out, "{}", describe(e, &history));
+            }
+        }
+        if json {
+            let _ = writeln!(
+                out,
+                "{}",
+                serde_json::to_string(&report).expect("report serializes")
+            );
+        } else {
+            row(&mut out, &report);
+        }
+        if !report.passed {
+            failed.push(report);
+        }
+    }
+    let _ = out.flush();
+    if failed.is_empty() {
+        return ExitCode::SUCCESS;
+    }
+    for r in &failed {
+        eprintln!(
+            "\nFAILED: scenario {} ({}), seed {}",
+            r.scenario, r.file, r.seed
+        );
+        for f in &r.failures {
+            eprintln!("  {f}");
+        }
+        if let Some(w) = &r.excess_witness {
+            eprintln!(
+                "  worst window: key {:?}, {} admitted in [{} ns, {} ns] against a bound of {}; requests {:?}",
+                w.key, w.admitted, w.from_ns, w.to_ns, w.bound, w.ids
+            );
+        }
+        eprintln!("  replay:");
+        for c in replay_commands(&r.scenario, &r.file, r.seed) {
+            eprintln!("    {c}");
+        }
+    }
+    ExitCode::from(EXIT_FAILED)
+}
+
+fn row(out: &mut impl Write, r: &Report) {
+    let _ = writeln!(
+        out,
+        "{:>8} {:>9} {:>8} {:>8} {:>7} {:>10} {:>12} {:>13} {:>9.1}  {:<16}  {}",
+        r.seed,
+        r.requests,
+        r.allowed,
+        r.denied,
+        r.errors,
+        r.max_excess,
+        r.total_excess,
+        r.max_in_window,
+        r.wall_ms,
+        r.trace_hash,
+        if r.passed { "pass" } else { "FAIL" }
+    );
+}
+
+fn describe(e: &ratelab_sim::history::Timed, h: &ratelab_sim::History) -> String {
+    use ratelab_sim::history::Event;
+    match &e.event {
+        Event::Sent { id } => {
+            let r = &h.requests[*id as usize];
+            format!(
+                "{:>12.6} ms  sent      #{id} client {} key {:?} gateway {} cost {}",
+                e.at.as_u64() as f64 / 1e6,
+                r.client,
+                r.key,
+                r.gateway,
+                r.cost
+            )
+        }
+        _ => e.to_string(),
+    }
+}

@@ -1,0 +1,359 @@
+//! Checkers over a recorded history. They live outside the system under test, read only the
+//! history, and report numbers: how much, where, and which requests witness it.
+//!
+//! - [`envelope`]: the token-bucket envelope. For every key and every interval `[t1, t2]`
+//!   between two admissions, admitted cost ≤ B + R·(t2 − t1), compared exactly in integers.
+//!   Reports the worst excess (in requests, rounded up), the window and request ids that
+//!   witness it, and the total excess over each key's whole run.
+//! - [`window_spike`]: the most admitted for one key in any interval of one window length.
+//! - [`answered_once`]: every request answered exactly once — none lost, none duplicated.
+//! - [`liveness`]: after faults heal and the quota has refilled, a client sending within the
+//!   policy's rate is never denied.
+//!
+//! Admissions are placed on the **store's** timeline (`decided_at`), the one clock every
+//! gateway shares in truth, so a gateway's skewed clock shows up as excess rather than
+//! hiding it.
+
+use crate::history::{Answer, RequestRecord};
+use ratelab_core::Nanos;
+use std::collections::BTreeMap;
+
+/// The envelope's constants: admitted·`period` ≤ `burst`·`period` + `amount`·Δt (Δt in ns,
+/// `period` in ns): capacity B = `burst`, rate R = `amount` / `period`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Envelope {
+    /// B.
+    pub burst: u64,
+    /// Tokens per `period`.
+    pub amount: u64,
+    /// The refill period, ns.
+    pub period: u64,
+}
+
+/// An admitted request, as the checkers see it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Admission {
+    /// Store time of the deciding operation.
+    pub at: Nanos,
+    /// Request id.
+    pub id: u64,
+    /// Cost.
+    pub cost: u64,
+}
+
+/// The worst envelope violation found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Witness {
+    /// The key.
+    pub key: String,
+    /// First admission in the window.
+    pub from: Nanos,
+    /// Last admission in the window.
+    pub to: Nanos,
+    /// Cost admitted in the window.
+    pub admitted: u64,
+    /// B + R·(to − from), rounded down.
+    pub bound: u64,
+    /// Ids of the admitted requests in the window (at most [`MAX_WITNESS_IDS`]).
+    pub ids: Vec<u64>,
+}
+
+/// Most request ids a witness lists.
+pub const MAX_WITNESS_IDS: usize = 32;
+
+/// What the envelope checker found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EnvelopeReport {
+    /// Largest excess over the envelope in any interval, over all keys, in requests (rounded up).
+    pub max_excess: u64,
+    /// Sum over keys of the excess over B + R·T across the key's whole run.
+    pub total_excess: u64,
+    /// Where `max_excess` happened, if anywhere.
+    pub witness: Option<Witness>,
+}
+
+/// Groups admitted requests by key, each sorted by time then id.
+pub fn admissions(requests: &[RequestRecord]) -> BTreeMap<&str, Vec<Admission>> {
+    let mut by_key: BTreeMap<&str, Vec<Admission>> = BTreeMap::new();
+    for r in requests {
+        if let Some((_, Answer::Allowed { decided_at, .. })) = r.answer {
+            by_key.entry(&r.key).or_default().push(Admission {
+                at: decided_at,
+                id: r.id,
+                cost: r.cost,
+            });
+        }
+    }
+    for v in by_key.values_mut() {
+        v.sort_unstable();
+    }
+    by_key
+}
+
+/// Runs the envelope checker over `by_key` (from [`admissions`]).
+pub fn envelope(by_key: &BTreeMap<&str, Vec<Admission>>, env: Envelope) -> EnvelopeReport {
+    let (b, a, p) = (
+        i128::from(env.burst),
+        i128::from(env.amount),
+        i128::from(env.period),
+    );
+    let bp = b * p;
+    let mut report = EnvelopeReport::default();
+    let mut worst_scaled = 0i128;
+    for (key, adm) in by_key {
+        // excess(i, j) = (S_j − a·t_j) + (a·t_i − S_{i−1}) − B·P, maximised over i ≤ j with a
+        // running maximum of the second term: O(n) per key.
+        let mut s_prev = 0i128; // S_{j-1}
+        let mut best = i128::MIN; // max over i ≤ j of a·t_i − S_{i−1}
+        let mut best_i = 0usize;
+        for (j, x) in adm.iter().enumerate() {
+            let t = i128::from(x.at.as_u64());
+            let cand = a * t - s_prev;
+            if cand > best {
+                best = cand;
+                best_i = j;
+            }
+            let s_j = s_prev + i128::from(x.cost) * p;
+            let excess = s_j - a * t + best - bp;
+            if excess > worst_scaled {
+                worst_scaled = excess;
+                let window = &adm[best_i..=j];
+                let from = adm[best_i].at;
+                let admitted: u64 = window.iter().map(|w| w.cost).sum();
+                let bound = (bp + a * (t - i128::from(from.as_u64()))) / p;
+                report.witness = Some(Witness {
+                    key: (*key).to_owned(),
+                    from,
+                    to: x.at,
+                    admitted,
+                    bound: u64::try_from(bound).unwrap_or(u64::MAX),
+                    ids: window.iter().take(MAX_WITNESS_IDS).map(|w| w.id).collect(),
+                });
+            }
+            s_prev = s_j;
+        }
+        if let (Some(first), Some(last)) = (adm.first(), adm.last()) {
+            let span = i128::from(last.at.as_u64() - first.at.as_u64());
+            let over = s_prev - bp - a * span;
+            if over > 0 {
+                report.total_excess += u64::try_from((over + p - 1) / p).unwrap_or(u64::MAX);
+            }
+        }
+    }
+    if worst_scaled > 0 {
+        report.max_excess = u64::try_from((worst_scaled + p - 1) / p).unwrap_or(u64::MAX);
+    }
+    report
+}
+
+/// The most admitted for one key in any half-open interval of length `window`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SpikeReport {
+    /// The largest admitted cost in any such interval.
+    pub max_in_window: u64,
+    /// Its key.
+    pub key: String,
+    /// Its start.
+    pub from: Nanos,
+}
+
+/// Runs the window-spike checker.
+pub fn window_spike(by_key: &BTreeMap<&str, Vec<Admission>>, window: Nanos) -> SpikeReport {
+    let mut best = SpikeReport::default();
+    for (key, adm) in by_key {
+        let mut lo = 0;
+        let mut sum = 0u64;
+        for (hi, x) in adm.iter().enumerate() {
+            sum += x.cost;
+            while adm[lo].at.as_u64() + window.as_u64() <= x.at.as_u64() {
+                sum -= adm[lo].cost;
+                lo += 1;
+            }
+            if sum > best.max_in_window {
+                best = SpikeReport {
+                    max_in_window: sum,
+                    key: (*key).to_owned(),
+                    from: adm[lo].at,
+                };
+            }
+            let _ = hi;
+        }
+    }
+    best
+}
+
+/// Requests without an answer, and answers beyond the first.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AnswerReport {
+    /// Requests never answered.
+    pub unanswered: u64,
+    /// Extra answers.
+    pub duplicated: u64,
+    /// The first few unanswered ids.
+    pub unanswered_ids: Vec<u64>,
+}
+
+/// Runs the answered-exactly-once checker.
+pub fn answered_once(requests: &[RequestRecord]) -> AnswerReport {
+    let mut r = AnswerReport::default();
+    for q in requests {
+        if q.answer.is_none() {
+            r.unanswered += 1;
+            if r.unanswered_ids.len() < MAX_WITNESS_IDS {
+                r.unanswered_ids.push(q.id);
+            }
+        }
+        r.duplicated += u64::from(q.extra_answers);
+    }
+    r
+}
+
+/// What the liveness checker found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LivenessReport {
+    /// When checking started: last fault healed plus the time to refill.
+    pub from: Nanos,
+    /// Requests on eligible keys sent from then on.
+    pub checked: u64,
+    /// Of those, how many were not admitted.
+    pub violations: u64,
+    /// The first few violating ids.
+    pub ids: Vec<u64>,
+}
+
+/// Runs the liveness checker: requests on `eligible` keys sent at or after `from` must all be
+/// admitted.
+pub fn liveness(requests: &[RequestRecord], eligible: &[String], from: Nanos) -> LivenessReport {
+    let mut r = LivenessReport {
+        from,
+        ..LivenessReport::default()
+    };
+    for q in requests {
+        if q.sent_at < from || !eligible.contains(&q.key) {
+            continue;
+        }
+        r.checked += 1;
+        if !matches!(q.answer, Some((_, Answer::Allowed { .. }))) {
+            r.violations += 1;
+            if r.ids.len() < MAX_WITNESS_IDS {
+                r.ids.push(q.id);
+            }
+        }
+    }
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn adm(times_ms: &[u64]) -> BTreeMap<&'static str, Vec<Admission>> {
+        let v = times_ms
+            .iter()
+            .enumerate()
+            .map(|(i, &t)| Admission {
+                at: Nanos::from_millis(t),
+                id: i as u64,
+                cost: 1,
+            })
+            .collect();
+        BTreeMap::from([("k", v)])
+    }
+
+    /// B = 2, R = 1/s.
+    const ENV: Envelope = Envelope {
+        burst: 2,
+        amount: 1,
+        period: 1_000_000_000,
+    };
+
+    #[test]
+    fn envelope_passes_a_history_within_bounds() {
+        let r = envelope(&adm(&[0, 0, 1000, 2000, 3000]), ENV);
+        assert_eq!(r.max_excess, 0);
+        assert_eq!(r.total_excess, 0);
+        assert_eq!(r.witness, None);
+    }
+
+    #[test]
+    fn envelope_catches_a_known_bad_history() {
+        // Four at t = 0 with B = 2: two over. Then one at 500 ms: bound 2.5 over [0, 500].
+        let r = envelope(&adm(&[0, 0, 0, 0, 500]), ENV);
+        assert_eq!(
+            r.max_excess, 3,
+            "5 admitted against 2.5: 2.5 over, rounded up"
+        );
+        let w = r.witness.unwrap();
+        assert_eq!(
+            (w.admitted, w.bound, w.from, w.to),
+            (5, 2, Nanos(0), Nanos::from_millis(500))
+        );
+        assert_eq!(w.ids, vec![0, 1, 2, 3, 4]);
+        assert_eq!(r.total_excess, 3);
+    }
+
+    #[test]
+    fn envelope_finds_excess_in_an_inner_window() {
+        // Well spaced, then three at 10 s: B = 2 allows two at once plus what refilled.
+        let r = envelope(&adm(&[0, 5000, 10_000, 10_000, 10_000]), ENV);
+        assert_eq!(r.max_excess, 1);
+        assert_eq!(r.witness.unwrap().from, Nanos::from_secs(10));
+    }
+
+    #[test]
+    fn window_spike_counts_the_densest_window() {
+        let r = window_spike(&adm(&[0, 900, 950, 1000, 1050, 3000]), Nanos::from_secs(1));
+        assert_eq!(r.max_in_window, 4, "900, 950, 1000 and 1050 are within 1 s");
+        assert_eq!(r.from, Nanos::from_millis(900));
+    }
+
+    fn record(id: u64, answer: Option<Answer>, extra: u32) -> RequestRecord {
+        RequestRecord {
+            id,
+            client: 0,
+            group: 0,
+            key: "k".into(),
+            gateway: 0,
+            cost: 1,
+            sent_at: Nanos::from_secs(id),
+            answer: answer.map(|a| (Nanos::from_secs(id), a)),
+            extra_answers: extra,
+        }
+    }
+
+    const OK: Answer = Answer::Allowed {
+        decided_at: Nanos(0),
+        remaining: 0,
+    };
+
+    #[test]
+    fn answered_once_catches_lost_and_duplicated_answers() {
+        let r = answered_once(&[
+            record(0, Some(OK), 0),
+            record(1, None, 0),
+            record(2, Some(OK), 2),
+        ]);
+        assert_eq!((r.unanswered, r.duplicated), (1, 2));
+        assert_eq!(r.unanswered_ids, vec![1]);
+        assert_eq!(
+            answered_once(&[record(0, Some(OK), 0)]),
+            AnswerReport::default()
+        );
+    }
+
+    #[test]
+    fn liveness_catches_a_denial_after_healing() {
+        let denied = Answer::Denied {
+            decided_at: Nanos(0),
+            retry_after: Nanos(1),
+        };
+        let h = [
+            record(0, Some(denied), 0),
+            record(1, Some(OK), 0),
+            record(2, Some(denied), 0),
+        ];
+        let r = liveness(&h, &["k".into()], Nanos::from_secs(1));
+        assert_eq!((r.checked, r.violations, r.ids.clone()), (2, 1, vec![2]));
+        assert_eq!(liveness(&h, &["other".into()], Nanos(0)).checked, 0);
+    }
+}

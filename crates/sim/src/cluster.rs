@@ -1,0 +1,773 @@
+//! The simulated cluster: one store node, N gateway nodes, a client node, and the faults.
+//!
+//! - The **store node** owns every key and handles its messages one at a time, in arrival
+//!   order, like Redis: each request runs to completion (read, transition, write) before the
+//!   next is looked at. It runs the real [`MemoryStore`] over the real core transition. It
+//!   decides store-side faults per message from the scenario's plan and its own seeded
+//!   stream: answer with an error (not applied), drop (not applied: the caller times out),
+//!   apply but lose the reply, or delay the reply. A crash kills the node; the restart runs
+//!   its init again with an empty store: all state is lost.
+//! - Each **gateway node** decides requests over a [`StoreClient`] whose implementation here
+//!   is madsim RPC with a per-call timeout, on either path, reading its own clock (true
+//!   simulated time with the scenario's offset and drift) or the store's.
+//! - **Clients** are tasks on a client node. They send each request by starting the gateway's
+//!   handler on the chosen gateway node; clients that honour Retry-After wait for the answer.
+//! - **Network faults** use madsim's verbs: `clog_link` for partitions, the packet-loss rate,
+//!   `kill`/`restart`, `pause`/`resume`.
+//!
+//! Nothing here reads a wall clock or an unseeded random number.
+
+use crate::history::{Answer, ErrorKind, History, StoreFate, StoreOp};
+use crate::rng::{SimRng, stream};
+use crate::scenario::{
+    ClientSpec, FaultKind, FaultSpec, GatewayChoice, NodeName, Pattern, Scenario, ms,
+};
+use madsim::net::rpc::Request;
+use madsim::net::{Endpoint, NetSim};
+use madsim::runtime::{Handle, NodeHandle};
+use madsim::time::{Instant, sleep, sleep_until};
+use ratelab_core::{Decision, Nanos, Policy, PolicyState};
+use ratelab_store::{
+    Applied, Key, LimitError, MemoryStore, Read, Store, StoreClient, StoreError, decide_remote,
+};
+use serde::{Deserialize, Serialize};
+use std::future::Future;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+const STORE_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
+const STORE_PORT: u16 = 6379;
+/// Concurrent receive loops on the store node.
+const STORE_RECEIVERS: usize = 512;
+/// Simulated time for nodes to start and bind before time zero.
+const SETUP: Duration = Duration::from_millis(5);
+
+fn store_addr() -> SocketAddr {
+    SocketAddr::new(IpAddr::V4(STORE_IP), STORE_PORT)
+}
+
+fn gateway_ip(i: u32) -> IpAddr {
+    IpAddr::V4(Ipv4Addr::new(10, 1, (i / 200) as u8, (i % 200 + 1) as u8))
+}
+
+/// A message to the store node.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum StoreRequest {
+    /// Naive path, step 1.
+    Get {
+        /// The key.
+        key: String,
+    },
+    /// Naive path, step 2.
+    Set {
+        /// The key.
+        key: String,
+        /// The state to store.
+        state: PolicyState,
+        /// Time to live.
+        ttl: Nanos,
+    },
+    /// Atomic path.
+    Apply {
+        /// The key.
+        key: String,
+        /// The caller's time, or `None` for the store's clock.
+        now: Option<Nanos>,
+        /// Cost.
+        cost: u64,
+    },
+}
+
+/// The store node's successful replies.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum StoreReply {
+    /// The state read.
+    Read {
+        /// The state.
+        state: Option<PolicyState>,
+        /// Store clock.
+        store_time: Nanos,
+    },
+    /// The write was applied.
+    Written,
+    /// The transition's decision.
+    Applied {
+        /// The decision.
+        decision: Decision,
+        /// Store clock.
+        store_time: Nanos,
+    },
+}
+
+/// The store node's errors, as sent over the wire.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
+pub enum WireError {
+    /// Injected error or refusal.
+    Unavailable,
+    /// The key limit was reached.
+    Full,
+    /// The key was invalid.
+    BadKey,
+    /// The cost exceeds the policy.
+    Cost {
+        /// Cost.
+        cost: u64,
+        /// Limit.
+        limit: u64,
+    },
+}
+
+impl Request for StoreRequest {
+    type Response = Result<StoreReply, WireError>;
+    const ID: u64 = 0x7261_7465_6c61_6201;
+}
+
+/// State every node reaches: the recorder and the run's time origin.
+pub(crate) struct Shared {
+    t0: Instant,
+    pub(crate) history: Mutex<History>,
+}
+
+impl Shared {
+    fn now(&self) -> Nanos {
+        Nanos::from(Instant::now().saturating_duration_since(self.t0))
+    }
+
+    fn record(&self, f: impl FnOnce(&mut History, Nanos)) {
+        let now = self.now();
+        f(&mut self.history.lock().expect("recorder"), now);
+    }
+}
+
+/// Store-side faults, evaluated per message.
+struct StorePlan {
+    windows: Vec<StoreWindow>,
+}
+
+struct StoreWindow {
+    kind: FaultKind,
+    from: Nanos,
+    until: Nanos,
+    rate: f64,
+    extra: (u64, u64),
+}
+
+enum Verdict {
+    Serve,
+    Error,
+    Drop,
+    LoseReply,
+    Delay(Nanos),
+}
+
+impl StorePlan {
+    fn new(faults: &[FaultSpec]) -> StorePlan {
+        let windows = faults
+            .iter()
+            .filter(|f| {
+                matches!(
+                    f.kind,
+                    FaultKind::StoreErrors
+                        | FaultKind::StoreTimeouts
+                        | FaultKind::LostReplies
+                        | FaultKind::StoreLatency
+                )
+            })
+            .map(|f| StoreWindow {
+                kind: f.kind,
+                from: ms(f.at_ms.map_or(0, |v| v.get())),
+                until: ms(f.until_ms.map_or(0, |v| v.get())),
+                rate: f.rate.map_or(1.0, |r| r.0),
+                extra: f
+                    .extra_latency
+                    .map_or((0, 0), |l| (l.min_us.get() * 1_000, l.max_us.get() * 1_000)),
+            })
+            .collect();
+        StorePlan { windows }
+    }
+
+    fn verdict(&self, now: Nanos, rng: &mut SimRng) -> Verdict {
+        for w in &self.windows {
+            if now < w.from || now >= w.until || !rng.chance(w.rate) {
+                continue;
+            }
+            return match w.kind {
+                FaultKind::StoreErrors => Verdict::Error,
+                FaultKind::StoreTimeouts => Verdict::Drop,
+                FaultKind::LostReplies => Verdict::LoseReply,
+                _ => Verdict::Delay(Nanos(rng.between(w.extra.0, w.extra.1))),
+            };
+        }
+        Verdict::Serve
+    }
+}
+
+type Reply = Pin<Box<dyn Future<Output = Result<StoreReply, WireError>> + Send>>;
+
+struct StoreNode {
+    store: MemoryStore<Policy>,
+    shared: Arc<Shared>,
+    plan: Arc<StorePlan>,
+    rng: Arc<Mutex<SimRng>>,
+}
+
+impl StoreNode {
+    /// Handles one message to completion; only the reply's delivery is deferred.
+    fn handle(&self, req: StoreRequest) -> Reply {
+        let now = self.shared.now();
+        let verdict = self
+            .plan
+            .verdict(now, &mut self.rng.lock().expect("store rng"));
+        let (key, op) = match &req {
+            StoreRequest::Get { key } => (key.clone(), StoreOp::Get),
+            StoreRequest::Set { key, .. } => (key.clone(), StoreOp::Set),
+            StoreRequest::Apply { key, .. } => (key.clone(), StoreOp::Apply { allowed: false }),
+        };
+        if matches!(verdict, Verdict::Error | Verdict::Drop) {
+            let fate = if matches!(verdict, Verdict::Error) {
+                StoreFate::Errored
+            } else {
+                StoreFate::Dropped
+            };
+            self.shared.record(|h, at| h.store(at, &key, op, fate));
+            return match verdict {
+                Verdict::Error => Box::pin(async { Err(WireError::Unavailable) }),
+                _ => Box::pin(std::future::pending()),
+            };
+        }
+        let (reply, op) = self.apply(req, now);
+        let fate = match verdict {
+            Verdict::LoseReply => StoreFate::ReplyLost,
+            Verdict::Delay(d) => StoreFate::Delayed(d),
+            _ => StoreFate::Served,
+        };
+        self.shared.record(|h, at| h.store(at, &key, op, fate));
+        match verdict {
+            Verdict::LoseReply => Box::pin(std::future::pending()),
+            Verdict::Delay(d) => Box::pin(async move {
+                sleep(Duration::from(d)).await;
+                reply
+            }),
+            _ => Box::pin(async move { reply }),
+        }
+    }
+
+    fn apply(&self, req: StoreRequest, now: Nanos) -> (Result<StoreReply, WireError>, StoreOp) {
+        let key_of = |k: &str| Key::new(k).map_err(|_| WireError::BadKey);
+        let store_err = |e: StoreError| match e {
+            StoreError::Full => WireError::Full,
+            _ => WireError::Unavailable,
+        };
+        match req {
+            StoreRequest::Get { key } => {
+                let r = key_of(&key).and_then(|k| self.store.get(&k, now).map_err(store_err));
+                let reply = r.map(|state| StoreReply::Read {
+                    state,
+                    store_time: now,
+                });
+                (reply, StoreOp::Get)
+            }
+            StoreRequest::Set { key, state, ttl } => {
+                let r = key_of(&key)
+                    .and_then(|k| self.store.set(&k, state, ttl, now).map_err(store_err));
+                (r.map(|()| StoreReply::Written), StoreOp::Set)
+            }
+            StoreRequest::Apply { key, now: at, cost } => {
+                let r = key_of(&key).and_then(|k| {
+                    self.store
+                        .apply(&k, at.unwrap_or(now), cost)
+                        .map_err(|e| match e {
+                            LimitError::Cost(c) => WireError::Cost {
+                                cost: c.cost,
+                                limit: c.limit,
+                            },
+                            LimitError::Store(s) => store_err(s),
+                        })
+                });
+                let allowed = r.as_ref().is_ok_and(|d| d.allowed);
+                let reply = r.map(|decision| StoreReply::Applied {
+                    decision,
+                    store_time: now,
+                });
+                (reply, StoreOp::Apply { allowed })
+            }
+        }
+    }
+}
+
+/// The madsim RPC implementation of [`StoreClient`].
+#[derive(Clone)]
+struct RpcStore {
+    ep: Endpoint,
+    timeout: Duration,
+    policy: Policy,
+}
+
+impl RpcStore {
+    async fn call(&self, req: StoreRequest) -> Result<StoreReply, StoreError> {
+        match self.ep.call_timeout(store_addr(), req, self.timeout).await {
+            Ok(Ok(reply)) => Ok(reply),
+            Ok(Err(WireError::Full)) => Err(StoreError::Full),
+            Ok(Err(_)) => Err(StoreError::Unavailable),
+            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => Err(StoreError::Timeout),
+            Err(_) => Err(StoreError::Unavailable),
+        }
+    }
+}
+
+impl StoreClient for RpcStore {
+    type Algorithm = Policy;
+
+    fn algorithm(&self) -> &Policy {
+        &self.policy
+    }
+
+    fn get(&self, key: &Key) -> impl Future<Output = Result<Read<PolicyState>, StoreError>> + Send {
+        let req = StoreRequest::Get {
+            key: key.as_str().to_owned(),
+        };
+        async move {
+            match self.call(req).await? {
+                StoreReply::Read { state, store_time } => Ok(Read { state, store_time }),
+                _ => Err(StoreError::Unavailable),
+            }
+        }
+    }
+
+    fn set(
+        &self,
+        key: &Key,
+        state: PolicyState,
+        ttl: Nanos,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        let req = StoreRequest::Set {
+            key: key.as_str().to_owned(),
+            state,
+            ttl,
+        };
+        async move {
+            match self.call(req).await? {
+                StoreReply::Written => Ok(()),
+                _ => Err(StoreError::Unavailable),
+            }
+        }
+    }
+
+    fn apply(
+        &self,
+        key: &Key,
+        now: Option<Nanos>,
+        cost: u64,
+    ) -> impl Future<Output = Result<Applied, LimitError>> + Send {
+        let req = StoreRequest::Apply {
+            key: key.as_str().to_owned(),
+            now,
+            cost,
+        };
+        async move {
+            match self.call(req).await? {
+                StoreReply::Applied {
+                    decision,
+                    store_time,
+                } => Ok(Applied {
+                    decision,
+                    store_time,
+                }),
+                _ => Err(StoreError::Unavailable.into()),
+            }
+        }
+    }
+}
+
+/// A gateway's view of time: true time, shifted by `offset_ns` and scaled by `1 + drift_ppm/10⁶`.
+#[derive(Clone, Copy, Debug, Default)]
+struct Clock {
+    offset_ns: i64,
+    drift_ppm: i64,
+}
+
+impl Clock {
+    fn read(self, truth: Nanos) -> Nanos {
+        let t = i128::from(truth.as_u64());
+        let skewed = t + t * i128::from(self.drift_ppm) / 1_000_000 + i128::from(self.offset_ns);
+        Nanos(u64::try_from(skewed.max(0)).unwrap_or(u64::MAX))
+    }
+}
+
+struct Gateway {
+    node: NodeHandle,
+    client: RpcStore,
+    clock: Clock,
+}
+
+struct Cluster {
+    sc: Arc<Scenario>,
+    shared: Arc<Shared>,
+    gateways: Vec<Arc<Gateway>>,
+}
+
+/// One gateway request: decide over the store, record and return the answer.
+async fn serve(cluster: Arc<Cluster>, g: usize, id: u64, key: Key, cost: u64) -> Answer {
+    let gw = &cluster.gateways[g];
+    let caller_now = gw.clock.read(cluster.shared.now());
+    let answer = match decide_remote(
+        &gw.client,
+        cluster.sc.path,
+        cluster.sc.time_source,
+        &key,
+        caller_now,
+        cost,
+    )
+    .await
+    {
+        Ok(o) if o.decision.allowed => Answer::Allowed {
+            decided_at: o.decided_at,
+            remaining: o.decision.remaining,
+        },
+        Ok(o) => Answer::Denied {
+            decided_at: o.decided_at,
+            retry_after: o.decision.retry_after.unwrap_or(Nanos::ZERO),
+        },
+        Err(LimitError::Store(StoreError::Timeout)) => Answer::Error(ErrorKind::Timeout),
+        Err(LimitError::Store(StoreError::Full)) => Answer::Error(ErrorKind::Full),
+        // A cost error cannot happen (validated), and is reported as a refusal if it does.
+        Err(_) => Answer::Error(ErrorKind::Unavailable),
+    };
+    cluster.shared.record(|h, at| h.answer(at, id, answer));
+    answer
+}
+
+/// A client's arrival times, in ns from the start of the run.
+struct Arrivals {
+    pattern: Pattern,
+    start: u64,
+    stop: u64,
+    k: u64,
+    phase: u64,
+    rate: u64,
+    next_poisson: u64,
+    burst: Vec<u64>,
+}
+
+impl Arrivals {
+    fn new(c: &ClientSpec, duration_ms: u64, rng: &mut SimRng) -> Arrivals {
+        let a = &c.arrival;
+        let start = c.start_ms.get() * 1_000_000;
+        let stop = c.stop_ms.map_or(duration_ms, |v| v.get()) * 1_000_000;
+        let rate = a.rate_per_sec.map_or(1, |r| r.get());
+        let interval = 1_000_000_000 / rate;
+        let mut burst = Vec::new();
+        match a.pattern {
+            Pattern::Burst => {
+                let n = a.requests.map_or(0, |v| v.get());
+                let at = a.at_ms.map_or(0, |v| v.get()) * 1_000_000;
+                let spread = a.spread_ms.map_or(0, |v| v.get()) * 1_000_000;
+                burst.extend((0..n).map(|k| at + spread * k / n));
+            }
+            Pattern::BoundaryBursts => {
+                let n = a.requests.map_or(0, |v| v.get());
+                let every = a.every_ms.map_or(1, |v| v.get()) * 1_000_000;
+                let before = a.before_ms.map_or(0, |v| v.get()) * 1_000_000;
+                let after = a.after_ms.map_or(0, |v| v.get()) * 1_000_000;
+                let mut b = (start / every + 1) * every;
+                while b < stop {
+                    burst.extend((0..n).map(|k| b - before + before * k / n));
+                    burst.extend((0..n).map(|k| b + after * k / n));
+                    b += every;
+                }
+                burst.retain(|&t| t >= start && t < stop);
+            }
+            _ => {}
+        }
+        burst.reverse();
+        let phase = rng.below(interval.max(1));
+        let next_poisson = start + rng.exponential(interval as f64);
+        Arrivals {
+            pattern: a.pattern,
+            start,
+            stop,
+            k: 0,
+            phase,
+            rate,
+            next_poisson,
+            burst,
+        }
+    }
+
+    fn next(&mut self, rng: &mut SimRng) -> Option<u64> {
+        let t = match self.pattern {
+            Pattern::Constant => {
+                let t = self.start
+                    + self.phase
+                    + (u128::from(self.k) * 1_000_000_000 / u128::from(self.rate)) as u64;
+                self.k += 1;
+                t
+            }
+            Pattern::Poisson => {
+                let t = self.next_poisson;
+                self.next_poisson += rng.exponential(1e9 / self.rate as f64);
+                t
+            }
+            Pattern::Burst | Pattern::BoundaryBursts => self.burst.pop()?,
+        };
+        (t < self.stop).then_some(t)
+    }
+}
+
+/// Sends one client's requests.
+async fn client_main(cluster: Arc<Cluster>, group: usize, client: u32, seed: u64) {
+    let spec = &cluster.sc.spec;
+    let c = &spec.clients[group];
+    let mut rng = SimRng::new(seed, stream::CLIENTS + u64::from(client));
+    let mut arrivals = Arrivals::new(c, spec.duration_ms.get(), &mut rng);
+    let n = cluster.gateways.len() as u64;
+    let mut next_gateway = u64::from(client) % n;
+    let mut not_before = 0u64;
+    while let Some(t) = arrivals.next(&mut rng) {
+        if t < not_before {
+            continue;
+        }
+        sleep_until(cluster.shared.t0 + Duration::from_nanos(t)).await;
+        let key = match (&c.key, &c.keys) {
+            (Some(k), _) => k.clone(),
+            (None, Some(ks)) => format!("{}:{}", ks.prefix, rng.below(ks.count.get())),
+            (None, None) => unreachable!("validated: key or keys"),
+        };
+        let g = match c.gateway {
+            GatewayChoice::RoundRobin => {
+                let g = next_gateway;
+                next_gateway = (next_gateway + 1) % n;
+                g
+            }
+            GatewayChoice::Random => rng.below(n),
+            GatewayChoice::Fixed(g) => u64::from(g),
+        } as usize;
+        let cost = c.cost.get();
+        let mut id = 0;
+        cluster.shared.record(|h, at| {
+            id = h.send(at, client, group as u32, key.clone(), g as u32, cost);
+        });
+        let key = Key::new(&key).expect("validated key");
+        let answer = cluster.gateways[g]
+            .node
+            .spawn(serve(cluster.clone(), g, id, key, cost));
+        if c.honour_retry_after
+            && let Ok(Answer::Denied { retry_after, .. }) = answer.await
+        {
+            not_before = cluster.shared.now().as_u64() + retry_after.as_u64();
+        }
+    }
+}
+
+/// Injects one node- or network-level fault, and marks store-side fault windows in the trace.
+async fn fault_main(cluster: Arc<Cluster>, f: FaultSpec, store: NodeHandle) {
+    let shared = &cluster.shared;
+    let handle = Handle::current();
+    let net = NetSim::current();
+    let at = Duration::from_millis(f.at_ms.map_or(0, |v| v.get()));
+    let until = Duration::from_millis(f.until_ms.map_or(0, |v| v.get()));
+    let kind = serde_json::to_string(&f.kind).unwrap_or_default();
+    let kind = kind.trim_matches('"');
+    let gateway_ids = |gs: &[u32]| -> Vec<_> {
+        gs.iter()
+            .map(|&g| cluster.gateways[g as usize].node.id())
+            .collect()
+    };
+    let node_id = |n: NodeName| match n {
+        NodeName::Store => store.id(),
+        NodeName::Gateway(g) => cluster.gateways[g as usize].node.id(),
+    };
+    sleep_until(shared.t0 + at).await;
+    shared.record(|h, t| h.fault(t, format!("{kind} begins: {f:?}")));
+    match f.kind {
+        FaultKind::StoreCrash => {
+            handle.kill(store.id());
+            let down = Duration::from_millis(f.restart_after_ms.map_or(0, |v| v.get()));
+            sleep(down).await;
+            handle.restart(store.id());
+        }
+        FaultKind::Partition => {
+            let ids = gateway_ids(f.gateways.as_deref().unwrap_or_default());
+            for &g in &ids {
+                net.clog_link(g, store.id());
+                net.clog_link(store.id(), g);
+            }
+            sleep_until(shared.t0 + until).await;
+            for &g in &ids {
+                net.unclog_link(g, store.id());
+                net.unclog_link(store.id(), g);
+            }
+        }
+        FaultKind::PacketLoss => {
+            let rate = f.rate.map_or(1.0, |r| r.0);
+            net.update_config(|c| c.packet_loss_rate = rate);
+            sleep_until(shared.t0 + until).await;
+            net.update_config(|c| c.packet_loss_rate = 0.0);
+        }
+        FaultKind::Pause => {
+            let id = node_id(f.node.unwrap_or(NodeName::Store));
+            handle.pause(id);
+            sleep_until(shared.t0 + until).await;
+            handle.resume(id);
+        }
+        FaultKind::Clock => return,
+        FaultKind::StoreErrors
+        | FaultKind::StoreTimeouts
+        | FaultKind::LostReplies
+        | FaultKind::StoreLatency => sleep_until(shared.t0 + until).await,
+    }
+    shared.record(|h, t| h.fault(t, format!("{kind} ends")));
+}
+
+/// The madsim network configuration for a scenario.
+pub(crate) fn net_config(sc: &Scenario) -> madsim::Config {
+    let mut cfg = madsim::Config::default();
+    let lat = sc.spec.network.latency;
+    let lo = Duration::from_micros(lat.min_us.get());
+    // madsim draws from a half-open range: make it non-empty and include max_us.
+    cfg.net.send_latency = lo..Duration::from_micros(lat.max_us.get()) + Duration::from_nanos(1);
+    cfg
+}
+
+/// When the last fault ends, in ms (clock faults never end and are not counted).
+pub(crate) fn faults_end_ms(sc: &Scenario) -> u64 {
+    sc.spec
+        .faults
+        .iter()
+        .map(|f| match f.kind {
+            FaultKind::Clock => 0,
+            FaultKind::StoreCrash => {
+                f.at_ms.map_or(0, |v| v.get()) + f.restart_after_ms.map_or(0, |v| v.get())
+            }
+            _ => f.until_ms.map_or(0, |v| v.get()),
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// Runs one seed of `sc` inside the current madsim runtime; returns the history.
+pub(crate) async fn simulate(sc: Arc<Scenario>, seed: u64, keep_events: bool) -> History {
+    let handle = Handle::current();
+    // Time zero is after a short setup allowance, in which nodes start and bind; events during
+    // setup are stamped 0.
+    let shared = Arc::new(Shared {
+        t0: Instant::now() + SETUP,
+        history: Mutex::new(History::new(keep_events)),
+    });
+    let policy = sc.policy;
+
+    let plan = Arc::new(StorePlan::new(&sc.spec.faults));
+    let store_rng = Arc::new(Mutex::new(SimRng::new(seed, stream::STORE)));
+    let store_node = {
+        let (shared, plan, rng) = (shared.clone(), plan.clone(), store_rng.clone());
+        handle
+            .create_node()
+            .name("store")
+            .ip(IpAddr::V4(STORE_IP))
+            .init(move || {
+                let node = Arc::new(StoreNode {
+                    store: MemoryStore::new(policy),
+                    shared: shared.clone(),
+                    plan: plan.clone(),
+                    rng: rng.clone(),
+                });
+                async move {
+                    let ep = Endpoint::bind(store_addr())
+                        .await
+                        .expect("store binds its port");
+                    // madsim spends 1 ms in every receive, so one receive loop could take only
+                    // 1 000 messages per simulated second. Several loops take messages in
+                    // parallel; each message is still handled to completion before any other,
+                    // on the node's single-threaded executor.
+                    for _ in 0..STORE_RECEIVERS {
+                        let node = node.clone();
+                        ep.add_rpc_handler(move |req: StoreRequest| node.handle(req));
+                    }
+                    std::future::pending::<()>().await;
+                }
+            })
+            .build()
+    };
+
+    let timeout = Duration::from_millis(sc.spec.store.timeout_ms.get());
+    let mut gateways = Vec::new();
+    for i in 0..sc.spec.gateways.get() as u32 {
+        let node = handle
+            .create_node()
+            .name(format!("gateway-{i}"))
+            .ip(gateway_ip(i))
+            .build();
+        let ep = node
+            .spawn(async { Endpoint::bind("0.0.0.0:0").await })
+            .await
+            .expect("gateway setup task")
+            .expect("gateway binds a port");
+        let clock = sc
+            .spec
+            .faults
+            .iter()
+            .filter(|f| f.kind == FaultKind::Clock && f.gateway == Some(i))
+            .fold(Clock::default(), |c, f| Clock {
+                offset_ns: c.offset_ns + f.offset_ms.map_or(0, |v| v.0) * 1_000_000,
+                drift_ppm: c.drift_ppm + f.drift_ppm.map_or(0, |v| v.0),
+            });
+        if clock.offset_ns != 0 || clock.drift_ppm != 0 {
+            shared.record(|h, t| {
+                h.fault(
+                    t,
+                    format!(
+                        "clock gateway {i}: offset {} ns, drift {} ppm",
+                        clock.offset_ns, clock.drift_ppm
+                    ),
+                )
+            });
+        }
+        gateways.push(Arc::new(Gateway {
+            node,
+            client: RpcStore {
+                ep,
+                timeout,
+                policy,
+            },
+            clock,
+        }));
+    }
+    let cluster = Arc::new(Cluster {
+        sc: sc.clone(),
+        shared: shared.clone(),
+        gateways,
+    });
+    sleep_until(shared.t0).await;
+
+    let clients_node = handle
+        .create_node()
+        .name("clients")
+        .ip(IpAddr::V4(Ipv4Addr::new(10, 2, 0, 1)))
+        .build();
+    let mut client = 0u32;
+    for (g, c) in sc.spec.clients.iter().enumerate() {
+        for _ in 0..c.count.get() {
+            clients_node.spawn(client_main(cluster.clone(), g, client, seed));
+            client += 1;
+        }
+    }
+    for f in &sc.spec.faults {
+        madsim::task::spawn(fault_main(cluster.clone(), f.clone(), store_node.clone()));
+    }
+
+    let drain = 2 * timeout
+        + Duration::from_micros(4 * sc.spec.network.latency.max_us.get())
+        + Duration::from_millis(10)
+        + sc.spec
+            .faults
+            .iter()
+            .filter_map(|f| f.extra_latency)
+            .map(|l| Duration::from_micros(l.max_us.get()))
+            .max()
+            .unwrap_or_default();
+    let end = ms(sc.spec.duration_ms.get().max(faults_end_ms(&sc)));
+    sleep_until(shared.t0 + Duration::from(end) + drain).await;
+    std::mem::take(&mut *shared.history.lock().expect("recorder"))
+}

@@ -1,0 +1,89 @@
+//! # ratelab-sim
+//!
+//! A deterministic cluster simulation of distributed rate limiting, on madsim.
+//!
+//! A scenario (a JSON file; see `docs/SCENARIOS.md`) describes a cluster — one store node,
+//! N gateways, load-generating clients — a limiter policy, the store access path (naive or
+//! atomic), the network, and faults. [`run`] simulates one seed of it and returns a
+//! [`Report`]: counts, the checkers' figures (envelope excess, window spike, answers,
+//! liveness), and a **trace hash** over every event. The same scenario and seed always give
+//! the same hash; [`run`] is all a replay needs.
+//!
+//! Every failure names its seed and the commands that replay it ([`replay_commands`]).
+//!
+//! This crate needs `--cfg madsim`, which the workspace's `.cargo/config.toml` sets.
+#![warn(missing_docs)]
+
+#[cfg(not(madsim))]
+compile_error!(
+    "ratelab-sim needs `--cfg madsim`: build from the workspace root, whose .cargo/config.toml \
+     sets it, and do not override it with a RUSTFLAGS variable that lacks `--cfg madsim`"
+);
+
+pub mod checkers;
+mod cluster;
+pub mod history;
+pub mod locate;
+pub mod report;
+pub mod rng;
+pub mod scenario;
+mod validate;
+
+pub use cluster::{StoreReply, StoreRequest, WireError};
+pub use history::History;
+pub use report::Report;
+pub use scenario::{Scenario, ScenarioError, ScenarioSpec};
+
+use ratelab_core::Nanos;
+use std::sync::Arc;
+use std::time::Instant as WallInstant;
+
+/// What to keep from a run.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RunOptions {
+    /// Keep every event, for `--trace`.
+    pub keep_events: bool,
+}
+
+/// Simulates one seed of `scenario`.
+pub fn run(scenario: &Scenario, seed: u64, options: RunOptions) -> (Report, History) {
+    let wall = WallInstant::now();
+    let sc = Arc::new(scenario.clone());
+    let rt = madsim::runtime::Runtime::with_seed_and_config(seed, cluster::net_config(scenario));
+    let history = rt.block_on(cluster::simulate(sc, seed, options.keep_events));
+    let sim = history
+        .events
+        .last()
+        .map(|e| e.at)
+        .unwrap_or(Nanos::ZERO)
+        .max(Nanos::from_millis(scenario.spec.duration_ms.get()));
+    let report = report::build(scenario, seed, &history, sim, wall.elapsed());
+    (report, history)
+}
+
+/// Runs `scenario`'s seed under madsim's own determinism check: the run is executed twice and
+/// every random draw compared. Panics (with madsim's replay hint) if they differ.
+pub fn madsim_determinism_check(scenario: &Scenario, seed: u64) -> String {
+    // check_determinism runs `f` on fresh threads: hand the scenario over through a global.
+    *GLOBAL.lock().expect("determinism slot") = Some(scenario.clone());
+    madsim::runtime::Runtime::check_determinism(seed, cluster::net_config(scenario), || async {
+        let sc = GLOBAL
+            .lock()
+            .expect("determinism slot")
+            .clone()
+            .expect("scenario set");
+        let seed = madsim::runtime::Handle::current().seed();
+        let h = cluster::simulate(Arc::new(sc), seed, false).await;
+        format!("{:016x}", h.trace_hash())
+    })
+}
+
+static GLOBAL: std::sync::Mutex<Option<Scenario>> = std::sync::Mutex::new(None);
+
+/// The two commands that replay `seed` of the scenario in `file` named `name`.
+pub fn replay_commands(name: &str, file: &str, seed: u64) -> [String; 2] {
+    [
+        format!("RATELAB_SEED={seed} cargo test --test scenarios -- {name}"),
+        format!("cargo run -p ratelab -- run {file} --seed {seed} --trace"),
+    ]
+}

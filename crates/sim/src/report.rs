@@ -1,0 +1,313 @@
+//! A run's report: counts, checker figures, the trace hash, and the expectations it failed.
+
+use crate::checkers::{self, AnswerReport, Envelope, EnvelopeReport, LivenessReport, SpikeReport};
+use crate::history::{Answer, History};
+use crate::scenario::{ClientSpec, Pattern, Scenario};
+use ratelab_core::{Algorithm, Nanos, Policy};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// Everything one seed's run produced that a person or a test reads.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    /// Scenario name (file stem).
+    pub scenario: String,
+    /// Scenario file.
+    pub file: String,
+    /// The seed.
+    pub seed: u64,
+    /// `naive` or `atomic`.
+    pub path: String,
+    /// Gateways in the cluster.
+    pub gateways: u64,
+    /// Requests sent.
+    pub requests: u64,
+    /// Requests admitted.
+    pub allowed: u64,
+    /// Requests denied.
+    pub denied: u64,
+    /// Requests answered with a store error.
+    pub errors: u64,
+    /// Errors by kind.
+    pub errors_by_kind: BTreeMap<String, u64>,
+    /// Requests never answered.
+    pub unanswered: u64,
+    /// Answers beyond the first.
+    pub duplicated: u64,
+    /// Largest excess over B + R·Δt in any interval (requests, rounded up).
+    pub max_excess: u64,
+    /// Excess over B + R·T across each key's run, summed.
+    pub total_excess: u64,
+    /// B + R·T summed over keys that admitted anything: what a correct limiter could admit.
+    pub envelope: u64,
+    /// The worst window: key, from, to (ns), admitted, bound, request ids.
+    pub excess_witness: Option<Witness>,
+    /// Most admitted for one key in any interval of one window length.
+    pub max_in_window: u64,
+    /// The window length used for `max_in_window`, ns.
+    pub window_ns: u64,
+    /// Liveness check, when the scenario asks for it.
+    pub liveness: Option<Liveness>,
+    /// Simulated time the run covered, ns.
+    pub sim_ns: u64,
+    /// Wall-clock time the run took, ms (not part of the trace).
+    pub wall_ms: f64,
+    /// Events recorded.
+    pub events: u64,
+    /// FNV-1a over every event: equal for equal runs.
+    pub trace_hash: String,
+    /// Expectations this run failed, each with its numbers.
+    pub failures: Vec<String>,
+    /// Whether every expectation held.
+    pub passed: bool,
+}
+
+/// The envelope checker's witness, for reports.
+#[derive(Clone, Debug, Serialize)]
+pub struct Witness {
+    /// Key.
+    pub key: String,
+    /// First admission in the window, ns.
+    pub from_ns: u64,
+    /// Last admission in the window, ns.
+    pub to_ns: u64,
+    /// Admitted cost in the window.
+    pub admitted: u64,
+    /// B + R·Δt, rounded down.
+    pub bound: u64,
+    /// Request ids (at most 32).
+    pub ids: Vec<u64>,
+}
+
+/// The liveness checker's figures, for reports.
+#[derive(Clone, Debug, Serialize)]
+pub struct Liveness {
+    /// Checking started here, ns.
+    pub from_ns: u64,
+    /// Eligible keys.
+    pub keys: Vec<String>,
+    /// Requests checked.
+    pub checked: u64,
+    /// Of those, not admitted.
+    pub violations: u64,
+}
+
+/// The envelope constants of a policy: a window policy advertises `limit` per `window`.
+pub fn envelope_of(policy: &Policy) -> Envelope {
+    match policy {
+        Policy::TokenBucket(b) => Envelope {
+            burst: b.capacity(),
+            amount: b.refill_amount(),
+            period: b.refill_period().as_u64(),
+        },
+        Policy::FixedWindow(w) => Envelope {
+            burst: w.0.limit(),
+            amount: w.0.limit(),
+            period: w.0.window().as_u64(),
+        },
+        Policy::SlidingWindow(w) => Envelope {
+            burst: w.0.limit(),
+            amount: w.0.limit(),
+            period: w.0.window().as_u64(),
+        },
+    }
+}
+
+/// Keys whose every client sends at a constant rate, in total within the policy's rate.
+fn liveness_keys(sc: &Scenario, env: Envelope) -> Vec<String> {
+    let mut rate: BTreeMap<String, Option<u64>> = BTreeMap::new();
+    let constant = |c: &ClientSpec| c.arrival.pattern == Pattern::Constant;
+    for c in &sc.spec.clients {
+        match (&c.key, &c.keys) {
+            (Some(k), _) => {
+                let r = rate.entry(k.clone()).or_insert(Some(0));
+                *r = match (*r, constant(c)) {
+                    (Some(sum), true) => Some(
+                        sum + c.arrival.rate_per_sec.map_or(0, |v| v.get())
+                            * c.count.get()
+                            * c.cost.get(),
+                    ),
+                    _ => None,
+                };
+            }
+            (None, Some(ks)) => {
+                // A key set is picked at random: its per-key arrivals are not paced.
+                for i in 0..ks.count.get().min(1_000) {
+                    rate.insert(format!("{}:{i}", ks.prefix), None);
+                }
+            }
+            (None, None) => {}
+        }
+    }
+    rate.into_iter()
+        .filter(|(_, r)| {
+            // rate ≤ amount / period (per ns) ⇔ rate·period ≤ amount·10⁹.
+            r.is_some_and(|r| {
+                u128::from(r) * u128::from(env.period) <= u128::from(env.amount) * 1_000_000_000
+            })
+        })
+        .map(|(k, _)| k)
+        .collect()
+}
+
+/// Builds the report for one run and checks the scenario's expectations.
+pub fn build(sc: &Scenario, seed: u64, h: &History, sim: Nanos, wall: Duration) -> Report {
+    let env = envelope_of(&sc.policy);
+    let by_key = checkers::admissions(&h.requests);
+    let EnvelopeReport {
+        max_excess,
+        total_excess,
+        witness,
+    } = checkers::envelope(&by_key, env);
+    let window = sc.policy.quota().window;
+    let SpikeReport { max_in_window, .. } = checkers::window_spike(&by_key, window);
+    let AnswerReport {
+        unanswered,
+        duplicated,
+        ..
+    } = checkers::answered_once(&h.requests);
+
+    let mut allowed = 0;
+    let mut denied = 0;
+    let mut errors_by_kind = BTreeMap::new();
+    for r in &h.requests {
+        match r.answer {
+            Some((_, Answer::Allowed { .. })) => allowed += 1,
+            Some((_, Answer::Denied { .. })) => denied += 1,
+            Some((_, Answer::Error(e))) => {
+                *errors_by_kind.entry(e.name().to_owned()).or_insert(0) += 1
+            }
+            None => {}
+        }
+    }
+    let errors = errors_by_kind.values().sum();
+
+    let envelope: u64 = by_key
+        .values()
+        .map(|adm| {
+            let span = adm.last().map_or(0, |l| l.at.as_u64() - adm[0].at.as_u64());
+            let b = u128::from(env.burst) * u128::from(env.period)
+                + u128::from(env.amount) * u128::from(span);
+            u64::try_from(b / u128::from(env.period)).unwrap_or(u64::MAX)
+        })
+        .sum();
+
+    let liveness = sc.spec.expect.liveness.then(|| {
+        let keys = liveness_keys(sc, env);
+        let from = ms_to_nanos(crate::cluster::faults_end_ms(sc))
+            .saturating_add(Nanos(2 * window.as_u64()));
+        let LivenessReport {
+            checked,
+            violations,
+            ..
+        } = checkers::liveness(&h.requests, &keys, from);
+        Liveness {
+            from_ns: from.as_u64(),
+            keys,
+            checked,
+            violations,
+        }
+    });
+
+    let mut report = Report {
+        scenario: sc.name.clone(),
+        file: sc.file.display().to_string(),
+        seed,
+        path: sc.path.name().to_owned(),
+        gateways: sc.spec.gateways.get(),
+        requests: h.requests.len() as u64,
+        allowed,
+        denied,
+        errors,
+        errors_by_kind,
+        unanswered,
+        duplicated,
+        max_excess,
+        total_excess,
+        envelope,
+        excess_witness: witness.map(|w| Witness {
+            key: w.key,
+            from_ns: w.from.as_u64(),
+            to_ns: w.to.as_u64(),
+            admitted: w.admitted,
+            bound: w.bound,
+            ids: w.ids,
+        }),
+        max_in_window,
+        window_ns: window.as_u64(),
+        liveness,
+        sim_ns: sim.as_u64(),
+        wall_ms: wall.as_secs_f64() * 1e3,
+        events: h.event_count,
+        trace_hash: format!("{:016x}", h.trace_hash()),
+        failures: Vec::new(),
+        passed: false,
+    };
+    report.failures = check(sc, &report);
+    report.passed = report.failures.is_empty();
+    report
+}
+
+fn ms_to_nanos(v: u64) -> Nanos {
+    Nanos::from_millis(v)
+}
+
+/// The expectations `r` fails, each stated with its numbers.
+fn check(sc: &Scenario, r: &Report) -> Vec<String> {
+    let e = &sc.spec.expect;
+    let mut out = Vec::new();
+    let mut bound = |name: &str, value: u64, at_most: Option<u64>, at_least: Option<u64>| {
+        if let Some(m) = at_most
+            && value > m
+        {
+            out.push(format!("{name} = {value}, expected at most {m}"));
+        }
+        if let Some(m) = at_least
+            && value < m
+        {
+            out.push(format!("{name} = {value}, expected at least {m}"));
+        }
+    };
+    bound(
+        "max_excess",
+        r.max_excess,
+        e.max_excess_at_most,
+        e.max_excess_at_least,
+    );
+    bound(
+        "total_excess",
+        r.total_excess,
+        e.total_excess_at_most,
+        e.total_excess_at_least,
+    );
+    bound(
+        "max_in_window",
+        r.max_in_window,
+        e.max_in_window_at_most,
+        e.max_in_window_at_least,
+    );
+    bound("allowed", r.allowed, e.allowed_at_most, e.allowed_at_least);
+    bound("denied", r.denied, e.denied_at_most, e.denied_at_least);
+    bound("errors", r.errors, e.errors_at_most, e.errors_at_least);
+    if e.all_answered && (r.unanswered > 0 || r.duplicated > 0) {
+        out.push(format!(
+            "every request answered exactly once: {} unanswered, {} answered more than once",
+            r.unanswered, r.duplicated
+        ));
+    }
+    if let Some(l) = &r.liveness {
+        if l.checked == 0 {
+            out.push(format!(
+                "liveness: no request qualifies (needs a key whose clients all send at a constant rate within the policy, after {} ns)",
+                l.from_ns
+            ));
+        } else if l.violations > 0 {
+            out.push(format!(
+                "liveness: {} of {} requests within the rate were not admitted after faults healed ({} ns)",
+                l.violations, l.checked, l.from_ns
+            ));
+        }
+    }
+    out
+}

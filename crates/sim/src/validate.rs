@@ -1,0 +1,347 @@
+//! Rules that span fields, checked once after parsing.
+
+use crate::locate::PathSeg;
+use crate::scenario::*;
+use ratelab_store::{Key, Path as StorePath, TimeSource};
+use std::path::Path;
+
+type Located<'a> = &'a dyn Fn(Vec<PathSeg>, String) -> ScenarioError;
+
+fn key(k: &str) -> PathSeg {
+    PathSeg::Key(k.into())
+}
+
+/// The fields a fault kind needs, and the ones it may also take.
+fn fault_fields(kind: FaultKind) -> (&'static [&'static str], &'static [&'static str]) {
+    use FaultKind::*;
+    match kind {
+        StoreErrors | StoreTimeouts | LostReplies | PacketLoss => {
+            (&["at_ms", "until_ms"], &["rate"])
+        }
+        StoreLatency => (&["at_ms", "until_ms", "extra_latency"], &[]),
+        StoreCrash => (&["at_ms", "restart_after_ms"], &[]),
+        Partition => (&["at_ms", "until_ms", "gateways"], &[]),
+        Clock => (&["gateway"], &["offset_ms", "drift_ppm"]),
+        Pause => (&["at_ms", "until_ms", "node"], &[]),
+    }
+}
+
+/// The fields an arrival pattern needs, and the ones it may also take.
+fn arrival_fields(p: Pattern) -> (&'static [&'static str], &'static [&'static str]) {
+    match p {
+        Pattern::Constant | Pattern::Poisson => (&["rate_per_sec"], &[]),
+        Pattern::Burst => (&["at_ms", "requests"], &["spread_ms"]),
+        Pattern::BoundaryBursts => (&["every_ms", "requests", "before_ms", "after_ms"], &[]),
+    }
+}
+
+/// Checks that exactly the needed fields (and only allowed ones) are present.
+fn check_fields(
+    present: &[(&'static str, bool)],
+    needed: &[&str],
+    allowed: &[&str],
+    what: &str,
+    at: Vec<PathSeg>,
+    located: Located<'_>,
+) -> Result<(), ScenarioError> {
+    for (name, set) in present {
+        if *set && !needed.contains(name) && !allowed.contains(name) {
+            let mut p = at.clone();
+            p.push(key(name));
+            let mut takes: Vec<&str> = needed.iter().chain(allowed).copied().collect();
+            takes.sort_unstable();
+            return Err(located(
+                p,
+                format!(
+                    "`{name}` does not apply to {what} (it takes: {})",
+                    takes.join(", ")
+                ),
+            ));
+        }
+    }
+    for name in needed {
+        if !present.iter().any(|(n, set)| n == name && *set) {
+            return Err(located(at, format!("{what} needs `{name}`")));
+        }
+    }
+    Ok(())
+}
+
+pub(crate) fn validate(
+    spec: ScenarioSpec,
+    file: &Path,
+    name: String,
+    located: Located<'_>,
+) -> Result<Scenario, ScenarioError> {
+    let duration = spec.duration_ms.get();
+    let gateways = spec.gateways.get();
+
+    if spec.description.trim().is_empty()
+        || spec.description.len() > 300
+        || spec.description.contains('\n')
+    {
+        return Err(located(
+            vec![key("description")],
+            "expected one non-empty line of at most 300 bytes".into(),
+        ));
+    }
+
+    // Policy: required fields by algorithm, none from the other algorithm.
+    let p = &spec.policy;
+    let (needed, what): (&[&str], _) = match p.algorithm {
+        AlgorithmName::TokenBucket => (&["capacity", "refill_per_sec"], "a token_bucket policy"),
+        AlgorithmName::FixedWindow => (&["limit", "window_ms"], "a fixed_window policy"),
+        AlgorithmName::SlidingWindow => (&["limit", "window_ms"], "a sliding_window policy"),
+    };
+    check_fields(
+        &[
+            ("capacity", p.capacity.is_some()),
+            ("refill_per_sec", p.refill_per_sec.is_some()),
+            ("limit", p.limit.is_some()),
+            ("window_ms", p.window_ms.is_some()),
+        ],
+        needed,
+        &[],
+        what,
+        vec![key("policy")],
+        located,
+    )?;
+    let policy = build_policy(p).map_err(|(path, msg)| located(path, msg))?;
+
+    let lat = spec.network.latency;
+    if lat.min_us > lat.max_us {
+        return Err(located(
+            vec![key("network"), key("latency"), key("max_us")],
+            format!(
+                "max_us {} is below min_us {}",
+                lat.max_us.get(),
+                lat.min_us.get()
+            ),
+        ));
+    }
+
+    if spec.clients.is_empty() || spec.clients.len() > MAX_CLIENT_GROUPS {
+        return Err(located(
+            vec![key("clients")],
+            format!(
+                "expected 1 to {MAX_CLIENT_GROUPS} client groups, found {}",
+                spec.clients.len()
+            ),
+        ));
+    }
+    let mut scheduled = 0u64;
+    for (i, c) in spec.clients.iter().enumerate() {
+        let at = |f: &str| vec![key("clients"), PathSeg::Index(i), key(f)];
+        match (&c.key, &c.keys) {
+            (Some(_), Some(_)) | (None, None) => {
+                return Err(located(
+                    vec![key("clients"), PathSeg::Index(i)],
+                    "give exactly one of `key` or `keys`".into(),
+                ));
+            }
+            (Some(k), None) => {
+                Key::new(k).map_err(|e| located(at("key"), e.to_string()))?;
+            }
+            (None, Some(ks)) => {
+                let longest = format!("{}:{}", ks.prefix, ks.count.get() - 1);
+                Key::new(&longest).map_err(|e| located(at("keys"), e.to_string()))?;
+            }
+        }
+        let a = &c.arrival;
+        let (needed, allowed) = arrival_fields(a.pattern);
+        check_fields(
+            &[
+                ("rate_per_sec", a.rate_per_sec.is_some()),
+                ("at_ms", a.at_ms.is_some()),
+                ("requests", a.requests.is_some()),
+                ("spread_ms", a.spread_ms.is_some()),
+                ("every_ms", a.every_ms.is_some()),
+                ("before_ms", a.before_ms.is_some()),
+                ("after_ms", a.after_ms.is_some()),
+            ],
+            needed,
+            allowed,
+            &format!("a {:?} arrival", a.pattern).to_lowercase(),
+            at("arrival"),
+            located,
+        )?;
+        let start = c.start_ms.get();
+        let stop = c.stop_ms.map_or(duration, Bounded::get);
+        if stop > duration {
+            return Err(located(
+                at("stop_ms"),
+                format!("{stop} is after the run's duration_ms {duration}"),
+            ));
+        }
+        if start >= stop {
+            return Err(located(
+                at("start_ms"),
+                format!("start_ms {start} is not before stop_ms {stop}"),
+            ));
+        }
+        if let GatewayChoice::Fixed(g) = c.gateway
+            && u64::from(g) >= gateways
+        {
+            return Err(located(
+                at("gateway"),
+                format!(
+                    "gateway {g} does not exist: the cluster has gateways 0 to {}",
+                    gateways - 1
+                ),
+            ));
+        }
+        let per_client = match a.pattern {
+            Pattern::Constant | Pattern::Poisson => {
+                a.rate_per_sec
+                    .map_or(0, Bounded::get)
+                    .saturating_mul(stop - start)
+                    / 1000
+            }
+            Pattern::Burst => {
+                let at_ms = a.at_ms.map_or(0, Bounded::get);
+                if at_ms < start || at_ms >= stop {
+                    return Err(located(
+                        vec![
+                            key("clients"),
+                            PathSeg::Index(i),
+                            key("arrival"),
+                            key("at_ms"),
+                        ],
+                        format!(
+                            "burst at {at_ms} ms is outside the group's sending time [{start}, {stop})"
+                        ),
+                    ));
+                }
+                a.requests.map_or(0, Bounded::get)
+            }
+            Pattern::BoundaryBursts => {
+                let every = a.every_ms.map_or(1, Bounded::get);
+                let boundaries = (stop - 1) / every - start / every;
+                boundaries.saturating_mul(2 * a.requests.map_or(0, Bounded::get))
+            }
+        };
+        scheduled = scheduled.saturating_add(per_client.saturating_mul(c.count.get()));
+    }
+    if scheduled > MAX_REQUESTS {
+        return Err(located(
+            vec![key("clients")],
+            format!(
+                "the workload schedules {scheduled} requests per seed: expected at most {MAX_REQUESTS}"
+            ),
+        ));
+    }
+
+    if spec.faults.len() > MAX_FAULTS {
+        return Err(located(
+            vec![key("faults")],
+            format!("expected at most {MAX_FAULTS} faults"),
+        ));
+    }
+    for (i, f) in spec.faults.iter().enumerate() {
+        let here = vec![key("faults"), PathSeg::Index(i)];
+        let at = |k: &str| vec![key("faults"), PathSeg::Index(i), key(k)];
+        let (needed, allowed) = fault_fields(f.kind);
+        check_fields(
+            &[
+                ("at_ms", f.at_ms.is_some()),
+                ("until_ms", f.until_ms.is_some()),
+                ("rate", f.rate.is_some()),
+                ("extra_latency", f.extra_latency.is_some()),
+                ("restart_after_ms", f.restart_after_ms.is_some()),
+                ("gateways", f.gateways.is_some()),
+                ("gateway", f.gateway.is_some()),
+                ("offset_ms", f.offset_ms.is_some()),
+                ("drift_ppm", f.drift_ppm.is_some()),
+                ("node", f.node.is_some()),
+            ],
+            needed,
+            allowed,
+            &format!(
+                "a {} fault",
+                serde_json::to_string(&f.kind)
+                    .unwrap_or_default()
+                    .trim_matches('"')
+            ),
+            here.clone(),
+            located,
+        )?;
+        if let (Some(a), Some(u)) = (f.at_ms, f.until_ms)
+            && a >= u
+        {
+            return Err(located(
+                at("until_ms"),
+                format!("until_ms {} is not after at_ms {}", u.get(), a.get()),
+            ));
+        }
+        if let Some(l) = f.extra_latency
+            && l.min_us > l.max_us
+        {
+            return Err(located(
+                at("extra_latency"),
+                "max_us is below min_us".into(),
+            ));
+        }
+        let check_gateway = |g: u32, path: Vec<PathSeg>| {
+            if u64::from(g) >= gateways {
+                Err(located(
+                    path,
+                    format!(
+                        "gateway {g} does not exist: the cluster has gateways 0 to {}",
+                        gateways - 1
+                    ),
+                ))
+            } else {
+                Ok(())
+            }
+        };
+        if let Some(gs) = &f.gateways {
+            if gs.is_empty() {
+                return Err(located(
+                    at("gateways"),
+                    "expected at least one gateway index".into(),
+                ));
+            }
+            for (j, &g) in gs.iter().enumerate() {
+                check_gateway(
+                    g,
+                    vec![
+                        key("faults"),
+                        PathSeg::Index(i),
+                        key("gateways"),
+                        PathSeg::Index(j),
+                    ],
+                )?;
+            }
+        }
+        if let Some(g) = f.gateway {
+            check_gateway(g, at("gateway"))?;
+        }
+        if let Some(NodeName::Gateway(g)) = f.node {
+            check_gateway(g, at("node"))?;
+        }
+        if f.kind == FaultKind::Clock && f.offset_ms.is_none() && f.drift_ppm.is_none() {
+            return Err(located(
+                here,
+                "a clock fault needs `offset_ms`, `drift_ppm` or both".into(),
+            ));
+        }
+    }
+
+    let path = match spec.store.path {
+        PathName::Naive => StorePath::Naive,
+        PathName::Atomic => StorePath::Atomic,
+    };
+    let time_source = match spec.store.time_source {
+        TimeSourceName::Store => TimeSource::Store,
+        TimeSourceName::Gateway => TimeSource::Caller,
+    };
+    Ok(Scenario {
+        file: file.to_owned(),
+        name,
+        spec,
+        policy,
+        path,
+        time_source,
+        scheduled_requests: scheduled,
+    })
+}

@@ -1,0 +1,129 @@
+//! The asynchronous store contract: a store reached over a network.
+//!
+//! A gateway talks to a remote store (the simulated store node, Redis) through
+//! [`StoreClient`]. Each call is one round trip and reports the store's own clock, so the
+//! caller can choose whose time a transition uses ([`TimeSource`]) and a checker can place
+//! every decision on the store's timeline.
+//!
+//! [`decide_remote`] runs either access path over a client, with the same core transition as
+//! the in-process [`Store`](crate::Store) paths.
+
+use crate::{Key, LimitError, Path, StoreError};
+use core::future::Future;
+use ratelab_core::{Algorithm, Decision, Nanos};
+
+/// Whose clock a transition reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum TimeSource {
+    /// The store's clock (like Redis `TIME`): one clock for every gateway, immune to their skew.
+    Store,
+    /// The calling gateway's clock: each gateway's skew and drift leak into the decisions.
+    Caller,
+}
+
+impl TimeSource {
+    /// The lower-case name used in files and flags.
+    pub fn name(self) -> &'static str {
+        match self {
+            TimeSource::Store => "store",
+            TimeSource::Caller => "gateway",
+        }
+    }
+}
+
+/// What a read returned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Read<S> {
+    /// The live state, or `None` if absent or expired.
+    pub state: Option<S>,
+    /// The store's clock when it served the read.
+    pub store_time: Nanos,
+}
+
+/// What an atomic apply returned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Applied {
+    /// The decision.
+    pub decision: Decision,
+    /// The store's clock when it applied the transition.
+    pub store_time: Nanos,
+}
+
+/// A decision made over a remote store, with the store time it rests on: the apply on the
+/// atomic path, the read on the naive path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Outcome {
+    /// The decision.
+    pub decision: Decision,
+    /// The store's clock at the operation the decision was computed from.
+    pub decided_at: Nanos,
+}
+
+/// A store reached by round trips. Every method is one round trip.
+pub trait StoreClient: Send + Sync {
+    /// The algorithm whose state the store holds.
+    type Algorithm: Algorithm + Send + Sync;
+
+    /// The algorithm and policy in force.
+    fn algorithm(&self) -> &Self::Algorithm;
+
+    /// Naive path, step 1.
+    fn get(
+        &self,
+        key: &Key,
+    ) -> impl Future<Output = Result<Read<<Self::Algorithm as Algorithm>::State>, StoreError>> + Send;
+
+    /// Naive path, step 2: stores `state` for `ttl` on the store's clock, unconditionally.
+    fn set(
+        &self,
+        key: &Key,
+        state: <Self::Algorithm as Algorithm>::State,
+        ttl: Nanos,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Atomic path: one transition in the store, at `now` if given, else on the store's clock.
+    fn apply(
+        &self,
+        key: &Key,
+        now: Option<Nanos>,
+        cost: u64,
+    ) -> impl Future<Output = Result<Applied, LimitError>> + Send;
+}
+
+/// Decides one request over `client` on `path`, reading time from `time` (the caller's
+/// clock reads `caller_now`).
+pub async fn decide_remote<C: StoreClient>(
+    client: &C,
+    path: Path,
+    time: TimeSource,
+    key: &Key,
+    caller_now: Nanos,
+    cost: u64,
+) -> Result<Outcome, LimitError> {
+    match path {
+        Path::Atomic => {
+            let now = (time == TimeSource::Caller).then_some(caller_now);
+            let applied = client.apply(key, now, cost).await?;
+            Ok(Outcome {
+                decision: applied.decision,
+                decided_at: applied.store_time,
+            })
+        }
+        Path::Naive => {
+            let read = client.get(key).await?;
+            let now = match time {
+                TimeSource::Store => read.store_time,
+                TimeSource::Caller => caller_now,
+            };
+            let algorithm = client.algorithm();
+            let (next, decision) = algorithm.transition(read.state, now, cost)?;
+            if decision.allowed {
+                client.set(key, next, algorithm.ttl(&next, now)).await?;
+            }
+            Ok(Outcome {
+                decision,
+                decided_at: read.store_time,
+            })
+        }
+    }
+}
