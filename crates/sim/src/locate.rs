@@ -207,7 +207,7 @@ mod tests {
         assert_eq!(locate(text, &[key("c")]), Some((3, 8)));
         assert_eq!(
             locate(text, &[key("a"), PathSeg::Index(1), key("b")]),
-            Some((2, 17))
+            Some((2, 18))
         );
         assert_eq!(locate(text, &[key("a"), PathSeg::Index(7)]), Some((2, 8)));
         assert_eq!(locate(text, &[key("zz")]), Some((1, 1)));
