@@ -529,7 +529,11 @@ async fn client_main(cluster: Arc<Cluster>, group: usize, client: u32, seed: u64
         if t < not_before {
             continue;
         }
-        sleep_until(cluster.shared.t0 + Duration::from_nanos(t)).await;
+        // madsim sleeps at least 1 ms: sleep only when the next arrival is still ahead, so
+        // arrivals less than 1 ms apart go out together instead of being spread out.
+        if Nanos(t) > cluster.shared.now() {
+            sleep_until(cluster.shared.t0 + Duration::from_nanos(t)).await;
+        }
         let key = match (&c.key, &c.keys) {
             (Some(k), _) => k.clone(),
             (None, Some(ks)) => format!("{}:{}", ks.prefix, rng.below(ks.count.get())),

@@ -1,0 +1,150 @@
+//! The `ratelab` binary as a user meets it: exit codes, located errors, JSON output, replay.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn ratelab(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ratelab"))
+        .args(args)
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+        .output()
+        .expect("ratelab runs")
+}
+
+fn scenario_file(name: &str, text: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("ratelab-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+const GOOD: &str = r#"{
+  "description": "small",
+  "seeds": [7],
+  "duration_ms": 300,
+  "gateways": 2,
+  "policy": { "algorithm": "token_bucket", "capacity": 5, "refill_per_sec": 10 },
+  "store": { "path": "naive" },
+  "clients": [ { "count": 4, "key": "k", "arrival": { "pattern": "poisson", "rate_per_sec": 200 } } ],
+  "expect": { "max_excess_at_most": 0 }
+}"#;
+
+#[test]
+fn syntax_error_exits_2_with_line_and_column() {
+    let f = scenario_file("syntax.json", "{\n  \"description\": \"x\",\n  \"seeds\": [1,,]\n}");
+    let o = ratelab(&["run", f.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    let e = stderr(&o);
+    assert!(e.contains("syntax.json:3:"), "{e}");
+    assert!(e.contains("at seeds"), "{e}");
+}
+
+#[test]
+fn unknown_field_names_its_path_line_and_column() {
+    let text = GOOD.replace("\"capacity\": 5", "\"capacity\": 5, \"burst\": 9");
+    let f = scenario_file("unknown.json", &text);
+    let o = ratelab(&["check", f.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    let e = stderr(&o);
+    assert!(e.contains("unknown.json:6:"), "{e}");
+    assert!(e.contains("at policy.burst") && e.contains("unknown field `burst`"), "{e}");
+}
+
+#[test]
+fn out_of_range_value_states_the_bounds() {
+    let f = scenario_file("range.json", &GOOD.replace("\"gateways\": 2", "\"gateways\": 999"));
+    let o = ratelab(&["check", f.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    let e = stderr(&o);
+    assert!(e.contains("range.json:5:") && e.contains("at gateways"), "{e}");
+    assert!(e.contains("expected an integer from 1 to 256"), "{e}");
+}
+
+#[test]
+fn cross_field_error_points_at_the_value() {
+    let text = GOOD.replace("\"key\": \"k\"", "\"key\": \"k\", \"gateway\": 5");
+    let f = scenario_file("cross.json", &text);
+    let o = ratelab(&["check", f.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    let e = stderr(&o);
+    assert!(e.contains("cross.json:8:") && e.contains("at clients[0].gateway"), "{e}");
+    assert!(e.contains("gateway 5 does not exist"), "{e}");
+}
+
+#[test]
+fn missing_file_is_bad_input() {
+    let o = ratelab(&["run", "no/such/scenario.json"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("cannot read"));
+}
+
+/// The naive path under load breaks the envelope; a scenario that expects it not to fails
+/// with exit code 1 and prints the seed and both replay commands.
+#[test]
+fn failed_expectation_exits_1_and_prints_replay_commands() {
+    let f = scenario_file("fails.json", GOOD);
+    let o = ratelab(&["run", f.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(e.contains("seed 7") && e.contains("max_excess = "), "{e}");
+    assert!(e.contains("RATELAB_SEED=7 cargo test --test scenarios -- fails"), "{e}");
+    assert!(e.contains("cargo run -p ratelab -- run ") && e.contains("--seed 7 --trace"), "{e}");
+}
+
+#[test]
+fn json_output_has_one_object_per_seed_and_replays_identically() {
+    let f = scenario_file("json.json", &GOOD.replace("[7]", "[1, 2]"));
+    let o = ratelab(&["run", f.to_str().unwrap(), "--json"]);
+    let out = String::from_utf8(o.stdout).unwrap();
+    let rows: Vec<serde_json::Value> = out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(rows.len(), 2);
+    for field in ["scenario", "seed", "trace_hash", "requests", "allowed", "denied", "max_excess", "passed"] {
+        assert!(rows[0].get(field).is_some(), "missing {field}");
+    }
+    let again = ratelab(&["run", f.to_str().unwrap(), "--json", "--seed", "2"]);
+    let again: serde_json::Value =
+        serde_json::from_str(String::from_utf8(again.stdout).unwrap().trim()).unwrap();
+    assert_eq!(again["trace_hash"], rows[1]["trace_hash"], "seed 2 replays bit for bit");
+    assert_eq!(again["allowed"], rows[1]["allowed"]);
+}
+
+#[test]
+fn trace_prints_every_event() {
+    let f = scenario_file("trace.json", GOOD);
+    let o = ratelab(&["run", f.to_str().unwrap(), "--trace"]);
+    let out = String::from_utf8(o.stdout).unwrap();
+    assert!(out.contains("sent      #0 client"), "{out}");
+    assert!(out.contains("store     Get \"k\""), "{out}");
+    assert!(out.contains("answered  #0"), "{out}");
+}
+
+#[test]
+fn schema_is_json() {
+    let o = ratelab(&["schema"]);
+    assert!(o.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["title"], "ScenarioSpec");
+}
+
+#[test]
+fn every_shipped_scenario_validates() {
+    let mut files = Vec::new();
+    for dir in ["sim-scenarios", "sim-scenarios/ladder"] {
+        let root = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")).join(dir);
+        for e in std::fs::read_dir(root).unwrap() {
+            let p = e.unwrap().path();
+            if p.extension().is_some_and(|x| x == "json") {
+                files.push(p.to_string_lossy().into_owned());
+            }
+        }
+    }
+    let mut args = vec!["check"];
+    args.extend(files.iter().map(String::as_str));
+    let o = ratelab(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+}
