@@ -43,6 +43,22 @@ enum Command {
     },
     /// Print the JSON Schema of scenario files.
     Schema,
+    /// Measure simulator speed: simulated requests and simulated seconds per wall second on
+    /// the atomic path (build with --release for meaningful figures).
+    Bench {
+        /// Gateways in the cluster.
+        #[arg(long, default_value_t = 64)]
+        gateways: u64,
+        /// Simulated seconds of load.
+        #[arg(long, default_value_t = 10)]
+        seconds: u64,
+        /// Offered load, requests per simulated second, spread over 1 000 keys.
+        #[arg(long, default_value_t = 20_000)]
+        rate: u64,
+        /// Runs to make (the report shows each and the best).
+        #[arg(long, default_value_t = 3)]
+        runs: u32,
+    },
 }
 
 const EXIT_FAILED: u8 = 1;
@@ -65,6 +81,12 @@ fn main() -> ExitCode {
             json,
         } => run(&file, seed, trace, json),
         Command::Check { files } => check(&files),
+        Command::Bench {
+            gateways,
+            seconds,
+            rate,
+            runs,
+        } => bench(gateways, seconds, rate, runs),
         Command::Schema => {
             print!("{}", ratelab_sim::scenario::json_schema());
             ExitCode::SUCCESS
@@ -181,6 +203,53 @@ fn run(file: &std::path::Path, seed: Option<u64>, trace: bool, json: bool) -> Ex
         }
     }
     ExitCode::from(EXIT_FAILED)
+}
+
+fn bench(gateways: u64, seconds: u64, rate: u64, runs: u32) -> ExitCode {
+    let clients = gateways;
+    let per_client = rate.div_ceil(clients).max(1);
+    let text = format!(
+        r#"{{
+  "description": "simulator benchmark",
+  "seeds": [1],
+  "duration_ms": {ms},
+  "gateways": {gateways},
+  "policy": {{ "algorithm": "token_bucket", "capacity": 100, "refill_per_sec": 50 }},
+  "store": {{ "path": "atomic" }},
+  "clients": [ {{ "count": {clients}, "keys": {{ "prefix": "user", "count": 1000 }},
+                 "arrival": {{ "pattern": "poisson", "rate_per_sec": {per_client} }} }} ]
+}}"#,
+        ms = seconds * 1000
+    );
+    let sc = match Scenario::parse(std::path::Path::new("<bench>"), &text) {
+        Ok(sc) => sc,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(EXIT_BAD_INPUT);
+        }
+    };
+    println!(
+        "atomic path, {gateways} gateways, {clients} clients, {} requests/s offered over 1000 keys, {seconds} simulated s{}",
+        per_client * clients,
+        if cfg!(debug_assertions) { " (debug build: use --release)" } else { "" }
+    );
+    println!("{:>4} {:>10} {:>10} {:>16} {:>18}", "run", "requests", "wall_s", "sim_requests/s", "sim_s per wall_s");
+    let mut best = 0.0f64;
+    for i in 1..=runs.max(1) {
+        let (r, _) = ratelab_sim::run(&sc, 1, RunOptions::default());
+        let wall_s = r.wall_ms / 1e3;
+        let per_sec = r.requests as f64 / wall_s;
+        best = best.max(per_sec);
+        println!(
+            "{i:>4} {:>10} {:>10.3} {:>16.0} {:>18.1}",
+            r.requests,
+            wall_s,
+            per_sec,
+            r.sim_ns as f64 / 1e9 / wall_s
+        );
+    }
+    println!("best: {best:.0} simulated requests per wall-clock second");
+    ExitCode::SUCCESS
 }
 
 fn row(out: &mut impl Write, r: &Report) {

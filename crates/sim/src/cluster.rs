@@ -39,8 +39,9 @@ use std::time::Duration;
 
 const STORE_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
 const STORE_PORT: u16 = 6379;
-/// Concurrent receive loops on the store node.
-const STORE_RECEIVERS: usize = 512;
+/// Concurrent receive loops on the store node: at most this many messages enter per simulated
+/// millisecond (256 000 per simulated second).
+const STORE_RECEIVERS: usize = 256;
 /// Simulated time for nodes to start and bind before time zero.
 const SETUP: Duration = Duration::from_millis(5);
 
