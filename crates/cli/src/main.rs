@@ -231,9 +231,16 @@ fn bench(gateways: u64, seconds: u64, rate: u64, runs: u32) -> ExitCode {
     println!(
         "atomic path, {gateways} gateways, {clients} clients, {} requests/s offered over 1000 keys, {seconds} simulated s{}",
         per_client * clients,
-        if cfg!(debug_assertions) { " (debug build: use --release)" } else { "" }
+        if cfg!(debug_assertions) {
+            " (debug build: use --release)"
+        } else {
+            ""
+        }
     );
-    println!("{:>4} {:>10} {:>10} {:>16} {:>18}", "run", "requests", "wall_s", "sim_requests/s", "sim_s per wall_s");
+    println!(
+        "{:>4} {:>10} {:>10} {:>16} {:>18}",
+        "run", "requests", "wall_s", "sim_requests/s", "sim_s per wall_s"
+    );
     let mut best = 0.0f64;
     for i in 1..=runs.max(1) {
         let (r, _) = ratelab_sim::run(&sc, 1, RunOptions::default());

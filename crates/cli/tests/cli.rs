@@ -36,7 +36,10 @@ const GOOD: &str = r#"{
 
 #[test]
 fn syntax_error_exits_2_with_line_and_column() {
-    let f = scenario_file("syntax.json", "{\n  \"description\": \"x\",\n  \"seeds\": [1,,]\n}");
+    let f = scenario_file(
+        "syntax.json",
+        "{\n  \"description\": \"x\",\n  \"seeds\": [1,,]\n}",
+    );
     let o = ratelab(&["run", f.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2));
     let e = stderr(&o);
@@ -52,16 +55,25 @@ fn unknown_field_names_its_path_line_and_column() {
     assert_eq!(o.status.code(), Some(2));
     let e = stderr(&o);
     assert!(e.contains("unknown.json:6:"), "{e}");
-    assert!(e.contains("at policy.burst") && e.contains("unknown field `burst`"), "{e}");
+    assert!(
+        e.contains("at policy.burst") && e.contains("unknown field `burst`"),
+        "{e}"
+    );
 }
 
 #[test]
 fn out_of_range_value_states_the_bounds() {
-    let f = scenario_file("range.json", &GOOD.replace("\"gateways\": 2", "\"gateways\": 999"));
+    let f = scenario_file(
+        "range.json",
+        &GOOD.replace("\"gateways\": 2", "\"gateways\": 999"),
+    );
     let o = ratelab(&["check", f.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2));
     let e = stderr(&o);
-    assert!(e.contains("range.json:5:") && e.contains("at gateways"), "{e}");
+    assert!(
+        e.contains("range.json:5:") && e.contains("at gateways"),
+        "{e}"
+    );
     assert!(e.contains("expected an integer from 1 to 256"), "{e}");
 }
 
@@ -72,8 +84,24 @@ fn cross_field_error_points_at_the_value() {
     let o = ratelab(&["check", f.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2));
     let e = stderr(&o);
-    assert!(e.contains("cross.json:8:") && e.contains("at clients[0].gateway"), "{e}");
+    assert!(
+        e.contains("cross.json:8:") && e.contains("at clients[0].gateway"),
+        "{e}"
+    );
     assert!(e.contains("gateway 5 does not exist"), "{e}");
+}
+
+#[test]
+fn a_cost_the_policy_can_never_admit_is_rejected() {
+    let text = GOOD.replace("\"key\": \"k\"", "\"key\": \"k\", \"cost\": 6");
+    let f = scenario_file("cost.json", &text);
+    let o = ratelab(&["check", f.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    let e = stderr(&o);
+    assert!(
+        e.contains("at clients[0].cost") && e.contains("at most 5 at once"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -92,8 +120,14 @@ fn failed_expectation_exits_1_and_prints_replay_commands() {
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     let e = stderr(&o);
     assert!(e.contains("seed 7") && e.contains("max_excess = "), "{e}");
-    assert!(e.contains("RATELAB_SEED=7 cargo test --test scenarios -- fails"), "{e}");
-    assert!(e.contains("cargo run -p ratelab -- run ") && e.contains("--seed 7 --trace"), "{e}");
+    assert!(
+        e.contains("RATELAB_SEED=7 cargo test --test scenarios -- fails"),
+        "{e}"
+    );
+    assert!(
+        e.contains("cargo run -p ratelab -- run ") && e.contains("--seed 7 --trace"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -101,15 +135,30 @@ fn json_output_has_one_object_per_seed_and_replays_identically() {
     let f = scenario_file("json.json", &GOOD.replace("[7]", "[1, 2]"));
     let o = ratelab(&["run", f.to_str().unwrap(), "--json"]);
     let out = String::from_utf8(o.stdout).unwrap();
-    let rows: Vec<serde_json::Value> = out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let rows: Vec<serde_json::Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     assert_eq!(rows.len(), 2);
-    for field in ["scenario", "seed", "trace_hash", "requests", "allowed", "denied", "max_excess", "passed"] {
+    for field in [
+        "scenario",
+        "seed",
+        "trace_hash",
+        "requests",
+        "allowed",
+        "denied",
+        "max_excess",
+        "passed",
+    ] {
         assert!(rows[0].get(field).is_some(), "missing {field}");
     }
     let again = ratelab(&["run", f.to_str().unwrap(), "--json", "--seed", "2"]);
     let again: serde_json::Value =
         serde_json::from_str(String::from_utf8(again.stdout).unwrap().trim()).unwrap();
-    assert_eq!(again["trace_hash"], rows[1]["trace_hash"], "seed 2 replays bit for bit");
+    assert_eq!(
+        again["trace_hash"], rows[1]["trace_hash"],
+        "seed 2 replays bit for bit"
+    );
     assert_eq!(again["allowed"], rows[1]["allowed"]);
 }
 

@@ -147,6 +147,16 @@ pub(crate) fn validate(
                 Key::new(&longest).map_err(|e| located(at("keys"), e.to_string()))?;
             }
         }
+        let limit = ratelab_core::Algorithm::quota(&policy).limit;
+        if c.cost.get() > limit {
+            return Err(located(
+                at("cost"),
+                format!(
+                    "cost {} can never be admitted: the policy admits at most {limit} at once",
+                    c.cost.get()
+                ),
+            ));
+        }
         let a = &c.arrival;
         let (needed, allowed) = arrival_fields(a.pattern);
         check_fields(
