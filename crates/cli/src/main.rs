@@ -43,6 +43,34 @@ enum Command {
     },
     /// Print the JSON Schema of scenario files.
     Schema,
+    /// The overshoot experiment: naive vs atomic across concurrency and store round trip,
+    /// plus the algorithm comparison. Writes docs/results/ and the figures in the docs.
+    Sweep {
+        /// Concurrency ladder: powers of two from 1 up to this.
+        #[arg(long, default_value_t = 256)]
+        max_concurrency: u32,
+        /// One-way added latencies, ms (comma separated).
+        #[arg(long, value_delimiter = ',', default_values_t = vec![0u64, 1, 3, 8])]
+        latencies_ms: Vec<u64>,
+        /// Seeds per point: 1 to N.
+        #[arg(long, default_value_t = 5)]
+        seeds: u64,
+        /// Simulated seconds per run.
+        #[arg(long, default_value_t = 4)]
+        seconds: u64,
+        /// Worker threads.
+        #[arg(long, default_value_t = 2)]
+        threads: usize,
+        /// Where the CSV, JSON and SVG files go.
+        #[arg(long, default_value = "docs/results")]
+        out: PathBuf,
+        /// The write-up whose marked figures are rewritten.
+        #[arg(long, default_value = "docs/WRITEUP.md")]
+        writeup: PathBuf,
+        /// The README whose marked headline table is rewritten.
+        #[arg(long, default_value = "README.md")]
+        readme: PathBuf,
+    },
     /// Measure simulator speed: simulated requests and simulated seconds per wall second on
     /// the atomic path (build with --release for meaningful figures).
     Bench {
@@ -87,6 +115,41 @@ fn main() -> ExitCode {
             rate,
             runs,
         } => bench(gateways, seconds, rate, runs),
+        Command::Sweep {
+            max_concurrency,
+            latencies_ms,
+            seeds,
+            seconds,
+            threads,
+            out,
+            writeup,
+            readme,
+        } => {
+            let bad = |msg: &str| {
+                eprintln!("error: {msg}");
+                ExitCode::from(EXIT_BAD_INPUT)
+            };
+            if !(1..=1024).contains(&max_concurrency) {
+                return bad("--max-concurrency must be from 1 to 1024");
+            }
+            if latencies_ms.is_empty() || latencies_ms.iter().any(|&l| l > 10_000) {
+                return bad("--latencies-ms needs 1 or more values, each at most 10000");
+            }
+            if !(1..=100).contains(&seeds)
+                || !(1..=60).contains(&seconds)
+                || !(1..=64).contains(&threads)
+            {
+                return bad("--seeds must be 1–100, --seconds 1–60, --threads 1–64");
+            }
+            let cfg = ratelab_sim::sweep::SweepConfig {
+                concurrency: (0..=max_concurrency.ilog2()).map(|i| 1 << i).collect(),
+                latencies_ms,
+                seeds: (1..=seeds).collect(),
+                duration_ms: seconds * 1000,
+                ..Default::default()
+            };
+            sweep(&cfg, threads, &out, &writeup, &readme)
+        }
         Command::Schema => {
             print!("{}", ratelab_sim::scenario::json_schema());
             ExitCode::SUCCESS
@@ -145,7 +208,7 @@ fn run(file: &std::path::Path, seed: Option<u64>, trace: bool, json: bool) -> Ex
         );
         let _ = writeln!(
             out,
-            "{:>8} {:>9} {:>8} {:>8} {:>7} {:>10} {:>12} {:>13} {:>9}  {:<16}  result",
+            "{:>8} {:>9} {:>8} {:>8} {:>7} {:>10} {:>12} {:>13}  {:<16}  result",
             "seed",
             "requests",
             "allowed",
@@ -154,7 +217,6 @@ fn run(file: &std::path::Path, seed: Option<u64>, trace: bool, json: bool) -> Ex
             "max_excess",
             "total_excess",
             "max_in_window",
-            "wall_ms",
             "trace_hash"
         );
     }
@@ -203,6 +265,108 @@ fn run(file: &std::path::Path, seed: Option<u64>, trace: bool, json: bool) -> Ex
         }
     }
     ExitCode::from(EXIT_FAILED)
+}
+
+fn sweep(
+    cfg: &ratelab_sim::sweep::SweepConfig,
+    threads: usize,
+    out: &std::path::Path,
+    writeup: &std::path::Path,
+    readme: &std::path::Path,
+) -> ExitCode {
+    use ratelab_sim::{output, sweep};
+    for doc in [writeup, readme] {
+        if let Err(e) = std::fs::read_to_string(doc) {
+            eprintln!(
+                "error: {}: {e} (run from the repository root, or pass --writeup/--readme)",
+                doc.display()
+            );
+            return ExitCode::from(EXIT_BAD_INPUT);
+        }
+    }
+    let total = 2 * cfg.concurrency.len() * cfg.latencies_ms.len() * cfg.seeds.len();
+    let bar = indicatif::ProgressBar::new(total as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{elapsed_precise} [{bar:40}] {pos}/{len} runs ({eta} left)",
+        )
+        .expect("valid template")
+        .progress_chars("=> "),
+    );
+    let started = std::time::Instant::now();
+    let results = sweep::run(cfg, threads, &|done, _| bar.set_position(done as u64));
+    bar.finish_and_clear();
+    let runs = sweep::compare_algorithms();
+    let written = match output::write_all(&results, &runs, out, writeup, readme) {
+        Ok(w) => w,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(EXIT_BAD_INPUT);
+        }
+    };
+    println!(
+        "{} runs in {:.1} s ({} simulated requests)\n",
+        results.points.len(),
+        started.elapsed().as_secs_f64(),
+        results.points.iter().map(|p| p.offered).sum::<u64>()
+    );
+    for &l in &cfg.latencies_ms {
+        let mut t = comfy_table::Table::new();
+        t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
+        t.set_header(vec![
+            "concurrent",
+            "offered",
+            "envelope",
+            "naive admitted",
+            "naive excess (min–max)",
+            "excess %",
+            "model",
+            "atomic admitted",
+            "atomic excess max",
+        ]);
+        for &c in &cfg.concurrency {
+            let find = |p: &str| {
+                results
+                    .summary
+                    .iter()
+                    .find(|r| r.path == p && r.concurrency == c && r.latency_ms == l)
+            };
+            let (Some(n), Some(a)) = (find("naive"), find("atomic")) else {
+                continue;
+            };
+            t.add_row(vec![
+                c.to_string(),
+                format!("{:.0}", n.offered),
+                format!("{:.0}", n.envelope),
+                format!("{:.0}", n.admitted),
+                format!("{:.1} ({}–{})", n.excess_mean, n.excess_min, n.excess_max),
+                format!("{:.0}%", n.excess_pct),
+                format!("{:.1}", n.predicted),
+                format!("{:.0}", a.admitted),
+                a.excess_max.to_string(),
+            ]);
+        }
+        println!(
+            "store round trip {} ms (one-way latency +{l} ms):\n{t}\n",
+            4 + 2 * l
+        );
+    }
+    let mut t = comfy_table::Table::new();
+    t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
+    t.set_header(vec!["algorithm", "admitted of 200", "most in any window"]);
+    for r in &runs {
+        t.add_row(vec![
+            r.algorithm.clone(),
+            r.admitted.to_string(),
+            r.max_in_window.to_string(),
+        ]);
+    }
+    println!("boundary burst, 100 before and 100 after a reset, limit 100 per 1000 ms:\n{t}\n");
+    println!("wrote:");
+    for w in written {
+        println!("  {w}");
+    }
+    ExitCode::SUCCESS
 }
 
 fn bench(gateways: u64, seconds: u64, rate: u64, runs: u32) -> ExitCode {
@@ -262,7 +426,7 @@ fn bench(gateways: u64, seconds: u64, rate: u64, runs: u32) -> ExitCode {
 fn row(out: &mut impl Write, r: &Report) {
     let _ = writeln!(
         out,
-        "{:>8} {:>9} {:>8} {:>8} {:>7} {:>10} {:>12} {:>13} {:>9.1}  {:<16}  {}",
+        "{:>8} {:>9} {:>8} {:>8} {:>7} {:>10} {:>12} {:>13}  {:<16}  {}",
         r.seed,
         r.requests,
         r.allowed,
@@ -271,7 +435,6 @@ fn row(out: &mut impl Write, r: &Report) {
         r.max_excess,
         r.total_excess,
         r.max_in_window,
-        r.wall_ms,
         r.trace_hash,
         if r.passed { "pass" } else { "FAIL" }
     );

@@ -318,6 +318,8 @@ mod tests {
             sent_at: Nanos::from_secs(id),
             answer: answer.map(|a| (Nanos::from_secs(id), a)),
             extra_answers: extra,
+            read_at: None,
+            written_at: None,
         }
     }
 

@@ -53,9 +53,19 @@ fn gateway_ip(i: u32) -> IpAddr {
     IpAddr::V4(Ipv4Addr::new(10, 1, (i / 200) as u8, (i % 200 + 1) as u8))
 }
 
-/// A message to the store node.
+/// A message to the store node: the call, tagged with the client request it serves (trace
+/// metadata, like a request-id header; the store's logic never reads it).
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub enum StoreRequest {
+pub struct StoreRequest {
+    /// The client request id.
+    pub request: u64,
+    /// The call.
+    pub call: StoreCall,
+}
+
+/// A store call.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum StoreCall {
     /// Naive path, step 1.
     Get {
         /// The key.
@@ -221,10 +231,11 @@ impl StoreNode {
         let verdict = self
             .plan
             .verdict(now, &mut self.rng.lock().expect("store rng"));
-        let (key, op) = match &req {
-            StoreRequest::Get { key } => (key.clone(), StoreOp::Get),
-            StoreRequest::Set { key, .. } => (key.clone(), StoreOp::Set),
-            StoreRequest::Apply { key, .. } => (key.clone(), StoreOp::Apply { allowed: false }),
+        let id = req.request;
+        let (key, op) = match &req.call {
+            StoreCall::Get { key } => (key.clone(), StoreOp::Get),
+            StoreCall::Set { key, .. } => (key.clone(), StoreOp::Set),
+            StoreCall::Apply { key, .. } => (key.clone(), StoreOp::Apply { allowed: false }),
         };
         if matches!(verdict, Verdict::Error | Verdict::Drop) {
             let fate = if matches!(verdict, Verdict::Error) {
@@ -232,19 +243,19 @@ impl StoreNode {
             } else {
                 StoreFate::Dropped
             };
-            self.shared.record(|h, at| h.store(at, &key, op, fate));
+            self.shared.record(|h, at| h.store(at, id, &key, op, fate));
             return match verdict {
                 Verdict::Error => Box::pin(async { Err(WireError::Unavailable) }),
                 _ => Box::pin(std::future::pending()),
             };
         }
-        let (reply, op) = self.apply(req, now);
+        let (reply, op) = self.apply(req.call, now);
         let fate = match verdict {
             Verdict::LoseReply => StoreFate::ReplyLost,
             Verdict::Delay(d) => StoreFate::Delayed(d),
             _ => StoreFate::Served,
         };
-        self.shared.record(|h, at| h.store(at, &key, op, fate));
+        self.shared.record(|h, at| h.store(at, id, &key, op, fate));
         match verdict {
             Verdict::LoseReply => Box::pin(std::future::pending()),
             Verdict::Delay(d) => Box::pin(async move {
@@ -255,14 +266,14 @@ impl StoreNode {
         }
     }
 
-    fn apply(&self, req: StoreRequest, now: Nanos) -> (Result<StoreReply, WireError>, StoreOp) {
+    fn apply(&self, req: StoreCall, now: Nanos) -> (Result<StoreReply, WireError>, StoreOp) {
         let key_of = |k: &str| Key::new(k).map_err(|_| WireError::BadKey);
         let store_err = |e: StoreError| match e {
             StoreError::Full => WireError::Full,
             _ => WireError::Unavailable,
         };
         match req {
-            StoreRequest::Get { key } => {
+            StoreCall::Get { key } => {
                 let r = key_of(&key).and_then(|k| self.store.get(&k, now).map_err(store_err));
                 let reply = r.map(|state| StoreReply::Read {
                     state,
@@ -270,12 +281,12 @@ impl StoreNode {
                 });
                 (reply, StoreOp::Get)
             }
-            StoreRequest::Set { key, state, ttl } => {
+            StoreCall::Set { key, state, ttl } => {
                 let r = key_of(&key)
                     .and_then(|k| self.store.set(&k, state, ttl, now).map_err(store_err));
                 (r.map(|()| StoreReply::Written), StoreOp::Set)
             }
-            StoreRequest::Apply { key, now: at, cost } => {
+            StoreCall::Apply { key, now: at, cost } => {
                 let r = key_of(&key).and_then(|k| {
                     self.store
                         .apply(&k, at.unwrap_or(now), cost)
@@ -298,16 +309,22 @@ impl StoreNode {
     }
 }
 
-/// The madsim RPC implementation of [`StoreClient`].
+/// The madsim RPC implementation of [`StoreClient`], for one client request.
 #[derive(Clone)]
 struct RpcStore {
     ep: Endpoint,
     timeout: Duration,
     policy: Policy,
+    /// The client request this client's calls serve.
+    request: u64,
 }
 
 impl RpcStore {
-    async fn call(&self, req: StoreRequest) -> Result<StoreReply, StoreError> {
+    async fn call(&self, call: StoreCall) -> Result<StoreReply, StoreError> {
+        let req = StoreRequest {
+            request: self.request,
+            call,
+        };
         match self.ep.call_timeout(store_addr(), req, self.timeout).await {
             Ok(Ok(reply)) => Ok(reply),
             Ok(Err(WireError::Full)) => Err(StoreError::Full),
@@ -326,7 +343,7 @@ impl StoreClient for RpcStore {
     }
 
     fn get(&self, key: &Key) -> impl Future<Output = Result<Read<PolicyState>, StoreError>> + Send {
-        let req = StoreRequest::Get {
+        let req = StoreCall::Get {
             key: key.as_str().to_owned(),
         };
         async move {
@@ -343,7 +360,7 @@ impl StoreClient for RpcStore {
         state: PolicyState,
         ttl: Nanos,
     ) -> impl Future<Output = Result<(), StoreError>> + Send {
-        let req = StoreRequest::Set {
+        let req = StoreCall::Set {
             key: key.as_str().to_owned(),
             state,
             ttl,
@@ -362,7 +379,7 @@ impl StoreClient for RpcStore {
         now: Option<Nanos>,
         cost: u64,
     ) -> impl Future<Output = Result<Applied, LimitError>> + Send {
-        let req = StoreRequest::Apply {
+        let req = StoreCall::Apply {
             key: key.as_str().to_owned(),
             now,
             cost,
@@ -413,8 +430,12 @@ struct Cluster {
 async fn serve(cluster: Arc<Cluster>, g: usize, id: u64, key: Key, cost: u64) -> Answer {
     let gw = &cluster.gateways[g];
     let caller_now = gw.clock.read(cluster.shared.now());
+    let client = RpcStore {
+        request: id,
+        ..gw.client.clone()
+    };
     let answer = match decide_remote(
-        &gw.client,
+        &client,
         cluster.sc.path,
         cluster.sc.time_source,
         &key,
@@ -735,6 +756,7 @@ pub(crate) async fn simulate(sc: Arc<Scenario>, seed: u64, keep_events: bool) ->
                 ep,
                 timeout,
                 policy,
+                request: 0,
             },
             clock,
         }));

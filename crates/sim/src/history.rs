@@ -72,6 +72,10 @@ pub struct RequestRecord {
     pub answer: Option<(Nanos, Answer)>,
     /// Answers beyond the first (a correct gateway never gives any).
     pub extra_answers: u32,
+    /// When the store served this request's read (naive path).
+    pub read_at: Option<Nanos>,
+    /// When the store applied this request's write (naive path).
+    pub written_at: Option<Nanos>,
 }
 
 /// A store operation as the store node saw it.
@@ -113,6 +117,8 @@ pub enum Event {
     },
     /// The store handled a message.
     Store {
+        /// The client request it served.
+        id: u64,
         /// The key.
         key: String,
         /// The operation.
@@ -198,8 +204,9 @@ impl History {
                 h.u64(1);
                 h.u64(*id);
             }
-            Event::Store { key, op, fate } => {
+            Event::Store { id, key, op, fate } => {
                 h.u64(2);
+                h.u64(*id);
                 h.bytes(key.as_bytes());
                 h.u64(match op {
                     StoreOp::Get => 0,
@@ -276,6 +283,8 @@ impl History {
             sent_at: at,
             answer: None,
             extra_answers: 0,
+            read_at: None,
+            written_at: None,
         });
         self.push(at, Event::Sent { id });
         id
@@ -293,11 +302,20 @@ impl History {
         self.push(at, Event::Answered { id, answer });
     }
 
-    /// Records a store operation.
-    pub fn store(&mut self, at: Nanos, key: &str, op: StoreOp, fate: StoreFate) {
+    /// Records a store operation made for request `id`.
+    pub fn store(&mut self, at: Nanos, id: u64, key: &str, op: StoreOp, fate: StoreFate) {
+        let applied = !matches!(fate, StoreFate::Errored | StoreFate::Dropped);
+        if let Some(r) = self.requests.get_mut(id as usize).filter(|_| applied) {
+            match op {
+                StoreOp::Get => r.read_at = Some(at),
+                StoreOp::Set => r.written_at = Some(at),
+                StoreOp::Apply { .. } => {}
+            }
+        }
         self.push(
             at,
             Event::Store {
+                id,
                 key: key.to_owned(),
                 op,
                 fate,
@@ -317,7 +335,9 @@ impl fmt::Display for Timed {
         write!(f, "{ms:>12.6} ms  ")?;
         match &self.event {
             Event::Sent { id } => write!(f, "sent      #{id}"),
-            Event::Store { key, op, fate } => write!(f, "store     {op:?} {key:?} -> {fate:?}"),
+            Event::Store { id, key, op, fate } => {
+                write!(f, "store     #{id} {op:?} {key:?} -> {fate:?}")
+            }
             Event::Answered { id, answer } => write!(f, "answered  #{id} {answer:?}"),
             Event::Fault { what } => write!(f, "fault     {what}"),
         }

@@ -24,12 +24,14 @@ pub mod checkers;
 mod cluster;
 pub mod history;
 pub mod locate;
+pub mod output;
 pub mod report;
 pub mod rng;
 pub mod scenario;
+pub mod sweep;
 mod validate;
 
-pub use cluster::{StoreReply, StoreRequest, WireError};
+pub use cluster::{StoreCall, StoreReply, StoreRequest, WireError};
 pub use history::History;
 pub use report::Report;
 pub use scenario::{Scenario, ScenarioError, ScenarioSpec};

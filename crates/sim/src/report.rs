@@ -49,6 +49,9 @@ pub struct Report {
     pub window_ns: u64,
     /// Liveness check, when the scenario asks for it.
     pub liveness: Option<Liveness>,
+    /// Naive path: mean time between the store serving a request's read and applying its
+    /// write, over requests that did both, in µs. This is the race window.
+    pub race_window_us: Option<f64>,
     /// Simulated time the run covered, ns.
     pub sim_ns: u64,
     /// Wall-clock time the run took, ms (not part of the trace).
@@ -210,6 +213,14 @@ pub fn build(sc: &Scenario, seed: u64, h: &History, sim: Nanos, wall: Duration) 
         }
     });
 
+    let gaps: Vec<u64> = h
+        .requests
+        .iter()
+        .filter_map(|r| Some(r.written_at?.as_u64().saturating_sub(r.read_at?.as_u64())))
+        .collect();
+    let race_window_us =
+        (!gaps.is_empty()).then(|| gaps.iter().sum::<u64>() as f64 / gaps.len() as f64 / 1e3);
+
     let mut report = Report {
         scenario: sc.name.clone(),
         file: sc.file.display().to_string(),
@@ -237,6 +248,7 @@ pub fn build(sc: &Scenario, seed: u64, h: &History, sim: Nanos, wall: Duration) 
         max_in_window,
         window_ns: window.as_u64(),
         liveness,
+        race_window_us,
         sim_ns: sim.as_u64(),
         wall_ms: wall.as_secs_f64() * 1e3,
         events: h.event_count,
