@@ -342,6 +342,13 @@ impl StoreClient for RpcStore {
         &self.policy
     }
 
+    fn traced(&self, request: u64) -> Self {
+        RpcStore {
+            request,
+            ..self.clone()
+        }
+    }
+
     fn get(&self, key: &Key) -> impl Future<Output = Result<Read<PolicyState>, StoreError>> + Send {
         let req = StoreCall::Get {
             key: key.as_str().to_owned(),

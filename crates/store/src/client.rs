@@ -60,12 +60,19 @@ pub struct Outcome {
 }
 
 /// A store reached by round trips. Every method is one round trip.
-pub trait StoreClient: Send + Sync {
+pub trait StoreClient: Clone + Send + Sync {
     /// The algorithm whose state the store holds.
     type Algorithm: Algorithm + Send + Sync;
 
     /// The algorithm and policy in force.
     fn algorithm(&self) -> &Self::Algorithm;
+
+    /// A client whose calls carry `request` as their trace id, so the store's log of a call can
+    /// be joined to the request it served. The default ignores it.
+    fn traced(&self, request: u64) -> Self {
+        let _ = request;
+        self.clone()
+    }
 
     /// Naive path, step 1.
     fn get(
@@ -125,5 +132,69 @@ pub async fn decide_remote<C: StoreClient>(
                 decided_at: read.store_time,
             })
         }
+    }
+}
+
+/// A [`StoreClient`] over an in-process [`MemoryStore`](crate::MemoryStore): every call
+/// completes at once. The store's clock is the `now` the client is given by `clock`.
+#[derive(Debug)]
+pub struct LocalClient<A: Algorithm, F> {
+    store: std::sync::Arc<crate::MemoryStore<A>>,
+    clock: F,
+}
+
+impl<A: Algorithm, F: Clone> Clone for LocalClient<A, F> {
+    fn clone(&self) -> Self {
+        LocalClient {
+            store: self.store.clone(),
+            clock: self.clock.clone(),
+        }
+    }
+}
+
+impl<A: Algorithm, F: Fn() -> Nanos> LocalClient<A, F> {
+    /// A client of `store` whose clock is `clock`.
+    pub fn new(store: std::sync::Arc<crate::MemoryStore<A>>, clock: F) -> Self {
+        LocalClient { store, clock }
+    }
+
+    /// The store.
+    pub fn store(&self) -> &crate::MemoryStore<A> {
+        &self.store
+    }
+}
+
+impl<A, F> StoreClient for LocalClient<A, F>
+where
+    A: Algorithm + Send + Sync,
+    F: Fn() -> Nanos + Clone + Send + Sync,
+{
+    type Algorithm = A;
+
+    fn algorithm(&self) -> &A {
+        crate::Store::algorithm(&*self.store)
+    }
+
+    fn get(&self, key: &Key) -> impl Future<Output = Result<Read<A::State>, StoreError>> + Send {
+        let now = (self.clock)();
+        let r = crate::Store::get(&*self.store, key, now).map(|state| Read {
+            state,
+            store_time: now,
+        });
+        core::future::ready(r)
+    }
+
+    fn set(&self, key: &Key, state: A::State, ttl: Nanos) -> impl Future<Output = Result<(), StoreError>> + Send {
+        let now = (self.clock)();
+        core::future::ready(crate::Store::set(&*self.store, key, state, ttl, now))
+    }
+
+    fn apply(&self, key: &Key, now: Option<Nanos>, cost: u64) -> impl Future<Output = Result<Applied, LimitError>> + Send {
+        let store_time = (self.clock)();
+        let r = crate::Store::apply(&*self.store, key, now.unwrap_or(store_time), cost).map(|decision| Applied {
+            decision,
+            store_time,
+        });
+        core::future::ready(r)
     }
 }

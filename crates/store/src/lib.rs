@@ -31,7 +31,7 @@ mod key;
 mod memory;
 
 pub use backend::{BackendMutex, StdBackend, SyncBackend};
-pub use client::{Applied, Outcome, Read, StoreClient, TimeSource, decide_remote};
+pub use client::{Applied, LocalClient, Outcome, Read, StoreClient, TimeSource, decide_remote};
 pub use error::{LimitError, StoreError};
 pub use key::{Key, KeyError, MAX_KEY_LEN};
 pub use memory::{MemoryStore, StoreStats};

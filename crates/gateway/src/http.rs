@@ -1,0 +1,282 @@
+//! The gateway over HTTP: a `tower::Layer` to put in front of any axum app, the demo app that
+//! `ratelab serve` runs, and the tokio [`Env`].
+//!
+//! The demo app answers any path with 200 when allowed and 429 when denied, and reserves:
+//!
+//! - `GET /metrics`: Prometheus text (requests by decision, fail-open by reason and layer,
+//!   kill switch, breaker transitions, store latency histogram);
+//! - `GET /admin/kill-switch` (`on` / `off`) and `PUT`/`POST /admin/kill-switch` with body
+//!   `on` or `off`, accepted only from the configured admin addresses (loopback by default).
+//!
+//! Every answer carries `x-request-id`, a UUIDv7: ids sort by the time they were issued.
+
+use crate::ip::{Forwarding, IpNet};
+use crate::pipeline::{Env, Gateway, Guard, Request, Verdict};
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{ConnectInfo, State};
+use axum::routing::{any, get};
+use core::future::Future;
+use http::{HeaderMap, HeaderValue, Response, StatusCode};
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use ratelab_core::Nanos;
+use ratelab_store::StoreClient;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::{Arc, OnceLock};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+/// The tokio environment: wall-clock time since the Unix epoch, tokio timeouts.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TokioEnv;
+
+impl Env for TokioEnv {
+    fn now(&self) -> Nanos {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(Nanos::from)
+            .unwrap_or(Nanos::ZERO)
+    }
+
+    fn timeout<F: Future + Send>(&self, after: Duration, fut: F) -> impl Future<Output = Option<F::Output>> + Send
+    where
+        F::Output: Send,
+    {
+        async move { tokio::time::timeout(after, fut).await.ok() }
+    }
+}
+
+/// The process-wide Prometheus recorder, installed on first use.
+pub fn prometheus() -> PrometheusHandle {
+    static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+    HANDLE
+        .get_or_init(|| {
+            let recorder = PrometheusBuilder::new().build_recorder();
+            let handle = recorder.handle();
+            // Another recorder may already be installed (an embedding app's); then this handle
+            // renders only what it sees, which is nothing, and says so in /metrics.
+            let _ = metrics::set_global_recorder(recorder);
+            handle
+        })
+        .clone()
+}
+
+/// Puts a [`Gateway`] in front of an inner service.
+pub struct RateLimitLayer<C, E> {
+    gateway: Arc<Gateway<C, E>>,
+    guard: Option<Arc<dyn Guard>>,
+}
+
+impl<C, E> Clone for RateLimitLayer<C, E> {
+    fn clone(&self) -> Self {
+        RateLimitLayer {
+            gateway: self.gateway.clone(),
+            guard: self.guard.clone(),
+        }
+    }
+}
+
+impl<C, E> std::fmt::Debug for RateLimitLayer<C, E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RateLimitLayer").finish_non_exhaustive()
+    }
+}
+
+impl<C, E> RateLimitLayer<C, E> {
+    /// A layer for `gateway`, with an optional guard.
+    pub fn new(gateway: Arc<Gateway<C, E>>, guard: Option<Arc<dyn Guard>>) -> Self {
+        RateLimitLayer { gateway, guard }
+    }
+}
+
+impl<S, C, E> tower::Layer<S> for RateLimitLayer<C, E> {
+    type Service = RateLimitService<S, C, E>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        RateLimitService {
+            inner,
+            layer: self.clone(),
+        }
+    }
+}
+
+/// The service [`RateLimitLayer`] produces.
+pub struct RateLimitService<S, C, E> {
+    inner: S,
+    layer: RateLimitLayer<C, E>,
+}
+
+impl<S: Clone, C, E> Clone for RateLimitService<S, C, E> {
+    fn clone(&self) -> Self {
+        RateLimitService {
+            inner: self.inner.clone(),
+            layer: self.layer.clone(),
+        }
+    }
+}
+
+impl<S, C, E> std::fmt::Debug for RateLimitService<S, C, E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RateLimitService").finish_non_exhaustive()
+    }
+}
+
+fn text(status: StatusCode, body: String) -> Response<Body> {
+    let mut r = Response::new(Body::from(body));
+    *r.status_mut() = status;
+    r.headers_mut()
+        .insert(http::header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+    r
+}
+
+fn header_str<'a>(h: &'a HeaderMap, name: &str) -> Result<Option<&'a str>, String> {
+    match h.get(name) {
+        None => Ok(None),
+        Some(v) => v
+            .to_str()
+            .map(Some)
+            .map_err(|_| format!("{name} is not visible ASCII")),
+    }
+}
+
+impl<S, C, E> tower::Service<http::Request<Body>> for RateLimitService<S, C, E>
+where
+    S: tower::Service<http::Request<Body>, Response = Response<Body>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    C: StoreClient + 'static,
+    E: Env + 'static,
+{
+    type Response = Response<Body>;
+    type Error = S::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<Response<Body>, S::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: http::Request<Body>) -> Self::Future {
+        // The ready clone serves this call; the fresh clone waits for the next poll_ready.
+        let clone = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, clone);
+        let layer = self.layer.clone();
+        Box::pin(async move {
+            let id = uuid::Uuid::now_v7();
+            let id_header = HeaderValue::from_str(&id.to_string()).expect("a UUID is a valid header");
+            let with_id = |mut r: Response<Body>| {
+                r.headers_mut().insert("x-request-id", id_header.clone());
+                r
+            };
+            let Some(peer) = req.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip()) else {
+                return Ok(with_id(text(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "the server was started without connection info (into_make_service_with_connect_info)\n".into(),
+                )));
+            };
+            let h = req.headers();
+            let fwd = match (header_str(h, "forwarded"), header_str(h, "x-forwarded-for")) {
+                (Ok(forwarded), Ok(x_forwarded_for)) => Forwarding {
+                    forwarded,
+                    x_forwarded_for,
+                },
+                (Err(e), _) | (_, Err(e)) => return Ok(with_id(text(StatusCode::BAD_REQUEST, e + "\n"))),
+            };
+            let request = Request {
+                peer,
+                forwarding: fwd,
+                api_key: h.get("x-api-key").map(HeaderValue::as_bytes),
+                route: req.uri().path(),
+                cost: 1,
+                trace: id.as_u128() as u64,
+            };
+            let answer = layer.gateway.check(request, layer.guard.as_deref()).await;
+            let mut resp = match &answer.verdict {
+                Verdict::Allow => inner.call(req).await?,
+                Verdict::Deny => text(StatusCode::TOO_MANY_REQUESTS, "rate limit exceeded\n".into()),
+                Verdict::Unavailable => text(StatusCode::SERVICE_UNAVAILABLE, "rate limiter unavailable\n".into()),
+                Verdict::BadRequest(reason) => text(StatusCode::BAD_REQUEST, format!("{reason}\n")),
+                Verdict::Rejected(reason) => text(StatusCode::FORBIDDEN, format!("{reason}\n")),
+            };
+            for (name, value) in answer.headers {
+                if let Ok(v) = HeaderValue::from_str(&value) {
+                    resp.headers_mut().insert(name, v);
+                }
+            }
+            Ok(with_id(resp))
+        })
+    }
+}
+
+/// State of the demo app's reserved routes.
+struct AppState<C, E> {
+    gateway: Arc<Gateway<C, E>>,
+    metrics: PrometheusHandle,
+    admin: Vec<IpNet>,
+}
+
+/// The demo app: every path answers 200 through the limiter; `/metrics` and
+/// `/admin/kill-switch` are reserved and not limited. Serve it with
+/// `into_make_service_with_connect_info::<SocketAddr>()`.
+pub fn app<C, E>(gateway: Arc<Gateway<C, E>>, admin: Vec<IpNet>, guard: Option<Arc<dyn Guard>>) -> Router
+where
+    C: StoreClient + 'static,
+    E: Env + 'static,
+{
+    let state = Arc::new(AppState {
+        gateway: gateway.clone(),
+        metrics: prometheus(),
+        admin,
+    });
+    let limited = Router::new()
+        .fallback(any(|| async { "ok\n" }))
+        .layer(RateLimitLayer::new(gateway, guard));
+    Router::new()
+        .route("/metrics", get(metrics_text::<C, E>))
+        .route("/admin/kill-switch", get(kill_switch_get::<C, E>).put(kill_switch_set::<C, E>).post(kill_switch_set::<C, E>))
+        .with_state(state)
+        .merge(limited)
+}
+
+async fn metrics_text<C, E>(State(s): State<Arc<AppState<C, E>>>) -> Response<Body>
+where
+    C: StoreClient + 'static,
+    E: Env + 'static,
+{
+    let mut r = text(StatusCode::OK, s.metrics.render());
+    r.headers_mut()
+        .insert(http::header::CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4"));
+    r
+}
+
+async fn kill_switch_get<C, E>(State(s): State<Arc<AppState<C, E>>>) -> Response<Body>
+where
+    C: StoreClient + 'static,
+    E: Env + 'static,
+{
+    text(StatusCode::OK, if s.gateway.kill_switch() { "on\n" } else { "off\n" }.into())
+}
+
+async fn kill_switch_set<C, E>(
+    State(s): State<Arc<AppState<C, E>>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    body: String,
+) -> Response<Body>
+where
+    C: StoreClient + 'static,
+    E: Env + 'static,
+{
+    if !s.admin.iter().any(|n| n.contains(peer.ip())) {
+        return text(StatusCode::FORBIDDEN, format!("{} may not use the admin endpoint\n", peer.ip()));
+    }
+    match body.trim() {
+        "on" => s.gateway.set_kill_switch(true),
+        "off" => s.gateway.set_kill_switch(false),
+        other => {
+            return text(
+                StatusCode::BAD_REQUEST,
+                format!("expected a body of `on` or `off`, got {:?}\n", other.chars().take(32).collect::<String>()),
+            );
+        }
+    }
+    text(StatusCode::OK, if s.gateway.kill_switch() { "on\n" } else { "off\n" }.into())
+}

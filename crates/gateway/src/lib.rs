@@ -1,0 +1,36 @@
+//! # ratelab-gateway
+//!
+//! The request pipeline of a rate-limiting gateway, in the order a request meets it:
+//!
+//! 1. a request id (the HTTP layer assigns a time-ordered UUIDv7);
+//! 2. the guard slot (a cheap pre-check such as a bloom filter of keys);
+//! 3. the **per-IP edge limit**, keyed on the client address (forwarding headers are believed
+//!    only from configured proxies);
+//! 4. the **per-key limit**, keyed on the `x-api-key` header, when one is sent;
+//! 5. the answer: 429 with `Retry-After` and the RateLimit fields on a denial, the RateLimit
+//!    fields on an admission, so clients can pace themselves.
+//!
+//! A request denied at the edge never reaches — and never spends — its per-key quota.
+//!
+//! Store trouble fails **open** by default: after a short timeout (or at once while the
+//! layer's circuit breaker is open) the request is allowed, marked, and counted by reason.
+//! Routes listed as fail-closed are refused with 503 instead. The kill switch turns limiting
+//! off entirely; bypassed requests are counted and the store is not called.
+//!
+//! [`Gateway`] is runtime-agnostic: stores come in through
+//! [`StoreClient`](ratelab_store::StoreClient) and time through [`Env`], so the same code runs
+//! in the madsim cluster and behind the real HTTP server ([`http`], feature `http`).
+#![warn(missing_docs)]
+
+pub mod breaker;
+#[cfg(feature = "http")]
+pub mod http;
+pub mod ip;
+mod pipeline;
+
+pub use breaker::{Breaker, BreakerConfig, BreakerState};
+pub use ip::{Forwarding, IpNet};
+pub use pipeline::{
+    Answer, Env, FailReason, Gateway, GatewayConfig, Guard, LayerOutcome, Request, Stats,
+    StatsSnapshot, Verdict,
+};

@@ -1,0 +1,487 @@
+//! The request pipeline: request id → guard → per-IP edge limit → per-key limit → answer.
+//!
+//! Runtime-agnostic: the store comes in through [`StoreClient`], time and timeouts through
+//! [`Env`]. The same [`Gateway`] runs in the madsim cluster and behind the real HTTP server.
+//!
+//! Failure policy, per limit layer: every store call has a timeout; on an error, a timeout, or
+//! while the layer's circuit breaker is open, the request is **allowed** (fail open), marked
+//! as such, and counted by reason — unless the route is configured fail-closed, in which case
+//! it is refused with 503. The kill switch disables limiting: every request is allowed without
+//! touching the store, and counted as bypassed.
+
+use crate::breaker::{Breaker, BreakerConfig, Permit, Transition};
+use crate::ip::{Forwarding, IpNet, client_ip};
+use core::future::Future;
+use ratelab_core::Decision;
+use ratelab_core::headers::{PolicyName, render};
+use ratelab_core::{Algorithm, Nanos};
+use ratelab_store::{Key, LimitError, Path, StoreClient, TimeSource, decide_remote};
+use std::net::IpAddr;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+/// Time and timeouts, from whatever runtime hosts the gateway.
+pub trait Env: Send + Sync {
+    /// The gateway's clock (the caller time of [`TimeSource::Caller`], breaker cooldowns).
+    fn now(&self) -> Nanos;
+    /// Runs `fut` for at most `after`; `None` if it did not finish in time.
+    fn timeout<F: Future + Send>(&self, after: Duration, fut: F) -> impl Future<Output = Option<F::Output>> + Send
+    where
+        F::Output: Send;
+}
+
+/// A pre-limit check (the bloom-filter guard slot): `Some(reason)` rejects the request before
+/// any limit is consulted.
+pub trait Guard: Send + Sync {
+    /// Checks the request's API key, if any.
+    fn reject(&self, api_key: Option<&str>) -> Option<String>;
+}
+
+/// Why a layer could not decide.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum FailReason {
+    /// The store answered with an error.
+    Error,
+    /// The store did not answer within the timeout.
+    Timeout,
+    /// The breaker was open: the store was not called.
+    BreakerOpen,
+}
+
+impl FailReason {
+    /// The metric label.
+    pub fn name(self) -> &'static str {
+        match self {
+            FailReason::Error => "error",
+            FailReason::Timeout => "timeout",
+            FailReason::BreakerOpen => "breaker_open",
+        }
+    }
+}
+
+/// How one limit layer ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LayerOutcome {
+    /// The store decided.
+    Decided {
+        /// The decision.
+        decision: Decision,
+        /// The store time of the deciding operation.
+        decided_at: Nanos,
+    },
+    /// The store failed and the request was let through.
+    FailedOpen(FailReason),
+    /// The store failed and the route fails closed.
+    FailedClosed(FailReason),
+}
+
+/// The verdict.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Let it through (200 from the demo server).
+    Allow,
+    /// Over a limit: 429.
+    Deny,
+    /// A fail-closed route while the store is failing: 503.
+    Unavailable,
+    /// Malformed input: 400, with the reason.
+    BadRequest(String),
+    /// Rejected by the guard: 403, with the reason.
+    Rejected(String),
+}
+
+/// One request, as the pipeline sees it.
+#[derive(Clone, Copy, Debug)]
+pub struct Request<'a> {
+    /// The connection's peer address.
+    pub peer: IpAddr,
+    /// Forwarding headers, believed only from trusted proxies.
+    pub forwarding: Forwarding<'a>,
+    /// The raw `x-api-key` header, if present.
+    pub api_key: Option<&'a [u8]>,
+    /// The request path (for fail-closed routes).
+    pub route: &'a str,
+    /// Cost in quota units (1 for an HTTP request).
+    pub cost: u64,
+    /// Trace id carried by every store call for this request.
+    pub trace: u64,
+}
+
+/// The answer to one request.
+#[derive(Clone, Debug)]
+pub struct Answer {
+    /// Allow, deny, …
+    pub verdict: Verdict,
+    /// The HTTP status the verdict maps to.
+    pub status: u16,
+    /// Response headers: `RateLimit-Policy`, `RateLimit`, `Retry-After` as applicable.
+    pub headers: Vec<(&'static str, String)>,
+    /// The resolved client address.
+    pub client_ip: Option<IpAddr>,
+    /// The edge (per-IP) layer's outcome, if it ran.
+    pub edge: Option<LayerOutcome>,
+    /// The per-key layer's outcome, if it ran.
+    pub per_key: Option<LayerOutcome>,
+    /// Whether the kill switch let it through.
+    pub bypassed: bool,
+}
+
+/// One limit layer: a named policy over a store.
+#[derive(Debug)]
+pub struct Layer<C> {
+    name: PolicyName,
+    client: C,
+    breaker: Mutex<Breaker>,
+}
+
+/// Gateway settings.
+#[derive(Clone, Debug)]
+pub struct GatewayConfig {
+    /// Store access path (production: atomic).
+    pub path: Path,
+    /// Whose clock transitions read.
+    pub time_source: TimeSource,
+    /// Per-call timeout.
+    pub timeout: Duration,
+    /// Circuit breaker, per layer.
+    pub breaker: BreakerConfig,
+    /// Proxies whose forwarding headers are believed.
+    pub trusted_proxies: Vec<IpNet>,
+    /// Route prefixes that fail closed.
+    pub fail_closed_routes: Vec<String>,
+    /// Whether store trouble fails open (the default) on routes not listed as fail-closed.
+    pub fail_open: bool,
+}
+
+impl Default for GatewayConfig {
+    fn default() -> Self {
+        GatewayConfig {
+            path: Path::Atomic,
+            time_source: TimeSource::Store,
+            timeout: Duration::from_millis(50),
+            breaker: BreakerConfig::default(),
+            trusted_proxies: Vec::new(),
+            fail_closed_routes: Vec::new(),
+            fail_open: true,
+        }
+    }
+}
+
+/// Counters, exact and lock-free; also exported through the `metrics` facade.
+#[derive(Debug, Default)]
+pub struct Stats {
+    /// Requests let through by the limits: admitted, or admitted because a layer failed open.
+    pub allowed: AtomicU64,
+    /// Requests denied (429).
+    pub denied: AtomicU64,
+    /// Layers that failed open because of a store error.
+    pub fail_open_error: AtomicU64,
+    /// … a timeout.
+    pub fail_open_timeout: AtomicU64,
+    /// … an open breaker.
+    pub fail_open_breaker: AtomicU64,
+    /// Requests refused because a fail-closed route could not reach the store.
+    pub fail_closed: AtomicU64,
+    /// Requests let through by the kill switch.
+    pub bypassed: AtomicU64,
+    /// Requests rejected as malformed.
+    pub bad_request: AtomicU64,
+    /// Requests rejected by the guard.
+    pub rejected: AtomicU64,
+    /// Breaker openings.
+    pub breaker_opened: AtomicU64,
+    /// Breaker closings.
+    pub breaker_closed: AtomicU64,
+}
+
+/// A snapshot of [`Stats`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StatsSnapshot {
+    /// See [`Stats`].
+    pub allowed: u64,
+    /// See [`Stats`].
+    pub denied: u64,
+    /// See [`Stats`].
+    pub fail_open_error: u64,
+    /// See [`Stats`].
+    pub fail_open_timeout: u64,
+    /// See [`Stats`].
+    pub fail_open_breaker: u64,
+    /// See [`Stats`].
+    pub fail_closed: u64,
+    /// See [`Stats`].
+    pub bypassed: u64,
+    /// See [`Stats`].
+    pub bad_request: u64,
+    /// See [`Stats`].
+    pub rejected: u64,
+    /// See [`Stats`].
+    pub breaker_opened: u64,
+    /// See [`Stats`].
+    pub breaker_closed: u64,
+}
+
+impl StatsSnapshot {
+    /// Fail-open layer outcomes of every reason.
+    pub fn fail_open(&self) -> u64 {
+        self.fail_open_error + self.fail_open_timeout + self.fail_open_breaker
+    }
+}
+
+impl Stats {
+    /// Reads every counter.
+    pub fn snapshot(&self) -> StatsSnapshot {
+        let r = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        StatsSnapshot {
+            allowed: r(&self.allowed),
+            denied: r(&self.denied),
+            fail_open_error: r(&self.fail_open_error),
+            fail_open_timeout: r(&self.fail_open_timeout),
+            fail_open_breaker: r(&self.fail_open_breaker),
+            fail_closed: r(&self.fail_closed),
+            bypassed: r(&self.bypassed),
+            bad_request: r(&self.bad_request),
+            rejected: r(&self.rejected),
+            breaker_opened: r(&self.breaker_opened),
+            breaker_closed: r(&self.breaker_closed),
+        }
+    }
+}
+
+fn bump(counter: &AtomicU64) {
+    counter.fetch_add(1, Ordering::Relaxed);
+}
+
+/// The gateway: layered limits over store clients, with the failure policy above.
+#[derive(Debug)]
+pub struct Gateway<C, E> {
+    config: GatewayConfig,
+    edge: Option<Layer<C>>,
+    per_key: Option<Layer<C>>,
+    env: E,
+    kill_switch: AtomicBool,
+    stats: Stats,
+}
+
+impl<C: StoreClient, E: Env> Gateway<C, E> {
+    /// A gateway with optional edge (per-IP) and per-key layers, each over its own client.
+    pub fn new(config: GatewayConfig, edge: Option<C>, per_key: Option<C>, env: E) -> Self {
+        let layer = |name: &str, client| Layer {
+            name: PolicyName::new(name).expect("static policy names are valid"),
+            client,
+            breaker: Mutex::new(Breaker::new(config.breaker)),
+        };
+        Gateway {
+            edge: edge.map(|c| layer("per-ip", c)),
+            per_key: per_key.map(|c| layer("per-key", c)),
+            config,
+            env,
+            kill_switch: AtomicBool::new(false),
+            stats: Stats::default(),
+        }
+    }
+
+    /// Turns limiting off (`true`) or back on.
+    pub fn set_kill_switch(&self, on: bool) {
+        self.kill_switch.store(on, Ordering::SeqCst);
+        metrics::gauge!("ratelab_kill_switch").set(if on { 1.0 } else { 0.0 });
+    }
+
+    /// Whether limiting is off.
+    pub fn kill_switch(&self) -> bool {
+        self.kill_switch.load(Ordering::SeqCst)
+    }
+
+    /// The counters.
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &GatewayConfig {
+        &self.config
+    }
+
+    /// The environment.
+    pub fn env(&self) -> &E {
+        &self.env
+    }
+
+    fn fails_closed(&self, route: &str) -> bool {
+        !self.config.fail_open || self.config.fail_closed_routes.iter().any(|p| route.starts_with(p.as_str()))
+    }
+
+    /// Runs one layer: breaker, timed store call, failure policy.
+    async fn run_layer(&self, layer: &Layer<C>, key: &Key, req: &Request<'_>, fail_closed: bool) -> LayerOutcome {
+        let now = self.env.now();
+        let permit = layer.breaker.lock().expect("breaker").permit(now);
+        let fail = |reason: FailReason| {
+            if fail_closed {
+                LayerOutcome::FailedClosed(reason)
+            } else {
+                LayerOutcome::FailedOpen(reason)
+            }
+        };
+        if permit == Permit::Skip {
+            return fail(FailReason::BreakerOpen);
+        }
+        let client = layer.client.traced(req.trace);
+        let call = decide_remote(&client, self.config.path, self.config.time_source, key, now, req.cost);
+        let result = self.env.timeout(self.config.timeout, call).await;
+        let end = self.env.now();
+        metrics::histogram!("ratelab_store_latency_seconds", "layer" => layer.name.as_str().to_owned())
+            .record(end.saturating_sub(now).as_u64() as f64 / 1e9);
+        let outcome = match result {
+            Some(Ok(o)) => LayerOutcome::Decided {
+                decision: o.decision,
+                decided_at: o.decided_at,
+            },
+            Some(Err(LimitError::Store(_))) => fail(FailReason::Error),
+            // A cost the policy can never admit is the caller's error; it is answered as a
+            // denial with no retry.
+            Some(Err(LimitError::Cost(c))) => LayerOutcome::Decided {
+                decision: Decision {
+                    allowed: false,
+                    limit: c.limit,
+                    remaining: 0,
+                    reset_after: Nanos::ZERO,
+                    retry_after: None,
+                },
+                decided_at: now,
+            },
+            None => fail(FailReason::Timeout),
+        };
+        let ok = matches!(outcome, LayerOutcome::Decided { .. });
+        let transition = layer.breaker.lock().expect("breaker").record(end, permit, ok);
+        match transition {
+            Transition::Opened => {
+                bump(&self.stats.breaker_opened);
+                metrics::counter!("ratelab_breaker_transitions_total", "to" => "open").increment(1);
+            }
+            Transition::Closed => {
+                bump(&self.stats.breaker_closed);
+                metrics::counter!("ratelab_breaker_transitions_total", "to" => "closed").increment(1);
+            }
+            Transition::None => {}
+        }
+        outcome
+    }
+
+    /// Decides one request.
+    pub async fn check(&self, req: Request<'_>, guard: Option<&dyn Guard>) -> Answer {
+        let mut answer = Answer {
+            verdict: Verdict::Allow,
+            status: 200,
+            headers: Vec::new(),
+            client_ip: None,
+            edge: None,
+            per_key: None,
+            bypassed: false,
+        };
+        let bad = |mut a: Answer, reason: String| {
+            a.status = 400;
+            a.verdict = Verdict::BadRequest(reason);
+            a
+        };
+        let ip = match client_ip(req.peer, req.forwarding, &self.config.trusted_proxies) {
+            Ok(ip) => ip,
+            Err(e) => {
+                bump(&self.stats.bad_request);
+                return bad(answer, e);
+            }
+        };
+        answer.client_ip = Some(ip);
+        let api_key = match req.api_key.map(std::str::from_utf8) {
+            None => None,
+            Some(Ok(k)) => Some(k),
+            Some(Err(_)) => {
+                bump(&self.stats.bad_request);
+                return bad(answer, "x-api-key is not valid UTF-8".into());
+            }
+        };
+        let key = match api_key.map(|k| Key::new(&format!("key:{k}"))) {
+            None => None,
+            Some(Ok(k)) => Some(k),
+            Some(Err(e)) => {
+                bump(&self.stats.bad_request);
+                return bad(answer, format!("x-api-key: {e}"));
+            }
+        };
+        if let Some(reason) = guard.and_then(|g| g.reject(api_key)) {
+            bump(&self.stats.rejected);
+            metrics::counter!("ratelab_requests_total", "decision" => "rejected").increment(1);
+            answer.status = 403;
+            answer.verdict = Verdict::Rejected(reason);
+            return answer;
+        }
+        if self.kill_switch() {
+            bump(&self.stats.bypassed);
+            metrics::counter!("ratelab_requests_total", "decision" => "bypassed").increment(1);
+            answer.bypassed = true;
+            return answer;
+        }
+        let fail_closed = self.fails_closed(req.route);
+        let mut policies = Vec::new();
+        let mut fields = Vec::new();
+        let mut retry_after: Option<u64> = None;
+        let layers = [
+            (self.edge.as_ref(), Key::new(&format!("ip:{ip}")).ok()),
+            (self.per_key.as_ref(), key),
+        ];
+        for (i, (layer, key)) in layers.into_iter().enumerate() {
+            let (Some(layer), Some(key)) = (layer, key) else { continue };
+            let outcome = self.run_layer(layer, &key, &req, fail_closed).await;
+            if i == 0 {
+                answer.edge = Some(outcome);
+            } else {
+                answer.per_key = Some(outcome);
+            }
+            match outcome {
+                LayerOutcome::Decided { decision, .. } => {
+                    let f = render(&layer.name, layer.client.algorithm().quota(), &decision);
+                    policies.push(f.policy);
+                    fields.push(f.ratelimit);
+                    if !decision.allowed {
+                        retry_after = f.retry_after.and_then(|s| s.parse().ok()).or(retry_after);
+                        answer.verdict = Verdict::Deny;
+                        answer.status = 429;
+                        // Denied at this layer: later layers are not consulted and spend nothing.
+                        break;
+                    }
+                }
+                LayerOutcome::FailedOpen(reason) => {
+                    let counter = match reason {
+                        FailReason::Error => &self.stats.fail_open_error,
+                        FailReason::Timeout => &self.stats.fail_open_timeout,
+                        FailReason::BreakerOpen => &self.stats.fail_open_breaker,
+                    };
+                    bump(counter);
+                    metrics::counter!("ratelab_fail_open_total", "reason" => reason.name(), "layer" => layer.name.as_str().to_owned())
+                        .increment(1);
+                }
+                LayerOutcome::FailedClosed(_) => {
+                    bump(&self.stats.fail_closed);
+                    metrics::counter!("ratelab_requests_total", "decision" => "fail_closed").increment(1);
+                    answer.verdict = Verdict::Unavailable;
+                    answer.status = 503;
+                    answer.headers.push(("retry-after", "1".into()));
+                    return answer;
+                }
+            }
+        }
+        if !policies.is_empty() {
+            answer.headers.push(("ratelimit-policy", policies.join(", ")));
+            answer.headers.push(("ratelimit", fields.join(", ")));
+        }
+        if answer.verdict == Verdict::Deny {
+            bump(&self.stats.denied);
+            metrics::counter!("ratelab_requests_total", "decision" => "denied").increment(1);
+            answer.headers.push(("retry-after", retry_after.unwrap_or(1).to_string()));
+        } else {
+            bump(&self.stats.allowed);
+            metrics::counter!("ratelab_requests_total", "decision" => "allowed").increment(1);
+        }
+        answer
+    }
+}
