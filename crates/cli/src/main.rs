@@ -2,6 +2,8 @@
 //!
 //! Exit codes: 0 every expectation held, 1 an expectation failed, 2 bad input.
 
+mod serve;
+
 use clap::{Parser, Subcommand};
 use ratelab_sim::{Report, RunOptions, Scenario, replay_commands};
 use std::io::Write;
@@ -43,6 +45,36 @@ enum Command {
     },
     /// Print the JSON Schema of scenario files.
     Schema,
+    /// Serve the gateway over HTTP on the in-memory store: 200 when allowed, 429 when denied.
+    Serve {
+        /// Listen address (default 127.0.0.1:8080).
+        #[arg(long)]
+        listen: Option<std::net::SocketAddr>,
+        /// A JSON config file; flags override it.
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Per-key capacity B (default 100).
+        #[arg(long)]
+        capacity: Option<u64>,
+        /// Per-key refill R per second (default 10).
+        #[arg(long)]
+        refill_per_sec: Option<u64>,
+        /// Per-IP capacity (default 10 × the per-key one).
+        #[arg(long)]
+        ip_capacity: Option<u64>,
+        /// Per-IP refill per second (default 10 × the per-key one).
+        #[arg(long)]
+        ip_refill_per_sec: Option<u64>,
+        /// Store call timeout, ms (default 50).
+        #[arg(long)]
+        timeout_ms: Option<u64>,
+        /// A proxy whose forwarding headers are believed (IP or range; repeatable).
+        #[arg(long = "trusted-proxy")]
+        trusted_proxies: Vec<String>,
+        /// A route prefix that fails closed (repeatable).
+        #[arg(long = "fail-closed-route")]
+        fail_closed_routes: Vec<String>,
+    },
     /// The overshoot experiment: naive vs atomic across concurrency and store round trip,
     /// plus the algorithm comparison. Writes docs/results/ and the figures in the docs.
     Sweep {
@@ -149,6 +181,61 @@ fn main() -> ExitCode {
                 ..Default::default()
             };
             sweep(&cfg, threads, &out, &writeup, &readme)
+        }
+        Command::Serve {
+            listen,
+            config,
+            capacity,
+            refill_per_sec,
+            ip_capacity,
+            ip_refill_per_sec,
+            timeout_ms,
+            trusted_proxies,
+            fail_closed_routes,
+        } => {
+            let fail = |e: String| {
+                eprintln!("error: {e}");
+                ExitCode::from(EXIT_BAD_INPUT)
+            };
+            let mut f = match config.as_deref().map(serve::read_file).transpose() {
+                Ok(f) => f.unwrap_or_default(),
+                Err(e) => return fail(e),
+            };
+            f.listen = listen.or(f.listen);
+            let merge =
+                |l: Option<serve::LimitFile>, b: Option<u64>, r: Option<u64>| match (l, b, r) {
+                    (l, None, None) => Ok(l),
+                    (Some(l), b, r) => Ok(Some(serve::LimitFile {
+                        capacity: b.unwrap_or(l.capacity),
+                        refill_per_sec: r.unwrap_or(l.refill_per_sec),
+                    })),
+                    (None, Some(b), Some(r)) => Ok(Some(serve::LimitFile {
+                        capacity: b,
+                        refill_per_sec: r,
+                    })),
+                    (None, _, _) => {
+                        Err("give both a capacity and a refill rate for a limit".to_owned())
+                    }
+                };
+            f.per_key = match merge(f.per_key, capacity, refill_per_sec) {
+                Ok(l) => l,
+                Err(e) => return fail(format!("per-key limit: {e}")),
+            };
+            f.per_ip = match merge(f.per_ip, ip_capacity, ip_refill_per_sec) {
+                Ok(l) => l,
+                Err(e) => return fail(format!("per-IP limit: {e}")),
+            };
+            f.timeout_ms = timeout_ms.or(f.timeout_ms);
+            if !trusted_proxies.is_empty() {
+                f.trusted_proxies = Some(trusted_proxies);
+            }
+            if !fail_closed_routes.is_empty() {
+                f.fail_closed_routes = Some(fail_closed_routes);
+            }
+            match serve::settings(f).and_then(serve::run) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => fail(e),
+            }
         }
         Command::Schema => {
             print!("{}", ratelab_sim::scenario::json_schema());

@@ -197,3 +197,80 @@ fn every_shipped_scenario_validates() {
     let o = ratelab(&args);
     assert!(o.status.success(), "{}", stderr(&o));
 }
+
+/// One command starts the server; it answers 200 then 429 with the headers, and stops on kill.
+#[test]
+fn serve_starts_with_one_command_and_limits() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ratelab"))
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--capacity",
+            "2",
+            "--refill-per-sec",
+            "1",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("serve starts");
+    let mut first = String::new();
+    BufReader::new(child.stdout.as_mut().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    let addr = first.trim().rsplit("http://").next().unwrap().to_owned();
+    let get = || {
+        let mut s = std::net::TcpStream::connect(&addr).unwrap();
+        write!(
+            s,
+            "GET /hello HTTP/1.1\r\nHost: x\r\nx-api-key: dave\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        out
+    };
+    let statuses: Vec<String> = (0..3).map(|_| get()).collect();
+    child.kill().ok();
+    child.wait().ok();
+    assert!(statuses[0].starts_with("HTTP/1.1 200"), "{}", statuses[0]);
+    assert!(statuses[1].starts_with("HTTP/1.1 200"));
+    assert!(statuses[2].starts_with("HTTP/1.1 429"), "{}", statuses[2]);
+    assert!(
+        statuses[2].to_ascii_lowercase().contains("retry-after: 1"),
+        "{}",
+        statuses[2]
+    );
+    assert!(
+        statuses[2]
+            .to_ascii_lowercase()
+            .contains("ratelimit: \"per-ip\"")
+    );
+}
+
+#[test]
+fn serve_rejects_a_bad_config_with_its_location() {
+    let f = scenario_file(
+        "serve.json",
+        "{\n  \"per_key\": { \"capacity\": 0, \"refill_per_sec\": 1 },\n  \"colour\": 1\n}",
+    );
+    let o = ratelab(&["serve", "--config", f.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    let e = stderr(&o);
+    assert!(
+        e.contains("serve.json:3:") && e.contains("unknown field `colour`"),
+        "{e}"
+    );
+    let f = scenario_file(
+        "serve0.json",
+        "{ \"per_key\": { \"capacity\": 0, \"refill_per_sec\": 1 } }",
+    );
+    let o = ratelab(&["serve", "--config", f.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("per-key limit: invalid capacity: 0"),
+        "{}",
+        stderr(&o)
+    );
+}

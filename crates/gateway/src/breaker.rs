@@ -147,9 +147,15 @@ mod tests {
         assert_eq!(b.permit(Nanos(104)), Permit::Skip);
         assert_eq!(b.permit(Nanos(105)), Permit::Probe);
         assert_eq!(b.permit(Nanos(106)), Permit::Skip, "one probe at a time");
-        assert_eq!(b.record(Nanos(107), Permit::Probe, false), Transition::Opened);
+        assert_eq!(
+            b.record(Nanos(107), Permit::Probe, false),
+            Transition::Opened
+        );
         assert_eq!(b.permit(Nanos(207)), Permit::Probe);
-        assert_eq!(b.record(Nanos(208), Permit::Probe, true), Transition::Closed);
+        assert_eq!(
+            b.record(Nanos(208), Permit::Probe, true),
+            Transition::Closed
+        );
         assert_eq!(b.state(), BreakerState::Closed(0));
     }
 }

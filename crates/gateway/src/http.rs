@@ -39,7 +39,11 @@ impl Env for TokioEnv {
             .unwrap_or(Nanos::ZERO)
     }
 
-    fn timeout<F: Future + Send>(&self, after: Duration, fut: F) -> impl Future<Output = Option<F::Output>> + Send
+    fn timeout<F: Future + Send>(
+        &self,
+        after: Duration,
+        fut: F,
+    ) -> impl Future<Output = Option<F::Output>> + Send
     where
         F::Output: Send,
     {
@@ -125,8 +129,10 @@ impl<S, C, E> std::fmt::Debug for RateLimitService<S, C, E> {
 fn text(status: StatusCode, body: String) -> Response<Body> {
     let mut r = Response::new(Body::from(body));
     *r.status_mut() = status;
-    r.headers_mut()
-        .insert(http::header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+    r.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
     r
 }
 
@@ -162,12 +168,17 @@ where
         let layer = self.layer.clone();
         Box::pin(async move {
             let id = uuid::Uuid::now_v7();
-            let id_header = HeaderValue::from_str(&id.to_string()).expect("a UUID is a valid header");
+            let id_header =
+                HeaderValue::from_str(&id.to_string()).expect("a UUID is a valid header");
             let with_id = |mut r: Response<Body>| {
                 r.headers_mut().insert("x-request-id", id_header.clone());
                 r
             };
-            let Some(peer) = req.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip()) else {
+            let Some(peer) = req
+                .extensions()
+                .get::<ConnectInfo<SocketAddr>>()
+                .map(|c| c.0.ip())
+            else {
                 return Ok(with_id(text(
                     StatusCode::INTERNAL_SERVER_ERROR,
                     "the server was started without connection info (into_make_service_with_connect_info)\n".into(),
@@ -179,7 +190,9 @@ where
                     forwarded,
                     x_forwarded_for,
                 },
-                (Err(e), _) | (_, Err(e)) => return Ok(with_id(text(StatusCode::BAD_REQUEST, e + "\n"))),
+                (Err(e), _) | (_, Err(e)) => {
+                    return Ok(with_id(text(StatusCode::BAD_REQUEST, e + "\n")));
+                }
             };
             let request = Request {
                 peer,
@@ -192,8 +205,14 @@ where
             let answer = layer.gateway.check(request, layer.guard.as_deref()).await;
             let mut resp = match &answer.verdict {
                 Verdict::Allow => inner.call(req).await?,
-                Verdict::Deny => text(StatusCode::TOO_MANY_REQUESTS, "rate limit exceeded\n".into()),
-                Verdict::Unavailable => text(StatusCode::SERVICE_UNAVAILABLE, "rate limiter unavailable\n".into()),
+                Verdict::Deny => text(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "rate limit exceeded\n".into(),
+                ),
+                Verdict::Unavailable => text(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "rate limiter unavailable\n".into(),
+                ),
                 Verdict::BadRequest(reason) => text(StatusCode::BAD_REQUEST, format!("{reason}\n")),
                 Verdict::Rejected(reason) => text(StatusCode::FORBIDDEN, format!("{reason}\n")),
             };
@@ -217,7 +236,11 @@ struct AppState<C, E> {
 /// The demo app: every path answers 200 through the limiter; `/metrics` and
 /// `/admin/kill-switch` are reserved and not limited. Serve it with
 /// `into_make_service_with_connect_info::<SocketAddr>()`.
-pub fn app<C, E>(gateway: Arc<Gateway<C, E>>, admin: Vec<IpNet>, guard: Option<Arc<dyn Guard>>) -> Router
+pub fn app<C, E>(
+    gateway: Arc<Gateway<C, E>>,
+    admin: Vec<IpNet>,
+    guard: Option<Arc<dyn Guard>>,
+) -> Router
 where
     C: StoreClient + 'static,
     E: Env + 'static,
@@ -232,7 +255,12 @@ where
         .layer(RateLimitLayer::new(gateway, guard));
     Router::new()
         .route("/metrics", get(metrics_text::<C, E>))
-        .route("/admin/kill-switch", get(kill_switch_get::<C, E>).put(kill_switch_set::<C, E>).post(kill_switch_set::<C, E>))
+        .route(
+            "/admin/kill-switch",
+            get(kill_switch_get::<C, E>)
+                .put(kill_switch_set::<C, E>)
+                .post(kill_switch_set::<C, E>),
+        )
         .with_state(state)
         .merge(limited)
 }
@@ -243,8 +271,10 @@ where
     E: Env + 'static,
 {
     let mut r = text(StatusCode::OK, s.metrics.render());
-    r.headers_mut()
-        .insert(http::header::CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4"));
+    r.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; version=0.0.4"),
+    );
     r
 }
 
@@ -253,7 +283,15 @@ where
     C: StoreClient + 'static,
     E: Env + 'static,
 {
-    text(StatusCode::OK, if s.gateway.kill_switch() { "on\n" } else { "off\n" }.into())
+    text(
+        StatusCode::OK,
+        if s.gateway.kill_switch() {
+            "on\n"
+        } else {
+            "off\n"
+        }
+        .into(),
+    )
 }
 
 async fn kill_switch_set<C, E>(
@@ -266,7 +304,10 @@ where
     E: Env + 'static,
 {
     if !s.admin.iter().any(|n| n.contains(peer.ip())) {
-        return text(StatusCode::FORBIDDEN, format!("{} may not use the admin endpoint\n", peer.ip()));
+        return text(
+            StatusCode::FORBIDDEN,
+            format!("{} may not use the admin endpoint\n", peer.ip()),
+        );
     }
     match body.trim() {
         "on" => s.gateway.set_kill_switch(true),
@@ -274,9 +315,20 @@ where
         other => {
             return text(
                 StatusCode::BAD_REQUEST,
-                format!("expected a body of `on` or `off`, got {:?}\n", other.chars().take(32).collect::<String>()),
+                format!(
+                    "expected a body of `on` or `off`, got {:?}\n",
+                    other.chars().take(32).collect::<String>()
+                ),
             );
         }
     }
-    text(StatusCode::OK, if s.gateway.kill_switch() { "on\n" } else { "off\n" }.into())
+    text(
+        StatusCode::OK,
+        if s.gateway.kill_switch() {
+            "on\n"
+        } else {
+            "off\n"
+        }
+        .into(),
+    )
 }

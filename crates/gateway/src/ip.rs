@@ -21,7 +21,11 @@ pub struct IpNetError(pub String);
 
 impl fmt::Display for IpNetError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "invalid address or range {:?}: expected an IP, or IP/prefix", self.0)
+        write!(
+            f,
+            "invalid address or range {:?}: expected an IP, or IP/prefix",
+            self.0
+        )
     }
 }
 
@@ -39,7 +43,12 @@ impl std::str::FromStr for IpNet {
         let addr: IpAddr = ip.trim().parse().map_err(|_| err())?;
         let max = if addr.is_ipv4() { 32 } else { 128 };
         let prefix = match prefix {
-            Some(p) => p.trim().parse::<u8>().ok().filter(|&p| p <= max).ok_or_else(err)?,
+            Some(p) => p
+                .trim()
+                .parse::<u8>()
+                .ok()
+                .filter(|&p| p <= max)
+                .ok_or_else(err)?,
             None => max,
         };
         Ok(IpNet { addr, prefix })
@@ -58,7 +67,8 @@ impl IpNet {
         }
         match (self.addr, ip) {
             (IpAddr::V4(a), IpAddr::V4(b)) => {
-                masked(u32::from(a).into(), 32, self.prefix) == masked(u32::from(b).into(), 32, self.prefix)
+                masked(u32::from(a).into(), 32, self.prefix)
+                    == masked(u32::from(b).into(), 32, self.prefix)
             }
             (IpAddr::V6(a), IpAddr::V6(b)) => {
                 masked(u128::from(a), 128, self.prefix) == masked(u128::from(b), 128, self.prefix)
@@ -88,13 +98,22 @@ pub fn client_ip(peer: IpAddr, fwd: Forwarding<'_>, trusted: &[IpNet]) -> Result
         parse_forwarded(f)?
     } else if let Some(x) = fwd.x_forwarded_for {
         x.split(',')
-            .map(|h| parse_hop(h.trim()).ok_or_else(|| format!("malformed X-Forwarded-For entry {:?}", h.trim())))
+            .map(|h| {
+                parse_hop(h.trim())
+                    .ok_or_else(|| format!("malformed X-Forwarded-For entry {:?}", h.trim()))
+            })
             .collect::<Result<_, _>>()?
     } else {
         return Ok(peer);
     };
     // Nearest hop last: walk back over trusted proxies to the first address that is not one.
-    Ok(hops.iter().rev().copied().find(|&ip| !is_trusted(ip)).or(hops.first().copied()).unwrap_or(peer))
+    Ok(hops
+        .iter()
+        .rev()
+        .copied()
+        .find(|&ip| !is_trusted(ip))
+        .or(hops.first().copied())
+        .unwrap_or(peer))
 }
 
 /// One hop: an IPv4 or IPv6 address, optionally with a port (`1.2.3.4:80`, `[::1]:80`).
@@ -124,7 +143,9 @@ fn parse_forwarded(f: &str) -> Result<Vec<IpAddr>, String> {
             };
             if k.trim().eq_ignore_ascii_case("for") {
                 let v = v.trim();
-                out.push(parse_hop(v).ok_or_else(|| format!("malformed Forwarded for= value {v:?}"))?);
+                out.push(
+                    parse_hop(v).ok_or_else(|| format!("malformed Forwarded for= value {v:?}"))?,
+                );
             }
         }
     }
@@ -152,8 +173,14 @@ mod tests {
             x_forwarded_for: Some("1.1.1.1"),
             forwarded: Some("for=2.2.2.2"),
         };
-        assert_eq!(client_ip(ip("203.0.113.9"), spoof, &nets(&["10.0.0.0/8"])), Ok(ip("203.0.113.9")));
-        assert_eq!(client_ip(ip("203.0.113.9"), spoof, &[]), Ok(ip("203.0.113.9")));
+        assert_eq!(
+            client_ip(ip("203.0.113.9"), spoof, &nets(&["10.0.0.0/8"])),
+            Ok(ip("203.0.113.9"))
+        );
+        assert_eq!(
+            client_ip(ip("203.0.113.9"), spoof, &[]),
+            Ok(ip("203.0.113.9"))
+        );
     }
 
     #[test]
@@ -185,7 +212,11 @@ mod tests {
             x_forwarded_for: Some("not-an-ip"),
             forwarded: None,
         };
-        assert!(client_ip(ip("127.0.0.1"), bad, &t).unwrap_err().contains("X-Forwarded-For"));
+        assert!(
+            client_ip(ip("127.0.0.1"), bad, &t)
+                .unwrap_err()
+                .contains("X-Forwarded-For")
+        );
         let bad = Forwarding {
             forwarded: Some("proto=http"),
             x_forwarded_for: None,
@@ -199,6 +230,11 @@ mod tests {
         assert!(n.contains(ip("192.168.44.1")) && !n.contains(ip("192.169.0.1")));
         assert!(!n.contains(ip("::1")));
         assert!("::1/129".parse::<IpNet>().is_err() && "x".parse::<IpNet>().is_err());
-        assert!("0.0.0.0/0".parse::<IpNet>().unwrap().contains(ip("8.8.8.8")));
+        assert!(
+            "0.0.0.0/0"
+                .parse::<IpNet>()
+                .unwrap()
+                .contains(ip("8.8.8.8"))
+        );
     }
 }

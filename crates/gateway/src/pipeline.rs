@@ -26,7 +26,11 @@ pub trait Env: Send + Sync {
     /// The gateway's clock (the caller time of [`TimeSource::Caller`], breaker cooldowns).
     fn now(&self) -> Nanos;
     /// Runs `fut` for at most `after`; `None` if it did not finish in time.
-    fn timeout<F: Future + Send>(&self, after: Duration, fut: F) -> impl Future<Output = Option<F::Output>> + Send
+    fn timeout<F: Future + Send>(
+        &self,
+        after: Duration,
+        fut: F,
+    ) -> impl Future<Output = Option<F::Output>> + Send
     where
         F::Output: Send;
 }
@@ -309,11 +313,22 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
     }
 
     fn fails_closed(&self, route: &str) -> bool {
-        !self.config.fail_open || self.config.fail_closed_routes.iter().any(|p| route.starts_with(p.as_str()))
+        !self.config.fail_open
+            || self
+                .config
+                .fail_closed_routes
+                .iter()
+                .any(|p| route.starts_with(p.as_str()))
     }
 
     /// Runs one layer: breaker, timed store call, failure policy.
-    async fn run_layer(&self, layer: &Layer<C>, key: &Key, req: &Request<'_>, fail_closed: bool) -> LayerOutcome {
+    async fn run_layer(
+        &self,
+        layer: &Layer<C>,
+        key: &Key,
+        req: &Request<'_>,
+        fail_closed: bool,
+    ) -> LayerOutcome {
         let now = self.env.now();
         let permit = layer.breaker.lock().expect("breaker").permit(now);
         let fail = |reason: FailReason| {
@@ -327,7 +342,14 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
             return fail(FailReason::BreakerOpen);
         }
         let client = layer.client.traced(req.trace);
-        let call = decide_remote(&client, self.config.path, self.config.time_source, key, now, req.cost);
+        let call = decide_remote(
+            &client,
+            self.config.path,
+            self.config.time_source,
+            key,
+            now,
+            req.cost,
+        );
         let result = self.env.timeout(self.config.timeout, call).await;
         let end = self.env.now();
         metrics::histogram!("ratelab_store_latency_seconds", "layer" => layer.name.as_str().to_owned())
@@ -353,7 +375,11 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
             None => fail(FailReason::Timeout),
         };
         let ok = matches!(outcome, LayerOutcome::Decided { .. });
-        let transition = layer.breaker.lock().expect("breaker").record(end, permit, ok);
+        let transition = layer
+            .breaker
+            .lock()
+            .expect("breaker")
+            .record(end, permit, ok);
         match transition {
             Transition::Opened => {
                 bump(&self.stats.breaker_opened);
@@ -361,7 +387,8 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
             }
             Transition::Closed => {
                 bump(&self.stats.breaker_closed);
-                metrics::counter!("ratelab_breaker_transitions_total", "to" => "closed").increment(1);
+                metrics::counter!("ratelab_breaker_transitions_total", "to" => "closed")
+                    .increment(1);
             }
             Transition::None => {}
         }
@@ -430,7 +457,9 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
             (self.per_key.as_ref(), key),
         ];
         for (i, (layer, key)) in layers.into_iter().enumerate() {
-            let (Some(layer), Some(key)) = (layer, key) else { continue };
+            let (Some(layer), Some(key)) = (layer, key) else {
+                continue;
+            };
             let outcome = self.run_layer(layer, &key, &req, fail_closed).await;
             if i == 0 {
                 answer.edge = Some(outcome);
@@ -462,7 +491,8 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
                 }
                 LayerOutcome::FailedClosed(_) => {
                     bump(&self.stats.fail_closed);
-                    metrics::counter!("ratelab_requests_total", "decision" => "fail_closed").increment(1);
+                    metrics::counter!("ratelab_requests_total", "decision" => "fail_closed")
+                        .increment(1);
                     answer.verdict = Verdict::Unavailable;
                     answer.status = 503;
                     answer.headers.push(("retry-after", "1".into()));
@@ -471,13 +501,17 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
             }
         }
         if !policies.is_empty() {
-            answer.headers.push(("ratelimit-policy", policies.join(", ")));
+            answer
+                .headers
+                .push(("ratelimit-policy", policies.join(", ")));
             answer.headers.push(("ratelimit", fields.join(", ")));
         }
         if answer.verdict == Verdict::Deny {
             bump(&self.stats.denied);
             metrics::counter!("ratelab_requests_total", "decision" => "denied").increment(1);
-            answer.headers.push(("retry-after", retry_after.unwrap_or(1).to_string()));
+            answer
+                .headers
+                .push(("retry-after", retry_after.unwrap_or(1).to_string()));
         } else {
             bump(&self.stats.allowed);
             metrics::counter!("ratelab_requests_total", "decision" => "allowed").increment(1);

@@ -184,17 +184,29 @@ where
         core::future::ready(r)
     }
 
-    fn set(&self, key: &Key, state: A::State, ttl: Nanos) -> impl Future<Output = Result<(), StoreError>> + Send {
+    fn set(
+        &self,
+        key: &Key,
+        state: A::State,
+        ttl: Nanos,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
         let now = (self.clock)();
         core::future::ready(crate::Store::set(&*self.store, key, state, ttl, now))
     }
 
-    fn apply(&self, key: &Key, now: Option<Nanos>, cost: u64) -> impl Future<Output = Result<Applied, LimitError>> + Send {
+    fn apply(
+        &self,
+        key: &Key,
+        now: Option<Nanos>,
+        cost: u64,
+    ) -> impl Future<Output = Result<Applied, LimitError>> + Send {
         let store_time = (self.clock)();
-        let r = crate::Store::apply(&*self.store, key, now.unwrap_or(store_time), cost).map(|decision| Applied {
-            decision,
-            store_time,
-        });
+        let r = crate::Store::apply(&*self.store, key, now.unwrap_or(store_time), cost).map(
+            |decision| Applied {
+                decision,
+                store_time,
+            },
+        );
         core::future::ready(r)
     }
 }

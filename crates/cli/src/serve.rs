@@ -1,0 +1,202 @@
+//! `ratelab serve`: the gateway behind a real HTTP server, on the embedded in-memory store.
+
+use ratelab_core::{Nanos, Policy, TokenBucket};
+use ratelab_gateway::http::{TokioEnv, app};
+use ratelab_gateway::{BreakerConfig, Env, Gateway, GatewayConfig, IpNet};
+use ratelab_store::{LocalClient, MemoryStore};
+use serde::Deserialize;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A token-bucket limit.
+#[derive(Clone, Copy, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitFile {
+    /// Capacity B.
+    pub capacity: u64,
+    /// Refill R per second.
+    pub refill_per_sec: u64,
+}
+
+/// Breaker settings.
+#[derive(Clone, Copy, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BreakerFile {
+    /// Consecutive failures that open it.
+    pub failures_to_open: u32,
+    /// Cooldown, ms.
+    pub cooldown_ms: u64,
+}
+
+/// The config file: every field optional; flags override it.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServeFile {
+    /// Listen address.
+    pub listen: Option<SocketAddr>,
+    /// Per-key limit (x-api-key).
+    pub per_key: Option<LimitFile>,
+    /// Per-IP edge limit.
+    pub per_ip: Option<LimitFile>,
+    /// Store call timeout, ms.
+    pub timeout_ms: Option<u64>,
+    /// Breaker.
+    pub breaker: Option<BreakerFile>,
+    /// Trusted proxies (IPs or ranges).
+    pub trusted_proxies: Option<Vec<String>>,
+    /// Route prefixes that fail closed.
+    pub fail_closed_routes: Option<Vec<String>>,
+    /// Addresses allowed to use /admin.
+    pub admin: Option<Vec<String>>,
+    /// Whether to fail open (default true).
+    pub fail_open: Option<bool>,
+}
+
+/// Reads a config file, with errors naming file, JSON path, line and column.
+pub fn read_file(path: &Path) -> Result<ServeFile, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+    let mut de = serde_json::Deserializer::from_str(&text);
+    let parsed: ServeFile = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let inner = e.inner();
+        let msg = inner.to_string();
+        let msg = msg
+            .rfind(" at line ")
+            .map_or(msg.clone(), |i| msg[..i].to_owned());
+        let at = e.path().to_string();
+        format!(
+            "{}:{}:{}: at {}: {msg}",
+            path.display(),
+            inner.line(),
+            inner.column(),
+            if at.is_empty() { "." } else { &at }
+        )
+    })?;
+    de.end()
+        .map_err(|e| format!("{}:{}:{}: {e}", path.display(), e.line(), e.column()))?;
+    Ok(parsed)
+}
+
+/// Everything `serve` needs, validated.
+#[derive(Debug)]
+pub struct ServeSettings {
+    /// Listen address.
+    pub listen: SocketAddr,
+    /// Per-key bucket.
+    pub per_key: TokenBucket,
+    /// Per-IP bucket.
+    pub per_ip: TokenBucket,
+    /// Gateway settings.
+    pub gateway: GatewayConfig,
+    /// Admin addresses.
+    pub admin: Vec<IpNet>,
+}
+
+fn nets(list: &[String], what: &str) -> Result<Vec<IpNet>, String> {
+    list.iter()
+        .map(|s| s.parse().map_err(|e| format!("{what}: {e}")))
+        .collect()
+}
+
+/// Validates a merged file + flags into settings.
+pub fn settings(f: ServeFile) -> Result<ServeSettings, String> {
+    let per_key = f.per_key.unwrap_or(LimitFile {
+        capacity: 100,
+        refill_per_sec: 10,
+    });
+    let per_ip = f.per_ip.unwrap_or(LimitFile {
+        capacity: per_key.capacity.saturating_mul(10),
+        refill_per_sec: per_key.refill_per_sec.saturating_mul(10),
+    });
+    let bucket = |l: LimitFile, what: &str| {
+        TokenBucket::per_second(l.capacity, l.refill_per_sec).map_err(|e| format!("{what}: {e}"))
+    };
+    let timeout_ms = f.timeout_ms.unwrap_or(50);
+    if !(1..=60_000).contains(&timeout_ms) {
+        return Err(format!(
+            "timeout_ms: {timeout_ms} is out of range: expected 1 to 60000"
+        ));
+    }
+    let breaker = f
+        .breaker
+        .map_or(BreakerConfig::default(), |b| BreakerConfig {
+            failures_to_open: b.failures_to_open.max(1),
+            cooldown: Nanos::from_millis(b.cooldown_ms),
+        });
+    Ok(ServeSettings {
+        listen: f
+            .listen
+            .unwrap_or_else(|| "127.0.0.1:8080".parse().expect("literal")),
+        per_key: bucket(per_key, "per-key limit")?,
+        per_ip: bucket(per_ip, "per-IP limit")?,
+        gateway: GatewayConfig {
+            timeout: Duration::from_millis(timeout_ms),
+            breaker,
+            trusted_proxies: nets(&f.trusted_proxies.unwrap_or_default(), "trusted proxy")?,
+            fail_closed_routes: f.fail_closed_routes.unwrap_or_default(),
+            fail_open: f.fail_open.unwrap_or(true),
+            ..GatewayConfig::default()
+        },
+        admin: nets(
+            &f.admin
+                .unwrap_or_else(|| vec!["127.0.0.0/8".into(), "::1".into()]),
+            "admin address",
+        )?,
+    })
+}
+
+type Clock = fn() -> Nanos;
+type Local = LocalClient<Policy, Clock>;
+
+fn wall_clock() -> Nanos {
+    TokioEnv.now()
+}
+
+/// Builds the gateway over two in-memory stores.
+pub fn gateway(s: &ServeSettings) -> Arc<Gateway<Local, TokioEnv>> {
+    let client = |b: TokenBucket| {
+        LocalClient::new(
+            Arc::new(MemoryStore::new(Policy::TokenBucket(b))),
+            wall_clock as Clock,
+        )
+    };
+    Arc::new(Gateway::new(
+        s.gateway.clone(),
+        Some(client(s.per_ip)),
+        Some(client(s.per_key)),
+        TokioEnv,
+    ))
+}
+
+/// Serves until Ctrl-C.
+pub fn run(s: ServeSettings) -> Result<(), String> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the runtime: {e}"))?;
+    rt.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(s.listen)
+            .await
+            .map_err(|e| format!("cannot listen on {}: {e}", s.listen))?;
+        let addr = listener.local_addr().map_err(|e| e.to_string())?;
+        println!(
+            "ratelab serve: listening on http://{addr}\n  per-key (x-api-key): B = {}, R = {}/s\n  per-IP: B = {}, R = {}/s\n  store: in-memory; timeout {} ms; fail {}\n  /metrics, /admin/kill-switch (admin from {:?})",
+            s.per_key.capacity(),
+            s.per_key.refill_amount(),
+            s.per_ip.capacity(),
+            s.per_ip.refill_amount(),
+            s.gateway.timeout.as_millis(),
+            if s.gateway.fail_open { "open" } else { "closed" },
+            s.admin,
+        );
+        let app = app(gateway(&s), s.admin.clone(), None);
+        axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
+            .with_graceful_shutdown(async {
+                let _ = tokio::signal::ctrl_c().await;
+            })
+            .await
+            .map_err(|e| format!("server error: {e}"))
+    })
+}

@@ -1,0 +1,299 @@
+//! The gateway behind a real HTTP server on a loopback port, driven by a real HTTP client.
+
+use ratelab_core::{Nanos, Policy, TokenBucket};
+use ratelab_gateway::http::{TokioEnv, app};
+use ratelab_gateway::{Env, Gateway, GatewayConfig, IpNet};
+use ratelab_store::{LocalClient, MemoryStore};
+use reqwest::StatusCode;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+type Clock = fn() -> Nanos;
+type Local = LocalClient<Policy, Clock>;
+
+fn wall() -> Nanos {
+    TokioEnv.now()
+}
+
+fn client_of(capacity: u64, per_sec: u64) -> Local {
+    let b = TokenBucket::per_second(capacity, per_sec).unwrap();
+    LocalClient::new(
+        Arc::new(MemoryStore::new(Policy::TokenBucket(b))),
+        wall as Clock,
+    )
+}
+
+/// Starts a server with the given limits; returns its base URL and gateway.
+async fn start(
+    per_ip: (u64, u64),
+    per_key: (u64, u64),
+    config: GatewayConfig,
+) -> (String, Arc<Gateway<Local, TokioEnv>>) {
+    let gw = Arc::new(Gateway::new(
+        config,
+        Some(client_of(per_ip.0, per_ip.1)),
+        Some(client_of(per_key.0, per_key.1)),
+        TokioEnv,
+    ));
+    let admin: Vec<IpNet> = vec!["127.0.0.0/8".parse().unwrap()];
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let router = app(gw.clone(), admin, None);
+    tokio::spawn(async move {
+        axum::serve(
+            listener,
+            router.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .await
+        .unwrap();
+    });
+    (format!("http://{addr}"), gw)
+}
+
+fn http() -> reqwest::Client {
+    reqwest::Client::builder()
+        .timeout(std::time::Duration::from_secs(10))
+        .build()
+        .unwrap()
+}
+
+fn header(r: &reqwest::Response, name: &str) -> Option<String> {
+    r.headers()
+        .get(name)
+        .map(|v| v.to_str().unwrap().to_owned())
+}
+
+/// Parses a RateLimit field into (name, r, t) per item, with an RFC 9651 parser.
+fn ratelimit_items(value: &str) -> Vec<(String, i64, i64)> {
+    let list: sfv::List = sfv::Parser::new(value)
+        .parse()
+        .expect("RateLimit parses as an sf-list");
+    list.iter()
+        .map(|e| {
+            let sfv::ListEntry::Item(item) = e else {
+                panic!("inner list")
+            };
+            let get = |k: &str| {
+                item.params
+                    .iter()
+                    .find(|(key, _)| key.as_str() == k)
+                    .and_then(|(_, v)| v.as_integer())
+                    .map(i64::from)
+                    .unwrap_or_else(|| panic!("{k} missing in {value}"))
+            };
+            (
+                item.bare_item.as_string().unwrap().as_str().to_owned(),
+                get("r"),
+                get("t"),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn denies_after_capacity_and_admits_after_retry_after() {
+    let (url, _) = start((1000, 1000), (3, 1), GatewayConfig::default()).await;
+    let c = http();
+    let get = || {
+        c.get(format!("{url}/api/thing"))
+            .header("x-api-key", "alice")
+            .send()
+    };
+    for i in 0..3 {
+        let r = get().await.unwrap();
+        assert_eq!(r.status(), StatusCode::OK, "request {i}");
+        let items = ratelimit_items(&header(&r, "ratelimit").unwrap());
+        let key = items.iter().find(|i| i.0 == "per-key").unwrap();
+        assert_eq!(key.1, 2 - i, "remaining counts down");
+        let policy = header(&r, "ratelimit-policy").unwrap();
+        let parsed: sfv::List = sfv::Parser::new(&policy).parse().unwrap();
+        assert_eq!(parsed.len(), 2, "per-ip and per-key policies: {policy}");
+        assert!(header(&r, "x-request-id").is_some());
+    }
+    let denied = get().await.unwrap();
+    assert_eq!(denied.status(), StatusCode::TOO_MANY_REQUESTS);
+    let retry: u64 = header(&denied, "retry-after").unwrap().parse().unwrap();
+    assert!(retry >= 1);
+    let items = ratelimit_items(&header(&denied, "ratelimit").unwrap());
+    let key = items.iter().find(|i| i.0 == "per-key").unwrap();
+    assert_eq!(key.1, 0);
+    assert!(
+        retry as i64 >= key.2,
+        "Retry-After {retry} is not earlier than t = {}",
+        key.2
+    );
+    tokio::time::sleep(std::time::Duration::from_secs(retry)).await;
+    let again = get().await.unwrap();
+    assert_eq!(
+        again.status(),
+        StatusCode::OK,
+        "waiting Retry-After admits the retry"
+    );
+}
+
+#[tokio::test]
+async fn edge_denials_do_not_spend_per_key_quota() {
+    // Per-IP allows 2, per-key 5: the third request is stopped at the edge.
+    let (url, gw) = start((2, 1), (5, 1), GatewayConfig::default()).await;
+    let c = http();
+    for _ in 0..2 {
+        assert_eq!(
+            c.get(&url)
+                .header("x-api-key", "bob")
+                .send()
+                .await
+                .unwrap()
+                .status(),
+            200
+        );
+    }
+    let r = c.get(&url).header("x-api-key", "bob").send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+    let items = ratelimit_items(&header(&r, "ratelimit").unwrap());
+    assert_eq!(items.len(), 1, "only the edge layer answered: {items:?}");
+    assert_eq!(items[0].0, "per-ip");
+    assert_eq!(gw.stats().snapshot().denied, 1);
+}
+
+#[tokio::test]
+async fn spoofed_forwarding_headers_are_ignored_unless_from_a_trusted_proxy() {
+    let (url, _) = start((2, 1), (100, 1), GatewayConfig::default()).await;
+    let c = http();
+    // Untrusted peer (127.0.0.1 is not configured as a proxy): a new X-Forwarded-For per
+    // request does not buy a new bucket.
+    let mut codes = Vec::new();
+    for i in 0..3 {
+        let r = c
+            .get(&url)
+            .header("x-forwarded-for", format!("203.0.113.{i}"))
+            .send()
+            .await
+            .unwrap();
+        codes.push(r.status().as_u16());
+    }
+    assert_eq!(codes, [200, 200, 429]);
+
+    let trusted = GatewayConfig {
+        trusted_proxies: vec!["127.0.0.1".parse().unwrap()],
+        ..GatewayConfig::default()
+    };
+    let (url, _) = start((2, 1), (100, 1), trusted).await;
+    let mut codes = Vec::new();
+    for i in 0..3 {
+        let r = c
+            .get(&url)
+            .header("x-forwarded-for", format!("203.0.113.{i}"))
+            .send()
+            .await
+            .unwrap();
+        codes.push(r.status().as_u16());
+    }
+    assert_eq!(
+        codes,
+        [200, 200, 200],
+        "from a trusted proxy, each client has its own bucket"
+    );
+    let r = c
+        .get(&url)
+        .header("x-forwarded-for", "not an address")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    assert!(r.text().await.unwrap().contains("X-Forwarded-For"));
+}
+
+#[tokio::test]
+async fn malformed_keys_get_400_with_a_reason() {
+    let (url, gw) = start((1000, 1000), (10, 1), GatewayConfig::default()).await;
+    let c = http();
+    let long = "k".repeat(300);
+    let r = c.get(&url).header("x-api-key", long).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    assert!(r.text().await.unwrap().contains("expected at most 256"));
+    let binary = reqwest::header::HeaderValue::from_bytes(&[0xff, 0xfe, b'a']).unwrap();
+    let r = c
+        .get(&url)
+        .header("x-api-key", binary)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    assert!(r.text().await.unwrap().contains("not valid UTF-8"));
+    assert_eq!(gw.stats().snapshot().bad_request, 2);
+    // The server is still serving.
+    assert_eq!(c.get(&url).send().await.unwrap().status(), StatusCode::OK);
+}
+
+fn counter(metrics: &str, name: &str, label: &str) -> f64 {
+    metrics
+        .lines()
+        .filter(|l| l.starts_with(name) && l.contains(label))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+#[tokio::test]
+async fn kill_switch_bypasses_limiting_and_metrics_count_it() {
+    let (url, gw) = start((1000, 1000), (1, 1), GatewayConfig::default()).await;
+    let c = http();
+    let scrape = || async {
+        c.get(format!("{url}/metrics"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    };
+    let before = scrape().await;
+    let get = || c.get(&url).header("x-api-key", "carol").send();
+    assert_eq!(get().await.unwrap().status(), 200);
+    assert_eq!(get().await.unwrap().status(), 429);
+
+    let r = c
+        .put(format!("{url}/admin/kill-switch"))
+        .body("on")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        (r.status().as_u16(), r.text().await.unwrap()),
+        (200, "on\n".into())
+    );
+    assert!(gw.kill_switch());
+    for _ in 0..3 {
+        let r = get().await.unwrap();
+        assert_eq!(r.status(), 200, "limiting is off");
+        assert!(header(&r, "ratelimit").is_none(), "no limit was consulted");
+    }
+    assert_eq!(gw.stats().snapshot().bypassed, 3);
+    let r = c
+        .put(format!("{url}/admin/kill-switch"))
+        .body("maybe")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    c.put(format!("{url}/admin/kill-switch"))
+        .body("off")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(get().await.unwrap().status(), 429, "limiting is back");
+
+    // The recorder is process-wide and other tests run alongside: counters only grow, so
+    // check they grew by at least what this test did.
+    let after = scrape().await;
+    let grew = |name, label| counter(&after, name, label) - counter(&before, name, label);
+    assert!(
+        grew("ratelab_requests_total", "decision=\"bypassed\"") >= 3.0,
+        "{after}"
+    );
+    assert!(grew("ratelab_requests_total", "decision=\"denied\"") >= 2.0);
+    assert!(grew("ratelab_requests_total", "decision=\"allowed\"") >= 1.0);
+    assert!(
+        after.contains("ratelab_store_latency_seconds"),
+        "store latency histogram: {after}"
+    );
+}
