@@ -39,15 +39,11 @@ impl Env for TokioEnv {
             .unwrap_or(Nanos::ZERO)
     }
 
-    fn timeout<F: Future + Send>(
-        &self,
-        after: Duration,
-        fut: F,
-    ) -> impl Future<Output = Option<F::Output>> + Send
+    async fn timeout<F: Future + Send>(&self, after: Duration, fut: F) -> Option<F::Output>
     where
         F::Output: Send,
     {
-        async move { tokio::time::timeout(after, fut).await.ok() }
+        tokio::time::timeout(after, fut).await.ok()
     }
 }
 
