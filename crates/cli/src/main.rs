@@ -323,6 +323,7 @@ fn run(file: &std::path::Path, seed: Option<u64>, trace: bool, json: bool) -> Ex
             );
         } else {
             row(&mut out, &report);
+            gateway_line(&mut out, &report);
         }
         if !report.passed {
             failed.push(report);
@@ -384,7 +385,17 @@ fn sweep(
     let results = sweep::run(cfg, threads, &|done, _| bar.set_position(done as u64));
     bar.finish_and_clear();
     let runs = sweep::compare_algorithms();
-    let written = match output::write_all(&results, &runs, out, writeup, readme) {
+    let mut gateway = Vec::new();
+    for file in output::GATEWAY_SCENARIOS {
+        match Scenario::load(std::path::Path::new(file)) {
+            Ok(sc) => gateway.push(ratelab_sim::run(&sc, 1, RunOptions::default()).0),
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::from(EXIT_BAD_INPUT);
+            }
+        }
+    }
+    let written = match output::write_all(&results, &runs, &gateway, out, writeup, readme) {
         Ok(w) => w,
         Err(e) => {
             eprintln!("error: {e}");
@@ -525,6 +536,28 @@ fn row(out: &mut impl Write, r: &Report) {
         r.trace_hash,
         if r.passed { "pass" } else { "FAIL" }
     );
+}
+
+/// The gateway's failure handling for one seed, when there was any.
+fn gateway_line(out: &mut impl Write, r: &Report) {
+    let c = &r.gateway_counters;
+    if r.fail_open == 0 && r.bypassed == 0 && c.breaker_opened == 0 {
+        return;
+    }
+    let mut line = format!(
+        "{:>8}   fail-open {} {:?}",
+        "", r.fail_open, r.fail_open_by_reason
+    );
+    if let Some([p50, p99, max]) = r.fail_open_latency_ms {
+        line.push_str(&format!(
+            ", answer latency p50 {p50:.3} ms, p99 {p99:.3} ms, max {max:.3} ms"
+        ));
+    }
+    line.push_str(&format!(
+        "; bypassed {}; breaker opened {}, closed {}",
+        r.bypassed, c.breaker_opened, c.breaker_closed
+    ));
+    let _ = writeln!(out, "{line}");
 }
 
 fn describe(e: &ratelab_sim::history::Timed, h: &ratelab_sim::History) -> String {

@@ -15,7 +15,7 @@ use core::future::Future;
 use ratelab_core::Decision;
 use ratelab_core::headers::{PolicyName, render};
 use ratelab_core::{Algorithm, Nanos};
-use ratelab_store::{Key, LimitError, Path, StoreClient, TimeSource, decide_remote};
+use ratelab_store::{Key, LimitError, Path, StoreClient, StoreError, TimeSource, decide_remote};
 use std::net::IpAddr;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -359,6 +359,7 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
                 decision: o.decision,
                 decided_at: o.decided_at,
             },
+            Some(Err(LimitError::Store(StoreError::Timeout))) => fail(FailReason::Timeout),
             Some(Err(LimitError::Store(_))) => fail(FailReason::Error),
             // A cost the policy can never admit is the caller's error; it is answered as a
             // denial with no retry.

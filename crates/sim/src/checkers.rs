@@ -320,6 +320,7 @@ mod tests {
             extra_answers: extra,
             read_at: None,
             written_at: None,
+            store_calls: 0,
         }
     }
 

@@ -17,7 +17,7 @@
 //!
 //! Nothing here reads a wall clock or an unseeded random number.
 
-use crate::history::{Answer, ErrorKind, History, StoreFate, StoreOp};
+use crate::history::{Answer, ErrorKind, FailReason, History, StoreFate, StoreOp};
 use crate::rng::{SimRng, stream};
 use crate::scenario::{
     ClientSpec, FaultKind, FaultSpec, GatewayChoice, NodeName, Pattern, Scenario, ms,
@@ -27,9 +27,11 @@ use madsim::net::{Endpoint, NetSim};
 use madsim::runtime::{Handle, NodeHandle};
 use madsim::time::{Instant, sleep, sleep_until};
 use ratelab_core::{Decision, Nanos, Policy, PolicyState};
-use ratelab_store::{
-    Applied, Key, LimitError, MemoryStore, Read, Store, StoreClient, StoreError, decide_remote,
+use ratelab_gateway::{
+    Answer as GatewayAnswer, BreakerConfig, Env, Forwarding, Gateway, GatewayConfig, LayerOutcome,
+    Request as GatewayRequest, StatsSnapshot,
 };
+use ratelab_store::{Applied, Key, LimitError, MemoryStore, Read, Store, StoreClient, StoreError};
 use serde::{Deserialize, Serialize};
 use std::future::Future;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -219,6 +221,8 @@ type Reply = Pin<Box<dyn Future<Output = Result<StoreReply, WireError>> + Send>>
 
 struct StoreNode {
     store: MemoryStore<Policy>,
+    /// The per-IP edge policy's keys (`ip:…`), when the scenario has an edge limit.
+    edge: Option<MemoryStore<Policy>>,
     shared: Arc<Shared>,
     plan: Arc<StorePlan>,
     rng: Arc<Mutex<SimRng>>,
@@ -266,6 +270,13 @@ impl StoreNode {
         }
     }
 
+    fn store_for(&self, key: &str) -> &MemoryStore<Policy> {
+        match &self.edge {
+            Some(edge) if key.starts_with("ip:") => edge,
+            _ => &self.store,
+        }
+    }
+
     fn apply(&self, req: StoreCall, now: Nanos) -> (Result<StoreReply, WireError>, StoreOp) {
         let key_of = |k: &str| Key::new(k).map_err(|_| WireError::BadKey);
         let store_err = |e: StoreError| match e {
@@ -274,7 +285,8 @@ impl StoreNode {
         };
         match req {
             StoreCall::Get { key } => {
-                let r = key_of(&key).and_then(|k| self.store.get(&k, now).map_err(store_err));
+                let r =
+                    key_of(&key).and_then(|k| self.store_for(&key).get(&k, now).map_err(store_err));
                 let reply = r.map(|state| StoreReply::Read {
                     state,
                     store_time: now,
@@ -421,50 +433,111 @@ impl Clock {
     }
 }
 
-struct Gateway {
-    node: NodeHandle,
-    client: RpcStore,
+/// A gateway node's view of time: its own (skewed) clock; madsim timeouts.
+#[derive(Clone)]
+struct SimEnv {
+    shared: Arc<Shared>,
     clock: Clock,
+}
+
+impl Env for SimEnv {
+    fn now(&self) -> Nanos {
+        self.clock.read(self.shared.now())
+    }
+
+    async fn timeout<F: Future + Send>(&self, after: Duration, fut: F) -> Option<F::Output>
+    where
+        F::Output: Send,
+    {
+        madsim::time::timeout(after, fut).await.ok()
+    }
+}
+
+struct SimGateway {
+    node: NodeHandle,
+    gateway: Gateway<RpcStore, SimEnv>,
 }
 
 struct Cluster {
     sc: Arc<Scenario>,
     shared: Arc<Shared>,
-    gateways: Vec<Arc<Gateway>>,
+    gateways: Vec<Arc<SimGateway>>,
 }
 
-/// One gateway request: decide over the store, record and return the answer.
-async fn serve(cluster: Arc<Cluster>, g: usize, id: u64, key: Key, cost: u64) -> Answer {
+/// The address client `i` sends from.
+fn client_ip(i: u32) -> IpAddr {
+    IpAddr::V4(Ipv4Addr::from(0x0a20_0000 + i))
+}
+
+/// What the recorder keeps of a gateway's answer: the binding layer's outcome.
+fn to_history(a: &GatewayAnswer) -> Answer {
+    if a.bypassed {
+        return Answer::Bypassed;
+    }
+    let edge_denied =
+        matches!(a.edge, Some(LayerOutcome::Decided { decision, .. }) if !decision.allowed);
+    let binding = if edge_denied {
+        a.edge
+    } else {
+        a.per_key.or(a.edge)
+    };
+    match binding {
+        Some(LayerOutcome::Decided {
+            decision,
+            decided_at,
+        }) if decision.allowed => Answer::Allowed {
+            decided_at,
+            remaining: decision.remaining,
+        },
+        Some(LayerOutcome::Decided {
+            decision,
+            decided_at,
+        }) => Answer::Denied {
+            decided_at,
+            retry_after: decision.retry_after.unwrap_or(Nanos::ZERO),
+        },
+        Some(LayerOutcome::FailedOpen(r)) => Answer::FailedOpen(r),
+        Some(LayerOutcome::FailedClosed(r)) => Answer::Error(match r {
+            FailReason::Error => ErrorKind::Unavailable,
+            FailReason::Timeout => ErrorKind::Timeout,
+            FailReason::BreakerOpen => ErrorKind::BreakerOpen,
+        }),
+        None => Answer::Error(ErrorKind::Unavailable),
+    }
+}
+
+/// Reads `name`'s `r` and `t` from a RateLimit field value (`"per-key";r=0;t=1, …`).
+fn ratelimit_item(value: &str, name: &str) -> Option<(u64, u64)> {
+    let quoted = format!("\"{name}\"");
+    let item = value.split(", ").find(|i| i.starts_with(&quoted))?;
+    let param = |k: &str| {
+        item.split(';')
+            .find_map(|p| p.strip_prefix(k)?.strip_prefix('=')?.parse::<u64>().ok())
+    };
+    Some((param("r")?, param("t")?))
+}
+
+/// One gateway request: run the gateway pipeline, record and return the answer.
+async fn serve(
+    cluster: Arc<Cluster>,
+    g: usize,
+    id: u64,
+    client: u32,
+    key: String,
+    cost: u64,
+) -> GatewayAnswer {
     let gw = &cluster.gateways[g];
-    let caller_now = gw.clock.read(cluster.shared.now());
-    let client = RpcStore {
-        request: id,
-        ..gw.client.clone()
-    };
-    let answer = match decide_remote(
-        &client,
-        cluster.sc.path,
-        cluster.sc.time_source,
-        &key,
-        caller_now,
+    let req = GatewayRequest {
+        peer: client_ip(client),
+        forwarding: Forwarding::default(),
+        api_key: Some(key.as_bytes()),
+        route: "/",
         cost,
-    )
-    .await
-    {
-        Ok(o) if o.decision.allowed => Answer::Allowed {
-            decided_at: o.decided_at,
-            remaining: o.decision.remaining,
-        },
-        Ok(o) => Answer::Denied {
-            decided_at: o.decided_at,
-            retry_after: o.decision.retry_after.unwrap_or(Nanos::ZERO),
-        },
-        Err(LimitError::Store(StoreError::Timeout)) => Answer::Error(ErrorKind::Timeout),
-        Err(LimitError::Store(StoreError::Full)) => Answer::Error(ErrorKind::Full),
-        // A cost error cannot happen (validated), and is reported as a refusal if it does.
-        Err(_) => Answer::Error(ErrorKind::Unavailable),
+        trace: id,
     };
-    cluster.shared.record(|h, at| h.answer(at, id, answer));
+    let answer = gw.gateway.check(req, None).await;
+    let recorded = to_history(&answer);
+    cluster.shared.record(|h, at| h.answer(at, id, recorded));
     answer
 }
 
@@ -582,14 +655,31 @@ async fn client_main(cluster: Arc<Cluster>, group: usize, client: u32, seed: u64
         cluster.shared.record(|h, at| {
             id = h.send(at, client, group as u32, key.clone(), g as u32, cost);
         });
-        let key = Key::new(&key).expect("validated key");
-        let answer = cluster.gateways[g]
-            .node
-            .spawn(serve(cluster.clone(), g, id, key, cost));
-        if c.honour_retry_after
-            && let Ok(Answer::Denied { retry_after, .. }) = answer.await
+        let answer =
+            cluster.gateways[g]
+                .node
+                .spawn(serve(cluster.clone(), g, id, client, key, cost));
+        if !(c.honour_retry_after || c.self_throttle) {
+            continue;
+        }
+        let Ok(answer) = answer.await else { continue };
+        let now = cluster.shared.now().as_u64();
+        let header = |name: &str| {
+            answer
+                .headers
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, v)| v.as_str())
+        };
+        if answer.status == 429
+            && let Some(secs) = header("retry-after").and_then(|v| v.parse::<u64>().ok())
         {
-            not_before = cluster.shared.now().as_u64() + retry_after.as_u64();
+            not_before = now + secs * 1_000_000_000;
+        }
+        if c.self_throttle
+            && let Some((0, t)) = header("ratelimit").and_then(|v| ratelimit_item(v, "per-key"))
+        {
+            not_before = not_before.max(now + t * 1_000_000_000);
         }
     }
 }
@@ -645,6 +735,19 @@ async fn fault_main(cluster: Arc<Cluster>, f: FaultSpec, store: NodeHandle) {
             sleep_until(shared.t0 + until).await;
             handle.resume(id);
         }
+        FaultKind::KillSwitch => {
+            let targets: Vec<usize> = match &f.gateways {
+                Some(gs) => gs.iter().map(|&g| g as usize).collect(),
+                None => (0..cluster.gateways.len()).collect(),
+            };
+            for &g in &targets {
+                cluster.gateways[g].gateway.set_kill_switch(true);
+            }
+            sleep_until(shared.t0 + until).await;
+            for &g in &targets {
+                cluster.gateways[g].gateway.set_kill_switch(false);
+            }
+        }
         FaultKind::Clock => return,
         FaultKind::StoreErrors
         | FaultKind::StoreTimeouts
@@ -680,8 +783,13 @@ pub(crate) fn faults_end_ms(sc: &Scenario) -> u64 {
         .unwrap_or(0)
 }
 
-/// Runs one seed of `sc` inside the current madsim runtime; returns the history.
-pub(crate) async fn simulate(sc: Arc<Scenario>, seed: u64, keep_events: bool) -> History {
+/// Runs one seed of `sc` inside the current madsim runtime; returns the history and each
+/// gateway's counters.
+pub(crate) async fn simulate(
+    sc: Arc<Scenario>,
+    seed: u64,
+    keep_events: bool,
+) -> (History, Vec<StatsSnapshot>) {
     let handle = Handle::current();
     // Time zero is after a short setup allowance, in which nodes start and bind; events during
     // setup are stamped 0.
@@ -692,6 +800,12 @@ pub(crate) async fn simulate(sc: Arc<Scenario>, seed: u64, keep_events: bool) ->
     let policy = sc.policy;
 
     let plan = Arc::new(StorePlan::new(&sc.spec.faults));
+    let edge_policy = sc.spec.gateway.edge.map(|e| {
+        Policy::TokenBucket(
+            ratelab_core::TokenBucket::per_second(e.capacity.get(), e.refill_per_sec.get())
+                .expect("validated edge policy"),
+        )
+    });
     let store_rng = Arc::new(Mutex::new(SimRng::new(seed, stream::STORE)));
     let store_node = {
         let (shared, plan, rng) = (shared.clone(), plan.clone(), store_rng.clone());
@@ -702,6 +816,7 @@ pub(crate) async fn simulate(sc: Arc<Scenario>, seed: u64, keep_events: bool) ->
             .init(move || {
                 let node = Arc::new(StoreNode {
                     store: MemoryStore::new(policy),
+                    edge: edge_policy.map(MemoryStore::new),
                     shared: shared.clone(),
                     plan: plan.clone(),
                     rng: rng.clone(),
@@ -757,15 +872,38 @@ pub(crate) async fn simulate(sc: Arc<Scenario>, seed: u64, keep_events: bool) ->
                 )
             });
         }
-        gateways.push(Arc::new(Gateway {
-            node,
-            client: RpcStore {
-                ep,
-                timeout,
-                policy,
-                request: 0,
-            },
+        let rpc = |policy| RpcStore {
+            ep: ep.clone(),
+            timeout,
+            policy,
+            request: 0,
+        };
+        let spec = &sc.spec.gateway;
+        let config = GatewayConfig {
+            path: sc.path,
+            time_source: sc.time_source,
+            timeout,
+            breaker: spec.breaker.map_or(
+                // No breaker: it never opens.
+                BreakerConfig {
+                    failures_to_open: u32::MAX,
+                    cooldown: Nanos::ZERO,
+                },
+                |b| BreakerConfig {
+                    failures_to_open: b.failures_to_open.get() as u32,
+                    cooldown: ms(b.cooldown_ms.get()),
+                },
+            ),
+            fail_open: spec.fail_open,
+            ..GatewayConfig::default()
+        };
+        let env = SimEnv {
+            shared: shared.clone(),
             clock,
+        };
+        gateways.push(Arc::new(SimGateway {
+            node,
+            gateway: Gateway::new(config, edge_policy.map(rpc), Some(rpc(policy)), env),
         }));
     }
     let cluster = Arc::new(Cluster {
@@ -803,5 +941,13 @@ pub(crate) async fn simulate(sc: Arc<Scenario>, seed: u64, keep_events: bool) ->
             .unwrap_or_default();
     let end = ms(sc.spec.duration_ms.get().max(faults_end_ms(&sc)));
     sleep_until(shared.t0 + Duration::from(end) + drain).await;
-    std::mem::take(&mut *shared.history.lock().expect("recorder"))
+    let stats = cluster
+        .gateways
+        .iter()
+        .map(|g| g.gateway.stats().snapshot())
+        .collect();
+    (
+        std::mem::take(&mut *shared.history.lock().expect("recorder")),
+        stats,
+    )
 }

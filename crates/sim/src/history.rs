@@ -25,9 +25,15 @@ pub enum Answer {
         /// The wait the client was told.
         retry_after: Nanos,
     },
+    /// The store failed and the gateway let the request through (fail open).
+    FailedOpen(FailReason),
+    /// The kill switch let the request through; no limit was consulted.
+    Bypassed,
     /// The store failed (and the gateway did not fail open).
     Error(ErrorKind),
 }
+
+pub use ratelab_gateway::FailReason;
 
 /// A store failure seen by a gateway.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -38,6 +44,8 @@ pub enum ErrorKind {
     Timeout,
     /// The store is full.
     Full,
+    /// The breaker was open: the store was not called.
+    BreakerOpen,
 }
 
 impl ErrorKind {
@@ -47,6 +55,7 @@ impl ErrorKind {
             ErrorKind::Unavailable => "unavailable",
             ErrorKind::Timeout => "timeout",
             ErrorKind::Full => "full",
+            ErrorKind::BreakerOpen => "breaker_open",
         }
     }
 }
@@ -76,6 +85,8 @@ pub struct RequestRecord {
     pub read_at: Option<Nanos>,
     /// When the store applied this request's write (naive path).
     pub written_at: Option<Nanos>,
+    /// Store messages handled for this request, whatever their fate.
+    pub store_calls: u32,
 }
 
 /// A store operation as the store node saw it.
@@ -248,6 +259,11 @@ impl History {
                         h.u64(2);
                         h.u64(*e as u64);
                     }
+                    Answer::FailedOpen(r) => {
+                        h.u64(3);
+                        h.u64(*r as u64);
+                    }
+                    Answer::Bypassed => h.u64(4),
                 }
             }
             Event::Fault { what } => {
@@ -285,6 +301,7 @@ impl History {
             extra_answers: 0,
             read_at: None,
             written_at: None,
+            store_calls: 0,
         });
         self.push(at, Event::Sent { id });
         id
@@ -305,6 +322,9 @@ impl History {
     /// Records a store operation made for request `id`.
     pub fn store(&mut self, at: Nanos, id: u64, key: &str, op: StoreOp, fate: StoreFate) {
         let applied = !matches!(fate, StoreFate::Errored | StoreFate::Dropped);
+        if let Some(r) = self.requests.get_mut(id as usize) {
+            r.store_calls += 1;
+        }
         if let Some(r) = self.requests.get_mut(id as usize).filter(|_| applied) {
             match op {
                 StoreOp::Get => r.read_at = Some(at),

@@ -52,14 +52,14 @@ pub fn run(scenario: &Scenario, seed: u64, options: RunOptions) -> (Report, Hist
     let wall = WallInstant::now();
     let sc = Arc::new(scenario.clone());
     let rt = madsim::runtime::Runtime::with_seed_and_config(seed, cluster::net_config(scenario));
-    let history = rt.block_on(cluster::simulate(sc, seed, options.keep_events));
+    let (history, stats) = rt.block_on(cluster::simulate(sc, seed, options.keep_events));
     let sim = history
         .events
         .last()
         .map(|e| e.at)
         .unwrap_or(Nanos::ZERO)
         .max(Nanos::from_millis(scenario.spec.duration_ms.get()));
-    let report = report::build(scenario, seed, &history, sim, wall.elapsed());
+    let report = report::build(scenario, seed, &history, &stats, sim, wall.elapsed());
     (report, history)
 }
 
@@ -75,7 +75,7 @@ pub fn madsim_determinism_check(scenario: &Scenario, seed: u64) -> String {
             .clone()
             .expect("scenario set");
         let seed = madsim::runtime::Handle::current().seed();
-        let h = cluster::simulate(Arc::new(sc), seed, false).await;
+        let (h, _) = cluster::simulate(Arc::new(sc), seed, false).await;
         format!("{:016x}", h.trace_hash())
     })
 }

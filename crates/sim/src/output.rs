@@ -528,6 +528,55 @@ pub fn model_figures(s: &Sweep) -> String {
     out
 }
 
+/// The gateway scenarios whose figures the write-up quotes, in order.
+pub const GATEWAY_SCENARIOS: [&str; 6] = [
+    "sim-scenarios/gateway/fail-open-store-errors.json",
+    "sim-scenarios/gateway/fail-open-timeouts.json",
+    "sim-scenarios/gateway/breaker-opens-and-closes.json",
+    "sim-scenarios/gateway/kill-switch.json",
+    "sim-scenarios/gateway/client-ignores-headers.json",
+    "sim-scenarios/gateway/client-self-throttles.json",
+];
+
+/// The gateway scenarios (seed 1 of each) as a Markdown table.
+pub fn gateway_table(reports: &[crate::Report]) -> String {
+    let mut out = String::from(
+        "Seed 1 of each scenario; `cargo run -p ratelab -- run <file> --seed 1` prints the same.\n\n\
+         | scenario | requests | allowed | denied | failed open (by reason) | fail-open answer p50 / p99 / max | bypassed | breaker opened / closed | max excess |\n\
+         |---|---:|---:|---:|---|---|---:|---:|---:|\n",
+    );
+    for r in reports {
+        let reasons: Vec<String> = r
+            .fail_open_by_reason
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect();
+        let latency = r.fail_open_latency_ms.map_or("–".to_owned(), |[a, b, c]| {
+            format!("{a:.3} / {b:.3} / {c:.3} ms")
+        });
+        let _ = writeln!(
+            out,
+            "| `{}` | {} | {} | {} | {}{} | {} | {} | {} / {} | {} |",
+            r.scenario,
+            r.requests,
+            r.allowed,
+            r.denied,
+            r.fail_open,
+            if reasons.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", reasons.join(", "))
+            },
+            latency,
+            r.bypassed,
+            r.gateway_counters.breaker_opened,
+            r.gateway_counters.breaker_closed,
+            r.max_excess
+        );
+    }
+    out
+}
+
 /// The algorithm comparison as a Markdown table.
 pub fn algorithms_table(runs: &[AlgorithmRun]) -> String {
     let mut out = format!(
@@ -547,8 +596,15 @@ pub fn algorithms_table(runs: &[AlgorithmRun]) -> String {
 
 /// Checks that the marked figures in `writeup` and `readme` are exactly what `s` and `runs`
 /// generate; returns the names of the blocks that differ.
-pub fn stale_blocks(s: &Sweep, runs: &[AlgorithmRun], writeup: &str, readme: &str) -> Vec<String> {
+pub fn stale_blocks(
+    s: &Sweep,
+    runs: &[AlgorithmRun],
+    gateway: &[crate::Report],
+    writeup: &str,
+    readme: &str,
+) -> Vec<String> {
     let blocks = [
+        ("WRITEUP.md", writeup, "gateway", gateway_table(gateway)),
         ("WRITEUP.md", writeup, "headline", headline_table(s)),
         ("WRITEUP.md", writeup, "race", race_figures(s)),
         ("WRITEUP.md", writeup, "model", model_figures(s)),
@@ -569,6 +625,7 @@ pub fn stale_blocks(s: &Sweep, runs: &[AlgorithmRun], writeup: &str, readme: &st
 pub fn write_all(
     s: &Sweep,
     runs: &[AlgorithmRun],
+    gateway: &[crate::Report],
     results_dir: &Path,
     writeup: &Path,
     readme: &Path,
@@ -587,6 +644,10 @@ pub fn write_all(
         serde_json::to_string_pretty(s).map_err(|e| e.to_string())? + "\n",
     )?;
     put("algorithms.csv", algorithms_csv(runs))?;
+    put(
+        "gateway.json",
+        serde_json::to_string_pretty(gateway).map_err(|e| e.to_string())? + "\n",
+    )?;
     for (name, f) in [
         (
             "overshoot-vs-concurrency.svg",
@@ -609,6 +670,7 @@ pub fn write_all(
             text = replace_marked(&text, "race", &race_figures(s))?;
             text = replace_marked(&text, "model", &model_figures(s))?;
             text = replace_marked(&text, "algorithms", &algorithms_table(runs))?;
+            text = replace_marked(&text, "gateway", &gateway_table(gateway))?;
         }
         std::fs::write(doc, text).map_err(io_err(doc))?;
         written.push(doc.display().to_string());

@@ -4,12 +4,13 @@ use crate::checkers::{self, AnswerReport, Envelope, EnvelopeReport, LivenessRepo
 use crate::history::{Answer, History};
 use crate::scenario::{ClientSpec, Pattern, Scenario};
 use ratelab_core::{Algorithm, Nanos, Policy};
-use serde::Serialize;
+use ratelab_gateway::StatsSnapshot;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// Everything one seed's run produced that a person or a test reads.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Report {
     /// Scenario name (file stem).
     pub scenario: String,
@@ -31,6 +32,19 @@ pub struct Report {
     pub errors: u64,
     /// Errors by kind.
     pub errors_by_kind: BTreeMap<String, u64>,
+    /// Requests let through because the store failed (fail-open answers).
+    pub fail_open: u64,
+    /// Fail-open answers by reason.
+    pub fail_open_by_reason: BTreeMap<String, u64>,
+    /// Requests let through by the kill switch.
+    pub bypassed: u64,
+    /// Send-to-answer latency of fail-open answers, ms: p50, p99, max (absent if none).
+    pub fail_open_latency_ms: Option<[f64; 3]>,
+    /// The gateways' own counters, summed: fail-open layer outcomes, bypassed, breaker
+    /// openings and closings.
+    pub gateway_counters: GatewayCounters,
+    /// Requests, allowed, denied, errors, fail-open and bypassed per client group.
+    pub groups: Vec<GroupCounts>,
     /// Requests never answered.
     pub unanswered: u64,
     /// Answers beyond the first.
@@ -66,8 +80,40 @@ pub struct Report {
     pub passed: bool,
 }
 
+/// The gateways' counters, summed over gateways.
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
+pub struct GatewayCounters {
+    /// Layers that failed open.
+    pub fail_open: u64,
+    /// Requests bypassed by the kill switch.
+    pub bypassed: u64,
+    /// Breaker openings.
+    pub breaker_opened: u64,
+    /// Breaker closings.
+    pub breaker_closed: u64,
+}
+
+/// One client group's answers.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct GroupCounts {
+    /// Group index in the scenario.
+    pub group: u32,
+    /// Requests sent.
+    pub requests: u64,
+    /// Admitted by a decision.
+    pub allowed: u64,
+    /// Denied (429).
+    pub denied: u64,
+    /// Failed.
+    pub errors: u64,
+    /// Let through failing open.
+    pub fail_open: u64,
+    /// Let through by the kill switch.
+    pub bypassed: u64,
+}
+
 /// The envelope checker's witness, for reports.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Witness {
     /// Key.
     pub key: String,
@@ -84,7 +130,7 @@ pub struct Witness {
 }
 
 /// The liveness checker's figures, for reports.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Liveness {
     /// Checking started here, ns.
     pub from_ns: u64,
@@ -155,7 +201,14 @@ fn liveness_keys(sc: &Scenario, env: Envelope) -> Vec<String> {
 }
 
 /// Builds the report for one run and checks the scenario's expectations.
-pub fn build(sc: &Scenario, seed: u64, h: &History, sim: Nanos, wall: Duration) -> Report {
+pub fn build(
+    sc: &Scenario,
+    seed: u64,
+    h: &History,
+    stats: &[StatsSnapshot],
+    sim: Nanos,
+    wall: Duration,
+) -> Report {
     let env = envelope_of(&sc.policy);
     let by_key = checkers::admissions(&h.requests);
     let EnvelopeReport {
@@ -173,18 +226,70 @@ pub fn build(sc: &Scenario, seed: u64, h: &History, sim: Nanos, wall: Duration) 
 
     let mut allowed = 0;
     let mut denied = 0;
+    let mut bypassed = 0;
     let mut errors_by_kind = BTreeMap::new();
+    let mut fail_open_by_reason = BTreeMap::new();
+    let mut fail_open_latency = Vec::new();
+    let mut groups: Vec<GroupCounts> = (0..sc.spec.clients.len() as u32)
+        .map(|group| GroupCounts {
+            group,
+            ..GroupCounts::default()
+        })
+        .collect();
     for r in &h.requests {
+        let g = &mut groups[r.group as usize];
+        g.requests += 1;
         match r.answer {
-            Some((_, Answer::Allowed { .. })) => allowed += 1,
-            Some((_, Answer::Denied { .. })) => denied += 1,
+            Some((_, Answer::Allowed { .. })) => {
+                allowed += 1;
+                g.allowed += 1;
+            }
+            Some((_, Answer::Denied { .. })) => {
+                denied += 1;
+                g.denied += 1;
+            }
             Some((_, Answer::Error(e))) => {
-                *errors_by_kind.entry(e.name().to_owned()).or_insert(0) += 1
+                *errors_by_kind.entry(e.name().to_owned()).or_insert(0) += 1;
+                g.errors += 1;
+            }
+            Some((at, Answer::FailedOpen(reason))) => {
+                *fail_open_by_reason
+                    .entry(reason.name().to_owned())
+                    .or_insert(0) += 1;
+                fail_open_latency.push(at.saturating_sub(r.sent_at).as_u64());
+                g.fail_open += 1;
+            }
+            Some((_, Answer::Bypassed)) => {
+                bypassed += 1;
+                g.bypassed += 1;
             }
             None => {}
         }
     }
     let errors = errors_by_kind.values().sum();
+    let fail_open = fail_open_by_reason.values().sum();
+    fail_open_latency.sort_unstable();
+    let pct = |p: f64| {
+        let n = fail_open_latency.len();
+        let i = ((n as f64 * p).ceil() as usize).clamp(1, n) - 1;
+        fail_open_latency[i] as f64 / 1e6
+    };
+    let fail_open_latency_ms =
+        (!fail_open_latency.is_empty()).then(|| [pct(0.5), pct(0.99), pct(1.0)]);
+    let gateway_counters = stats
+        .iter()
+        .fold(GatewayCounters::default(), |a, s| GatewayCounters {
+            fail_open: a.fail_open + s.fail_open(),
+            bypassed: a.bypassed + s.bypassed,
+            breaker_opened: a.breaker_opened + s.breaker_opened,
+            breaker_closed: a.breaker_closed + s.breaker_closed,
+        });
+    // Bypassed requests must never reach the store: no store operation carries their id.
+    let bypassed_store_calls = h
+        .requests
+        .iter()
+        .filter(|r| matches!(r.answer, Some((_, Answer::Bypassed))) && r.store_calls > 0)
+        .count() as u64;
 
     let envelope: u64 = by_key
         .values()
@@ -232,6 +337,12 @@ pub fn build(sc: &Scenario, seed: u64, h: &History, sim: Nanos, wall: Duration) 
         denied,
         errors,
         errors_by_kind,
+        fail_open,
+        fail_open_by_reason,
+        bypassed,
+        fail_open_latency_ms,
+        gateway_counters,
+        groups,
         unanswered,
         duplicated,
         max_excess,
@@ -257,6 +368,11 @@ pub fn build(sc: &Scenario, seed: u64, h: &History, sim: Nanos, wall: Duration) 
         passed: false,
     };
     report.failures = check(sc, &report);
+    if bypassed_store_calls > 0 {
+        report.failures.push(format!(
+            "{bypassed_store_calls} store calls were made for requests the kill switch bypassed"
+        ));
+    }
     report.passed = report.failures.is_empty();
     report
 }
@@ -302,6 +418,54 @@ fn check(sc: &Scenario, r: &Report) -> Vec<String> {
     bound("allowed", r.allowed, e.allowed_at_most, e.allowed_at_least);
     bound("denied", r.denied, e.denied_at_most, e.denied_at_least);
     bound("errors", r.errors, e.errors_at_most, e.errors_at_least);
+    bound(
+        "fail_open",
+        r.fail_open,
+        e.fail_open_at_most,
+        e.fail_open_at_least,
+    );
+    bound(
+        "bypassed",
+        r.bypassed,
+        e.bypassed_at_most,
+        e.bypassed_at_least,
+    );
+    bound(
+        "breaker_opened",
+        r.gateway_counters.breaker_opened,
+        None,
+        e.breaker_opened_at_least,
+    );
+    bound(
+        "breaker_closed",
+        r.gateway_counters.breaker_closed,
+        None,
+        e.breaker_closed_at_least,
+    );
+    if let (Some(max), Some([_, _, worst])) =
+        (e.fail_open_latency_ms_at_most, r.fail_open_latency_ms)
+        && worst > max as f64
+    {
+        out.push(format!(
+            "slowest fail-open answer took {worst:.3} ms, expected at most {max} ms"
+        ));
+    }
+    // The gateways' counters must agree with the answers the clients received. Checked only
+    // when every request was answered: a request lost with its gateway has no answer to count.
+    if r.unanswered == 0 {
+        if r.gateway_counters.bypassed != r.bypassed {
+            out.push(format!(
+                "bypassed counter {} != {} bypassed answers",
+                r.gateway_counters.bypassed, r.bypassed
+            ));
+        }
+        if sc.spec.gateway.edge.is_none() && r.gateway_counters.fail_open != r.fail_open {
+            out.push(format!(
+                "fail_open counter {} != {} fail-open answers",
+                r.gateway_counters.fail_open, r.fail_open
+            ));
+        }
+    }
     if e.all_answered && (r.unanswered > 0 || r.duplicated > 0) {
         out.push(format!(
             "every request answered exactly once: {} unanswered, {} answered more than once",

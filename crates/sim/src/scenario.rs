@@ -275,6 +275,9 @@ pub struct ScenarioSpec {
     pub policy: PolicySpec,
     /// How gateways reach the store.
     pub store: StoreSpec,
+    /// The gateways' failure policy and layers.
+    #[serde(default)]
+    pub gateway: GatewaySpec,
     /// Network latency and loss between gateways and the store.
     #[serde(default)]
     pub network: NetworkSpec,
@@ -357,6 +360,40 @@ pub struct StoreSpec {
 
 fn default_timeout() -> Bounded<1, 60_000> {
     Bounded(50)
+}
+
+/// The gateways' failure policy and layers.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GatewaySpec {
+    /// Let requests through when the store fails or times out (default false: they fail).
+    #[serde(default)]
+    pub fail_open: bool,
+    /// A circuit breaker per layer (default: none).
+    pub breaker: Option<BreakerSpec>,
+    /// A per-IP edge limit (token bucket) in front of the per-key policy; each client has its
+    /// own address.
+    pub edge: Option<EdgeSpec>,
+}
+
+/// Circuit breaker settings.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BreakerSpec {
+    /// Consecutive failures that open it.
+    pub failures_to_open: Bounded<1, 1_000>,
+    /// How long it stays open before a probe, ms.
+    pub cooldown_ms: Bounded<1, MAX_DURATION_MS>,
+}
+
+/// A per-IP token bucket.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EdgeSpec {
+    /// Capacity B.
+    pub capacity: Bounded<1, 1_000_000_000_000>,
+    /// Refill R per second.
+    pub refill_per_sec: Bounded<1, 1_000_000_000_000>,
 }
 
 /// A latency range in microseconds.
@@ -463,6 +500,11 @@ pub struct ClientSpec {
     /// Such a client waits for each answer before its next request.
     #[serde(default)]
     pub honour_retry_after: bool,
+    /// Pace from the RateLimit header: when it reports `r=0`, wait its `t` seconds before
+    /// sending again; after a 429, wait Retry-After (default false). Such a client waits for
+    /// each answer before its next request.
+    #[serde(default)]
+    pub self_throttle: bool,
     /// When the group starts sending, in ms (default 0).
     #[serde(default)]
     pub start_ms: Ms,
@@ -502,6 +544,8 @@ pub enum FaultKind {
     Clock,
     /// `node` ("store" or a gateway index) is paused in the window.
     Pause,
+    /// The kill switch is on in the window, on `gateways` (default: all).
+    KillSwitch,
 }
 
 /// One injected fault.
@@ -608,6 +652,20 @@ pub struct Expect {
     pub errors_at_least: Option<u64>,
     /// Requests answered with a store error: at most.
     pub errors_at_most: Option<u64>,
+    /// Requests let through because the store failed (fail-open answers): at least.
+    pub fail_open_at_least: Option<u64>,
+    /// … at most.
+    pub fail_open_at_most: Option<u64>,
+    /// Requests let through by the kill switch: at least.
+    pub bypassed_at_least: Option<u64>,
+    /// … at most.
+    pub bypassed_at_most: Option<u64>,
+    /// The slowest fail-open answer, from send to answer, in ms: at most.
+    pub fail_open_latency_ms_at_most: Option<u64>,
+    /// Breaker openings over all gateways: at least.
+    pub breaker_opened_at_least: Option<u64>,
+    /// Breaker closings over all gateways: at least.
+    pub breaker_closed_at_least: Option<u64>,
     /// Every request answered exactly once (default true).
     #[serde(default = "yes")]
     pub all_answered: bool,
@@ -637,6 +695,13 @@ impl Default for Expect {
             denied_at_most: None,
             errors_at_least: None,
             errors_at_most: None,
+            fail_open_at_least: None,
+            fail_open_at_most: None,
+            bypassed_at_least: None,
+            bypassed_at_most: None,
+            fail_open_latency_ms_at_most: None,
+            breaker_opened_at_least: None,
+            breaker_closed_at_least: None,
             all_answered: true,
             liveness: false,
         }

@@ -23,6 +23,7 @@ fn fault_fields(kind: FaultKind) -> (&'static [&'static str], &'static [&'static
         Partition => (&["at_ms", "until_ms", "gateways"], &[]),
         Clock => (&["gateway"], &["offset_ms", "drift_ppm"]),
         Pause => (&["at_ms", "until_ms", "node"], &[]),
+        KillSwitch => (&["at_ms", "until_ms"], &["gateways"]),
     }
 }
 
@@ -108,6 +109,10 @@ pub(crate) fn validate(
     )?;
     let policy = build_policy(p).map_err(|(path, msg)| located(path, msg))?;
 
+    if let Some(e) = spec.gateway.edge {
+        ratelab_core::TokenBucket::per_second(e.capacity.get(), e.refill_per_sec.get())
+            .map_err(|err| located(vec![key("gateway"), key("edge")], err.to_string()))?;
+    }
     let lat = spec.network.latency;
     if lat.min_us > lat.max_us {
         return Err(located(

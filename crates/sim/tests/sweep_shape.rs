@@ -69,8 +69,15 @@ fn docs_figures_match_the_committed_results() {
     let s: sweep::Sweep =
         serde_json::from_str(&read("docs/results/overshoot.json")).expect("results parse");
     let runs = sweep::compare_algorithms();
-    let stale =
-        ratelab_sim::output::stale_blocks(&s, &runs, &read("docs/WRITEUP.md"), &read("README.md"));
+    let gateway: Vec<ratelab_sim::Report> =
+        serde_json::from_str(&read("docs/results/gateway.json")).expect("gateway results parse");
+    let stale = ratelab_sim::output::stale_blocks(
+        &s,
+        &runs,
+        &gateway,
+        &read("docs/WRITEUP.md"),
+        &read("README.md"),
+    );
     assert!(
         stale.is_empty(),
         "stale figures {stale:?}: regenerate with `cargo run --release -p ratelab -- sweep`"
