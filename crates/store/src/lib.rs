@@ -29,6 +29,8 @@ mod client;
 mod error;
 mod key;
 mod memory;
+#[cfg(feature = "redis")]
+pub mod redis_store;
 
 pub use backend::{BackendMutex, StdBackend, SyncBackend};
 pub use client::{Applied, LocalClient, Outcome, Read, StoreClient, TimeSource, decide_remote};

@@ -1,0 +1,288 @@
+//! The Redis store: the token bucket's two access paths on a real `redis-server`.
+//!
+//! - naive: `GET` (pipelined with `TIME`, one round trip), the transition in the caller, then
+//!   `SET … PX ttl`: two round trips and the lost-update window between them;
+//! - atomic: one Lua script (`token_bucket.lua`, loaded once and run by `EVALSHA`, reloaded on
+//!   `NOSCRIPT`) that performs refill-and-take in one round trip, on Redis `TIME` by default or
+//!   on the caller's `now` (to reproduce the client-clock-skew pitfall).
+//!
+//! The script computes exactly what `ratelab_core::TokenBucket` computes — the conformance
+//! tests compare every decision field — provided every intermediate stays below 2^53, which
+//! [`RedisStore::connect`] checks: `10⁹ · refill_amount + 2 · capacity · refill_period_ns`
+//! must be below 2^53 (for a per-second rate: R + 2B < 9 · 10⁶).
+//!
+//! Keys are namespaced (`prefix` + key) and bounded ([`MAX_PREFIX_LEN`] + [`MAX_KEY_LEN`]).
+//! Every call has a timeout; the connection manager reconnects after the server comes back.
+
+use crate::{Applied, Key, LimitError, Read, StoreClient, StoreError};
+use core::future::Future;
+use ratelab_core::{Decision, Nanos, TokenBucket, TokenBucketState};
+use redis::aio::ConnectionManager;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Longest key prefix, in bytes.
+pub const MAX_PREFIX_LEN: usize = 64;
+/// The Lua script of the atomic path.
+pub const SCRIPT: &str = include_str!("token_bucket.lua");
+const EXACT: u128 = 1 << 53;
+
+/// Settings of a [`RedisStore`].
+#[derive(Clone, Debug)]
+pub struct RedisOptions {
+    /// Prefix of every key (default `ratelab:tb:`).
+    pub prefix: String,
+    /// Per-call timeout (default 50 ms).
+    pub timeout: Duration,
+}
+
+impl Default for RedisOptions {
+    fn default() -> Self {
+        RedisOptions {
+            prefix: "ratelab:tb:".into(),
+            timeout: Duration::from_millis(50),
+        }
+    }
+}
+
+/// A token-bucket store on Redis.
+#[derive(Clone)]
+pub struct RedisStore {
+    conn: ConnectionManager,
+    bucket: TokenBucket,
+    options: Arc<RedisOptions>,
+    script: Arc<redis::Script>,
+}
+
+impl std::fmt::Debug for RedisStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisStore")
+            .field("bucket", &self.bucket)
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a store could not be set up.
+#[derive(Debug)]
+pub enum RedisSetupError {
+    /// The policy is too large for exact arithmetic in the script.
+    PolicyTooLarge(String),
+    /// The prefix is too long.
+    Prefix(String),
+    /// The server could not be reached.
+    Connect(String),
+}
+
+impl std::fmt::Display for RedisSetupError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RedisSetupError::PolicyTooLarge(m) | RedisSetupError::Prefix(m) => f.write_str(m),
+            RedisSetupError::Connect(m) => write!(f, "cannot connect to Redis: {m}"),
+        }
+    }
+}
+
+impl std::error::Error for RedisSetupError {}
+
+fn units(bucket: &TokenBucket) -> u128 {
+    1_000_000_000 * u128::from(bucket.refill_amount())
+}
+
+/// Checks that `bucket` stays exact in the script.
+pub fn check_exact(bucket: &TokenBucket) -> Result<(), RedisSetupError> {
+    let need = units(bucket)
+        + 2 * u128::from(bucket.capacity()) * u128::from(bucket.refill_period().as_u64());
+    if need >= EXACT {
+        return Err(RedisSetupError::PolicyTooLarge(format!(
+            "policy too large for the Redis store: 1e9 × refill_amount + 2 × capacity × refill_period_ns = {need}, must be below 2^53"
+        )));
+    }
+    Ok(())
+}
+
+fn store_err(e: &redis::RedisError) -> StoreError {
+    if e.is_timeout() {
+        StoreError::Timeout
+    } else {
+        StoreError::Unavailable
+    }
+}
+
+impl RedisStore {
+    /// Connects to `url` (`redis://127.0.0.1:6379/`) for `bucket`.
+    pub async fn connect(
+        url: &str,
+        bucket: TokenBucket,
+        options: RedisOptions,
+    ) -> Result<RedisStore, RedisSetupError> {
+        check_exact(&bucket)?;
+        if options.prefix.len() > MAX_PREFIX_LEN {
+            return Err(RedisSetupError::Prefix(format!(
+                "key prefix is {} bytes: expected at most {MAX_PREFIX_LEN}",
+                options.prefix.len()
+            )));
+        }
+        let client =
+            redis::Client::open(url).map_err(|e| RedisSetupError::Connect(e.to_string()))?;
+        let config = redis::aio::ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(options.timeout.max(Duration::from_millis(200))))
+            .set_response_timeout(Some(options.timeout))
+            .set_number_of_retries(1);
+        let conn = ConnectionManager::new_with_config(client, config)
+            .await
+            .map_err(|e| RedisSetupError::Connect(e.to_string()))?;
+        Ok(RedisStore {
+            conn,
+            bucket,
+            options: Arc::new(options),
+            script: Arc::new(redis::Script::new(SCRIPT)),
+        })
+    }
+
+    fn key(&self, key: &Key) -> String {
+        format!("{}{}", self.options.prefix, key.as_str())
+    }
+
+    async fn timed<T>(
+        &self,
+        f: impl Future<Output = redis::RedisResult<T>>,
+    ) -> Result<T, StoreError> {
+        match tokio::time::timeout(self.options.timeout, f).await {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => Err(store_err(&e)),
+            Err(_) => Err(StoreError::Timeout),
+        }
+    }
+
+    /// Encodes a core state as the script's "hi lo".
+    pub fn encode(&self, s: &TokenBucketState) -> String {
+        let u = units(&self.bucket);
+        format!("{} {}", s.tat_scaled / u, s.tat_scaled % u)
+    }
+
+    /// Decodes the script's "hi lo" into a core state.
+    pub fn decode(&self, text: &str) -> Option<TokenBucketState> {
+        let (hi, lo) = text.split_once(' ')?;
+        let (hi, lo): (u128, u128) = (hi.parse().ok()?, lo.parse().ok()?);
+        Some(TokenBucketState {
+            tat_scaled: hi * units(&self.bucket) + lo,
+        })
+    }
+
+    /// Deletes every key under the prefix (for tests and benchmarks).
+    pub async fn clear(&self) -> Result<(), StoreError> {
+        let mut conn = self.conn.clone();
+        let pattern = format!("{}*", self.options.prefix);
+        let keys: Vec<String> = self
+            .timed(redis::cmd("KEYS").arg(&pattern).query_async(&mut conn))
+            .await?;
+        if !keys.is_empty() {
+            let _: () = self
+                .timed(redis::cmd("DEL").arg(&keys).query_async(&mut conn))
+                .await?;
+        }
+        Ok(())
+    }
+}
+
+fn time_ns(sec: u64, usec: u64) -> Nanos {
+    Nanos(
+        sec.saturating_mul(1_000_000_000)
+            .saturating_add(usec.saturating_mul(1_000)),
+    )
+}
+
+impl StoreClient for RedisStore {
+    type Algorithm = TokenBucket;
+
+    fn algorithm(&self) -> &TokenBucket {
+        &self.bucket
+    }
+
+    fn get(
+        &self,
+        key: &Key,
+    ) -> impl Future<Output = Result<Read<TokenBucketState>, StoreError>> + Send {
+        let k = self.key(key);
+        async move {
+            let mut conn = self.conn.clone();
+            let mut pipe = redis::pipe();
+            pipe.cmd("GET").arg(&k).cmd("TIME");
+            let (value, (sec, usec)): (Option<String>, (u64, u64)) =
+                self.timed(pipe.query_async(&mut conn)).await?;
+            Ok(Read {
+                state: value.as_deref().and_then(|v| self.decode(v)),
+                store_time: time_ns(sec, usec),
+            })
+        }
+    }
+
+    fn set(
+        &self,
+        key: &Key,
+        state: TokenBucketState,
+        ttl: Nanos,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        let k = self.key(key);
+        let v = self.encode(&state);
+        async move {
+            let mut conn = self.conn.clone();
+            let ms = ttl.as_u64().div_ceil(1_000_000).max(1);
+            self.timed(
+                redis::cmd("SET")
+                    .arg(&k)
+                    .arg(v)
+                    .arg("PX")
+                    .arg(ms)
+                    .query_async::<()>(&mut conn),
+            )
+            .await
+        }
+    }
+
+    fn apply(
+        &self,
+        key: &Key,
+        now: Option<Nanos>,
+        cost: u64,
+    ) -> impl Future<Output = Result<Applied, LimitError>> + Send {
+        let k = self.key(key);
+        async move {
+            if cost > self.bucket.capacity() {
+                return Err(LimitError::Cost(ratelab_core::CostError {
+                    cost,
+                    limit: self.bucket.capacity(),
+                }));
+            }
+            let mut conn = self.conn.clone();
+            let (sec, nsec) = match now {
+                Some(n) => (
+                    (n.as_u64() / 1_000_000_000).to_string(),
+                    (n.as_u64() % 1_000_000_000).to_string(),
+                ),
+                None => (String::new(), String::new()),
+            };
+            let b = &self.bucket;
+            let mut inv = self.script.key(&k);
+            inv.arg(b.capacity())
+                .arg(b.refill_amount())
+                .arg(b.refill_period().as_u64())
+                .arg(cost)
+                .arg(sec)
+                .arg(nsec);
+            let r: (i64, u64, u64, i64, u64, u64) = self.timed(inv.invoke_async(&mut conn)).await?;
+            let decision = Decision {
+                allowed: r.0 == 1,
+                limit: b.capacity(),
+                remaining: r.1,
+                reset_after: Nanos(r.2),
+                retry_after: (r.3 >= 0).then_some(Nanos(r.3 as u64)),
+            };
+            Ok(Applied {
+                decision,
+                store_time: time_ns(r.4, r.5 / 1_000),
+            })
+        }
+    }
+}

@@ -1,0 +1,306 @@
+//! The store contract on a real `redis-server` (private, on a free loopback port).
+//!
+//! - the Lua script decides exactly as the Rust core does, field for field, on
+//!   proptest-generated sequences (caller-supplied `now` near today's epoch nanoseconds);
+//! - the same conformance body passes on the in-memory store and on Redis;
+//! - real concurrency: the naive path loses updates, the atomic path does not;
+//! - real faults: a frozen (SIGSTOP), killed and restarted server, with the gateway failing
+//!   open within its timeout, the breaker opening, and limiting resuming after.
+
+#[path = "support/redis_server.rs"]
+mod redis_server;
+
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestRunner};
+use ratelab_core::{Algorithm, Nanos, TokenBucket};
+use ratelab_gateway::http::TokioEnv;
+use ratelab_gateway::{BreakerConfig, Forwarding, Gateway, GatewayConfig, LayerOutcome, Request};
+use ratelab_store::redis_store::{RedisOptions, RedisStore};
+use ratelab_store::{Key, LocalClient, MemoryStore, Path, StoreClient, TimeSource, decide_remote};
+use redis_server::RedisServer;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Today-ish, in ns since the epoch: the script must stay exact at realistic clocks.
+const EPOCH_NS: u64 = 1_764_500_000_000_000_000;
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn options(prefix: &str) -> RedisOptions {
+    RedisOptions {
+        prefix: prefix.into(),
+        timeout: Duration::from_millis(500),
+    }
+}
+
+/// One conformance body for any store client: sequential decisions at caller-supplied times
+/// equal the core's, on both paths.
+/// `set_clock` moves the store's own clock (TTL expiry) along with the caller's.
+async fn conformance<C: StoreClient<Algorithm = TokenBucket>>(
+    client: &C,
+    name: &str,
+    set_clock: impl Fn(u64),
+) {
+    let bucket = *client.algorithm();
+    let mut state = None;
+    let key = Key::new(&format!("conformance:{name}")).unwrap();
+    let mut t = EPOCH_NS;
+    for i in 0..200u64 {
+        t += (i * 7_919) % 40_000_000;
+        let cost = 1 + i % 3;
+        let path = if i % 2 == 0 {
+            Path::Atomic
+        } else {
+            Path::Naive
+        };
+        set_clock(t);
+        let got = decide_remote(client, path, TimeSource::Caller, &key, Nanos(t), cost)
+            .await
+            .unwrap();
+        let (next, want) = bucket.transition(state, Nanos(t), cost).unwrap();
+        if want.allowed {
+            state = Some(next);
+        }
+        assert_eq!(
+            got.decision, want,
+            "{name}: request {i} at {t} on the {path} path"
+        );
+    }
+}
+
+#[test]
+fn conformance_suite_passes_on_memory_and_redis() {
+    let rt = runtime();
+    let bucket = TokenBucket::per_second(5, 20).unwrap();
+    let clock = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let reader = clock.clone();
+    let memory = LocalClient::new(Arc::new(MemoryStore::new(bucket)), move || {
+        Nanos(reader.load(std::sync::atomic::Ordering::Relaxed))
+    });
+    rt.block_on(conformance(&memory, "memory", |t| {
+        clock.store(t, std::sync::atomic::Ordering::Relaxed)
+    }));
+    let Some(server) = RedisServer::start("conformance_suite_passes_on_memory_and_redis") else {
+        return;
+    };
+    rt.block_on(async {
+        let redis = RedisStore::connect(&server.url(), bucket, options("conf:"))
+            .await
+            .unwrap();
+        // Redis keeps its own clock for TTLs; the decisions use the caller's.
+        conformance(&redis, "redis", |_| {}).await;
+    });
+}
+
+#[test]
+fn lua_script_decides_exactly_as_the_core() {
+    let Some(server) = RedisServer::start("lua_script_decides_exactly_as_the_core") else {
+        return;
+    };
+    let rt = runtime();
+    let strategy = (
+        1u64..=50,
+        1u64..=1_000,
+        prop_oneof![Just(1_000_000_000u64), 1u64..=60_000_000_000],
+        prop::collection::vec((0u64..3_000_000_000, 1u64..=4), 1..60),
+    );
+    let mut runner = TestRunner::new(Config {
+        cases: 64,
+        failure_persistence: None,
+        ..Config::default()
+    });
+    let case = std::sync::atomic::AtomicU64::new(0);
+    runner
+        .run(&strategy, |(cap, amount, period, ops)| {
+            let Ok(bucket) = TokenBucket::new(cap, amount, Nanos(period)) else {
+                return Ok(());
+            };
+            if ratelab_store::redis_store::check_exact(&bucket).is_err() {
+                return Ok(());
+            }
+            let case = case.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+            rt.block_on(async {
+                let store =
+                    RedisStore::connect(&server.url(), bucket, options(&format!("prop{case}:")))
+                        .await
+                        .unwrap();
+                let key = Key::new("k").unwrap();
+                let mut state = None;
+                let mut t = EPOCH_NS;
+                for (i, &(gap, cost)) in ops.iter().enumerate() {
+                    t += gap;
+                    let cost = cost.min(cap);
+                    let got = store
+                        .apply(&key, Some(Nanos(t)), cost)
+                        .await
+                        .unwrap()
+                        .decision;
+                    let (next, want) = bucket.transition(state, Nanos(t), cost).unwrap();
+                    if want.allowed {
+                        state = Some(next);
+                    }
+                    prop_assert_eq!(got, want, "op {} of {:?} under {:?}", i, ops, bucket);
+                }
+                Ok(())
+            })
+        })
+        .unwrap();
+    println!(
+        "Lua script and core agreed on {} generated policies and sequences",
+        case.into_inner()
+    );
+}
+
+/// Many tasks take the last token at the same instant over real connections.
+async fn admitted_with_one_token_left(
+    store: &RedisStore,
+    path: Path,
+    round: u64,
+    tasks: usize,
+) -> usize {
+    let key = Key::new(&format!("race:{path}:{round}")).unwrap();
+    let now = Nanos(EPOCH_NS + round * 10_000_000_000);
+    let cap = store.algorithm().capacity();
+    for _ in 1..cap {
+        assert!(
+            decide_remote(store, Path::Atomic, TimeSource::Caller, &key, now, 1)
+                .await
+                .unwrap()
+                .decision
+                .allowed
+        );
+    }
+    let handles: Vec<_> = (0..tasks)
+        .map(|_| {
+            let (store, key) = (store.clone(), key.clone());
+            tokio::spawn(async move {
+                decide_remote(&store, path, TimeSource::Caller, &key, now, 1).await
+            })
+        })
+        .collect();
+    let mut admitted = 0;
+    for h in handles {
+        admitted += usize::from(h.await.unwrap().unwrap().decision.allowed);
+    }
+    admitted
+}
+
+#[test]
+fn real_concurrency_loses_updates_on_the_naive_path_only() {
+    let Some(server) = RedisServer::start("real_concurrency_loses_updates_on_the_naive_path_only")
+    else {
+        return;
+    };
+    let rt = runtime();
+    rt.block_on(async {
+        let bucket = TokenBucket::per_second(4, 1).unwrap();
+        let store = RedisStore::connect(&server.url(), bucket, options("race:"))
+            .await
+            .unwrap();
+        let mut naive = Vec::new();
+        for round in 0..20 {
+            naive.push(admitted_with_one_token_left(&store, Path::Naive, round, 32).await);
+            let atomic = admitted_with_one_token_left(&store, Path::Atomic, 100 + round, 32).await;
+            assert_eq!(
+                atomic, 1,
+                "atomic path, round {round}: exactly the one token left"
+            );
+        }
+        println!("naive path, 32 tasks, 1 token left, 20 rounds: admitted {naive:?}");
+        assert!(
+            naive.iter().any(|&n| n > 1),
+            "the naive path lost an update on real Redis"
+        );
+    });
+}
+
+type Gw = Gateway<RedisStore, TokioEnv>;
+
+async fn check(gw: &Gw) -> Option<LayerOutcome> {
+    let req = Request {
+        peer: "127.0.0.1".parse().unwrap(),
+        forwarding: Forwarding::default(),
+        api_key: Some(b"alice"),
+        route: "/",
+        cost: 1,
+        trace: 0,
+    };
+    gw.check(req, None).await.per_key
+}
+
+#[test]
+fn frozen_killed_and_restarted_redis_fails_open_then_recovers() {
+    let Some(mut server) =
+        RedisServer::start("frozen_killed_and_restarted_redis_fails_open_then_recovers")
+    else {
+        return;
+    };
+    let rt = runtime();
+    rt.block_on(async {
+        let bucket = TokenBucket::per_second(3, 1).unwrap();
+        let timeout = Duration::from_millis(100);
+        let store = RedisStore::connect(&server.url(), bucket, RedisOptions { prefix: "faults:".into(), timeout }).await.unwrap();
+        let config = GatewayConfig {
+            timeout,
+            breaker: BreakerConfig {
+                failures_to_open: 3,
+                cooldown: Nanos::from_millis(300),
+            },
+            ..GatewayConfig::default()
+        };
+        let gw = Gateway::new(config, None, Some(store), TokioEnv);
+        // Healthy: three admitted, then denied.
+        for _ in 0..3 {
+            assert!(matches!(check(&gw).await, Some(LayerOutcome::Decided { decision, .. }) if decision.allowed));
+        }
+        assert!(matches!(check(&gw).await, Some(LayerOutcome::Decided { decision, .. }) if !decision.allowed));
+
+        // Frozen: each call fails open within the timeout, then the breaker skips the store.
+        server.signal("STOP");
+        let mut reasons = Vec::new();
+        for _ in 0..6 {
+            let started = std::time::Instant::now();
+            let outcome = check(&gw).await;
+            let took = started.elapsed();
+            assert!(took < timeout + Duration::from_millis(50), "answered in {took:?}");
+            match outcome {
+                Some(LayerOutcome::FailedOpen(r)) => reasons.push(r.name()),
+                other => panic!("expected fail-open while frozen, got {other:?}"),
+            }
+        }
+        assert_eq!(&reasons[..3], ["timeout"; 3], "{reasons:?}");
+        assert!(reasons[3..].iter().all(|r| *r == "breaker_open"), "{reasons:?}");
+        assert_eq!(gw.stats().snapshot().breaker_opened, 1);
+
+        // Resumed: after the cooldown a probe closes the breaker and limiting resumes.
+        server.signal("CONT");
+        tokio::time::sleep(Duration::from_millis(350)).await;
+        assert!(matches!(check(&gw).await, Some(LayerOutcome::Decided { .. })), "limiting resumed");
+        assert_eq!(gw.stats().snapshot().breaker_closed, 1);
+
+        // Killed: errors fail open, nothing panics.
+        server.kill();
+        for _ in 0..3 {
+            assert!(matches!(check(&gw).await, Some(LayerOutcome::FailedOpen(_))));
+        }
+        // Restarted (empty): the connection manager reconnects and limiting resumes; the
+        // bucket starts full, so up to B extra requests pass — the state-loss bound.
+        server.restart();
+        let mut decided = None;
+        for _ in 0..40 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            if let Some(LayerOutcome::Decided { decision, .. }) = check(&gw).await {
+                decided = Some(decision);
+                break;
+            }
+        }
+        let d = decided.expect("the gateway reconnected to the restarted server");
+        assert!(d.allowed && d.remaining == 2, "a fresh bucket after the restart: {d:?}");
+    });
+}
