@@ -2,6 +2,7 @@
 //!
 //! Exit codes: 0 every expectation held, 1 an expectation failed, 2 bad input.
 
+mod real;
 mod serve;
 
 use clap::{Parser, Subcommand};
@@ -102,6 +103,10 @@ enum Command {
         /// The README whose marked headline table is rewritten.
         #[arg(long, default_value = "README.md")]
         readme: PathBuf,
+        /// Run the ladder on a real Redis instead: a URL, or `auto` for a private
+        /// redis-server on a free loopback port.
+        #[arg(long)]
+        redis: Option<String>,
     },
     /// Measure simulator speed: simulated requests and simulated seconds per wall second on
     /// the atomic path (build with --release for meaningful figures).
@@ -118,6 +123,13 @@ enum Command {
         /// Runs to make (the report shows each and the best).
         #[arg(long, default_value_t = 3)]
         runs: u32,
+        /// Benchmark the atomic path on a real Redis instead, beside redis-benchmark running
+        /// the same script: a URL, or `auto` for a private redis-server.
+        #[arg(long)]
+        redis: Option<String>,
+        /// Concurrent clients for the Redis benchmark.
+        #[arg(long, default_value_t = 50)]
+        clients: usize,
     },
 }
 
@@ -142,10 +154,17 @@ fn main() -> ExitCode {
         } => run(&file, seed, trace, json),
         Command::Check { files } => check(&files),
         Command::Bench {
+            redis: Some(url),
+            clients,
+            seconds,
+            ..
+        } => redis_bench(&url, clients, seconds),
+        Command::Bench {
             gateways,
             seconds,
             rate,
             runs,
+            ..
         } => bench(gateways, seconds, rate, runs),
         Command::Sweep {
             max_concurrency,
@@ -156,6 +175,7 @@ fn main() -> ExitCode {
             out,
             writeup,
             readme,
+            redis,
         } => {
             let bad = |msg: &str| {
                 eprintln!("error: {msg}");
@@ -180,7 +200,10 @@ fn main() -> ExitCode {
                 duration_ms: seconds * 1000,
                 ..Default::default()
             };
-            sweep(&cfg, threads, &out, &writeup, &readme)
+            match redis {
+                Some(url) => real_sweep(&cfg, &url, &out, &writeup),
+                None => sweep(&cfg, threads, &out, &writeup, &readme),
+            }
         }
         Command::Serve {
             listen,
@@ -465,6 +488,139 @@ fn sweep(
         println!("  {w}");
     }
     ExitCode::SUCCESS
+}
+
+/// Resolves `--redis`: `auto` starts a private server (kept alive by the returned guard).
+fn redis_url(arg: &str) -> Result<(String, Option<real::PrivateRedis>), String> {
+    if arg == "auto" {
+        let server = real::PrivateRedis::start()?;
+        Ok((server.url(), Some(server)))
+    } else {
+        Ok((arg.to_owned(), None))
+    }
+}
+
+fn tokio_rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime starts")
+}
+
+fn real_sweep(
+    cfg: &ratelab_sim::sweep::SweepConfig,
+    url: &str,
+    out: &std::path::Path,
+    writeup: &std::path::Path,
+) -> ExitCode {
+    let fail = |e: String| {
+        eprintln!("error: {e}");
+        ExitCode::from(EXIT_BAD_INPUT)
+    };
+    let sim_json = out.join("overshoot.json");
+    let sim: ratelab_sim::sweep::Sweep = match std::fs::read_to_string(&sim_json)
+        .map_err(|e| e.to_string())
+        .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
+    {
+        Ok(s) => s,
+        Err(e) => {
+            return fail(format!(
+                "{}: {e} (run the simulated sweep first)",
+                sim_json.display()
+            ));
+        }
+    };
+    let (url, _server) = match redis_url(url) {
+        Ok(u) => u,
+        Err(e) => return fail(e),
+    };
+    let rcfg = real::RealConfig {
+        concurrency: cfg.concurrency.clone(),
+        seconds: 2,
+        rate_per_client: sim.config.rate_per_client,
+        capacity: sim.config.capacity,
+        refill_per_sec: sim.config.refill_per_sec,
+    };
+    let total = rcfg.concurrency.len() * 2;
+    let bar = indicatif::ProgressBar::new(total as u64);
+    let started = std::time::Instant::now();
+    let points = match tokio_rt().block_on(real::ladder(&url, &rcfg, &|d, _| {
+        bar.set_position(d as u64)
+    })) {
+        Ok(p) => p,
+        Err(e) => return fail(e),
+    };
+    bar.finish_and_clear();
+    println!(
+        "{} real runs in {:.1} s on {url}\n",
+        points.len(),
+        started.elapsed().as_secs_f64()
+    );
+    println!("{}", ratelab_sim::output::real_table(&points, &sim));
+    match ratelab_sim::output::write_real(&points, &sim, out, writeup) {
+        Ok(w) => {
+            println!("wrote:");
+            for f in w {
+                println!("  {f}");
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(e),
+    }
+}
+
+fn redis_bench(url: &str, clients: usize, seconds: u64) -> ExitCode {
+    let fail = |e: String| {
+        eprintln!("error: {e}");
+        ExitCode::from(EXIT_BAD_INPUT)
+    };
+    let (url, server) = match redis_url(url) {
+        Ok(u) => u,
+        Err(e) => return fail(e),
+    };
+    let Some(port) = server
+        .as_ref()
+        .map(|s| s.port)
+        .or_else(|| url.rsplit(':').next()?.trim_end_matches('/').parse().ok())
+    else {
+        return fail(format!("cannot find the port in {url}"));
+    };
+    let bucket = ratelab_core::TokenBucket::per_second(100, 50).expect("valid");
+    let rt = tokio_rt();
+    let result: Result<(), String> = rt.block_on(async {
+        let opts = ratelab_store::redis_store::RedisOptions {
+            prefix: "ratelab:bench:".into(),
+            timeout: std::time::Duration::from_secs(2),
+        };
+        let store = ratelab_store::redis_store::RedisStore::connect(&url, bucket, opts).await.map_err(|e| e.to_string())?;
+        let sha = real::load_script(&url).await?;
+        let secs = seconds.clamp(1, 60) as f64;
+        let calls = |c: &'static str| real::command_calls(&url, c);
+        let before = (calls("evalsha").await?, calls("eval").await?);
+        let t0 = std::time::Instant::now();
+        let ours = real::throughput(&store, ratelab_store::Path::Atomic, clients, secs).await;
+        let decisions = (ours.per_sec * t0.elapsed().as_secs_f64()).round();
+        let after = (calls("evalsha").await?, calls("eval").await?);
+        let per_decision = ((after.0 - before.0) + (after.1 - before.1)) as f64 / decisions;
+        let naive = real::throughput(&store, ratelab_store::Path::Naive, clients, secs).await;
+        let n = (ours.per_sec * secs).max(10_000.0) as u64;
+        let theirs = real::redis_benchmark(port, &sha, &bucket, clients, n)?;
+        println!("{clients} concurrent clients, {secs} s each, 1000 keys, token bucket B = 100, R = 50/s\n");
+        println!("{:<42} {:>12} {:>10} {:>10}", "", "decisions/s", "p50 µs", "p99 µs");
+        println!("{:<42} {:>12.0} {:>10.0} {:>10.0}", "ratelab atomic path (EVALSHA)", ours.per_sec, ours.p50_us, ours.p99_us);
+        println!("{:<42} {:>12.0} {:>10.0} {:>10.0}", "redis-benchmark, same script by EVALSHA", theirs.per_sec, theirs.p50_us, theirs.p99_us);
+        println!("{:<42} {:>12.0} {:>10.0} {:>10.0}", "ratelab naive path (GET+TIME, SET)", naive.per_sec, naive.p50_us, naive.p99_us);
+        println!("\natomic / redis-benchmark: {:.2}", ours.per_sec / theirs.per_sec);
+        println!("naive / atomic: {:.2}", naive.per_sec / ours.per_sec);
+        println!("script calls (EVALSHA + EVAL) per atomic decision: {per_decision:.3}");
+        store.clear().await.map_err(|e| e.to_string())?;
+        Ok(())
+    });
+    drop(server);
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fail(e),
+    }
 }
 
 fn bench(gateways: u64, seconds: u64, rate: u64, runs: u32) -> ExitCode {

@@ -528,6 +528,110 @@ pub fn model_figures(s: &Sweep) -> String {
     out
 }
 
+/// One point of the real-Redis ladder.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct RealPoint {
+    /// `naive` or `atomic`.
+    pub path: String,
+    /// Concurrent senders (tokio tasks).
+    pub concurrency: u32,
+    /// Requests sent.
+    pub offered: u64,
+    /// Requests admitted.
+    pub admitted: u64,
+    /// Requests that failed.
+    pub errors: u64,
+    /// B + R·T over the key's run (Redis TIME).
+    pub envelope: u64,
+    /// Admitted beyond the envelope.
+    pub excess: u64,
+    /// Largest excess in any interval.
+    pub max_excess: u64,
+    /// Mean time per decision seen by the sender, µs.
+    pub mean_latency_us: f64,
+    /// Seconds of load.
+    pub seconds: u64,
+}
+
+/// The real ladder beside the simulated one (same policy, per-sender rate and duration).
+pub fn real_table(real: &[RealPoint], sim: &Sweep) -> String {
+    let l = reference_latency(sim);
+    let mut out = format!(
+        "Real: one redis-server on loopback, tokio tasks over real connections, Redis `TIME`, {} s per point. \
+         Simulated: round trip {} ms, {} s per run, mean of {} seeds. Same policy (B = {}, R = {}/s), {} req/s per sender.\n\n\
+         | concurrent | real offered | real naive excess | real atomic excess | real naive decision µs | real atomic decision µs | sim naive excess | sim atomic excess |\n\
+         |---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        real.first().map_or(0, |p| p.seconds),
+        4 + 2 * l,
+        sim.config.duration_ms / 1000,
+        sim.config.seeds.len(),
+        sim.config.capacity,
+        sim.config.refill_per_sec,
+        sim.config.rate_per_client
+    );
+    let cs: std::collections::BTreeSet<u32> = real.iter().map(|p| p.concurrency).collect();
+    for c in cs {
+        let get = |path: &str| real.iter().find(|p| p.path == path && p.concurrency == c);
+        let (Some(n), Some(a)) = (get("naive"), get("atomic")) else {
+            continue;
+        };
+        let sim_n =
+            find(sim, "naive", c, l).map_or("–".to_owned(), |r| format!("{:.1}", r.excess_mean));
+        let sim_a =
+            find(sim, "atomic", c, l).map_or("–".to_owned(), |r| r.excess_max.to_string());
+        let _ = writeln!(
+            out,
+            "| {c} | {} | {} | {} | {:.0} | {:.0} | {sim_n} | {sim_a} |",
+            n.offered, n.excess, a.excess, n.mean_latency_us, a.mean_latency_us
+        );
+    }
+    out
+}
+
+/// Writes the real ladder's files and rewrites its block in the write-up.
+pub fn write_real(
+    real: &[RealPoint],
+    sim: &Sweep,
+    results_dir: &Path,
+    writeup: &Path,
+) -> Res<Vec<String>> {
+    std::fs::create_dir_all(results_dir).map_err(io_err(results_dir))?;
+    let json = results_dir.join("overshoot-redis.json");
+    std::fs::write(
+        &json,
+        serde_json::to_string_pretty(real).map_err(|e| e.to_string())? + "\n",
+    )
+    .map_err(io_err(&json))?;
+    let csv_path = results_dir.join("overshoot-redis.csv");
+    let mut csv = String::from(
+        "path,concurrency,offered,admitted,errors,envelope,excess,max_excess,mean_latency_us\n",
+    );
+    for p in real {
+        let _ = writeln!(
+            csv,
+            "{},{},{},{},{},{},{},{},{:.1}",
+            p.path,
+            p.concurrency,
+            p.offered,
+            p.admitted,
+            p.errors,
+            p.envelope,
+            p.excess,
+            p.max_excess,
+            p.mean_latency_us
+        );
+    }
+    std::fs::write(&csv_path, csv).map_err(io_err(&csv_path))?;
+    let text = std::fs::read_to_string(writeup).map_err(io_err(writeup))?;
+    let text = replace_marked(&text, "redis", &real_table(real, sim))?;
+    std::fs::write(writeup, text).map_err(io_err(writeup))?;
+    Ok(vec![
+        json.display().to_string(),
+        csv_path.display().to_string(),
+        writeup.display().to_string(),
+    ])
+}
+
 /// The gateway scenarios whose figures the write-up quotes, in order.
 pub const GATEWAY_SCENARIOS: [&str; 6] = [
     "sim-scenarios/gateway/fail-open-store-errors.json",
@@ -600,10 +704,12 @@ pub fn stale_blocks(
     s: &Sweep,
     runs: &[AlgorithmRun],
     gateway: &[crate::Report],
+    real: &[RealPoint],
     writeup: &str,
     readme: &str,
 ) -> Vec<String> {
     let blocks = [
+        ("WRITEUP.md", writeup, "redis", real_table(real, s)),
         ("WRITEUP.md", writeup, "gateway", gateway_table(gateway)),
         ("WRITEUP.md", writeup, "headline", headline_table(s)),
         ("WRITEUP.md", writeup, "race", race_figures(s)),
@@ -671,6 +777,13 @@ pub fn write_all(
             text = replace_marked(&text, "model", &model_figures(s))?;
             text = replace_marked(&text, "algorithms", &algorithms_table(runs))?;
             text = replace_marked(&text, "gateway", &gateway_table(gateway))?;
+            // The real-Redis block quotes the simulated figures too: keep it in step.
+            let real_json = results_dir.join("overshoot-redis.json");
+            if let Ok(real) = std::fs::read_to_string(&real_json)
+                && let Ok(real) = serde_json::from_str::<Vec<RealPoint>>(&real)
+            {
+                text = replace_marked(&text, "redis", &real_table(&real, s))?;
+            }
         }
         std::fs::write(doc, text).map_err(io_err(doc))?;
         written.push(doc.display().to_string());

@@ -71,10 +71,14 @@ fn docs_figures_match_the_committed_results() {
     let runs = sweep::compare_algorithms();
     let gateway: Vec<ratelab_sim::Report> =
         serde_json::from_str(&read("docs/results/gateway.json")).expect("gateway results parse");
+    let real: Vec<ratelab_sim::output::RealPoint> =
+        serde_json::from_str(&read("docs/results/overshoot-redis.json"))
+            .expect("real results parse");
     let stale = ratelab_sim::output::stale_blocks(
         &s,
         &runs,
         &gateway,
+        &real,
         &read("docs/WRITEUP.md"),
         &read("README.md"),
     );

@@ -1,0 +1,326 @@
+//! Real concurrency on a real `redis-server`: the overshoot ladder with tokio tasks over real
+//! connections, and the atomic path's speed beside `redis-benchmark` running the same script.
+
+use ratelab_core::{Nanos, Policy, TokenBucket};
+use ratelab_sim::checkers::{self, Admission};
+use ratelab_sim::output::RealPoint;
+use ratelab_sim::rng::SimRng;
+use ratelab_store::redis_store::{RedisOptions, RedisStore, SCRIPT};
+use ratelab_store::{Key, Path, StoreClient, TimeSource, decide_remote};
+use std::collections::BTreeMap;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A private redis-server on a free loopback port, stopped on drop.
+pub struct PrivateRedis {
+    child: Child,
+    /// Its port.
+    pub port: u16,
+    dir: std::path::PathBuf,
+}
+
+impl PrivateRedis {
+    /// Starts one, or explains why not.
+    pub fn start() -> Result<PrivateRedis, String> {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map_err(|e| e.to_string())?
+            .port();
+        let dir = std::env::temp_dir().join(format!("ratelab-sweep-redis-{port}"));
+        std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+        let child = Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .args(["--dir", &dir.to_string_lossy(), "--loglevel", "warning"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("cannot start redis-server ({e}); install it (Debian: apt-get install redis-server) or pass --redis URL"))?;
+        let me = PrivateRedis { child, port, dir };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            if Instant::now() > deadline {
+                return Err(format!("redis-server did not open port {port}"));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(me)
+    }
+
+    /// Its URL.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+}
+
+impl Drop for PrivateRedis {
+    fn drop(&mut self) {
+        self.child.kill().ok();
+        self.child.wait().ok();
+        std::fs::remove_dir_all(&self.dir).ok();
+    }
+}
+
+/// The real ladder's settings (the same policy and per-sender rate as the simulated sweep).
+#[derive(Clone, Debug)]
+pub struct RealConfig {
+    /// Concurrent senders.
+    pub concurrency: Vec<u32>,
+    /// Seconds per point.
+    pub seconds: u64,
+    /// Requests per second per sender.
+    pub rate_per_client: u64,
+    /// B.
+    pub capacity: u64,
+    /// R per second.
+    pub refill_per_sec: u64,
+}
+
+/// Runs one point: `c` tasks, each sending Poisson arrivals to one shared key.
+async fn point(store: &RedisStore, cfg: &RealConfig, path: Path, c: u32, nonce: u64) -> RealPoint {
+    let key = Key::new(&format!("sweep:{}:{c}:{nonce}", path.name())).expect("valid key");
+    let start = tokio::time::Instant::now();
+    let end = Duration::from_secs(cfg.seconds);
+    let mut tasks = Vec::new();
+    for i in 0..c {
+        let (store, key) = (store.clone(), key.clone());
+        let mean = 1e9 / cfg.rate_per_client as f64;
+        tasks.push(tokio::spawn(async move {
+            let mut rng = SimRng::new(nonce, u64::from(i));
+            let mut t = rng.exponential(mean);
+            let mut out = Vec::new();
+            while Duration::from_nanos(t) < end {
+                tokio::time::sleep_until(start + Duration::from_nanos(t)).await;
+                let began = Instant::now();
+                let r = decide_remote(&store, path, TimeSource::Store, &key, Nanos::ZERO, 1).await;
+                out.push((r, began.elapsed()));
+                t += rng.exponential(mean);
+            }
+            out
+        }));
+    }
+    let mut adm = Vec::new();
+    let (mut offered, mut errors) = (0u64, 0u64);
+    let mut latency = Vec::new();
+    for t in tasks {
+        for (r, took) in t.await.expect("task") {
+            offered += 1;
+            latency.push(took.as_nanos() as u64);
+            match r {
+                Ok(o) if o.decision.allowed => adm.push(Admission {
+                    at: o.decided_at,
+                    id: offered,
+                    cost: 1,
+                }),
+                Ok(_) => {}
+                Err(_) => errors += 1,
+            }
+        }
+    }
+    adm.sort_unstable();
+    let admitted = adm.len() as u64;
+    let env = ratelab_sim::report::envelope_of(&Policy::TokenBucket(*store.algorithm()));
+    let by_key = BTreeMap::from([("k", adm)]);
+    let e = checkers::envelope(&by_key, env);
+    let span = by_key["k"]
+        .last()
+        .map_or(0, |l| l.at.as_u64() - by_key["k"][0].at.as_u64());
+    let envelope = ((u128::from(env.burst) * u128::from(env.period)
+        + u128::from(env.amount) * u128::from(span))
+        / u128::from(env.period)) as u64;
+    latency.sort_unstable();
+    let mean_latency_us = latency.iter().sum::<u64>() as f64 / latency.len().max(1) as f64 / 1e3;
+    RealPoint {
+        path: path.name().to_owned(),
+        concurrency: c,
+        offered,
+        admitted,
+        errors,
+        envelope,
+        excess: e.total_excess,
+        max_excess: e.max_excess,
+        mean_latency_us,
+        seconds: cfg.seconds,
+    }
+}
+
+/// Runs the ladder on both paths.
+pub async fn ladder(
+    url: &str,
+    cfg: &RealConfig,
+    progress: &(dyn Fn(usize, usize) + Sync),
+) -> Result<Vec<RealPoint>, String> {
+    let bucket =
+        TokenBucket::per_second(cfg.capacity, cfg.refill_per_sec).map_err(|e| e.to_string())?;
+    let opts = RedisOptions {
+        prefix: "ratelab:sweep:".into(),
+        timeout: Duration::from_secs(2),
+    };
+    let store = RedisStore::connect(url, bucket, opts)
+        .await
+        .map_err(|e| e.to_string())?;
+    store
+        .clear()
+        .await
+        .map_err(|e| format!("cannot clear old sweep keys: {e}"))?;
+    let total = cfg.concurrency.len() * 2;
+    let mut points = Vec::new();
+    for path in Path::ALL {
+        for &c in &cfg.concurrency {
+            let nonce = 1000 + u64::from(c) + if path == Path::Naive { 0 } else { 1 << 20 };
+            points.push(point(&store, cfg, path, c, nonce).await);
+            progress(points.len(), total);
+        }
+    }
+    Ok(points)
+}
+
+/// One throughput measurement.
+#[derive(Clone, Copy, Debug)]
+pub struct Throughput {
+    /// Decisions per second.
+    pub per_sec: f64,
+    /// Median latency, µs.
+    pub p50_us: f64,
+    /// 99th percentile latency, µs.
+    pub p99_us: f64,
+}
+
+/// `clients` tasks deciding on `path` as fast as they can for `seconds`, over 1000 keys.
+pub async fn throughput(
+    store: &RedisStore,
+    path: Path,
+    clients: usize,
+    seconds: f64,
+) -> Throughput {
+    let deadline = Instant::now() + Duration::from_secs_f64(seconds);
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..clients)
+        .map(|i| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                let mut lat = Vec::new();
+                let mut k = i;
+                while Instant::now() < deadline {
+                    k = (k * 7 + 13) % 1000;
+                    let key = Key::new(&format!("bench:{k}")).expect("key");
+                    let t = Instant::now();
+                    let _ =
+                        decide_remote(&store, path, TimeSource::Store, &key, Nanos::ZERO, 1).await;
+                    lat.push(t.elapsed().as_nanos() as u64);
+                }
+                lat
+            })
+        })
+        .collect();
+    let mut lat = Vec::new();
+    for t in tasks {
+        lat.extend(t.await.expect("task"));
+    }
+    let wall = started.elapsed().as_secs_f64();
+    lat.sort_unstable();
+    let pct = |p: f64| lat[((lat.len() as f64 * p) as usize).min(lat.len() - 1)] as f64 / 1e3;
+    Throughput {
+        per_sec: lat.len() as f64 / wall,
+        p50_us: pct(0.5),
+        p99_us: pct(0.99),
+    }
+}
+
+/// Runs `redis-benchmark` with the same script by EVALSHA at `clients` connections.
+pub fn redis_benchmark(
+    port: u16,
+    sha: &str,
+    bucket: &TokenBucket,
+    clients: usize,
+    requests: u64,
+) -> Result<Throughput, String> {
+    let out = Command::new("redis-benchmark")
+        .args([
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+            "-c",
+            &clients.to_string(),
+            "-n",
+            &requests.to_string(),
+        ])
+        .args([
+            "-r",
+            "1000",
+            "--csv",
+            "EVALSHA",
+            sha,
+            "1",
+            "ratelab:bench:key:__rand_int__",
+        ])
+        .args([
+            bucket.capacity().to_string(),
+            bucket.refill_amount().to_string(),
+            bucket.refill_period().as_u64().to_string(),
+            "1".into(),
+            String::new(),
+            String::new(),
+        ])
+        .output()
+        .map_err(|e| format!("cannot run redis-benchmark: {e}"))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    // "test","rps","avg_latency_ms","min_latency_ms","p50_latency_ms","p95_latency_ms","p99_latency_ms","max_latency_ms"
+    let row = text
+        .lines()
+        .find(|l| l.starts_with("\"EVALSHA"))
+        .ok_or_else(|| {
+            format!(
+                "unexpected redis-benchmark output: {text}{}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        })?;
+    let f: Vec<f64> = row
+        .split("\",\"")
+        .skip(1)
+        .map(|v| v.trim_matches('"').parse().unwrap_or(f64::NAN))
+        .collect();
+    if f.len() < 6 {
+        return Err(format!("unexpected redis-benchmark row: {row}"));
+    }
+    Ok(Throughput {
+        per_sec: f[0],
+        p50_us: f[3] * 1e3,
+        p99_us: f[5] * 1e3,
+    })
+}
+
+/// Loads the script and returns its SHA1.
+pub async fn load_script(url: &str) -> Result<String, String> {
+    let client = redis::Client::open(url).map_err(|e| e.to_string())?;
+    let mut conn = client
+        .get_multiplexed_async_connection()
+        .await
+        .map_err(|e| e.to_string())?;
+    redis::cmd("SCRIPT")
+        .arg("LOAD")
+        .arg(SCRIPT)
+        .query_async(&mut conn)
+        .await
+        .map_err(|e| e.to_string())
+}
+
+/// Calls the server has served of `command` (from `INFO commandstats`).
+pub async fn command_calls(url: &str, command: &str) -> Result<u64, String> {
+    let client = redis::Client::open(url).map_err(|e| e.to_string())?;
+    let mut conn = client
+        .get_multiplexed_async_connection()
+        .await
+        .map_err(|e| e.to_string())?;
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(&mut conn)
+        .await
+        .map_err(|e| e.to_string())?;
+    let prefix = format!("cmdstat_{command}:calls=");
+    Ok(info
+        .lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .and_then(|v| v.split(',').next()?.parse().ok())
+        .unwrap_or(0))
+}
