@@ -15,6 +15,7 @@ use proptest::test_runner::{Config, TestRunner};
 use ratelab_core::{Algorithm, Nanos, TokenBucket};
 use ratelab_gateway::http::TokioEnv;
 use ratelab_gateway::{BreakerConfig, Forwarding, Gateway, GatewayConfig, LayerOutcome, Request};
+use ratelab_store::faulty::{Fate, FaultPlan, FaultyClient};
 use ratelab_store::redis_store::{RedisOptions, RedisStore};
 use ratelab_store::{Key, LocalClient, MemoryStore, Path, StoreClient, TimeSource, decide_remote};
 use redis_server::RedisServer;
@@ -86,6 +87,15 @@ fn conformance_suite_passes_on_memory_and_redis() {
     rt.block_on(conformance(&memory, "memory", |t| {
         clock.store(t, std::sync::atomic::Ordering::Relaxed)
     }));
+    // The fault-injecting wrapper with an empty plan is the store it wraps.
+    let memory = LocalClient::new(Arc::new(MemoryStore::new(bucket)), {
+        let reader = clock.clone();
+        move || Nanos(reader.load(std::sync::atomic::Ordering::Relaxed))
+    });
+    let faulty = FaultyClient::new(memory, FaultPlan::default(), 7);
+    rt.block_on(conformance(&faulty, "faulty (no faults)", |t| {
+        clock.store(t, std::sync::atomic::Ordering::Relaxed)
+    }));
     let Some(server) = RedisServer::start("conformance_suite_passes_on_memory_and_redis") else {
         return;
     };
@@ -95,6 +105,64 @@ fn conformance_suite_passes_on_memory_and_redis() {
             .unwrap();
         // Redis keeps its own clock for TTLs; the decisions use the caller's.
         conformance(&redis, "redis", |_| {}).await;
+        let faulty = FaultyClient::new(redis, FaultPlan::default(), 7);
+        conformance(&faulty, "faulty redis (no faults)", |_| {}).await;
+    });
+}
+
+/// With faults injected into Redis, every decision that comes back is exactly the core's,
+/// counting the transitions whose reply was lost (applied, but reported as a timeout), and
+/// no unapplied call changes the state.
+#[test]
+fn injected_faults_never_corrupt_a_decision() {
+    let Some(server) = RedisServer::start("injected_faults_never_corrupt_a_decision") else {
+        return;
+    };
+    let rt = runtime();
+    rt.block_on(async {
+        let bucket = TokenBucket::per_second(5, 20).unwrap();
+        let redis = RedisStore::connect(&server.url(), bucket, options("faulty:"))
+            .await
+            .unwrap();
+        let plan = FaultPlan {
+            error: 0.1,
+            drop: 0.1,
+            lost_reply: 0.1,
+        };
+        let faulty = FaultyClient::new(redis, plan, 42);
+        let key = Key::new("k").unwrap();
+        let (mut state, mut t, mut served) = (None, EPOCH_NS, 0);
+        for i in 0..400u64 {
+            t += (i * 7_919) % 40_000_000;
+            let got = faulty.apply(&key, Some(Nanos(t)), 1).await;
+            let fate = *faulty.fates().last().unwrap();
+            let (next, want) = bucket.transition(state, Nanos(t), 1).unwrap();
+            match fate {
+                Fate::Served => {
+                    assert_eq!(got.unwrap().decision, want, "call {i}");
+                    served += 1;
+                }
+                Fate::ReplyLost => assert!(got.is_err()),
+                Fate::Errored | Fate::Dropped => {
+                    assert!(got.is_err());
+                    continue;
+                }
+            }
+            if want.allowed {
+                state = Some(next);
+            }
+        }
+        let fates = faulty.fates();
+        let count = |f: Fate| fates.iter().filter(|&&x| x == f).count();
+        println!(
+            "400 calls: {served} served, {} errored, {} dropped, {} replies lost",
+            count(Fate::Errored),
+            count(Fate::Dropped),
+            count(Fate::ReplyLost)
+        );
+        assert!(
+            count(Fate::ReplyLost) > 10 && count(Fate::Errored) > 10 && count(Fate::Dropped) > 10
+        );
     });
 }
 

@@ -27,6 +27,7 @@
 pub mod backend;
 mod client;
 mod error;
+pub mod faulty;
 mod key;
 mod memory;
 #[cfg(feature = "redis")]
