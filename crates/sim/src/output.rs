@@ -35,6 +35,26 @@ fn plot_err<E: std::fmt::Debug>(e: E) -> String {
     format!("plot: {e:?}")
 }
 
+/// Draws the legend and writes the file.
+fn finish<'a, X, Y>(
+    root: DrawingArea<SVGBackend<'a>, plotters::coord::Shift>,
+    mut chart: ChartContext<'a, SVGBackend<'a>, Cartesian2d<X, Y>>,
+    position: SeriesLabelPosition,
+) -> Res<()>
+where
+    X: plotters::coord::ranged1d::Ranged,
+    Y: plotters::coord::ranged1d::Ranged,
+{
+    chart
+        .configure_series_labels()
+        .position(position)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()
+        .map_err(plot_err)?;
+    root.present().map_err(plot_err)
+}
+
 /// `docs/results/overshoot.csv`: one row per path × concurrency × latency × seed.
 pub fn csv(s: &Sweep) -> String {
     let mut out = String::from(
@@ -197,14 +217,7 @@ pub fn plot_concurrency(s: &Sweep, path: &Path) -> Res<()> {
             )
         }))
         .map_err(plot_err)?;
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()
-        .map_err(plot_err)?;
-    root.present().map_err(plot_err)
+    finish(root, chart, SeriesLabelPosition::UpperLeft)
 }
 
 /// Excess vs store round trip (log y), one naive line per concurrency (a subset).
@@ -290,14 +303,7 @@ pub fn plot_latency(s: &Sweep, path: &Path) -> Res<()> {
             "atomic: largest excess {atomic_worst} at every concurrency and round trip"
         ))
         .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 22, y)], BLACK.stroke_width(3)));
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()
-        .map_err(plot_err)?;
-    root.present().map_err(plot_err)
+    finish(root, chart, SeriesLabelPosition::LowerRight)
 }
 
 /// Cumulative admissions over time for the three algorithms on the boundary burst.
@@ -361,14 +367,7 @@ pub fn plot_algorithms(runs: &[AlgorithmRun], path: &Path) -> Res<()> {
                 PathElement::new(vec![(x, y), (x + 22, y)], color.stroke_width(3))
             });
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()
-        .map_err(plot_err)?;
-    root.present().map_err(plot_err)
+    finish(root, chart, SeriesLabelPosition::UpperLeft)
 }
 
 /// Replaces the text between `<!-- BEGIN sweep:NAME -->` and `<!-- END sweep:NAME -->`.
