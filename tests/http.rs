@@ -297,3 +297,75 @@ async fn kill_switch_bypasses_limiting_and_metrics_count_it() {
         "store latency histogram: {after}"
     );
 }
+
+/// A store that fails every call: ordinary routes fail open (allowed, counted by reason),
+/// a fail-closed route answers 503.
+#[tokio::test]
+async fn failing_store_fails_open_except_on_fail_closed_routes() {
+    use ratelab_store::faulty::{FaultPlan, FaultyClient};
+    let broken = |cap| {
+        let plan = FaultPlan {
+            error: 1.0,
+            ..FaultPlan::default()
+        };
+        FaultyClient::new(client_of(cap, 1), plan, 1)
+    };
+    let config = GatewayConfig {
+        fail_closed_routes: vec!["/payments".into()],
+        ..GatewayConfig::default()
+    };
+    let gw = Arc::new(Gateway::new(
+        config,
+        Some(broken(100)),
+        Some(broken(1)),
+        TokioEnv,
+    ));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let router = app(gw.clone(), vec!["127.0.0.0/8".parse().unwrap()], None);
+    tokio::spawn(async move {
+        axum::serve(
+            listener,
+            router.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .await
+        .unwrap();
+    });
+    let c = http();
+    for _ in 0..3 {
+        let r = c
+            .get(format!("{url}/orders"))
+            .header("x-api-key", "erin")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            r.status(),
+            200,
+            "failed open, even beyond the per-key capacity of 1"
+        );
+    }
+    let r = c
+        .get(format!("{url}/payments/new"))
+        .header("x-api-key", "erin")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(header(&r, "retry-after").as_deref(), Some("1"));
+    let s = gw.stats().snapshot();
+    // Three requests, two layers each, all failing open; the fail-closed route stops at the edge.
+    assert_eq!((s.fail_open_error, s.fail_closed), (6, 1));
+    let metrics = c
+        .get(format!("{url}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        counter(&metrics, "ratelab_fail_open_total", "reason=\"error\"") >= 6.0,
+        "{metrics}"
+    );
+}

@@ -46,7 +46,8 @@ enum Command {
     },
     /// Print the JSON Schema of scenario files.
     Schema,
-    /// Serve the gateway over HTTP on the in-memory store: 200 when allowed, 429 when denied.
+    /// Serve the gateway over HTTP, on the in-memory store or Redis: 200 when allowed, 429
+    /// when denied.
     Serve {
         /// Listen address (default 127.0.0.1:8080).
         #[arg(long)]
@@ -75,6 +76,12 @@ enum Command {
         /// A route prefix that fails closed (repeatable).
         #[arg(long = "fail-closed-route")]
         fail_closed_routes: Vec<String>,
+        /// Use Redis at this URL as the store (default: in memory).
+        #[arg(long)]
+        redis: Option<String>,
+        /// Start with the kill switch on (limiting off).
+        #[arg(long)]
+        kill_switch: bool,
     },
     /// The overshoot experiment: naive vs atomic across concurrency and store round trip,
     /// plus the algorithm comparison. Writes docs/results/ and the figures in the docs.
@@ -215,6 +222,8 @@ fn main() -> ExitCode {
             timeout_ms,
             trusted_proxies,
             fail_closed_routes,
+            redis,
+            kill_switch,
         } => {
             let fail = |e: String| {
                 eprintln!("error: {e}");
@@ -254,6 +263,10 @@ fn main() -> ExitCode {
             }
             if !fail_closed_routes.is_empty() {
                 f.fail_closed_routes = Some(fail_closed_routes);
+            }
+            f.redis = redis.or(f.redis);
+            if kill_switch {
+                f.kill_switch = Some(true);
             }
             match serve::settings(f).and_then(serve::run) {
                 Ok(()) => ExitCode::SUCCESS,

@@ -1,8 +1,10 @@
-//! `ratelab serve`: the gateway behind a real HTTP server, on the embedded in-memory store.
+//! `ratelab serve`: the gateway behind a real HTTP server, on the embedded in-memory store or
+//! on Redis.
 
 use ratelab_core::{Nanos, Policy, TokenBucket};
 use ratelab_gateway::http::{TokioEnv, app};
 use ratelab_gateway::{BreakerConfig, Env, Gateway, GatewayConfig, IpNet};
+use ratelab_store::redis_store::{RedisOptions, RedisStore};
 use ratelab_store::{LocalClient, MemoryStore};
 use serde::Deserialize;
 use std::net::SocketAddr;
@@ -52,6 +54,10 @@ pub struct ServeFile {
     pub admin: Option<Vec<String>>,
     /// Whether to fail open (default true).
     pub fail_open: Option<bool>,
+    /// Start with the kill switch on (limiting off); default false.
+    pub kill_switch: Option<bool>,
+    /// A Redis URL: use Redis as the store instead of the embedded in-memory one.
+    pub redis: Option<String>,
 }
 
 /// Reads a config file, with errors naming file, JSON path, line and column.
@@ -92,6 +98,10 @@ pub struct ServeSettings {
     pub gateway: GatewayConfig,
     /// Admin addresses.
     pub admin: Vec<IpNet>,
+    /// Kill switch at startup.
+    pub kill_switch: bool,
+    /// Redis URL, if the store is Redis.
+    pub redis: Option<String>,
 }
 
 fn nets(list: &[String], what: &str) -> Result<Vec<IpNet>, String> {
@@ -144,6 +154,8 @@ pub fn settings(f: ServeFile) -> Result<ServeSettings, String> {
                 .unwrap_or_else(|| vec!["127.0.0.0/8".into(), "::1".into()]),
             "admin address",
         )?,
+        kill_switch: f.kill_switch.unwrap_or(false),
+        redis: f.redis,
     })
 }
 
@@ -170,6 +182,50 @@ pub fn gateway(s: &ServeSettings) -> Arc<Gateway<Local, TokioEnv>> {
     ))
 }
 
+/// Builds the gateway over Redis: one store per layer, each with its own policy.
+async fn redis_gateway(
+    s: &ServeSettings,
+    url: &str,
+) -> Result<Arc<Gateway<RedisStore, TokioEnv>>, String> {
+    let store = |b: TokenBucket, prefix: &str| {
+        let options = RedisOptions {
+            prefix: prefix.into(),
+            timeout: s.gateway.timeout,
+        };
+        RedisStore::connect(url, b, options)
+    };
+    let per_ip = store(s.per_ip, "ratelab:ip:")
+        .await
+        .map_err(|e| e.to_string())?;
+    let per_key = store(s.per_key, "ratelab:key:")
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(Arc::new(Gateway::new(
+        s.gateway.clone(),
+        Some(per_ip),
+        Some(per_key),
+        TokioEnv,
+    )))
+}
+
+async fn serve_app<C: ratelab_store::StoreClient + 'static>(
+    listener: tokio::net::TcpListener,
+    gw: Arc<Gateway<C, TokioEnv>>,
+    s: &ServeSettings,
+) -> Result<(), String> {
+    gw.set_kill_switch(s.kill_switch);
+    let app = app(gw, s.admin.clone(), None);
+    axum::serve(
+        listener,
+        app.into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(async {
+        let _ = tokio::signal::ctrl_c().await;
+    })
+    .await
+    .map_err(|e| format!("server error: {e}"))
+}
+
 /// Serves until Ctrl-C.
 pub fn run(s: ServeSettings) -> Result<(), String> {
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -182,21 +238,19 @@ pub fn run(s: ServeSettings) -> Result<(), String> {
             .map_err(|e| format!("cannot listen on {}: {e}", s.listen))?;
         let addr = listener.local_addr().map_err(|e| e.to_string())?;
         println!(
-            "ratelab serve: listening on http://{addr}\n  per-key (x-api-key): B = {}, R = {}/s\n  per-IP: B = {}, R = {}/s\n  store: in-memory; timeout {} ms; fail {}\n  /metrics, /admin/kill-switch (admin from {:?})",
+            "ratelab serve: listening on http://{addr}\n  per-key (x-api-key): B = {}, R = {}/s\n  per-IP: B = {}, R = {}/s\n  store: {}; timeout {} ms; fail {}\n  /metrics, /admin/kill-switch (admin from {})",
             s.per_key.capacity(),
             s.per_key.refill_amount(),
             s.per_ip.capacity(),
             s.per_ip.refill_amount(),
+            s.redis.as_deref().unwrap_or("in-memory"),
             s.gateway.timeout.as_millis(),
             if s.gateway.fail_open { "open" } else { "closed" },
-            s.admin,
+            s.admin.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "),
         );
-        let app = app(gateway(&s), s.admin.clone(), None);
-        axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
-            .with_graceful_shutdown(async {
-                let _ = tokio::signal::ctrl_c().await;
-            })
-            .await
-            .map_err(|e| format!("server error: {e}"))
+        match &s.redis {
+            Some(url) => serve_app(listener, redis_gateway(&s, url).await?, &s).await,
+            None => serve_app(listener, gateway(&s), &s).await,
+        }
     })
 }

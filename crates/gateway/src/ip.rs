@@ -31,6 +31,12 @@ impl fmt::Display for IpNetError {
 
 impl std::error::Error for IpNetError {}
 
+impl fmt::Display for IpNet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.addr, self.prefix)
+    }
+}
+
 impl std::str::FromStr for IpNet {
     type Err = IpNetError;
 
