@@ -22,6 +22,7 @@
 //! in the madsim cluster and behind the real HTTP server ([`http`], feature `http`).
 #![warn(missing_docs)]
 
+pub mod bloom;
 pub mod breaker;
 #[cfg(feature = "http")]
 pub mod http;

@@ -462,6 +462,7 @@ struct Cluster {
     sc: Arc<Scenario>,
     shared: Arc<Shared>,
     gateways: Vec<Arc<SimGateway>>,
+    guard: Option<ratelab_gateway::bloom::KeyGuard>,
 }
 
 /// The address client `i` sends from.
@@ -473,6 +474,9 @@ fn client_ip(i: u32) -> IpAddr {
 fn to_history(a: &GatewayAnswer) -> Answer {
     if a.bypassed {
         return Answer::Bypassed;
+    }
+    if matches!(a.verdict, ratelab_gateway::Verdict::Rejected(_)) {
+        return Answer::Rejected;
     }
     let edge_denied =
         matches!(a.edge, Some(LayerOutcome::Decided { decision, .. }) if !decision.allowed);
@@ -535,7 +539,11 @@ async fn serve(
         cost,
         trace: id,
     };
-    let answer = gw.gateway.check(req, None).await;
+    let guard = cluster
+        .guard
+        .as_ref()
+        .map(|g| g as &dyn ratelab_gateway::Guard);
+    let answer = gw.gateway.check(req, guard).await;
     let recorded = to_history(&answer);
     cluster.shared.record(|h, at| h.answer(at, id, recorded));
     answer
@@ -906,10 +914,22 @@ pub(crate) async fn simulate(
             gateway: Gateway::new(config, edge_policy.map(rpc), Some(rpc(policy)), env),
         }));
     }
+    let guard = sc.spec.gateway.guard.as_ref().map(|g| {
+        let (prefix, n) = (&g.valid_keys.prefix, g.valid_keys.count.get());
+        let keys = (0..n).map(|i| format!("{prefix}:{i}"));
+        ratelab_gateway::bloom::KeyGuard::new::<str>(
+            keys,
+            n,
+            g.false_positive_rate.0,
+            u128::from(seed),
+        )
+        .expect("validated guard")
+    });
     let cluster = Arc::new(Cluster {
         sc: sc.clone(),
         shared: shared.clone(),
         gateways,
+        guard,
     });
     sleep_until(shared.t0).await;
 

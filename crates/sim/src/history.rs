@@ -29,6 +29,8 @@ pub enum Answer {
     FailedOpen(FailReason),
     /// The kill switch let the request through; no limit was consulted.
     Bypassed,
+    /// The guard rejected the request (unknown key) before any limit.
+    Rejected,
     /// The store failed (and the gateway did not fail open).
     Error(ErrorKind),
 }
@@ -264,6 +266,7 @@ impl History {
                         h.u64(*r as u64);
                     }
                     Answer::Bypassed => h.u64(4),
+                    Answer::Rejected => h.u64(5),
                 }
             }
             Event::Fault { what } => {

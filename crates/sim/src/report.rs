@@ -38,6 +38,10 @@ pub struct Report {
     pub fail_open_by_reason: BTreeMap<String, u64>,
     /// Requests let through by the kill switch.
     pub bypassed: u64,
+    /// Requests rejected by the guard before the limits.
+    pub rejected: u64,
+    /// Store calls the guard saved: what the rejected requests would have cost.
+    pub store_calls_saved: u64,
     /// Send-to-answer latency of fail-open answers, ms: p50, p99, max (absent if none).
     pub fail_open_latency_ms: Option<[f64; 3]>,
     /// The gateways' own counters, summed: fail-open layer outcomes, bypassed, breaker
@@ -227,6 +231,7 @@ pub fn build(
     let mut allowed = 0;
     let mut denied = 0;
     let mut bypassed = 0;
+    let mut rejected = 0;
     let mut errors_by_kind = BTreeMap::new();
     let mut fail_open_by_reason = BTreeMap::new();
     let mut fail_open_latency = Vec::new();
@@ -263,6 +268,7 @@ pub fn build(
                 bypassed += 1;
                 g.bypassed += 1;
             }
+            Some((_, Answer::Rejected)) => rejected += 1,
             None => {}
         }
     }
@@ -284,12 +290,23 @@ pub fn build(
             breaker_opened: a.breaker_opened + s.breaker_opened,
             breaker_closed: a.breaker_closed + s.breaker_closed,
         });
-    // Bypassed requests must never reach the store: no store operation carries their id.
+    // Bypassed and rejected requests must never reach the store: no store operation carries
+    // their id.
     let bypassed_store_calls = h
         .requests
         .iter()
-        .filter(|r| matches!(r.answer, Some((_, Answer::Bypassed))) && r.store_calls > 0)
+        .filter(|r| {
+            matches!(r.answer, Some((_, Answer::Bypassed | Answer::Rejected))) && r.store_calls > 0
+        })
         .count() as u64;
+    // A decision costs one call per layer on the atomic path, up to two on the naive path.
+    let per_layer = if sc.path == ratelab_store::Path::Naive {
+        2
+    } else {
+        1
+    };
+    let layers = 1 + u64::from(sc.spec.gateway.edge.is_some());
+    let store_calls_saved = rejected * per_layer * layers;
 
     let envelope: u64 = by_key
         .values()
@@ -340,6 +357,8 @@ pub fn build(
         fail_open,
         fail_open_by_reason,
         bypassed,
+        rejected,
+        store_calls_saved,
         fail_open_latency_ms,
         gateway_counters,
         groups,

@@ -374,6 +374,19 @@ pub struct GatewaySpec {
     /// A per-IP edge limit (token bucket) in front of the per-key policy; each client has its
     /// own address.
     pub edge: Option<EdgeSpec>,
+    /// A bloom-filter guard of valid keys: requests with any other key are rejected (403)
+    /// before the limits, except the filter's false positives.
+    pub guard: Option<GuardSpec>,
+}
+
+/// The bloom-filter guard.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GuardSpec {
+    /// The valid keys, inserted into the filter.
+    pub valid_keys: KeySet,
+    /// The false-positive rate the filter is sized for (strictly between 0 and 1).
+    pub false_positive_rate: Fraction,
 }
 
 /// Circuit breaker settings.
@@ -656,6 +669,10 @@ pub struct Expect {
     pub fail_open_at_least: Option<u64>,
     /// … at most.
     pub fail_open_at_most: Option<u64>,
+    /// Requests rejected by the guard: at least.
+    pub rejected_at_least: Option<u64>,
+    /// … at most.
+    pub rejected_at_most: Option<u64>,
     /// Requests let through by the kill switch: at least.
     pub bypassed_at_least: Option<u64>,
     /// … at most.
@@ -697,6 +714,8 @@ impl Default for Expect {
             errors_at_most: None,
             fail_open_at_least: None,
             fail_open_at_most: None,
+            rejected_at_least: None,
+            rejected_at_most: None,
             bypassed_at_least: None,
             bypassed_at_most: None,
             fail_open_latency_ms_at_most: None,

@@ -113,6 +113,10 @@ pub(crate) fn validate(
         ratelab_core::TokenBucket::per_second(e.capacity.get(), e.refill_per_sec.get())
             .map_err(|err| located(vec![key("gateway"), key("edge")], err.to_string()))?;
     }
+    if let Some(g) = &spec.gateway.guard {
+        ratelab_gateway::bloom::sizing(g.valid_keys.count.get(), g.false_positive_rate.0)
+            .map_err(|err| located(vec![key("gateway"), key("guard")], err))?;
+    }
     let lat = spec.network.latency;
     if lat.min_us > lat.max_us {
         return Err(located(
