@@ -274,3 +274,17 @@ fn serve_rejects_a_bad_config_with_its_location() {
         stderr(&o)
     );
 }
+
+/// The README's sample output is what the command it shows prints today.
+#[test]
+fn readme_canary_sample_is_current() {
+    let o = ratelab(&["run", "sim-scenarios/naive-canary.json", "--seed", "1"]);
+    assert!(o.status.success());
+    let out = String::from_utf8(o.stdout).unwrap();
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
+    assert!(
+        readme.contains(out.trim_end()),
+        "README.md's naive-canary sample is stale; it should read:\n{out}"
+    );
+}
