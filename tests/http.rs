@@ -35,10 +35,16 @@ async fn start(
         Some(client_of(per_key.0, per_key.1)),
         TokioEnv,
     ));
+    let url = serve(gw.clone()).await;
+    (url, gw)
+}
+
+/// Serves `gw`'s demo app on a free loopback port; returns its base URL.
+async fn serve<C: ratelab_store::StoreClient + 'static>(gw: Arc<Gateway<C, TokioEnv>>) -> String {
     let admin: Vec<IpNet> = vec!["127.0.0.0/8".parse().unwrap()];
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let router = app(gw.clone(), admin, None);
+    let router = app(gw, admin, None);
     tokio::spawn(async move {
         axum::serve(
             listener,
@@ -47,7 +53,7 @@ async fn start(
         .await
         .unwrap();
     });
-    (format!("http://{addr}"), gw)
+    format!("http://{addr}")
 }
 
 fn http() -> reqwest::Client {
@@ -320,17 +326,7 @@ async fn failing_store_fails_open_except_on_fail_closed_routes() {
         Some(broken(1)),
         TokioEnv,
     ));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let router = app(gw.clone(), vec!["127.0.0.0/8".parse().unwrap()], None);
-    tokio::spawn(async move {
-        axum::serve(
-            listener,
-            router.into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .await
-        .unwrap();
-    });
+    let url = serve(gw.clone()).await;
     let c = http();
     for _ in 0..3 {
         let r = c
