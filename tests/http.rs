@@ -161,22 +161,28 @@ async fn edge_denials_do_not_spend_per_key_quota() {
     assert_eq!(gw.stats().snapshot().denied, 1);
 }
 
-#[tokio::test]
-async fn spoofed_forwarding_headers_are_ignored_unless_from_a_trusted_proxy() {
-    let (url, _) = start((2, 1), (100, 1), GatewayConfig::default()).await;
-    let c = http();
-    // Untrusted peer (127.0.0.1 is not configured as a proxy): a new X-Forwarded-For per
-    // request does not buy a new bucket.
+/// Statuses of three requests claiming three different clients in `X-Forwarded-For`.
+async fn statuses_from_three_forwarded_clients(c: &reqwest::Client, url: &str) -> Vec<u16> {
     let mut codes = Vec::new();
     for i in 0..3 {
         let r = c
-            .get(&url)
+            .get(url)
             .header("x-forwarded-for", format!("203.0.113.{i}"))
             .send()
             .await
             .unwrap();
         codes.push(r.status().as_u16());
     }
+    codes
+}
+
+#[tokio::test]
+async fn spoofed_forwarding_headers_are_ignored_unless_from_a_trusted_proxy() {
+    let (url, _) = start((2, 1), (100, 1), GatewayConfig::default()).await;
+    let c = http();
+    // Untrusted peer (127.0.0.1 is not configured as a proxy): a new X-Forwarded-For per
+    // request does not buy a new bucket.
+    let codes = statuses_from_three_forwarded_clients(&c, &url).await;
     assert_eq!(codes, [200, 200, 429]);
 
     let trusted = GatewayConfig {
@@ -184,16 +190,7 @@ async fn spoofed_forwarding_headers_are_ignored_unless_from_a_trusted_proxy() {
         ..GatewayConfig::default()
     };
     let (url, _) = start((2, 1), (100, 1), trusted).await;
-    let mut codes = Vec::new();
-    for i in 0..3 {
-        let r = c
-            .get(&url)
-            .header("x-forwarded-for", format!("203.0.113.{i}"))
-            .send()
-            .await
-            .unwrap();
-        codes.push(r.status().as_u16());
-    }
+    let codes = statuses_from_three_forwarded_clients(&c, &url).await;
     assert_eq!(
         codes,
         [200, 200, 200],

@@ -274,20 +274,22 @@ where
     r
 }
 
+/// `on` or `off`, as the admin endpoint reports it.
+fn kill_switch_state<C: StoreClient, E: Env>(gateway: &Gateway<C, E>) -> Response<Body> {
+    let state = if gateway.kill_switch() {
+        "on\n"
+    } else {
+        "off\n"
+    };
+    text(StatusCode::OK, state.into())
+}
+
 async fn kill_switch_get<C, E>(State(s): State<Arc<AppState<C, E>>>) -> Response<Body>
 where
     C: StoreClient + 'static,
     E: Env + 'static,
 {
-    text(
-        StatusCode::OK,
-        if s.gateway.kill_switch() {
-            "on\n"
-        } else {
-            "off\n"
-        }
-        .into(),
-    )
+    kill_switch_state(&s.gateway)
 }
 
 async fn kill_switch_set<C, E>(
@@ -318,13 +320,5 @@ where
             );
         }
     }
-    text(
-        StatusCode::OK,
-        if s.gateway.kill_switch() {
-            "on\n"
-        } else {
-            "off\n"
-        }
-        .into(),
-    )
+    kill_switch_state(&s.gateway)
 }

@@ -102,6 +102,16 @@ pub fn algorithms_csv(runs: &[AlgorithmRun]) -> String {
     out
 }
 
+/// The largest excess of any atomic-path run.
+fn atomic_worst(s: &Sweep) -> u64 {
+    s.summary
+        .iter()
+        .filter(|r| r.path == "atomic")
+        .map(|r| r.excess_max)
+        .max()
+        .unwrap_or(0)
+}
+
 fn naive_at(s: &Sweep, latency: u64) -> Vec<&Summary> {
     s.summary
         .iter()
@@ -289,13 +299,7 @@ pub fn plot_latency(s: &Sweep, path: &Path) -> Res<()> {
             .map_err(plot_err)?;
     }
     // A log axis cannot show zero: the atomic path is stated in the legend instead.
-    let atomic_worst = s
-        .summary
-        .iter()
-        .filter(|r| r.path == "atomic")
-        .map(|r| r.excess_max)
-        .max()
-        .unwrap_or(0);
+    let atomic_worst = atomic_worst(s);
     chart
         .draw_series(std::iter::empty::<Circle<(f64, f64), i32>>())
         .map_err(plot_err)?
@@ -450,13 +454,7 @@ pub fn race_figures(s: &Sweep) -> String {
         .unwrap_or(1);
     let mid = cs.iter().copied().find(|&c| c >= 16).unwrap_or(lo);
     let hi = cs.iter().copied().max().unwrap_or(1);
-    let atomic_worst = s
-        .summary
-        .iter()
-        .filter(|r| r.path == "atomic")
-        .map(|r| r.excess_max)
-        .max()
-        .unwrap_or(0);
+    let atomic_worst = atomic_worst(s);
     let atomic_points = s.points.iter().filter(|p| p.path == "atomic").count();
     let mut out = String::new();
     if let (Some(a), Some(b), Some(c)) = (
