@@ -29,6 +29,7 @@ mod client;
 mod error;
 pub mod faulty;
 mod key;
+pub mod lease;
 mod memory;
 #[cfg(feature = "redis")]
 pub mod redis_store;
@@ -37,6 +38,7 @@ pub use backend::{BackendMutex, StdBackend, SyncBackend};
 pub use client::{Applied, LocalClient, Outcome, Read, StoreClient, TimeSource, decide_remote};
 pub use error::{LimitError, StoreError};
 pub use key::{Key, KeyError, MAX_KEY_LEN};
+pub use lease::{Fence, FenceVerdict, LeaseClient, LeaseTable, LocalLeases};
 pub use memory::{MemoryStore, StoreStats};
 
 use core::fmt;

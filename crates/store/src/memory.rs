@@ -124,6 +124,32 @@ impl<A: Algorithm, B: SyncBackend> MemoryStore<A, B> {
             .sum()
     }
 
+    /// Up to `limit` keys whose entries have expired at `now` but are still held, in key order:
+    /// what an idle-bucket cleanup would delete.
+    pub fn expired_keys(&self, now: Nanos, limit: usize) -> Vec<Key> {
+        let mut keys: Vec<Key> = Vec::new();
+        for s in self.shards.iter() {
+            s.with(|shard| {
+                keys.extend(
+                    shard
+                        .map
+                        .iter()
+                        .filter(|(_, e)| e.expires_at <= now)
+                        .map(|(k, _)| k.clone()),
+                )
+            });
+        }
+        keys.sort_by(|a, b| a.as_str().cmp(b.as_str()));
+        keys.truncate(limit);
+        keys
+    }
+
+    /// Deletes `key`'s entry, live or not; whether there was one.
+    pub fn remove(&self, key: &Key) -> bool {
+        self.shard(key)
+            .with(|shard| shard.map.remove(key).is_some())
+    }
+
     /// Calls served and entries held, summed over shards.
     pub fn stats(&self) -> StoreStats {
         self.shards.iter().fold(StoreStats::default(), |acc, s| {
