@@ -360,6 +360,7 @@ fn run(file: &std::path::Path, seed: Option<u64>, trace: bool, json: bool) -> Ex
         } else {
             row(&mut out, &report);
             gateway_line(&mut out, &report);
+            job_line(&mut out, &report);
         }
         if !report.passed {
             failed.push(report);
@@ -726,6 +727,27 @@ fn gateway_line(out: &mut impl Write, r: &Report) {
         "; bypassed {}; breaker opened {}, closed {}",
         r.bypassed, c.breaker_opened, c.breaker_closed
     ));
+    let _ = writeln!(out, "{line}");
+}
+
+/// The cleanup job's lease and fencing figures for one seed, when it ran.
+fn job_line(out: &mut impl Write, r: &Report) {
+    let Some(j) = &r.job else { return };
+    let mut line = format!(
+        "{:>8}   cleanup job ({}): {} grants, {} runs, stale commits {} rejected / {} accepted, \
+         {} buckets deleted, longest gap {:.3} ms",
+        "",
+        if j.fencing { "fenced" } else { "NOT fenced" },
+        j.grants,
+        j.runs,
+        j.stale_rejected,
+        j.stale_accepted,
+        j.keys_removed,
+        j.max_gap_ms
+    );
+    if let Some(first) = &j.first_stale {
+        line.push_str(&format!("; first stale commit accepted: {first}"));
+    }
     let _ = writeln!(out, "{line}");
 }
 

@@ -105,6 +105,40 @@ fn a_cost_the_policy_can_never_admit_is_rejected() {
 }
 
 #[test]
+fn a_cleanup_job_that_cannot_renew_in_time_is_rejected() {
+    let text = GOOD.replace(
+        "\"clients\"",
+        "\"cleanup_job\": { \"lease_ms\": 100, \"period_ms\": 100 },\n  \"clients\"",
+    );
+    let f = scenario_file("job.json", &text);
+    let o = ratelab(&["check", f.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    let e = stderr(&o);
+    assert!(
+        e.contains("job.json:8:") && e.contains("at cleanup_job.period_ms"),
+        "{e}"
+    );
+    assert!(e.contains("not below lease_ms 100"), "{e}");
+}
+
+#[test]
+fn a_job_bound_without_a_job_is_rejected() {
+    let text = GOOD.replace(
+        "\"max_excess_at_most\": 0",
+        "\"max_excess_at_most\": 0, \"stale_writes_accepted_at_most\": 0",
+    );
+    let f = scenario_file("nojob.json", &text);
+    let o = ratelab(&["check", f.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    let e = stderr(&o);
+    assert!(
+        e.contains("at expect.stale_writes_accepted_at_most")
+            && e.contains("needs a `cleanup_job`"),
+        "{e}"
+    );
+}
+
+#[test]
 fn missing_file_is_bad_input() {
     let o = ratelab(&["run", "no/such/scenario.json"]);
     assert_eq!(o.status.code(), Some(2));

@@ -9,12 +9,17 @@
 //! - [`answered_once`]: every request answered exactly once — none lost, none duplicated.
 //! - [`liveness`]: after faults heal and the quota has refilled, a client sending within the
 //!   policy's rate is never denied.
+//! - [`fencing`]: the cleanup job's safety and liveness. No commit is accepted with a token
+//!   lower than one accepted before it (recomputed from the commits in store order, not taken
+//!   from the fence); at most one leader per lease epoch (tokens grow, no grant while another
+//!   lease is live, renewals only by the current holder); and the longest time without an
+//!   accepted commit.
 //!
 //! Admissions are placed on the **store's** timeline (`decided_at`), the one clock every
 //! gateway shares in truth, so a gateway's skewed clock shows up as excess rather than
 //! hiding it.
 
-use crate::history::{Answer, RequestRecord};
+use crate::history::{Answer, CommitRecord, LeaseRecord, RequestRecord};
 use ratelab_core::Nanos;
 use std::collections::BTreeMap;
 
@@ -243,9 +248,155 @@ pub fn liveness(requests: &[RequestRecord], eligible: &[String], from: Nanos) ->
     r
 }
 
+/// What [`fencing`] found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FencingReport {
+    /// Lease grants (not renewals).
+    pub grants: u64,
+    /// Grants or renewals that broke single leadership: a grant while another lease was live,
+    /// a token not above the last one, a renewal of a lease not current.
+    pub leader_conflicts: u64,
+    /// Commits accepted.
+    pub accepted: u64,
+    /// Commits accepted with a token below one accepted earlier.
+    pub stale_accepted: u64,
+    /// Commits refused, with a token below one accepted earlier.
+    pub stale_rejected: u64,
+    /// Commits refused although their token was not stale (a fence that refuses too much).
+    pub wrongly_rejected: u64,
+    /// Buckets deleted by accepted commits.
+    pub removed: u64,
+    /// The first stale commit accepted: (store time, owner, token, highest accepted before).
+    pub first_stale: Option<(Nanos, String, u64, u64)>,
+    /// Longest time without an accepted commit, from the first one to `end`.
+    pub max_gap: Nanos,
+}
+
+/// Checks the cleanup job's leases and commits, each in store order, up to `end`.
+pub fn fencing(leases: &[LeaseRecord], commits: &[CommitRecord], end: Nanos) -> FencingReport {
+    let mut r = FencingReport::default();
+    let mut current: Option<&LeaseRecord> = None;
+    let mut current_expiry = Nanos::ZERO;
+    for l in leases {
+        if l.renewal {
+            if current.is_none_or(|c| c.token != l.token || c.owner != l.owner)
+                || l.at >= current_expiry
+            {
+                r.leader_conflicts += 1;
+            }
+            current_expiry = l.expires_at;
+            continue;
+        }
+        r.grants += 1;
+        if let Some(c) = current
+            && (l.at < current_expiry || l.token <= c.token)
+        {
+            r.leader_conflicts += 1;
+        }
+        current = Some(l);
+        current_expiry = l.expires_at;
+    }
+    let mut highest = 0;
+    let mut last_accepted: Option<Nanos> = None;
+    for c in commits {
+        let stale = c.token < highest;
+        match (c.accepted, stale) {
+            (true, true) => {
+                r.stale_accepted += 1;
+                if r.first_stale.is_none() {
+                    r.first_stale = Some((c.at, c.owner.clone(), c.token, highest));
+                }
+            }
+            (false, true) => r.stale_rejected += 1,
+            (false, false) => r.wrongly_rejected += 1,
+            (true, false) => {}
+        }
+        if c.accepted {
+            r.accepted += 1;
+            r.removed += c.removed;
+            highest = highest.max(c.token);
+            if let Some(prev) = last_accepted {
+                r.max_gap = r.max_gap.max(c.at.saturating_sub(prev));
+            }
+            last_accepted = Some(c.at);
+        }
+    }
+    if let Some(prev) = last_accepted {
+        r.max_gap = r.max_gap.max(end.saturating_sub(prev));
+    }
+    r
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn grant(at_ms: u64, owner: &str, token: u64, ttl_ms: u64, renewal: bool) -> LeaseRecord {
+        LeaseRecord {
+            at: Nanos::from_millis(at_ms),
+            owner: owner.into(),
+            token,
+            expires_at: Nanos::from_millis(at_ms + ttl_ms),
+            renewal,
+        }
+    }
+
+    fn commit(at_ms: u64, owner: &str, token: u64, accepted: bool) -> CommitRecord {
+        CommitRecord {
+            at: Nanos::from_millis(at_ms),
+            owner: owner.into(),
+            token,
+            accepted,
+            removed: 1,
+        }
+    }
+
+    #[test]
+    fn fencing_passes_a_clean_handover() {
+        let leases = [
+            grant(0, "a", 1, 100, false),
+            grant(50, "a", 1, 100, true),
+            grant(200, "b", 2, 100, false),
+        ];
+        let commits = [
+            commit(10, "a", 1, true),
+            commit(210, "b", 2, true),
+            commit(900, "a", 1, false),
+        ];
+        let r = fencing(&leases, &commits, Nanos::from_millis(1_000));
+        assert_eq!(r.grants, 2);
+        assert_eq!(r.leader_conflicts, 0);
+        assert_eq!((r.accepted, r.stale_accepted, r.stale_rejected), (2, 0, 1));
+        assert_eq!(r.max_gap, Nanos::from_millis(790));
+    }
+
+    #[test]
+    fn fencing_catches_a_stale_commit_that_landed() {
+        let commits = [
+            commit(10, "a", 1, true),
+            commit(210, "b", 2, true),
+            commit(300, "a", 1, true),
+        ];
+        let r = fencing(&[], &commits, Nanos::from_millis(300));
+        assert_eq!(r.stale_accepted, 1);
+        assert_eq!(
+            r.first_stale,
+            Some((Nanos::from_millis(300), "a".into(), 1, 2))
+        );
+    }
+
+    #[test]
+    fn fencing_catches_two_leaders_in_one_epoch() {
+        // b is granted while a's lease is live; c reuses a token; d renews a lease it lost.
+        let leases = [
+            grant(0, "a", 1, 100, false),
+            grant(50, "b", 2, 100, false),
+            grant(500, "c", 2, 100, false),
+            grant(550, "d", 9, 100, true),
+        ];
+        let r = fencing(&leases, &[], Nanos::from_millis(1_000));
+        assert_eq!(r.leader_conflicts, 3);
+    }
 
     fn adm(times_ms: &[u64]) -> BTreeMap<&'static str, Vec<Admission>> {
         let v = times_ms

@@ -17,7 +17,9 @@
 //!
 //! Nothing here reads a wall clock or an unseeded random number.
 
-use crate::history::{Answer, ErrorKind, FailReason, History, StoreFate, StoreOp};
+use crate::history::{
+    Answer, CommitRecord, ErrorKind, FailReason, History, LeaseRecord, StoreFate, StoreOp,
+};
 use crate::rng::{SimRng, stream};
 use crate::scenario::{
     ClientSpec, FaultKind, FaultSpec, GatewayChoice, NodeName, Pattern, Scenario, ms,
@@ -27,11 +29,15 @@ use madsim::net::{Endpoint, NetSim};
 use madsim::runtime::{Handle, NodeHandle};
 use madsim::time::{Instant, sleep, sleep_until};
 use ratelab_core::{Decision, Nanos, Policy, PolicyState};
+use ratelab_gateway::singleton::{FencedJob, Singleton, SingletonConfig};
 use ratelab_gateway::{
     Answer as GatewayAnswer, BreakerConfig, Env, Forwarding, Gateway, GatewayConfig, LayerOutcome,
     Request as GatewayRequest, StatsSnapshot,
 };
-use ratelab_store::{Applied, Key, LimitError, MemoryStore, Read, Store, StoreClient, StoreError};
+use ratelab_store::{
+    Applied, Fence, FenceVerdict, Key, LeaseClient, LeaseTable, LimitError, MemoryStore, Read,
+    Store, StoreClient, StoreError,
+};
 use serde::{Deserialize, Serialize};
 use std::future::Future;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -91,6 +97,53 @@ pub enum StoreCall {
         /// Cost.
         cost: u64,
     },
+    /// Take the cleanup lease if nobody holds it.
+    Acquire {
+        /// Who asks.
+        owner: String,
+        /// Grant length.
+        ttl: Nanos,
+    },
+    /// Extend the cleanup lease.
+    Renew {
+        /// Who asks.
+        owner: String,
+        /// The grant's token.
+        token: u64,
+        /// New length from now.
+        ttl: Nanos,
+    },
+    /// Give the cleanup lease up.
+    Release {
+        /// Who asks.
+        owner: String,
+        /// The grant's token.
+        token: u64,
+    },
+    /// List buckets that have expired but are still held.
+    ScanExpired {
+        /// At most this many.
+        limit: u32,
+    },
+    /// Delete `keys`, fenced by `token`.
+    Cleanup {
+        /// Who sends it.
+        owner: String,
+        /// The fencing token.
+        token: u64,
+        /// The keys to delete.
+        keys: Vec<String>,
+    },
+}
+
+impl StoreCall {
+    /// Calls of the cleanup job, not of a client request.
+    fn is_job(&self) -> bool {
+        !matches!(
+            self,
+            StoreCall::Get { .. } | StoreCall::Set { .. } | StoreCall::Apply { .. }
+        )
+    }
 }
 
 /// The store node's successful replies.
@@ -111,6 +164,19 @@ pub enum StoreReply {
         decision: Decision,
         /// Store clock.
         store_time: Nanos,
+    },
+    /// The lease's new token, or `None` if it is held.
+    Granted(Option<u64>),
+    /// Whether a renewal or release was done.
+    Done(bool),
+    /// Expired bucket keys.
+    Keys(Vec<String>),
+    /// A fenced commit's verdict.
+    Fenced {
+        /// Applied, or refused as stale.
+        accepted: bool,
+        /// The highest token the resource has accepted.
+        highest: u64,
     },
 }
 
@@ -221,6 +287,8 @@ type Reply = Pin<Box<dyn Future<Output = Result<StoreReply, WireError>> + Send>>
 
 struct StoreNode {
     store: MemoryStore<Policy>,
+    /// The cleanup job's lease and the fence on its commits (lost in a crash, with the rest).
+    job: Mutex<(LeaseTable, Fence)>,
     /// The per-IP edge policy's keys (`ip:…`), when the scenario has an edge limit.
     edge: Option<MemoryStore<Policy>>,
     shared: Arc<Shared>,
@@ -236,10 +304,19 @@ impl StoreNode {
             .plan
             .verdict(now, &mut self.rng.lock().expect("store rng"));
         let id = req.request;
+        if req.call.is_job() {
+            if matches!(verdict, Verdict::Error | Verdict::Drop) {
+                return refuse(verdict);
+            }
+            return deliver(verdict, self.apply_job(req.call, now));
+        }
         let (key, op) = match &req.call {
             StoreCall::Get { key } => (key.clone(), StoreOp::Get),
             StoreCall::Set { key, .. } => (key.clone(), StoreOp::Set),
-            StoreCall::Apply { key, .. } => (key.clone(), StoreOp::Apply { allowed: false }),
+            _ => match &req.call {
+                StoreCall::Apply { key, .. } => (key.clone(), StoreOp::Apply { allowed: false }),
+                _ => unreachable!("job calls are handled above"),
+            },
         };
         if matches!(verdict, Verdict::Error | Verdict::Drop) {
             let fate = if matches!(verdict, Verdict::Error) {
@@ -248,10 +325,7 @@ impl StoreNode {
                 StoreFate::Dropped
             };
             self.shared.record(|h, at| h.store(at, id, &key, op, fate));
-            return match verdict {
-                Verdict::Error => Box::pin(async { Err(WireError::Unavailable) }),
-                _ => Box::pin(std::future::pending()),
-            };
+            return refuse(verdict);
         }
         let (reply, op) = self.apply(req.call, now);
         let fate = match verdict {
@@ -260,14 +334,74 @@ impl StoreNode {
             _ => StoreFate::Served,
         };
         self.shared.record(|h, at| h.store(at, id, &key, op, fate));
-        match verdict {
-            Verdict::LoseReply => Box::pin(std::future::pending()),
-            Verdict::Delay(d) => Box::pin(async move {
-                sleep(Duration::from(d)).await;
-                reply
-            }),
-            _ => Box::pin(async move { reply }),
-        }
+        deliver(verdict, reply)
+    }
+
+    /// Applies one of the cleanup job's calls; the lease table and the fence record what they
+    /// did.
+    fn apply_job(&self, call: StoreCall, now: Nanos) -> Result<StoreReply, WireError> {
+        let mut job = self.job.lock().expect("store job state");
+        let (leases, fence) = &mut *job;
+        let lease = |h: &mut History, owner: String, token: u64, ttl: Nanos, renewal: bool| {
+            h.lease(LeaseRecord {
+                at: now,
+                owner,
+                token,
+                expires_at: now.saturating_add(ttl),
+                renewal,
+            })
+        };
+        Ok(match call {
+            StoreCall::Acquire { owner, ttl } => {
+                let token = leases.acquire(JOB_LEASE, &owner, ttl, now);
+                if let Some(t) = token {
+                    self.shared.record(|h, _| lease(h, owner, t, ttl, false));
+                }
+                StoreReply::Granted(token)
+            }
+            StoreCall::Renew { owner, token, ttl } => {
+                let done = leases.renew(JOB_LEASE, &owner, token, ttl, now);
+                if done {
+                    self.shared.record(|h, _| lease(h, owner, token, ttl, true));
+                }
+                StoreReply::Done(done)
+            }
+            StoreCall::Release { owner, token } => {
+                StoreReply::Done(leases.release(JOB_LEASE, &owner, token, now))
+            }
+            StoreCall::ScanExpired { limit } => StoreReply::Keys(
+                self.store
+                    .expired_keys(now, limit as usize)
+                    .into_iter()
+                    .map(|k| k.as_str().to_owned())
+                    .collect(),
+            ),
+            StoreCall::Cleanup { owner, token, keys } => {
+                let accepted = fence.admit(token) == FenceVerdict::Accepted;
+                let mut removed = 0;
+                if accepted {
+                    for k in keys.iter().filter_map(|k| Key::new(k).ok()) {
+                        removed += u64::from(self.store.remove(&k));
+                    }
+                }
+                self.shared.record(|h, _| {
+                    h.commit(CommitRecord {
+                        at: now,
+                        owner,
+                        token,
+                        accepted,
+                        removed,
+                    })
+                });
+                StoreReply::Fenced {
+                    accepted,
+                    highest: fence.highest(),
+                }
+            }
+            StoreCall::Get { .. } | StoreCall::Set { .. } | StoreCall::Apply { .. } => {
+                unreachable!("request calls are handled by `apply`")
+            }
+        })
     }
 
     fn store_for(&self, key: &str) -> &MemoryStore<Policy> {
@@ -317,9 +451,33 @@ impl StoreNode {
                 });
                 (reply, StoreOp::Apply { allowed })
             }
+            _ => unreachable!("job calls are handled by `apply_job`"),
         }
     }
 }
+
+/// The reply to a message the store refused (error) or dropped.
+fn refuse(verdict: Verdict) -> Reply {
+    match verdict {
+        Verdict::Error => Box::pin(async { Err(WireError::Unavailable) }),
+        _ => Box::pin(std::future::pending()),
+    }
+}
+
+/// Delivers `reply` as `verdict` says: now, late, or never.
+fn deliver(verdict: Verdict, reply: Result<StoreReply, WireError>) -> Reply {
+    match verdict {
+        Verdict::LoseReply => Box::pin(std::future::pending()),
+        Verdict::Delay(d) => Box::pin(async move {
+            sleep(Duration::from(d)).await;
+            reply
+        }),
+        _ => Box::pin(async move { reply }),
+    }
+}
+
+/// The cleanup job's lease name.
+const JOB_LEASE: &str = "cleanup";
 
 /// The madsim RPC implementation of [`StoreClient`], for one client request.
 #[derive(Clone)]
@@ -416,6 +574,135 @@ impl StoreClient for RpcStore {
             }
         }
     }
+}
+
+impl LeaseClient for RpcStore {
+    fn acquire(
+        &self,
+        _name: &str,
+        owner: &str,
+        ttl: Nanos,
+    ) -> impl Future<Output = Result<Option<u64>, StoreError>> + Send {
+        let call = StoreCall::Acquire {
+            owner: owner.to_owned(),
+            ttl,
+        };
+        async move {
+            match self.call(call).await? {
+                StoreReply::Granted(t) => Ok(t),
+                _ => Err(StoreError::Unavailable),
+            }
+        }
+    }
+
+    fn renew(
+        &self,
+        _name: &str,
+        owner: &str,
+        token: u64,
+        ttl: Nanos,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send {
+        let call = StoreCall::Renew {
+            owner: owner.to_owned(),
+            token,
+            ttl,
+        };
+        async move { self.done(call).await }
+    }
+
+    fn release(
+        &self,
+        _name: &str,
+        owner: &str,
+        token: u64,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send {
+        let call = StoreCall::Release {
+            owner: owner.to_owned(),
+            token,
+        };
+        async move { self.done(call).await }
+    }
+}
+
+impl RpcStore {
+    async fn done(&self, call: StoreCall) -> Result<bool, StoreError> {
+        match self.call(call).await? {
+            StoreReply::Done(done) => Ok(done),
+            _ => Err(StoreError::Unavailable),
+        }
+    }
+}
+
+/// The idle-bucket cleanup over RPC: scan for expired buckets, work on them for `work`, commit
+/// their deletion with the fencing token.
+struct Cleanup {
+    rpc: RpcStore,
+    owner: String,
+    work: Duration,
+    batch: u32,
+}
+
+impl FencedJob for Cleanup {
+    type Plan = Vec<String>;
+
+    async fn plan(&self) -> Result<Vec<String>, StoreError> {
+        let keys = match self
+            .rpc
+            .call(StoreCall::ScanExpired { limit: self.batch })
+            .await?
+        {
+            StoreReply::Keys(keys) => keys,
+            _ => return Err(StoreError::Unavailable),
+        };
+        if !self.work.is_zero() {
+            sleep(self.work).await;
+        }
+        Ok(keys)
+    }
+
+    async fn commit(&self, token: u64, keys: Vec<String>) -> Result<FenceVerdict, StoreError> {
+        let call = StoreCall::Cleanup {
+            owner: self.owner.clone(),
+            token,
+            keys,
+        };
+        match self.rpc.call(call).await? {
+            StoreReply::Fenced { accepted: true, .. } => Ok(FenceVerdict::Accepted),
+            StoreReply::Fenced { highest, .. } => Ok(FenceVerdict::Stale { highest }),
+            _ => Err(StoreError::Unavailable),
+        }
+    }
+}
+
+/// Gateway `g`'s side of the cleanup job, from its staggered start to the end of the run.
+async fn job_main(cluster: Arc<Cluster>, g: usize, rpc: RpcStore) {
+    let sc = &cluster.sc;
+    let Some(spec) = sc.spec.cleanup_job else {
+        return;
+    };
+    let n = cluster.gateways.len() as u64;
+    let period = Duration::from_millis(spec.period_ms.get());
+    let stagger = period * g as u32 / n as u32;
+    sleep_until(cluster.shared.t0 + stagger).await;
+    let owner = format!("gateway-{g}");
+    let job = Cleanup {
+        rpc: rpc.clone(),
+        owner: owner.clone(),
+        work: Duration::from_millis(spec.work_ms.get()),
+        batch: spec.batch.get() as u32,
+    };
+    let config = SingletonConfig {
+        name: JOB_LEASE.into(),
+        owner,
+        lease_ttl: Duration::from_millis(spec.lease_ms.get()),
+        period,
+    };
+    let env = cluster.gateways[g].gateway.env().clone();
+    let end = ms(sc.spec.duration_ms.get());
+    let shared = cluster.shared.clone();
+    Singleton::new(config, rpc, job, env)
+        .run(|_| shared.now() < end)
+        .await;
 }
 
 /// A gateway's view of time: true time, shifted by `offset_ns` and scaled by `1 + drift_ppm/10⁶`.
@@ -815,6 +1102,7 @@ pub(crate) async fn simulate(
         )
     });
     let store_rng = Arc::new(Mutex::new(SimRng::new(seed, stream::STORE)));
+    let fencing = sc.spec.cleanup_job.is_none_or(|j| j.fencing);
     let store_node = {
         let (shared, plan, rng) = (shared.clone(), plan.clone(), store_rng.clone());
         handle
@@ -824,6 +1112,14 @@ pub(crate) async fn simulate(
             .init(move || {
                 let node = Arc::new(StoreNode {
                     store: MemoryStore::new(policy),
+                    job: Mutex::new((
+                        LeaseTable::new(),
+                        if fencing {
+                            Fence::new()
+                        } else {
+                            Fence::unchecked()
+                        },
+                    )),
                     edge: edge_policy.map(MemoryStore::new),
                     shared: shared.clone(),
                     plan: plan.clone(),
@@ -849,6 +1145,7 @@ pub(crate) async fn simulate(
 
     let timeout = Duration::from_millis(sc.spec.store.timeout_ms.get());
     let mut gateways = Vec::new();
+    let mut job_clients = Vec::new();
     for i in 0..sc.spec.gateways.get() as u32 {
         let node = handle
             .create_node()
@@ -909,6 +1206,7 @@ pub(crate) async fn simulate(
             shared: shared.clone(),
             clock,
         };
+        job_clients.push(rpc(policy));
         gateways.push(Arc::new(SimGateway {
             node,
             gateway: Gateway::new(config, edge_policy.map(rpc), Some(rpc(policy)), env),
@@ -947,6 +1245,13 @@ pub(crate) async fn simulate(
     }
     for f in &sc.spec.faults {
         madsim::task::spawn(fault_main(cluster.clone(), f.clone(), store_node.clone()));
+    }
+    if sc.spec.cleanup_job.is_some() {
+        for (g, rpc) in job_clients.into_iter().enumerate() {
+            cluster.gateways[g]
+                .node
+                .spawn(job_main(cluster.clone(), g, rpc));
+        }
     }
 
     let drain = 2 * timeout

@@ -120,6 +120,36 @@ pub enum StoreFate {
     Delayed(Nanos),
 }
 
+/// A lease grant or renewal, as the store made it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LeaseRecord {
+    /// Store time.
+    pub at: Nanos,
+    /// The holder.
+    pub owner: String,
+    /// The grant's fencing token.
+    pub token: u64,
+    /// When it lapses unless renewed (store time).
+    pub expires_at: Nanos,
+    /// A renewal of a held lease, not a new grant.
+    pub renewal: bool,
+}
+
+/// A cleanup commit, as the store handled it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CommitRecord {
+    /// Store time.
+    pub at: Nanos,
+    /// Who sent it.
+    pub owner: String,
+    /// The token it carried.
+    pub token: u64,
+    /// Whether the resource applied it.
+    pub accepted: bool,
+    /// Bucket keys it deleted (0 if refused).
+    pub removed: u64,
+}
+
 /// One event.
 #[derive(Clone, Debug)]
 pub enum Event {
@@ -146,6 +176,10 @@ pub enum Event {
         /// The answer.
         answer: Answer,
     },
+    /// The store granted (or renewed) the cleanup job's lease.
+    Lease(LeaseRecord),
+    /// The store handled a cleanup commit.
+    Commit(CommitRecord),
     /// A fault began or ended.
     Fault {
         /// What.
@@ -167,6 +201,10 @@ pub struct Timed {
 pub struct History {
     /// Every request, indexed by id.
     pub requests: Vec<RequestRecord>,
+    /// The cleanup job's leases, in store order.
+    pub leases: Vec<LeaseRecord>,
+    /// The cleanup job's commits, in store order.
+    pub commits: Vec<CommitRecord>,
     /// Every event, in order (kept only when tracing).
     pub events: Vec<Timed>,
     /// How many events happened.
@@ -273,6 +311,20 @@ impl History {
                 h.u64(4);
                 h.bytes(what.as_bytes());
             }
+            Event::Lease(l) => {
+                h.u64(5);
+                h.bytes(l.owner.as_bytes());
+                h.u64(l.token);
+                h.u64(l.expires_at.as_u64());
+                h.u64(u64::from(l.renewal));
+            }
+            Event::Commit(c) => {
+                h.u64(6);
+                h.bytes(c.owner.as_bytes());
+                h.u64(c.token);
+                h.u64(u64::from(c.accepted));
+                h.u64(c.removed);
+            }
         }
         self.event_count += 1;
         if self.keep_events {
@@ -346,6 +398,18 @@ impl History {
         );
     }
 
+    /// Records a lease grant or renewal.
+    pub fn lease(&mut self, l: LeaseRecord) {
+        self.leases.push(l.clone());
+        self.push(l.at, Event::Lease(l));
+    }
+
+    /// Records a cleanup commit.
+    pub fn commit(&mut self, c: CommitRecord) {
+        self.commits.push(c.clone());
+        self.push(c.at, Event::Commit(c));
+    }
+
     /// Records a fault starting or ending.
     pub fn fault(&mut self, at: Nanos, what: String) {
         self.push(at, Event::Fault { what });
@@ -363,6 +427,26 @@ impl fmt::Display for Timed {
             }
             Event::Answered { id, answer } => write!(f, "answered  #{id} {answer:?}"),
             Event::Fault { what } => write!(f, "fault     {what}"),
+            Event::Lease(l) => write!(
+                f,
+                "lease     {} token {} {} until {:.6} ms",
+                l.owner,
+                l.token,
+                if l.renewal { "renewed" } else { "granted" },
+                l.expires_at.as_u64() as f64 / 1e6
+            ),
+            Event::Commit(c) => write!(
+                f,
+                "commit    {} token {} {} ({} keys deleted)",
+                c.owner,
+                c.token,
+                if c.accepted {
+                    "accepted"
+                } else {
+                    "REJECTED as stale"
+                },
+                c.removed
+            ),
         }
     }
 }

@@ -78,6 +78,9 @@ pub struct Report {
     pub events: u64,
     /// FNV-1a over every event: equal for equal runs.
     pub trace_hash: String,
+    /// The cleanup job's figures, when the scenario runs it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job: Option<JobFigures>,
     /// Expectations this run failed, each with its numbers.
     pub failures: Vec<String>,
     /// Whether every expectation held.
@@ -202,6 +205,32 @@ fn liveness_keys(sc: &Scenario, env: Envelope) -> Vec<String> {
         })
         .map(|(k, _)| k)
         .collect()
+}
+
+/// The cleanup job's lease and fencing figures ([`checkers::fencing`]).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct JobFigures {
+    /// Whether the store checked tokens.
+    pub fencing: bool,
+    /// Lease grants.
+    pub grants: u64,
+    /// Breaches of single leadership (always a failure).
+    pub leader_conflicts: u64,
+    /// Accepted commits: the job's runs.
+    pub runs: u64,
+    /// Commits accepted with a stale token.
+    pub stale_accepted: u64,
+    /// Commits refused as stale.
+    pub stale_rejected: u64,
+    /// Commits refused without being stale (always a failure).
+    pub wrongly_rejected: u64,
+    /// Buckets deleted.
+    pub keys_removed: u64,
+    /// The first stale commit accepted: who sent it, with which token, above which it should
+    /// have been refused, and when (store time, ms).
+    pub first_stale: Option<String>,
+    /// Longest time without an accepted commit, ms.
+    pub max_gap_ms: f64,
 }
 
 /// Builds the report for one run and checks the scenario's expectations.
@@ -343,6 +372,28 @@ pub fn build(
     let race_window_us =
         (!gaps.is_empty()).then(|| gaps.iter().sum::<u64>() as f64 / gaps.len() as f64 / 1e3);
 
+    let job = sc.spec.cleanup_job.map(|spec| {
+        let end = ms_to_nanos(sc.spec.duration_ms.get());
+        let f = checkers::fencing(&h.leases, &h.commits, end);
+        JobFigures {
+            fencing: spec.fencing,
+            grants: f.grants,
+            leader_conflicts: f.leader_conflicts,
+            runs: f.accepted,
+            stale_accepted: f.stale_accepted,
+            stale_rejected: f.stale_rejected,
+            wrongly_rejected: f.wrongly_rejected,
+            keys_removed: f.removed,
+            first_stale: f.first_stale.map(|(at, owner, token, highest)| {
+                format!(
+                    "{owner} committed token {token} at {:.3} ms after token {highest} was accepted",
+                    at.as_u64() as f64 / 1e6
+                )
+            }),
+            max_gap_ms: f.max_gap.as_u64() as f64 / 1e6,
+        }
+    });
+
     let mut report = Report {
         scenario: sc.name.clone(),
         file: sc.file.display().to_string(),
@@ -383,6 +434,7 @@ pub fn build(
         wall_ms: wall.as_secs_f64() * 1e3,
         events: h.event_count,
         trace_hash: format!("{:016x}", h.trace_hash()),
+        job,
         failures: Vec::new(),
         passed: false,
     };
@@ -461,6 +513,34 @@ fn check(sc: &Scenario, r: &Report) -> Vec<String> {
         None,
         e.breaker_closed_at_least,
     );
+    if let Some(j) = &r.job {
+        bound(
+            "stale_writes_accepted",
+            j.stale_accepted,
+            e.stale_writes_accepted_at_most,
+            e.stale_writes_accepted_at_least,
+        );
+        bound(
+            "stale_writes_rejected",
+            j.stale_rejected,
+            None,
+            e.stale_writes_rejected_at_least,
+        );
+        bound("job_runs", j.runs, None, e.job_runs_at_least);
+        bound(
+            "job_max_gap_ms",
+            j.max_gap_ms.ceil() as u64,
+            e.job_max_gap_ms_at_most,
+            None,
+        );
+        bound("leader_conflicts", j.leader_conflicts, Some(0), None);
+        bound(
+            "wrongly_rejected_commits",
+            j.wrongly_rejected,
+            Some(0),
+            None,
+        );
+    }
     if let (Some(max), Some([_, _, worst])) =
         (e.fail_open_latency_ms_at_most, r.fail_open_latency_ms)
         && worst > max as f64

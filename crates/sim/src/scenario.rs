@@ -283,6 +283,8 @@ pub struct ScenarioSpec {
     pub network: NetworkSpec,
     /// Load generators (1 to 64 groups).
     pub clients: Vec<ClientSpec>,
+    /// The idle-bucket cleanup job, run as a singleton under a lease (default: no job).
+    pub cleanup_job: Option<JobSpec>,
     /// Faults injected during the run (at most 64).
     #[serde(default)]
     pub faults: Vec<FaultSpec>,
@@ -377,6 +379,33 @@ pub struct GatewaySpec {
     /// A bloom-filter guard of valid keys: requests with any other key are rejected (403)
     /// before the limits, except the filter's false positives.
     pub guard: Option<GuardSpec>,
+}
+
+/// The idle-bucket cleanup job. Every gateway competes for one lease in the store; the holder
+/// scans the store for expired buckets, works on them for `work_ms`, and commits their deletion
+/// with its fencing token. Gateway `i` starts ticking `i · period_ms / gateways` into the run,
+/// so gateway 0 takes the first lease.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct JobSpec {
+    /// How long a grant or renewal lasts, ms.
+    pub lease_ms: Bounded<1, MAX_DURATION_MS>,
+    /// Time between ticks, ms; shorter than `lease_ms`.
+    pub period_ms: Bounded<1, MAX_DURATION_MS>,
+    /// Time between the scan and the commit (the work on the scanned keys), ms (default 0).
+    #[serde(default)]
+    pub work_ms: Ms,
+    /// Whether the store checks fencing tokens on the commit (default true). `false` is the
+    /// canary: a stalled leader's stale commit lands.
+    #[serde(default = "yes")]
+    pub fencing: bool,
+    /// Most keys one commit deletes (default 1000).
+    #[serde(default = "default_batch")]
+    pub batch: Bounded<1, 100_000>,
+}
+
+fn default_batch() -> Bounded<1, 100_000> {
+    Bounded(1_000)
 }
 
 /// The bloom-filter guard.
@@ -683,6 +712,17 @@ pub struct Expect {
     pub breaker_opened_at_least: Option<u64>,
     /// Breaker closings over all gateways: at least.
     pub breaker_closed_at_least: Option<u64>,
+    /// Cleanup commits accepted with a token lower than one already accepted: at most.
+    pub stale_writes_accepted_at_most: Option<u64>,
+    /// … at least (the unfenced canary).
+    pub stale_writes_accepted_at_least: Option<u64>,
+    /// Cleanup commits the fence rejected as stale: at least.
+    pub stale_writes_rejected_at_least: Option<u64>,
+    /// Accepted cleanup commits: at least.
+    pub job_runs_at_least: Option<u64>,
+    /// Longest time without an accepted cleanup commit, from the first one to the end of the
+    /// run, ms: at most (the job's liveness).
+    pub job_max_gap_ms_at_most: Option<u64>,
     /// Every request answered exactly once (default true).
     #[serde(default = "yes")]
     pub all_answered: bool,
@@ -721,6 +761,11 @@ impl Default for Expect {
             fail_open_latency_ms_at_most: None,
             breaker_opened_at_least: None,
             breaker_closed_at_least: None,
+            stale_writes_accepted_at_most: None,
+            stale_writes_accepted_at_least: None,
+            stale_writes_rejected_at_least: None,
+            job_runs_at_least: None,
+            job_max_gap_ms_at_most: None,
             all_answered: true,
             liveness: false,
         }

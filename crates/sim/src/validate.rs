@@ -346,6 +346,45 @@ pub(crate) fn validate(
         }
     }
 
+    if let Some(job) = &spec.cleanup_job
+        && job.period_ms.get() >= job.lease_ms.get()
+    {
+        return Err(located(
+            vec![key("cleanup_job"), key("period_ms")],
+            format!(
+                "period_ms {} is not below lease_ms {}: the leader would lose its lease between \
+                 renewals",
+                job.period_ms.get(),
+                job.lease_ms.get()
+            ),
+        ));
+    }
+    let e = &spec.expect;
+    let job_expects = [
+        (
+            "stale_writes_accepted_at_most",
+            e.stale_writes_accepted_at_most,
+        ),
+        (
+            "stale_writes_accepted_at_least",
+            e.stale_writes_accepted_at_least,
+        ),
+        (
+            "stale_writes_rejected_at_least",
+            e.stale_writes_rejected_at_least,
+        ),
+        ("job_runs_at_least", e.job_runs_at_least),
+        ("job_max_gap_ms_at_most", e.job_max_gap_ms_at_most),
+    ];
+    if spec.cleanup_job.is_none()
+        && let Some((name, _)) = job_expects.iter().find(|(_, v)| v.is_some())
+    {
+        return Err(located(
+            vec![key("expect"), key(name)],
+            "this bound needs a `cleanup_job`".into(),
+        ));
+    }
+
     let path = match spec.store.path {
         PathName::Naive => StorePath::Naive,
         PathName::Atomic => StorePath::Atomic,
