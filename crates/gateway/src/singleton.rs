@@ -280,8 +280,8 @@ mod tests {
         // Woken, A is a follower: B holds the lease.
         assert_eq!(ready(a.tick()), Tick::Follower);
         assert_eq!(a.token(), None);
-        let commits = commits.lock().unwrap().clone();
-        commits
+        let log = commits.lock().unwrap();
+        log.clone()
     }
 
     #[test]
