@@ -5,7 +5,9 @@
 //! - the same conformance body passes on the in-memory store and on Redis;
 //! - real concurrency: the naive path loses updates, the atomic path does not;
 //! - real faults: a frozen (SIGSTOP), killed and restarted server, with the gateway failing
-//!   open within its timeout, the breaker opening, and limiting resuming after.
+//!   open within its timeout, the breaker opening, and limiting resuming after;
+//! - the singleton job's lease and fencing scripts: growing tokens, holder-only renew and
+//!   release, and a stalled leader's stale commit refused.
 
 #[path = "support/redis_server.rs"]
 mod redis_server;
@@ -14,10 +16,14 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use ratelab_core::{Algorithm, Nanos, TokenBucket};
 use ratelab_gateway::http::TokioEnv;
+use ratelab_gateway::singleton::{FencedJob, Singleton, SingletonConfig, Tick};
 use ratelab_gateway::{BreakerConfig, Forwarding, Gateway, GatewayConfig, LayerOutcome, Request};
 use ratelab_store::faulty::{Fate, FaultPlan, FaultyClient};
 use ratelab_store::redis_store::{RedisOptions, RedisStore};
-use ratelab_store::{Key, LocalClient, MemoryStore, Path, StoreClient, TimeSource, decide_remote};
+use ratelab_store::{
+    FenceVerdict, Key, LeaseClient, LocalClient, MemoryStore, Path, StoreClient, TimeSource,
+    decide_remote,
+};
 use redis_server::RedisServer;
 use std::sync::Arc;
 use std::time::Duration;
@@ -370,5 +376,153 @@ fn frozen_killed_and_restarted_redis_fails_open_then_recovers() {
         }
         let d = decided.expect("the gateway reconnected to the restarted server");
         assert!(d.allowed && d.remaining == 2, "a fresh bucket after the restart: {d:?}");
+    });
+}
+
+/// The lease script: set-if-absent with expiry, renew and release by the holder only, tokens
+/// that only grow; and the fence script refusing the stale token of a lapsed holder.
+#[test]
+fn redis_leases_grant_growing_tokens_and_the_fence_rejects_a_stale_one() {
+    let Some(server) = RedisServer::start("redis_leases") else {
+        return;
+    };
+    let rt = runtime();
+    rt.block_on(async {
+        let bucket = TokenBucket::per_second(5, 20).unwrap();
+        let store = RedisStore::connect(&server.url(), bucket, options("lease:"))
+            .await
+            .unwrap();
+        let ttl = Nanos::from_millis(200);
+        let a = store.acquire("cleanup", "a", ttl).await.unwrap().unwrap();
+        assert_eq!(a, 1);
+        assert_eq!(store.acquire("cleanup", "b", ttl).await, Ok(None), "held");
+        assert_eq!(
+            store.renew("cleanup", "b", a, ttl).await,
+            Ok(false),
+            "not b's"
+        );
+        assert_eq!(store.release("cleanup", "b", a).await, Ok(false), "not b's");
+        assert_eq!(store.renew("cleanup", "a", a, ttl).await, Ok(true));
+        assert_eq!(
+            store.fenced_set("ledger", a, "a swept").await,
+            Ok(FenceVerdict::Accepted)
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(
+            store.renew("cleanup", "a", a, ttl).await,
+            Ok(false),
+            "lapsed"
+        );
+        let b = store.acquire("cleanup", "b", ttl).await.unwrap().unwrap();
+        assert_eq!(b, 2);
+        assert_eq!(
+            store.fenced_set("ledger", b, "b swept").await,
+            Ok(FenceVerdict::Accepted)
+        );
+        assert_eq!(
+            store.fenced_set("ledger", a, "a's stale sweep").await,
+            Ok(FenceVerdict::Stale { highest: 2 })
+        );
+        assert_eq!(
+            store.fenced_get("ledger").await,
+            Ok(Some((2, "b swept".into())))
+        );
+        assert_eq!(store.release("cleanup", "a", a).await, Ok(false));
+        assert_eq!(store.release("cleanup", "b", b).await, Ok(true));
+        assert_eq!(store.acquire("cleanup", "a", ttl).await, Ok(Some(3)));
+    });
+}
+
+/// Writes a ledger entry, fenced; stalls in `plan` when told to.
+struct Ledger {
+    store: RedisStore,
+    owner: &'static str,
+    stall: Duration,
+}
+
+impl FencedJob for Ledger {
+    type Plan = String;
+    async fn plan(&self) -> Result<String, ratelab_store::StoreError> {
+        tokio::time::sleep(self.stall).await;
+        Ok(format!("swept by {}", self.owner))
+    }
+    async fn commit(
+        &self,
+        token: u64,
+        entry: String,
+    ) -> Result<FenceVerdict, ratelab_store::StoreError> {
+        self.store.fenced_set("ledger", token, &entry).await
+    }
+}
+
+/// Two gateways' singleton jobs on one Redis: the leader stalls between its lease check and
+/// its commit for twice its lease; the other takes over with a larger token and commits; the
+/// stalled leader's commit is then refused.
+#[test]
+fn a_stalled_leaders_commit_is_rejected_on_redis() {
+    let Some(server) = RedisServer::start("a_stalled_leaders_commit_is_rejected_on_redis") else {
+        return;
+    };
+    let rt = runtime();
+    rt.block_on(async {
+        let bucket = TokenBucket::per_second(5, 20).unwrap();
+        let store = RedisStore::connect(&server.url(), bucket, options("job:"))
+            .await
+            .unwrap();
+        let config = |owner: &str| SingletonConfig {
+            name: "cleanup".into(),
+            owner: owner.into(),
+            lease_ttl: Duration::from_millis(200),
+            period: Duration::from_millis(50),
+        };
+        let job = |owner, stall| Ledger {
+            store: store.clone(),
+            owner,
+            stall,
+        };
+        let env = TokioEnv;
+        let mut a = Singleton::new(
+            config("a"),
+            store.clone(),
+            job("a", Duration::from_millis(400)),
+            env.clone(),
+        );
+        let mut b = Singleton::new(config("b"), store.clone(), job("b", Duration::ZERO), env);
+        let follower = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            let mut ticks = Vec::new();
+            b.run(|t| {
+                ticks.push(t);
+                !matches!(t, Tick::Ran { .. })
+            })
+            .await;
+            ticks
+        });
+        let stalled = a.tick().await;
+        let ticks = follower.await.unwrap();
+        assert!(
+            ticks[..ticks.len() - 1]
+                .iter()
+                .all(|t| *t == Tick::Follower)
+        );
+        assert_eq!(
+            ticks.last(),
+            Some(&Tick::Ran {
+                token: 2,
+                verdict: FenceVerdict::Accepted
+            })
+        );
+        assert_eq!(
+            stalled,
+            Tick::Ran {
+                token: 1,
+                verdict: FenceVerdict::Stale { highest: 2 }
+            }
+        );
+        assert_eq!(
+            store.fenced_get("ledger").await,
+            Ok(Some((2, "swept by b".into())))
+        );
+        assert_eq!(a.token(), None, "a stale verdict drops leadership");
     });
 }

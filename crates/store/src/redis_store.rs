@@ -11,10 +11,16 @@
 //! [`RedisStore::connect`] checks: `10⁹ · refill_amount + 2 · capacity · refill_period_ns`
 //! must be below 2^53 (for a per-second rate: R + 2B < 9 · 10⁶).
 //!
+//! The singleton job's lease and fencing token are Lua scripts too (`lease.lua`, `fence.lua`):
+//! [`RedisStore`] implements [`LeaseClient`](crate::LeaseClient), and
+//! [`RedisStore::fenced_set`] is a protected resource that refuses stale tokens. The token
+//! counter has no expiry; it must survive as long as any resource that checks its tokens (with
+//! Redis persistence off, a restart resets it and the fence with it).
+//!
 //! Keys are namespaced (`prefix` + key) and bounded ([`MAX_PREFIX_LEN`] + [`MAX_KEY_LEN`]).
 //! Every call has a timeout; the connection manager reconnects after the server comes back.
 
-use crate::{Applied, Key, LimitError, Read, StoreClient, StoreError};
+use crate::{Applied, FenceVerdict, Key, LeaseClient, LimitError, Read, StoreClient, StoreError};
 use core::future::Future;
 use ratelab_core::{Decision, Nanos, TokenBucket, TokenBucketState};
 use redis::aio::ConnectionManager;
@@ -25,6 +31,10 @@ use std::time::Duration;
 pub const MAX_PREFIX_LEN: usize = 64;
 /// The Lua script of the atomic path.
 pub const SCRIPT: &str = include_str!("token_bucket.lua");
+/// The Lua script of leases.
+pub const LEASE_SCRIPT: &str = include_str!("lease.lua");
+/// The Lua script of fenced writes.
+pub const FENCE_SCRIPT: &str = include_str!("fence.lua");
 const EXACT: u128 = 1 << 53;
 
 /// Settings of a [`RedisStore`].
@@ -52,6 +62,8 @@ pub struct RedisStore {
     bucket: TokenBucket,
     options: Arc<RedisOptions>,
     script: Arc<redis::Script>,
+    lease: Arc<redis::Script>,
+    fence: Arc<redis::Script>,
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -137,6 +149,8 @@ impl RedisStore {
             bucket,
             options: Arc::new(options),
             script: Arc::new(redis::Script::new(SCRIPT)),
+            lease: Arc::new(redis::Script::new(LEASE_SCRIPT)),
+            fence: Arc::new(redis::Script::new(FENCE_SCRIPT)),
         })
     }
 
@@ -170,6 +184,59 @@ impl RedisStore {
         })
     }
 
+    fn named(&self, kind: &str, name: &str) -> Result<String, StoreError> {
+        // Names are bounded like bucket keys; a bad one is refused before any round trip.
+        let key = Key::new(&format!("{kind}:{name}")).map_err(|_| StoreError::Unavailable)?;
+        Ok(format!("{}{}", self.options.prefix, key.as_str()))
+    }
+
+    async fn lease_op(&self, name: &str, args: &[&str]) -> Result<u64, StoreError> {
+        let lease = self.named("lease", name)?;
+        let mut conn = self.conn.clone();
+        let mut inv = self.lease.key(&lease);
+        inv.key(format!("{lease}:token"));
+        for a in args {
+            inv.arg(*a);
+        }
+        self.timed(inv.invoke_async(&mut conn)).await
+    }
+
+    /// Writes `value` to the fenced resource `resource` if `token` is at least the highest
+    /// token it has accepted; one round trip, checked and written atomically.
+    pub async fn fenced_set(
+        &self,
+        resource: &str,
+        token: u64,
+        value: &str,
+    ) -> Result<FenceVerdict, StoreError> {
+        let key = self.named("fenced", resource)?;
+        let mut conn = self.conn.clone();
+        let mut inv = self.fence.key(&key);
+        inv.arg(token).arg(value);
+        let (written, highest): (u64, u64) = self.timed(inv.invoke_async(&mut conn)).await?;
+        Ok(if written == 1 {
+            FenceVerdict::Accepted
+        } else {
+            FenceVerdict::Stale { highest }
+        })
+    }
+
+    /// The fenced resource's highest accepted token and value, if it was ever written.
+    pub async fn fenced_get(&self, resource: &str) -> Result<Option<(u64, String)>, StoreError> {
+        let key = self.named("fenced", resource)?;
+        let mut conn = self.conn.clone();
+        let (token, value): (Option<u64>, Option<String>) = self
+            .timed(
+                redis::cmd("HMGET")
+                    .arg(&key)
+                    .arg("token")
+                    .arg("value")
+                    .query_async(&mut conn),
+            )
+            .await?;
+        Ok(token.zip(value))
+    }
+
     /// Deletes every key under the prefix (for tests and benchmarks).
     pub async fn clear(&self) -> Result<(), StoreError> {
         let mut conn = self.conn.clone();
@@ -191,6 +258,48 @@ fn time_ns(sec: u64, usec: u64) -> Nanos {
         sec.saturating_mul(1_000_000_000)
             .saturating_add(usec.saturating_mul(1_000)),
     )
+}
+
+impl LeaseClient for RedisStore {
+    fn acquire(
+        &self,
+        name: &str,
+        owner: &str,
+        ttl: Nanos,
+    ) -> impl Future<Output = Result<Option<u64>, StoreError>> + Send {
+        let ms = ttl_ms(ttl);
+        async move {
+            let token = self.lease_op(name, &["acquire", owner, &ms]).await?;
+            Ok((token > 0).then_some(token))
+        }
+    }
+
+    fn renew(
+        &self,
+        name: &str,
+        owner: &str,
+        token: u64,
+        ttl: Nanos,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send {
+        let (token, ms) = (token.to_string(), ttl_ms(ttl));
+        async move { Ok(self.lease_op(name, &["renew", owner, &token, &ms]).await? == 1) }
+    }
+
+    fn release(
+        &self,
+        name: &str,
+        owner: &str,
+        token: u64,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send {
+        let token = token.to_string();
+        async move { Ok(self.lease_op(name, &["release", owner, &token]).await? == 1) }
+    }
+}
+
+/// A lease length in whole ms for `PX`, rounded up: the store must not expire a lease before
+/// its holder gives it up, and the holder counts from before it sent the request.
+fn ttl_ms(ttl: Nanos) -> String {
+    ttl.as_u64().div_ceil(1_000_000).max(1).to_string()
 }
 
 impl StoreClient for RedisStore {
