@@ -485,7 +485,7 @@ fn a_stalled_leaders_commit_is_rejected_on_redis() {
             config("a"),
             store.clone(),
             job("a", Duration::from_millis(400)),
-            env.clone(),
+            env,
         );
         let mut b = Singleton::new(config("b"), store.clone(), job("b", Duration::ZERO), env);
         let follower = tokio::spawn(async move {
