@@ -37,6 +37,14 @@ enum Command {
         /// Print one JSON object per seed instead of a table.
         #[arg(long)]
         json: bool,
+        /// Write each gateway's request log (JSON lines) to DIR/seed-<seed>/gateway-<i>.jsonl.
+        #[arg(long, value_name = "DIR")]
+        request_logs: Option<PathBuf>,
+    },
+    /// Request logs: scan by time range.
+    Log {
+        #[command(subcommand)]
+        command: LogCommand,
     },
     /// Validate scenario files without running them.
     Check {
@@ -82,6 +90,12 @@ enum Command {
         /// Start with the kill switch on (limiting off).
         #[arg(long)]
         kill_switch: bool,
+        /// Write the request log (JSON lines, one per request) to this file.
+        #[arg(long, value_name = "FILE")]
+        request_log: Option<PathBuf>,
+        /// This gateway's name in the request log (default "gateway").
+        #[arg(long)]
+        name: Option<String>,
     },
     /// The overshoot experiment: naive vs atomic across concurrency and store round trip,
     /// plus the algorithm comparison. Writes docs/results/ and the figures in the docs.
@@ -140,6 +154,33 @@ enum Command {
     },
 }
 
+#[derive(Subcommand, Debug)]
+enum LogCommand {
+    /// Print the request log lines whose id time is in [--from, --to), from one gateway's log
+    /// or several merged in id order. Each file is searched by binary search on its ids; only
+    /// the lines in the range are parsed.
+    Scan {
+        /// Request logs, one per gateway.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// Start (inclusive): Unix ms or RFC 3339 (2026-01-01T00:00:00.250Z).
+        #[arg(long)]
+        from: String,
+        /// End (exclusive): Unix ms or RFC 3339.
+        #[arg(long)]
+        to: String,
+        /// Only this API key.
+        #[arg(long)]
+        key: Option<String>,
+        /// Only this decision.
+        #[arg(long, value_parser = [
+            "allowed", "denied", "failed_open", "bypassed", "rejected", "bad_request",
+            "unavailable",
+        ])]
+        decision: Option<String>,
+    },
+}
+
 const EXIT_FAILED: u8 = 1;
 const EXIT_BAD_INPUT: u8 = 2;
 
@@ -158,7 +199,18 @@ fn main() -> ExitCode {
             seed,
             trace,
             json,
-        } => run(&file, seed, trace, json),
+            request_logs,
+        } => run(&file, seed, trace, json, request_logs.as_deref()),
+        Command::Log {
+            command:
+                LogCommand::Scan {
+                    files,
+                    from,
+                    to,
+                    key,
+                    decision,
+                },
+        } => log_scan(&files, &from, &to, key, decision),
         Command::Check { files } => check(&files),
         Command::Bench {
             redis: Some(url),
@@ -224,6 +276,8 @@ fn main() -> ExitCode {
             fail_closed_routes,
             redis,
             kill_switch,
+            request_log,
+            name,
         } => {
             let fail = |e: String| {
                 eprintln!("error: {e}");
@@ -268,6 +322,8 @@ fn main() -> ExitCode {
             if kill_switch {
                 f.kill_switch = Some(true);
             }
+            f.request_log = request_log.or(f.request_log);
+            f.name = name.or(f.name);
             match serve::settings(f).and_then(serve::run) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => fail(e),
@@ -310,7 +366,68 @@ fn check(files: &[PathBuf]) -> ExitCode {
     }
 }
 
-fn run(file: &std::path::Path, seed: Option<u64>, trace: bool, json: bool) -> ExitCode {
+/// `ratelab log scan`.
+fn log_scan(
+    files: &[PathBuf],
+    from: &str,
+    to: &str,
+    key: Option<String>,
+    decision: Option<String>,
+) -> ExitCode {
+    use ratelab_gateway::reqlog::{ScanQuery, parse_time, scan};
+    let bad = |msg: String| {
+        eprintln!("error: {msg}");
+        ExitCode::from(EXIT_BAD_INPUT)
+    };
+    let (from_ms, to_ms) = match (parse_time(from), parse_time(to)) {
+        (Ok(f), Ok(t)) => (f, t),
+        (Err(e), _) => return bad(format!("--from {e}")),
+        (_, Err(e)) => return bad(format!("--to {e}")),
+    };
+    if to_ms <= from_ms {
+        return bad(format!(
+            "--to ({to_ms} ms) must be after --from ({from_ms} ms)"
+        ));
+    }
+    let q = ScanQuery {
+        from_ms,
+        to_ms,
+        key,
+        decision,
+    };
+    let result = match scan(files, &q) {
+        Ok(r) => r,
+        Err(e) => return bad(e.to_string()),
+    };
+    let mut out = std::io::stdout().lock();
+    for l in &result.lines {
+        let _ = writeln!(out, "{}", l.text);
+    }
+    let mut by_decision = std::collections::BTreeMap::<&str, u64>::new();
+    for l in &result.lines {
+        let d = l.fields.get("decision").and_then(|v| v.as_str());
+        *by_decision.entry(d.unwrap_or("?")).or_default() += 1;
+    }
+    eprintln!("{} lines matched {by_decision:?}", result.lines.len());
+    for f in &result.files {
+        eprintln!(
+            "  {}: {} bytes, {} ids read by the binary search, {} lines in the range parsed",
+            f.file.display(),
+            f.bytes,
+            f.probes,
+            f.in_range
+        );
+    }
+    ExitCode::SUCCESS
+}
+
+fn run(
+    file: &std::path::Path,
+    seed: Option<u64>,
+    trace: bool,
+    json: bool,
+    request_logs: Option<&std::path::Path>,
+) -> ExitCode {
     let sc = match load(file) {
         Ok(sc) => sc,
         Err(code) => return code,
@@ -345,7 +462,28 @@ fn run(file: &std::path::Path, seed: Option<u64>, trace: bool, json: bool) -> Ex
     }
     let mut failed = Vec::new();
     for s in seeds {
-        let (report, history) = ratelab_sim::run(&sc, s, RunOptions { keep_events: trace });
+        let options = RunOptions {
+            keep_events: trace,
+            request_logs: request_logs.is_some(),
+        };
+        let (report, history) = ratelab_sim::run(&sc, s, options);
+        if let Some(dir) = request_logs {
+            let dir = dir.join(format!("seed-{s}"));
+            let written = std::fs::create_dir_all(&dir).and_then(|()| {
+                history.request_logs.iter().try_for_each(|(gateway, text)| {
+                    std::fs::write(dir.join(format!("{gateway}.jsonl")), text)
+                })
+            });
+            if let Err(e) = written {
+                eprintln!("error: request logs in {}: {e}", dir.display());
+                return ExitCode::from(EXIT_BAD_INPUT);
+            }
+            eprintln!(
+                "request logs: {} ({} gateways)",
+                dir.display(),
+                history.request_logs.len()
+            );
+        }
         if trace {
             for e in &history.events {
                 let _ = writeln!(out, "{}", describe(e, &history));

@@ -3,12 +3,13 @@
 
 use ratelab_core::{Nanos, Policy, TokenBucket};
 use ratelab_gateway::http::{TokioEnv, app};
+use ratelab_gateway::reqlog::{FileSink, RequestLogLayer};
 use ratelab_gateway::{BreakerConfig, Env, Gateway, GatewayConfig, IpNet};
 use ratelab_store::redis_store::{RedisOptions, RedisStore};
 use ratelab_store::{LocalClient, MemoryStore};
 use serde::Deserialize;
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -58,6 +59,10 @@ pub struct ServeFile {
     pub kill_switch: Option<bool>,
     /// A Redis URL: use Redis as the store instead of the embedded in-memory one.
     pub redis: Option<String>,
+    /// Write the request log (JSON lines) to this file; default: no request log.
+    pub request_log: Option<PathBuf>,
+    /// This gateway's name in the request log (default "gateway").
+    pub name: Option<String>,
 }
 
 /// Reads a config file, with errors naming file, JSON path, line and column.
@@ -102,6 +107,8 @@ pub struct ServeSettings {
     pub kill_switch: bool,
     /// Redis URL, if the store is Redis.
     pub redis: Option<String>,
+    /// Where the request log goes.
+    pub request_log: Option<PathBuf>,
 }
 
 fn nets(list: &[String], what: &str) -> Result<Vec<IpNet>, String> {
@@ -147,6 +154,15 @@ pub fn settings(f: ServeFile) -> Result<ServeSettings, String> {
             trusted_proxies: nets(&f.trusted_proxies.unwrap_or_default(), "trusted proxy")?,
             fail_closed_routes: f.fail_closed_routes.unwrap_or_default(),
             fail_open: f.fail_open.unwrap_or(true),
+            name: match f.name {
+                Some(n) if n.is_empty() || n.len() > 64 || n.chars().any(char::is_control) => {
+                    return Err(format!(
+                        "name: {n:?}: expected 1 to 64 bytes with no control characters"
+                    ));
+                }
+                Some(n) => n,
+                None => "gateway".into(),
+            },
             ..GatewayConfig::default()
         },
         admin: nets(
@@ -156,6 +172,7 @@ pub fn settings(f: ServeFile) -> Result<ServeSettings, String> {
         )?,
         kill_switch: f.kill_switch.unwrap_or(false),
         redis: f.redis,
+        request_log: f.request_log,
     })
 }
 
@@ -232,13 +249,21 @@ pub fn run(s: ServeSettings) -> Result<(), String> {
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start the runtime: {e}"))?;
+    if let Some(path) = &s.request_log {
+        use tracing_subscriber::layer::SubscriberExt as _;
+        let sink = FileSink::create(path)
+            .map_err(|e| format!("request log {}: cannot create: {e}", path.display()))?;
+        let subscriber = tracing_subscriber::registry().with(RequestLogLayer::new(sink));
+        tracing::subscriber::set_global_default(subscriber)
+            .map_err(|e| format!("request log: {e}"))?;
+    }
     rt.block_on(async move {
         let listener = tokio::net::TcpListener::bind(s.listen)
             .await
             .map_err(|e| format!("cannot listen on {}: {e}", s.listen))?;
         let addr = listener.local_addr().map_err(|e| e.to_string())?;
         println!(
-            "ratelab serve: listening on http://{addr}\n  per-key (x-api-key): B = {}, R = {}/s\n  per-IP: B = {}, R = {}/s\n  store: {}; timeout {} ms; fail {}\n  /metrics, /admin/kill-switch (admin from {})",
+            "ratelab serve: listening on http://{addr}\n  per-key (x-api-key): B = {}, R = {}/s\n  per-IP: B = {}, R = {}/s\n  store: {}; timeout {} ms; fail {}\n  /metrics, /admin/kill-switch (admin from {})\n  request log: {}",
             s.per_key.capacity(),
             s.per_key.refill_amount(),
             s.per_ip.capacity(),
@@ -247,6 +272,7 @@ pub fn run(s: ServeSettings) -> Result<(), String> {
             s.gateway.timeout.as_millis(),
             if s.gateway.fail_open { "open" } else { "closed" },
             s.admin.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "),
+            s.request_log.as_ref().map_or("off".into(), |p| p.display().to_string()),
         );
         match &s.redis {
             Some(url) => serve_app(listener, redis_gateway(&s, url).await?, &s).await,

@@ -236,6 +236,7 @@ fn every_shipped_scenario_validates() {
 #[test]
 fn serve_starts_with_one_command_and_limits() {
     use std::io::{BufRead, BufReader, Read, Write};
+    let log = scenario_file("serve-requests.jsonl", "");
     let mut child = Command::new(env!("CARGO_BIN_EXE_ratelab"))
         .args([
             "serve",
@@ -245,6 +246,10 @@ fn serve_starts_with_one_command_and_limits() {
             "2",
             "--refill-per-sec",
             "1",
+            "--name",
+            "edge-1",
+            "--request-log",
+            log.to_str().unwrap(),
         ])
         .stdout(std::process::Stdio::piped())
         .spawn()
@@ -281,6 +286,78 @@ fn serve_starts_with_one_command_and_limits() {
             .to_ascii_lowercase()
             .contains("ratelimit: \"per-ip\"")
     );
+    // One log line per request, in order, carrying the id the response carried.
+    let text = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 3, "{text}");
+    for (line, (response, decision)) in lines
+        .iter()
+        .zip(statuses.iter().zip(["allowed", "allowed", "denied"]))
+    {
+        let id = line["id"].as_str().unwrap();
+        assert!(
+            response
+                .to_ascii_lowercase()
+                .contains(&format!("x-request-id: {id}")),
+            "{response}"
+        );
+        assert_eq!(line["decision"], decision);
+        assert_eq!(line["gateway"], "edge-1");
+        assert_eq!(line["key"], "dave");
+    }
+    // `log scan` finds them by time.
+    let o = ratelab(&[
+        "log",
+        "scan",
+        log.to_str().unwrap(),
+        "--from",
+        "2020-01-01T00:00:00Z",
+        "--to",
+        "2100-01-01T00:00:00Z",
+        "--decision",
+        "denied",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert_eq!(out, format!("{}\n", text.lines().nth(2).unwrap()));
+    assert!(stderr(&o).contains("1 lines matched"), "{}", stderr(&o));
+}
+
+#[test]
+fn log_scan_names_the_file_and_line_of_a_bad_log() {
+    let f = scenario_file("not-a-log.jsonl", "{\"id\":\"x\"}\n");
+    let o = ratelab(&[
+        "log",
+        "scan",
+        f.to_str().unwrap(),
+        "--from",
+        "0",
+        "--to",
+        "1",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    let e = stderr(&o);
+    assert!(
+        e.contains("not-a-log.jsonl:1: expected a request log line"),
+        "{e}"
+    );
+    let o = ratelab(&[
+        "log",
+        "scan",
+        f.to_str().unwrap(),
+        "--from",
+        "5",
+        "--to",
+        "5",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--to (5 ms) must be after --from"));
+    let o = ratelab(&["log", "scan", "no/such.jsonl", "--from", "0", "--to", "1"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("no/such.jsonl: cannot read"));
 }
 
 #[test]

@@ -8,7 +8,8 @@
 //! - `GET /admin/kill-switch` (`on` / `off`) and `PUT`/`POST /admin/kill-switch` with body
 //!   `on` or `off`, accepted only from the configured admin addresses (loopback by default).
 //!
-//! Every answer carries `x-request-id`, a UUIDv7: ids sort by the time they were issued.
+//! Every answer carries `x-request-id`, the request's UUIDv7 from the gateway, which its
+//! request log line carries too: ids sort by the time the requests were decided.
 
 use crate::ip::{Forwarding, IpNet};
 use crate::pipeline::{Env, Gateway, Guard, Request, Verdict};
@@ -66,6 +67,8 @@ pub fn prometheus() -> PrometheusHandle {
 pub struct RateLimitLayer<C, E> {
     gateway: Arc<Gateway<C, E>>,
     guard: Option<Arc<dyn Guard>>,
+    /// Numbers requests for the store calls' trace ids.
+    sequence: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl<C, E> Clone for RateLimitLayer<C, E> {
@@ -73,6 +76,7 @@ impl<C, E> Clone for RateLimitLayer<C, E> {
         RateLimitLayer {
             gateway: self.gateway.clone(),
             guard: self.guard.clone(),
+            sequence: self.sequence.clone(),
         }
     }
 }
@@ -86,7 +90,11 @@ impl<C, E> std::fmt::Debug for RateLimitLayer<C, E> {
 impl<C, E> RateLimitLayer<C, E> {
     /// A layer for `gateway`, with an optional guard.
     pub fn new(gateway: Arc<Gateway<C, E>>, guard: Option<Arc<dyn Guard>>) -> Self {
-        RateLimitLayer { gateway, guard }
+        RateLimitLayer {
+            gateway,
+            guard,
+            sequence: Default::default(),
+        }
     }
 }
 
@@ -162,12 +170,13 @@ where
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
         let layer = self.layer.clone();
+        let trace = layer
+            .sequence
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Box::pin(async move {
-            let id = uuid::Uuid::now_v7();
-            let id_header =
-                HeaderValue::from_str(&id.to_string()).expect("a UUID is a valid header");
-            let with_id = |mut r: Response<Body>| {
-                r.headers_mut().insert("x-request-id", id_header.clone());
+            let with_id = |mut r: Response<Body>, id: uuid::Uuid| {
+                let v = HeaderValue::from_str(&id.to_string()).expect("a UUID is a valid header");
+                r.headers_mut().insert("x-request-id", v);
                 r
             };
             let Some(peer) = req
@@ -175,28 +184,31 @@ where
                 .get::<ConnectInfo<SocketAddr>>()
                 .map(|c| c.0.ip())
             else {
-                return Ok(with_id(text(
+                return Ok(text(
                     StatusCode::INTERNAL_SERVER_ERROR,
                     "the server was started without connection info (into_make_service_with_connect_info)\n".into(),
-                )));
+                ));
             };
             let h = req.headers();
-            let fwd = match (header_str(h, "forwarded"), header_str(h, "x-forwarded-for")) {
-                (Ok(forwarded), Ok(x_forwarded_for)) => Forwarding {
-                    forwarded,
-                    x_forwarded_for,
-                },
-                (Err(e), _) | (_, Err(e)) => {
-                    return Ok(with_id(text(StatusCode::BAD_REQUEST, e + "\n")));
-                }
-            };
-            let request = Request {
+            let mut request = Request {
                 peer,
-                forwarding: fwd,
+                forwarding: Forwarding::default(),
                 api_key: h.get("x-api-key").map(HeaderValue::as_bytes),
                 route: req.uri().path(),
                 cost: 1,
-                trace: id.as_u128() as u64,
+                trace,
+            };
+            match (header_str(h, "forwarded"), header_str(h, "x-forwarded-for")) {
+                (Ok(forwarded), Ok(x_forwarded_for)) => {
+                    request.forwarding = Forwarding {
+                        forwarded,
+                        x_forwarded_for,
+                    }
+                }
+                (Err(e), _) | (_, Err(e)) => {
+                    let answer = layer.gateway.refuse(request, e.clone());
+                    return Ok(with_id(text(StatusCode::BAD_REQUEST, e + "\n"), answer.id));
+                }
             };
             let answer = layer.gateway.check(request, layer.guard.as_deref()).await;
             let mut resp = match &answer.verdict {
@@ -217,7 +229,7 @@ where
                     resp.headers_mut().insert(name, v);
                 }
             }
-            Ok(with_id(resp))
+            Ok(with_id(resp, answer.id))
         })
     }
 }

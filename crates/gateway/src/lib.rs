@@ -28,6 +28,7 @@ pub mod breaker;
 pub mod http;
 pub mod ip;
 mod pipeline;
+pub mod reqlog;
 pub mod singleton;
 
 pub use breaker::{Breaker, BreakerConfig, BreakerState};

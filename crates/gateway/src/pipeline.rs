@@ -1,4 +1,5 @@
-//! The request pipeline: request id → guard → per-IP edge limit → per-key limit → answer.
+//! The request pipeline: guard → per-IP edge limit → per-key limit → answer, then the
+//! request's UUIDv7 and its log line (see [`crate::reqlog`] for why the id comes last).
 //!
 //! Runtime-agnostic: the store comes in through [`StoreClient`], time and timeouts through
 //! [`Env`]. The same [`Gateway`] runs in the madsim cluster and behind the real HTTP server.
@@ -11,6 +12,7 @@
 
 use crate::breaker::{Breaker, BreakerConfig, Permit, Transition};
 use crate::ip::{Forwarding, IpNet, client_ip};
+use crate::reqlog::{IdGenerator, REQUEST_LOG_TARGET};
 use core::future::Future;
 use ratelab_core::Decision;
 use ratelab_core::headers::{PolicyName, render};
@@ -20,11 +22,17 @@ use std::net::IpAddr;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
+use uuid::Uuid;
 
 /// Time and timeouts, from whatever runtime hosts the gateway.
 pub trait Env: Send + Sync {
     /// The gateway's clock (the caller time of [`TimeSource::Caller`], breaker cooldowns).
     fn now(&self) -> Nanos;
+    /// The gateway's wall clock as Unix time, for request ids. Defaults to [`Env::now`], which
+    /// is Unix time for a real server.
+    fn unix_now(&self) -> Nanos {
+        self.now()
+    }
     /// Runs `fut` for at most `after`; `None` if it did not finish in time.
     fn timeout<F: Future + Send>(
         &self,
@@ -129,6 +137,8 @@ pub struct Answer {
     pub per_key: Option<LayerOutcome>,
     /// Whether the kill switch let it through.
     pub bypassed: bool,
+    /// The request's UUIDv7, minted when it was decided; its log line carries it too.
+    pub id: Uuid,
 }
 
 /// One limit layer: a named policy over a store.
@@ -156,6 +166,10 @@ pub struct GatewayConfig {
     pub fail_closed_routes: Vec<String>,
     /// Whether store trouble fails open (the default) on routes not listed as fail-closed.
     pub fail_open: bool,
+    /// This gateway's name in the request log.
+    pub name: String,
+    /// Seed of the request ids' random bits; `None` draws one from the OS.
+    pub id_seed: Option<u64>,
 }
 
 impl Default for GatewayConfig {
@@ -168,6 +182,8 @@ impl Default for GatewayConfig {
             trusted_proxies: Vec::new(),
             fail_closed_routes: Vec::new(),
             fail_open: true,
+            name: "gateway".into(),
+            id_seed: None,
         }
     }
 }
@@ -266,6 +282,7 @@ pub struct Gateway<C, E> {
     env: E,
     kill_switch: AtomicBool,
     stats: Stats,
+    ids: Mutex<IdGenerator>,
 }
 
 impl<C: StoreClient, E: Env> Gateway<C, E> {
@@ -276,7 +293,12 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
             client,
             breaker: Mutex::new(Breaker::new(config.breaker)),
         };
+        // A v7 UUID's 74 random bits come from the OS when no seed is configured.
+        let seed = config
+            .id_seed
+            .unwrap_or_else(|| Uuid::now_v7().as_u128() as u64);
         Gateway {
+            ids: Mutex::new(IdGenerator::new(seed)),
             edge: edge.map(|c| layer("per-ip", c)),
             per_key: per_key.map(|c| layer("per-key", c)),
             config,
@@ -397,7 +419,105 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
     }
 
     /// Decides one request.
+    /// Decides `req`, then mints its id and emits its log line.
     pub async fn check(&self, req: Request<'_>, guard: Option<&dyn Guard>) -> Answer {
+        let mut answer = self.decide(req, guard).await;
+        self.log(&req, &mut answer);
+        answer
+    }
+
+    /// Refuses a request the HTTP layer could not read (400, with `reason`), counted and logged
+    /// like any other.
+    pub fn refuse(&self, req: Request<'_>, reason: String) -> Answer {
+        bump(&self.stats.bad_request);
+        let mut answer = Answer {
+            verdict: Verdict::BadRequest(reason),
+            status: 400,
+            headers: Vec::new(),
+            client_ip: None,
+            edge: None,
+            per_key: None,
+            bypassed: false,
+            id: Uuid::nil(),
+        };
+        self.log(&req, &mut answer);
+        answer
+    }
+
+    /// Mints the answer's id and emits its log line, in one critical section: ids are issued
+    /// and written in the same order, so the log is sorted by id.
+    fn log(&self, req: &Request<'_>, answer: &mut Answer) {
+        let (decision, layer, fail_open, remaining) = self.summary(answer);
+        let key = req.api_key.and_then(|k| std::str::from_utf8(k).ok());
+        let ip = answer.client_ip.unwrap_or(req.peer);
+        let mut ids = self.ids.lock().unwrap_or_else(|e| e.into_inner());
+        let id = ids.next(self.env.unix_now().as_u64() / 1_000_000);
+        tracing::info!(
+            target: REQUEST_LOG_TARGET,
+            id = %id,
+            gateway = self.config.name.as_str(),
+            trace = req.trace,
+            ip = %ip,
+            key,
+            decision,
+            layer,
+            fail_open,
+            status = answer.status,
+            remaining,
+        );
+        drop(ids);
+        answer.id = id;
+    }
+
+    /// The log's decision, the layer it rests on, the fail-open reason, the quota left.
+    fn summary(
+        &self,
+        a: &Answer,
+    ) -> (
+        &'static str,
+        Option<&'static str>,
+        Option<&'static str>,
+        Option<u64>,
+    ) {
+        let name = |i: usize| if i == 0 { "per-ip" } else { "per-key" };
+        let layers = [a.edge, a.per_key];
+        let ran = || {
+            layers
+                .iter()
+                .enumerate()
+                .filter_map(|(i, o)| Some((i, (*o)?)))
+        };
+        match &a.verdict {
+            Verdict::Rejected(_) => return ("rejected", None, None, None),
+            Verdict::BadRequest(_) => return ("bad_request", None, None, None),
+            _ if a.bypassed => return ("bypassed", None, None, None),
+            _ => {}
+        }
+        if let Some((i, LayerOutcome::FailedClosed(r))) =
+            ran().find(|(_, o)| matches!(o, LayerOutcome::FailedClosed(_)))
+        {
+            return ("unavailable", Some(name(i)), Some(r.name()), None);
+        }
+        if a.verdict == Verdict::Deny {
+            let denied = ran().find(
+                |(_, o)| matches!(o, LayerOutcome::Decided { decision, .. } if !decision.allowed),
+            );
+            return ("denied", denied.map(|(i, _)| name(i)), None, Some(0));
+        }
+        if let Some((i, LayerOutcome::FailedOpen(r))) =
+            ran().find(|(_, o)| matches!(o, LayerOutcome::FailedOpen(_)))
+        {
+            return ("failed_open", Some(name(i)), Some(r.name()), None);
+        }
+        match ran().next_back() {
+            Some((i, LayerOutcome::Decided { decision, .. })) => {
+                ("allowed", Some(name(i)), None, Some(decision.remaining))
+            }
+            _ => ("allowed", None, None, None),
+        }
+    }
+
+    async fn decide(&self, req: Request<'_>, guard: Option<&dyn Guard>) -> Answer {
         let mut answer = Answer {
             verdict: Verdict::Allow,
             status: 200,
@@ -406,6 +526,7 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
             edge: None,
             per_key: None,
             bypassed: false,
+            id: Uuid::nil(),
         };
         let bad = |mut a: Answer, reason: String| {
             a.status = 400;

@@ -720,6 +720,10 @@ impl Clock {
     }
 }
 
+/// Unix time of the simulation's time zero on every gateway's wall clock (request ids):
+/// 2026-01-01T00:00:00Z. A gateway's clock fault shifts its wall clock too.
+pub const SIM_EPOCH_MS: u64 = 1_767_225_600_000;
+
 /// A gateway node's view of time: its own (skewed) clock; madsim timeouts.
 #[derive(Clone)]
 struct SimEnv {
@@ -730,6 +734,10 @@ struct SimEnv {
 impl Env for SimEnv {
     fn now(&self) -> Nanos {
         self.clock.read(self.shared.now())
+    }
+
+    fn unix_now(&self) -> Nanos {
+        Nanos::from_millis(SIM_EPOCH_MS).saturating_add(self.now())
     }
 
     async fn timeout<F: Future + Send>(&self, after: Duration, fut: F) -> Option<F::Output>
@@ -1200,6 +1208,8 @@ pub(crate) async fn simulate(
                 },
             ),
             fail_open: spec.fail_open,
+            name: format!("gateway-{i}"),
+            id_seed: Some(SimRng::new(seed, stream::GATEWAY_IDS + u64::from(i)).next_u64()),
             ..GatewayConfig::default()
         };
         let env = SimEnv {

@@ -205,6 +205,8 @@ pub struct History {
     pub leases: Vec<LeaseRecord>,
     /// The cleanup job's commits, in store order.
     pub commits: Vec<CommitRecord>,
+    /// Each gateway's request log, by gateway name (kept only when asked for).
+    pub request_logs: std::collections::BTreeMap<String, String>,
     /// Every event, in order (kept only when tracing).
     pub events: Vec<Timed>,
     /// How many events happened.

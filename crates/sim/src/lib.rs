@@ -31,7 +31,7 @@ pub mod scenario;
 pub mod sweep;
 mod validate;
 
-pub use cluster::{StoreCall, StoreReply, StoreRequest, WireError};
+pub use cluster::{SIM_EPOCH_MS, StoreCall, StoreReply, StoreRequest, WireError};
 pub use history::History;
 pub use report::Report;
 pub use scenario::{Scenario, ScenarioError, ScenarioSpec};
@@ -45,14 +45,32 @@ use std::time::Instant as WallInstant;
 pub struct RunOptions {
     /// Keep every event, for `--trace`.
     pub keep_events: bool,
+    /// Keep each gateway's request log (JSON lines) in [`History::request_logs`].
+    pub request_logs: bool,
 }
 
 /// Simulates one seed of `scenario`.
 pub fn run(scenario: &Scenario, seed: u64, options: RunOptions) -> (Report, History) {
     let wall = WallInstant::now();
     let sc = Arc::new(scenario.clone());
-    let rt = madsim::runtime::Runtime::with_seed_and_config(seed, cluster::net_config(scenario));
-    let (history, stats) = rt.block_on(cluster::simulate(sc, seed, options.keep_events));
+    // The runtime is built inside the closure, so the spans madsim makes for its nodes belong
+    // to whichever subscriber is in force for the run.
+    let simulate = || {
+        let rt =
+            madsim::runtime::Runtime::with_seed_and_config(seed, cluster::net_config(scenario));
+        rt.block_on(cluster::simulate(sc, seed, options.keep_events))
+    };
+    let (history, stats) = if options.request_logs {
+        use tracing_subscriber::layer::SubscriberExt as _;
+        let sink = Arc::new(ratelab_gateway::reqlog::MemorySink::default());
+        let subscriber = tracing_subscriber::registry()
+            .with(ratelab_gateway::reqlog::RequestLogLayer::new(sink.clone()));
+        let (mut history, stats) = tracing::subscriber::with_default(subscriber, simulate);
+        history.request_logs = sink.take();
+        (history, stats)
+    } else {
+        simulate()
+    };
     let sim = history
         .events
         .last()

@@ -17,6 +17,8 @@ pub mod stream {
     pub const STORE: u64 = 1;
     /// Client `i` uses `CLIENTS + i`.
     pub const CLIENTS: u64 = 1 << 32;
+    /// Gateway `i`'s request-id seed comes from `GATEWAY_IDS + i`.
+    pub const GATEWAY_IDS: u64 = 2 << 32;
 }
 
 impl SimRng {
@@ -25,6 +27,11 @@ impl SimRng {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         rng.set_stream(stream);
         SimRng(rng)
+    }
+
+    /// A uniform 64-bit integer.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0.next_u64()
     }
 
     /// A uniform integer in `0..n` (`n > 0`).
