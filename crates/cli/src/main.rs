@@ -561,7 +561,10 @@ fn sweep(
     bar.finish_and_clear();
     let runs = sweep::compare_algorithms();
     let mut gateway = Vec::new();
-    for file in output::GATEWAY_SCENARIOS {
+    for file in output::GATEWAY_SCENARIOS
+        .iter()
+        .chain(&output::COMPOSITION_SCENARIOS)
+    {
         match Scenario::load(std::path::Path::new(file)) {
             Ok(sc) => gateway.push(ratelab_sim::run(&sc, 1, RunOptions::default()).0),
             Err(e) => {

@@ -639,6 +639,50 @@ pub const GATEWAY_SCENARIOS: [&str; 6] = [
     "sim-scenarios/gateway/client-self-throttles.json",
 ];
 
+/// The building blocks composed into the gateway: the bloom guard and the fenced cleanup job.
+/// `docs/results/gateway.json` holds these after the [`GATEWAY_SCENARIOS`].
+pub const COMPOSITION_SCENARIOS: [&str; 3] = [
+    "sim-scenarios/gateway/bloom-guard-abusive-mix.json",
+    "sim-scenarios/fencing/stale-leader-fenced.json",
+    "sim-scenarios/fencing/stale-leader-unfenced.json",
+];
+
+fn of<'a>(
+    reports: &'a [crate::Report],
+    files: &'a [&str],
+) -> impl Iterator<Item = &'a crate::Report> {
+    reports.iter().filter(|r| files.contains(&r.file.as_str()))
+}
+
+/// The composition scenarios (seed 1 of each) as a Markdown table.
+pub fn composition_table(reports: &[crate::Report]) -> String {
+    let mut out = String::from(
+        "Seed 1 of each scenario; `cargo run -p ratelab -- run <file> --seed 1` prints the same.\n\n\
+         | scenario | requests | allowed | rejected by the guard | store calls saved | lease grants | job runs | stale commits rejected / accepted | buckets deleted | longest job gap | max excess |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+    );
+    for r in of(reports, &COMPOSITION_SCENARIOS) {
+        let job = r.job.as_ref();
+        let or_dash = |v: Option<String>| v.unwrap_or_else(|| "–".into());
+        let _ = writeln!(
+            out,
+            "| `{}` | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            r.scenario,
+            r.requests,
+            r.allowed,
+            r.rejected,
+            r.store_calls_saved,
+            or_dash(job.map(|j| j.grants.to_string())),
+            or_dash(job.map(|j| j.runs.to_string())),
+            or_dash(job.map(|j| format!("{} / {}", j.stale_rejected, j.stale_accepted))),
+            or_dash(job.map(|j| j.keys_removed.to_string())),
+            or_dash(job.map(|j| format!("{:.0} ms", j.max_gap_ms))),
+            r.max_excess
+        );
+    }
+    out
+}
+
 /// The gateway scenarios (seed 1 of each) as a Markdown table.
 pub fn gateway_table(reports: &[crate::Report]) -> String {
     let mut out = String::from(
@@ -646,7 +690,7 @@ pub fn gateway_table(reports: &[crate::Report]) -> String {
          | scenario | requests | allowed | denied | failed open (by reason) | fail-open answer p50 / p99 / max | bypassed | breaker opened / closed | max excess |\n\
          |---|---:|---:|---:|---|---|---:|---:|---:|\n",
     );
-    for r in reports {
+    for r in of(reports, &GATEWAY_SCENARIOS) {
         let reasons: Vec<String> = r
             .fail_open_by_reason
             .iter()
@@ -708,6 +752,12 @@ pub fn stale_blocks(
     let blocks = [
         ("WRITEUP.md", writeup, "redis", real_table(real, s)),
         ("WRITEUP.md", writeup, "gateway", gateway_table(gateway)),
+        (
+            "WRITEUP.md",
+            writeup,
+            "composition",
+            composition_table(gateway),
+        ),
         ("WRITEUP.md", writeup, "headline", headline_table(s)),
         ("WRITEUP.md", writeup, "race", race_figures(s)),
         ("WRITEUP.md", writeup, "model", model_figures(s)),
@@ -782,6 +832,7 @@ pub fn write_all(
             text = replace_marked(&text, "model", &model_figures(s))?;
             text = replace_marked(&text, "algorithms", &algorithms_table(runs))?;
             text = replace_marked(&text, "gateway", &gateway_table(gateway))?;
+            text = replace_marked(&text, "composition", &composition_table(gateway))?;
             // The real-Redis block quotes the simulated figures too: keep it in step.
             let real_json = results_dir.join("overshoot-redis.json");
             if let Ok(real) = std::fs::read_to_string(&real_json)
