@@ -141,6 +141,22 @@ pub struct Answer {
     pub id: Uuid,
 }
 
+impl Answer {
+    /// An answer with no layer run, no headers and no id yet.
+    fn bare(verdict: Verdict, status: u16) -> Answer {
+        Answer {
+            verdict,
+            status,
+            headers: Vec::new(),
+            client_ip: None,
+            edge: None,
+            per_key: None,
+            bypassed: false,
+            id: Uuid::nil(),
+        }
+    }
+}
+
 /// One limit layer: a named policy over a store.
 #[derive(Debug)]
 pub struct Layer<C> {
@@ -430,16 +446,7 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
     /// like any other.
     pub fn refuse(&self, req: Request<'_>, reason: String) -> Answer {
         bump(&self.stats.bad_request);
-        let mut answer = Answer {
-            verdict: Verdict::BadRequest(reason),
-            status: 400,
-            headers: Vec::new(),
-            client_ip: None,
-            edge: None,
-            per_key: None,
-            bypassed: false,
-            id: Uuid::nil(),
-        };
+        let mut answer = Answer::bare(Verdict::BadRequest(reason), 400);
         self.log(&req, &mut answer);
         answer
     }
@@ -518,16 +525,7 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
     }
 
     async fn decide(&self, req: Request<'_>, guard: Option<&dyn Guard>) -> Answer {
-        let mut answer = Answer {
-            verdict: Verdict::Allow,
-            status: 200,
-            headers: Vec::new(),
-            client_ip: None,
-            edge: None,
-            per_key: None,
-            bypassed: false,
-            id: Uuid::nil(),
-        };
+        let mut answer = Answer::bare(Verdict::Allow, 200);
         let bad = |mut a: Answer, reason: String| {
             a.status = 400;
             a.verdict = Verdict::BadRequest(reason);
