@@ -404,7 +404,7 @@ fn redis_leases_grant_growing_tokens_and_the_fence_rejects_a_stale_one() {
         assert_eq!(store.release("cleanup", "b", a).await, Ok(false), "not b's");
         assert_eq!(store.renew("cleanup", "a", a, ttl).await, Ok(true));
         assert_eq!(
-            store.fenced_set("ledger", a, "a swept").await,
+            store.fenced_set("cleanup", "ledger", a, "a swept").await,
             Ok(FenceVerdict::Accepted)
         );
         tokio::time::sleep(Duration::from_millis(300)).await;
@@ -415,16 +415,25 @@ fn redis_leases_grant_growing_tokens_and_the_fence_rejects_a_stale_one() {
         );
         let b = store.acquire("cleanup", "b", ttl).await.unwrap().unwrap();
         assert_eq!(b, 2);
+        // Stale from the moment b is granted, before b has written anything.
         assert_eq!(
-            store.fenced_set("ledger", b, "b swept").await,
-            Ok(FenceVerdict::Accepted)
-        );
-        assert_eq!(
-            store.fenced_set("ledger", a, "a's stale sweep").await,
+            store
+                .fenced_set("cleanup", "ledger", a, "a's early stale sweep")
+                .await,
             Ok(FenceVerdict::Stale { highest: 2 })
         );
         assert_eq!(
-            store.fenced_get("ledger").await,
+            store.fenced_set("cleanup", "ledger", b, "b swept").await,
+            Ok(FenceVerdict::Accepted)
+        );
+        assert_eq!(
+            store
+                .fenced_set("cleanup", "ledger", a, "a's stale sweep")
+                .await,
+            Ok(FenceVerdict::Stale { highest: 2 })
+        );
+        assert_eq!(
+            store.fenced_get("cleanup", "ledger").await,
             Ok(Some((2, "b swept".into())))
         );
         assert_eq!(store.release("cleanup", "a", a).await, Ok(false));
@@ -451,7 +460,9 @@ impl FencedJob for Ledger {
         token: u64,
         entry: String,
     ) -> Result<FenceVerdict, ratelab_store::StoreError> {
-        self.store.fenced_set("ledger", token, &entry).await
+        self.store
+            .fenced_set("cleanup", "ledger", token, &entry)
+            .await
     }
 }
 
@@ -520,7 +531,7 @@ fn a_stalled_leaders_commit_is_rejected_on_redis() {
             }
         );
         assert_eq!(
-            store.fenced_get("ledger").await,
+            store.fenced_get("cleanup", "ledger").await,
             Ok(Some((2, "swept by b".into())))
         );
         assert_eq!(a.token(), None, "a stale verdict drops leadership");

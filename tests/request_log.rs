@@ -101,11 +101,22 @@ fn log_scan_recovers_exactly_the_requests_admitted_in_the_boundary_spike() {
         "the scan's admissions are the checker's"
     );
     assert!(r.lines.windows(2).all(|w| w[0].id < w[1].id), "id order");
-    // Every request has exactly one line, and its decision is the recorded answer.
+    // Every request has exactly one line.
     assert_eq!(lines(&files), h.requests.len() as u64);
+    // Each id carries its decision's time: minted when the store's verdict came back, one
+    // network hop after the store decided (no clock skew here).
     for l in &r.lines {
         let q = &h.requests[l.fields["trace"].as_u64().unwrap() as usize];
-        assert!(matches!(q.answer, Some((_, Answer::Allowed { .. }))));
+        let Some((_, Answer::Allowed { decided_at, .. })) = q.answer else {
+            panic!("#{} was not admitted: {:?}", q.id, q.answer);
+        };
+        let decided_ms = SIM_EPOCH_MS + decided_at.as_u64() / 1_000_000;
+        let id_ms = ratelab_gateway::reqlog::id_millis(&l.id).unwrap();
+        assert!(
+            (decided_ms..=decided_ms + 5).contains(&id_ms),
+            "#{}: id at {id_ms} ms, decided at {decided_ms} ms",
+            q.id
+        );
     }
     // The denials in the same range are the rest of the requests the clients sent then.
     let denied = scan(

@@ -309,7 +309,7 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
             client,
             breaker: Mutex::new(Breaker::new(config.breaker)),
         };
-        // A v7 UUID's 74 random bits come from the OS when no seed is configured.
+        // Without a configured seed, seed from the random low 64 bits of an OS-random v7 UUID.
         let seed = config
             .id_seed
             .unwrap_or_else(|| Uuid::now_v7().as_u128() as u64);
@@ -434,7 +434,6 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
         outcome
     }
 
-    /// Decides one request.
     /// Decides `req`, then mints its id and emits its log line.
     pub async fn check(&self, req: Request<'_>, guard: Option<&dyn Guard>) -> Answer {
         let mut answer = self.decide(req, guard).await;
@@ -455,7 +454,11 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
     /// and written in the same order, so the log is sorted by id.
     fn log(&self, req: &Request<'_>, answer: &mut Answer) {
         let (decision, layer, fail_open, remaining) = self.summary(answer);
-        let key = req.api_key.and_then(|k| std::str::from_utf8(k).ok());
+        // Only a key the pipeline accepted is logged: bounded, no control characters.
+        let key = req
+            .api_key
+            .and_then(|k| std::str::from_utf8(k).ok())
+            .filter(|k| Key::new(&format!("key:{k}")).is_ok());
         let ip = answer.client_ip.unwrap_or(req.peer);
         let mut ids = self.ids.lock().unwrap_or_else(|e| e.into_inner());
         let id = ids.next(self.env.unix_now().as_u64() / 1_000_000);

@@ -228,6 +228,10 @@ pub fn parse_time(text: &str) -> Result<u64, String> {
 }
 
 fn rfc3339_ms(t: &str) -> Option<u64> {
+    // Every valid time is ASCII; checking first makes every slice below land on a boundary.
+    if !t.is_ascii() {
+        return None;
+    }
     let b = t.as_bytes();
     let num = |r: std::ops::Range<usize>| -> Option<i64> {
         let s = t.get(r)?;
@@ -243,7 +247,15 @@ fn rfc3339_ms(t: &str) -> Option<u64> {
     }
     let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
     let (h, mi, s) = (num(11..13)?, num(14..16)?, num(17..19)?);
-    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || s > 60 {
+    let leap = y % 4 == 0 && (y % 100 != 0 || y % 400 == 0);
+    let month_days = match mo {
+        2 if leap => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    };
+    // A leap second (:60) counts as the first instant of the next minute.
+    if !(1..=12).contains(&mo) || !(1..=month_days).contains(&d) || h > 23 || mi > 59 || s > 60 {
         return None;
     }
     let mut i = 19;
@@ -443,6 +455,13 @@ impl LogFile<'_> {
     }
 }
 
+fn out_of_order(id: Uuid) -> String {
+    format!(
+        "id {id} is out of order: this file is not one gateway's log in the order it was \
+         written; pass each gateway's log as its own file"
+    )
+}
+
 fn not_a_log_line() -> String {
     "expected a request log line starting with {\"id\":\"<UUIDv7>\"".into()
 }
@@ -457,8 +476,9 @@ fn line_id(line: &[u8]) -> Option<Uuid> {
 
 /// Selects the lines of `files` whose id time is in `[from_ms, to_ms)` and that match the
 /// query's key and decision, merged in id order. Each file must be one gateway's log, in the
-/// order it was written (sorted by id); a file found out of order is an error, not a wrong
-/// answer.
+/// order it was written (sorted by id): that is the precondition of the binary search. The
+/// scan checks every line it reads — the search's probes and the whole range — and reports
+/// one out of order as an error naming its line; it cannot vouch for the lines it skips.
 pub fn scan(files: &[PathBuf], q: &ScanQuery) -> Result<ScanResult, ScanError> {
     let mut result = ScanResult::default();
     for path in files {
@@ -486,11 +506,19 @@ fn scan_file(path: &Path, q: &ScanQuery) -> Result<(Vec<ScanLine>, FileStats), S
     };
     // Every line starting before `lo` has an id before `from`; `lo` is always a line start.
     let (mut lo, mut hi) = (0u64, len);
+    // The probes so far, by offset: their ids must be in the same order.
+    let mut probed: BTreeMap<u64, Uuid> = BTreeMap::new();
     while lo < hi {
         let mid = lo + (hi - lo) / 2;
         match f.line_start_from(mid)? {
             Some(start) if start < hi => {
                 let (id, next) = f.id_at(start)?;
+                let before = probed.range(..start).next_back().map(|(_, &p)| p);
+                let after = probed.range(start..).next().map(|(_, &p)| p);
+                if before.is_some_and(|p| p > id) || after.is_some_and(|p| p < id) {
+                    return Err(f.fail(start, out_of_order(id)));
+                }
+                probed.insert(start, id);
                 if id_millis(&id).unwrap_or(0) < q.from_ms {
                     lo = next;
                 } else {
@@ -533,11 +561,7 @@ fn scan_file(path: &Path, q: &ScanQuery) -> Result<(Vec<ScanLine>, FileStats), S
             }
             let id = line_id(line).ok_or_else(|| fail(not_a_log_line()))?;
             if last.is_some_and(|l| id < l) {
-                return Err(fail(format!(
-                    "ids go backwards ({id} after {}): this file is not one gateway's log in \
-                     the order it was written; pass each gateway's log as its own file",
-                    last.unwrap_or_default()
-                )));
+                return Err(fail(out_of_order(id)));
             }
             Ok(id)
         })();
@@ -668,7 +692,7 @@ mod tests {
     }
 
     #[test]
-    fn a_log_out_of_id_order_is_an_error_not_a_wrong_answer() {
+    fn out_of_order_lines_the_scan_reads_are_an_error() {
         let mut a = IdGenerator::new(1);
         let mut b = IdGenerator::new(2);
         let first: Vec<String> = (0..5).map(|i| line(a.next(100 + i), "allowed")).collect();
@@ -681,8 +705,9 @@ mod tests {
             ..ScanQuery::default()
         };
         let e = scan(&[path], &q).unwrap_err();
-        assert_eq!(e.line, 6);
-        assert!(e.message.contains("ids go backwards"), "{e}");
+        // Two of the binary search's probes disagree before the range is even read.
+        assert!((1..=10).contains(&e.line), "{e}");
+        assert!(e.message.contains("out of order"), "{e}");
     }
 
     #[test]
@@ -723,7 +748,11 @@ mod tests {
             "",
             "yesterday",
             "2026-13-01T00:00:00Z",
+            "2026-02-29T00:00:00Z",
+            "2026-04-31T00:00:00Z",
             "2026-01-01T00:00:00",
+            "2026-01-01T00:00:00\u{e9}0000",
+            "2026-01-01T00:00:00+\u{e9}:00",
             "-5",
         ] {
             assert!(parse_time(bad).is_err(), "{bad:?}");

@@ -10,10 +10,10 @@
 //! - [`liveness`]: after faults heal and the quota has refilled, a client sending within the
 //!   policy's rate is never denied.
 //! - [`fencing`]: the cleanup job's safety and liveness. No commit is accepted with a token
-//!   lower than one accepted before it (recomputed from the commits in store order, not taken
-//!   from the fence); at most one leader per lease epoch (tokens grow, no grant while another
-//!   lease is live, renewals only by the current holder); and the longest time without an
-//!   accepted commit.
+//!   lower than one the lease table had granted before it (recomputed from the store's log of
+//!   grants and commits, not taken from the fence); at most one leader per lease epoch (tokens
+//!   grow, no grant while another lease is live, renewals only by the current holder); and the
+//!   longest time without an accepted commit.
 //!
 //! Admissions are placed on the **store's** timeline (`decided_at`), the one clock every
 //! gateway shares in truth, so a gateway's skewed clock shows up as excess rather than
@@ -258,21 +258,24 @@ pub struct FencingReport {
     pub leader_conflicts: u64,
     /// Commits accepted.
     pub accepted: u64,
-    /// Commits accepted with a token below one accepted earlier.
+    /// Commits accepted with a token below one granted before them: a superseded leader's
+    /// write that landed.
     pub stale_accepted: u64,
-    /// Commits refused, with a token below one accepted earlier.
+    /// Stale commits refused.
     pub stale_rejected: u64,
-    /// Commits refused although their token was not stale (a fence that refuses too much).
+    /// Commits refused although their token was the newest granted (a fence that refuses too
+    /// much).
     pub wrongly_rejected: u64,
     /// Buckets deleted by accepted commits.
     pub removed: u64,
-    /// The first stale commit accepted: (store time, owner, token, highest accepted before).
+    /// The first stale commit accepted: (store time, owner, token, highest granted before).
     pub first_stale: Option<(Nanos, String, u64, u64)>,
-    /// Longest time without an accepted commit, from the first one to `end`.
+    /// Longest time without an accepted commit, from the start of the run to `end`.
     pub max_gap: Nanos,
 }
 
-/// Checks the cleanup job's leases and commits, each in store order, up to `end`.
+/// Checks the cleanup job's leases and commits (each in store order, `seq` placing them among
+/// each other), from time zero to `end`.
 pub fn fencing(leases: &[LeaseRecord], commits: &[CommitRecord], end: Nanos) -> FencingReport {
     let mut r = FencingReport::default();
     let mut current: Option<&LeaseRecord> = None;
@@ -296,9 +299,13 @@ pub fn fencing(leases: &[LeaseRecord], commits: &[CommitRecord], end: Nanos) -> 
         current = Some(l);
         current_expiry = l.expires_at;
     }
+    let mut granted = leases.iter().filter(|l| !l.renewal).peekable();
     let mut highest = 0;
-    let mut last_accepted: Option<Nanos> = None;
+    let mut last_accepted = Nanos::ZERO;
     for c in commits {
+        while let Some(g) = granted.next_if(|g| g.seq < c.seq) {
+            highest = highest.max(g.token);
+        }
         let stale = c.token < highest;
         match (c.accepted, stale) {
             (true, true) => {
@@ -314,16 +321,11 @@ pub fn fencing(leases: &[LeaseRecord], commits: &[CommitRecord], end: Nanos) -> 
         if c.accepted {
             r.accepted += 1;
             r.removed += c.removed;
-            highest = highest.max(c.token);
-            if let Some(prev) = last_accepted {
-                r.max_gap = r.max_gap.max(c.at.saturating_sub(prev));
-            }
-            last_accepted = Some(c.at);
+            r.max_gap = r.max_gap.max(c.at.saturating_sub(last_accepted));
+            last_accepted = c.at;
         }
     }
-    if let Some(prev) = last_accepted {
-        r.max_gap = r.max_gap.max(end.saturating_sub(prev));
-    }
+    r.max_gap = r.max_gap.max(end.saturating_sub(last_accepted));
     r
 }
 
@@ -333,6 +335,7 @@ mod tests {
 
     fn grant(at_ms: u64, owner: &str, token: u64, ttl_ms: u64, renewal: bool) -> LeaseRecord {
         LeaseRecord {
+            seq: at_ms,
             at: Nanos::from_millis(at_ms),
             owner: owner.into(),
             token,
@@ -343,6 +346,7 @@ mod tests {
 
     fn commit(at_ms: u64, owner: &str, token: u64, accepted: bool) -> CommitRecord {
         CommitRecord {
+            seq: at_ms,
             at: Nanos::from_millis(at_ms),
             owner: owner.into(),
             token,
@@ -368,16 +372,48 @@ mod tests {
         assert_eq!(r.leader_conflicts, 0);
         assert_eq!((r.accepted, r.stale_accepted, r.stale_rejected), (2, 0, 1));
         assert_eq!(r.max_gap, Nanos::from_millis(790));
+        assert_eq!(r.wrongly_rejected, 0);
+    }
+
+    #[test]
+    fn fencing_counts_a_stale_commit_before_the_new_leaders_first_write() {
+        // b is granted token 2 at 200 ms; a's token-1 commit lands at 205 ms, before b writes:
+        // stale all the same. A fence that only remembers written tokens accepts it.
+        let leases = [grant(0, "a", 1, 100, false), grant(200, "b", 2, 100, false)];
+        let commits = [
+            commit(10, "a", 1, true),
+            commit(205, "a", 1, true),
+            commit(210, "b", 2, true),
+        ];
+        let r = fencing(&leases, &commits, Nanos::from_millis(300));
+        assert_eq!(r.stale_accepted, 1);
+        assert_eq!(
+            r.first_stale,
+            Some((Nanos::from_millis(205), "a".into(), 1, 2))
+        );
+    }
+
+    #[test]
+    fn fencing_liveness_counts_from_the_start_and_an_idle_job_fails_it() {
+        let r = fencing(&[], &[], Nanos::from_millis(1_000));
+        assert_eq!(r.max_gap, Nanos::from_millis(1_000), "no commit at all");
+        let late = [commit(700, "a", 1, true)];
+        let leases = [grant(690, "a", 1, 100, false)];
+        assert_eq!(
+            fencing(&leases, &late, Nanos::from_millis(800)).max_gap,
+            Nanos::from_millis(700)
+        );
     }
 
     #[test]
     fn fencing_catches_a_stale_commit_that_landed() {
+        let leases = [grant(0, "a", 1, 100, false), grant(200, "b", 2, 100, false)];
         let commits = [
             commit(10, "a", 1, true),
             commit(210, "b", 2, true),
             commit(300, "a", 1, true),
         ];
-        let r = fencing(&[], &commits, Nanos::from_millis(300));
+        let r = fencing(&leases, &commits, Nanos::from_millis(300));
         assert_eq!(r.stale_accepted, 1);
         assert_eq!(
             r.first_stale,

@@ -344,6 +344,7 @@ impl StoreNode {
         let (leases, fence) = &mut *job;
         let lease = |h: &mut History, owner: String, token: u64, ttl: Nanos, renewal: bool| {
             h.lease(LeaseRecord {
+                seq: 0,
                 at: now,
                 owner,
                 token,
@@ -355,6 +356,8 @@ impl StoreNode {
             StoreCall::Acquire { owner, ttl } => {
                 let token = leases.acquire(JOB_LEASE, &owner, ttl, now);
                 if let Some(t) = token {
+                    // The fence lives beside the lease table: it learns each grant.
+                    fence.learn(t);
                     self.shared.record(|h, _| lease(h, owner, t, ttl, false));
                 }
                 StoreReply::Granted(token)
@@ -386,6 +389,7 @@ impl StoreNode {
                 }
                 self.shared.record(|h, _| {
                     h.commit(CommitRecord {
+                        seq: 0,
                         at: now,
                         owner,
                         token,

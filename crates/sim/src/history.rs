@@ -123,6 +123,8 @@ pub enum StoreFate {
 /// A lease grant or renewal, as the store made it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LeaseRecord {
+    /// Position among all recorded events (set by [`History::lease`]).
+    pub seq: u64,
     /// Store time.
     pub at: Nanos,
     /// The holder.
@@ -138,6 +140,8 @@ pub struct LeaseRecord {
 /// A cleanup commit, as the store handled it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CommitRecord {
+    /// Position among all recorded events (set by [`History::commit`]).
+    pub seq: u64,
     /// Store time.
     pub at: Nanos,
     /// Who sent it.
@@ -401,13 +405,15 @@ impl History {
     }
 
     /// Records a lease grant or renewal.
-    pub fn lease(&mut self, l: LeaseRecord) {
+    pub fn lease(&mut self, mut l: LeaseRecord) {
+        l.seq = self.event_count;
         self.leases.push(l.clone());
         self.push(l.at, Event::Lease(l));
     }
 
     /// Records a cleanup commit.
-    pub fn commit(&mut self, c: CommitRecord) {
+    pub fn commit(&mut self, mut c: CommitRecord) {
+        c.seq = self.event_count;
         self.commits.push(c.clone());
         self.push(c.at, Event::Commit(c));
     }

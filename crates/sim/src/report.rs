@@ -386,7 +386,7 @@ pub fn build(
             keys_removed: f.removed,
             first_stale: f.first_stale.map(|(at, owner, token, highest)| {
                 format!(
-                    "{owner} committed token {token} at {:.3} ms after token {highest} was accepted",
+                    "{owner} committed token {token} at {:.3} ms after token {highest} was granted",
                     at.as_u64() as f64 / 1e6
                 )
             }),

@@ -712,7 +712,7 @@ pub struct Expect {
     pub breaker_opened_at_least: Option<u64>,
     /// Breaker closings over all gateways: at least.
     pub breaker_closed_at_least: Option<u64>,
-    /// Cleanup commits accepted with a token lower than one already accepted: at most.
+    /// Cleanup commits accepted with a token lower than one granted before them: at most.
     pub stale_writes_accepted_at_most: Option<u64>,
     /// … at least (the unfenced canary).
     pub stale_writes_accepted_at_least: Option<u64>,

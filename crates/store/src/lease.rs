@@ -9,7 +9,8 @@
 //! pause, a descheduled VM) after checking its lease, and wakes after it expired and another
 //! gateway took over, will still send its write. The protected resource must therefore check
 //! the token on every write: a [`Fence`] accepts a token at least as large as the highest it
-//! has accepted and rejects any lower one. A fence that does not check is the canary: the
+//! has seen (accepted, or learned from a grant) and rejects any lower one. A fence that does
+//! not check is the canary: the
 //! simulator's fencing scenario runs with the check off to show the stale write landing.
 //!
 //! Both types are sans-IO state machines: the caller passes `now` (the store's clock). The
@@ -117,19 +118,31 @@ impl LeaseTable {
 pub enum FenceVerdict {
     /// The write was applied.
     Accepted,
-    /// The token was lower than `highest`, a token the resource has already accepted: the
-    /// writer's lease was superseded, and the write was not applied.
+    /// The token was lower than `highest`, a token the resource has already seen: the writer's
+    /// lease was superseded, and the write was not applied.
     Stale {
         /// The highest token accepted so far.
         highest: u64,
     },
 }
 
-/// The protected resource's check: the highest token it has accepted.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// The protected resource's check: the highest token it has seen.
+///
+/// It sees a token when it accepts a write carrying it, and — when the resource lives beside
+/// the lease table, as in ratelab's stores — when the lease is granted ([`Fence::learn`]). The
+/// second closes the gap a write-only fence leaves open: a stale write that arrives after a new
+/// grant but before the new leader's first write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Fence {
     highest: u64,
     checking: bool,
+}
+
+impl Default for Fence {
+    /// A checking fence.
+    fn default() -> Fence {
+        Fence::new()
+    }
 }
 
 impl Fence {
@@ -161,7 +174,12 @@ impl Fence {
         FenceVerdict::Accepted
     }
 
-    /// The highest token admitted so far.
+    /// Learns a token the lease table has just granted: writes below it are stale from now on.
+    pub fn learn(&mut self, token: u64) {
+        self.highest = self.highest.max(token);
+    }
+
+    /// The highest token seen so far.
     pub fn highest(&self) -> u64 {
         self.highest
     }
@@ -318,5 +336,15 @@ mod tests {
         let mut open = Fence::unchecked();
         assert_eq!(open.admit(3), FenceVerdict::Accepted);
         assert_eq!(open.admit(2), FenceVerdict::Accepted);
+        assert_eq!(Fence::default(), Fence::new());
+    }
+
+    #[test]
+    fn a_fence_that_learns_grants_rejects_the_old_leader_before_the_new_one_writes() {
+        let mut f = Fence::new();
+        assert_eq!(f.admit(1), FenceVerdict::Accepted);
+        f.learn(2);
+        assert_eq!(f.admit(1), FenceVerdict::Stale { highest: 2 });
+        assert_eq!(f.admit(2), FenceVerdict::Accepted);
     }
 }

@@ -13,9 +13,11 @@
 //!
 //! The singleton job's lease and fencing token are Lua scripts too (`lease.lua`, `fence.lua`):
 //! [`RedisStore`] implements [`LeaseClient`](crate::LeaseClient), and
-//! [`RedisStore::fenced_set`] is a protected resource that refuses stale tokens. The token
+//! [`RedisStore::fenced_set`] is a protected resource that refuses stale tokens: below the
+//! highest it has written, or below the lease's last grant. A lease's keys and its resources
+//! share a hash tag (`{lease:NAME}`), so the scripts also run on Redis Cluster. The token
 //! counter has no expiry; it must survive as long as any resource that checks its tokens (with
-//! Redis persistence off, a restart resets it and the fence with it).
+//! Redis persistence off, a restart resets it along with the resources).
 //!
 //! Keys are namespaced (`prefix` + key) and bounded ([`MAX_PREFIX_LEN`] + [`MAX_KEY_LEN`]).
 //! Every call has a timeout; the connection manager reconnects after the server comes back.
@@ -184,34 +186,39 @@ impl RedisStore {
         })
     }
 
-    fn named(&self, kind: &str, name: &str) -> Result<String, StoreError> {
-        // Names are bounded like bucket keys; a bad one is refused before any round trip.
-        let key = Key::new(&format!("{kind}:{name}")).map_err(|_| StoreError::Unavailable)?;
+    /// The key of lease `name` plus `suffix`, under one hash tag. Names are bounded like bucket
+    /// keys ([`Key`]); a bad one is refused, as `Unavailable`, before any round trip.
+    fn lease_key(&self, name: &str, suffix: &str) -> Result<String, StoreError> {
+        let key =
+            Key::new(&format!("{{lease:{name}}}{suffix}")).map_err(|_| StoreError::Unavailable)?;
         Ok(format!("{}{}", self.options.prefix, key.as_str()))
     }
 
     async fn lease_op(&self, name: &str, args: &[&str]) -> Result<u64, StoreError> {
-        let lease = self.named("lease", name)?;
         let mut conn = self.conn.clone();
-        let mut inv = self.lease.key(&lease);
-        inv.key(format!("{lease}:token"));
+        let mut inv = self.lease.key(self.lease_key(name, "")?);
+        inv.key(self.lease_key(name, ":token")?);
         for a in args {
             inv.arg(*a);
         }
         self.timed(inv.invoke_async(&mut conn)).await
     }
 
-    /// Writes `value` to the fenced resource `resource` if `token` is at least the highest
-    /// token it has accepted; one round trip, checked and written atomically.
+    /// Writes `value` to `resource`, guarded by lease `lease`, if `token` is at least the
+    /// highest token the resource has written and the lease has granted; one round trip,
+    /// checked and written atomically.
     pub async fn fenced_set(
         &self,
+        lease: &str,
         resource: &str,
         token: u64,
         value: &str,
     ) -> Result<FenceVerdict, StoreError> {
-        let key = self.named("fenced", resource)?;
         let mut conn = self.conn.clone();
-        let mut inv = self.fence.key(&key);
+        let mut inv = self
+            .fence
+            .key(self.lease_key(lease, &format!(":fenced:{resource}"))?);
+        inv.key(self.lease_key(lease, ":token")?);
         inv.arg(token).arg(value);
         let (written, highest): (u64, u64) = self.timed(inv.invoke_async(&mut conn)).await?;
         Ok(if written == 1 {
@@ -221,9 +228,13 @@ impl RedisStore {
         })
     }
 
-    /// The fenced resource's highest accepted token and value, if it was ever written.
-    pub async fn fenced_get(&self, resource: &str) -> Result<Option<(u64, String)>, StoreError> {
-        let key = self.named("fenced", resource)?;
+    /// The token and value last written to `resource` under lease `lease`, if any.
+    pub async fn fenced_get(
+        &self,
+        lease: &str,
+        resource: &str,
+    ) -> Result<Option<(u64, String)>, StoreError> {
+        let key = self.lease_key(lease, &format!(":fenced:{resource}"))?;
         let mut conn = self.conn.clone();
         let (token, value): (Option<u64>, Option<String>) = self
             .timed(
