@@ -641,9 +641,10 @@ pub const GATEWAY_SCENARIOS: [&str; 6] = [
 
 /// The building blocks composed into the gateway: the bloom guard and the fenced cleanup job.
 /// `docs/results/gateway.json` holds these after the [`GATEWAY_SCENARIOS`].
-pub const COMPOSITION_SCENARIOS: [&str; 3] = [
+pub const COMPOSITION_SCENARIOS: [&str; 4] = [
     "sim-scenarios/gateway/bloom-guard-abusive-mix.json",
     "sim-scenarios/fencing/stale-leader-fenced.json",
+    "sim-scenarios/fencing/stale-leader-wakes-before-successor-commits.json",
     "sim-scenarios/fencing/stale-leader-unfenced.json",
 ];
 
