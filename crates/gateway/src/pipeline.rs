@@ -454,11 +454,12 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
     /// and written in the same order, so the log is sorted by id.
     fn log(&self, req: &Request<'_>, answer: &mut Answer) {
         let (decision, layer, fail_open, remaining) = self.summary(answer);
-        // Only a key the pipeline accepted is logged: bounded, no control characters.
+        // Only a key the pipeline accepted is logged (bounded, no control characters): every
+        // answer but a 400 got past the key's validation.
         let key = req
             .api_key
-            .and_then(|k| std::str::from_utf8(k).ok())
-            .filter(|k| Key::new(&format!("key:{k}")).is_ok());
+            .filter(|_| !matches!(answer.verdict, Verdict::BadRequest(_)))
+            .and_then(|k| std::str::from_utf8(k).ok());
         let ip = answer.client_ip.unwrap_or(req.peer);
         let mut ids = self.ids.lock().unwrap_or_else(|e| e.into_inner());
         let id = ids.next(self.env.unix_now().as_u64() / 1_000_000);

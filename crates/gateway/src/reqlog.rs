@@ -160,25 +160,89 @@ impl<S: LogSink> RequestLogLayer<S> {
     }
 }
 
-/// Collects an event's fields as JSON values, in order.
-#[derive(Default)]
-struct Fields(Vec<(&'static str, serde_json::Value)>);
+/// Writes an event's fields as JSON members, in order, into one line; `id` goes to the front.
+struct Line {
+    text: String,
+    gateway: String,
+}
 
-impl Visit for Fields {
+impl Line {
+    fn member(&mut self, name: &str) {
+        if self.text.len() > 1 {
+            self.text.push(',');
+        }
+        json_string(&mut self.text, name);
+        self.text.push(':');
+    }
+
+    fn string(&mut self, name: &str, value: &str) {
+        if name == "id" && self.text.len() > 1 {
+            // The scanner reads a line's time from its first bytes: `id` goes to the front.
+            let mut front = String::from("{\"id\":");
+            json_string(&mut front, value);
+            front.push(',');
+            front.push_str(&self.text[1..]);
+            self.text = front;
+            return;
+        }
+        self.member(name);
+        json_string(&mut self.text, value);
+        if name == "gateway" {
+            value.clone_into(&mut self.gateway);
+        }
+    }
+
+    fn raw(&mut self, name: &str, value: impl fmt::Display) {
+        use fmt::Write as _;
+        self.member(name);
+        let _ = write!(self.text, "{value}");
+    }
+}
+
+/// Appends `s` as a JSON string.
+fn json_string(out: &mut String, s: &str) {
+    use fmt::Write as _;
+    out.push('"');
+    // Every byte that needs escaping is ASCII, so it never splits a UTF-8 sequence: copy the
+    // runs between them whole.
+    let mut start = 0;
+    for (i, b) in s.bytes().enumerate() {
+        let escape = match b {
+            b'"' => "\\\"",
+            b'\\' => "\\\\",
+            b'\n' => "\\n",
+            b'\r' => "\\r",
+            b'\t' => "\\t",
+            0..=0x1f => "",
+            _ => continue,
+        };
+        out.push_str(&s[start..i]);
+        if escape.is_empty() {
+            let _ = write!(out, "\\u{b:04x}");
+        } else {
+            out.push_str(escape);
+        }
+        start = i + 1;
+    }
+    out.push_str(&s[start..]);
+    out.push('"');
+}
+
+impl Visit for Line {
     fn record_str(&mut self, field: &Field, value: &str) {
-        self.0.push((field.name(), value.into()));
+        self.string(field.name(), value);
     }
     fn record_u64(&mut self, field: &Field, value: u64) {
-        self.0.push((field.name(), value.into()));
+        self.raw(field.name(), value);
     }
     fn record_i64(&mut self, field: &Field, value: i64) {
-        self.0.push((field.name(), value.into()));
+        self.raw(field.name(), value);
     }
     fn record_bool(&mut self, field: &Field, value: bool) {
-        self.0.push((field.name(), value.into()));
+        self.raw(field.name(), value);
     }
     fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
-        self.0.push((field.name(), format!("{value:?}").into()));
+        self.string(field.name(), &format!("{value:?}"));
     }
 }
 
@@ -187,27 +251,14 @@ impl<S: LogSink, Sub: tracing::Subscriber> tracing_subscriber::Layer<Sub> for Re
         if event.metadata().target() != REQUEST_LOG_TARGET {
             return;
         }
-        let mut fields = Fields::default();
-        event.record(&mut fields);
-        // `id` first: the scanner reads a line's time from its first bytes.
-        fields.0.sort_by_key(|(name, _)| *name != "id");
-        let mut line = String::from("{");
-        for (i, (name, value)) in fields.0.iter().enumerate() {
-            if i > 0 {
-                line.push(',');
-            }
-            line.push_str(&serde_json::to_string(name).expect("a name serializes"));
-            line.push(':');
-            line.push_str(&value.to_string());
-        }
-        line.push('}');
-        let gateway = fields
-            .0
-            .iter()
-            .find(|(n, _)| *n == "gateway")
-            .and_then(|(_, v)| v.as_str())
-            .unwrap_or("");
-        self.sink.write_line(gateway, &line);
+        let mut line = Line {
+            text: String::with_capacity(256),
+            gateway: String::new(),
+        };
+        line.text.push('{');
+        event.record(&mut line);
+        line.text.push('}');
+        self.sink.write_line(&line.gateway, &line.text);
     }
 }
 
@@ -726,6 +777,18 @@ mod tests {
             "{\"id\":\"i\",\"gateway\":\"g-1\",\"status\":429,\"quote\":\"a\\\"b\"}\n"
         );
         assert_eq!(logs.len(), 1);
+        // Any string survives the trip through a line.
+        let odd = "tab\tnew\nline\u{7}bell \\ \u{e9}\u{1f600} \"q\"";
+        let sink = std::sync::Arc::new(MemorySink::default());
+        let subscriber = tracing_subscriber::registry().with(RequestLogLayer::new(sink.clone()));
+        tracing::subscriber::with_default(subscriber, || {
+            tracing::info!(target: REQUEST_LOG_TARGET, id = "i", gateway = odd, n = -3i64, b = true);
+        });
+        let logs = sink.take();
+        let v: serde_json::Value = serde_json::from_str(logs[odd].trim_end()).unwrap();
+        assert_eq!(v["gateway"], odd);
+        assert_eq!(v["n"], -3);
+        assert_eq!(v["b"], true);
     }
 
     #[test]
