@@ -17,7 +17,9 @@ use proptest::test_runner::{Config, TestRunner};
 use ratelab_core::{Algorithm, Nanos, TokenBucket};
 use ratelab_gateway::http::TokioEnv;
 use ratelab_gateway::singleton::{FencedJob, Singleton, SingletonConfig, Tick};
-use ratelab_gateway::{BreakerConfig, Forwarding, Gateway, GatewayConfig, LayerOutcome, Request};
+use ratelab_gateway::{
+    BreakerConfig, FailReason, Forwarding, Gateway, GatewayConfig, LayerOutcome, Request,
+};
 use ratelab_store::faulty::{Fate, FaultPlan, FaultyClient};
 use ratelab_store::redis_store::{RedisOptions, RedisStore};
 use ratelab_store::{
@@ -376,6 +378,118 @@ fn frozen_killed_and_restarted_redis_fails_open_then_recovers() {
         }
         let d = decided.expect("the gateway reconnected to the restarted server");
         assert!(d.allowed && d.remaining == 2, "a fresh bucket after the restart: {d:?}");
+    });
+}
+
+/// The same freeze under concurrent load: 32 tasks keep sending while the server is stopped.
+/// Every request is answered within the timeout (plus scheduling slack) and fails open; the
+/// breaker opens, so most of them never wait on the store; after the server resumes and the
+/// cooldown passes, the same load is decided by the store again.
+#[test]
+fn frozen_redis_under_concurrent_load_fails_open_within_the_timeout() {
+    let Some(server) =
+        RedisServer::start("frozen_redis_under_concurrent_load_fails_open_within_the_timeout")
+    else {
+        return;
+    };
+    let rt = runtime();
+    rt.block_on(async {
+        let bucket = TokenBucket::per_second(1_000, 1_000).unwrap();
+        let timeout = Duration::from_millis(100);
+        let options = RedisOptions {
+            prefix: "load:".into(),
+            timeout,
+        };
+        let store = RedisStore::connect(&server.url(), bucket, options)
+            .await
+            .unwrap();
+        let config = GatewayConfig {
+            timeout,
+            breaker: BreakerConfig {
+                failures_to_open: 3,
+                cooldown: Nanos::from_millis(300),
+            },
+            ..GatewayConfig::default()
+        };
+        let gw = Arc::new(Gateway::new(config, None, Some(store), TokioEnv));
+        // 32 tasks, 10 requests each, 20 ms apart: each answer and how long it took.
+        let load = |gw: Arc<Gw>| async move {
+            let tasks: Vec<_> = (0..32)
+                .map(|_| {
+                    let gw = gw.clone();
+                    tokio::spawn(async move {
+                        let mut out = Vec::new();
+                        for _ in 0..10 {
+                            let started = std::time::Instant::now();
+                            let outcome = check(&gw).await;
+                            out.push((outcome, started.elapsed()));
+                            tokio::time::sleep(Duration::from_millis(20)).await;
+                        }
+                        out
+                    })
+                })
+                .collect();
+            let mut all = Vec::new();
+            for t in tasks {
+                all.extend(t.await.unwrap());
+            }
+            all
+        };
+        server.signal("STOP");
+        let frozen = load(gw.clone()).await;
+        server.signal("CONT");
+        let slowest = frozen.iter().map(|(_, took)| *took).max().unwrap();
+        assert!(
+            slowest < timeout + Duration::from_millis(100),
+            "slowest {slowest:?}"
+        );
+        let mut reasons = std::collections::BTreeMap::<&str, u64>::new();
+        for (outcome, _) in &frozen {
+            match outcome {
+                Some(LayerOutcome::FailedOpen(r)) => *reasons.entry(r.name()).or_default() += 1,
+                other => panic!("expected fail-open while frozen, got {other:?}"),
+            }
+        }
+        println!("320 requests to a frozen Redis: {reasons:?}, slowest answer {slowest:?}");
+        assert!(
+            reasons.get("timeout").copied().unwrap_or(0) >= 3,
+            "{reasons:?}"
+        );
+        assert!(
+            reasons["breaker_open"] > 160,
+            "the breaker spared the store: {reasons:?}"
+        );
+        assert_eq!(gw.stats().snapshot().fail_open(), 320);
+        assert!(gw.stats().snapshot().breaker_opened >= 1);
+
+        tokio::time::sleep(Duration::from_millis(350)).await;
+        let resumed = load(gw.clone()).await;
+        // Half-open, the breaker lets one probe through; the rest of the first wave fails open
+        // at once until the probe succeeds and closes it. After that, the store decides all.
+        let (first_wave, later): (Vec<_>, Vec<_>) =
+            resumed.iter().enumerate().partition(|(i, _)| i % 10 == 0);
+        assert!(
+            later
+                .iter()
+                .all(|(_, (o, _))| matches!(o, Some(LayerOutcome::Decided { .. }))),
+            "limiting resumed"
+        );
+        let probes = first_wave
+            .iter()
+            .filter(|(_, (o, _))| matches!(o, Some(LayerOutcome::Decided { .. })))
+            .count();
+        assert!(probes >= 1, "the probe was decided");
+        assert!(
+            first_wave.iter().all(|(_, (o, _))| matches!(
+                o,
+                Some(
+                    LayerOutcome::Decided { .. }
+                        | LayerOutcome::FailedOpen(FailReason::BreakerOpen)
+                )
+            )),
+            "{first_wave:?}"
+        );
+        assert!(gw.stats().snapshot().breaker_closed >= 1);
     });
 }
 
