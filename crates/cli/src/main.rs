@@ -469,9 +469,12 @@ fn run(
         let (report, history) = ratelab_sim::run(&sc, s, options);
         if let Some(dir) = request_logs {
             let dir = dir.join(format!("seed-{s}"));
+            // One file per gateway, empty for a gateway that answered nothing.
             let written = std::fs::create_dir_all(&dir).and_then(|()| {
-                history.request_logs.iter().try_for_each(|(gateway, text)| {
-                    std::fs::write(dir.join(format!("{gateway}.jsonl")), text)
+                (0..sc.spec.gateways.get()).try_for_each(|g| {
+                    let name = format!("gateway-{g}");
+                    let text = history.request_logs.get(&name).map_or("", String::as_str);
+                    std::fs::write(dir.join(format!("{name}.jsonl")), text)
                 })
             });
             if let Err(e) = written {
@@ -479,9 +482,9 @@ fn run(
                 return ExitCode::from(EXIT_BAD_INPUT);
             }
             eprintln!(
-                "request logs: {} ({} gateways)",
+                "request logs: {} (gateway-0.jsonl to gateway-{}.jsonl)",
                 dir.display(),
-                history.request_logs.len()
+                sc.spec.gateways.get() - 1
             );
         }
         if trace {

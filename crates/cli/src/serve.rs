@@ -8,6 +8,7 @@ use ratelab_gateway::{BreakerConfig, Env, Gateway, GatewayConfig, IpNet};
 use ratelab_store::redis_store::{RedisOptions, RedisStore};
 use ratelab_store::{LocalClient, MemoryStore};
 use serde::Deserialize;
+use std::io::Write as _;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -252,7 +253,7 @@ pub fn run(s: ServeSettings) -> Result<(), String> {
     if let Some(path) = &s.request_log {
         use tracing_subscriber::layer::SubscriberExt as _;
         let sink = FileSink::create(path)
-            .map_err(|e| format!("request log {}: cannot create: {e}", path.display()))?;
+            .map_err(|e| format!("request log {}: cannot open: {e}", path.display()))?;
         let subscriber = tracing_subscriber::registry().with(RequestLogLayer::new(sink));
         tracing::subscriber::set_global_default(subscriber)
             .map_err(|e| format!("request log: {e}"))?;
@@ -262,7 +263,9 @@ pub fn run(s: ServeSettings) -> Result<(), String> {
             .await
             .map_err(|e| format!("cannot listen on {}: {e}", s.listen))?;
         let addr = listener.local_addr().map_err(|e| e.to_string())?;
-        println!(
+        // A closed stdout (`ratelab serve | head -1`) must not take the server down.
+        let _ = writeln!(
+            std::io::stdout(),
             "ratelab serve: listening on http://{addr}\n  per-key (x-api-key): B = {}, R = {}/s\n  per-IP: B = {}, R = {}/s\n  store: {}; timeout {} ms; fail {}\n  /metrics, /admin/kill-switch (admin from {})\n  request log: {}",
             s.per_key.capacity(),
             s.per_key.refill_amount(),

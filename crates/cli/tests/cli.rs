@@ -122,6 +122,20 @@ fn a_cleanup_job_that_cannot_renew_in_time_is_rejected() {
 }
 
 #[test]
+fn a_cleanup_job_with_a_store_crash_is_refused_with_the_reason() {
+    let text = GOOD.replace(
+        "\"clients\"",
+        "\"cleanup_job\": { \"lease_ms\": 100, \"period_ms\": 50 },\n  \"faults\": [ { \"kind\": \"store_crash\", \"at_ms\": 100, \"restart_after_ms\": 50 } ],\n  \"clients\"",
+    );
+    let f = scenario_file("crash.json", &text);
+    let o = ratelab(&["check", f.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    let e = stderr(&o);
+    assert!(e.contains("at faults[0].kind"), "{e}");
+    assert!(e.contains("token counter"), "{e}");
+}
+
+#[test]
 fn a_job_bound_without_a_job_is_rejected() {
     let text = GOOD.replace(
         "\"max_excess_at_most\": 0",

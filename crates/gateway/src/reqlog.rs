@@ -111,11 +111,15 @@ impl<S: LogSink> LogSink for std::sync::Arc<S> {
 pub struct FileSink(Mutex<std::io::LineWriter<File>>);
 
 impl FileSink {
-    /// Creates (or truncates) `path`.
+    /// Opens `path` for appending, creating it if absent: a restarted gateway continues its
+    /// log. (Its new ids start from its clock, so they follow the old ones unless the clock
+    /// stepped back across the restart.)
     pub fn create(path: &Path) -> std::io::Result<FileSink> {
-        Ok(FileSink(Mutex::new(std::io::LineWriter::new(
-            File::create(path)?,
-        ))))
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)?;
+        Ok(FileSink(Mutex::new(std::io::LineWriter::new(file))))
     }
 }
 
@@ -328,6 +332,10 @@ fn rfc3339_ms(t: &str) -> Option<u64> {
         "Z" | "z" => 0,
         rest if rest.len() == 6 && matches!(&rest[..1], "+" | "-") && &rest[3..4] == ":" => {
             let sign = if rest.starts_with('-') { -1 } else { 1 };
+            let digits = |r: std::ops::Range<usize>| rest[r].bytes().all(|c| c.is_ascii_digit());
+            if !digits(1..3) || !digits(4..6) {
+                return None;
+            }
             let (oh, om) = (
                 rest[1..3].parse::<i64>().ok()?,
                 rest[4..6].parse::<i64>().ok()?,
@@ -467,10 +475,14 @@ impl LogFile<'_> {
         if offset == 0 {
             return Ok((self.len > 0).then_some(0));
         }
-        // A line starts at `offset` if the byte before it is a newline: search from there.
+        // A line starts at `offset` if the byte before it is a newline: search from there, no
+        // further than the longest line allowed.
         let mut at = offset - 1;
         let mut buf = [0u8; 512];
         while at < self.len {
+            if at - (offset - 1) > MAX_LINE as u64 {
+                return Err(self.fail(offset, format!("line longer than {MAX_LINE} bytes")));
+            }
             self.file
                 .seek(SeekFrom::Start(at))
                 .map_err(|e| self.io(e))?;
@@ -497,12 +509,13 @@ impl LogFile<'_> {
             .take(MAX_LINE as u64 + 1)
             .read_until(b'\n', &mut line);
         read.map_err(|e| self.io(e))?;
-        if line.len() > MAX_LINE {
+        let next = start + line.len() as u64;
+        if line.strip_suffix(b"\n").unwrap_or(&line).len() > MAX_LINE {
             return Err(self.fail(start, format!("line longer than {MAX_LINE} bytes")));
         }
         self.probes += 1;
         let id = line_id(&line).ok_or_else(|| self.fail(start, not_a_log_line()))?;
-        Ok((id, start + line.len() as u64))
+        Ok((id, next))
     }
 }
 
@@ -564,10 +577,20 @@ fn scan_file(path: &Path, q: &ScanQuery) -> Result<(Vec<ScanLine>, FileStats), S
         match f.line_start_from(mid)? {
             Some(start) if start < hi => {
                 let (id, next) = f.id_at(start)?;
-                let before = probed.range(..start).next_back().map(|(_, &p)| p);
-                let after = probed.range(start..).next().map(|(_, &p)| p);
-                if before.is_some_and(|p| p > id) || after.is_some_and(|p| p < id) {
-                    return Err(f.fail(start, out_of_order(id)));
+                let before = probed.range(..start).next_back().map(|(&o, &p)| (o, p));
+                let after = probed.range(start..).next().map(|(&o, &p)| (o, p));
+                let clash = before
+                    .filter(|&(_, p)| p > id)
+                    .or(after.filter(|&(_, p)| p < id));
+                if let Some((other, other_id)) = clash {
+                    let line = f.line_number(other);
+                    return Err(f.fail(
+                        start,
+                        format!(
+                            "{} (line {line} has {other_id}): the two are in the wrong order",
+                            out_of_order(id)
+                        ),
+                    ));
                 }
                 probed.insert(start, id);
                 if id_millis(&id).unwrap_or(0) < q.from_ms {
@@ -743,6 +766,43 @@ mod tests {
     }
 
     #[test]
+    fn lines_of_the_longest_length_scan_and_longer_ones_are_refused() {
+        let mut g = IdGenerator::new(5);
+        let lines: Vec<String> = (0..50)
+            .map(|i| {
+                let head = format!(r#"{{"id":"{}","key":""#, g.next(100 + i));
+                let pad = "k".repeat(MAX_LINE - head.len() - 2);
+                format!("{head}{pad}\"}}")
+            })
+            .collect();
+        assert!(lines.iter().all(|l| l.len() == MAX_LINE));
+        let path = write_log("longest", &lines);
+        for from_ms in [0, 110, 125, 149, 150] {
+            let q = ScanQuery {
+                from_ms,
+                to_ms: 1_000,
+                ..ScanQuery::default()
+            };
+            let r = scan(std::slice::from_ref(&path), &q).unwrap();
+            assert_eq!(
+                r.lines.len() as u64,
+                150 - from_ms.clamp(100, 150),
+                "from {from_ms}"
+            );
+        }
+        // No newline at all: refused after reading one line's worth, not the whole file.
+        let path = std::env::temp_dir().join(format!("ratelab-flat-{}.jsonl", std::process::id()));
+        std::fs::write(&path, "x".repeat(1 << 20)).unwrap();
+        let q = ScanQuery {
+            from_ms: 5,
+            to_ms: 6,
+            ..ScanQuery::default()
+        };
+        let e = scan(&[path], &q).unwrap_err();
+        assert!(e.message.contains("line longer than"), "{e}");
+    }
+
+    #[test]
     fn out_of_order_lines_the_scan_reads_are_an_error() {
         let mut a = IdGenerator::new(1);
         let mut b = IdGenerator::new(2);
@@ -816,6 +876,8 @@ mod tests {
             "2026-01-01T00:00:00",
             "2026-01-01T00:00:00\u{e9}0000",
             "2026-01-01T00:00:00+\u{e9}:00",
+            "2026-01-01T00:00:00+-1:00",
+            "2026-01-01T00:00:00+01:-5",
             "-5",
         ] {
             assert!(parse_time(bad).is_err(), "{bad:?}");

@@ -158,6 +158,8 @@ impl<L: LeaseClient, J: FencedJob, E: Env> Singleton<L, J, E> {
             }
             let now = self.env.now().as_u64();
             next += period * ((now.saturating_sub(next)) / period + 1);
+            // A clock that stepped back must not stretch the wait past one period.
+            next = next.min(now + period);
             let wait = Duration::from_nanos(next - now);
             self.env.timeout(wait, core::future::pending::<()>()).await;
         }

@@ -359,6 +359,20 @@ pub(crate) fn validate(
             ),
         ));
     }
+    if spec.cleanup_job.is_some()
+        && let Some(i) = spec
+            .faults
+            .iter()
+            .position(|f| f.kind == FaultKind::StoreCrash)
+    {
+        return Err(located(
+            vec![key("faults"), PathSeg::Index(i), key("kind")],
+            "a store_crash with a cleanup_job: the simulated store loses its lease table and \
+             token counter in a crash, so tokens repeat and the fencing checker fails by \
+             design (a real deployment must keep the counter durable)"
+                .into(),
+        ));
+    }
     let e = &spec.expect;
     let job_expects = [
         (
