@@ -22,9 +22,6 @@ use core::future::Future;
 use ratelab_core::Nanos;
 use std::collections::BTreeMap;
 
-/// Longest lease name or owner, in bytes.
-pub const MAX_LEASE_NAME_LEN: usize = 128;
-
 /// A lease held by one owner.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Holder {
