@@ -48,6 +48,14 @@ fn options(prefix: &str) -> RedisOptions {
     }
 }
 
+/// A store for a B = 5, R = 20/s bucket on `server`, under `prefix`.
+async fn connect(server: &RedisServer, prefix: &str) -> RedisStore {
+    let bucket = TokenBucket::per_second(5, 20).unwrap();
+    RedisStore::connect(&server.url(), bucket, options(prefix))
+        .await
+        .unwrap()
+}
+
 /// One conformance body for any store client: sequential decisions at caller-supplied times
 /// equal the core's, on both paths.
 /// `set_clock` moves the store's own clock (TTL expiry) along with the caller's.
@@ -128,10 +136,8 @@ fn injected_faults_never_corrupt_a_decision() {
     };
     let rt = runtime();
     rt.block_on(async {
-        let bucket = TokenBucket::per_second(5, 20).unwrap();
-        let redis = RedisStore::connect(&server.url(), bucket, options("faulty:"))
-            .await
-            .unwrap();
+        let redis = connect(&server, "faulty:").await;
+        let bucket = *redis.algorithm();
         let plan = FaultPlan {
             error: 0.1,
             drop: 0.1,
@@ -502,10 +508,7 @@ fn redis_leases_grant_growing_tokens_and_the_fence_rejects_a_stale_one() {
     };
     let rt = runtime();
     rt.block_on(async {
-        let bucket = TokenBucket::per_second(5, 20).unwrap();
-        let store = RedisStore::connect(&server.url(), bucket, options("lease:"))
-            .await
-            .unwrap();
+        let store = connect(&server, "lease:").await;
         let ttl = Nanos::from_millis(200);
         let a = store.acquire("cleanup", "a", ttl).await.unwrap().unwrap();
         assert_eq!(a, 1);
@@ -590,10 +593,7 @@ fn a_stalled_leaders_commit_is_rejected_on_redis() {
     };
     let rt = runtime();
     rt.block_on(async {
-        let bucket = TokenBucket::per_second(5, 20).unwrap();
-        let store = RedisStore::connect(&server.url(), bucket, options("job:"))
-            .await
-            .unwrap();
+        let store = connect(&server, "job:").await;
         let config = |owner: &str| SingletonConfig {
             name: "cleanup".into(),
             owner: owner.into(),
