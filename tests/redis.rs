@@ -316,6 +316,30 @@ async fn check(gw: &Gw) -> Option<LayerOutcome> {
     gw.check(req, None).await.per_key
 }
 
+/// The fault tests' store call timeout.
+const FAULT_TIMEOUT: Duration = Duration::from_millis(100);
+
+/// A per-key gateway on `server` for the fault tests: a 100 ms timeout, a breaker that opens
+/// after 3 failures and probes after 300 ms.
+async fn fault_gateway(server: &RedisServer, bucket: TokenBucket, prefix: &str) -> Gw {
+    let options = RedisOptions {
+        prefix: prefix.into(),
+        timeout: FAULT_TIMEOUT,
+    };
+    let store = RedisStore::connect(&server.url(), bucket, options)
+        .await
+        .unwrap();
+    let config = GatewayConfig {
+        timeout: FAULT_TIMEOUT,
+        breaker: BreakerConfig {
+            failures_to_open: 3,
+            cooldown: Nanos::from_millis(300),
+        },
+        ..GatewayConfig::default()
+    };
+    Gateway::new(config, None, Some(store), TokioEnv)
+}
+
 #[test]
 fn frozen_killed_and_restarted_redis_fails_open_then_recovers() {
     let Some(mut server) =
@@ -325,18 +349,7 @@ fn frozen_killed_and_restarted_redis_fails_open_then_recovers() {
     };
     let rt = runtime();
     rt.block_on(async {
-        let bucket = TokenBucket::per_second(3, 1).unwrap();
-        let timeout = Duration::from_millis(100);
-        let store = RedisStore::connect(&server.url(), bucket, RedisOptions { prefix: "faults:".into(), timeout }).await.unwrap();
-        let config = GatewayConfig {
-            timeout,
-            breaker: BreakerConfig {
-                failures_to_open: 3,
-                cooldown: Nanos::from_millis(300),
-            },
-            ..GatewayConfig::default()
-        };
-        let gw = Gateway::new(config, None, Some(store), TokioEnv);
+        let gw = fault_gateway(&server, TokenBucket::per_second(3, 1).unwrap(), "faults:").await;
         // Healthy: three admitted, then denied.
         for _ in 0..3 {
             assert!(matches!(check(&gw).await, Some(LayerOutcome::Decided { decision, .. }) if decision.allowed));
@@ -350,7 +363,7 @@ fn frozen_killed_and_restarted_redis_fails_open_then_recovers() {
             let started = std::time::Instant::now();
             let outcome = check(&gw).await;
             let took = started.elapsed();
-            assert!(took < timeout + Duration::from_millis(50), "answered in {took:?}");
+            assert!(took < FAULT_TIMEOUT + Duration::from_millis(50), "answered in {took:?}");
             match outcome {
                 Some(LayerOutcome::FailedOpen(r)) => reasons.push(r.name()),
                 other => panic!("expected fail-open while frozen, got {other:?}"),
@@ -401,23 +414,7 @@ fn frozen_redis_under_concurrent_load_fails_open_within_the_timeout() {
     let rt = runtime();
     rt.block_on(async {
         let bucket = TokenBucket::per_second(1_000, 1_000).unwrap();
-        let timeout = Duration::from_millis(100);
-        let options = RedisOptions {
-            prefix: "load:".into(),
-            timeout,
-        };
-        let store = RedisStore::connect(&server.url(), bucket, options)
-            .await
-            .unwrap();
-        let config = GatewayConfig {
-            timeout,
-            breaker: BreakerConfig {
-                failures_to_open: 3,
-                cooldown: Nanos::from_millis(300),
-            },
-            ..GatewayConfig::default()
-        };
-        let gw = Arc::new(Gateway::new(config, None, Some(store), TokioEnv));
+        let gw = Arc::new(fault_gateway(&server, bucket, "load:").await);
         // 32 tasks, 10 requests each, 20 ms apart: each answer and how long it took.
         let load = |gw: Arc<Gw>| async move {
             let tasks: Vec<_> = (0..32)
@@ -446,7 +443,7 @@ fn frozen_redis_under_concurrent_load_fails_open_within_the_timeout() {
         server.signal("CONT");
         let slowest = frozen.iter().map(|(_, took)| *took).max().unwrap();
         assert!(
-            slowest < timeout + Duration::from_millis(100),
+            slowest < FAULT_TIMEOUT + Duration::from_millis(100),
             "slowest {slowest:?}"
         );
         let mut reasons = std::collections::BTreeMap::<&str, u64>::new();
