@@ -211,3 +211,49 @@ fn a_skewed_gateways_requests_are_found_where_its_clock_put_them() {
     let missed = scan(skewed, &around(&sc, from, 0, &key)).unwrap();
     assert!(missed.lines.is_empty(), "{:?}", traces(&missed));
 }
+
+/// Every request has one line, and its `decision` is the answer the client got: checked on the
+/// scenarios that produce every kind (fail-open, kill switch, guard rejections, denials).
+#[test]
+fn every_line_carries_the_decision_the_client_got() {
+    for file in [
+        "sim-scenarios/gateway/fail-open-store-errors.json",
+        "sim-scenarios/gateway/breaker-opens-and-closes.json",
+        "sim-scenarios/gateway/kill-switch.json",
+        "sim-scenarios/gateway/bloom-guard-abusive-mix.json",
+    ] {
+        let sc = Scenario::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join(file)).unwrap();
+        let name = sc.name.clone();
+        let (h, files) = logs(&sc, &name);
+        let mut seen = BTreeSet::new();
+        let mut kinds = std::collections::BTreeMap::<String, u64>::new();
+        let all = ScanQuery {
+            from_ms: 0,
+            to_ms: u64::MAX,
+            ..ScanQuery::default()
+        };
+        for l in scan(&files, &all).unwrap().lines {
+            let v = &l.fields;
+            let trace = v["trace"].as_u64().unwrap();
+            assert!(seen.insert(trace), "{name}: two lines for #{trace}");
+            let q = &h.requests[trace as usize];
+            let want = match q.answer {
+                Some((_, Answer::Allowed { .. })) => "allowed",
+                Some((_, Answer::Denied { .. })) => "denied",
+                Some((_, Answer::FailedOpen(r))) => {
+                    assert_eq!(v["fail_open"], r.name(), "{name}: #{trace}");
+                    "failed_open"
+                }
+                Some((_, Answer::Bypassed)) => "bypassed",
+                Some((_, Answer::Rejected)) => "rejected",
+                Some((_, Answer::Error(_))) => "unavailable",
+                None => panic!("{name}: #{trace} was logged but never answered"),
+            };
+            assert_eq!(v["decision"], want, "{name}: #{trace}: {}", l.text);
+            assert_eq!(v["key"], q.key.as_str(), "{name}: #{trace}");
+            *kinds.entry(want.into()).or_default() += 1;
+        }
+        assert_eq!(seen.len(), h.requests.len(), "{name}: one line per request");
+        println!("{name}: {kinds:?}");
+    }
+}
