@@ -37,7 +37,7 @@ enum Command {
         /// Print one JSON object per seed instead of a table.
         #[arg(long)]
         json: bool,
-        /// Write each gateway's request log (JSON lines) to DIR/seed-<seed>/gateway-<i>.jsonl.
+        /// Write each gateway's request log (JSON lines) to DIR/seed-SEED/gateway-N.jsonl.
         #[arg(long, value_name = "DIR")]
         request_logs: Option<PathBuf>,
     },

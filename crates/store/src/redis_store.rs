@@ -12,14 +12,14 @@
 //! must be below 2^53 (for a per-second rate: R + 2B < 9 · 10⁶).
 //!
 //! The singleton job's lease and fencing token are Lua scripts too (`lease.lua`, `fence.lua`):
-//! [`RedisStore`] implements [`LeaseClient`](crate::LeaseClient), and
+//! [`RedisStore`] implements [`crate::LeaseClient`], and
 //! [`RedisStore::fenced_set`] is a protected resource that refuses stale tokens: below the
 //! highest it has written, or below the lease's last grant. A lease's keys and its resources
 //! share a hash tag (`{lease:NAME}`), so the scripts also run on Redis Cluster. The token
 //! counter has no expiry; it must survive as long as any resource that checks its tokens (with
 //! Redis persistence off, a restart resets it along with the resources).
 //!
-//! Keys are namespaced (`prefix` + key) and bounded ([`MAX_PREFIX_LEN`] + [`MAX_KEY_LEN`]).
+//! Keys are namespaced (`prefix` + key) and bounded ([`MAX_PREFIX_LEN`] + [`MAX_KEY_LEN`](crate::MAX_KEY_LEN)).
 //! Every call has a timeout; the connection manager reconnects after the server comes back.
 
 use crate::{Applied, FenceVerdict, Key, LeaseClient, LimitError, Read, StoreClient, StoreError};
