@@ -510,12 +510,11 @@ impl LogFile<'_> {
             .read_until(b'\n', &mut line);
         read.map_err(|e| self.io(e))?;
         let next = start + line.len() as u64;
-        if line.strip_suffix(b"\n").unwrap_or(&line).len() > MAX_LINE {
-            return Err(self.fail(start, format!("line longer than {MAX_LINE} bytes")));
-        }
         self.probes += 1;
-        let id = line_id(&line).ok_or_else(|| self.fail(start, not_a_log_line()))?;
-        Ok((id, next))
+        match parse_line_id(line.strip_suffix(b"\n").unwrap_or(&line)) {
+            Ok(id) => Ok((id, next)),
+            Err(message) => Err(self.fail(start, message)),
+        }
     }
 }
 
@@ -528,6 +527,14 @@ fn out_of_order(id: Uuid) -> String {
 
 fn not_a_log_line() -> String {
     "expected a request log line starting with {\"id\":\"<UUIDv7>\"".into()
+}
+
+/// A line's id (`line` without its newline), or what is wrong with the line.
+fn parse_line_id(line: &[u8]) -> Result<Uuid, String> {
+    if line.len() > MAX_LINE {
+        return Err(format!("line longer than {MAX_LINE} bytes"));
+    }
+    line_id(line).ok_or_else(not_a_log_line)
 }
 
 /// The id at the start of a log line.
@@ -628,20 +635,13 @@ fn scan_file(path: &Path, q: &ScanQuery) -> Result<(Vec<ScanLine>, FileStats), S
         let at = offset;
         offset += n as u64;
         let line = buf.strip_suffix(b"\n").unwrap_or(&buf);
-        let fail = |message: String| (at, message);
-        let checked = (|| {
-            if line.len() > MAX_LINE {
-                return Err(fail(format!("line longer than {MAX_LINE} bytes")));
-            }
-            let id = line_id(line).ok_or_else(|| fail(not_a_log_line()))?;
-            if last.is_some_and(|l| id < l) {
-                return Err(fail(out_of_order(id)));
-            }
-            Ok(id)
-        })();
+        let checked = parse_line_id(line).and_then(|id| match last {
+            Some(l) if id < l => Err(out_of_order(id)),
+            _ => Ok(id),
+        });
         let id = match checked {
             Ok(id) => id,
-            Err((at, message)) => {
+            Err(message) => {
                 drop(reader);
                 return Err(f.fail(at, message));
             }

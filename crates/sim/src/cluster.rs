@@ -313,10 +313,8 @@ impl StoreNode {
         let (key, op) = match &req.call {
             StoreCall::Get { key } => (key.clone(), StoreOp::Get),
             StoreCall::Set { key, .. } => (key.clone(), StoreOp::Set),
-            _ => match &req.call {
-                StoreCall::Apply { key, .. } => (key.clone(), StoreOp::Apply { allowed: false }),
-                _ => unreachable!("job calls are handled above"),
-            },
+            StoreCall::Apply { key, .. } => (key.clone(), StoreOp::Apply { allowed: false }),
+            _ => unreachable!("job calls are handled above"),
         };
         if matches!(verdict, Verdict::Error | Verdict::Drop) {
             let fate = if matches!(verdict, Verdict::Error) {
