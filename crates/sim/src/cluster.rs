@@ -505,6 +505,14 @@ impl RpcStore {
             Err(_) => Err(StoreError::Unavailable),
         }
     }
+
+    /// A lease renewal or release: whether the store did it.
+    async fn done(&self, call: StoreCall) -> Result<bool, StoreError> {
+        match self.call(call).await? {
+            StoreReply::Done(done) => Ok(done),
+            _ => Err(StoreError::Unavailable),
+        }
+    }
 }
 
 impl StoreClient for RpcStore {
@@ -623,15 +631,6 @@ impl LeaseClient for RpcStore {
             token,
         };
         async move { self.done(call).await }
-    }
-}
-
-impl RpcStore {
-    async fn done(&self, call: StoreCall) -> Result<bool, StoreError> {
-        match self.call(call).await? {
-            StoreReply::Done(done) => Ok(done),
-            _ => Err(StoreError::Unavailable),
-        }
     }
 }
 
