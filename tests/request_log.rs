@@ -5,10 +5,11 @@
 //! order alone, exactly the requests the window-spike checker saw admitted during the spike —
 //! compared by request, not by count — while parsing only the lines in the range.
 
+use ratelab_check::envelope::admissions;
+use ratelab_check::history::Answer;
+use ratelab_check::window::window_spike;
 use ratelab_core::Nanos;
 use ratelab_gateway::reqlog::{ScanQuery, ScanResult, scan};
-use ratelab_sim::checkers::{admissions, window_spike};
-use ratelab_sim::history::Answer;
 use ratelab_sim::scenario::{FaultKind, FaultSpec, Signed};
 use ratelab_sim::{History, RunOptions, SIM_EPOCH_MS, Scenario};
 use std::collections::BTreeSet;
@@ -239,7 +240,7 @@ fn every_line_carries_the_decision_the_client_got() {
             let q = &h.requests[trace as usize];
             let want = match q.answer {
                 Some((_, Answer::Allowed { .. })) => "allowed",
-                Some((_, Answer::Denied { .. })) => "denied",
+                Some((_, Answer::Denied { .. } | Answer::Full)) => "denied",
                 Some((_, Answer::FailedOpen(r))) => {
                     assert_eq!(v["fail_open"], r.name(), "{name}: #{trace}");
                     "failed_open"

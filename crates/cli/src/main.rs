@@ -889,8 +889,11 @@ fn job_line(out: &mut impl Write, r: &Report) {
         j.keys_removed,
         j.max_gap_ms
     );
-    if let Some(first) = &j.first_stale {
-        line.push_str(&format!("; first stale commit accepted: {first}"));
+    if let Some(first) = &j.first_live_delete {
+        line.push_str(&format!(
+            "; {} live buckets deleted, the first: {first}",
+            j.live_deleted
+        ));
     }
     let _ = writeln!(out, "{line}");
 }

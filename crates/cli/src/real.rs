@@ -1,8 +1,8 @@
 //! Real concurrency on a real `redis-server`: the overshoot ladder with tokio tasks over real
 //! connections, and the atomic path's speed beside `redis-benchmark` running the same script.
 
-use ratelab_core::{Nanos, Policy, TokenBucket};
-use ratelab_sim::checkers::{self, Admission};
+use ratelab_check::envelope::{self, Admission, Envelope};
+use ratelab_core::{Nanos, TokenBucket};
 use ratelab_sim::output::RealPoint;
 use ratelab_sim::rng::SimRng;
 use ratelab_store::redis_store::{RedisOptions, RedisStore, SCRIPT};
@@ -118,15 +118,10 @@ async fn point(store: &RedisStore, cfg: &RealConfig, path: Path, c: u32, nonce: 
     }
     adm.sort_unstable();
     let admitted = adm.len() as u64;
-    let env = ratelab_sim::report::envelope_of(&Policy::TokenBucket(*store.algorithm()));
+    let env = Envelope::of_bucket(store.algorithm());
     let by_key = BTreeMap::from([("k", adm)]);
-    let e = checkers::envelope(&by_key, env);
-    let span = by_key["k"]
-        .last()
-        .map_or(0, |l| l.at.as_u64() - by_key["k"][0].at.as_u64());
-    let envelope = ((u128::from(env.burst) * u128::from(env.period)
-        + u128::from(env.amount) * u128::from(span))
-        / u128::from(env.period)) as u64;
+    let e = envelope::envelope(&by_key, env);
+    let envelope = envelope::allowance(&by_key, env);
     latency.sort_unstable();
     let mean_latency_us = latency.iter().sum::<u64>() as f64 / latency.len().max(1) as f64 / 1e3;
     RealPoint {

@@ -216,7 +216,7 @@ fn trace_prints_every_event() {
     let o = ratelab(&["run", f.to_str().unwrap(), "--trace"]);
     let out = String::from_utf8(o.stdout).unwrap();
     assert!(out.contains("sent      #0 client"), "{out}");
-    assert!(out.contains("store     #0 Get \"key:k\""), "{out}");
+    assert!(out.contains("store     #0 per_key Get \"key:k\""), "{out}");
     assert!(out.contains("answered  #0"), "{out}");
 }
 

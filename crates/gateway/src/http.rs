@@ -40,6 +40,11 @@ impl Env for TokioEnv {
             .unwrap_or(Nanos::ZERO)
     }
 
+    fn monotonic(&self) -> Nanos {
+        static START: OnceLock<std::time::Instant> = OnceLock::new();
+        Nanos::from(START.get_or_init(std::time::Instant::now).elapsed())
+    }
+
     async fn timeout<F: Future + Send>(&self, after: Duration, fut: F) -> Option<F::Output>
     where
         F::Output: Send,

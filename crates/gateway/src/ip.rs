@@ -61,7 +61,40 @@ impl std::str::FromStr for IpNet {
     }
 }
 
+/// Default prefix the edge limit aggregates IPv6 clients to: one /64 is one subscriber's
+/// network, and a client that owns one can rotate through 2^64 addresses.
+pub const DEFAULT_IPV6_PREFIX: u8 = 64;
+
+/// The network an edge limit counts `ip` under: an IPv4 address (or IPv4-mapped IPv6 one)
+/// alone; an IPv6 address masked to its first `v6_prefix` bits (clamped to 1–128).
+pub fn edge_network(ip: IpAddr, v6_prefix: u8) -> IpNet {
+    match ip.to_canonical() {
+        IpAddr::V4(v4) => IpNet {
+            addr: IpAddr::V4(v4),
+            prefix: 32,
+        },
+        IpAddr::V6(v6) => {
+            let prefix = v6_prefix.clamp(1, 128);
+            let mask = u128::MAX << (128 - u32::from(prefix));
+            IpNet {
+                addr: IpAddr::V6((u128::from(v6) & mask).into()),
+                prefix,
+            }
+        }
+    }
+}
+
 impl IpNet {
+    /// The range's first address.
+    pub fn addr(&self) -> IpAddr {
+        self.addr
+    }
+
+    /// The prefix length.
+    pub fn prefix(&self) -> u8 {
+        self.prefix
+    }
+
     /// Whether `ip` is inside the range.
     pub fn contains(&self, ip: IpAddr) -> bool {
         fn masked(bits: u128, width: u32, prefix: u8) -> u128 {
@@ -167,6 +200,22 @@ mod tests {
 
     fn ip(s: &str) -> IpAddr {
         s.parse().unwrap()
+    }
+
+    #[test]
+    fn the_edge_counts_an_ipv6_client_by_its_prefix_and_ipv4_alone() {
+        let net = |s: &str, p: u8| edge_network(ip(s), p).to_string();
+        assert_eq!(net("2001:db8:1:2:aaaa::1", 64), "2001:db8:1:2::/64");
+        assert_eq!(
+            net("2001:db8:1:2:aaaa::1", 64),
+            net("2001:db8:1:2:ffff:ffff:ffff:ffff", 64),
+            "one /64, any interface id"
+        );
+        assert_ne!(net("2001:db8:1:2::1", 64), net("2001:db8:1:3::1", 64));
+        assert_eq!(net("2001:db8::1", 128), "2001:db8::1/128");
+        assert_eq!(net("2001:db8::1", 0), "::/1", "clamped to at least 1 bit");
+        assert_eq!(net("192.0.2.7", 64), "192.0.2.7/32");
+        assert_eq!(net("::ffff:192.0.2.7", 64), "192.0.2.7/32", "IPv4-mapped");
     }
 
     fn nets(list: &[&str]) -> Vec<IpNet> {

@@ -4,14 +4,24 @@
 //! Runtime-agnostic: the store comes in through [`StoreClient`], time and timeouts through
 //! [`Env`]. The same [`Gateway`] runs in the madsim cluster and behind the real HTTP server.
 //!
-//! Failure policy, per limit layer: every store call has a timeout; on an error, a timeout, or
-//! while the layer's circuit breaker is open, the request is **allowed** (fail open), marked
-//! as such, and counted by reason — unless the route is configured fail-closed, in which case
-//! it is refused with 503. The kill switch disables limiting: every request is allowed without
-//! touching the store, and counted as bypassed.
+//! Failure policy, per limit layer: a request has **one deadline**, its store timeout from
+//! when it started, shared by every layer (a layer gets what the layers before it left); on an
+//! error, a timeout, or while the layer's circuit breaker is open, the request is **allowed**
+//! (fail open), marked as such, and counted by reason — unless the route is configured
+//! fail-closed, in which case it is refused with 503. The kill switch disables limiting: every
+//! request is allowed without touching the store, and counted as bypassed.
+//!
+//! A full store is not a failure. A store holds a bounded number of keys; when a request
+//! needs a *new* key and the store has no room, that layer **denies** it (429, counted as
+//! `store_full`) and spends nothing, while every existing key goes on being limited exactly.
+//! Failing open instead would let anyone who can mint keys (many addresses, or one IPv6
+//! network rotating through its addresses) switch limiting off for everyone; the breaker does
+//! not count it either, since the store answered. The edge layer keys IPv6 clients by their
+//! network ([`GatewayConfig::ipv6_prefix`], a /64 by default), so one subscriber's addresses
+//! share one bucket.
 
 use crate::breaker::{Breaker, BreakerConfig, Permit, Transition};
-use crate::ip::{Forwarding, IpNet, client_ip};
+use crate::ip::{DEFAULT_IPV6_PREFIX, Forwarding, IpNet, client_ip, edge_network};
 use crate::reqlog::{IdGenerator, REQUEST_LOG_TARGET};
 use core::future::Future;
 use ratelab_core::Decision;
@@ -31,6 +41,11 @@ pub trait Env: Send + Sync {
     /// The gateway's wall clock as Unix time, for request ids. Defaults to [`Env::now`], which
     /// is Unix time for a real server.
     fn unix_now(&self) -> Nanos {
+        self.now()
+    }
+    /// A clock that never steps back, for each request's deadline. Defaults to [`Env::now`];
+    /// a real server's wall clock can step, so it should return a monotonic reading.
+    fn monotonic(&self) -> Nanos {
         self.now()
     }
     /// Runs `fut` for at most `after`; `None` if it did not finish in time.
@@ -86,6 +101,8 @@ pub enum LayerOutcome {
     FailedOpen(FailReason),
     /// The store failed and the route fails closed.
     FailedClosed(FailReason),
+    /// The store had no room for this new key: denied, nothing spent.
+    StoreFull,
 }
 
 /// The verdict.
@@ -186,6 +203,8 @@ pub struct GatewayConfig {
     pub name: String,
     /// Seed of the request ids' random bits; `None` draws one from the OS.
     pub id_seed: Option<u64>,
+    /// The edge limit counts IPv6 clients by this prefix length (1–128; default 64).
+    pub ipv6_prefix: u8,
 }
 
 impl Default for GatewayConfig {
@@ -200,6 +219,7 @@ impl Default for GatewayConfig {
             fail_open: true,
             name: "gateway".into(),
             id_seed: None,
+            ipv6_prefix: DEFAULT_IPV6_PREFIX,
         }
     }
 }
@@ -209,8 +229,10 @@ impl Default for GatewayConfig {
 pub struct Stats {
     /// Requests let through by the limits: admitted, or admitted because a layer failed open.
     pub allowed: AtomicU64,
-    /// Requests denied (429).
+    /// Requests denied (429), for any reason.
     pub denied: AtomicU64,
+    /// Of those, requests denied because a layer's store had no room for a new key.
+    pub denied_store_full: AtomicU64,
     /// Layers that failed open because of a store error.
     pub fail_open_error: AtomicU64,
     /// … a timeout.
@@ -238,6 +260,8 @@ pub struct StatsSnapshot {
     pub allowed: u64,
     /// See [`Stats`].
     pub denied: u64,
+    /// See [`Stats`].
+    pub denied_store_full: u64,
     /// See [`Stats`].
     pub fail_open_error: u64,
     /// See [`Stats`].
@@ -272,6 +296,7 @@ impl Stats {
         StatsSnapshot {
             allowed: r(&self.allowed),
             denied: r(&self.denied),
+            denied_store_full: r(&self.denied_store_full),
             fail_open_error: r(&self.fail_open_error),
             fail_open_timeout: r(&self.fail_open_timeout),
             fail_open_breaker: r(&self.fail_open_breaker),
@@ -359,16 +384,16 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
                 .any(|p| route.starts_with(p.as_str()))
     }
 
-    /// Runs one layer: breaker, timed store call, failure policy.
+    /// Runs one layer: breaker, store call bounded by the request's `deadline` (on
+    /// [`Env::monotonic`]), failure policy.
     async fn run_layer(
         &self,
         layer: &Layer<C>,
         key: &Key,
         req: &Request<'_>,
         fail_closed: bool,
+        deadline: Nanos,
     ) -> LayerOutcome {
-        let now = self.env.now();
-        let permit = layer.breaker.lock().expect("breaker").permit(now);
         let fail = |reason: FailReason| {
             if fail_closed {
                 LayerOutcome::FailedClosed(reason)
@@ -376,6 +401,17 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
                 LayerOutcome::FailedOpen(reason)
             }
         };
+        // What the layers before this one left of the request's timeout; never more than the
+        // timeout itself, even if the monotonic clock misbehaves.
+        let budget =
+            Duration::from(deadline.saturating_sub(self.env.monotonic())).min(self.config.timeout);
+        if budget.is_zero() {
+            // Spent before this layer: the store is not called, and the breaker, which counts
+            // the store's answers, learns nothing.
+            return fail(FailReason::Timeout);
+        }
+        let now = self.env.now();
+        let permit = layer.breaker.lock().expect("breaker").permit(now);
         if permit == Permit::Skip {
             return fail(FailReason::BreakerOpen);
         }
@@ -388,7 +424,7 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
             now,
             req.cost,
         );
-        let result = self.env.timeout(self.config.timeout, call).await;
+        let result = self.env.timeout(budget, call).await;
         let end = self.env.now();
         metrics::histogram!("ratelab_store_latency_seconds", "layer" => layer.name.as_str().to_owned())
             .record(end.saturating_sub(now).as_u64() as f64 / 1e9);
@@ -398,6 +434,7 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
                 decided_at: o.decided_at,
             },
             Some(Err(LimitError::Store(StoreError::Timeout))) => fail(FailReason::Timeout),
+            Some(Err(LimitError::Store(StoreError::Full))) => LayerOutcome::StoreFull,
             Some(Err(LimitError::Store(_))) => fail(FailReason::Error),
             // A cost the policy can never admit is the caller's error; it is answered as a
             // denial with no retry.
@@ -413,7 +450,11 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
             },
             None => fail(FailReason::Timeout),
         };
-        let ok = matches!(outcome, LayerOutcome::Decided { .. });
+        // The store answered a full store too: that is not a failure of the store.
+        let ok = matches!(
+            outcome,
+            LayerOutcome::Decided { .. } | LayerOutcome::StoreFull
+        );
         let transition = layer
             .breaker
             .lock()
@@ -510,9 +551,11 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
             return ("unavailable", Some(name(i)), Some(r.name()), None);
         }
         if a.verdict == Verdict::Deny {
-            let denied = ran().find(
-                |(_, o)| matches!(o, LayerOutcome::Decided { decision, .. } if !decision.allowed),
-            );
+            let denied = ran().find(|(_, o)| match o {
+                LayerOutcome::Decided { decision, .. } => !decision.allowed,
+                LayerOutcome::StoreFull => true,
+                _ => false,
+            });
             return ("denied", denied.map(|(i, _)| name(i)), None, Some(0));
         }
         if let Some((i, LayerOutcome::FailedOpen(r))) =
@@ -573,18 +616,27 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
             return answer;
         }
         let fail_closed = self.fails_closed(req.route);
+        let deadline = self
+            .env
+            .monotonic()
+            .saturating_add(Nanos::from(self.config.timeout));
         let mut policies = Vec::new();
         let mut fields = Vec::new();
         let mut retry_after: Option<u64> = None;
         let layers = [
-            (self.edge.as_ref(), Key::new(&format!("ip:{ip}")).ok()),
+            (
+                self.edge.as_ref(),
+                Key::new(&format!("ip:{}", edge_network(ip, self.config.ipv6_prefix))).ok(),
+            ),
             (self.per_key.as_ref(), key),
         ];
         for (i, (layer, key)) in layers.into_iter().enumerate() {
             let (Some(layer), Some(key)) = (layer, key) else {
                 continue;
             };
-            let outcome = self.run_layer(layer, &key, &req, fail_closed).await;
+            let outcome = self
+                .run_layer(layer, &key, &req, fail_closed, deadline)
+                .await;
             if i == 0 {
                 answer.edge = Some(outcome);
             } else {
@@ -602,6 +654,16 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
                         // Denied at this layer: later layers are not consulted and spend nothing.
                         break;
                     }
+                }
+                LayerOutcome::StoreFull => {
+                    bump(&self.stats.denied_store_full);
+                    metrics::counter!("ratelab_store_full_total", "layer" => layer.name.as_str().to_owned())
+                        .increment(1);
+                    answer.verdict = Verdict::Deny;
+                    answer.status = 429;
+                    // No decision to take a wait from: try again in a second.
+                    retry_after = retry_after.or(Some(1));
+                    break;
                 }
                 LayerOutcome::FailedOpen(reason) => {
                     let counter = match reason {

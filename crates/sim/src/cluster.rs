@@ -2,7 +2,9 @@
 //!
 //! - The **store node** owns every key and handles its messages one at a time, in arrival
 //!   order, like Redis: each request runs to completion (read, transition, write) before the
-//!   next is looked at. It runs the real [`MemoryStore`] over the real core transition. It
+//!   next is looked at. It holds one real [`MemoryStore`] per limit layer (the per-key
+//!   policy's, and the edge policy's when the scenario has one); every call names its layer,
+//!   so a layer's keys are decided under that layer's policy only. It
 //!   decides store-side faults per message from the scenario's plan and its own seeded
 //!   stream: answer with an error (not applied), drop (not applied: the caller times out),
 //!   apply but lose the reply, or delay the reply. A crash kills the node; the restart runs
@@ -17,9 +19,6 @@
 //!
 //! Nothing here reads a wall clock or an unseeded random number.
 
-use crate::history::{
-    Answer, CommitRecord, ErrorKind, FailReason, History, LeaseRecord, StoreFate, StoreOp,
-};
 use crate::rng::{SimRng, stream};
 use crate::scenario::{
     ClientSpec, FaultKind, FaultSpec, GatewayChoice, NodeName, Pattern, Scenario, ms,
@@ -28,6 +27,10 @@ use madsim::net::rpc::Request;
 use madsim::net::{Endpoint, NetSim};
 use madsim::runtime::{Handle, NodeHandle};
 use madsim::time::{Instant, sleep, sleep_until};
+use ratelab_check::history::{
+    Answer, CommitRecord, ErrorKind, FailReason, History, Layer, Layers, LeaseRecord, ScanRecord,
+    StoreFate, StoreOp,
+};
 use ratelab_core::{Decision, Nanos, Policy, PolicyState};
 use ratelab_gateway::singleton::{FencedJob, Singleton, SingletonConfig};
 use ratelab_gateway::{
@@ -35,8 +38,8 @@ use ratelab_gateway::{
     Request as GatewayRequest, StatsSnapshot,
 };
 use ratelab_store::{
-    Applied, Fence, FenceVerdict, Key, LeaseClient, LeaseTable, LimitError, MemoryStore, Read,
-    Store, StoreClient, StoreError,
+    Applied, Fence, FenceVerdict, HashSeed, Key, LeaseClient, LeaseTable, LimitError, MemoryStore,
+    Read, Store, StoreClient, StoreError,
 };
 use serde::{Deserialize, Serialize};
 use std::future::Future;
@@ -76,11 +79,15 @@ pub struct StoreRequest {
 pub enum StoreCall {
     /// Naive path, step 1.
     Get {
+        /// Whose store.
+        layer: Layer,
         /// The key.
         key: String,
     },
     /// Naive path, step 2.
     Set {
+        /// Whose store.
+        layer: Layer,
         /// The key.
         key: String,
         /// The state to store.
@@ -90,6 +97,8 @@ pub enum StoreCall {
     },
     /// Atomic path.
     Apply {
+        /// Whose store.
+        layer: Layer,
         /// The key.
         key: String,
         /// The caller's time, or `None` for the store's clock.
@@ -120,12 +129,14 @@ pub enum StoreCall {
         /// The grant's token.
         token: u64,
     },
-    /// List buckets that have expired but are still held.
+    /// List per-key buckets that have expired but are still held.
     ScanExpired {
+        /// Who asks.
+        owner: String,
         /// At most this many.
         limit: u32,
     },
-    /// Delete `keys`, fenced by `token`.
+    /// Delete per-key buckets `keys`, fenced by `token`.
     Cleanup {
         /// Who sends it.
         owner: String,
@@ -286,10 +297,11 @@ impl StorePlan {
 type Reply = Pin<Box<dyn Future<Output = Result<StoreReply, WireError>> + Send>>;
 
 struct StoreNode {
+    /// The per-key policy's buckets.
     store: MemoryStore<Policy>,
     /// The cleanup job's lease and the fence on its commits (lost in a crash, with the rest).
     job: Mutex<(LeaseTable, Fence)>,
-    /// The per-IP edge policy's keys (`ip:…`), when the scenario has an edge limit.
+    /// The edge policy's buckets, when the scenario has an edge limit.
     edge: Option<MemoryStore<Policy>>,
     shared: Arc<Shared>,
     plan: Arc<StorePlan>,
@@ -310,10 +322,12 @@ impl StoreNode {
             }
             return deliver(verdict, self.apply_job(req.call, now));
         }
-        let (key, op) = match &req.call {
-            StoreCall::Get { key } => (key.clone(), StoreOp::Get),
-            StoreCall::Set { key, .. } => (key.clone(), StoreOp::Set),
-            StoreCall::Apply { key, .. } => (key.clone(), StoreOp::Apply { allowed: false }),
+        let (layer, key, op) = match &req.call {
+            StoreCall::Get { layer, key } => (*layer, key.clone(), StoreOp::Get),
+            StoreCall::Set { layer, key, .. } => (*layer, key.clone(), StoreOp::Set),
+            StoreCall::Apply { layer, key, .. } => {
+                (*layer, key.clone(), StoreOp::Apply { allowed: false })
+            }
             _ => unreachable!("job calls are handled above"),
         };
         if matches!(verdict, Verdict::Error | Verdict::Drop) {
@@ -322,7 +336,8 @@ impl StoreNode {
             } else {
                 StoreFate::Dropped
             };
-            self.shared.record(|h, at| h.store(at, id, &key, op, fate));
+            self.shared
+                .record(|h, at| h.store(at, id, layer, &key, op, fate));
             return refuse(verdict);
         }
         let (reply, op) = self.apply(req.call, now);
@@ -331,7 +346,8 @@ impl StoreNode {
             Verdict::Delay(d) => StoreFate::Delayed(d),
             _ => StoreFate::Served,
         };
-        self.shared.record(|h, at| h.store(at, id, &key, op, fate));
+        self.shared
+            .record(|h, at| h.store(at, id, layer, &key, op, fate));
         deliver(verdict, reply)
     }
 
@@ -346,7 +362,7 @@ impl StoreNode {
                 at: now,
                 owner,
                 token,
-                expires_at: now.saturating_add(ttl),
+                ttl,
                 renewal,
             })
         };
@@ -370,19 +386,31 @@ impl StoreNode {
             StoreCall::Release { owner, token } => {
                 StoreReply::Done(leases.release(JOB_LEASE, &owner, token, now))
             }
-            StoreCall::ScanExpired { limit } => StoreReply::Keys(
-                self.store
+            StoreCall::ScanExpired { owner, limit } => {
+                let keys: Vec<String> = self
+                    .store
                     .expired_keys(now, limit as usize)
                     .into_iter()
                     .map(|k| k.as_str().to_owned())
-                    .collect(),
-            ),
+                    .collect();
+                self.shared.record(|h, _| {
+                    h.scan(ScanRecord {
+                        seq: 0,
+                        at: now,
+                        owner,
+                        keys: keys.clone(),
+                    })
+                });
+                StoreReply::Keys(keys)
+            }
             StoreCall::Cleanup { owner, token, keys } => {
                 let accepted = fence.admit(token) == FenceVerdict::Accepted;
-                let mut removed = 0;
+                let mut removed = Vec::new();
                 if accepted {
                     for k in keys.iter().filter_map(|k| Key::new(k).ok()) {
-                        removed += u64::from(self.store.remove(&k));
+                        if self.store.remove(&k) {
+                            removed.push(k.as_str().to_owned());
+                        }
                     }
                 }
                 self.shared.record(|h, _| {
@@ -406,10 +434,11 @@ impl StoreNode {
         })
     }
 
-    fn store_for(&self, key: &str) -> &MemoryStore<Policy> {
-        match &self.edge {
-            Some(edge) if key.starts_with("ip:") => edge,
-            _ => &self.store,
+    /// The store of `layer`; a call to a layer the scenario does not have is refused.
+    fn store_for(&self, layer: Layer) -> Result<&MemoryStore<Policy>, WireError> {
+        match layer {
+            Layer::PerKey => Ok(&self.store),
+            Layer::Edge => self.edge.as_ref().ok_or(WireError::Unavailable),
         }
     }
 
@@ -420,23 +449,36 @@ impl StoreNode {
             _ => WireError::Unavailable,
         };
         match req {
-            StoreCall::Get { key } => {
-                let r =
-                    key_of(&key).and_then(|k| self.store_for(&key).get(&k, now).map_err(store_err));
+            StoreCall::Get { layer, key } => {
+                let r = key_of(&key)
+                    .and_then(|k| self.store_for(layer)?.get(&k, now).map_err(store_err));
                 let reply = r.map(|state| StoreReply::Read {
                     state,
                     store_time: now,
                 });
                 (reply, StoreOp::Get)
             }
-            StoreCall::Set { key, state, ttl } => {
-                let r = key_of(&key)
-                    .and_then(|k| self.store.set(&k, state, ttl, now).map_err(store_err));
+            StoreCall::Set {
+                layer,
+                key,
+                state,
+                ttl,
+            } => {
+                let r = key_of(&key).and_then(|k| {
+                    self.store_for(layer)?
+                        .set(&k, state, ttl, now)
+                        .map_err(store_err)
+                });
                 (r.map(|()| StoreReply::Written), StoreOp::Set)
             }
-            StoreCall::Apply { key, now: at, cost } => {
+            StoreCall::Apply {
+                layer,
+                key,
+                now: at,
+                cost,
+            } => {
                 let r = key_of(&key).and_then(|k| {
-                    self.store
+                    self.store_for(layer)?
                         .apply(&k, at.unwrap_or(now), cost)
                         .map_err(|e| match e {
                             LimitError::Cost(c) => WireError::Cost {
@@ -456,6 +498,12 @@ impl StoreNode {
             _ => unreachable!("job calls are handled by `apply_job`"),
         }
     }
+}
+
+/// One layer's store: `max_keys` live keys at most, hashed with keys fixed by the run's seed.
+fn sim_store(policy: Policy, max_keys: usize, seed: u64) -> MemoryStore<Policy> {
+    MemoryStore::with_backend(policy, ratelab_store::memory::DEFAULT_SHARDS, max_keys)
+        .with_seed(HashSeed(seed, !seed))
 }
 
 /// The reply to a message the store refused (error) or dropped.
@@ -486,6 +534,8 @@ const JOB_LEASE: &str = "cleanup";
 struct RpcStore {
     ep: Endpoint,
     timeout: Duration,
+    /// The layer whose store and policy this client serves.
+    layer: Layer,
     policy: Policy,
     /// The client request this client's calls serve.
     request: u64,
@@ -531,6 +581,7 @@ impl StoreClient for RpcStore {
 
     fn get(&self, key: &Key) -> impl Future<Output = Result<Read<PolicyState>, StoreError>> + Send {
         let req = StoreCall::Get {
+            layer: self.layer,
             key: key.as_str().to_owned(),
         };
         async move {
@@ -548,6 +599,7 @@ impl StoreClient for RpcStore {
         ttl: Nanos,
     ) -> impl Future<Output = Result<(), StoreError>> + Send {
         let req = StoreCall::Set {
+            layer: self.layer,
             key: key.as_str().to_owned(),
             state,
             ttl,
@@ -567,6 +619,7 @@ impl StoreClient for RpcStore {
         cost: u64,
     ) -> impl Future<Output = Result<Applied, LimitError>> + Send {
         let req = StoreCall::Apply {
+            layer: self.layer,
             key: key.as_str().to_owned(),
             now,
             cost,
@@ -649,7 +702,10 @@ impl FencedJob for Cleanup {
     async fn plan(&self) -> Result<Vec<String>, StoreError> {
         let keys = match self
             .rpc
-            .call(StoreCall::ScanExpired { limit: self.batch })
+            .call(StoreCall::ScanExpired {
+                owner: self.owner.clone(),
+                limit: self.batch,
+            })
             .await?
         {
             StoreReply::Keys(keys) => keys,
@@ -741,6 +797,11 @@ impl Env for SimEnv {
         Nanos::from_millis(SIM_EPOCH_MS).saturating_add(self.now())
     }
 
+    /// madsim's own time, which its timeouts run on (the skewed clock is for decisions).
+    fn monotonic(&self) -> Nanos {
+        self.shared.now()
+    }
+
     async fn timeout<F: Future + Send>(&self, after: Duration, fut: F) -> Option<F::Output>
     where
         F::Output: Send,
@@ -766,43 +827,61 @@ fn client_ip(i: u32) -> IpAddr {
     IpAddr::V4(Ipv4Addr::from(0x0a20_0000 + i))
 }
 
-/// What the recorder keeps of a gateway's answer: the binding layer's outcome.
-fn to_history(a: &GatewayAnswer) -> Answer {
+/// What the recorder keeps of a gateway's answer: the binding layer's outcome, and each
+/// layer's own.
+fn to_history(a: &GatewayAnswer) -> (Answer, Layers) {
+    let layers = Layers {
+        edge: a.edge.map(layer_answer),
+        per_key: a.per_key.map(layer_answer),
+    };
     if a.bypassed {
-        return Answer::Bypassed;
+        return (Answer::Bypassed, layers);
     }
     if matches!(a.verdict, ratelab_gateway::Verdict::Rejected(_)) {
-        return Answer::Rejected;
+        return (Answer::Rejected, layers);
     }
-    let edge_denied =
-        matches!(a.edge, Some(LayerOutcome::Decided { decision, .. }) if !decision.allowed);
+    let edge_denied = matches!(
+        a.edge,
+        Some(LayerOutcome::Decided { decision, .. }) if !decision.allowed
+    ) || a.edge == Some(LayerOutcome::StoreFull);
     let binding = if edge_denied {
         a.edge
     } else {
         a.per_key.or(a.edge)
     };
-    match binding {
-        Some(LayerOutcome::Decided {
+    let answer = binding.map_or(Answer::Error(ErrorKind::Unavailable), layer_answer);
+    (answer, layers)
+}
+
+/// One layer's outcome, as the recorder keeps it.
+fn layer_answer(o: LayerOutcome) -> Answer {
+    let reason = |r: ratelab_gateway::FailReason| match r {
+        ratelab_gateway::FailReason::Error => FailReason::Error,
+        ratelab_gateway::FailReason::Timeout => FailReason::Timeout,
+        ratelab_gateway::FailReason::BreakerOpen => FailReason::BreakerOpen,
+    };
+    match o {
+        LayerOutcome::Decided {
             decision,
             decided_at,
-        }) if decision.allowed => Answer::Allowed {
+        } if decision.allowed => Answer::Allowed {
             decided_at,
             remaining: decision.remaining,
         },
-        Some(LayerOutcome::Decided {
+        LayerOutcome::Decided {
             decision,
             decided_at,
-        }) => Answer::Denied {
+        } => Answer::Denied {
             decided_at,
             retry_after: decision.retry_after.unwrap_or(Nanos::ZERO),
         },
-        Some(LayerOutcome::FailedOpen(r)) => Answer::FailedOpen(r),
-        Some(LayerOutcome::FailedClosed(r)) => Answer::Error(match r {
+        LayerOutcome::FailedOpen(r) => Answer::FailedOpen(reason(r)),
+        LayerOutcome::FailedClosed(r) => Answer::Error(match reason(r) {
             FailReason::Error => ErrorKind::Unavailable,
             FailReason::Timeout => ErrorKind::Timeout,
             FailReason::BreakerOpen => ErrorKind::BreakerOpen,
         }),
-        None => Answer::Error(ErrorKind::Unavailable),
+        LayerOutcome::StoreFull => Answer::Full,
     }
 }
 
@@ -840,8 +919,10 @@ async fn serve(
         .as_ref()
         .map(|g| g as &dyn ratelab_gateway::Guard);
     let answer = gw.gateway.check(req, guard).await;
-    let recorded = to_history(&answer);
-    cluster.shared.record(|h, at| h.answer(at, id, recorded));
+    let (recorded, layers) = to_history(&answer);
+    cluster
+        .shared
+        .record(|h, at| h.answer(at, id, recorded, layers));
     answer
 }
 
@@ -957,7 +1038,8 @@ async fn client_main(cluster: Arc<Cluster>, group: usize, client: u32, seed: u64
         let cost = c.cost.get();
         let mut id = 0;
         cluster.shared.record(|h, at| {
-            id = h.send(at, client, group as u32, key.clone(), g as u32, cost);
+            let peer = client_ip(client);
+            id = h.send(at, client, group as u32, key.clone(), peer, g as u32, cost);
         });
         let answer =
             cluster.gateways[g]
@@ -1099,7 +1181,11 @@ pub(crate) async fn simulate(
     // setup are stamped 0.
     let shared = Arc::new(Shared {
         t0: Instant::now() + SETUP,
-        history: Mutex::new(History::new(keep_events)),
+        history: Mutex::new(if sc.spec.cleanup_job.is_some() {
+            History::new(keep_events).keeping_writes()
+        } else {
+            History::new(keep_events)
+        }),
     });
     let policy = sc.policy;
 
@@ -1112,6 +1198,7 @@ pub(crate) async fn simulate(
     });
     let store_rng = Arc::new(Mutex::new(SimRng::new(seed, stream::STORE)));
     let fencing = sc.spec.cleanup_job.is_none_or(|j| j.fencing);
+    let max_keys = sc.spec.store.max_keys.get() as usize;
     let store_node = {
         let (shared, plan, rng) = (shared.clone(), plan.clone(), store_rng.clone());
         handle
@@ -1119,8 +1206,10 @@ pub(crate) async fn simulate(
             .name("store")
             .ip(IpAddr::V4(STORE_IP))
             .init(move || {
+                // Fixed hash keys per run: the same keys land in the same shards every time.
+                let hash_seed = SimRng::new(seed, stream::STORE_HASH).next_u64();
                 let node = Arc::new(StoreNode {
-                    store: MemoryStore::new(policy),
+                    store: sim_store(policy, max_keys, hash_seed),
                     job: Mutex::new((
                         LeaseTable::new(),
                         if fencing {
@@ -1129,7 +1218,7 @@ pub(crate) async fn simulate(
                             Fence::unchecked()
                         },
                     )),
-                    edge: edge_policy.map(MemoryStore::new),
+                    edge: edge_policy.map(|p| sim_store(p, max_keys, hash_seed ^ 1)),
                     shared: shared.clone(),
                     plan: plan.clone(),
                     rng: rng.clone(),
@@ -1186,9 +1275,10 @@ pub(crate) async fn simulate(
                 )
             });
         }
-        let rpc = |policy| RpcStore {
+        let rpc = |layer, policy| RpcStore {
             ep: ep.clone(),
             timeout,
+            layer,
             policy,
             request: 0,
         };
@@ -1217,10 +1307,11 @@ pub(crate) async fn simulate(
             shared: shared.clone(),
             clock,
         };
-        job_clients.push(rpc(policy));
+        job_clients.push(rpc(Layer::PerKey, policy));
+        let edge = edge_policy.map(|p| rpc(Layer::Edge, p));
         gateways.push(Arc::new(SimGateway {
             node,
-            gateway: Gateway::new(config, edge_policy.map(rpc), Some(rpc(policy)), env),
+            gateway: Gateway::new(config, edge, Some(rpc(Layer::PerKey, policy)), env),
         }));
     }
     let guard = sc.spec.gateway.guard.as_ref().map(|g| {

@@ -20,9 +20,7 @@ compile_error!(
      sets it, and do not override it with a RUSTFLAGS variable that lacks `--cfg madsim`"
 );
 
-pub mod checkers;
 mod cluster;
-pub mod history;
 pub mod locate;
 pub mod output;
 pub mod report;
@@ -32,7 +30,8 @@ pub mod sweep;
 mod validate;
 
 pub use cluster::{SIM_EPOCH_MS, StoreCall, StoreReply, StoreRequest, WireError};
-pub use history::History;
+pub use ratelab_check::History;
+pub use ratelab_check::history;
 pub use report::Report;
 pub use scenario::{Scenario, ScenarioError, ScenarioSpec};
 

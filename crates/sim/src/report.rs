@@ -1,9 +1,13 @@
 //! A run's report: counts, checker figures, the trace hash, and the expectations it failed.
 
-use crate::checkers::{self, AnswerReport, Envelope, EnvelopeReport, LivenessReport, SpikeReport};
-use crate::history::{Answer, History};
 use crate::scenario::{ClientSpec, Pattern, Scenario};
-use ratelab_core::{Algorithm, Nanos, Policy};
+use ratelab_check::answers::{self, AnswerReport};
+use ratelab_check::cleanup::{self, CleanupReport};
+use ratelab_check::envelope::{self, Envelope, EnvelopeReport};
+use ratelab_check::history::{Answer, History, Layer};
+use ratelab_check::liveness::{self, LivenessReport};
+use ratelab_check::window::{self, SpikeReport};
+use ratelab_core::{Algorithm, Nanos, TokenBucket};
 use ratelab_gateway::StatsSnapshot;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -40,6 +44,9 @@ pub struct Report {
     pub bypassed: u64,
     /// Requests rejected by the guard before the limits.
     pub rejected: u64,
+    /// Requests denied because a layer's store had no room for their new key.
+    #[serde(default)]
+    pub full: u64,
     /// Store calls the guard saved: what the rejected requests would have cost.
     pub store_calls_saved: u64,
     /// Send-to-answer latency of fail-open answers, ms: p50, p99, max (absent if none).
@@ -67,6 +74,9 @@ pub struct Report {
     pub window_ns: u64,
     /// Liveness check, when the scenario asks for it.
     pub liveness: Option<Liveness>,
+    /// The edge (per-IP) layer's envelope figures, when the scenario has an edge limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub edge: Option<EdgeFigures>,
     /// Naive path: mean time between the store serving a request's read and applying its
     /// write, over requests that did both, in µs. This is the race window.
     pub race_window_us: Option<f64>,
@@ -119,6 +129,26 @@ pub struct GroupCounts {
     pub bypassed: u64,
 }
 
+/// The edge layer's figures: the envelope checker run per client address over the requests
+/// the edge admitted (whatever the per-key layer did next).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct EdgeFigures {
+    /// Requests the edge admitted.
+    pub admitted: u64,
+    /// Requests the edge denied.
+    pub denied: u64,
+    /// B + R·T summed over addresses: what a correct edge could admit.
+    pub envelope: u64,
+    /// Largest excess over the edge envelope in any interval, per address.
+    pub max_excess: u64,
+    /// Excess over B + R·T across each address's run, summed.
+    pub total_excess: u64,
+    /// The worst window.
+    pub witness: Option<Witness>,
+    /// Requests the edge denied that reached the per-key layer anyway (always a failure).
+    pub denied_but_spent: u64,
+}
+
 /// The envelope checker's witness, for reports.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Witness {
@@ -149,24 +179,16 @@ pub struct Liveness {
     pub violations: u64,
 }
 
-/// The envelope constants of a policy: a window policy advertises `limit` per `window`.
-pub fn envelope_of(policy: &Policy) -> Envelope {
-    match policy {
-        Policy::TokenBucket(b) => Envelope {
-            burst: b.capacity(),
-            amount: b.refill_amount(),
-            period: b.refill_period().as_u64(),
-        },
-        Policy::FixedWindow(w) => Envelope {
-            burst: w.0.limit(),
-            amount: w.0.limit(),
-            period: w.0.window().as_u64(),
-        },
-        Policy::SlidingWindow(w) => Envelope {
-            burst: w.0.limit(),
-            amount: w.0.limit(),
-            period: w.0.window().as_u64(),
-        },
+impl From<ratelab_check::Witness> for Witness {
+    fn from(w: ratelab_check::Witness) -> Witness {
+        Witness {
+            key: w.key,
+            from_ns: w.from.as_u64(),
+            to_ns: w.to.as_u64(),
+            admitted: w.admitted,
+            bound: w.bound,
+            ids: w.ids,
+        }
     }
 }
 
@@ -207,30 +229,65 @@ fn liveness_keys(sc: &Scenario, env: Envelope) -> Vec<String> {
         .collect()
 }
 
-/// The cleanup job's lease and fencing figures ([`checkers::fencing`]).
+/// The cleanup job's figures ([`cleanup::cleanup`]).
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct JobFigures {
     /// Whether the store checked tokens.
     pub fencing: bool,
     /// Lease grants.
     pub grants: u64,
-    /// Breaches of single leadership (always a failure).
+    /// Breaches of single leadership, recomputed from grant times and lease lengths (always a
+    /// failure).
     pub leader_conflicts: u64,
     /// Accepted commits: the job's runs.
     pub runs: u64,
-    /// Commits accepted with a stale token.
+    /// Commits accepted from a sender another grant had superseded.
     pub stale_accepted: u64,
-    /// Commits refused as stale.
+    /// Such commits refused.
     pub stale_rejected: u64,
-    /// Commits refused without being stale (always a failure).
+    /// Commits refused from the latest grantee (always a failure).
     pub wrongly_rejected: u64,
     /// Buckets deleted.
     pub keys_removed: u64,
-    /// The first stale commit accepted: who sent it, with which token, above which it should
-    /// have been refused, and when (store time, ms).
-    pub first_stale: Option<String>,
+    /// Buckets deleted although written after the scan that planned the deletion: the harm
+    /// fencing prevents (a failure unless the scenario expects it).
+    #[serde(default)]
+    pub live_deleted: u64,
+    /// The first such deletion: who, which bucket, when it was scanned, written and deleted
+    /// (store time, ms).
+    #[serde(default)]
+    pub first_live_delete: Option<String>,
     /// Longest time without an accepted commit, ms.
     pub max_gap_ms: f64,
+}
+
+impl JobFigures {
+    fn new(fencing: bool, f: CleanupReport) -> JobFigures {
+        let ms = |t: Nanos| t.as_u64() as f64 / 1e6;
+        JobFigures {
+            fencing,
+            grants: f.grants,
+            leader_conflicts: f.leader_conflicts,
+            runs: f.accepted,
+            stale_accepted: f.superseded_accepted,
+            stale_rejected: f.superseded_rejected,
+            wrongly_rejected: f.wrongly_rejected,
+            keys_removed: f.removed,
+            live_deleted: f.live_deleted,
+            first_live_delete: f.first_live_delete.map(|d| {
+                format!(
+                    "{} (token {}) deleted {:?} at {:.3} ms, scanned at {:.3} ms and written at {:.3} ms",
+                    d.owner,
+                    d.token,
+                    d.key,
+                    ms(d.at),
+                    ms(d.scanned_at),
+                    ms(d.written_at)
+                )
+            }),
+            max_gap_ms: ms(f.max_gap),
+        }
+    }
 }
 
 /// Builds the report for one run and checks the scenario's expectations.
@@ -242,75 +299,21 @@ pub fn build(
     sim: Nanos,
     wall: Duration,
 ) -> Report {
-    let env = envelope_of(&sc.policy);
-    let by_key = checkers::admissions(&h.requests);
+    let env = Envelope::of(&sc.policy);
+    let by_key = envelope::admissions(&h.requests);
     let EnvelopeReport {
         max_excess,
         total_excess,
         witness,
-    } = checkers::envelope(&by_key, env);
+    } = envelope::envelope(&by_key, env);
     let window = sc.policy.quota().window;
-    let SpikeReport { max_in_window, .. } = checkers::window_spike(&by_key, window);
+    let SpikeReport { max_in_window, .. } = window::window_spike(&by_key, window);
     let AnswerReport {
         unanswered,
         duplicated,
         ..
-    } = checkers::answered_once(&h.requests);
-
-    let mut allowed = 0;
-    let mut denied = 0;
-    let mut bypassed = 0;
-    let mut rejected = 0;
-    let mut errors_by_kind = BTreeMap::new();
-    let mut fail_open_by_reason = BTreeMap::new();
-    let mut fail_open_latency = Vec::new();
-    let mut groups: Vec<GroupCounts> = (0..sc.spec.clients.len() as u32)
-        .map(|group| GroupCounts {
-            group,
-            ..GroupCounts::default()
-        })
-        .collect();
-    for r in &h.requests {
-        let g = &mut groups[r.group as usize];
-        g.requests += 1;
-        match r.answer {
-            Some((_, Answer::Allowed { .. })) => {
-                allowed += 1;
-                g.allowed += 1;
-            }
-            Some((_, Answer::Denied { .. })) => {
-                denied += 1;
-                g.denied += 1;
-            }
-            Some((_, Answer::Error(e))) => {
-                *errors_by_kind.entry(e.name().to_owned()).or_insert(0) += 1;
-                g.errors += 1;
-            }
-            Some((at, Answer::FailedOpen(reason))) => {
-                *fail_open_by_reason
-                    .entry(reason.name().to_owned())
-                    .or_insert(0) += 1;
-                fail_open_latency.push(at.saturating_sub(r.sent_at).as_u64());
-                g.fail_open += 1;
-            }
-            Some((_, Answer::Bypassed)) => {
-                bypassed += 1;
-                g.bypassed += 1;
-            }
-            Some((_, Answer::Rejected)) => rejected += 1,
-            None => {}
-        }
-    }
-    let errors = errors_by_kind.values().sum();
-    let fail_open = fail_open_by_reason.values().sum();
-    fail_open_latency.sort_unstable();
-    let pct = |p: f64| {
-        let n = fail_open_latency.len();
-        let i = ((n as f64 * p).ceil() as usize).clamp(1, n) - 1;
-        fail_open_latency[i] as f64 / 1e6
-    };
-    let fail_open_latency_ms =
-        (!fail_open_latency.is_empty()).then(|| [pct(0.5), pct(0.99), pct(1.0)]);
+    } = answers::answered_once(&h.requests);
+    let counts = Counts::of(sc, h);
     let gateway_counters = stats
         .iter()
         .fold(GatewayCounters::default(), |a, s| GatewayCounters {
@@ -319,15 +322,6 @@ pub fn build(
             breaker_opened: a.breaker_opened + s.breaker_opened,
             breaker_closed: a.breaker_closed + s.breaker_closed,
         });
-    // Bypassed and rejected requests must never reach the store: no store operation carries
-    // their id.
-    let bypassed_store_calls = h
-        .requests
-        .iter()
-        .filter(|r| {
-            matches!(r.answer, Some((_, Answer::Bypassed | Answer::Rejected))) && r.store_calls > 0
-        })
-        .count() as u64;
     // A decision costs one call per layer on the atomic path, up to two on the naive path.
     let per_layer = if sc.path == ratelab_store::Path::Naive {
         2
@@ -335,17 +329,7 @@ pub fn build(
         1
     };
     let layers = 1 + u64::from(sc.spec.gateway.edge.is_some());
-    let store_calls_saved = rejected * per_layer * layers;
-
-    let envelope: u64 = by_key
-        .values()
-        .map(|adm| {
-            let span = adm.last().map_or(0, |l| l.at.as_u64() - adm[0].at.as_u64());
-            let b = u128::from(env.burst) * u128::from(env.period)
-                + u128::from(env.amount) * u128::from(span);
-            u64::try_from(b / u128::from(env.period)).unwrap_or(u64::MAX)
-        })
-        .sum();
+    let store_calls_saved = counts.rejected * per_layer * layers;
 
     let liveness = sc.spec.expect.liveness.then(|| {
         let keys = liveness_keys(sc, env);
@@ -355,7 +339,7 @@ pub fn build(
             checked,
             violations,
             ..
-        } = checkers::liveness(&h.requests, &keys, from);
+        } = liveness::liveness(&h.requests, &keys, from);
         Liveness {
             from_ns: from.as_u64(),
             keys,
@@ -374,26 +358,11 @@ pub fn build(
 
     let job = sc.spec.cleanup_job.map(|spec| {
         let end = ms_to_nanos(sc.spec.duration_ms.get());
-        let f = checkers::fencing(&h.leases, &h.commits, end);
-        JobFigures {
-            fencing: spec.fencing,
-            grants: f.grants,
-            leader_conflicts: f.leader_conflicts,
-            runs: f.accepted,
-            stale_accepted: f.stale_accepted,
-            stale_rejected: f.stale_rejected,
-            wrongly_rejected: f.wrongly_rejected,
-            keys_removed: f.removed,
-            first_stale: f.first_stale.map(|(at, owner, token, highest)| {
-                format!(
-                    "{owner} committed token {token} at {:.3} ms after token {highest} was granted",
-                    at.as_u64() as f64 / 1e6
-                )
-            }),
-            max_gap_ms: f.max_gap.as_u64() as f64 / 1e6,
-        }
+        let f = cleanup::cleanup(cleanup::JobHistory::of(h), end);
+        JobFigures::new(spec.fencing, f)
     });
 
+    let invariants = counts.invariant_failures(&gateway_counters);
     let mut report = Report {
         scenario: sc.name.clone(),
         file: sc.file.display().to_string(),
@@ -401,34 +370,29 @@ pub fn build(
         path: sc.path.name().to_owned(),
         gateways: sc.spec.gateways.get(),
         requests: h.requests.len() as u64,
-        allowed,
-        denied,
-        errors,
-        errors_by_kind,
-        fail_open,
-        fail_open_by_reason,
-        bypassed,
-        rejected,
+        allowed: counts.allowed,
+        denied: counts.denied,
+        errors: counts.errors_by_kind.values().sum(),
+        errors_by_kind: counts.errors_by_kind,
+        fail_open: counts.fail_open_by_reason.values().sum(),
+        fail_open_by_reason: counts.fail_open_by_reason,
+        bypassed: counts.bypassed,
+        rejected: counts.rejected,
+        full: counts.full,
         store_calls_saved,
-        fail_open_latency_ms,
+        fail_open_latency_ms: counts.fail_open_latency_ms,
         gateway_counters,
-        groups,
+        groups: counts.groups,
         unanswered,
         duplicated,
         max_excess,
         total_excess,
-        envelope,
-        excess_witness: witness.map(|w| Witness {
-            key: w.key,
-            from_ns: w.from.as_u64(),
-            to_ns: w.to.as_u64(),
-            admitted: w.admitted,
-            bound: w.bound,
-            ids: w.ids,
-        }),
+        envelope: envelope::allowance(&by_key, env),
+        excess_witness: witness.map(Witness::from),
         max_in_window,
         window_ns: window.as_u64(),
         liveness,
+        edge: edge_figures(sc, h),
         race_window_us,
         sim_ns: sim.as_u64(),
         wall_ms: wall.as_secs_f64() * 1e3,
@@ -439,13 +403,164 @@ pub fn build(
         passed: false,
     };
     report.failures = check(sc, &report);
-    if bypassed_store_calls > 0 {
-        report.failures.push(format!(
-            "{bypassed_store_calls} store calls were made for requests the kill switch bypassed"
-        ));
-    }
+    report.failures.extend(invariants);
     report.passed = report.failures.is_empty();
     report
+}
+
+/// The answers counted by kind, and the invariants on store calls that hold for every run.
+struct Counts {
+    allowed: u64,
+    denied: u64,
+    bypassed: u64,
+    rejected: u64,
+    full: u64,
+    errors_by_kind: BTreeMap<String, u64>,
+    fail_open_by_reason: BTreeMap<String, u64>,
+    fail_open_latency_ms: Option<[f64; 3]>,
+    groups: Vec<GroupCounts>,
+    /// Layer outcomes that failed open (a request can fail open on both layers).
+    fail_open_layers: u64,
+    /// Requests the kill switch bypassed or the guard rejected that reached a store.
+    bypassed_store_calls: u64,
+    /// Whether every request was answered, so the gateways' counters must match the answers.
+    all_answered: bool,
+}
+
+impl Counts {
+    fn of(sc: &Scenario, h: &History) -> Counts {
+        let mut c = Counts {
+            allowed: 0,
+            denied: 0,
+            bypassed: 0,
+            rejected: 0,
+            full: 0,
+            errors_by_kind: BTreeMap::new(),
+            fail_open_by_reason: BTreeMap::new(),
+            fail_open_latency_ms: None,
+            groups: (0..sc.spec.clients.len() as u32)
+                .map(|group| GroupCounts {
+                    group,
+                    ..GroupCounts::default()
+                })
+                .collect(),
+            fail_open_layers: 0,
+            bypassed_store_calls: 0,
+            all_answered: true,
+        };
+        let mut fail_open_latency = Vec::new();
+        for r in &h.requests {
+            let g = &mut c.groups[r.group as usize];
+            g.requests += 1;
+            c.fail_open_layers += Layer::ALL
+                .iter()
+                .filter(|&&l| matches!(r.layers.get(l), Some(Answer::FailedOpen(_))))
+                .count() as u64;
+            match r.answer {
+                Some((_, Answer::Allowed { .. })) => {
+                    c.allowed += 1;
+                    g.allowed += 1;
+                }
+                Some((_, Answer::Denied { .. })) => {
+                    c.denied += 1;
+                    g.denied += 1;
+                }
+                Some((_, Answer::Full)) => {
+                    c.full += 1;
+                    c.denied += 1;
+                    g.denied += 1;
+                }
+                Some((_, Answer::Error(e))) => {
+                    *c.errors_by_kind.entry(e.name().to_owned()).or_insert(0) += 1;
+                    g.errors += 1;
+                }
+                Some((at, Answer::FailedOpen(reason))) => {
+                    *c.fail_open_by_reason
+                        .entry(reason.name().to_owned())
+                        .or_insert(0) += 1;
+                    fail_open_latency.push(at.saturating_sub(r.sent_at).as_u64());
+                    g.fail_open += 1;
+                }
+                Some((_, Answer::Bypassed)) => {
+                    c.bypassed += 1;
+                    g.bypassed += 1;
+                }
+                Some((_, Answer::Rejected)) => c.rejected += 1,
+                None => c.all_answered = false,
+            }
+            // Bypassed and rejected requests must never reach the store: no store operation
+            // carries their id.
+            if matches!(r.answer, Some((_, Answer::Bypassed | Answer::Rejected)))
+                && r.store_calls_total() > 0
+            {
+                c.bypassed_store_calls += 1;
+            }
+        }
+        fail_open_latency.sort_unstable();
+        c.fail_open_latency_ms = (!fail_open_latency.is_empty()).then(|| {
+            let pct = |p: f64| {
+                let n = fail_open_latency.len();
+                let i = ((n as f64 * p).ceil() as usize).clamp(1, n) - 1;
+                fail_open_latency[i] as f64 / 1e6
+            };
+            [pct(0.5), pct(0.99), pct(1.0)]
+        });
+        c
+    }
+
+    fn invariant_failures(&self, counters: &GatewayCounters) -> Vec<String> {
+        let mut out = Vec::new();
+        // The gateways' counters must agree with the answers the clients received, layer by
+        // layer. Checked only when every request was answered: a request lost with its
+        // gateway has no answer to count.
+        if self.all_answered {
+            if counters.bypassed != self.bypassed {
+                out.push(format!(
+                    "bypassed counter {} != {} bypassed answers",
+                    counters.bypassed, self.bypassed
+                ));
+            }
+            if counters.fail_open != self.fail_open_layers {
+                out.push(format!(
+                    "fail_open counter {} != {} layers that failed open in the answers",
+                    counters.fail_open, self.fail_open_layers
+                ));
+            }
+        }
+        if self.bypassed_store_calls > 0 {
+            out.push(format!(
+                "{} store calls were made for requests the kill switch bypassed or the guard rejected",
+                self.bypassed_store_calls
+            ));
+        }
+        out
+    }
+}
+
+/// The edge layer's envelope, per client address, over what the edge itself admitted.
+fn edge_figures(sc: &Scenario, h: &History) -> Option<EdgeFigures> {
+    let e = sc.spec.gateway.edge?;
+    let bucket = TokenBucket::per_second(e.capacity.get(), e.refill_per_sec.get()).ok()?;
+    let env = Envelope::of_bucket(&bucket);
+    let by_peer = envelope::edge_admissions(&h.requests);
+    let report = envelope::envelope(&by_peer, env);
+    let edge_denied = |r: &&ratelab_check::history::RequestRecord| {
+        matches!(r.layers.edge, Some(Answer::Denied { .. } | Answer::Full))
+    };
+    Some(EdgeFigures {
+        admitted: by_peer.values().map(|v| v.len() as u64).sum(),
+        denied: h.requests.iter().filter(edge_denied).count() as u64,
+        envelope: envelope::allowance(&by_peer, env),
+        max_excess: report.max_excess,
+        total_excess: report.total_excess,
+        witness: report.witness.map(Witness::from),
+        denied_but_spent: h
+            .requests
+            .iter()
+            .filter(edge_denied)
+            .filter(|r| r.layers.per_key.is_some() || r.store_calls_on(Layer::PerKey) > 0)
+            .count() as u64,
+    })
 }
 
 fn ms_to_nanos(v: u64) -> Nanos {
@@ -501,6 +616,13 @@ fn check(sc: &Scenario, r: &Report) -> Vec<String> {
         e.bypassed_at_most,
         e.bypassed_at_least,
     );
+    bound("full", r.full, e.full_at_most, e.full_at_least);
+    bound(
+        "rejected",
+        r.rejected,
+        e.rejected_at_most,
+        e.rejected_at_least,
+    );
     bound(
         "breaker_opened",
         r.gateway_counters.breaker_opened,
@@ -527,6 +649,15 @@ fn check(sc: &Scenario, r: &Report) -> Vec<String> {
             e.stale_writes_rejected_at_least,
         );
         bound("job_runs", j.runs, None, e.job_runs_at_least);
+        // Deleting a live bucket is a failure unless the scenario is the canary that expects it.
+        bound(
+            "live_buckets_deleted",
+            j.live_deleted,
+            Some(e.live_buckets_deleted_at_most.unwrap_or(0))
+                .filter(|_| e.live_buckets_deleted_at_least.is_none())
+                .or(e.live_buckets_deleted_at_most),
+            e.live_buckets_deleted_at_least,
+        );
         bound(
             "job_max_gap_ms",
             j.max_gap_ms.ceil() as u64,
@@ -541,6 +672,21 @@ fn check(sc: &Scenario, r: &Report) -> Vec<String> {
             None,
         );
     }
+    if let Some(edge) = &r.edge {
+        bound(
+            "edge_max_excess",
+            edge.max_excess,
+            e.edge_max_excess_at_most,
+            e.edge_max_excess_at_least,
+        );
+        bound("edge_denied", edge.denied, None, e.edge_denied_at_least);
+        bound(
+            "edge_denied_but_spent",
+            edge.denied_but_spent,
+            Some(0),
+            None,
+        );
+    }
     if let (Some(max), Some([_, _, worst])) =
         (e.fail_open_latency_ms_at_most, r.fail_open_latency_ms)
         && worst > max as f64
@@ -548,22 +694,6 @@ fn check(sc: &Scenario, r: &Report) -> Vec<String> {
         out.push(format!(
             "slowest fail-open answer took {worst:.3} ms, expected at most {max} ms"
         ));
-    }
-    // The gateways' counters must agree with the answers the clients received. Checked only
-    // when every request was answered: a request lost with its gateway has no answer to count.
-    if r.unanswered == 0 {
-        if r.gateway_counters.bypassed != r.bypassed {
-            out.push(format!(
-                "bypassed counter {} != {} bypassed answers",
-                r.gateway_counters.bypassed, r.bypassed
-            ));
-        }
-        if sc.spec.gateway.edge.is_none() && r.gateway_counters.fail_open != r.fail_open {
-            out.push(format!(
-                "fail_open counter {} != {} fail-open answers",
-                r.gateway_counters.fail_open, r.fail_open
-            ));
-        }
     }
     if e.all_answered && (r.unanswered > 0 || r.duplicated > 0) {
         out.push(format!(

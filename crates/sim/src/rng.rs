@@ -15,6 +15,8 @@ pub struct SimRng(ChaCha8Rng);
 pub mod stream {
     /// Store-side fault decisions.
     pub const STORE: u64 = 1;
+    /// The store's hash keys.
+    pub const STORE_HASH: u64 = 2;
     /// Client `i` uses `CLIENTS + i`.
     pub const CLIENTS: u64 = 1 << 32;
     /// Gateway `i`'s request-id seed comes from `GATEWAY_IDS + i`.

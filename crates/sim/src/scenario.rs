@@ -355,9 +355,17 @@ pub struct StoreSpec {
     /// `store` (default) or `gateway`.
     #[serde(default)]
     pub time_source: TimeSourceName,
-    /// Per-call timeout at the gateway, in ms (default 50).
+    /// Each request's store deadline at the gateway, shared by its layers, in ms (default 50).
     #[serde(default = "default_timeout")]
     pub timeout_ms: Bounded<1, 60_000>,
+    /// Most live keys the store holds per layer (default 1 048 576); a new key beyond it is
+    /// denied.
+    #[serde(default = "default_max_keys")]
+    pub max_keys: Bounded<64, 16_777_216>,
+}
+
+fn default_max_keys() -> Bounded<64, 16_777_216> {
+    Bounded(1 << 20)
 }
 
 fn default_timeout() -> Bounded<1, 60_000> {
@@ -706,6 +714,16 @@ pub struct Expect {
     pub bypassed_at_least: Option<u64>,
     /// … at most.
     pub bypassed_at_most: Option<u64>,
+    /// Requests denied because the store had no room for their new key: at least.
+    pub full_at_least: Option<u64>,
+    /// … at most.
+    pub full_at_most: Option<u64>,
+    /// The edge layer's largest excess over its envelope, per client address: at most.
+    pub edge_max_excess_at_most: Option<u64>,
+    /// … at least (the naive path's edge leaks under concurrency).
+    pub edge_max_excess_at_least: Option<u64>,
+    /// Requests the edge layer denied: at least.
+    pub edge_denied_at_least: Option<u64>,
     /// The slowest fail-open answer, from send to answer, in ms: at most.
     pub fail_open_latency_ms_at_most: Option<u64>,
     /// Breaker openings over all gateways: at least.
@@ -720,6 +738,11 @@ pub struct Expect {
     pub stale_writes_rejected_at_least: Option<u64>,
     /// Accepted cleanup commits: at least.
     pub job_runs_at_least: Option<u64>,
+    /// Buckets the cleanup job deleted although they were written after the scan that planned
+    /// the deletion: at most (default 0 unless an `_at_least` bound is given).
+    pub live_buckets_deleted_at_most: Option<u64>,
+    /// … at least (the unfenced canary).
+    pub live_buckets_deleted_at_least: Option<u64>,
     /// Longest time without an accepted cleanup commit, from the first one to the end of the
     /// run, ms: at most (the job's liveness).
     pub job_max_gap_ms_at_most: Option<u64>,
@@ -758,6 +781,11 @@ impl Default for Expect {
             rejected_at_most: None,
             bypassed_at_least: None,
             bypassed_at_most: None,
+            full_at_least: None,
+            full_at_most: None,
+            edge_max_excess_at_most: None,
+            edge_max_excess_at_least: None,
+            edge_denied_at_least: None,
             fail_open_latency_ms_at_most: None,
             breaker_opened_at_least: None,
             breaker_closed_at_least: None,
@@ -765,6 +793,8 @@ impl Default for Expect {
             stale_writes_accepted_at_least: None,
             stale_writes_rejected_at_least: None,
             job_runs_at_least: None,
+            live_buckets_deleted_at_most: None,
+            live_buckets_deleted_at_least: None,
             job_max_gap_ms_at_most: None,
             all_answered: true,
             liveness: false,

@@ -13,8 +13,8 @@
 //! so the predicted excess is `envelope × λ × d` (capped at what was offered beyond the
 //! envelope). d is the race window the run measured at the store.
 
-use crate::checkers::{self, Admission};
 use crate::{RunOptions, Scenario};
+use ratelab_check::{Admission, window};
 use ratelab_core::{Algorithm, FixedWindow, Nanos, SlidingWindow, TokenBucket};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -334,7 +334,7 @@ pub fn compare_algorithms() -> Vec<AlgorithmRun> {
         AlgorithmRun {
             algorithm: name.to_owned(),
             admitted: adm.len() as u64,
-            max_in_window: checkers::window_spike(&by_key, window).max_in_window,
+            max_in_window: window::window_spike(&by_key, window).max_in_window,
             admitted_at_ms: adm.iter().map(|a| a.at.as_u64() as f64 / 1e6).collect(),
         }
     }

@@ -374,7 +374,29 @@ pub(crate) fn validate(
         ));
     }
     let e = &spec.expect;
+    if spec.gateway.edge.is_none()
+        && let Some((name, _)) = [
+            ("edge_max_excess_at_most", e.edge_max_excess_at_most),
+            ("edge_max_excess_at_least", e.edge_max_excess_at_least),
+            ("edge_denied_at_least", e.edge_denied_at_least),
+        ]
+        .iter()
+        .find(|(_, v)| v.is_some())
+    {
+        return Err(located(
+            vec![key("expect"), key(name)],
+            "this bound needs a `gateway.edge` limit".into(),
+        ));
+    }
     let job_expects = [
+        (
+            "live_buckets_deleted_at_most",
+            e.live_buckets_deleted_at_most,
+        ),
+        (
+            "live_buckets_deleted_at_least",
+            e.live_buckets_deleted_at_least,
+        ),
         (
             "stale_writes_accepted_at_most",
             e.stale_writes_accepted_at_most,

@@ -13,6 +13,9 @@ pub enum StoreError {
     Timeout,
     /// The store holds its maximum number of live keys and cannot add another.
     Full,
+    /// The store answered with a value this client cannot read (a corrupt or foreign stored
+    /// state, a malformed reply): no decision is made from it.
+    Corrupt,
 }
 
 impl fmt::Display for StoreError {
@@ -21,6 +24,7 @@ impl fmt::Display for StoreError {
             StoreError::Unavailable => "store unavailable",
             StoreError::Timeout => "store timed out",
             StoreError::Full => "store full: key limit reached",
+            StoreError::Corrupt => "store returned a value that cannot be decoded",
         })
     }
 }

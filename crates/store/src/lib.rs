@@ -30,7 +30,7 @@ mod error;
 pub mod faulty;
 mod key;
 pub mod lease;
-mod memory;
+pub mod memory;
 #[cfg(feature = "redis")]
 pub mod redis_store;
 
@@ -39,7 +39,7 @@ pub use client::{Applied, LocalClient, Outcome, Read, StoreClient, TimeSource, d
 pub use error::{LimitError, StoreError};
 pub use key::{Key, KeyError, MAX_KEY_LEN};
 pub use lease::{Fence, FenceVerdict, LeaseClient, LeaseTable, LocalLeases};
-pub use memory::{MemoryStore, StoreStats};
+pub use memory::{HashSeed, MemoryStore, StoreStats};
 
 use core::fmt;
 use ratelab_core::{Algorithm, Decision, Nanos};

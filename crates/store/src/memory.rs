@@ -1,37 +1,48 @@
 //! The in-process store: sharded maps under the backend's mutexes.
 //!
-//! Keys are spread over a fixed number of shards by their deterministic hash (FNV-1a, carried
-//! by the [`Key`]), each a mutex around a map. The atomic path holds one shard's lock across read, transition and
-//! write; the naive path takes it twice, once per step, which is exactly the window the
-//! lost update needs.
+//! Keys are spread over a fixed number of shards by a **keyed** hash (SipHash-1-3): the
+//! production store draws its keys from the OS, so a client cannot choose keys that collide
+//! in one map or pile into one shard; [`MemoryStore::seeded`] fixes them for the simulator,
+//! whose runs must repeat. Each shard is a mutex around an insertion-ordered map. The atomic
+//! path holds one shard's lock across read, transition and write; the naive path takes it
+//! twice, once per step, which is exactly the window the lost update needs.
 //!
-//! Bounds: at most `max_keys` live keys (split evenly over the shards). A shard that is full
-//! first drops its expired entries; if it is still full the write fails with
-//! [`StoreError::Full`].
+//! Bounds: at most `max_keys` live keys (split evenly over the shards). An existing key is
+//! always updated. A *new* key on a full shard first gets a bounded sweep: the shard looks at
+//! the next [`PURGE_STEPS`] entries after a cursor that goes round the shard, dropping the
+//! expired ones. If that frees nothing the write fails with [`StoreError::Full`], which the
+//! gateway answers as a denial. Each insert thus costs O(1) however full the shard, and an
+//! expired entry is found within `len / PURGE_STEPS` inserts.
 
 use crate::backend::{BackendMutex, StdBackend, SyncBackend};
 use crate::{Key, LimitError, Store, StoreError};
 use core::fmt;
-use core::hash::{BuildHasherDefault, Hasher};
+use core::hash::{BuildHasher, BuildHasherDefault, Hash, Hasher};
+use indexmap::{Equivalent, IndexMap};
 use ratelab_core::{Algorithm, Decision, Nanos};
-use std::collections::HashMap;
+use siphasher::sip::SipHasher13;
 
 /// Default number of shards.
 pub const DEFAULT_SHARDS: usize = 64;
 /// Default bound on live keys.
 pub const DEFAULT_MAX_KEYS: usize = 1 << 20;
+/// Entries a new key on a full shard may examine for expiry before it is refused.
+pub const PURGE_STEPS: usize = 8;
 
-/// Passes a [`Key`]'s precomputed hash through (keys hash themselves with one `write_u64`).
+/// Passes a hash computed once per call through to the map.
 #[derive(Clone, Copy, Debug, Default)]
-struct KeyHasher(u64);
+struct PassThrough(u64);
 
-impl Hasher for KeyHasher {
+impl Hasher for PassThrough {
     fn finish(&self) -> u64 {
         self.0
     }
 
     fn write(&mut self, bytes: &[u8]) {
-        self.0 = crate::key::fnv1a(bytes);
+        // Only `write_u64` is used; fold anything else in rather than drop it.
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
     }
 
     fn write_u64(&mut self, n: u64) {
@@ -39,7 +50,46 @@ impl Hasher for KeyHasher {
     }
 }
 
-type FnvMap<K, V> = HashMap<K, V, BuildHasherDefault<KeyHasher>>;
+/// A stored key with its keyed hash.
+#[derive(Clone)]
+struct Slot {
+    hash: u64,
+    key: Key,
+}
+
+impl PartialEq for Slot {
+    fn eq(&self, other: &Slot) -> bool {
+        self.key == other.key
+    }
+}
+
+impl Eq for Slot {}
+
+impl Hash for Slot {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write_u64(self.hash);
+    }
+}
+
+/// A lookup by a borrowed key and its hash, without building a [`Slot`].
+struct Probe<'a> {
+    hash: u64,
+    key: &'a Key,
+}
+
+impl Hash for Probe<'_> {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write_u64(self.hash);
+    }
+}
+
+impl Equivalent<Slot> for Probe<'_> {
+    fn equivalent(&self, slot: &Slot) -> bool {
+        *self.key == slot.key
+    }
+}
+
+type Map<V> = IndexMap<Slot, V, BuildHasherDefault<PassThrough>>;
 
 struct Entry<S> {
     state: S,
@@ -47,9 +97,13 @@ struct Entry<S> {
 }
 
 struct Shard<S> {
-    map: FnvMap<Key, Entry<S>>,
+    map: Map<Entry<S>>,
+    /// Where the bounded sweep looks next.
+    cursor: usize,
     /// Calls served by this shard (one per `get`, `set` or `apply`: one round trip each).
     calls: u64,
+    /// Entries the bounded sweep has examined.
+    swept: u64,
 }
 
 /// Counters a test or benchmark can read.
@@ -59,6 +113,20 @@ pub struct StoreStats {
     pub calls: u64,
     /// Entries currently held, expired or not.
     pub entries: u64,
+    /// Entries examined by the bounded sweeps of full shards, in all.
+    pub swept: u64,
+}
+
+/// The keys of the store's SipHash-1-3.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HashSeed(pub u64, pub u64);
+
+impl HashSeed {
+    /// Keys from the OS's randomness (through std's `RandomState`).
+    pub fn random() -> HashSeed {
+        let draw = || std::collections::hash_map::RandomState::new().hash_one(0u8);
+        HashSeed(draw(), draw())
+    }
 }
 
 /// An in-process [`Store`], generic over its synchronisation backend.
@@ -66,6 +134,7 @@ pub struct MemoryStore<A: Algorithm, B: SyncBackend = StdBackend> {
     algorithm: A,
     shards: Box<[B::Mutex<Shard<A::State>>]>,
     max_keys_per_shard: usize,
+    seed: HashSeed,
 }
 
 impl<A: Algorithm, B: SyncBackend> fmt::Debug for MemoryStore<A, B>
@@ -77,28 +146,40 @@ where
             .field("algorithm", &self.algorithm)
             .field("shards", &self.shards.len())
             .field("max_keys_per_shard", &self.max_keys_per_shard)
-            .finish()
+            .finish_non_exhaustive()
     }
 }
 
 impl<A: Algorithm> MemoryStore<A, StdBackend> {
-    /// A store on `std` primitives with the default shards and key bound.
+    /// A store on `std` primitives with the default shards and key bound, hashing with keys
+    /// drawn from the OS.
     pub fn new(algorithm: A) -> Self {
         MemoryStore::with_backend(algorithm, DEFAULT_SHARDS, DEFAULT_MAX_KEYS)
+            .with_seed(HashSeed::random())
+    }
+
+    /// The same with fixed hash keys derived from `seed`: the same keys land in the same
+    /// shards on every run.
+    pub fn seeded(algorithm: A, seed: u64) -> Self {
+        MemoryStore::with_backend(algorithm, DEFAULT_SHARDS, DEFAULT_MAX_KEYS)
+            .with_seed(HashSeed(seed, seed.rotate_left(32) ^ 0x5eed))
     }
 }
 
 impl<A: Algorithm, B: SyncBackend> MemoryStore<A, B> {
     /// A store on backend `B` with `shards` shards (at least 1) holding at most `max_keys`
-    /// live keys (at least one per shard).
+    /// live keys (at least one per shard), with fixed hash keys (change them with
+    /// [`MemoryStore::with_seed`]).
     pub fn with_backend(algorithm: A, shards: usize, max_keys: usize) -> Self {
         let shards = shards.max(1);
         let max_keys_per_shard = max_keys.div_ceil(shards).max(1);
         let shards = (0..shards)
             .map(|_| {
                 B::Mutex::new(Shard {
-                    map: FnvMap::default(),
+                    map: Map::default(),
+                    cursor: 0,
                     calls: 0,
+                    swept: 0,
                 })
             })
             .collect();
@@ -106,21 +187,43 @@ impl<A: Algorithm, B: SyncBackend> MemoryStore<A, B> {
             algorithm,
             shards,
             max_keys_per_shard,
+            seed: HashSeed(0, 0),
         }
     }
 
-    fn shard(&self, key: &Key) -> &B::Mutex<Shard<A::State>> {
+    /// The same store hashing with `seed` (before any key is stored).
+    pub fn with_seed(mut self, seed: HashSeed) -> Self {
+        self.seed = seed;
+        self
+    }
+
+    fn hash(&self, key: &Key) -> u64 {
+        let mut h = SipHasher13::new_with_keys(self.seed.0, self.seed.1);
+        h.write(key.as_str().as_bytes());
+        h.finish()
+    }
+
+    /// The key's hash and its shard.
+    fn locate<'k>(&self, key: &'k Key) -> (Probe<'k>, &B::Mutex<Shard<A::State>>) {
+        let hash = self.hash(key);
         // The map uses the hash's low bits; the shard takes the high ones. The modulo keeps the
         // index below `shards.len()`, so it fits in usize.
-        let i = ((key.hash_u64() >> 32) % self.shards.len() as u64) as usize;
-        &self.shards[i]
+        let i = ((hash >> 32) % self.shards.len() as u64) as usize;
+        (Probe { hash, key }, &self.shards[i])
     }
 
     /// Drops every entry expired at `now`; returns how many were dropped.
     pub fn purge_expired(&self, now: Nanos) -> usize {
         self.shards
             .iter()
-            .map(|s| s.with(|shard| purge(&mut shard.map, now)))
+            .map(|s| {
+                s.with(|shard| {
+                    let before = shard.map.len();
+                    shard.map.retain(|_, e| e.expires_at > now);
+                    shard.cursor = 0;
+                    before - shard.map.len()
+                })
+            })
             .sum()
     }
 
@@ -135,7 +238,7 @@ impl<A: Algorithm, B: SyncBackend> MemoryStore<A, B> {
                         .map
                         .iter()
                         .filter(|(_, e)| e.expires_at <= now)
-                        .map(|(k, _)| k.clone()),
+                        .map(|(k, _)| k.key.clone()),
                 )
             });
         }
@@ -146,8 +249,8 @@ impl<A: Algorithm, B: SyncBackend> MemoryStore<A, B> {
 
     /// Deletes `key`'s entry, live or not; whether there was one.
     pub fn remove(&self, key: &Key) -> bool {
-        self.shard(key)
-            .with(|shard| shard.map.remove(key).is_some())
+        let (probe, shard) = self.locate(key);
+        shard.with(|shard| shard.map.swap_remove(&probe).is_some())
     }
 
     /// Calls served and entries held, summed over shards.
@@ -156,41 +259,67 @@ impl<A: Algorithm, B: SyncBackend> MemoryStore<A, B> {
             s.with(|shard| StoreStats {
                 calls: acc.calls + shard.calls,
                 entries: acc.entries + shard.map.len() as u64,
+                swept: acc.swept + shard.swept,
             })
         })
     }
 }
 
-fn purge<S>(map: &mut FnvMap<Key, Entry<S>>, now: Nanos) -> usize {
-    let before = map.len();
-    map.retain(|_, e| e.expires_at > now);
-    before - map.len()
-}
-
 impl<S: Copy> Shard<S> {
-    fn live(&self, key: &Key, now: Nanos) -> Option<S> {
+    fn live(&self, probe: &Probe<'_>, now: Nanos) -> Option<S> {
         self.map
-            .get(key)
+            .get(probe)
             .filter(|e| e.expires_at > now)
             .map(|e| e.state)
     }
 
+    /// Looks at up to [`PURGE_STEPS`] entries from the cursor and drops the expired ones;
+    /// whether any was dropped.
+    fn sweep(&mut self, now: Nanos) -> bool {
+        let mut freed = false;
+        for _ in 0..PURGE_STEPS {
+            if self.map.is_empty() {
+                break;
+            }
+            if self.cursor >= self.map.len() {
+                self.cursor = 0;
+            }
+            self.swept += 1;
+            let expired = self
+                .map
+                .get_index(self.cursor)
+                .is_some_and(|(_, e)| e.expires_at <= now);
+            if expired {
+                // The last entry moves into the cursor's place: look at it next.
+                self.map.swap_remove_index(self.cursor);
+                freed = true;
+            } else {
+                self.cursor += 1;
+            }
+        }
+        freed
+    }
+
     fn put(
         &mut self,
-        key: &Key,
+        probe: &Probe<'_>,
         state: S,
         expires_at: Nanos,
         now: Nanos,
         max: usize,
     ) -> Result<(), StoreError> {
-        if let Some(e) = self.map.get_mut(key) {
+        if let Some(e) = self.map.get_mut(probe) {
             *e = Entry { state, expires_at };
             return Ok(());
         }
-        if self.map.len() >= max && purge(&mut self.map, now) == 0 {
+        if self.map.len() >= max && !self.sweep(now) {
             return Err(StoreError::Full);
         }
-        self.map.insert(key.clone(), Entry { state, expires_at });
+        let slot = Slot {
+            hash: probe.hash,
+            key: probe.key.clone(),
+        };
+        self.map.insert(slot, Entry { state, expires_at });
         Ok(())
     }
 }
@@ -203,26 +332,29 @@ impl<A: Algorithm, B: SyncBackend> Store for MemoryStore<A, B> {
     }
 
     fn get(&self, key: &Key, now: Nanos) -> Result<Option<A::State>, StoreError> {
-        Ok(self.shard(key).with(|shard| {
+        let (probe, shard) = self.locate(key);
+        Ok(shard.with(|shard| {
             shard.calls += 1;
-            shard.live(key, now)
+            shard.live(&probe, now)
         }))
     }
 
     fn set(&self, key: &Key, state: A::State, ttl: Nanos, now: Nanos) -> Result<(), StoreError> {
         let max = self.max_keys_per_shard;
-        self.shard(key).with(|shard| {
+        let (probe, shard) = self.locate(key);
+        shard.with(|shard| {
             shard.calls += 1;
-            shard.put(key, state, now.saturating_add(ttl), now, max)
+            shard.put(&probe, state, now.saturating_add(ttl), now, max)
         })
     }
 
     fn apply(&self, key: &Key, now: Nanos, cost: u64) -> Result<Decision, LimitError> {
         let max = self.max_keys_per_shard;
         let algorithm = &self.algorithm;
-        self.shard(key).with(|shard| {
+        let (probe, shard) = self.locate(key);
+        shard.with(|shard| {
             shard.calls += 1;
-            let entry = shard.map.get_mut(key);
+            let entry = shard.map.get_mut(&probe);
             let state = entry
                 .as_ref()
                 .filter(|e| e.expires_at > now)
@@ -237,7 +369,7 @@ impl<A: Algorithm, B: SyncBackend> Store for MemoryStore<A, B> {
                             expires_at,
                         }
                     }
-                    None => shard.put(key, next, expires_at, now, max)?,
+                    None => shard.put(&probe, next, expires_at, now, max)?,
                 }
             }
             Ok(decision)

@@ -118,6 +118,9 @@ pub fn check_exact(bucket: &TokenBucket) -> Result<(), RedisSetupError> {
 fn store_err(e: &redis::RedisError) -> StoreError {
     if e.is_timeout() {
         StoreError::Timeout
+    } else if e.code() == Some("CORRUPT") {
+        // The script refused a stored value it cannot read.
+        StoreError::Corrupt
     } else {
         StoreError::Unavailable
     }
@@ -177,13 +180,24 @@ impl RedisStore {
         format!("{} {}", s.tat_scaled / u, s.tat_scaled % u)
     }
 
-    /// Decodes the script's "hi lo" into a core state.
-    pub fn decode(&self, text: &str) -> Option<TokenBucketState> {
-        let (hi, lo) = text.split_once(' ')?;
-        let (hi, lo): (u128, u128) = (hi.parse().ok()?, lo.parse().ok()?);
-        Some(TokenBucketState {
-            tat_scaled: hi * units(&self.bucket) + lo,
-        })
+    /// Decodes the script's "hi lo" into a core state: two decimal integers, `lo` below the
+    /// policy's unit and the whole within `u128`. Anything else is [`StoreError::Corrupt`]:
+    /// a bucket that cannot be read is never taken as empty.
+    pub fn decode(&self, text: &str) -> Result<TokenBucketState, StoreError> {
+        let u = units(&self.bucket);
+        let digits = |v: &str| -> Option<u128> {
+            (!v.is_empty() && v.len() <= 39 && v.bytes().all(|b| b.is_ascii_digit()))
+                .then(|| v.parse().ok())
+                .flatten()
+        };
+        let (hi, lo) = text.split_once(' ').ok_or(StoreError::Corrupt)?;
+        let (hi, lo) = digits(hi).zip(digits(lo)).ok_or(StoreError::Corrupt)?;
+        let tat_scaled = hi
+            .checked_mul(u)
+            .and_then(|v| v.checked_add(lo))
+            .filter(|_| lo < u)
+            .ok_or(StoreError::Corrupt)?;
+        Ok(TokenBucketState { tat_scaled })
     }
 
     /// The key of lease `name` plus `suffix`, under one hash tag. Names are bounded like bucket
@@ -332,7 +346,7 @@ impl StoreClient for RedisStore {
             let (value, (sec, usec)): (Option<String>, (u64, u64)) =
                 self.timed(pipe.query_async(&mut conn)).await?;
             Ok(Read {
-                state: value.as_deref().and_then(|v| self.decode(v)),
+                state: value.as_deref().map(|v| self.decode(v)).transpose()?,
                 store_time: time_ns(sec, usec),
             })
         }

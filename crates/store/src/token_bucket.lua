@@ -68,9 +68,14 @@ end
 local th, tl = ns, now_lo
 local s = redis.call('GET', KEYS[1])
 if s then
-  local sp = string.find(s, ' ', 1, true)
-  th = tonumber(string.sub(s, 1, sp - 1))
-  tl = tonumber(string.sub(s, sp + 1))
+  -- A value this script did not write is refused, never read as some other bucket: two
+  -- decimal integers of at most 15 digits (below 2^53), lo below U.
+  local h, l = string.match(s, '^(%d+) (%d+)$')
+  if not h or #h > 15 or #l > 15 or tonumber(l) >= U then
+    return redis.error_reply('CORRUPT ratelab: unreadable bucket state')
+  end
+  th = tonumber(h)
+  tl = tonumber(l)
 end
 
 local bh, bl = th, tl

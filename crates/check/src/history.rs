@@ -1,12 +1,17 @@
 //! What happened in a run: every request with its one answer, and every event in order.
 //!
-//! The recorder sits outside the system under test: gateways, clients and the store node
-//! report to it, and checkers read it after the run. Every event also feeds the **trace
-//! hash** (FNV-1a over a fixed binary encoding), so two runs of the same scenario and seed
-//! must produce the same hash.
+//! The recorder sits outside the system under test: gateways, clients and the store report
+//! to it, and checkers read it after the run. It records what could be observed from
+//! outside — sends, answers with each limit layer's outcome, store operations with their
+//! store times, lease grants with their requested lengths, scans and deletions — never a
+//! component's own bookkeeping (a fence's highest token, a lease table's expiry).
+//!
+//! Every event also feeds the **trace hash** (FNV-1a over a fixed binary encoding), so two
+//! runs of the same scenario and seed must produce the same hash.
 
 use ratelab_core::Nanos;
 use std::fmt;
+use std::net::IpAddr;
 
 /// How a request was answered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -31,23 +36,90 @@ pub enum Answer {
     Bypassed,
     /// The guard rejected the request (unknown key) before any limit.
     Rejected,
+    /// Denied without a decision: the store had no room for a new key.
+    Full,
     /// The store failed (and the gateway did not fail open).
     Error(ErrorKind),
 }
 
-pub use ratelab_gateway::FailReason;
+/// Why a limit layer could not decide and let the request through.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum FailReason {
+    /// The store answered with an error.
+    Error,
+    /// The store did not answer before the request's deadline.
+    Timeout,
+    /// The breaker was open: the store was not called.
+    BreakerOpen,
+}
+
+impl FailReason {
+    /// Lower-case name.
+    pub fn name(self) -> &'static str {
+        match self {
+            FailReason::Error => "error",
+            FailReason::Timeout => "timeout",
+            FailReason::BreakerOpen => "breaker_open",
+        }
+    }
+}
+
+/// A limit layer: which store a call went to and which policy decided.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+pub enum Layer {
+    /// The per-IP edge limit, keyed by the client's address.
+    Edge,
+    /// The per-key limit.
+    PerKey,
+}
+
+impl Layer {
+    /// Both layers, in pipeline order.
+    pub const ALL: [Layer; 2] = [Layer::Edge, Layer::PerKey];
+
+    /// Lower-case name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Layer::Edge => "edge",
+            Layer::PerKey => "per_key",
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// Each limit layer's own outcome for one request (`None`: the layer did not run).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Layers {
+    /// The edge layer's outcome.
+    pub edge: Option<Answer>,
+    /// The per-key layer's outcome.
+    pub per_key: Option<Answer>,
+}
+
+impl Layers {
+    /// The outcome of `layer`.
+    pub fn get(&self, layer: Layer) -> Option<Answer> {
+        match layer {
+            Layer::Edge => self.edge,
+            Layer::PerKey => self.per_key,
+        }
+    }
+}
 
 /// A store failure seen by a gateway.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum ErrorKind {
     /// The store answered with an error.
-    Unavailable,
+    Unavailable = 0,
     /// No answer within the timeout.
-    Timeout,
-    /// The store is full.
-    Full,
+    Timeout = 1,
     /// The breaker was open: the store was not called.
-    BreakerOpen,
+    BreakerOpen = 3,
 }
 
 impl ErrorKind {
@@ -56,7 +128,6 @@ impl ErrorKind {
         match self {
             ErrorKind::Unavailable => "unavailable",
             ErrorKind::Timeout => "timeout",
-            ErrorKind::Full => "full",
             ErrorKind::BreakerOpen => "breaker_open",
         }
     }
@@ -73,6 +144,8 @@ pub struct RequestRecord {
     pub group: u32,
     /// The key.
     pub key: String,
+    /// The address the client sent from (what the edge layer limits).
+    pub peer: IpAddr,
     /// The gateway it was sent to.
     pub gateway: u32,
     /// Its cost.
@@ -81,14 +154,30 @@ pub struct RequestRecord {
     pub sent_at: Nanos,
     /// The first answer and when it arrived.
     pub answer: Option<(Nanos, Answer)>,
+    /// Each layer's outcome behind the first answer.
+    pub layers: Layers,
     /// Answers beyond the first (a correct gateway never gives any).
     pub extra_answers: u32,
-    /// When the store served this request's read (naive path).
+    /// When the store served this request's per-key read (naive path).
     pub read_at: Option<Nanos>,
-    /// When the store applied this request's write (naive path).
+    /// When the store wrote this request's per-key bucket: the naive path's `set`, or an
+    /// admitting atomic transition.
     pub written_at: Option<Nanos>,
-    /// Store messages handled for this request, whatever their fate.
-    pub store_calls: u32,
+    /// Store messages handled for this request, whatever their fate, per layer
+    /// ([`Layer::Edge`], [`Layer::PerKey`]).
+    pub store_calls: [u32; 2],
+}
+
+impl RequestRecord {
+    /// Store messages handled for this request on `layer`.
+    pub fn store_calls_on(&self, layer: Layer) -> u32 {
+        self.store_calls[layer.index()]
+    }
+
+    /// Store messages handled for this request on every layer.
+    pub fn store_calls_total(&self) -> u32 {
+        self.store_calls.iter().sum()
+    }
 }
 
 /// A store operation as the store node saw it.
@@ -120,7 +209,8 @@ pub enum StoreFate {
     Delayed(Nanos),
 }
 
-/// A lease grant or renewal, as the store made it.
+/// A lease grant or renewal the store answered with success: who, when (store time), with
+/// which token, for how long the holder asked. When it lapses is the checker's to work out.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LeaseRecord {
     /// Position among all recorded events (set by [`History::lease`]).
@@ -131,10 +221,35 @@ pub struct LeaseRecord {
     pub owner: String,
     /// The grant's fencing token.
     pub token: u64,
-    /// When it lapses unless renewed (store time).
-    pub expires_at: Nanos,
+    /// The length asked for, from `at`.
+    pub ttl: Nanos,
     /// A renewal of a held lease, not a new grant.
     pub renewal: bool,
+}
+
+/// A bucket written in the per-key store: the naive path's `set`, or an admitting atomic
+/// transition.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WriteRecord {
+    /// Position among all recorded events (the store's serial order).
+    pub seq: u64,
+    /// Store time.
+    pub at: Nanos,
+    /// The store key written.
+    pub key: String,
+}
+
+/// A cleanup job's scan for expired buckets: the plan a later commit acts on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScanRecord {
+    /// Position among all recorded events (set by [`History::scan`]).
+    pub seq: u64,
+    /// Store time.
+    pub at: Nanos,
+    /// Who scanned.
+    pub owner: String,
+    /// The keys it returned.
+    pub keys: Vec<String>,
 }
 
 /// A cleanup commit, as the store handled it.
@@ -150,8 +265,8 @@ pub struct CommitRecord {
     pub token: u64,
     /// Whether the resource applied it.
     pub accepted: bool,
-    /// Bucket keys it deleted (0 if refused).
-    pub removed: u64,
+    /// The bucket keys it deleted (none if refused).
+    pub removed: Vec<String>,
 }
 
 /// One event.
@@ -166,6 +281,8 @@ pub enum Event {
     Store {
         /// The client request it served.
         id: u64,
+        /// The layer whose store it went to.
+        layer: Layer,
         /// The key.
         key: String,
         /// The operation.
@@ -179,9 +296,13 @@ pub enum Event {
         id: u64,
         /// The answer.
         answer: Answer,
+        /// Each layer's outcome.
+        layers: Layers,
     },
     /// The store granted (or renewed) the cleanup job's lease.
     Lease(LeaseRecord),
+    /// The store answered a cleanup scan.
+    Scan(ScanRecord),
     /// The store handled a cleanup commit.
     Commit(CommitRecord),
     /// A fault began or ended.
@@ -207,6 +328,10 @@ pub struct History {
     pub requests: Vec<RequestRecord>,
     /// The cleanup job's leases, in store order.
     pub leases: Vec<LeaseRecord>,
+    /// The cleanup job's scans, in store order.
+    pub scans: Vec<ScanRecord>,
+    /// Every per-key bucket write, in store order (kept only when asked for).
+    pub writes: Vec<WriteRecord>,
     /// The cleanup job's commits, in store order.
     pub commits: Vec<CommitRecord>,
     /// Each gateway's request log, by gateway name (kept only when asked for).
@@ -216,6 +341,7 @@ pub struct History {
     /// How many events happened.
     pub event_count: u64,
     keep_events: bool,
+    keep_writes: bool,
     hash: Fnv,
 }
 
@@ -237,6 +363,37 @@ impl Fnv {
     fn u64(&mut self, v: u64) {
         self.bytes(&v.to_le_bytes());
     }
+    fn answer(&mut self, answer: &Answer) {
+        match answer {
+            Answer::Allowed {
+                decided_at,
+                remaining,
+            } => {
+                self.u64(0);
+                self.u64(decided_at.as_u64());
+                self.u64(*remaining);
+            }
+            Answer::Denied {
+                decided_at,
+                retry_after,
+            } => {
+                self.u64(1);
+                self.u64(decided_at.as_u64());
+                self.u64(retry_after.as_u64());
+            }
+            Answer::Error(e) => {
+                self.u64(2);
+                self.u64(*e as u64);
+            }
+            Answer::FailedOpen(r) => {
+                self.u64(3);
+                self.u64(*r as u64);
+            }
+            Answer::Bypassed => self.u64(4),
+            Answer::Rejected => self.u64(5),
+            Answer::Full => self.u64(6),
+        }
+    }
 }
 
 impl History {
@@ -246,6 +403,12 @@ impl History {
             keep_events,
             ..History::default()
         }
+    }
+
+    /// The same recorder, also keeping every bucket write (what the cleanup checker needs).
+    pub fn keeping_writes(mut self) -> History {
+        self.keep_writes = true;
+        self
     }
 
     /// The hash over every event so far.
@@ -261,9 +424,19 @@ impl History {
                 h.u64(1);
                 h.u64(*id);
             }
-            Event::Store { id, key, op, fate } => {
+            Event::Store {
+                id,
+                layer,
+                key,
+                op,
+                fate,
+            } => {
                 h.u64(2);
                 h.u64(*id);
+                // The per-key layer hashes as it always has; the edge adds a marker.
+                if *layer == Layer::Edge {
+                    h.u64(0xed9e);
+                }
                 h.bytes(key.as_bytes());
                 h.u64(match op {
                     StoreOp::Get => 0,
@@ -281,36 +454,13 @@ impl History {
                     }
                 }
             }
-            Event::Answered { id, answer } => {
+            Event::Answered { id, answer, layers } => {
                 h.u64(3);
                 h.u64(*id);
-                match answer {
-                    Answer::Allowed {
-                        decided_at,
-                        remaining,
-                    } => {
-                        h.u64(0);
-                        h.u64(decided_at.as_u64());
-                        h.u64(*remaining);
-                    }
-                    Answer::Denied {
-                        decided_at,
-                        retry_after,
-                    } => {
-                        h.u64(1);
-                        h.u64(decided_at.as_u64());
-                        h.u64(retry_after.as_u64());
-                    }
-                    Answer::Error(e) => {
-                        h.u64(2);
-                        h.u64(*e as u64);
-                    }
-                    Answer::FailedOpen(r) => {
-                        h.u64(3);
-                        h.u64(*r as u64);
-                    }
-                    Answer::Bypassed => h.u64(4),
-                    Answer::Rejected => h.u64(5),
+                h.answer(answer);
+                if let Some(edge) = &layers.edge {
+                    h.u64(0xed9e);
+                    h.answer(edge);
                 }
             }
             Event::Fault { what } => {
@@ -321,7 +471,7 @@ impl History {
                 h.u64(5);
                 h.bytes(l.owner.as_bytes());
                 h.u64(l.token);
-                h.u64(l.expires_at.as_u64());
+                h.u64(l.at.saturating_add(l.ttl).as_u64());
                 h.u64(u64::from(l.renewal));
             }
             Event::Commit(c) => {
@@ -329,7 +479,14 @@ impl History {
                 h.bytes(c.owner.as_bytes());
                 h.u64(c.token);
                 h.u64(u64::from(c.accepted));
-                h.u64(c.removed);
+                h.u64(c.removed.len() as u64);
+            }
+            Event::Scan(s) => {
+                h.u64(7);
+                h.bytes(s.owner.as_bytes());
+                for k in &s.keys {
+                    h.bytes(k.as_bytes());
+                }
             }
         }
         self.event_count += 1;
@@ -346,6 +503,7 @@ impl History {
         client: u32,
         group: u32,
         key: String,
+        peer: IpAddr,
         gateway: u32,
         cost: u64,
     ) -> u64 {
@@ -355,48 +513,68 @@ impl History {
             client,
             group,
             key,
+            peer,
             gateway,
             cost,
             sent_at: at,
             answer: None,
+            layers: Layers::default(),
             extra_answers: 0,
             read_at: None,
             written_at: None,
-            store_calls: 0,
+            store_calls: [0; 2],
         });
         self.push(at, Event::Sent { id });
         id
     }
 
-    /// Records an answer to request `id`.
-    pub fn answer(&mut self, at: Nanos, id: u64, answer: Answer) {
+    /// Records an answer to request `id`, with each layer's outcome.
+    pub fn answer(&mut self, at: Nanos, id: u64, answer: Answer, layers: Layers) {
         if let Some(r) = self.requests.get_mut(id as usize) {
             if r.answer.is_some() {
                 r.extra_answers += 1;
             } else {
                 r.answer = Some((at, answer));
+                r.layers = layers;
             }
         }
-        self.push(at, Event::Answered { id, answer });
+        self.push(at, Event::Answered { id, answer, layers });
     }
 
-    /// Records a store operation made for request `id`.
-    pub fn store(&mut self, at: Nanos, id: u64, key: &str, op: StoreOp, fate: StoreFate) {
+    /// Records a store operation on `layer`'s store made for request `id`.
+    pub fn store(
+        &mut self,
+        at: Nanos,
+        id: u64,
+        layer: Layer,
+        key: &str,
+        op: StoreOp,
+        fate: StoreFate,
+    ) {
         let applied = !matches!(fate, StoreFate::Errored | StoreFate::Dropped);
-        if let Some(r) = self.requests.get_mut(id as usize) {
-            r.store_calls += 1;
+        let wrote = applied && matches!(op, StoreOp::Set | StoreOp::Apply { allowed: true });
+        if wrote && layer == Layer::PerKey && self.keep_writes {
+            self.writes.push(WriteRecord {
+                seq: self.event_count,
+                at,
+                key: key.to_owned(),
+            });
         }
-        if let Some(r) = self.requests.get_mut(id as usize).filter(|_| applied) {
-            match op {
-                StoreOp::Get => r.read_at = Some(at),
-                StoreOp::Set => r.written_at = Some(at),
-                StoreOp::Apply { .. } => {}
+        if let Some(r) = self.requests.get_mut(id as usize) {
+            r.store_calls[layer.index()] += 1;
+            if applied && layer == Layer::PerKey {
+                match op {
+                    StoreOp::Get => r.read_at = Some(at),
+                    StoreOp::Set | StoreOp::Apply { allowed: true } => r.written_at = Some(at),
+                    StoreOp::Apply { allowed: false } => {}
+                }
             }
         }
         self.push(
             at,
             Event::Store {
                 id,
+                layer,
                 key: key.to_owned(),
                 op,
                 fate,
@@ -409,6 +587,13 @@ impl History {
         l.seq = self.event_count;
         self.leases.push(l.clone());
         self.push(l.at, Event::Lease(l));
+    }
+
+    /// Records a cleanup scan.
+    pub fn scan(&mut self, mut s: ScanRecord) {
+        s.seq = self.event_count;
+        self.scans.push(s.clone());
+        self.push(s.at, Event::Scan(s));
     }
 
     /// Records a cleanup commit.
@@ -430,18 +615,41 @@ impl fmt::Display for Timed {
         write!(f, "{ms:>12.6} ms  ")?;
         match &self.event {
             Event::Sent { id } => write!(f, "sent      #{id}"),
-            Event::Store { id, key, op, fate } => {
-                write!(f, "store     #{id} {op:?} {key:?} -> {fate:?}")
+            Event::Store {
+                id,
+                layer,
+                key,
+                op,
+                fate,
+            } => {
+                write!(
+                    f,
+                    "store     #{id} {} {op:?} {key:?} -> {fate:?}",
+                    layer.name()
+                )
             }
-            Event::Answered { id, answer } => write!(f, "answered  #{id} {answer:?}"),
+            Event::Answered { id, answer, layers } => {
+                write!(f, "answered  #{id} {answer:?}")?;
+                if let Some(edge) = layers.edge {
+                    write!(f, " (edge {edge:?})")?;
+                }
+                Ok(())
+            }
+            Event::Scan(s) => write!(
+                f,
+                "scan      {} found {} expired buckets {:?}",
+                s.owner,
+                s.keys.len(),
+                s.keys
+            ),
             Event::Fault { what } => write!(f, "fault     {what}"),
             Event::Lease(l) => write!(
                 f,
-                "lease     {} token {} {} until {:.6} ms",
+                "lease     {} token {} {} for {:.6} ms",
                 l.owner,
                 l.token,
                 if l.renewal { "renewed" } else { "granted" },
-                l.expires_at.as_u64() as f64 / 1e6
+                l.ttl.as_u64() as f64 / 1e6
             ),
             Event::Commit(c) => write!(
                 f,
@@ -453,7 +661,7 @@ impl fmt::Display for Timed {
                 } else {
                     "REJECTED as stale"
                 },
-                c.removed
+                c.removed.len()
             ),
         }
     }

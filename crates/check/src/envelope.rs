@@ -1,0 +1,265 @@
+//! The token-bucket envelope: for every key and every interval `[t1, t2]` between two
+//! admissions, admitted cost ≤ B + R·(t2 − t1), compared exactly in integers.
+//!
+//! Reports the worst excess (in requests, rounded up), the window and request ids that
+//! witness it, and the total excess over each key's whole run. Admissions are placed on the
+//! **store's** timeline (`decided_at`), the one clock every gateway shares in truth, so a
+//! gateway's skewed clock shows up as excess rather than hiding it. The same checker runs per
+//! key ([`admissions`]) and per client address for the edge layer ([`edge_admissions`]).
+
+use crate::history::{Answer, RequestRecord};
+use ratelab_core::{Nanos, Policy, TokenBucket};
+use std::collections::BTreeMap;
+
+/// The envelope's constants: admitted·`period` ≤ `burst`·`period` + `amount`·Δt (Δt in ns,
+/// `period` in ns): capacity B = `burst`, rate R = `amount` / `period`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Envelope {
+    /// B.
+    pub burst: u64,
+    /// Tokens per `period`.
+    pub amount: u64,
+    /// The refill period, ns.
+    pub period: u64,
+}
+
+impl Envelope {
+    /// The envelope a policy advertises: a token bucket's B and R; a window policy's `limit`
+    /// per `window` (the fixed window's boundary spike exceeds it by design).
+    pub fn of(policy: &Policy) -> Envelope {
+        match policy {
+            Policy::TokenBucket(b) => Envelope::of_bucket(b),
+            Policy::FixedWindow(w) => Envelope {
+                burst: w.0.limit(),
+                amount: w.0.limit(),
+                period: w.0.window().as_u64(),
+            },
+            Policy::SlidingWindow(w) => Envelope {
+                burst: w.0.limit(),
+                amount: w.0.limit(),
+                period: w.0.window().as_u64(),
+            },
+        }
+    }
+
+    /// A token bucket's envelope.
+    pub fn of_bucket(b: &TokenBucket) -> Envelope {
+        Envelope {
+            burst: b.capacity(),
+            amount: b.refill_amount(),
+            period: b.refill_period().as_u64(),
+        }
+    }
+}
+
+/// An admitted request, as the checkers see it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Admission {
+    /// Store time of the deciding operation.
+    pub at: Nanos,
+    /// Request id.
+    pub id: u64,
+    /// Cost.
+    pub cost: u64,
+}
+
+/// The worst envelope violation found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Witness {
+    /// The key.
+    pub key: String,
+    /// First admission in the window.
+    pub from: Nanos,
+    /// Last admission in the window.
+    pub to: Nanos,
+    /// Cost admitted in the window.
+    pub admitted: u64,
+    /// B + R·(to − from), rounded down.
+    pub bound: u64,
+    /// Ids of the admitted requests in the window (at most [`MAX_WITNESS_IDS`]).
+    pub ids: Vec<u64>,
+}
+
+/// Most request ids a witness lists.
+pub const MAX_WITNESS_IDS: usize = 32;
+
+/// What the envelope checker found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EnvelopeReport {
+    /// Largest excess over the envelope in any interval, over all keys, in requests (rounded up).
+    pub max_excess: u64,
+    /// Sum over keys of the excess over B + R·T across the key's whole run.
+    pub total_excess: u64,
+    /// Where `max_excess` happened, if anywhere.
+    pub witness: Option<Witness>,
+}
+
+/// Groups the requests the client saw admitted by key, each sorted by time then id.
+pub fn admissions(requests: &[RequestRecord]) -> BTreeMap<&str, Vec<Admission>> {
+    group(requests.iter().filter_map(|r| match r.answer {
+        Some((_, Answer::Allowed { decided_at, .. })) => Some((r.key.as_str(), decided_at, r)),
+        _ => None,
+    }))
+}
+
+/// Groups the requests the **edge** layer admitted by client address, each sorted by time
+/// then id. An edge admission spends an edge token whatever the per-key layer decides next,
+/// so a request the per-key layer then denied still counts here.
+pub fn edge_admissions(requests: &[RequestRecord]) -> BTreeMap<String, Vec<Admission>> {
+    let by_peer = group(requests.iter().filter_map(|r| match r.layers.edge {
+        Some(Answer::Allowed { decided_at, .. }) => Some((r.peer, decided_at, r)),
+        _ => None,
+    }));
+    by_peer
+        .into_iter()
+        .map(|(peer, adm)| (peer.to_string(), adm))
+        .collect()
+}
+
+fn group<'a, K: Ord>(
+    admitted: impl Iterator<Item = (K, Nanos, &'a RequestRecord)>,
+) -> BTreeMap<K, Vec<Admission>> {
+    let mut by_key: BTreeMap<K, Vec<Admission>> = BTreeMap::new();
+    for (k, at, r) in admitted {
+        by_key.entry(k).or_default().push(Admission {
+            at,
+            id: r.id,
+            cost: r.cost,
+        });
+    }
+    for v in by_key.values_mut() {
+        v.sort_unstable();
+    }
+    by_key
+}
+
+/// B + R·T summed over keys, T each key's span from first to last admission, rounded down:
+/// what a correct limiter could have admitted for exactly those keys over those spans.
+pub fn allowance<K>(by_key: &BTreeMap<K, Vec<Admission>>, env: Envelope) -> u64 {
+    by_key
+        .values()
+        .map(|adm| {
+            let span = adm.last().map_or(0, |l| l.at.as_u64() - adm[0].at.as_u64());
+            let b = u128::from(env.burst) * u128::from(env.period)
+                + u128::from(env.amount) * u128::from(span);
+            u64::try_from(b / u128::from(env.period)).unwrap_or(u64::MAX)
+        })
+        .sum()
+}
+
+/// Runs the envelope checker over `by_key` (from [`admissions`] or [`edge_admissions`]).
+pub fn envelope<K: AsRef<str>>(
+    by_key: &BTreeMap<K, Vec<Admission>>,
+    env: Envelope,
+) -> EnvelopeReport {
+    let (b, a, p) = (
+        i128::from(env.burst),
+        i128::from(env.amount),
+        i128::from(env.period),
+    );
+    let bp = b * p;
+    let mut report = EnvelopeReport::default();
+    let mut worst_scaled = 0i128;
+    for (key, adm) in by_key {
+        // excess(i, j) = (S_j − a·t_j) + (a·t_i − S_{i−1}) − B·P, maximised over i ≤ j with a
+        // running maximum of the second term: O(n) per key.
+        let mut s_prev = 0i128; // S_{j-1}
+        let mut best = i128::MIN; // max over i ≤ j of a·t_i − S_{i−1}
+        let mut best_i = 0usize;
+        for (j, x) in adm.iter().enumerate() {
+            let t = i128::from(x.at.as_u64());
+            let cand = a * t - s_prev;
+            if cand > best {
+                best = cand;
+                best_i = j;
+            }
+            let s_j = s_prev + i128::from(x.cost) * p;
+            let excess = s_j - a * t + best - bp;
+            if excess > worst_scaled {
+                worst_scaled = excess;
+                let window = &adm[best_i..=j];
+                let from = adm[best_i].at;
+                let admitted: u64 = window.iter().map(|w| w.cost).sum();
+                let bound = (bp + a * (t - i128::from(from.as_u64()))) / p;
+                report.witness = Some(Witness {
+                    key: key.as_ref().to_owned(),
+                    from,
+                    to: x.at,
+                    admitted,
+                    bound: u64::try_from(bound).unwrap_or(u64::MAX),
+                    ids: window.iter().take(MAX_WITNESS_IDS).map(|w| w.id).collect(),
+                });
+            }
+            s_prev = s_j;
+        }
+        if let (Some(first), Some(last)) = (adm.first(), adm.last()) {
+            let span = i128::from(last.at.as_u64() - first.at.as_u64());
+            let over = s_prev - bp - a * span;
+            if over > 0 {
+                report.total_excess += u64::try_from((over + p - 1) / p).unwrap_or(u64::MAX);
+            }
+        }
+    }
+    if worst_scaled > 0 {
+        report.max_excess = u64::try_from((worst_scaled + p - 1) / p).unwrap_or(u64::MAX);
+    }
+    report
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn adm(times_ms: &[u64]) -> BTreeMap<&'static str, Vec<Admission>> {
+        let v = times_ms
+            .iter()
+            .enumerate()
+            .map(|(i, &t)| Admission {
+                at: Nanos::from_millis(t),
+                id: i as u64,
+                cost: 1,
+            })
+            .collect();
+        BTreeMap::from([("k", v)])
+    }
+
+    /// B = 2, R = 1/s.
+    const ENV: Envelope = Envelope {
+        burst: 2,
+        amount: 1,
+        period: 1_000_000_000,
+    };
+
+    #[test]
+    fn envelope_passes_a_history_within_bounds() {
+        let r = envelope(&adm(&[0, 0, 1000, 2000, 3000]), ENV);
+        assert_eq!(r.max_excess, 0);
+        assert_eq!(r.total_excess, 0);
+        assert_eq!(r.witness, None);
+    }
+
+    #[test]
+    fn envelope_catches_a_known_bad_history() {
+        // Four at t = 0 with B = 2: two over. Then one at 500 ms: bound 2.5 over [0, 500].
+        let r = envelope(&adm(&[0, 0, 0, 0, 500]), ENV);
+        assert_eq!(
+            r.max_excess, 3,
+            "5 admitted against 2.5: 2.5 over, rounded up"
+        );
+        let w = r.witness.unwrap();
+        assert_eq!(
+            (w.admitted, w.bound, w.from, w.to),
+            (5, 2, Nanos(0), Nanos::from_millis(500))
+        );
+        assert_eq!(w.ids, vec![0, 1, 2, 3, 4]);
+        assert_eq!(r.total_excess, 3);
+    }
+
+    #[test]
+    fn envelope_finds_excess_in_an_inner_window() {
+        // Well spaced, then three at 10 s: B = 2 allows two at once plus what refilled.
+        let r = envelope(&adm(&[0, 5000, 10_000, 10_000, 10_000]), ENV);
+        assert_eq!(r.max_excess, 1);
+        assert_eq!(r.witness.unwrap().from, Nanos::from_secs(10));
+    }
+}

@@ -1,0 +1,59 @@
+//! # ratelab-check
+//!
+//! The record of a run and the checkers that judge it, apart from everything that produces
+//! it: no runtime, no simulator, no store. The madsim cluster, the real-Redis ladder and the
+//! tests all record into a [`History`] and call the same checkers.
+//!
+//! A checker reads only the history and recomputes its verdict with its own specification:
+//! it never calls the code it checks or reads that code's bookkeeping. Each reports numbers
+//! (how much, where, which requests witness it), not only pass or fail, and each has unit
+//! tests that feed it a known-bad history and require it to fail.
+//!
+//! | module | invariant |
+//! |---|---|
+//! | [`envelope`] | admitted cost in any interval Δt ≤ B + R·Δt, per key and per client address |
+//! | [`window`] | the most admitted in any interval of one window length |
+//! | [`answers`] | every request answered exactly once |
+//! | [`liveness`] | after faults heal, a client within the rate is admitted |
+//! | [`cleanup`] | the cleanup job deletes no live bucket; one leader at a time; its liveness |
+//!
+//! A new checker is a module here with a function from history records to a report struct,
+//! and unit tests with a history it must reject; the simulator's report and the real runs
+//! call it.
+#![warn(missing_docs)]
+
+pub mod answers;
+pub mod cleanup;
+pub mod envelope;
+pub mod history;
+pub mod liveness;
+pub mod window;
+
+pub use envelope::{Admission, Envelope, EnvelopeReport, Witness};
+pub use history::History;
+
+#[cfg(test)]
+pub(crate) mod testing {
+    use crate::history::{Answer, Layers, RequestRecord};
+    use ratelab_core::Nanos;
+
+    /// A request on key `k` sent at `id` seconds, answered then (or not).
+    pub fn record(id: u64, answer: Option<Answer>, extra: u32) -> RequestRecord {
+        RequestRecord {
+            id,
+            client: 0,
+            group: 0,
+            key: "k".into(),
+            peer: "10.0.0.1".parse().unwrap(),
+            gateway: 0,
+            cost: 1,
+            sent_at: Nanos::from_secs(id),
+            answer: answer.map(|a| (Nanos::from_secs(id), a)),
+            layers: Layers::default(),
+            extra_answers: extra,
+            read_at: None,
+            written_at: None,
+            store_calls: [0; 2],
+        }
+    }
+}
