@@ -10,7 +10,7 @@ use ratelab_check::history::Answer;
 use ratelab_check::window::window_spike;
 use ratelab_core::Nanos;
 use ratelab_gateway::reqlog::{ScanQuery, ScanResult, scan};
-use ratelab_sim::scenario::{FaultKind, FaultSpec, Signed};
+use ratelab_sim::scenario::{Bounded, FaultKind, FaultSpec, Signed};
 use ratelab_sim::{History, RunOptions, SIM_EPOCH_MS, Scenario};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -20,7 +20,19 @@ const SCENARIO: &str = "sim-scenarios/fixed-window-boundary-burst.json";
 const SLACK_MS: u64 = 20;
 
 fn scenario() -> Scenario {
-    Scenario::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join(SCENARIO)).expect("the scenario")
+    Scenario::load(&scenario_file()).expect("the scenario")
+}
+
+fn scenario_file() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(SCENARIO)
+}
+
+/// The scenario on `n` gateways, validated again like a file.
+fn on_gateways(n: u64, edit: impl FnOnce(&mut ratelab_sim::ScenarioSpec)) -> Scenario {
+    let mut spec = scenario().spec().clone();
+    spec.gateways = Bounded::new(n).expect("a valid gateway count");
+    edit(&mut spec);
+    Scenario::from_spec(&scenario_file(), spec).expect("still a valid scenario")
 }
 
 /// Runs seed 1 and writes each gateway's log to its own file.
@@ -47,7 +59,7 @@ fn logs(sc: &Scenario, test: &str) -> (History, Vec<PathBuf>) {
 
 /// The spike the checker found: its key, its start (store time) and the ids admitted in it.
 fn spike(sc: &Scenario, h: &History) -> (String, Nanos, BTreeSet<u64>) {
-    let window = Nanos::from_millis(sc.spec.policy.window_ms.unwrap().get());
+    let window = Nanos::from_millis(sc.spec().policy.window_ms.unwrap().get());
     let by_key = admissions(&h.requests);
     let s = window_spike(&by_key, window);
     let end = s.from.saturating_add(window);
@@ -65,7 +77,7 @@ fn around(sc: &Scenario, from: Nanos, shift_ms: u64, key: &str) -> ScanQuery {
     let from_ms = from.as_u64() / 1_000_000 + shift_ms;
     ScanQuery {
         from_ms: SIM_EPOCH_MS + from_ms - SLACK_MS,
-        to_ms: SIM_EPOCH_MS + from_ms + sc.spec.policy.window_ms.unwrap().get() + SLACK_MS,
+        to_ms: SIM_EPOCH_MS + from_ms + sc.spec().policy.window_ms.unwrap().get() + SLACK_MS,
         key: Some(key.into()),
         decision: Some("allowed".into()),
     }
@@ -151,8 +163,7 @@ fn log_scan_recovers_exactly_the_requests_admitted_in_the_boundary_spike() {
 
 #[test]
 fn merged_logs_of_three_gateways_give_the_same_answer() {
-    let mut sc = scenario();
-    sc.spec.gateways.0 = 3;
+    let sc = on_gateways(3, |_| {});
     let (h, files) = logs(&sc, "merged");
     assert_eq!(files.len(), 3);
     let (key, from, admitted) = spike(&sc, &h);
@@ -176,20 +187,20 @@ fn merged_logs_of_three_gateways_give_the_same_answer() {
 /// in true time.
 #[test]
 fn a_skewed_gateways_requests_are_found_where_its_clock_put_them() {
-    let mut sc = scenario();
-    sc.spec.gateways.0 = 3;
-    sc.spec.faults.push(FaultSpec {
-        kind: FaultKind::Clock,
-        gateway: Some(2),
-        offset_ms: Some(Signed(2_000)),
-        at_ms: None,
-        until_ms: None,
-        rate: None,
-        extra_latency: None,
-        restart_after_ms: None,
-        gateways: None,
-        drift_ppm: None,
-        node: None,
+    let sc = on_gateways(3, |spec| {
+        spec.faults.push(FaultSpec {
+            kind: FaultKind::Clock,
+            gateway: Some(2),
+            offset_ms: Some(Signed::new(2_000).unwrap()),
+            at_ms: None,
+            until_ms: None,
+            rate: None,
+            extra_latency: None,
+            restart_after_ms: None,
+            gateways: None,
+            drift_ppm: None,
+            node: None,
+        })
     });
     let (h, files) = logs(&sc, "skewed");
     let (key, from, admitted) = spike(&sc, &h);
@@ -224,7 +235,7 @@ fn every_line_carries_the_decision_the_client_got() {
         "sim-scenarios/gateway/bloom-guard-abusive-mix.json",
     ] {
         let sc = Scenario::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join(file)).unwrap();
-        let name = sc.name.clone();
+        let name = sc.name().to_owned();
         let (h, files) = logs(&sc, &name);
         let mut seen = BTreeSet::new();
         let mut kinds = std::collections::BTreeMap::<String, u64>::new();

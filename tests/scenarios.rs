@@ -43,7 +43,7 @@ fn check_scenario(file: &Path) -> Result<(), Failed> {
             Ok(s) => vec![s.trim().parse::<u64>().map_err(|_| {
                 Failed::from(format!("RATELAB_SEED={s:?} is not an unsigned integer"))
             })?],
-            Err(_) => sc.spec.seeds.0.clone(),
+            Err(_) => sc.spec().seeds.get().to_vec(),
         };
     let rel = file
         .strip_prefix(root())
@@ -64,7 +64,7 @@ fn check_scenario(file: &Path) -> Result<(), Failed> {
         if failures.is_empty() {
             continue;
         }
-        let mut msg = format!("scenario {} ({rel}), seed {seed}:\n", sc.name);
+        let mut msg = format!("scenario {} ({rel}), seed {seed}:\n", sc.name());
         for f in &failures {
             msg.push_str(&format!("  {f}\n"));
         }
@@ -99,7 +99,8 @@ fn main() {
     let mut files = Vec::new();
     scenario_files(&root().join("sim-scenarios"), &mut files);
     let mut trials: Vec<Trial> = files
-        .into_iter()
+        .iter()
+        .cloned()
         .map(|f| {
             let name = trial_name(&f);
             Trial::test(name, move || check_scenario(&f))
@@ -120,6 +121,30 @@ fn main() {
         }
         Ok(())
     }));
+
+    let all = files.clone();
+    trials.push(Trial::test(
+        "every_scenario_round_trips_through_its_spec",
+        move || {
+            // A scenario edited in code is validated again from its spec: what `from_spec` makes
+            // of an unedited spec must be the scenario the file gave.
+            for f in &all {
+                let sc = Scenario::load(f).map_err(|e| Failed::from(e.to_string()))?;
+                let again = Scenario::from_spec(f, sc.spec().clone())
+                    .map_err(|e| Failed::from(format!("{}: {e}", f.display())))?;
+                let (a, b) = (
+                    serde_json::to_string(sc.spec()).unwrap_or_default(),
+                    serde_json::to_string(again.spec()).unwrap_or_default(),
+                );
+                if a != b || sc.scheduled_requests() != again.scheduled_requests() {
+                    return Err(
+                        format!("{}: the spec changed in the round trip", f.display()).into(),
+                    );
+                }
+            }
+            Ok(())
+        },
+    ));
 
     trials.push(Trial::test("scenario_schema_is_current", || {
         let path = root().join("docs/scenario.schema.json");

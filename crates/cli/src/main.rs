@@ -350,8 +350,8 @@ fn check(files: &[PathBuf]) -> ExitCode {
             Ok(sc) => println!(
                 "ok: {} ({} seeds, about {} requests per seed)",
                 f.display(),
-                sc.spec.seeds.0.len(),
-                sc.scheduled_requests
+                sc.spec().seeds.get().len(),
+                sc.scheduled_requests()
             ),
             Err(e) => {
                 eprintln!("error: {e}");
@@ -432,19 +432,19 @@ fn run(
         Ok(sc) => sc,
         Err(code) => return code,
     };
-    let seeds = seed.map_or_else(|| sc.spec.seeds.0.clone(), |s| vec![s]);
+    let seeds = seed.map_or_else(|| sc.spec().seeds.get().to_vec(), |s| vec![s]);
     let mut out = std::io::stdout().lock();
     if !json {
         let _ = writeln!(
             out,
             "{} — {}\n{} path, {} gateways, {} client groups, {} faults, {} ms\n",
-            sc.name,
-            sc.spec.description,
-            sc.path.name(),
-            sc.spec.gateways.get(),
-            sc.spec.clients.len(),
-            sc.spec.faults.len(),
-            sc.spec.duration_ms.get()
+            sc.name(),
+            sc.spec().description,
+            sc.path().name(),
+            sc.spec().gateways.get(),
+            sc.spec().clients.len(),
+            sc.spec().faults.len(),
+            sc.spec().duration_ms.get()
         );
         let _ = writeln!(
             out,
@@ -471,7 +471,7 @@ fn run(
             let dir = dir.join(format!("seed-{s}"));
             // One file per gateway, empty for a gateway that answered nothing.
             let written = std::fs::create_dir_all(&dir).and_then(|()| {
-                (0..sc.spec.gateways.get()).try_for_each(|g| {
+                (0..sc.spec().gateways.get()).try_for_each(|g| {
                     let name = format!("gateway-{g}");
                     let text = history.request_logs.get(&name).map_or("", String::as_str);
                     std::fs::write(dir.join(format!("{name}.jsonl")), text)
@@ -484,7 +484,7 @@ fn run(
             eprintln!(
                 "request logs: {} (gateway-0.jsonl to gateway-{}.jsonl)",
                 dir.display(),
-                sc.spec.gateways.get() - 1
+                sc.spec().gateways.get() - 1
             );
         }
         if trace {

@@ -269,7 +269,7 @@ impl StorePlan {
                 kind: f.kind,
                 from: ms(f.at_ms.map_or(0, |v| v.get())),
                 until: ms(f.until_ms.map_or(0, |v| v.get())),
-                rate: f.rate.map_or(1.0, |r| r.0),
+                rate: f.rate.map_or(1.0, |r| r.get()),
                 extra: f
                     .extra_latency
                     .map_or((0, 0), |l| (l.min_us.get() * 1_000, l.max_us.get() * 1_000)),
@@ -1110,7 +1110,7 @@ async fn fault_main(cluster: Arc<Cluster>, f: FaultSpec, store: NodeHandle) {
             }
         }
         FaultKind::PacketLoss => {
-            let rate = f.rate.map_or(1.0, |r| r.0);
+            let rate = f.rate.map_or(1.0, |r| r.get());
             net.update_config(|c| c.packet_loss_rate = rate);
             sleep_until(shared.t0 + until).await;
             net.update_config(|c| c.packet_loss_rate = 0.0);
@@ -1261,8 +1261,8 @@ pub(crate) async fn simulate(
             .iter()
             .filter(|f| f.kind == FaultKind::Clock && f.gateway == Some(i))
             .fold(Clock::default(), |c, f| Clock {
-                offset_ns: c.offset_ns + f.offset_ms.map_or(0, |v| v.0) * 1_000_000,
-                drift_ppm: c.drift_ppm + f.drift_ppm.map_or(0, |v| v.0),
+                offset_ns: c.offset_ns + f.offset_ms.map_or(0, |v| v.get()) * 1_000_000,
+                drift_ppm: c.drift_ppm + f.drift_ppm.map_or(0, |v| v.get()),
             });
         if clock.offset_ns != 0 || clock.drift_ppm != 0 {
             shared.record(|h, t| {
@@ -1320,7 +1320,7 @@ pub(crate) async fn simulate(
         ratelab_gateway::bloom::KeyGuard::new::<str>(
             keys,
             n,
-            g.false_positive_rate.0,
+            g.false_positive_rate.get(),
             u128::from(seed),
         )
         .expect("validated guard")

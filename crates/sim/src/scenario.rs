@@ -30,10 +30,11 @@ pub const MAX_SEEDS: usize = 1_000;
 /// Largest scenario file.
 pub const MAX_FILE_BYTES: u64 = 1 << 20;
 
-/// An integer from `MIN` to `MAX` inclusive.
+/// An integer from `MIN` to `MAX` inclusive: only [`Bounded::new`] and the deserializer make
+/// one, and both check the range.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(transparent)]
-pub struct Bounded<const MIN: u64, const MAX: u64>(pub u64);
+pub struct Bounded<const MIN: u64, const MAX: u64>(u64);
 
 impl<const MIN: u64, const MAX: u64> Default for Bounded<MIN, MAX> {
     fn default() -> Self {
@@ -42,6 +43,11 @@ impl<const MIN: u64, const MAX: u64> Default for Bounded<MIN, MAX> {
 }
 
 impl<const MIN: u64, const MAX: u64> Bounded<MIN, MAX> {
+    /// `v`, if it is from `MIN` to `MAX`.
+    pub fn new(v: u64) -> Option<Self> {
+        (MIN..=MAX).contains(&v).then_some(Bounded(v))
+    }
+
     /// The value.
     pub fn get(self) -> u64 {
         self.0
@@ -90,7 +96,19 @@ impl<const MIN: u64, const MAX: u64> JsonSchema for Bounded<MIN, MAX> {
 /// A fraction from 0 to 1.
 #[derive(Clone, Copy, Debug, PartialEq, PartialOrd, Serialize)]
 #[serde(transparent)]
-pub struct Fraction(pub f64);
+pub struct Fraction(f64);
+
+impl Fraction {
+    /// `v`, if it is from 0 to 1.
+    pub fn new(v: f64) -> Option<Self> {
+        (0.0..=1.0).contains(&v).then_some(Fraction(v))
+    }
+
+    /// The value.
+    pub fn get(self) -> f64 {
+        self.0
+    }
+}
 
 impl<'de> Deserialize<'de> for Fraction {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -120,7 +138,19 @@ impl JsonSchema for Fraction {
 /// A signed integer from `-LIMIT` to `LIMIT`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(transparent)]
-pub struct Signed<const LIMIT: i64>(pub i64);
+pub struct Signed<const LIMIT: i64>(i64);
+
+impl<const LIMIT: i64> Signed<LIMIT> {
+    /// `v`, if it is from `-LIMIT` to `LIMIT`.
+    pub fn new(v: i64) -> Option<Self> {
+        (-LIMIT..=LIMIT).contains(&v).then_some(Signed(v))
+    }
+
+    /// The value.
+    pub fn get(self) -> i64 {
+        self.0
+    }
+}
 
 impl<'de, const LIMIT: i64> Deserialize<'de> for Signed<LIMIT> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -152,7 +182,21 @@ pub type Ms = Bounded<0, MAX_DURATION_MS>;
 
 /// The seeds to run: a list, or a count N meaning seeds 1 to N.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Seeds(pub Vec<u64>);
+pub struct Seeds(Vec<u64>);
+
+impl Seeds {
+    /// 1 to [`MAX_SEEDS`] seeds.
+    pub fn new(seeds: Vec<u64>) -> Option<Self> {
+        (1..=MAX_SEEDS)
+            .contains(&seeds.len())
+            .then_some(Seeds(seeds))
+    }
+
+    /// The seeds.
+    pub fn get(&self) -> &[u64] {
+        &self.0
+    }
+}
 
 impl<'de> Deserialize<'de> for Seeds {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -207,7 +251,7 @@ impl JsonSchema for Seeds {
 }
 
 /// Which gateway a client sends each request to.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum GatewayChoice {
     /// Client i starts at gateway i mod N and moves to the next one on every request.
     #[default]
@@ -216,6 +260,16 @@ pub enum GatewayChoice {
     Random,
     /// Always the gateway with this index.
     Fixed(u32),
+}
+
+impl Serialize for GatewayChoice {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            GatewayChoice::RoundRobin => s.serialize_str("round_robin"),
+            GatewayChoice::Random => s.serialize_str("random"),
+            GatewayChoice::Fixed(g) => s.serialize_u32(*g),
+        }
+    }
 }
 
 impl<'de> Deserialize<'de> for GatewayChoice {
@@ -258,10 +312,14 @@ impl JsonSchema for GatewayChoice {
     }
 }
 
-/// A scenario file, as written.
+/// A scenario file, as written. Each number carries its range in its type; the rules that
+/// span fields are checked when a [`Scenario`] is made from it.
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ScenarioSpec {
+    /// The JSON Schema this file follows, for editors (`docs/scenario.schema.json`); ignored.
+    #[serde(rename = "$schema", default, skip_serializing_if = "Option::is_none")]
+    pub schema: Option<String>,
     /// One line: what this scenario shows.
     pub description: String,
     /// The seeds to run: a list, or a count N meaning seeds 1 to N.
@@ -627,12 +685,21 @@ pub struct FaultSpec {
 }
 
 /// A node to pause: `"store"` or a gateway index.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NodeName {
     /// The store node.
     Store,
     /// A gateway, by index.
     Gateway(u32),
+}
+
+impl Serialize for NodeName {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            NodeName::Store => s.serialize_str("store"),
+            NodeName::Gateway(g) => s.serialize_u32(*g),
+        }
+    }
 }
 
 impl<'de> Deserialize<'de> for NodeName {
@@ -833,27 +900,70 @@ impl fmt::Display for ScenarioError {
 
 impl std::error::Error for ScenarioError {}
 
-/// A validated scenario, ready to run.
+/// A validated scenario, ready to run. Only [`Scenario::load`], [`Scenario::parse`] and
+/// [`Scenario::from_spec`] make one, and each validates it whole: an invalid scenario cannot
+/// be built.
 #[derive(Clone, Debug)]
 pub struct Scenario {
-    /// Where it came from.
-    pub file: PathBuf,
-    /// A short name: the file stem.
-    pub name: String,
-    /// The file as written.
-    pub spec: ScenarioSpec,
-    /// The policy, validated.
-    pub policy: Policy,
-    /// The store path.
-    pub path: StorePath,
-    /// The time source.
-    pub time_source: TimeSource,
-    /// Requests the workload schedules per seed (an upper bound for clients that honour
-    /// Retry-After, which may send fewer).
-    pub scheduled_requests: u64,
+    pub(crate) file: PathBuf,
+    pub(crate) name: String,
+    pub(crate) spec: ScenarioSpec,
+    pub(crate) policy: Policy,
+    pub(crate) path: StorePath,
+    pub(crate) time_source: TimeSource,
+    pub(crate) scheduled_requests: u64,
 }
 
 impl Scenario {
+    /// Where it came from.
+    pub fn file(&self) -> &Path {
+        &self.file
+    }
+
+    /// A short name: the file stem.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The scenario as written.
+    pub fn spec(&self) -> &ScenarioSpec {
+        &self.spec
+    }
+
+    /// The policy, validated.
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    /// The store path.
+    pub fn path(&self) -> StorePath {
+        self.path
+    }
+
+    /// The time source.
+    pub fn time_source(&self) -> TimeSource {
+        self.time_source
+    }
+
+    /// Requests the workload schedules per seed (an upper bound for clients that honour
+    /// Retry-After, which may send fewer).
+    pub fn scheduled_requests(&self) -> u64 {
+        self.scheduled_requests
+    }
+
+    /// Validates `spec` as if it were the contents of `file`: the way to change a scenario in
+    /// code (load it, edit a copy of [`Scenario::spec`], make a new one).
+    pub fn from_spec(file: &Path, spec: ScenarioSpec) -> Result<Scenario, ScenarioError> {
+        let text = serde_json::to_string_pretty(&spec).map_err(|e| ScenarioError {
+            file: file.to_owned(),
+            path: ".".into(),
+            line: 0,
+            column: 0,
+            message: e.to_string(),
+        })?;
+        Scenario::parse(file, &text)
+    }
+
     /// Reads and validates the scenario at `file`.
     pub fn load(file: &Path) -> Result<Scenario, ScenarioError> {
         let fail = |message: String| ScenarioError {

@@ -114,7 +114,7 @@ pub(crate) fn validate(
             .map_err(|err| located(vec![key("gateway"), key("edge")], err.to_string()))?;
     }
     if let Some(g) = &spec.gateway.guard {
-        ratelab_gateway::bloom::sizing(g.valid_keys.count.get(), g.false_positive_rate.0)
+        ratelab_gateway::bloom::sizing(g.valid_keys.count.get(), g.false_positive_rate.get())
             .map_err(|err| located(vec![key("gateway"), key("guard")], err))?;
     }
     let lat = spec.network.latency;
