@@ -64,19 +64,22 @@ enum Command {
         #[arg(long)]
         config: Option<PathBuf>,
         /// Per-key capacity B (default 100).
-        #[arg(long)]
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..=LIMIT_MAX))]
         capacity: Option<u64>,
         /// Per-key refill R per second (default 10).
-        #[arg(long)]
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..=LIMIT_MAX))]
         refill_per_sec: Option<u64>,
         /// Per-IP capacity (default 10 × the per-key one).
-        #[arg(long)]
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..=LIMIT_MAX))]
         ip_capacity: Option<u64>,
         /// Per-IP refill per second (default 10 × the per-key one).
-        #[arg(long)]
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..=LIMIT_MAX))]
         ip_refill_per_sec: Option<u64>,
-        /// Store call timeout, ms (default 50).
-        #[arg(long)]
+        /// The per-IP limit counts IPv6 clients by this prefix length (default 64).
+        #[arg(long, value_parser = clap::value_parser!(u8).range(1..=128))]
+        ipv6_prefix: Option<u8>,
+        /// Each request's store deadline, shared by its layers, ms (default 50).
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..=60_000))]
         timeout_ms: Option<u64>,
         /// A proxy whose forwarding headers are believed (IP or range; repeatable).
         #[arg(long = "trusted-proxy")]
@@ -100,21 +103,22 @@ enum Command {
     /// The overshoot experiment: naive vs atomic across concurrency and store round trip,
     /// plus the algorithm comparison. Writes docs/results/ and the figures in the docs.
     Sweep {
-        /// Concurrency ladder: powers of two from 1 up to this.
-        #[arg(long, default_value_t = 256)]
+        /// Concurrency ladder: powers of two from 1 up to this (1 to 1024).
+        #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=1024))]
         max_concurrency: u32,
-        /// One-way added latencies, ms (comma separated).
-        #[arg(long, value_delimiter = ',', default_values_t = vec![0u64, 1, 3, 8])]
+        /// One-way added latencies, ms (comma separated, each at most 10000).
+        #[arg(long, value_delimiter = ',', default_values_t = vec![0u64, 1, 3, 8],
+              value_parser = clap::value_parser!(u64).range(0..=10_000))]
         latencies_ms: Vec<u64>,
-        /// Seeds per point: 1 to N.
-        #[arg(long, default_value_t = 5)]
+        /// Seeds per point: 1 to N (N from 1 to 100).
+        #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=100))]
         seeds: u64,
-        /// Simulated seconds per run.
-        #[arg(long, default_value_t = 4)]
+        /// Simulated seconds per run (1 to 60).
+        #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..=60))]
         seconds: u64,
-        /// Worker threads.
-        #[arg(long, default_value_t = 2)]
-        threads: usize,
+        /// Worker threads (1 to 64).
+        #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..=64))]
+        threads: u64,
         /// Where the CSV, JSON and SVG files go.
         #[arg(long, default_value = "docs/results")]
         out: PathBuf,
@@ -132,25 +136,26 @@ enum Command {
     /// Measure simulator speed: simulated requests and simulated seconds per wall second on
     /// the atomic path (build with --release for meaningful figures).
     Bench {
-        /// Gateways in the cluster.
-        #[arg(long, default_value_t = 64)]
+        /// Gateways in the cluster (1 to 256).
+        #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=256))]
         gateways: u64,
-        /// Simulated seconds of load.
-        #[arg(long, default_value_t = 10)]
+        /// Simulated seconds of load (1 to 600); for Redis, wall seconds per measurement (1 to
+        /// 60).
+        #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=600))]
         seconds: u64,
-        /// Offered load, requests per simulated second, spread over 1 000 keys.
-        #[arg(long, default_value_t = 20_000)]
+        /// Offered load, requests per simulated second, spread over 1 000 keys (1 to 1 000 000).
+        #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
         rate: u64,
-        /// Runs to make (the report shows each and the best).
-        #[arg(long, default_value_t = 3)]
+        /// Runs to make (1 to 100; the report shows each and the best).
+        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
         runs: u32,
         /// Benchmark the atomic path on a real Redis instead, beside redis-benchmark running
         /// the same script: a URL, or `auto` for a private redis-server.
         #[arg(long)]
         redis: Option<String>,
-        /// Concurrent clients for the Redis benchmark.
-        #[arg(long, default_value_t = 50)]
-        clients: usize,
+        /// Concurrent clients for the Redis benchmark (1 to 1024).
+        #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u64).range(1..=1024))]
+        clients: u64,
     },
 }
 
@@ -180,6 +185,9 @@ enum LogCommand {
         decision: Option<String>,
     },
 }
+
+/// The largest capacity or refill rate a flag accepts (the core's own bound is checked too).
+const LIMIT_MAX: u64 = 1_000_000_000_000;
 
 const EXIT_FAILED: u8 = 1;
 const EXIT_BAD_INPUT: u8 = 2;
@@ -236,22 +244,11 @@ fn main() -> ExitCode {
             readme,
             redis,
         } => {
-            let bad = |msg: &str| {
-                eprintln!("error: {msg}");
-                ExitCode::from(EXIT_BAD_INPUT)
-            };
-            if !(1..=1024).contains(&max_concurrency) {
-                return bad("--max-concurrency must be from 1 to 1024");
+            if latencies_ms.is_empty() {
+                eprintln!("error: --latencies-ms needs 1 or more values");
+                return ExitCode::from(EXIT_BAD_INPUT);
             }
-            if latencies_ms.is_empty() || latencies_ms.iter().any(|&l| l > 10_000) {
-                return bad("--latencies-ms needs 1 or more values, each at most 10000");
-            }
-            if !(1..=100).contains(&seeds)
-                || !(1..=60).contains(&seconds)
-                || !(1..=64).contains(&threads)
-            {
-                return bad("--seeds must be 1–100, --seconds 1–60, --threads 1–64");
-            }
+            let threads = threads as usize;
             let cfg = ratelab_sim::sweep::SweepConfig {
                 concurrency: (0..=max_concurrency.ilog2()).map(|i| 1 << i).collect(),
                 latencies_ms,
@@ -271,6 +268,7 @@ fn main() -> ExitCode {
             refill_per_sec,
             ip_capacity,
             ip_refill_per_sec,
+            ipv6_prefix,
             timeout_ms,
             trusted_proxies,
             fail_closed_routes,
@@ -312,6 +310,7 @@ fn main() -> ExitCode {
                 Err(e) => return fail(format!("per-IP limit: {e}")),
             };
             f.timeout_ms = timeout_ms.or(f.timeout_ms);
+            f.ipv6_prefix = ipv6_prefix.or(f.ipv6_prefix);
             if !trusted_proxies.is_empty() {
                 f.trusted_proxies = Some(trusted_proxies);
             }
@@ -727,11 +726,17 @@ fn real_sweep(
     }
 }
 
-fn redis_bench(url: &str, clients: usize, seconds: u64) -> ExitCode {
+fn redis_bench(url: &str, clients: u64, seconds: u64) -> ExitCode {
     let fail = |e: String| {
         eprintln!("error: {e}");
         ExitCode::from(EXIT_BAD_INPUT)
     };
+    if seconds > 60 {
+        return fail(format!(
+            "--seconds {seconds}: the Redis benchmark takes 1 to 60 s per measurement"
+        ));
+    }
+    let clients = clients as usize;
     let (url, server) = match redis_url(url) {
         Ok(u) => u,
         Err(e) => return fail(e),
@@ -743,37 +748,7 @@ fn redis_bench(url: &str, clients: usize, seconds: u64) -> ExitCode {
     else {
         return fail(format!("cannot find the port in {url}"));
     };
-    let bucket = ratelab_core::TokenBucket::per_second(100, 50).expect("valid");
-    let rt = tokio_rt();
-    let result: Result<(), String> = rt.block_on(async {
-        let opts = ratelab_store::redis_store::RedisOptions {
-            prefix: "ratelab:bench:".into(),
-            timeout: std::time::Duration::from_secs(2),
-        };
-        let store = ratelab_store::redis_store::RedisStore::connect(&url, bucket, opts).await.map_err(|e| e.to_string())?;
-        let sha = real::load_script(&url).await?;
-        let secs = seconds.clamp(1, 60) as f64;
-        let calls = |c: &'static str| real::command_calls(&url, c);
-        let before = (calls("evalsha").await?, calls("eval").await?);
-        let t0 = std::time::Instant::now();
-        let ours = real::throughput(&store, ratelab_store::Path::Atomic, clients, secs).await;
-        let decisions = (ours.per_sec * t0.elapsed().as_secs_f64()).round();
-        let after = (calls("evalsha").await?, calls("eval").await?);
-        let per_decision = ((after.0 - before.0) + (after.1 - before.1)) as f64 / decisions;
-        let naive = real::throughput(&store, ratelab_store::Path::Naive, clients, secs).await;
-        let n = (ours.per_sec * secs).max(10_000.0) as u64;
-        let theirs = real::redis_benchmark(port, &sha, &bucket, clients, n)?;
-        println!("{clients} concurrent clients, {secs} s each, 1000 keys, token bucket B = 100, R = 50/s\n");
-        println!("{:<42} {:>12} {:>10} {:>10}", "", "decisions/s", "p50 µs", "p99 µs");
-        println!("{:<42} {:>12.0} {:>10.0} {:>10.0}", "ratelab atomic path (EVALSHA)", ours.per_sec, ours.p50_us, ours.p99_us);
-        println!("{:<42} {:>12.0} {:>10.0} {:>10.0}", "redis-benchmark, same script by EVALSHA", theirs.per_sec, theirs.p50_us, theirs.p99_us);
-        println!("{:<42} {:>12.0} {:>10.0} {:>10.0}", "ratelab naive path (GET+TIME, SET)", naive.per_sec, naive.p50_us, naive.p99_us);
-        println!("\natomic / redis-benchmark: {:.2}", ours.per_sec / theirs.per_sec);
-        println!("naive / atomic: {:.2}", naive.per_sec / ours.per_sec);
-        println!("script calls (EVALSHA + EVAL) per atomic decision: {per_decision:.3}");
-        store.clear().await.map_err(|e| e.to_string())?;
-        Ok(())
-    });
+    let result = tokio_rt().block_on(real::bench(&url, port, clients, seconds as f64));
     drop(server);
     match result {
         Ok(()) => ExitCode::SUCCESS,

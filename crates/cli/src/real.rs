@@ -172,11 +172,17 @@ pub async fn ladder(
 /// One throughput measurement.
 #[derive(Clone, Copy, Debug)]
 pub struct Throughput {
-    /// Decisions per second.
+    /// Decisions per second (decisions that returned, admitted or denied).
     pub per_sec: f64,
-    /// Median latency, µs.
+    /// Decisions made.
+    pub decisions: u64,
+    /// Of those, admitted.
+    pub admitted: u64,
+    /// Calls that failed (timeouts, errors): not decisions, and not in `per_sec`.
+    pub errors: u64,
+    /// Median latency of the decisions, µs.
     pub p50_us: f64,
-    /// 99th percentile latency, µs.
+    /// 99th percentile latency of the decisions, µs.
     pub p99_us: f64,
 }
 
@@ -193,31 +199,65 @@ pub async fn throughput(
         .map(|i| {
             let store = store.clone();
             tokio::spawn(async move {
-                let mut lat = Vec::new();
+                let (mut lat, mut admitted, mut errors) = (Vec::new(), 0u64, 0u64);
                 let mut k = i;
                 while Instant::now() < deadline {
                     k = (k * 7 + 13) % 1000;
                     let key = Key::new(&format!("bench:{k}")).expect("key");
                     let t = Instant::now();
-                    let _ =
-                        decide_remote(&store, path, TimeSource::Store, &key, Nanos::ZERO, 1).await;
-                    lat.push(t.elapsed().as_nanos() as u64);
+                    match decide_remote(&store, path, TimeSource::Store, &key, Nanos::ZERO, 1).await
+                    {
+                        Ok(o) => {
+                            lat.push(t.elapsed().as_nanos() as u64);
+                            admitted += u64::from(o.decision.allowed);
+                        }
+                        Err(_) => errors += 1,
+                    }
                 }
-                lat
+                (lat, admitted, errors)
             })
         })
         .collect();
-    let mut lat = Vec::new();
+    let (mut lat, mut admitted, mut errors) = (Vec::new(), 0, 0);
     for t in tasks {
-        lat.extend(t.await.expect("task"));
+        match t.await {
+            Ok((l, a, e)) => {
+                lat.extend(l);
+                admitted += a;
+                errors += e;
+            }
+            // A task that died decided nothing: count it as failed.
+            Err(_) => errors += 1,
+        }
     }
     let wall = started.elapsed().as_secs_f64();
     lat.sort_unstable();
-    let pct = |p: f64| lat[((lat.len() as f64 * p) as usize).min(lat.len() - 1)] as f64 / 1e3;
+    let pct = |p: f64| match lat.len() {
+        0 => f64::NAN,
+        n => lat[((n as f64 * p) as usize).min(n - 1)] as f64 / 1e3,
+    };
     Throughput {
         per_sec: lat.len() as f64 / wall,
+        decisions: lat.len() as u64,
+        admitted,
+        errors,
         p50_us: pct(0.5),
         p99_us: pct(0.99),
+    }
+}
+
+impl Throughput {
+    /// The measurement, or why it cannot be reported: a throughput with failed calls in it
+    /// measures the failures too.
+    pub fn clean(self, what: &str) -> Result<Throughput, String> {
+        if self.errors > 0 || self.decisions == 0 {
+            return Err(format!(
+                "{what}: {} of {} calls failed; no throughput is reported from a run with errors",
+                self.errors,
+                self.errors + self.decisions
+            ));
+        }
+        Ok(self)
     }
 }
 
@@ -280,6 +320,9 @@ pub fn redis_benchmark(
     }
     Ok(Throughput {
         per_sec: f[0],
+        decisions: requests,
+        admitted: 0,
+        errors: 0,
         p50_us: f[3] * 1e3,
         p99_us: f[5] * 1e3,
     })
@@ -318,4 +361,99 @@ pub async fn command_calls(url: &str, command: &str) -> Result<u64, String> {
         .find_map(|l| l.strip_prefix(&prefix))
         .and_then(|v| v.split(',').next()?.parse().ok())
         .unwrap_or(0))
+}
+
+/// `ratelab bench --redis`: the atomic path beside `redis-benchmark` running the same script,
+/// and the naive path beside the atomic one at two policies — one where most decisions are
+/// denials (the naive path then skips its `SET`) and one where every decision is admitted
+/// (the naive path always writes). Every figure comes from decisions that returned; a
+/// measurement with any failed call is refused.
+pub async fn bench(url: &str, port: u16, clients: usize, secs: f64) -> Result<(), String> {
+    let tight = TokenBucket::per_second(100, 50).map_err(|e| e.to_string())?;
+    let open = TokenBucket::per_second(1_000_000, 1_000_000).map_err(|e| e.to_string())?;
+    let connect = |bucket: TokenBucket, prefix: &str| {
+        let opts = RedisOptions {
+            prefix: prefix.into(),
+            timeout: Duration::from_secs(2),
+        };
+        RedisStore::connect(url, bucket, opts)
+    };
+    let tight_store = connect(tight, "ratelab:bench:tight:")
+        .await
+        .map_err(|e| e.to_string())?;
+    let open_store = connect(open, "ratelab:bench:open:")
+        .await
+        .map_err(|e| e.to_string())?;
+    for s in [&tight_store, &open_store] {
+        s.clear().await.map_err(|e| e.to_string())?;
+    }
+    let sha = load_script(url).await?;
+    let calls = |c: &'static str| command_calls(url, c);
+    let before = (calls("evalsha").await?, calls("eval").await?);
+    let ours = throughput(&tight_store, Path::Atomic, clients, secs)
+        .await
+        .clean("atomic path")?;
+    let after = (calls("evalsha").await?, calls("eval").await?);
+    let per_decision = ((after.0 - before.0) + (after.1 - before.1)) as f64 / ours.decisions as f64;
+    let naive = throughput(&tight_store, Path::Naive, clients, secs)
+        .await
+        .clean("naive path")?;
+    let n = (ours.per_sec * secs).max(10_000.0) as u64;
+    let theirs = redis_benchmark(port, &sha, &tight, clients, n)?;
+    let open_atomic = throughput(&open_store, Path::Atomic, clients, secs)
+        .await
+        .clean("atomic path, every decision admitted")?;
+    let open_naive = throughput(&open_store, Path::Naive, clients, secs)
+        .await
+        .clean("naive path, every decision admitted")?;
+    for (what, t) in [("atomic", &open_atomic), ("naive", &open_naive)] {
+        if t.admitted != t.decisions {
+            return Err(format!(
+                "the all-admitted policy denied {} of {} {what} decisions",
+                t.decisions - t.admitted,
+                t.decisions
+            ));
+        }
+    }
+    for s in [&tight_store, &open_store] {
+        s.clear().await.map_err(|e| e.to_string())?;
+    }
+    let row = |name: &str, t: &Throughput| {
+        let admitted = if t.decisions == 0 || t.admitted == 0 && name.starts_with("redis") {
+            "–".to_owned()
+        } else {
+            format!("{:.0}%", 100.0 * t.admitted as f64 / t.decisions as f64)
+        };
+        println!(
+            "  {name:<42} {:>12.0} {:>10.0} {:>10.0} {admitted:>10}",
+            t.per_sec, t.p50_us, t.p99_us
+        );
+    };
+    let header = || {
+        println!(
+            "  {:<42} {:>12} {:>10} {:>10} {:>10}",
+            "", "decisions/s", "p50 µs", "p99 µs", "admitted"
+        )
+    };
+    println!("{clients} concurrent clients, {secs} s per measurement, 1000 keys; no call failed\n");
+    println!("token bucket B = 100, R = 50/s per key (most decisions are denials):");
+    header();
+    row("ratelab atomic path (EVALSHA)", &ours);
+    row("redis-benchmark, same script by EVALSHA", &theirs);
+    row("ratelab naive path (GET+TIME, SET if admitted)", &naive);
+    println!("\ntoken bucket B = R = 1 000 000 per key (every decision admitted):");
+    header();
+    row("ratelab atomic path (EVALSHA)", &open_atomic);
+    row("ratelab naive path (GET+TIME, SET)", &open_naive);
+    println!(
+        "\natomic / redis-benchmark: {:.2}",
+        ours.per_sec / theirs.per_sec
+    );
+    println!(
+        "naive / atomic: {:.2} with most decisions denied, {:.2} with every decision admitted",
+        naive.per_sec / ours.per_sec,
+        open_naive.per_sec / open_atomic.per_sec
+    );
+    println!("script calls (EVALSHA + EVAL) per atomic decision: {per_decision:.3}");
+    Ok(())
 }

@@ -44,8 +44,10 @@ pub struct ServeFile {
     pub per_key: Option<LimitFile>,
     /// Per-IP edge limit.
     pub per_ip: Option<LimitFile>,
-    /// Store call timeout, ms.
+    /// Each request's store deadline, shared by its layers, ms.
     pub timeout_ms: Option<u64>,
+    /// The per-IP limit counts IPv6 clients by this prefix length (1–128, default 64).
+    pub ipv6_prefix: Option<u8>,
     /// Breaker.
     pub breaker: Option<BreakerFile>,
     /// Trusted proxies (IPs or ranges).
@@ -137,6 +139,14 @@ pub fn settings(f: ServeFile) -> Result<ServeSettings, String> {
             "timeout_ms: {timeout_ms} is out of range: expected 1 to 60000"
         ));
     }
+    let ipv6_prefix = f
+        .ipv6_prefix
+        .unwrap_or(ratelab_gateway::ip::DEFAULT_IPV6_PREFIX);
+    if !(1..=128).contains(&ipv6_prefix) {
+        return Err(format!(
+            "ipv6_prefix: {ipv6_prefix} is out of range: expected 1 to 128"
+        ));
+    }
     let breaker = f
         .breaker
         .map_or(BreakerConfig::default(), |b| BreakerConfig {
@@ -155,6 +165,7 @@ pub fn settings(f: ServeFile) -> Result<ServeSettings, String> {
             trusted_proxies: nets(&f.trusted_proxies.unwrap_or_default(), "trusted proxy")?,
             fail_closed_routes: f.fail_closed_routes.unwrap_or_default(),
             fail_open: f.fail_open.unwrap_or(true),
+            ipv6_prefix,
             name: match f.name {
                 Some(n) if n.is_empty() || n.len() > 64 || n.chars().any(char::is_control) => {
                     return Err(format!(

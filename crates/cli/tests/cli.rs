@@ -62,6 +62,51 @@ fn unknown_field_names_its_path_line_and_column() {
 }
 
 #[test]
+fn boundary_burst_longer_than_its_period_is_refused() {
+    // Regression: `before_ms` above `every_ms` made the first burst start before time zero,
+    // an integer underflow (a panic in debug builds, a wrap-around in release).
+    let arrival = r#""arrival": { "pattern": "boundary_bursts", "every_ms": 100, "requests": 5, "before_ms": 150, "after_ms": 10 }"#;
+    let text = GOOD.replace(
+        r#""arrival": { "pattern": "poisson", "rate_per_sec": 200 }"#,
+        arrival,
+    );
+    let f = scenario_file("bursts.json", &text);
+    for cmd in ["check", "run"] {
+        let o = ratelab(&[cmd, f.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(2), "{cmd}: {}", stderr(&o));
+        let e = stderr(&o);
+        assert!(
+            e.contains("at clients[0].arrival.before_ms")
+                && e.contains("before_ms 150 is longer than every_ms 100"),
+            "{e}"
+        );
+    }
+}
+
+#[test]
+fn numeric_flags_out_of_range_are_refused_with_their_bounds() {
+    // Regressions: `bench --gateways 0` divided by zero; `bench --redis … --clients 0`
+    // underflowed a percentile index.
+    for (args, bound) in [
+        (&["bench", "--gateways", "0"][..], "1..=256"),
+        (
+            &["bench", "--redis", "auto", "--clients", "0"][..],
+            "1..=1024",
+        ),
+        (&["bench", "--rate", "0"][..], "1..=1000000"),
+        (&["sweep", "--threads", "0"][..], "1..=64"),
+        (&["sweep", "--latencies-ms", "1,99999"][..], "0..=10000"),
+        (&["serve", "--timeout-ms", "0"][..], "1..=60000"),
+        (&["serve", "--ipv6-prefix", "129"][..], "1..=128"),
+        (&["serve", "--capacity", "0"][..], "1..=1000000000000"),
+    ] {
+        let o = ratelab(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(bound), "{args:?}: {}", stderr(&o));
+    }
+}
+
+#[test]
 fn out_of_range_value_states_the_bounds() {
     let f = scenario_file(
         "range.json",

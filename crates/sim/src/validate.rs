@@ -235,6 +235,22 @@ pub(crate) fn validate(
             }
             Pattern::BoundaryBursts => {
                 let every = a.every_ms.map_or(1, Bounded::get);
+                // Each half of a burst must fit between two boundaries: the first starts
+                // `before_ms` ahead of a boundary, and the first boundary is `every_ms` in.
+                for (field, v) in [("before_ms", a.before_ms), ("after_ms", a.after_ms)] {
+                    let v = v.map_or(0, Bounded::get);
+                    if v > every {
+                        return Err(located(
+                            vec![
+                                key("clients"),
+                                PathSeg::Index(i),
+                                key("arrival"),
+                                key(field),
+                            ],
+                            format!("{field} {v} is longer than every_ms {every}"),
+                        ));
+                    }
+                }
                 let boundaries = (stop - 1) / every - start / every;
                 boundaries.saturating_mul(2 * a.requests.map_or(0, Bounded::get))
             }
