@@ -54,6 +54,25 @@ enum Command {
     },
     /// Print the JSON Schema of scenario files.
     Schema,
+    /// Mutate the shipped scenarios and feed each input to validation and a short run: every
+    /// input must get a verdict or a clear error, never a panic (exit 1 if one panics).
+    Fuzz {
+        /// Inputs to generate (1 to 10 000 000).
+        #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+        inputs: u64,
+        /// The campaign's seed: the same seed gives the same inputs.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Where the scenarios to mutate are.
+        #[arg(long, default_value = "sim-scenarios")]
+        corpus: PathBuf,
+        /// Run a valid input only if it schedules at most this many requests (1 to 1 000 000).
+        #[arg(long, default_value_t = 5_000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+        run_requests: u64,
+        /// … and simulates at most this long, ms (1 to 3 600 000).
+        #[arg(long, default_value_t = 5_000, value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
+        run_ms: u64,
+    },
     /// Serve the gateway over HTTP, on the in-memory store or Redis: 200 when allowed, 429
     /// when denied.
     Serve {
@@ -328,11 +347,88 @@ fn main() -> ExitCode {
                 Err(e) => fail(e),
             }
         }
+        Command::Fuzz {
+            inputs,
+            seed,
+            corpus,
+            run_requests,
+            run_ms,
+        } => fuzz(
+            &corpus,
+            &ratelab_sim::fuzz::FuzzConfig {
+                inputs,
+                seed,
+                run_requests,
+                run_ms,
+            },
+        ),
         Command::Schema => {
             print!("{}", ratelab_sim::scenario::json_schema());
             ExitCode::SUCCESS
         }
     }
+}
+
+/// `ratelab fuzz`.
+fn fuzz(dir: &std::path::Path, cfg: &ratelab_sim::fuzz::FuzzConfig) -> ExitCode {
+    let corpus = match ratelab_sim::fuzz::corpus(dir) {
+        Ok(c) if !c.is_empty() => c,
+        Ok(_) => {
+            eprintln!("error: {}: no scenario files to mutate", dir.display());
+            return ExitCode::from(EXIT_BAD_INPUT);
+        }
+        Err(e) => {
+            eprintln!("error: {}: {e}", dir.display());
+            return ExitCode::from(EXIT_BAD_INPUT);
+        }
+    };
+    let bar = indicatif::ProgressBar::new(cfg.inputs);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{elapsed_precise} [{bar:40}] {pos}/{len} inputs ({per_sec}, {eta} left)",
+        )
+        .expect("valid template")
+        .progress_chars("=> "),
+    );
+    let started = std::time::Instant::now();
+    let r = ratelab_sim::fuzz::fuzz(&corpus, cfg, &|done| bar.set_position(done));
+    bar.finish_and_clear();
+    println!(
+        "{} inputs from {} scenarios (seed {}) in {:.1} s{}",
+        r.inputs,
+        corpus.len(),
+        cfg.seed,
+        started.elapsed().as_secs_f64(),
+        if cfg!(debug_assertions) {
+            ", debug build (overflow checks on)"
+        } else {
+            ", release build"
+        }
+    );
+    println!(
+        "  refused by validation (exit 2): {}
+  valid: {} — run for one seed: {} ({} passed, {} failed their expectations), over the run budget: {}
+  panics: {}",
+        r.invalid, r.valid, r.ran, r.passed, r.failed, r.not_run, r.panic_count
+    );
+    if r.panic_count == 0 {
+        return ExitCode::SUCCESS;
+    }
+    for p in &r.panics {
+        eprintln!(
+            "\nPANIC in {} of input {} (mutated from {}): {}\n--- input ---\n{}\n---",
+            p.stage,
+            p.input,
+            p.from.display(),
+            p.message,
+            p.text
+        );
+    }
+    eprintln!(
+        "replay: cargo run -p ratelab -- fuzz --inputs {} --seed {}",
+        cfg.inputs, cfg.seed
+    );
+    ExitCode::from(EXIT_FAILED)
 }
 
 fn load(file: &std::path::Path) -> Result<Scenario, ExitCode> {

@@ -458,3 +458,43 @@ fn readme_canary_sample_is_current() {
         "README.md's naive-canary sample is stale; it should read:\n{out}"
     );
 }
+
+#[test]
+fn mutated_scenarios_exit_0_1_or_2_from_the_binary() {
+    // The in-process campaign (tests/fuzz.rs) calls what `check` and `run` call; this runs a
+    // few of its inputs through the binary itself and reads the exit codes.
+    let dir = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../sim-scenarios"));
+    let corpus = ratelab_sim::fuzz::corpus(dir).unwrap();
+    let parsed: Vec<serde_json::Value> = corpus
+        .iter()
+        .map(|(_, t)| serde_json::from_str(t).unwrap())
+        .collect();
+    let mut rng = ratelab_sim::rng::SimRng::new(3, 0xc11);
+    let mut codes = std::collections::BTreeMap::<(&str, i32), u32>::new();
+    for i in 0..24 {
+        let (_, text) = &corpus[i % corpus.len()];
+        let f = scenario_file(
+            &format!("mutated-{i}.json"),
+            &ratelab_sim::fuzz::mutate(text, &parsed, &mut rng),
+        );
+        let check = ratelab(&["check", f.to_str().unwrap()]);
+        let code = check.status.code().expect("exited, not killed");
+        assert!(code == 0 || code == 2, "check: {code}: {}", stderr(&check));
+        *codes.entry(("check", code)).or_default() += 1;
+        if code == 0 {
+            let sc = ratelab_sim::Scenario::load(&f).unwrap();
+            if sc.scheduled_requests() <= 5_000 && sc.spec().duration_ms.get() <= 5_000 {
+                let seed = sc.spec().seeds.get()[0].to_string();
+                let run = ratelab(&["run", f.to_str().unwrap(), "--seed", &seed]);
+                let code = run.status.code().expect("exited, not killed");
+                assert!(code == 0 || code == 1, "run: {code}: {}", stderr(&run));
+                *codes.entry(("run", code)).or_default() += 1;
+            }
+        }
+    }
+    println!("{codes:?}");
+    assert!(
+        codes.contains_key(&("check", 2)) && codes.contains_key(&("check", 0)),
+        "{codes:?}"
+    );
+}

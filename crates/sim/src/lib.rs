@@ -21,6 +21,7 @@ compile_error!(
 );
 
 mod cluster;
+pub mod fuzz;
 pub mod locate;
 pub mod output;
 pub mod report;
