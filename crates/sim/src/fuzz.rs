@@ -162,8 +162,10 @@ pub fn corpus(dir: &Path) -> std::io::Result<Vec<(PathBuf, String)>> {
 
 /// While alive, panics print nothing; their message is kept for [`QuietPanics::take`].
 struct QuietPanics {
-    previous: Option<Box<dyn Fn(&std::panic::PanicHookInfo<'_>) + Sync + Send>>,
+    previous: Option<PanicHook>,
 }
+
+type PanicHook = Box<dyn Fn(&std::panic::PanicHookInfo<'_>) + Sync + Send>;
 
 static LAST_PANIC: Mutex<String> = Mutex::new(String::new());
 
@@ -341,9 +343,9 @@ fn number(old: &Value, rng: &mut SimRng) -> Value {
     } else {
         EXTREMES[rng.below(EXTREMES.len() as u64) as usize]
     };
-    if n.fract() == 0.0 && n >= 0.0 && n < 1.8446744073709552e19 {
+    if n.fract() == 0.0 && (0.0..1.8446744073709552e19).contains(&n) {
         Value::from(n as u64)
-    } else if n.fract() == 0.0 && n < 0.0 && n >= -9.223372036854776e18 {
+    } else if n.fract() == 0.0 && (-9.223372036854776e18..0.0).contains(&n) {
         Value::from(n as i64)
     } else if n >= 1.8446744073709552e19 {
         Value::from(u64::MAX)
