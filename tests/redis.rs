@@ -400,6 +400,75 @@ fn frozen_killed_and_restarted_redis_fails_open_then_recovers() {
     });
 }
 
+/// Both layers on one frozen Redis: the request has one deadline, the store timeout, shared
+/// by the edge and per-key layers. Before, each layer spent its own timeout and an answer
+/// took up to twice it. The margin allowed for scheduling on a loaded 2-core machine is
+/// stated here: 30 ms.
+#[test]
+fn both_layers_on_a_frozen_redis_answer_within_one_timeout() {
+    const TIMEOUT: Duration = Duration::from_millis(50);
+    const MARGIN: Duration = Duration::from_millis(30);
+    let Some(server) =
+        RedisServer::start("both_layers_on_a_frozen_redis_answer_within_one_timeout")
+    else {
+        return;
+    };
+    let rt = runtime();
+    let url = server.url();
+    rt.block_on(async {
+        let layer = |prefix: &'static str| {
+            let options = RedisOptions {
+                prefix: prefix.into(),
+                timeout: TIMEOUT,
+            };
+            RedisStore::connect(&url, TokenBucket::per_second(100, 100).unwrap(), options)
+        };
+        let (edge, per_key) = (
+            layer("two:ip:").await.unwrap(),
+            layer("two:key:").await.unwrap(),
+        );
+        let config = GatewayConfig {
+            timeout: TIMEOUT,
+            // No breaker: every request waits on the frozen store.
+            breaker: BreakerConfig {
+                failures_to_open: u32::MAX,
+                cooldown: Nanos::ZERO,
+            },
+            ..GatewayConfig::default()
+        };
+        let gw = Gateway::new(config, Some(edge), Some(per_key), TokioEnv);
+        let req = || Request {
+            peer: "127.0.0.1".parse().unwrap(),
+            forwarding: Forwarding::default(),
+            api_key: Some(b"alice"),
+            route: "/",
+            cost: 1,
+            trace: 0,
+        };
+        let healthy = gw.check(req(), None).await;
+        assert!(
+            matches!(healthy.per_key, Some(LayerOutcome::Decided { .. })),
+            "{healthy:?}"
+        );
+        server.signal("STOP");
+        let mut slowest = Duration::ZERO;
+        for _ in 0..10 {
+            let started = std::time::Instant::now();
+            let a = gw.check(req(), None).await;
+            slowest = slowest.max(started.elapsed());
+            assert_eq!(a.edge, Some(LayerOutcome::FailedOpen(FailReason::Timeout)));
+            assert_eq!(
+                a.per_key,
+                Some(LayerOutcome::FailedOpen(FailReason::Timeout)),
+                "the edge spent the deadline: the per-key layer is not called"
+            );
+        }
+        server.signal("CONT");
+        println!("two layers on a frozen Redis, 50 ms deadline: slowest answer {slowest:?}");
+        assert!(slowest < TIMEOUT + MARGIN, "slowest {slowest:?}");
+    });
+}
+
 /// The same freeze under concurrent load: 32 tasks keep sending while the server is stopped.
 /// Every request is answered within the timeout (plus scheduling slack) and fails open; the
 /// breaker opens, so most of them never wait on the store; after the server resumes and the
