@@ -717,3 +717,72 @@ fn a_stalled_leaders_commit_is_rejected_on_redis() {
         assert_eq!(a.token(), None, "a stale verdict drops leadership");
     });
 }
+
+/// Regression: a stored value the store did not write (corrupt, foreign, or huge enough to
+/// overflow `hi × units + lo`) is a typed store error on both paths — never a panic, and never
+/// read as an empty bucket that admits.
+#[test]
+fn a_corrupt_stored_bucket_is_a_typed_error_on_both_paths() {
+    let Some(server) = RedisServer::start("a_corrupt_stored_bucket_is_a_typed_error_on_both_paths")
+    else {
+        return;
+    };
+    let rt = runtime();
+    rt.block_on(async {
+        let store = connect(&server, "corrupt:").await;
+        let client = redis::Client::open(server.url()).unwrap();
+        let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+        let bad = [
+            "340282366920938463463374607431768211455 1", // hi × units overflows u128
+            "1 99999999999999999999999",                 // lo beyond its unit
+            "12 x",
+            "12",
+            "",
+            "-1 5",
+            "1 2 3",
+        ];
+        for (i, value) in bad.iter().enumerate() {
+            let key = Key::new(&format!("k{i}")).unwrap();
+            let () = redis::cmd("SET")
+                .arg(format!("corrupt:{}", key.as_str()))
+                .arg(*value)
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            let naive =
+                decide_remote(&store, Path::Naive, TimeSource::Store, &key, Nanos::ZERO, 1).await;
+            let atomic = decide_remote(
+                &store,
+                Path::Atomic,
+                TimeSource::Store,
+                &key,
+                Nanos::ZERO,
+                1,
+            )
+            .await;
+            for (path, r) in [("naive", naive), ("atomic", atomic)] {
+                assert_eq!(
+                    r,
+                    Err(ratelab_store::LimitError::Store(
+                        ratelab_store::StoreError::Corrupt
+                    )),
+                    "{path} path on {value:?}"
+                );
+            }
+        }
+        // A well-formed value still decides.
+        let key = Key::new("fresh").unwrap();
+        let ok = decide_remote(
+            &store,
+            Path::Atomic,
+            TimeSource::Store,
+            &key,
+            Nanos::ZERO,
+            1,
+        )
+        .await;
+        assert!(ok.is_ok_and(|o| o.decision.allowed));
+        let ok = decide_remote(&store, Path::Naive, TimeSource::Store, &key, Nanos::ZERO, 1).await;
+        assert!(ok.is_ok(), "{ok:?}");
+    });
+}

@@ -376,3 +376,36 @@ impl<A: Algorithm, B: SyncBackend> Store for MemoryStore<A, B> {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ratelab_core::TokenBucket;
+
+    fn shards_of(store: &MemoryStore<TokenBucket>) -> Vec<usize> {
+        (0..64)
+            .map(|i| {
+                let key = Key::new(&format!("client:{i}")).unwrap();
+                let (_, shard) = store.locate(&key);
+                store
+                    .shards
+                    .iter()
+                    .position(|s| core::ptr::eq(s, shard))
+                    .unwrap()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn shard_placement_follows_the_hash_keys() {
+        let bucket = TokenBucket::per_second(1, 1).unwrap();
+        let a = MemoryStore::seeded(bucket, 1);
+        assert_eq!(shards_of(&a), shards_of(&MemoryStore::seeded(bucket, 1)));
+        assert_ne!(shards_of(&a), shards_of(&MemoryStore::seeded(bucket, 2)));
+        // Production stores draw their keys: two of them place the same keys differently.
+        assert_ne!(
+            shards_of(&MemoryStore::new(bucket)),
+            shards_of(&MemoryStore::new(bucket))
+        );
+    }
+}
