@@ -17,20 +17,28 @@ use libtest_mimic::{Arguments, Failed, Trial};
 use ratelab_sim::{RunOptions, Scenario, replay_commands};
 use std::path::{Path, PathBuf};
 
-fn scenario_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    let mut paths: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
+/// Every `*.json` below `dir`, in path order. A directory that cannot be read is an error:
+/// a suite that quietly found nothing would pass.
+fn scenario_files(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), String> {
+    let entries = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let mut paths = Vec::new();
+    for e in entries {
+        paths.push(e.map_err(|e| format!("{}: {e}", dir.display()))?.path());
+    }
     paths.sort();
     for p in paths {
         if p.is_dir() {
-            scenario_files(&p, out);
+            scenario_files(&p, out)?;
         } else if p.extension().is_some_and(|x| x == "json") {
             out.push(p);
         }
     }
+    Ok(())
 }
+
+/// The fewest scenario files the suite accepts: the shipped set is larger, and a checkout
+/// with fewer has lost some.
+const MIN_SCENARIOS: usize = 30;
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -97,7 +105,29 @@ fn trial_name(file: &Path) -> String {
 fn main() {
     let args = Arguments::from_args();
     let mut files = Vec::new();
-    scenario_files(&root().join("sim-scenarios"), &mut files);
+    if let Err(e) = scenario_files(&root().join("sim-scenarios"), &mut files) {
+        eprintln!("error: cannot read the scenarios: {e}");
+        std::process::exit(101);
+    }
+    if files.len() < MIN_SCENARIOS {
+        eprintln!(
+            "error: found {} scenario files under sim-scenarios/, expected at least {MIN_SCENARIOS}",
+            files.len()
+        );
+        std::process::exit(101);
+    }
+    let seeds: usize = files
+        .iter()
+        .filter_map(|f| Scenario::load(f).ok())
+        .map(|sc| match std::env::var("RATELAB_SEED") {
+            Ok(_) => 1,
+            Err(_) => sc.spec().seeds.get().len(),
+        })
+        .sum();
+    println!(
+        "{} scenario files, {seeds} seeds, each run twice and compared by trace hash",
+        files.len()
+    );
     let mut trials: Vec<Trial> = files
         .iter()
         .cloned()

@@ -54,7 +54,11 @@ fn the_algorithm_comparison_shows_the_fixed_window_spike() {
             .max_in_window
     };
     assert_eq!(by("fixed window"), 200, "twice the limit within one window");
-    assert!(by("sliding window") <= 110, "{}", by("sliding window"));
+    // The stated bound (crates/core/src/window.rs): at most twice the limit in any window.
+    assert!(by("sliding window") <= 200, "{}", by("sliding window"));
+    // A regression pin, not a bound: the figure this burst gives today. If a change moves it,
+    // look at why, then update it here and in the write-up.
+    assert_eq!(by("sliding window"), 109, "the observed figure moved");
     // B = 100 plus what refills over the 200 ms burst (100 per second): 120 at most.
     assert!(by("token bucket") <= 120, "{}", by("token bucket"));
 }
