@@ -19,6 +19,9 @@
 //!     cargo test --test loom naive_path_loses_updates_with_two_gateways -- --nocapture
 //! ```
 
+#[path = "support/docs.rs"]
+mod docs;
+
 use loom::sync::Arc;
 use ratelab_core::{Decision, Nanos, TokenBucket};
 use ratelab_store::backend::{BackendMutex, SyncBackend};
@@ -120,21 +123,23 @@ fn describe(decisions: &[Decision]) -> String {
         .join(", ")
 }
 
-fn assert_lost_update_found(gateways: usize, preemption_bound: Option<usize>) {
+/// Explores the naive path and requires the lost update; returns the lines it printed.
+fn assert_lost_update_found(gateways: usize, preemption_bound: Option<usize>) -> String {
     let f = explore(Path::Naive, gateways, preemption_bound);
-    println!(
-        "loom naive path, {gateways} gateways, 1 token left ({}): lost update found in {} of {} \
-         executions (up to {} admitted)",
-        bound_name(preemption_bound),
-        f.violations,
-        f.executions,
-        f.max_admitted
-    );
     let first = f
         .first_violation
         .as_deref()
         .expect("loom must find the lost update");
-    println!("  first violating execution: {}", describe(first));
+    let lines = format!(
+        "loom naive path, {gateways} gateways, 1 token left ({}): lost update found in {} of {} \
+         executions (up to {} admitted)\n  first violating execution: {}\n",
+        bound_name(preemption_bound),
+        f.violations,
+        f.executions,
+        f.max_admitted,
+        describe(first)
+    );
+    print!("{lines}");
     println!(
         "  to trace it: RATELAB_LOOM_STOP_AT_VIOLATION=1 LOOM_LOG=trace cargo test --test loom \
          naive -- --nocapture"
@@ -144,48 +149,59 @@ fn assert_lost_update_found(gateways: usize, preemption_bound: Option<usize>) {
         f.violations < f.executions,
         "serial interleavings admit exactly one"
     );
+    lines
 }
 
 fn bound_name(preemption_bound: Option<usize>) -> String {
     preemption_bound.map_or("exhaustive".to_owned(), |b| format!("preemption bound {b}"))
 }
 
-fn assert_never_overshoots(gateways: usize, preemption_bound: Option<usize>) {
+/// Explores the atomic path and requires no violation; returns the line it printed.
+fn assert_never_overshoots(gateways: usize, preemption_bound: Option<usize>) -> String {
     let f = explore(Path::Atomic, gateways, preemption_bound);
-    println!(
-        "loom atomic path, {gateways} gateways, 1 token left ({}): {} executions, {} violations",
+    let line = format!(
+        "loom atomic path, {gateways} gateways, 1 token left ({}): {} executions, {} violations\n",
         bound_name(preemption_bound),
         f.executions,
         f.violations
     );
+    print!("{line}");
     assert_eq!(f.violations, 0, "first violation: {:?}", f.first_violation);
     assert_eq!(f.starved, 0, "some execution admitted nobody");
     assert_eq!(f.max_admitted, 1);
     assert!(f.executions > 1, "loom explored more than one interleaving");
+    line
+}
+
+/// `lines` as the README shows them.
+fn text_block(lines: &str) -> String {
+    format!("```text\n{lines}```\n")
 }
 
 #[test]
 fn naive_path_loses_updates_with_two_gateways() {
-    assert_lost_update_found(2, None);
+    let lines = assert_lost_update_found(2, None);
+    docs::check_block("README.md", "loom-naive", &text_block(&lines));
 }
 
 #[test]
 fn naive_path_loses_updates_with_three_gateways() {
     // Exhaustive is ~80k executions (10 s); two preemptions already expose the race.
-    assert_lost_update_found(3, Some(2));
+    let _ = assert_lost_update_found(3, Some(2));
 }
 
 #[test]
 fn atomic_path_never_overshoots_with_two_gateways() {
-    assert_never_overshoots(2, None);
+    let _ = assert_never_overshoots(2, None);
 }
 
 #[test]
 fn atomic_path_never_overshoots_with_three_gateways() {
-    assert_never_overshoots(3, None);
+    let line = assert_never_overshoots(3, None);
+    docs::check_block("README.md", "loom-atomic", &text_block(&line));
 }
 
 #[test]
 fn atomic_path_never_overshoots_with_four_gateways_bounded() {
-    assert_never_overshoots(4, Some(2));
+    let _ = assert_never_overshoots(4, Some(2));
 }

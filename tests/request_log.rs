@@ -5,6 +5,9 @@
 //! order alone, exactly the requests the window-spike checker saw admitted during the spike —
 //! compared by request, not by count — while parsing only the lines in the range.
 
+#[path = "support/docs.rs"]
+mod docs;
+
 use ratelab_check::envelope::admissions;
 use ratelab_check::history::Answer;
 use ratelab_check::window::window_spike;
@@ -155,6 +158,24 @@ fn log_scan_recovers_exactly_the_requests_admitted_in_the_boundary_spike() {
         "every line in the range, and no other, was parsed"
     );
     assert!(in_range < lines(&files), "{f:?}");
+    let q = around(&sc, from, 0, &key);
+    docs::check_block(
+        "docs/GATEWAY.md",
+        "log-scan",
+        &format!(
+            "On the fixed-window boundary-burst scenario (`ratelab run\n\
+             sim-scenarios/fixed-window-boundary-burst.json --seed 1 --request-logs /tmp/rl`, then\n\
+             `ratelab log scan /tmp/rl/seed-1/gateway-0.jsonl --from {} --to {} --key {key}\n\
+             --decision allowed`) the scan reads {} ids, parses the {} lines in the range out of {},\n\
+             and prints the {} admitted requests of the boundary spike.\n",
+            q.from_ms,
+            q.to_ms,
+            f.probes,
+            f.in_range,
+            lines(&files),
+            r.lines.len()
+        ),
+    );
     assert!(
         f.probes <= 2 * (64 - f.bytes.leading_zeros()) as u64,
         "{f:?}"

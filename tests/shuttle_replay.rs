@@ -6,6 +6,8 @@
 //! A saved schedule is tied to the exact code it came from, so what stays pinned as a
 //! regression is this *procedure* (seeded search, capture, replay), not a schedule string.
 
+#[path = "support/docs.rs"]
+mod docs;
 #[path = "support/shuttle_model.rs"]
 mod model;
 
@@ -40,6 +42,12 @@ fn naive_failing_schedule_replays_the_lost_update() {
         "shuttle random (seed 0x5eed): lost update after {} executions; failing schedule {schedule:?}",
         found.get()
     );
+    // The README shows the schedule's first characters: the rest is an encoding detail.
+    let head: String = schedule.chars().take(6).collect();
+    let mut lines = format!(
+        "shuttle random (seed 0x5eed): lost update after {} executions; failing schedule \"{head}…\"\n",
+        found.get()
+    );
 
     let replays = Arc::new(Counter::default());
     let replayed = expect_violation(|| {
@@ -48,5 +56,11 @@ fn naive_failing_schedule_replays_the_lost_update() {
     println!("shuttle::replay of that schedule: {replayed}");
     assert!(replayed.contains("lost update"), "{replayed}");
     assert_eq!(replays.get(), 1, "a replay runs exactly one execution");
+    lines.push_str(&format!("shuttle::replay of that schedule: {replayed}\n"));
+    docs::check_block(
+        "README.md",
+        "shuttle-replay",
+        &format!("```text\n{lines}```\n"),
+    );
     std::fs::remove_dir_all(&dir).ok();
 }

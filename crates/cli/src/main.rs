@@ -151,6 +151,10 @@ enum Command {
         /// redis-server on a free loopback port.
         #[arg(long)]
         redis: Option<String>,
+        /// Keep the committed ladder (`OUT/overshoot.json`) and rerun only the scenarios the
+        /// docs cite: `gateway.json` and their tables (after editing a scenario).
+        #[arg(long, conflicts_with = "redis")]
+        scenarios_only: bool,
     },
     /// Measure simulator speed: simulated requests and simulated seconds per wall second on
     /// the atomic path (build with --release for meaningful figures).
@@ -262,6 +266,7 @@ fn main() -> ExitCode {
             writeup,
             readme,
             redis,
+            scenarios_only,
         } => {
             if latencies_ms.is_empty() {
                 eprintln!("error: --latencies-ms needs 1 or more values");
@@ -277,7 +282,7 @@ fn main() -> ExitCode {
             };
             match redis {
                 Some(url) => real_sweep(&cfg, &url, &out, &writeup),
-                None => sweep(&cfg, threads, &out, &writeup, &readme),
+                None => sweep(&cfg, threads, scenarios_only, &out, &writeup, &readme),
             }
         }
         Command::Serve {
@@ -631,6 +636,7 @@ fn run(
 fn sweep(
     cfg: &ratelab_sim::sweep::SweepConfig,
     threads: usize,
+    scenarios_only: bool,
     out: &std::path::Path,
     writeup: &std::path::Path,
     readme: &std::path::Path,
@@ -655,14 +661,21 @@ fn sweep(
         .progress_chars("=> "),
     );
     let started = std::time::Instant::now();
-    let results = sweep::run(cfg, threads, &|done, _| bar.set_position(done as u64));
+    let results = if scenarios_only {
+        match committed_sweep(out) {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::from(EXIT_BAD_INPUT);
+            }
+        }
+    } else {
+        sweep::run(cfg, threads, &|done, _| bar.set_position(done as u64))
+    };
     bar.finish_and_clear();
     let runs = sweep::compare_algorithms();
     let mut gateway = Vec::new();
-    for file in output::GATEWAY_SCENARIOS
-        .iter()
-        .chain(&output::COMPOSITION_SCENARIOS)
-    {
+    for file in output::cited_scenarios() {
         match Scenario::load(std::path::Path::new(file)) {
             Ok(sc) => gateway.push(ratelab_sim::run(&sc, 1, RunOptions::default()).0),
             Err(e) => {
@@ -760,6 +773,15 @@ fn tokio_rt() -> tokio::runtime::Runtime {
         .expect("a tokio runtime starts")
 }
 
+/// The ladder committed in `out/overshoot.json`.
+fn committed_sweep(out: &std::path::Path) -> Result<ratelab_sim::sweep::Sweep, String> {
+    let path = out.join("overshoot.json");
+    std::fs::read_to_string(&path)
+        .map_err(|e| e.to_string())
+        .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
+        .map_err(|e| format!("{}: {e} (run the full sweep first)", path.display()))
+}
+
 fn real_sweep(
     cfg: &ratelab_sim::sweep::SweepConfig,
     url: &str,
@@ -770,18 +792,9 @@ fn real_sweep(
         eprintln!("error: {e}");
         ExitCode::from(EXIT_BAD_INPUT)
     };
-    let sim_json = out.join("overshoot.json");
-    let sim: ratelab_sim::sweep::Sweep = match std::fs::read_to_string(&sim_json)
-        .map_err(|e| e.to_string())
-        .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
-    {
+    let sim = match committed_sweep(out) {
         Ok(s) => s,
-        Err(e) => {
-            return fail(format!(
-                "{}: {e} (run the simulated sweep first)",
-                sim_json.display()
-            ));
-        }
+        Err(e) => return fail(e),
     };
     let (url, _server) = match redis_url(url) {
         Ok(u) => u,

@@ -1,5 +1,8 @@
 //! The `ratelab` binary as a user meets it: exit codes, located errors, JSON output, replay.
 
+#[path = "../../../tests/support/docs.rs"]
+mod docs;
+
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
@@ -497,4 +500,20 @@ fn mutated_scenarios_exit_0_1_or_2_from_the_binary() {
         codes.contains_key(&("check", 2)) && codes.contains_key(&("check", 0)),
         "{codes:?}"
     );
+}
+
+#[test]
+fn the_readme_shows_what_run_prints_today() {
+    let mut block = String::from("```text\n");
+    for file in [
+        "sim-scenarios/naive-canary.json",
+        "sim-scenarios/atomic-same-load.json",
+    ] {
+        let o = ratelab(&["run", file, "--seed", "1"]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        block.push_str(&format!("$ ratelab run {file} --seed 1\n"));
+        block.push_str(&String::from_utf8(o.stdout).unwrap());
+    }
+    block.push_str("```\n");
+    docs::check_block("README.md", "canary-run", &block);
 }

@@ -1,12 +1,15 @@
 //! The guard's false-positive rate, measured on keys that were never inserted, is within 10%
 //! of the target it was sized for, at several sizes.
 
+#[path = "../../../tests/support/docs.rs"]
+mod docs;
+
 use ratelab_gateway::bloom::KeyGuard;
 
 #[test]
 fn measured_false_positive_rate_is_within_ten_percent_of_the_target() {
-    println!(
-        "{:>8} {:>8} {:>10} {:>3} {:>9} {:>10} {:>8}",
+    let mut table = format!(
+        "{:>8} {:>8} {:>10} {:>3} {:>9} {:>10} {:>8}\n",
         "n", "target", "bits", "k", "probes", "measured", "error"
     );
     for (n, p) in [
@@ -25,14 +28,20 @@ fn measured_false_positive_rate_is_within_ten_percent_of_the_target() {
         let measured = fp / probes as f64;
         let error = (measured - p) / p;
         let s = guard.sizing();
-        println!(
-            "{n:>8} {p:>8} {:>10} {:>3} {probes:>9} {measured:>10.5} {:>7.1}%",
+        table.push_str(&format!(
+            "{n:>8} {p:>8} {:>10} {:>3} {probes:>9} {measured:>10.5} {:>7.1}%\n",
             s.bits,
             s.hashes,
             error * 100.0
-        );
+        ));
         assert!(error.abs() <= 0.10, "n = {n}, p = {p}: measured {measured}");
     }
+    print!("{table}");
+    docs::check_block(
+        "docs/GATEWAY.md",
+        "bloom-fpr",
+        &format!("```text\n{table}```\n"),
+    );
 }
 
 #[test]

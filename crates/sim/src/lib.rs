@@ -77,8 +77,31 @@ pub fn run(scenario: &Scenario, seed: u64, options: RunOptions) -> (Report, Hist
         .map(|e| e.at)
         .unwrap_or(Nanos::ZERO)
         .max(Nanos::from_millis(scenario.spec.duration_ms.get()));
-    let report = report::build(scenario, seed, &history, &stats, sim, wall.elapsed());
+    let mut report = report::build(scenario, seed, &history, &stats, sim, wall.elapsed());
+    if let Some(saved) = guard_savings(scenario, seed, report.store_calls) {
+        report.store_calls_saved = saved;
+    }
     (report, history)
+}
+
+/// What the guard saved, measured: the same seed without the guard, less `store_calls`.
+/// `None` without a guard. The paired run sends the same requests (arrivals come from the
+/// clients' own streams), so the difference is the calls the guard's rejections avoided,
+/// on whichever path the scenario takes — a naive denial that writes nothing counts one
+/// call, not two.
+fn guard_savings(scenario: &Scenario, seed: u64, store_calls: u64) -> Option<u64> {
+    scenario.spec.gateway.guard.as_ref()?;
+    let mut spec = scenario.spec.clone();
+    spec.gateway.guard = None;
+    let unguarded = Scenario::from_spec(&scenario.file, spec).ok()?;
+    let rt = madsim::runtime::Runtime::with_seed_and_config(seed, cluster::net_config(&unguarded));
+    let (h, _) = rt.block_on(cluster::simulate(Arc::new(unguarded), seed, false));
+    let without: u64 = h
+        .requests
+        .iter()
+        .map(|r| u64::from(r.store_calls_total()))
+        .sum();
+    Some(without.saturating_sub(store_calls))
 }
 
 /// Runs `scenario`'s seed under madsim's own determinism check: the run is executed twice and

@@ -630,14 +630,33 @@ pub fn write_real(
 }
 
 /// The gateway scenarios whose figures the write-up quotes, in order.
-pub const GATEWAY_SCENARIOS: [&str; 6] = [
+pub const GATEWAY_SCENARIOS: [&str; 8] = [
     "sim-scenarios/gateway/fail-open-store-errors.json",
     "sim-scenarios/gateway/fail-open-timeouts.json",
+    "sim-scenarios/edge/one-deadline-for-both-layers.json",
     "sim-scenarios/gateway/breaker-opens-and-closes.json",
     "sim-scenarios/gateway/kill-switch.json",
+    "sim-scenarios/gateway/key-flood-keeps-limiting.json",
     "sim-scenarios/gateway/client-ignores-headers.json",
     "sim-scenarios/gateway/client-self-throttles.json",
 ];
+
+/// The per-IP edge limit on both paths. `docs/results/gateway.json` holds these after the
+/// [`COMPOSITION_SCENARIOS`].
+pub const EDGE_SCENARIOS: [&str; 3] = [
+    "sim-scenarios/edge/atomic-edge-holds-its-envelope.json",
+    "sim-scenarios/edge/naive-edge-leaks.json",
+    "sim-scenarios/edge/edge-denial-spends-no-per-key-quota.json",
+];
+
+/// Every scenario whose seed-1 report `docs/results/gateway.json` holds, in its order.
+pub fn cited_scenarios() -> impl Iterator<Item = &'static str> {
+    GATEWAY_SCENARIOS
+        .iter()
+        .chain(&COMPOSITION_SCENARIOS)
+        .chain(&EDGE_SCENARIOS)
+        .copied()
+}
 
 /// The building blocks composed into the gateway: the bloom guard and the fenced cleanup job.
 /// `docs/results/gateway.json` holds these after the [`GATEWAY_SCENARIOS`].
@@ -659,15 +678,15 @@ fn of<'a>(
 pub fn composition_table(reports: &[crate::Report]) -> String {
     let mut out = String::from(
         "Seed 1 of each scenario; `cargo run -p ratelab -- run <file> --seed 1` prints the same.\n\n\
-         | scenario | requests | allowed | rejected by the guard | store calls saved | lease grants | job runs | stale commits rejected / accepted | buckets deleted | longest job gap | max excess |\n\
-         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+         | scenario | requests | allowed | rejected by the guard | store calls saved | lease grants | job runs | stale commits rejected / accepted | buckets deleted | live buckets deleted | longest job gap | max excess |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for r in of(reports, &COMPOSITION_SCENARIOS) {
         let job = r.job.as_ref();
         let or_dash = |v: Option<String>| v.unwrap_or_else(|| "–".into());
         let _ = writeln!(
             out,
-            "| `{}` | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| `{}` | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             r.scenario,
             r.requests,
             r.allowed,
@@ -677,7 +696,34 @@ pub fn composition_table(reports: &[crate::Report]) -> String {
             or_dash(job.map(|j| j.runs.to_string())),
             or_dash(job.map(|j| format!("{} / {}", j.stale_rejected, j.stale_accepted))),
             or_dash(job.map(|j| j.keys_removed.to_string())),
+            or_dash(job.map(|j| j.live_deleted.to_string())),
             or_dash(job.map(|j| format!("{:.0} ms", j.max_gap_ms))),
+            r.max_excess
+        );
+    }
+    out
+}
+
+/// The edge scenarios (seed 1 of each) as a Markdown table.
+pub fn edge_table(reports: &[crate::Report]) -> String {
+    let mut out = String::from(
+        "Seed 1 of each scenario; `cargo run -p ratelab -- run <file> --seed 1` prints the same.\n\n\
+         | scenario | path | requests | edge admitted | edge envelope | edge max excess | edge denials that spent per-key quota | allowed | per-key max excess |\n\
+         |---|---|---:|---:|---:|---:|---:|---:|---:|\n",
+    );
+    for r in of(reports, &EDGE_SCENARIOS) {
+        let e = r.edge.clone().unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "| `{}` | {} | {} | {} | {} | {} | {} | {} | {} |",
+            r.scenario,
+            r.path,
+            r.requests,
+            e.admitted,
+            e.envelope,
+            e.max_excess,
+            e.denied_but_spent,
+            r.allowed,
             r.max_excess
         );
     }
@@ -688,7 +734,7 @@ pub fn composition_table(reports: &[crate::Report]) -> String {
 pub fn gateway_table(reports: &[crate::Report]) -> String {
     let mut out = String::from(
         "Seed 1 of each scenario; `cargo run -p ratelab -- run <file> --seed 1` prints the same.\n\n\
-         | scenario | requests | allowed | denied | failed open (by reason) | fail-open answer p50 / p99 / max | bypassed | breaker opened / closed | max excess |\n\
+         | scenario | requests | allowed | denied (store full) | failed open (by reason) | fail-open answer p50 / p99 / max | bypassed | breaker opened / closed | max excess |\n\
          |---|---:|---:|---:|---|---|---:|---:|---:|\n",
     );
     for r in of(reports, &GATEWAY_SCENARIOS) {
@@ -702,11 +748,16 @@ pub fn gateway_table(reports: &[crate::Report]) -> String {
         });
         let _ = writeln!(
             out,
-            "| `{}` | {} | {} | {} | {}{} | {} | {} | {} / {} | {} |",
+            "| `{}` | {} | {} | {}{} | {}{} | {} | {} | {} / {} | {} |",
             r.scenario,
             r.requests,
             r.allowed,
             r.denied,
+            if r.full > 0 {
+                format!(" ({})", r.full)
+            } else {
+                String::new()
+            },
             r.fail_open,
             if reasons.is_empty() {
                 String::new()
@@ -759,6 +810,7 @@ pub fn stale_blocks(
             "composition",
             composition_table(gateway),
         ),
+        ("WRITEUP.md", writeup, "edge", edge_table(gateway)),
         ("WRITEUP.md", writeup, "headline", headline_table(s)),
         ("WRITEUP.md", writeup, "race", race_figures(s)),
         ("WRITEUP.md", writeup, "model", model_figures(s)),
@@ -834,6 +886,7 @@ pub fn write_all(
             text = replace_marked(&text, "algorithms", &algorithms_table(runs))?;
             text = replace_marked(&text, "gateway", &gateway_table(gateway))?;
             text = replace_marked(&text, "composition", &composition_table(gateway))?;
+            text = replace_marked(&text, "edge", &edge_table(gateway))?;
             // The real-Redis block quotes the simulated figures too: keep it in step.
             let real_json = results_dir.join("overshoot-redis.json");
             if let Ok(real) = std::fs::read_to_string(&real_json)

@@ -47,7 +47,11 @@ pub struct Report {
     /// Requests denied because a layer's store had no room for their new key.
     #[serde(default)]
     pub full: u64,
-    /// Store calls the guard saved: what the rejected requests would have cost.
+    /// Store messages the run's requests caused, every layer and fate.
+    #[serde(default)]
+    pub store_calls: u64,
+    /// Store calls the guard saved, measured: the same seed run without the guard, less this
+    /// run's store calls (0 without a guard).
     pub store_calls_saved: u64,
     /// Send-to-answer latency of fail-open answers, ms: p50, p99, max (absent if none).
     pub fail_open_latency_ms: Option<[f64; 3]>,
@@ -322,14 +326,6 @@ pub fn build(
             breaker_opened: a.breaker_opened + s.breaker_opened,
             breaker_closed: a.breaker_closed + s.breaker_closed,
         });
-    // A decision costs one call per layer on the atomic path, up to two on the naive path.
-    let per_layer = if sc.path == ratelab_store::Path::Naive {
-        2
-    } else {
-        1
-    };
-    let layers = 1 + u64::from(sc.spec.gateway.edge.is_some());
-    let store_calls_saved = counts.rejected * per_layer * layers;
 
     let liveness = sc.spec.expect.liveness.then(|| {
         let keys = liveness_keys(sc, env);
@@ -379,7 +375,13 @@ pub fn build(
         bypassed: counts.bypassed,
         rejected: counts.rejected,
         full: counts.full,
-        store_calls_saved,
+        store_calls: h
+            .requests
+            .iter()
+            .map(|r| u64::from(r.store_calls_total()))
+            .sum(),
+        // Measured by the caller against a paired run without the guard (`crate::run`).
+        store_calls_saved: 0,
         fail_open_latency_ms: counts.fail_open_latency_ms,
         gateway_counters,
         groups: counts.groups,

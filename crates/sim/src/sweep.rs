@@ -202,7 +202,9 @@ pub fn run(cfg: &SweepConfig, threads: usize, progress: &(dyn Fn(usize, usize) +
     }
 }
 
-fn measure(cfg: &SweepConfig, path: &str, c: u32, latency_ms: u64, seed: u64) -> Point {
+/// Runs one point of the grid: `path` ("naive" or "atomic"), `c` concurrent senders, `latency_ms`
+/// added one way, one seed.
+pub fn measure(cfg: &SweepConfig, path: &str, c: u32, latency_ms: u64, seed: u64) -> Point {
     let sc = scenario(cfg, path, c, latency_ms);
     let (r, _) = crate::run(&sc, seed, RunOptions::default());
     let seconds = cfg.duration_ms as f64 / 1e3;

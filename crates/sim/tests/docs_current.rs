@@ -1,0 +1,91 @@
+//! The committed results are today's results. `docs_figures_match_the_committed_results`
+//! (sweep_shape.rs) shows the docs quote `docs/results/`; this shows `docs/results/` is what
+//! the code gives now: seed 1 of every scenario the docs cite, rerun, gives exactly its report
+//! in `gateway.json` (every figure and the trace hash; wall time aside), and a spread of sweep
+//! points gives exactly their rows of `overshoot.json`. When a change moves a figure, this
+//! fails until `cargo run --release -p ratelab -- sweep` has regenerated the results.
+
+use ratelab_sim::output::cited_scenarios;
+use ratelab_sim::sweep::{self, Sweep};
+use ratelab_sim::{RunOptions, Scenario};
+use std::path::PathBuf;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn read(p: &str) -> String {
+    std::fs::read_to_string(root().join(p)).unwrap_or_else(|e| panic!("{p}: {e}"))
+}
+
+/// `v` as the committed files hold it: written as JSON text and read back, so a float goes
+/// through the same decimal text (and the same parse) on both sides of a comparison.
+fn as_committed<T: serde::Serialize>(v: &T) -> serde_json::Value {
+    serde_json::from_str(&serde_json::to_string(v).expect("serializes")).expect("parses")
+}
+
+const REGENERATE: &str = "regenerate with `cargo run --release -p ratelab -- sweep`";
+
+#[test]
+fn every_cited_scenario_reruns_to_its_committed_report() {
+    let committed: Vec<serde_json::Value> =
+        serde_json::from_str(&read("docs/results/gateway.json")).expect("gateway.json parses");
+    let files: Vec<&str> = cited_scenarios().collect();
+    assert_eq!(
+        committed.len(),
+        files.len(),
+        "gateway.json holds {} reports for {} cited scenarios: {REGENERATE}",
+        committed.len(),
+        files.len()
+    );
+    for (file, want) in files.iter().zip(&committed) {
+        let sc = Scenario::load(&root().join(file)).unwrap_or_else(|e| panic!("{e}"));
+        let (mut report, _) = ratelab_sim::run(&sc, 1, RunOptions::default());
+        report.file = (*file).to_owned();
+        report.wall_ms = 0.0;
+        let got = as_committed(&report);
+        if &got != want {
+            let differ: Vec<String> = got
+                .as_object()
+                .into_iter()
+                .flatten()
+                .filter(|(k, v)| want.get(k.as_str()) != Some(v))
+                .map(|(k, v)| format!("{k}: committed {:?}, today {v}", want.get(k.as_str())))
+                .collect();
+            panic!(
+                "{file}, seed 1, differs from docs/results/gateway.json: {differ:#?}\n{REGENERATE}"
+            );
+        }
+    }
+}
+
+#[test]
+fn sweep_points_rerun_to_their_committed_rows() {
+    let s: Sweep =
+        serde_json::from_str(&read("docs/results/overshoot.json")).expect("overshoot.json parses");
+    // Seed 1 at a few concurrencies, every path and round trip: milliseconds each.
+    let picked: Vec<_> = s
+        .points
+        .iter()
+        .filter(|p| p.seed == 1 && [2, 8, 16].contains(&p.concurrency))
+        .collect();
+    assert!(picked.len() >= 12, "{} points picked", picked.len());
+    for want in picked {
+        let got = sweep::measure(
+            &s.config,
+            &want.path,
+            want.concurrency,
+            want.latency_ms,
+            want.seed,
+        );
+        assert_eq!(
+            as_committed(&got),
+            as_committed(want),
+            "{} path, {} senders, +{} ms, seed {}: {REGENERATE}",
+            want.path,
+            want.concurrency,
+            want.latency_ms,
+            want.seed
+        );
+    }
+}
