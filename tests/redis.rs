@@ -770,7 +770,26 @@ fn a_corrupt_stored_bucket_is_a_typed_error_on_both_paths() {
                 );
             }
         }
-        // A well-formed value still decides.
+        // A well-formed value still decides, also where the script's `lo` has 16 digits
+        // (R above 10⁶/s).
+        let fast = RedisStore::connect(
+            &server.url(),
+            TokenBucket::per_second(1_000, 2_000_000).unwrap(),
+            options("fast:"),
+        )
+        .await
+        .unwrap();
+        let key = Key::new("sixteen").unwrap();
+        let () = redis::cmd("SET")
+            .arg("fast:sixteen")
+            .arg("1 1999999999999999")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        for path in [Path::Naive, Path::Atomic] {
+            let r = decide_remote(&fast, path, TimeSource::Store, &key, Nanos::ZERO, 1).await;
+            assert!(r.is_ok(), "{path:?} on a 16-digit lo: {r:?}");
+        }
         let key = Key::new("fresh").unwrap();
         let ok = decide_remote(
             &store,

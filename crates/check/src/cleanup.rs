@@ -7,18 +7,22 @@
 //!
 //! - **No live bucket deleted.** No accepted commit deletes a bucket that was written after
 //!   the scan that planned the commit (the same owner's latest scan before it, in the store's
-//!   serial order). Such a delete resets a bucket a client is draining: its next request
-//!   finds a full bucket. This is the harm the unfenced canary shows.
+//!   serial order) and had not yet refilled when the delete landed: a token bucket written at
+//!   t is full again by t plus the time it takes to refill from empty (the policy's, given by
+//!   the caller, not the store's TTL), and deleting a full bucket changes nothing. Such a
+//!   delete resets a bucket a client is draining: its next request finds a full bucket. This
+//!   is the harm the unfenced canary shows. A commit that deletes a bucket its scan never
+//!   returned is counted apart, and is a failure too.
 //! - **One leader at a time**, recomputed from grant times, the lease lengths asked for and
-//!   store time: no grant while another grant is still within its length, tokens strictly
-//!   growing, renewals only by the current holder before its lease lapses.
-//! - **Superseded commits**, for the figures: a commit whose sender is no longer the latest
-//!   grantee (another owner, or another token, was granted since), judged by owners and
-//!   grant order; accepted and refused ones are counted, as are commits refused from the
-//!   latest grantee (a fence that refuses too much).
+//!   store time: no grant while another grant is still within its length (unless released),
+//!   tokens strictly growing, renewals and releases only by the current holder before its
+//!   lease lapses.
+//! - **Superseded commits**, as figures only: a commit whose sender is no longer the latest
+//!   grantee (another owner, or another token, was granted since). This is close to the
+//!   fence's own rule, so it is never the verdict; the verdict is the consequence above.
 //! - **Liveness**: the longest time without an accepted commit, from time zero to the end.
 
-use crate::history::{CommitRecord, LeaseRecord, ScanRecord, WriteRecord};
+use crate::history::{CommitRecord, LeaseKind, LeaseRecord, ScanRecord, WriteRecord};
 use ratelab_core::Nanos;
 use std::collections::BTreeMap;
 
@@ -57,8 +61,11 @@ pub struct CleanupReport {
     pub wrongly_rejected: u64,
     /// Buckets deleted by accepted commits.
     pub removed: u64,
-    /// Buckets deleted although written after the scan that planned their deletion.
+    /// Buckets deleted although written after the scan that planned their deletion, and not
+    /// yet refilled.
     pub live_deleted: u64,
+    /// Buckets an accepted commit deleted that its plan's scan did not return.
+    pub deleted_unplanned: u64,
     /// The first such deletion.
     pub first_live_delete: Option<LiveDelete>,
     /// Longest time without an accepted commit, from time zero to `end`.
@@ -91,8 +98,9 @@ impl<'a> JobHistory<'a> {
     }
 }
 
-/// Checks the cleanup job over its history, up to `end`.
-pub fn cleanup(job: JobHistory<'_>, end: Nanos) -> CleanupReport {
+/// Checks the cleanup job over its history, up to `end`; `refill` is the policy's time to
+/// refill a bucket from empty (after which a bucket is full, and deleting it is harmless).
+pub fn cleanup(job: JobHistory<'_>, refill: Nanos, end: Nanos) -> CleanupReport {
     let JobHistory {
         leases,
         scans,
@@ -102,7 +110,7 @@ pub fn cleanup(job: JobHistory<'_>, end: Nanos) -> CleanupReport {
     let mut r = CleanupReport::default();
     leader_exclusivity(leases, &mut r);
     superseded(leases, commits, &mut r);
-    live_deletes(scans, commits, writes, &mut r);
+    live_deletes(scans, commits, writes, refill, &mut r);
     let mut last_accepted = Nanos::ZERO;
     for c in commits.iter().filter(|c| c.accepted) {
         r.accepted += 1;
@@ -122,14 +130,20 @@ fn leader_exclusivity(leases: &[LeaseRecord], r: &mut CleanupReport) {
     let mut last_token = 0u64;
     for l in leases {
         let lapses = l.at.saturating_add(l.ttl);
-        if l.renewal {
-            match holder {
-                Some((owner, token, until))
-                    if owner == l.owner && token == l.token && l.at < until => {}
-                _ => r.leader_conflicts += 1,
+        let by_holder = |h: Option<(&str, u64, Nanos)>| {
+            h.is_some_and(|(owner, token, until)| {
+                owner == l.owner && token == l.token && l.at < until
+            })
+        };
+        match l.kind {
+            LeaseKind::Renewal | LeaseKind::Release => {
+                if !by_holder(holder) {
+                    r.leader_conflicts += 1;
+                }
+                holder = (l.kind == LeaseKind::Renewal).then_some((&l.owner, l.token, lapses));
+                continue;
             }
-            holder = Some((&l.owner, l.token, lapses));
-            continue;
+            LeaseKind::Grant => {}
         }
         r.grants += 1;
         let live = holder.is_some_and(|(_, _, until)| l.at < until);
@@ -143,7 +157,10 @@ fn leader_exclusivity(leases: &[LeaseRecord], r: &mut CleanupReport) {
 
 /// Whether each commit's sender was still the latest grantee when the store handled it.
 fn superseded(leases: &[LeaseRecord], commits: &[CommitRecord], r: &mut CleanupReport) {
-    let mut grants = leases.iter().filter(|l| !l.renewal).peekable();
+    let mut grants = leases
+        .iter()
+        .filter(|l| l.kind == LeaseKind::Grant)
+        .peekable();
     let mut latest: Option<&LeaseRecord> = None;
     for c in commits {
         while let Some(g) = grants.next_if(|g| g.seq < c.seq) {
@@ -164,6 +181,7 @@ fn live_deletes(
     scans: &[ScanRecord],
     commits: &[CommitRecord],
     all_writes: &[WriteRecord],
+    refill: Nanos,
     r: &mut CleanupReport,
 ) {
     // Every bucket write, per key, in store order.
@@ -181,6 +199,9 @@ fn live_deletes(
             .find(|s| s.seq < c.seq && s.owner == c.owner);
         let (from_seq, scanned_at) = plan.map_or((0, Nanos::ZERO), |s| (s.seq, s.at));
         for key in &c.removed {
+            if !plan.is_some_and(|s| s.keys.contains(key)) {
+                r.deleted_unplanned += 1;
+            }
             let Some(ws) = writes.get(key.as_str()) else {
                 continue;
             };
@@ -189,7 +210,8 @@ fn live_deletes(
             let Some(&(seq, written_at)) = before.checked_sub(1).map(|i| &ws[i]) else {
                 continue;
             };
-            if seq > from_seq {
+            // Written since the scan, and not yet back to full when the delete landed.
+            if seq > from_seq && c.at < written_at.saturating_add(refill) {
                 r.live_deleted += 1;
                 if r.first_live_delete.is_none() {
                     r.first_live_delete = Some(LiveDelete {
@@ -250,7 +272,7 @@ mod tests {
                 owner: owner.into(),
                 token,
                 ttl: ms(ttl),
-                renewal: false,
+                kind: LeaseKind::Grant,
             });
             token
         }
@@ -293,23 +315,24 @@ mod tests {
             });
         }
 
-        /// A stalls past its lease; B takes over; the client re-creates `k`; A wakes and
-        /// commits the deletion it planned before the stall; B then runs its own job.
-        fn stalled_leader(mut self) -> CleanupReport {
+        /// A stalls past its lease; B takes over; the client re-creates `k` at 160 ms; A wakes
+        /// and commits at `wakes` the deletion it planned before the stall; B then runs its
+        /// own job.
+        fn stalled_leader(mut self, wakes: u64) -> CleanupReport {
             let a = self.acquire(0, "a", 100);
             self.scan(10, "a");
             let b = self.acquire(150, "b", 100);
             self.write(160);
-            self.commit(170, "a", a);
-            self.scan(180, "b");
-            self.commit(190, "b", b);
-            cleanup(JobHistory::of(&self.h), ms(300))
+            self.commit(wakes, "a", a);
+            self.scan(wakes + 10, "b");
+            self.commit(wakes + 20, "b", b);
+            cleanup(JobHistory::of(&self.h), REFILL, ms(wakes + 100))
         }
     }
 
     #[test]
     fn the_real_fence_deletes_no_live_bucket_after_a_stall() {
-        let r = Script::new(Fence::new(), true).stalled_leader();
+        let r = Script::new(Fence::new(), true).stalled_leader(170);
         assert_eq!(r.live_deleted, 0, "{r:?}");
         assert_eq!((r.superseded_rejected, r.superseded_accepted), (1, 0));
         assert_eq!(
@@ -322,7 +345,7 @@ mod tests {
     fn a_fence_that_does_not_learn_grants_deletes_a_live_bucket() {
         // A wrong rule: the fence remembers only tokens it has written, so the stalled
         // leader's token 1 passes before B's first commit.
-        let r = Script::new(Fence::new(), false).stalled_leader();
+        let r = Script::new(Fence::new(), false).stalled_leader(170);
         assert_eq!(r.live_deleted, 1, "{r:?}");
         assert_eq!(r.superseded_accepted, 1);
         let d = r.first_live_delete.expect("a witness");
@@ -334,8 +357,49 @@ mod tests {
     }
 
     #[test]
+    fn deleting_a_bucket_that_has_refilled_since_its_write_is_harmless() {
+        // The same stale delete, landing after the bucket written at 160 ms is full again.
+        let r = Script::new(Fence::unchecked(), true).stalled_leader(160 + 1_000);
+        assert_eq!(r.live_deleted, 0, "{r:?}");
+        assert_eq!(
+            r.superseded_accepted, 1,
+            "still a superseded commit, counted"
+        );
+        let r = Script::new(Fence::unchecked(), true).stalled_leader(160 + 999);
+        assert_eq!(r.live_deleted, 1, "1 ms before it refilled: {r:?}");
+    }
+
+    #[test]
+    fn a_delete_its_scan_never_returned_is_counted() {
+        let mut script = Script::new(Fence::new(), true);
+        let a = script.acquire(0, "a", 100);
+        script.commit(10, "a", a);
+        let r = cleanup(JobHistory::of(&script.h), REFILL, ms(100));
+        assert_eq!((r.deleted_unplanned, r.live_deleted), (1, 0), "{r:?}");
+    }
+
+    #[test]
+    fn a_release_ends_the_lease_and_only_the_holder_releases() {
+        let release = |at: u64, owner: &str, token: u64| LeaseRecord {
+            kind: LeaseKind::Release,
+            ..lease(at, owner, token, 0, false)
+        };
+        let clean = [
+            lease(0, "a", 1, 100, false),
+            release(10, "a", 1),
+            lease(20, "b", 2, 100, false),
+        ];
+        assert_eq!(
+            cleanup(job(&clean, &[]), REFILL, ms(200)).leader_conflicts,
+            0
+        );
+        let bad = [lease(0, "a", 1, 100, false), release(10, "b", 1)];
+        assert_eq!(cleanup(job(&bad, &[]), REFILL, ms(200)).leader_conflicts, 1);
+    }
+
+    #[test]
     fn an_unchecked_fence_deletes_a_live_bucket() {
-        let r = Script::new(Fence::unchecked(), true).stalled_leader();
+        let r = Script::new(Fence::unchecked(), true).stalled_leader(170);
         assert_eq!(r.live_deleted, 1, "{r:?}");
     }
 
@@ -348,6 +412,9 @@ mod tests {
         }
     }
 
+    /// The policy's time to refill from empty, in these tests.
+    const REFILL: Nanos = Nanos::from_millis(1_000);
+
     fn lease(at: u64, owner: &str, token: u64, ttl: u64, renewal: bool) -> LeaseRecord {
         LeaseRecord {
             seq: at,
@@ -355,7 +422,11 @@ mod tests {
             owner: owner.into(),
             token,
             ttl: ms(ttl),
-            renewal,
+            kind: if renewal {
+                LeaseKind::Renewal
+            } else {
+                LeaseKind::Grant
+            },
         }
     }
 
@@ -366,7 +437,7 @@ mod tests {
             owner: owner.into(),
             token,
             accepted,
-            removed: if accepted { vec!["x".into()] } else { vec![] },
+            removed: Vec::new(),
         }
     }
 
@@ -382,12 +453,12 @@ mod tests {
             commit(210, "b", 2, true),
             commit(900, "a", 1, false),
         ];
-        let r = cleanup(job(&leases, &commits), ms(1_000));
+        let r = cleanup(job(&leases, &commits), REFILL, ms(1_000));
         assert_eq!((r.grants, r.leader_conflicts), (2, 0));
         assert_eq!((r.accepted, r.superseded_accepted), (2, 0));
         assert_eq!((r.superseded_rejected, r.wrongly_rejected), (1, 0));
         assert_eq!(r.max_gap, ms(790));
-        let idle = cleanup(job(&[], &[]), ms(1_000));
+        let idle = cleanup(job(&[], &[]), REFILL, ms(1_000));
         assert_eq!(idle.max_gap, ms(1_000), "no commit at all");
     }
 
@@ -403,14 +474,14 @@ mod tests {
             lease(900, "e", 10, 10, false),
             lease(950, "e", 10, 10, true),
         ];
-        let r = cleanup(job(&leases, &[]), ms(1_000));
+        let r = cleanup(job(&leases, &[]), REFILL, ms(1_000));
         assert_eq!(r.leader_conflicts, 4, "{r:?}");
     }
 
     #[test]
     fn a_refused_commit_from_the_latest_grantee_is_counted() {
         let leases = [lease(0, "a", 1, 100, false)];
-        let r = cleanup(job(&leases, &[commit(10, "a", 1, false)]), ms(50));
+        let r = cleanup(job(&leases, &[commit(10, "a", 1, false)]), REFILL, ms(50));
         assert_eq!(r.wrongly_rejected, 1);
     }
 }

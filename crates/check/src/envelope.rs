@@ -10,6 +10,7 @@
 use crate::history::{Answer, RequestRecord};
 use ratelab_core::{Nanos, Policy, TokenBucket};
 use std::collections::BTreeMap;
+use std::net::IpAddr;
 
 /// The envelope's constants: admitted·`period` ≤ `burst`·`period` + `amount`·Δt (Δt in ns,
 /// `period` in ns): capacity B = `burst`, rate R = `amount` / `period`.
@@ -102,18 +103,28 @@ pub fn admissions(requests: &[RequestRecord]) -> BTreeMap<&str, Vec<Admission>> 
     }))
 }
 
-/// Groups the requests the **edge** layer admitted by client address, each sorted by time
-/// then id. An edge admission spends an edge token whatever the per-key layer decides next,
-/// so a request the per-key layer then denied still counts here.
-pub fn edge_admissions(requests: &[RequestRecord]) -> BTreeMap<String, Vec<Admission>> {
+/// Groups the requests the **edge** layer admitted by client network, each sorted by time
+/// then id: an IPv4 address alone, an IPv6 address by its first `v6_prefix` bits (the edge's
+/// promise: one subscriber's /64 is one client). The masking is the checker's own. An edge
+/// admission spends an edge token whatever the per-key layer decides next, so a request the
+/// per-key layer then denied still counts here.
+pub fn edge_admissions(
+    requests: &[RequestRecord],
+    v6_prefix: u8,
+) -> BTreeMap<String, Vec<Admission>> {
+    let network = |ip: IpAddr| match ip.to_canonical() {
+        IpAddr::V4(v4) => format!("{v4}"),
+        IpAddr::V6(v6) => {
+            let bits = u32::from(v6_prefix.clamp(1, 128));
+            let masked = u128::from(v6) & (u128::MAX << (128 - bits));
+            format!("{}/{bits}", std::net::Ipv6Addr::from(masked))
+        }
+    };
     let by_peer = group(requests.iter().filter_map(|r| match r.layers.edge {
-        Some(Answer::Allowed { decided_at, .. }) => Some((r.peer, decided_at, r)),
+        Some(Answer::Allowed { decided_at, .. }) => Some((network(r.peer), decided_at, r)),
         _ => None,
     }));
     by_peer
-        .into_iter()
-        .map(|(peer, adm)| (peer.to_string(), adm))
-        .collect()
 }
 
 fn group<'a, K: Ord>(
@@ -209,6 +220,48 @@ pub fn envelope<K: AsRef<str>>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::history::Layers;
+    use crate::testing::record;
+
+    #[test]
+    fn edge_admissions_group_by_network_and_count_what_the_edge_admitted() {
+        let admitted = Answer::Allowed {
+            decided_at: Nanos(5),
+            remaining: 0,
+        };
+        let denied = Answer::Denied {
+            decided_at: Nanos(5),
+            retry_after: Nanos(1),
+        };
+        let req = |id: u64, peer: &str, edge: Answer, per_key: Option<Answer>| {
+            let mut r = record(id, per_key.or(Some(edge)), 0);
+            r.peer = peer.parse().unwrap();
+            r.layers = Layers {
+                edge: Some(edge),
+                per_key,
+            };
+            r
+        };
+        let requests = [
+            // Admitted at the edge, denied at the per-key layer: still an edge admission.
+            req(0, "2001:db8:1:2::1", admitted, Some(denied)),
+            req(1, "2001:db8:1:2:ffff::9", admitted, None),
+            req(2, "2001:db8:1:3::1", admitted, None),
+            req(3, "192.0.2.1", denied, None),
+            req(4, "192.0.2.1", admitted, None),
+        ];
+        let by = edge_admissions(&requests, 64);
+        let count = |k: &str| by.get(k).map_or(0, Vec::len);
+        assert_eq!(count("2001:db8:1:2::/64"), 2, "{by:?}");
+        assert_eq!(count("2001:db8:1:3::/64"), 1);
+        assert_eq!(count("192.0.2.1"), 1);
+        assert_eq!(by.len(), 3);
+        assert_eq!(
+            edge_admissions(&requests, 128).len(),
+            4,
+            "per address at /128"
+        );
+    }
 
     fn adm(times_ms: &[u64]) -> BTreeMap<&'static str, Vec<Admission>> {
         let v = times_ms

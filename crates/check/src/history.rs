@@ -209,8 +209,20 @@ pub enum StoreFate {
     Delayed(Nanos),
 }
 
-/// A lease grant or renewal the store answered with success: who, when (store time), with
-/// which token, for how long the holder asked. When it lapses is the checker's to work out.
+/// What a lease record is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LeaseKind {
+    /// A new grant, with a new token.
+    Grant,
+    /// A renewal of a held lease.
+    Renewal,
+    /// The holder gave the lease up.
+    Release,
+}
+
+/// A lease grant, renewal or release the store answered with success: who, when (store
+/// time), with which token, for how long the holder asked (zero for a release). When it lapses
+/// is the checker's to work out.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LeaseRecord {
     /// Position among all recorded events (set by [`History::lease`]).
@@ -223,8 +235,8 @@ pub struct LeaseRecord {
     pub token: u64,
     /// The length asked for, from `at`.
     pub ttl: Nanos,
-    /// A renewal of a held lease, not a new grant.
-    pub renewal: bool,
+    /// Grant, renewal or release.
+    pub kind: LeaseKind,
 }
 
 /// A bucket written in the per-key store: the naive path's `set`, or an admitting atomic
@@ -472,7 +484,11 @@ impl History {
                 h.bytes(l.owner.as_bytes());
                 h.u64(l.token);
                 h.u64(l.at.saturating_add(l.ttl).as_u64());
-                h.u64(u64::from(l.renewal));
+                h.u64(match l.kind {
+                    LeaseKind::Grant => 0,
+                    LeaseKind::Renewal => 1,
+                    LeaseKind::Release => 2,
+                });
             }
             Event::Commit(c) => {
                 h.u64(6);
@@ -582,7 +598,7 @@ impl History {
         );
     }
 
-    /// Records a lease grant or renewal.
+    /// Records a lease grant, renewal or release.
     pub fn lease(&mut self, mut l: LeaseRecord) {
         l.seq = self.event_count;
         self.leases.push(l.clone());
@@ -648,7 +664,11 @@ impl fmt::Display for Timed {
                 "lease     {} token {} {} for {:.6} ms",
                 l.owner,
                 l.token,
-                if l.renewal { "renewed" } else { "granted" },
+                match l.kind {
+                    LeaseKind::Grant => "granted",
+                    LeaseKind::Renewal => "renewed",
+                    LeaseKind::Release => "released",
+                },
                 l.ttl.as_u64() as f64 / 1e6
             ),
             Event::Commit(c) => write!(

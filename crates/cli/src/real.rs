@@ -384,28 +384,37 @@ pub async fn bench(url: &str, port: u16, clients: usize, secs: f64) -> Result<()
     let open_store = connect(open, "ratelab:bench:open:")
         .await
         .map_err(|e| e.to_string())?;
-    for s in [&tight_store, &open_store] {
-        s.clear().await.map_err(|e| e.to_string())?;
-    }
+    // Every measurement starts from empty buckets: one path must not inherit the buckets
+    // another drained (more denials, fewer writes).
+    let measure = |store: &RedisStore, path: Path, what: &'static str| {
+        let store = store.clone();
+        async move {
+            store.clear().await.map_err(|e| e.to_string())?;
+            throughput(&store, path, clients, secs).await.clean(what)
+        }
+    };
     let sha = load_script(url).await?;
     let calls = |c: &'static str| command_calls(url, c);
     let before = (calls("evalsha").await?, calls("eval").await?);
-    let ours = throughput(&tight_store, Path::Atomic, clients, secs)
-        .await
-        .clean("atomic path")?;
+    let ours = measure(&tight_store, Path::Atomic, "atomic path").await?;
     let after = (calls("evalsha").await?, calls("eval").await?);
-    let per_decision = ((after.0 - before.0) + (after.1 - before.1)) as f64 / ours.decisions as f64;
-    let naive = throughput(&tight_store, Path::Naive, clients, secs)
-        .await
-        .clean("naive path")?;
+    let scripts = after.0.saturating_sub(before.0) + after.1.saturating_sub(before.1);
+    let per_decision = scripts as f64 / ours.decisions as f64;
+    let naive = measure(&tight_store, Path::Naive, "naive path").await?;
     let n = (ours.per_sec * secs).max(10_000.0) as u64;
     let theirs = redis_benchmark(port, &sha, &tight, clients, n)?;
-    let open_atomic = throughput(&open_store, Path::Atomic, clients, secs)
-        .await
-        .clean("atomic path, every decision admitted")?;
-    let open_naive = throughput(&open_store, Path::Naive, clients, secs)
-        .await
-        .clean("naive path, every decision admitted")?;
+    let open_atomic = measure(
+        &open_store,
+        Path::Atomic,
+        "atomic path, every decision admitted",
+    );
+    let open_atomic = open_atomic.await?;
+    let open_naive = measure(
+        &open_store,
+        Path::Naive,
+        "naive path, every decision admitted",
+    );
+    let open_naive = open_naive.await?;
     for (what, t) in [("atomic", &open_atomic), ("naive", &open_naive)] {
         if t.admitted != t.decisions {
             return Err(format!(
@@ -441,7 +450,11 @@ pub async fn bench(url: &str, port: u16, clients: usize, secs: f64) -> Result<()
     header();
     row("ratelab atomic path (EVALSHA)", &ours, true);
     row("redis-benchmark, same script by EVALSHA", &theirs, false);
-    row("ratelab naive path (GET+TIME, SET if admitted)", &naive, true);
+    row(
+        "ratelab naive path (GET+TIME, SET if admitted)",
+        &naive,
+        true,
+    );
     println!("\ntoken bucket B = R = 1 000 000 per key (every decision admitted):");
     header();
     row("ratelab atomic path (EVALSHA)", &open_atomic, true);

@@ -528,12 +528,23 @@ fn the_cleanup_checker_fails_the_unfenced_canary_without_its_expectation() {
     ))
     .unwrap();
     let text = text.replace("\"live_buckets_deleted_at_least\": 1,", "");
-    assert!(!text.contains("live_buckets_deleted"), "the expectation was removed");
+    assert!(
+        !text.contains("live_buckets_deleted"),
+        "the expectation was removed"
+    );
     let f = scenario_file("unfenced-no-expectation.json", &text);
     let o = ratelab(&["run", f.to_str().unwrap(), "--seed", "1"]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     let e = stderr(&o);
-    assert!(e.contains("live_buckets_deleted = 1, expected at most 0"), "{e}");
+    assert!(
+        e.contains("live_buckets_deleted = 1, expected at most 0"),
+        "{e}"
+    );
     let out = String::from_utf8_lossy(&o.stdout);
-    assert!(out.contains("1 live buckets deleted, the first: gateway-0 (token 1) deleted \"key:user:ana\""), "{out}");
+    assert!(
+        out.contains(
+            "1 live buckets deleted, the first: gateway-0 (token 1) deleted \"key:user:ana\""
+        ),
+        "{out}"
+    );
 }

@@ -16,7 +16,9 @@
 //! `store_full`) and spends nothing, while every existing key goes on being limited exactly.
 //! Failing open instead would let anyone who can mint keys (many addresses, or one IPv6
 //! network rotating through its addresses) switch limiting off for everyone; the breaker does
-//! not count it either, since the store answered. The edge layer keys IPv6 clients by their
+//! not count it either, since the store answered (nor an unreadable stored value, which fails
+//! that one request open: one key's problem must not open the breaker for all). The edge
+//! layer keys IPv6 clients by their
 //! network ([`GatewayConfig::ipv6_prefix`], a /64 by default), so one subscriber's addresses
 //! share one bucket.
 
@@ -450,11 +452,13 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
             },
             None => fail(FailReason::Timeout),
         };
-        // The store answered a full store too: that is not a failure of the store.
-        let ok = matches!(
-            outcome,
-            LayerOutcome::Decided { .. } | LayerOutcome::StoreFull
-        );
+        // The breaker counts the store's health: a decision, or an answer about one key (full,
+        // unreadable), is a store that works.
+        let ok = match result {
+            Some(Ok(_)) | Some(Err(LimitError::Cost(_))) => true,
+            Some(Err(LimitError::Store(e))) => e.store_answered(),
+            None => false,
+        };
         let transition = layer
             .breaker
             .lock()

@@ -28,8 +28,8 @@ use madsim::net::{Endpoint, NetSim};
 use madsim::runtime::{Handle, NodeHandle};
 use madsim::time::{Instant, sleep, sleep_until};
 use ratelab_check::history::{
-    Answer, CommitRecord, ErrorKind, FailReason, History, Layer, Layers, LeaseRecord, ScanRecord,
-    StoreFate, StoreOp,
+    Answer, CommitRecord, ErrorKind, FailReason, History, Layer, Layers, LeaseKind, LeaseRecord,
+    ScanRecord, StoreFate, StoreOp,
 };
 use ratelab_core::{Decision, Nanos, Policy, PolicyState};
 use ratelab_gateway::singleton::{FencedJob, Singleton, SingletonConfig};
@@ -342,6 +342,8 @@ impl StoreNode {
         }
         let (reply, op) = self.apply(req.call, now);
         let fate = match verdict {
+            // A refusal (a full store, a bad key) applied nothing, whatever became of its reply.
+            _ if reply.is_err() => StoreFate::Errored,
             Verdict::LoseReply => StoreFate::ReplyLost,
             Verdict::Delay(d) => StoreFate::Delayed(d),
             _ => StoreFate::Served,
@@ -356,14 +358,14 @@ impl StoreNode {
     fn apply_job(&self, call: StoreCall, now: Nanos) -> Result<StoreReply, WireError> {
         let mut job = self.job.lock().expect("store job state");
         let (leases, fence) = &mut *job;
-        let lease = |h: &mut History, owner: String, token: u64, ttl: Nanos, renewal: bool| {
+        let lease = |h: &mut History, owner: String, token: u64, ttl: Nanos, kind: LeaseKind| {
             h.lease(LeaseRecord {
                 seq: 0,
                 at: now,
                 owner,
                 token,
                 ttl,
-                renewal,
+                kind,
             })
         };
         Ok(match call {
@@ -372,19 +374,26 @@ impl StoreNode {
                 if let Some(t) = token {
                     // The fence lives beside the lease table: it learns each grant.
                     fence.learn(t);
-                    self.shared.record(|h, _| lease(h, owner, t, ttl, false));
+                    self.shared
+                        .record(|h, _| lease(h, owner, t, ttl, LeaseKind::Grant));
                 }
                 StoreReply::Granted(token)
             }
             StoreCall::Renew { owner, token, ttl } => {
                 let done = leases.renew(JOB_LEASE, &owner, token, ttl, now);
                 if done {
-                    self.shared.record(|h, _| lease(h, owner, token, ttl, true));
+                    self.shared
+                        .record(|h, _| lease(h, owner, token, ttl, LeaseKind::Renewal));
                 }
                 StoreReply::Done(done)
             }
             StoreCall::Release { owner, token } => {
-                StoreReply::Done(leases.release(JOB_LEASE, &owner, token, now))
+                let done = leases.release(JOB_LEASE, &owner, token, now);
+                if done {
+                    self.shared
+                        .record(|h, _| lease(h, owner, token, Nanos::ZERO, LeaseKind::Release));
+                }
+                StoreReply::Done(done)
             }
             StoreCall::ScanExpired { owner, limit } => {
                 let keys: Vec<String> = self

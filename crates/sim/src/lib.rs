@@ -78,30 +78,60 @@ pub fn run(scenario: &Scenario, seed: u64, options: RunOptions) -> (Report, Hist
         .unwrap_or(Nanos::ZERO)
         .max(Nanos::from_millis(scenario.spec.duration_ms.get()));
     let mut report = report::build(scenario, seed, &history, &stats, sim, wall.elapsed());
-    if let Some(saved) = guard_savings(scenario, seed, report.store_calls) {
-        report.store_calls_saved = saved;
+    if scenario.spec.gateway.guard.is_some() {
+        match guard_savings(scenario, seed, &history) {
+            Ok(saved) => report.store_calls_saved = Some(saved),
+            Err(why) => {
+                report.failures.push(format!("store calls saved: {why}"));
+                report.passed = false;
+            }
+        }
     }
     (report, history)
 }
 
-/// What the guard saved, measured: the same seed without the guard, less `store_calls`.
-/// `None` without a guard. The paired run sends the same requests (arrivals come from the
-/// clients' own streams), so the difference is the calls the guard's rejections avoided,
-/// on whichever path the scenario takes — a naive denial that writes nothing counts one
-/// call, not two.
-fn guard_savings(scenario: &Scenario, seed: u64, store_calls: u64) -> Option<u64> {
-    scenario.spec.gateway.guard.as_ref()?;
+/// Each client's requests, in the order it sent them.
+fn per_client(h: &History) -> std::collections::BTreeMap<u32, Vec<&history::RequestRecord>> {
+    let mut by: std::collections::BTreeMap<u32, Vec<&history::RequestRecord>> =
+        std::collections::BTreeMap::new();
+    for r in &h.requests {
+        by.entry(r.client).or_default().push(r);
+    }
+    by
+}
+
+/// What the guard saved, measured: the same seed run again without the guard, and, for each
+/// request the guard rejected, the store calls the *same* request (the same client's n-th)
+/// made there — on whichever path the scenario takes, so a naive denial that writes nothing
+/// counts one call, not two. Requests pair by client and order, and must carry the same keys
+/// (a client draws them from its own stream); an error if they do not (a client that waits
+/// for answers sends differently once it is not rejected).
+fn guard_savings(scenario: &Scenario, seed: u64, guarded: &History) -> Result<u64, String> {
+    use ratelab_check::history::Answer;
     let mut spec = scenario.spec.clone();
     spec.gateway.guard = None;
-    let unguarded = Scenario::from_spec(&scenario.file, spec).ok()?;
+    let unguarded = Scenario::from_spec(&scenario.file, spec).map_err(|e| e.to_string())?;
     let rt = madsim::runtime::Runtime::with_seed_and_config(seed, cluster::net_config(&unguarded));
     let (h, _) = rt.block_on(cluster::simulate(Arc::new(unguarded), seed, false));
-    let without: u64 = h
-        .requests
-        .iter()
-        .map(|r| u64::from(r.store_calls_total()))
-        .sum();
-    Some(without.saturating_sub(store_calls))
+    let (with, without) = (per_client(guarded), per_client(&h));
+    let mut saved = 0u64;
+    for (client, sent) in &with {
+        let other = without.get(client).map_or(&[][..], Vec::as_slice);
+        if other.len() != sent.len() || sent.iter().zip(other).any(|(a, b)| a.key != b.key) {
+            return Err(format!(
+                "client {client} sent other requests without the guard ({} vs {}): no pairing",
+                sent.len(),
+                other.len()
+            ));
+        }
+        saved += sent
+            .iter()
+            .zip(other)
+            .filter(|(a, _)| matches!(a.answer, Some((_, Answer::Rejected))))
+            .map(|(_, b)| u64::from(b.store_calls_total()))
+            .sum::<u64>();
+    }
+    Ok(saved)
 }
 
 /// Runs `scenario`'s seed under madsim's own determinism check: the run is executed twice and

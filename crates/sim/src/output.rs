@@ -691,7 +691,7 @@ pub fn composition_table(reports: &[crate::Report]) -> String {
             r.requests,
             r.allowed,
             r.rejected,
-            r.store_calls_saved,
+            or_dash(r.store_calls_saved.map(|v| v.to_string())),
             or_dash(job.map(|j| j.grants.to_string())),
             or_dash(job.map(|j| j.runs.to_string())),
             or_dash(job.map(|j| format!("{} / {}", j.stale_rejected, j.stale_accepted))),

@@ -50,9 +50,10 @@ pub struct Report {
     /// Store messages the run's requests caused, every layer and fate.
     #[serde(default)]
     pub store_calls: u64,
-    /// Store calls the guard saved, measured: the same seed run without the guard, less this
-    /// run's store calls (0 without a guard).
-    pub store_calls_saved: u64,
+    /// Store calls the guard saved, measured: the same seed run again without the guard, and
+    /// the store calls made there by exactly the requests the guard rejected here (absent
+    /// without a guard).
+    pub store_calls_saved: Option<u64>,
     /// Send-to-answer latency of fail-open answers, ms: p50, p99, max (absent if none).
     pub fail_open_latency_ms: Option<[f64; 3]>,
     /// The gateways' own counters, summed: fail-open layer outcomes, bypassed, breaker
@@ -249,8 +250,12 @@ pub struct JobFigures {
     pub stale_accepted: u64,
     /// Such commits refused.
     pub stale_rejected: u64,
-    /// Commits refused from the latest grantee (always a failure).
+    /// Commits refused from the latest grantee.
     pub wrongly_rejected: u64,
+    /// Buckets an accepted commit deleted that its plan's scan did not return (always a
+    /// failure).
+    #[serde(default)]
+    pub deleted_unplanned: u64,
     /// Buckets deleted.
     pub keys_removed: u64,
     /// Buckets deleted although written after the scan that planned the deletion: the harm
@@ -276,6 +281,7 @@ impl JobFigures {
             stale_accepted: f.superseded_accepted,
             stale_rejected: f.superseded_rejected,
             wrongly_rejected: f.wrongly_rejected,
+            deleted_unplanned: f.deleted_unplanned,
             keys_removed: f.removed,
             live_deleted: f.live_deleted,
             first_live_delete: f.first_live_delete.map(|d| {
@@ -354,7 +360,8 @@ pub fn build(
 
     let job = sc.spec.cleanup_job.map(|spec| {
         let end = ms_to_nanos(sc.spec.duration_ms.get());
-        let f = cleanup::cleanup(cleanup::JobHistory::of(h), end);
+        let refill = sc.policy.quota().window;
+        let f = cleanup::cleanup(cleanup::JobHistory::of(h), refill, end);
         JobFigures::new(spec.fencing, f)
     });
 
@@ -381,7 +388,7 @@ pub fn build(
             .map(|r| u64::from(r.store_calls_total()))
             .sum(),
         // Measured by the caller against a paired run without the guard (`crate::run`).
-        store_calls_saved: 0,
+        store_calls_saved: None,
         fail_open_latency_ms: counts.fail_open_latency_ms,
         gateway_counters,
         groups: counts.groups,
@@ -544,7 +551,8 @@ fn edge_figures(sc: &Scenario, h: &History) -> Option<EdgeFigures> {
     let e = sc.spec.gateway.edge?;
     let bucket = TokenBucket::per_second(e.capacity.get(), e.refill_per_sec.get()).ok()?;
     let env = Envelope::of_bucket(&bucket);
-    let by_peer = envelope::edge_admissions(&h.requests);
+    // The gateways count IPv6 clients by their /64 (their default); so does the checker.
+    let by_peer = envelope::edge_admissions(&h.requests, 64);
     let report = envelope::envelope(&by_peer, env);
     let edge_denied = |r: &&ratelab_check::history::RequestRecord| {
         matches!(r.layers.edge, Some(Answer::Denied { .. } | Answer::Full))
@@ -668,8 +676,8 @@ fn check(sc: &Scenario, r: &Report) -> Vec<String> {
         );
         bound("leader_conflicts", j.leader_conflicts, Some(0), None);
         bound(
-            "wrongly_rejected_commits",
-            j.wrongly_rejected,
+            "buckets_deleted_outside_their_plan",
+            j.deleted_unplanned,
             Some(0),
             None,
         );

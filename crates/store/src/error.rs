@@ -18,6 +18,15 @@ pub enum StoreError {
     Corrupt,
 }
 
+impl StoreError {
+    /// Whether the store itself answered: a full store or an unreadable value is a problem
+    /// with one key, not with the store, and must not count against the store's health (a
+    /// circuit breaker opened by them would switch limiting off for every key).
+    pub fn store_answered(self) -> bool {
+        matches!(self, StoreError::Full | StoreError::Corrupt)
+    }
+}
+
 impl fmt::Display for StoreError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {

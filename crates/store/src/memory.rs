@@ -7,8 +7,10 @@
 //! path holds one shard's lock across read, transition and write; the naive path takes it
 //! twice, once per step, which is exactly the window the lost update needs.
 //!
-//! Bounds: at most `max_keys` live keys (split evenly over the shards). An existing key is
-//! always updated. A *new* key on a full shard first gets a bounded sweep: the shard looks at
+//! Bounds: at most `max_keys` live keys, kept per shard (`max_keys / shards` each). So that a
+//! small bound is not a handful of keys per shard, a store gets at most one shard per
+//! [`MIN_KEYS_PER_SHARD`] keys: a bound of up to 1 024 keys is one shard, exact for the whole
+//! store. An existing key is always updated. A *new* key on a full shard first gets a bounded sweep: the shard looks at
 //! the next [`PURGE_STEPS`] entries after a cursor that goes round the shard, dropping the
 //! expired ones. If that frees nothing the write fails with [`StoreError::Full`], which the
 //! gateway answers as a denial. Each insert thus costs O(1) however full the shard, and an
@@ -28,6 +30,8 @@ pub const DEFAULT_SHARDS: usize = 64;
 pub const DEFAULT_MAX_KEYS: usize = 1 << 20;
 /// Entries a new key on a full shard may examine for expiry before it is refused.
 pub const PURGE_STEPS: usize = 8;
+/// The fewest keys one shard is given room for (fewer shards for smaller bounds).
+pub const MIN_KEYS_PER_SHARD: usize = 1_024;
 
 /// Passes a hash computed once per call through to the map.
 #[derive(Clone, Copy, Debug, Default)]
@@ -167,11 +171,12 @@ impl<A: Algorithm> MemoryStore<A, StdBackend> {
 }
 
 impl<A: Algorithm, B: SyncBackend> MemoryStore<A, B> {
-    /// A store on backend `B` with `shards` shards (at least 1) holding at most `max_keys`
-    /// live keys (at least one per shard), with fixed hash keys (change them with
-    /// [`MemoryStore::with_seed`]).
+    /// A store on backend `B` with up to `shards` shards (at least 1, and at most one per
+    /// [`MIN_KEYS_PER_SHARD`] keys) holding at most `max_keys` live keys, with fixed hash keys:
+    /// the model checkers and tests need them fixed, a server wants [`MemoryStore::new`]'s
+    /// (or its own, through [`MemoryStore::with_seed`]).
     pub fn with_backend(algorithm: A, shards: usize, max_keys: usize) -> Self {
-        let shards = shards.max(1);
+        let shards = shards.clamp(1, max_keys.div_ceil(MIN_KEYS_PER_SHARD).max(1));
         let max_keys_per_shard = max_keys.div_ceil(shards).max(1);
         let shards = (0..shards)
             .map(|_| {

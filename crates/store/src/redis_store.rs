@@ -121,6 +121,9 @@ fn store_err(e: &redis::RedisError) -> StoreError {
     } else if e.code() == Some("CORRUPT") {
         // The script refused a stored value it cannot read.
         StoreError::Corrupt
+    } else if e.code() == Some("OOM") {
+        // `maxmemory` reached with a no-eviction policy: no room for a new bucket.
+        StoreError::Full
     } else {
         StoreError::Unavailable
     }
@@ -180,18 +183,21 @@ impl RedisStore {
         format!("{} {}", s.tat_scaled / u, s.tat_scaled % u)
     }
 
-    /// Decodes the script's "hi lo" into a core state: two decimal integers, `lo` below the
-    /// policy's unit and the whole within `u128`. Anything else is [`StoreError::Corrupt`]:
-    /// a bucket that cannot be read is never taken as empty.
+    /// Decodes the script's "hi lo" into a core state, by the script's own rule: two decimal
+    /// integers, `hi` of at most 15 digits and `lo` of at most 16, `lo` below the policy's
+    /// unit. Anything else is [`StoreError::Corrupt`]: a bucket that cannot be read is never
+    /// taken as empty.
     pub fn decode(&self, text: &str) -> Result<TokenBucketState, StoreError> {
         let u = units(&self.bucket);
-        let digits = |v: &str| -> Option<u128> {
-            (!v.is_empty() && v.len() <= 39 && v.bytes().all(|b| b.is_ascii_digit()))
+        let digits = |v: &str, most: usize| -> Option<u128> {
+            (!v.is_empty() && v.len() <= most && v.bytes().all(|b| b.is_ascii_digit()))
                 .then(|| v.parse().ok())
                 .flatten()
         };
         let (hi, lo) = text.split_once(' ').ok_or(StoreError::Corrupt)?;
-        let (hi, lo) = digits(hi).zip(digits(lo)).ok_or(StoreError::Corrupt)?;
+        let (hi, lo) = digits(hi, 15)
+            .zip(digits(lo, 16))
+            .ok_or(StoreError::Corrupt)?;
         let tat_scaled = hi
             .checked_mul(u)
             .and_then(|v| v.checked_add(lo))

@@ -69,9 +69,10 @@ local th, tl = ns, now_lo
 local s = redis.call('GET', KEYS[1])
 if s then
   -- A value this script did not write is refused, never read as some other bucket: two
-  -- decimal integers of at most 15 digits (below 2^53), lo below U.
+  -- decimal integers, hi of at most 15 digits and lo of at most 16 (both below 2^53, where
+  -- tonumber is exact), lo below U.
   local h, l = string.match(s, '^(%d+) (%d+)$')
-  if not h or #h > 15 or #l > 15 or tonumber(l) >= U then
+  if not h or #h > 15 or #l > 16 or tonumber(l) >= U then
     return redis.error_reply('CORRUPT ratelab: unreadable bucket state')
   end
   th = tonumber(h)

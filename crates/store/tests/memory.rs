@@ -91,6 +91,42 @@ fn a_full_store_refuses_new_keys_after_purging_expired_ones() {
 }
 
 #[test]
+fn a_new_key_on_a_full_shard_sweeps_a_bounded_stretch_not_the_whole_shard() {
+    // One shard of 100 keys: 99 live until 11 s, and the last one in, live only until 1 s.
+    let bucket = TokenBucket::per_second(1, 1).unwrap();
+    let store = MemoryStore::<_>::with_backend(bucket, 1, 100);
+    for i in 0..99 {
+        store
+            .apply(&key(&format!("live{i}")), Nanos::from_secs(10), 1)
+            .unwrap();
+    }
+    store.apply(&key("old"), Nanos(0), 1).unwrap();
+    // At 5 s a new key finds the shard full. A whole-shard purge would free `old` at once;
+    // the bounded sweep looks at 8 entries per attempt from a cursor that goes round, so it
+    // refuses until the cursor reaches `old`, 13 attempts in.
+    let mut attempts = 0;
+    let admitted = loop {
+        attempts += 1;
+        let before = store.stats().swept;
+        let r = store.apply(&key("new"), Nanos::from_secs(5), 1);
+        assert!(
+            store.stats().swept - before <= 8,
+            "at most 8 entries per attempt"
+        );
+        match r {
+            Err(LimitError::Store(StoreError::Full)) if attempts < 100 => continue,
+            other => break other,
+        }
+    };
+    assert!(admitted.unwrap().allowed);
+    assert_eq!(
+        attempts, 13,
+        "99 live entries, 8 looked at per attempt, then `old`"
+    );
+    assert_eq!(store.stats().entries, 100, "`old` made room for `new`");
+}
+
+#[test]
 fn invalid_keys_are_rejected_with_a_reason() {
     assert_eq!(Key::new(""), Err(KeyError::Empty));
     let long = "k".repeat(MAX_KEY_LEN + 1);
