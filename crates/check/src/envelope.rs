@@ -120,11 +120,10 @@ pub fn edge_admissions(
             format!("{}/{bits}", std::net::Ipv6Addr::from(masked))
         }
     };
-    let by_peer = group(requests.iter().filter_map(|r| match r.layers.edge {
+    group(requests.iter().filter_map(|r| match r.layers.edge {
         Some(Answer::Allowed { decided_at, .. }) => Some((network(r.peer), decided_at, r)),
         _ => None,
-    }));
-    by_peer
+    }))
 }
 
 fn group<'a, K: Ord>(
