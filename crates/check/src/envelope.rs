@@ -220,7 +220,7 @@ pub fn envelope<K: AsRef<str>>(
 mod tests {
     use super::*;
     use crate::history::Layers;
-    use crate::testing::record;
+    use crate::testing::{adm, record};
 
     #[test]
     fn edge_admissions_group_by_network_and_count_what_the_edge_admitted() {
@@ -260,19 +260,6 @@ mod tests {
             4,
             "per address at /128"
         );
-    }
-
-    fn adm(times_ms: &[u64]) -> BTreeMap<&'static str, Vec<Admission>> {
-        let v = times_ms
-            .iter()
-            .enumerate()
-            .map(|(i, &t)| Admission {
-                at: Nanos::from_millis(t),
-                id: i as u64,
-                cost: 1,
-            })
-            .collect();
-        BTreeMap::from([("k", v)])
     }
 
     /// B = 2, R = 1/s.

@@ -42,27 +42,7 @@ pub enum Answer {
     Error(ErrorKind),
 }
 
-/// Why a limit layer could not decide and let the request through.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum FailReason {
-    /// The store answered with an error.
-    Error,
-    /// The store did not answer before the request's deadline.
-    Timeout,
-    /// The breaker was open: the store was not called.
-    BreakerOpen,
-}
-
-impl FailReason {
-    /// Lower-case name.
-    pub fn name(self) -> &'static str {
-        match self {
-            FailReason::Error => "error",
-            FailReason::Timeout => "timeout",
-            FailReason::BreakerOpen => "breaker_open",
-        }
-    }
-}
+pub use ratelab_store::FailReason;
 
 /// A limit layer: which store a call went to and which policy decided.
 #[derive(

@@ -1,8 +1,9 @@
 //! # ratelab-check
 //!
 //! The record of a run and the checkers that judge it, apart from everything that produces
-//! it: no runtime, no simulator, no store. The madsim cluster, the real-Redis ladder and the
-//! tests all record into a [`History`] and call the same checkers.
+//! it: no runtime and no simulator (beyond `ratelab-core`, its one workspace dependency is
+//! `ratelab-store`, for the failure reasons a layer reports). The madsim cluster, the
+//! real-Redis ladder and the tests all record into a [`History`] and call the same checkers.
 //!
 //! A checker reads only the history and recomputes its verdict with its own specification:
 //! it never calls the code it checks or reads that code's bookkeeping. Each reports numbers
@@ -34,8 +35,24 @@ pub use history::History;
 
 #[cfg(test)]
 pub(crate) mod testing {
+    use crate::envelope::Admission;
     use crate::history::{Answer, Layers, RequestRecord};
     use ratelab_core::Nanos;
+    use std::collections::BTreeMap;
+
+    /// Admissions of cost 1 on key `k` at `times_ms`, ids in order.
+    pub fn adm(times_ms: &[u64]) -> BTreeMap<&'static str, Vec<Admission>> {
+        let v = times_ms
+            .iter()
+            .enumerate()
+            .map(|(i, &t)| Admission {
+                at: Nanos::from_millis(t),
+                id: i as u64,
+                cost: 1,
+            })
+            .collect();
+        BTreeMap::from([("k", v)])
+    }
 
     /// A request on key `k` sent at `id` seconds, answered then (or not).
     pub fn record(id: u64, answer: Option<Answer>, extra: u32) -> RequestRecord {

@@ -47,19 +47,7 @@ pub fn window_spike<K: AsRef<str>>(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn adm(times_ms: &[u64]) -> BTreeMap<&'static str, Vec<Admission>> {
-        let v = times_ms
-            .iter()
-            .enumerate()
-            .map(|(i, &t)| Admission {
-                at: Nanos::from_millis(t),
-                id: i as u64,
-                cost: 1,
-            })
-            .collect();
-        BTreeMap::from([("k", v)])
-    }
+    use crate::testing::adm;
 
     #[test]
     fn window_spike_counts_the_densest_window() {

@@ -67,27 +67,7 @@ pub trait Guard: Send + Sync {
     fn reject(&self, api_key: Option<&str>) -> Option<String>;
 }
 
-/// Why a layer could not decide.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum FailReason {
-    /// The store answered with an error.
-    Error,
-    /// The store did not answer within the timeout.
-    Timeout,
-    /// The breaker was open: the store was not called.
-    BreakerOpen,
-}
-
-impl FailReason {
-    /// The metric label.
-    pub fn name(self) -> &'static str {
-        match self {
-            FailReason::Error => "error",
-            FailReason::Timeout => "timeout",
-            FailReason::BreakerOpen => "breaker_open",
-        }
-    }
-}
+pub use ratelab_store::FailReason;
 
 /// How one limit layer ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

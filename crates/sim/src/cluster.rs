@@ -864,11 +864,6 @@ fn to_history(a: &GatewayAnswer) -> (Answer, Layers) {
 
 /// One layer's outcome, as the recorder keeps it.
 fn layer_answer(o: LayerOutcome) -> Answer {
-    let reason = |r: ratelab_gateway::FailReason| match r {
-        ratelab_gateway::FailReason::Error => FailReason::Error,
-        ratelab_gateway::FailReason::Timeout => FailReason::Timeout,
-        ratelab_gateway::FailReason::BreakerOpen => FailReason::BreakerOpen,
-    };
     match o {
         LayerOutcome::Decided {
             decision,
@@ -884,8 +879,8 @@ fn layer_answer(o: LayerOutcome) -> Answer {
             decided_at,
             retry_after: decision.retry_after.unwrap_or(Nanos::ZERO),
         },
-        LayerOutcome::FailedOpen(r) => Answer::FailedOpen(reason(r)),
-        LayerOutcome::FailedClosed(r) => Answer::Error(match reason(r) {
+        LayerOutcome::FailedOpen(r) => Answer::FailedOpen(r),
+        LayerOutcome::FailedClosed(r) => Answer::Error(match r {
             FailReason::Error => ErrorKind::Unavailable,
             FailReason::Timeout => ErrorKind::Timeout,
             FailReason::BreakerOpen => ErrorKind::BreakerOpen,

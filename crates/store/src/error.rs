@@ -40,6 +40,29 @@ impl fmt::Display for StoreError {
 
 impl std::error::Error for StoreError {}
 
+/// Why a limit layer could not decide, and let the request through (or refused it, on a
+/// fail-closed route). The gateway acts on it; the recorder and the checkers read it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum FailReason {
+    /// The store answered with an error.
+    Error,
+    /// The store did not answer before the request's deadline.
+    Timeout,
+    /// The breaker was open: the store was not called.
+    BreakerOpen,
+}
+
+impl FailReason {
+    /// The lower-case name (metric label, log field).
+    pub fn name(self) -> &'static str {
+        match self {
+            FailReason::Error => "error",
+            FailReason::Timeout => "timeout",
+            FailReason::BreakerOpen => "breaker_open",
+        }
+    }
+}
+
 /// Why no decision was made.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum LimitError {

@@ -36,7 +36,7 @@ pub mod redis_store;
 
 pub use backend::{BackendMutex, StdBackend, SyncBackend};
 pub use client::{Applied, LocalClient, Outcome, Read, StoreClient, TimeSource, decide_remote};
-pub use error::{LimitError, StoreError};
+pub use error::{FailReason, LimitError, StoreError};
 pub use key::{Key, KeyError, MAX_KEY_LEN};
 pub use lease::{Fence, FenceVerdict, LeaseClient, LeaseTable, LocalLeases};
 pub use memory::{HashSeed, MemoryStore, StoreStats};
