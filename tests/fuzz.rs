@@ -2,7 +2,7 @@
 //! over the shipped scenarios, in the test build (debug: overflow checks on). The long
 //! campaign is a command: `cargo run -p ratelab -- fuzz --inputs 100000`.
 
-use ratelab_sim::fuzz::{FuzzConfig, corpus, fuzz};
+use ratelab_lab::fuzz::{FuzzConfig, corpus, fuzz};
 use std::path::Path;
 
 #[test]

@@ -273,7 +273,7 @@ fn main() -> ExitCode {
                 return ExitCode::from(EXIT_BAD_INPUT);
             }
             let threads = threads as usize;
-            let cfg = ratelab_sim::sweep::SweepConfig {
+            let cfg = ratelab_lab::sweep::SweepConfig {
                 concurrency: (0..=max_concurrency.ilog2()).map(|i| 1 << i).collect(),
                 latencies_ms,
                 seeds: (1..=seeds).collect(),
@@ -360,7 +360,7 @@ fn main() -> ExitCode {
             run_ms,
         } => fuzz(
             &corpus,
-            &ratelab_sim::fuzz::FuzzConfig {
+            &ratelab_lab::fuzz::FuzzConfig {
                 inputs,
                 seed,
                 run_requests,
@@ -375,8 +375,8 @@ fn main() -> ExitCode {
 }
 
 /// `ratelab fuzz`.
-fn fuzz(dir: &std::path::Path, cfg: &ratelab_sim::fuzz::FuzzConfig) -> ExitCode {
-    let corpus = match ratelab_sim::fuzz::corpus(dir) {
+fn fuzz(dir: &std::path::Path, cfg: &ratelab_lab::fuzz::FuzzConfig) -> ExitCode {
+    let corpus = match ratelab_lab::fuzz::corpus(dir) {
         Ok(c) if !c.is_empty() => c,
         Ok(_) => {
             eprintln!("error: {}: no scenario files to mutate", dir.display());
@@ -396,7 +396,7 @@ fn fuzz(dir: &std::path::Path, cfg: &ratelab_sim::fuzz::FuzzConfig) -> ExitCode 
         .progress_chars("=> "),
     );
     let started = std::time::Instant::now();
-    let r = ratelab_sim::fuzz::fuzz(&corpus, cfg, &|done| bar.set_position(done));
+    let r = ratelab_lab::fuzz::fuzz(&corpus, cfg, &|done| bar.set_position(done));
     bar.finish_and_clear();
     println!(
         "{} inputs from {} scenarios (seed {}) in {:.1} s{}",
@@ -634,14 +634,14 @@ fn run(
 }
 
 fn sweep(
-    cfg: &ratelab_sim::sweep::SweepConfig,
+    cfg: &ratelab_lab::sweep::SweepConfig,
     threads: usize,
     scenarios_only: bool,
     out: &std::path::Path,
     writeup: &std::path::Path,
     readme: &std::path::Path,
 ) -> ExitCode {
-    use ratelab_sim::{output, sweep};
+    use ratelab_lab::{output, sweep};
     for doc in [writeup, readme] {
         if let Err(e) = std::fs::read_to_string(doc) {
             eprintln!(
@@ -774,7 +774,7 @@ fn tokio_rt() -> tokio::runtime::Runtime {
 }
 
 /// The ladder committed in `out/overshoot.json`.
-fn committed_sweep(out: &std::path::Path) -> Result<ratelab_sim::sweep::Sweep, String> {
+fn committed_sweep(out: &std::path::Path) -> Result<ratelab_lab::sweep::Sweep, String> {
     let path = out.join("overshoot.json");
     std::fs::read_to_string(&path)
         .map_err(|e| e.to_string())
@@ -783,7 +783,7 @@ fn committed_sweep(out: &std::path::Path) -> Result<ratelab_sim::sweep::Sweep, S
 }
 
 fn real_sweep(
-    cfg: &ratelab_sim::sweep::SweepConfig,
+    cfg: &ratelab_lab::sweep::SweepConfig,
     url: &str,
     out: &std::path::Path,
     writeup: &std::path::Path,
@@ -822,8 +822,8 @@ fn real_sweep(
         points.len(),
         started.elapsed().as_secs_f64()
     );
-    println!("{}", ratelab_sim::output::real_table(&points, &sim));
-    match ratelab_sim::output::write_real(&points, &sim, out, writeup) {
+    println!("{}", ratelab_lab::output::real_table(&points, &sim));
+    match ratelab_lab::output::write_real(&points, &sim, out, writeup) {
         Ok(w) => {
             println!("wrote:");
             for f in w {

@@ -3,7 +3,7 @@
 
 use ratelab_check::envelope::{self, Admission, Envelope};
 use ratelab_core::{Nanos, TokenBucket};
-use ratelab_sim::output::RealPoint;
+use ratelab_lab::output::RealPoint;
 use ratelab_sim::rng::SimRng;
 use ratelab_store::redis_store::{RedisOptions, RedisStore, SCRIPT};
 use ratelab_store::{Key, Path, StoreClient, TimeSource, decide_remote};

@@ -467,7 +467,7 @@ fn mutated_scenarios_exit_0_1_or_2_from_the_binary() {
     // The in-process campaign (tests/fuzz.rs) calls what `check` and `run` call; this runs a
     // few of its inputs through the binary itself and reads the exit codes.
     let dir = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../sim-scenarios"));
-    let corpus = ratelab_sim::fuzz::corpus(dir).unwrap();
+    let corpus = ratelab_lab::fuzz::corpus(dir).unwrap();
     let parsed: Vec<serde_json::Value> = corpus
         .iter()
         .map(|(_, t)| serde_json::from_str(t).unwrap())
@@ -478,7 +478,7 @@ fn mutated_scenarios_exit_0_1_or_2_from_the_binary() {
         let (_, text) = &corpus[i % corpus.len()];
         let f = scenario_file(
             &format!("mutated-{i}.json"),
-            &ratelab_sim::fuzz::mutate(text, &parsed, &mut rng),
+            &ratelab_lab::fuzz::mutate(text, &parsed, &mut rng),
         );
         let check = ratelab(&["check", f.to_str().unwrap()]);
         let code = check.status.code().expect("exited, not killed");

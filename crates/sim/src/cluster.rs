@@ -1157,8 +1157,8 @@ pub(crate) fn net_config(sc: &Scenario) -> madsim::Config {
     cfg
 }
 
-/// When the last fault ends, in ms (clock faults never end and are not counted).
-pub(crate) fn faults_end_ms(sc: &Scenario) -> u64 {
+/// When the last fault of `sc` ends, in ms (clock faults never end and are not counted).
+pub fn faults_end_ms(sc: &Scenario) -> u64 {
     sc.spec
         .faults
         .iter()

@@ -21,16 +21,13 @@ compile_error!(
 );
 
 mod cluster;
-pub mod fuzz;
 pub mod locate;
-pub mod output;
 pub mod report;
 pub mod rng;
 pub mod scenario;
-pub mod sweep;
 mod validate;
 
-pub use cluster::{SIM_EPOCH_MS, StoreCall, StoreReply, StoreRequest, WireError};
+pub use cluster::{SIM_EPOCH_MS, StoreCall, StoreReply, StoreRequest, WireError, faults_end_ms};
 pub use ratelab_check::History;
 pub use ratelab_check::history;
 pub use report::Report;

@@ -668,14 +668,14 @@ pub const COMPOSITION_SCENARIOS: [&str; 4] = [
 ];
 
 fn of<'a>(
-    reports: &'a [crate::Report],
+    reports: &'a [ratelab_sim::Report],
     files: &'a [&str],
-) -> impl Iterator<Item = &'a crate::Report> {
+) -> impl Iterator<Item = &'a ratelab_sim::Report> {
     reports.iter().filter(|r| files.contains(&r.file.as_str()))
 }
 
 /// The composition scenarios (seed 1 of each) as a Markdown table.
-pub fn composition_table(reports: &[crate::Report]) -> String {
+pub fn composition_table(reports: &[ratelab_sim::Report]) -> String {
     let mut out = String::from(
         "Seed 1 of each scenario; `cargo run -p ratelab -- run <file> --seed 1` prints the same.\n\n\
          | scenario | requests | allowed | rejected by the guard | store calls saved | lease grants | job runs | stale commits rejected / accepted | buckets deleted | live buckets deleted | longest job gap | max excess |\n\
@@ -705,7 +705,7 @@ pub fn composition_table(reports: &[crate::Report]) -> String {
 }
 
 /// The edge scenarios (seed 1 of each) as a Markdown table.
-pub fn edge_table(reports: &[crate::Report]) -> String {
+pub fn edge_table(reports: &[ratelab_sim::Report]) -> String {
     let mut out = String::from(
         "Seed 1 of each scenario; `cargo run -p ratelab -- run <file> --seed 1` prints the same.\n\n\
          | scenario | path | requests | edge admitted | edge envelope | edge max excess | edge denials that spent per-key quota | allowed | per-key max excess |\n\
@@ -731,7 +731,7 @@ pub fn edge_table(reports: &[crate::Report]) -> String {
 }
 
 /// The gateway scenarios (seed 1 of each) as a Markdown table.
-pub fn gateway_table(reports: &[crate::Report]) -> String {
+pub fn gateway_table(reports: &[ratelab_sim::Report]) -> String {
     let mut out = String::from(
         "Seed 1 of each scenario; `cargo run -p ratelab -- run <file> --seed 1` prints the same.\n\n\
          | scenario | requests | allowed | denied (store full) | failed open (by reason) | fail-open answer p50 / p99 / max | bypassed | breaker opened / closed | max excess |\n\
@@ -796,7 +796,7 @@ pub fn algorithms_table(runs: &[AlgorithmRun]) -> String {
 pub fn stale_blocks(
     s: &Sweep,
     runs: &[AlgorithmRun],
-    gateway: &[crate::Report],
+    gateway: &[ratelab_sim::Report],
     real: &[RealPoint],
     writeup: &str,
     readme: &str,
@@ -831,7 +831,7 @@ pub fn stale_blocks(
 pub fn write_all(
     s: &Sweep,
     runs: &[AlgorithmRun],
-    gateway: &[crate::Report],
+    gateway: &[ratelab_sim::Report],
     results_dir: &Path,
     writeup: &Path,
     readme: &Path,
@@ -851,9 +851,9 @@ pub fn write_all(
     )?;
     put("algorithms.csv", algorithms_csv(runs))?;
     // Wall time is the one figure a rerun changes; leave it out so the file is reproducible.
-    let stable: Vec<crate::Report> = gateway
+    let stable: Vec<ratelab_sim::Report> = gateway
         .iter()
-        .map(|r| crate::Report {
+        .map(|r| ratelab_sim::Report {
             wall_ms: 0.0,
             ..r.clone()
         })

@@ -13,9 +13,9 @@
 //! so the predicted excess is `envelope × λ × d` (capped at what was offered beyond the
 //! envelope). d is the race window the run measured at the store.
 
-use crate::{RunOptions, Scenario};
 use ratelab_check::{Admission, window};
 use ratelab_core::{Algorithm, FixedWindow, Nanos, SlidingWindow, TokenBucket};
+use ratelab_sim::{RunOptions, Scenario};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -206,7 +206,7 @@ pub fn run(cfg: &SweepConfig, threads: usize, progress: &(dyn Fn(usize, usize) +
 /// added one way, one seed.
 pub fn measure(cfg: &SweepConfig, path: &str, c: u32, latency_ms: u64, seed: u64) -> Point {
     let sc = scenario(cfg, path, c, latency_ms);
-    let (r, _) = crate::run(&sc, seed, RunOptions::default());
+    let (r, _) = ratelab_sim::run(&sc, seed, RunOptions::default());
     let seconds = cfg.duration_ms as f64 / 1e3;
     let lambda = r.requests as f64 / seconds;
     let race = r.race_window_us.map(|us| us / 1e3);

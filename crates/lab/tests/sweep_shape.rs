@@ -1,7 +1,7 @@
 //! The overshoot experiment's shape on a small grid: the naive path's excess is positive and
 //! grows with concurrency; the atomic path's is zero everywhere.
 
-use ratelab_sim::sweep::{self, SweepConfig};
+use ratelab_lab::sweep::{self, SweepConfig};
 
 #[test]
 fn naive_excess_rises_with_concurrency_and_atomic_stays_at_zero() {
@@ -75,10 +75,10 @@ fn docs_figures_match_the_committed_results() {
     let runs = sweep::compare_algorithms();
     let gateway: Vec<ratelab_sim::Report> =
         serde_json::from_str(&read("docs/results/gateway.json")).expect("gateway results parse");
-    let real: Vec<ratelab_sim::output::RealPoint> =
+    let real: Vec<ratelab_lab::output::RealPoint> =
         serde_json::from_str(&read("docs/results/overshoot-redis.json"))
             .expect("real results parse");
-    let stale = ratelab_sim::output::stale_blocks(
+    let stale = ratelab_lab::output::stale_blocks(
         &s,
         &runs,
         &gateway,
@@ -92,10 +92,10 @@ fn docs_figures_match_the_committed_results() {
     );
     assert_eq!(
         read("docs/results/overshoot.csv"),
-        ratelab_sim::output::csv(&s)
+        ratelab_lab::output::csv(&s)
     );
     assert_eq!(
         read("docs/results/algorithms.csv"),
-        ratelab_sim::output::algorithms_csv(&runs)
+        ratelab_lab::output::algorithms_csv(&runs)
     );
 }

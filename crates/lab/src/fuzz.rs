@@ -11,8 +11,8 @@
 //!
 //! The same seed gives the same inputs on any machine: `ratelab fuzz --inputs N --seed S`.
 
-use crate::rng::SimRng;
-use crate::{RunOptions, Scenario};
+use ratelab_sim::rng::SimRng;
+use ratelab_sim::{RunOptions, Scenario};
 use serde_json::{Map, Value};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
@@ -118,14 +118,14 @@ pub fn fuzz(corpus: &[(PathBuf, String)], cfg: &FuzzConfig, progress: &dyn Fn(u6
         report.valid += 1;
         if sc.scheduled_requests() > cfg.run_requests
             || sc.spec().duration_ms.get() > cfg.run_ms
-            || crate::cluster::faults_end_ms(&sc) > cfg.run_ms
+            || ratelab_sim::faults_end_ms(&sc) > cfg.run_ms
         {
             report.not_run += 1;
             continue;
         }
         let seed = sc.spec().seeds.get()[0];
         match catch_unwind(AssertUnwindSafe(|| {
-            crate::run(&sc, seed, RunOptions::default()).0
+            ratelab_sim::run(&sc, seed, RunOptions::default()).0
         })) {
             Ok(r) if r.passed => report.passed += 1,
             Ok(_) => report.failed += 1,

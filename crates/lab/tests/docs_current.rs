@@ -5,8 +5,8 @@
 //! points gives exactly their rows of `overshoot.json`. When a change moves a figure, this
 //! fails until `cargo run --release -p ratelab -- sweep` has regenerated the results.
 
-use ratelab_sim::output::cited_scenarios;
-use ratelab_sim::sweep::{self, Sweep};
+use ratelab_lab::output::cited_scenarios;
+use ratelab_lab::sweep::{self, Sweep};
 use ratelab_sim::{RunOptions, Scenario};
 use std::path::PathBuf;
 

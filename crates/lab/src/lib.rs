@@ -1,0 +1,20 @@
+//! # ratelab-lab
+//!
+//! Experiments over the simulator, and what they write. `crates/sim` is the cluster, the
+//! scenarios and their reports; this crate runs many of them and turns the results into files:
+//!
+//! - [`sweep`]: the overshoot experiment (naive vs atomic over a concurrency ladder, store
+//!   round trips and seeds) and the algorithm comparison at a window boundary;
+//! - [`output`]: the CSV, JSON and SVG files under `docs/results/`, and the marked figure
+//!   blocks of the write-up and the README (`<!-- BEGIN sweep:NAME -->`), with the check that
+//!   they are current;
+//! - [`fuzz`]: mutation fuzzing of scenario files (`ratelab fuzz`).
+//!
+//! A new experiment is a module here with a function from its configuration to serializable
+//! results, and, if the docs quote it, a block writer in [`output`] and a test that reruns it
+//! against the committed results.
+#![warn(missing_docs)]
+
+pub mod fuzz;
+pub mod output;
+pub mod sweep;
