@@ -40,6 +40,10 @@ enum Command {
         /// Write each gateway's request log (JSON lines) to DIR/seed-SEED/gateway-N.jsonl.
         #[arg(long, value_name = "DIR")]
         request_logs: Option<PathBuf>,
+        /// Worker threads for the seeds (1 to 256; default: every core). The output is the
+        /// same on any number.
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..=256))]
+        threads: Option<u64>,
     },
     /// Request logs: scan by time range.
     Log {
@@ -135,9 +139,9 @@ enum Command {
         /// Simulated seconds per run (1 to 60).
         #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..=60))]
         seconds: u64,
-        /// Worker threads (1 to 64).
-        #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..=64))]
-        threads: u64,
+        /// Worker threads (1 to 64; default: every core).
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..=64))]
+        threads: Option<u64>,
         /// Where the CSV, JSON and SVG files go.
         #[arg(long, default_value = "docs/results")]
         out: PathBuf,
@@ -231,7 +235,17 @@ fn main() -> ExitCode {
             trace,
             json,
             request_logs,
-        } => run(&file, seed, trace, json, request_logs.as_deref()),
+            threads,
+        } => run(
+            &file,
+            seed,
+            RunOutput {
+                trace,
+                json,
+                request_logs: request_logs.as_deref(),
+            },
+            threads.map_or_else(ratelab_sim::parallel::default_threads, |t| t as usize),
+        ),
         Command::Log {
             command:
                 LogCommand::Scan {
@@ -272,7 +286,8 @@ fn main() -> ExitCode {
                 eprintln!("error: --latencies-ms needs 1 or more values");
                 return ExitCode::from(EXIT_BAD_INPUT);
             }
-            let threads = threads as usize;
+            let threads =
+                threads.map_or_else(ratelab_sim::parallel::default_threads, |t| t as usize);
             let cfg = ratelab_lab::sweep::SweepConfig {
                 concurrency: (0..=max_concurrency.ilog2()).map(|i| 1 << i).collect(),
                 latencies_ms,
@@ -521,13 +536,24 @@ fn log_scan(
     ExitCode::SUCCESS
 }
 
+/// What `ratelab run` prints and writes besides the table.
+struct RunOutput<'a> {
+    trace: bool,
+    json: bool,
+    request_logs: Option<&'a std::path::Path>,
+}
+
 fn run(
     file: &std::path::Path,
     seed: Option<u64>,
-    trace: bool,
-    json: bool,
-    request_logs: Option<&std::path::Path>,
+    output: RunOutput<'_>,
+    threads: usize,
 ) -> ExitCode {
+    let RunOutput {
+        trace,
+        json,
+        request_logs,
+    } = output;
     let sc = match load(file) {
         Ok(sc) => sc,
         Err(code) => return code,
@@ -561,12 +587,13 @@ fn run(
         );
     }
     let mut failed = Vec::new();
-    for s in seeds {
-        let options = RunOptions {
-            keep_events: trace,
-            request_logs: request_logs.is_some(),
-        };
-        let (report, history) = ratelab_sim::run(&sc, s, options);
+    let options = RunOptions {
+        keep_events: trace,
+        request_logs: request_logs.is_some(),
+    };
+    // Every seed on the worker threads, then everything printed in seed order.
+    for (report, history) in ratelab_sim::run_seeds(&sc, &seeds, threads, options) {
+        let s = report.seed;
         if let Some(dir) = request_logs {
             let dir = dir.join(format!("seed-{s}"));
             // One file per gateway, empty for a gateway that answered nothing.

@@ -548,3 +548,24 @@ fn the_cleanup_checker_fails_the_unfenced_canary_without_its_expectation() {
         "{out}"
     );
 }
+
+#[test]
+fn seeds_on_many_threads_print_what_one_thread_prints() {
+    let file = "sim-scenarios/store-error-burst.json";
+    let one = ratelab(&["run", file, "--threads", "1", "--json"]);
+    let many = ratelab(&["run", file, "--threads", "3", "--json"]);
+    assert_eq!(one.status.code(), Some(0), "{}", stderr(&one));
+    let strip = |o: &Output| -> Vec<serde_json::Value> {
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .map(|l| {
+                let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
+                v["wall_ms"] = 0.into();
+                v
+            })
+            .collect()
+    };
+    let (a, b) = (strip(&one), strip(&many));
+    assert!(a.len() >= 3, "{} seeds", a.len());
+    assert_eq!(a, b, "the same reports in the same order");
+}

@@ -19,8 +19,6 @@ use ratelab_sim::{RunOptions, Scenario};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// The grid of one sweep.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -169,31 +167,12 @@ pub fn run(cfg: &SweepConfig, threads: usize, progress: &(dyn Fn(usize, usize) +
             }
         }
     }
-    let total = jobs.len();
-    let next = AtomicUsize::new(0);
-    let done = AtomicUsize::new(0);
-    let results: Mutex<Vec<Option<Point>>> = Mutex::new(vec![None; total]);
-    std::thread::scope(|s| {
-        for _ in 0..threads.max(1) {
-            s.spawn(|| {
-                loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(&(path, c, l, seed)) = jobs.get(i) else {
-                        break;
-                    };
-                    let p = measure(cfg, path, c, l, seed);
-                    results.lock().expect("results")[i] = Some(p);
-                    progress(done.fetch_add(1, Ordering::Relaxed) + 1, total);
-                }
-            });
-        }
-    });
-    let points: Vec<Point> = results
-        .into_inner()
-        .expect("results")
-        .into_iter()
-        .map(|p| p.expect("every job ran"))
-        .collect();
+    let points = ratelab_sim::parallel::map(
+        &jobs,
+        threads,
+        |&(path, c, l, seed)| measure(cfg, path, c, l, seed),
+        progress,
+    );
     let summary = summarize(&points);
     Sweep {
         config: cfg.clone(),

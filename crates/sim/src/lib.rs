@@ -22,6 +22,7 @@ compile_error!(
 
 mod cluster;
 pub mod locate;
+pub mod parallel;
 pub mod report;
 pub mod rng;
 pub mod scenario;
@@ -129,6 +130,17 @@ fn guard_savings(scenario: &Scenario, seed: u64, guarded: &History) -> Result<u6
             .sum::<u64>();
     }
     Ok(saved)
+}
+
+/// Simulates each of `seeds` of `scenario` on `threads` worker threads; reports in `seeds`'
+/// order, the same on any number of threads.
+pub fn run_seeds(
+    scenario: &Scenario,
+    seeds: &[u64],
+    threads: usize,
+    options: RunOptions,
+) -> Vec<(Report, History)> {
+    parallel::map(seeds, threads, |&s| run(scenario, s, options), &|_, _| {})
 }
 
 /// Runs `scenario`'s seed under madsim's own determinism check: the run is executed twice and
