@@ -1191,132 +1191,20 @@ pub(crate) async fn simulate(
             History::new(keep_events)
         }),
     });
-    let policy = sc.policy;
-
-    let plan = Arc::new(StorePlan::new(&sc.spec.faults));
     let edge_policy = sc.spec.gateway.edge.map(|e| {
         Policy::TokenBucket(
             ratelab_core::TokenBucket::per_second(e.capacity.get(), e.refill_per_sec.get())
                 .expect("validated edge policy"),
         )
     });
-    let store_rng = Arc::new(Mutex::new(SimRng::new(seed, stream::STORE)));
-    let fencing = sc.spec.cleanup_job.is_none_or(|j| j.fencing);
-    let max_keys = sc.spec.store.max_keys.get() as usize;
-    let store_node = {
-        let (shared, plan, rng) = (shared.clone(), plan.clone(), store_rng.clone());
-        handle
-            .create_node()
-            .name("store")
-            .ip(IpAddr::V4(STORE_IP))
-            .init(move || {
-                // Fixed hash keys per run: the same keys land in the same shards every time.
-                let hash_seed = SimRng::new(seed, stream::STORE_HASH).next_u64();
-                let node = Arc::new(StoreNode {
-                    store: sim_store(policy, max_keys, hash_seed),
-                    job: Mutex::new((
-                        LeaseTable::new(),
-                        if fencing {
-                            Fence::new()
-                        } else {
-                            Fence::unchecked()
-                        },
-                    )),
-                    edge: edge_policy.map(|p| sim_store(p, max_keys, hash_seed ^ 1)),
-                    shared: shared.clone(),
-                    plan: plan.clone(),
-                    rng: rng.clone(),
-                });
-                async move {
-                    let ep = Endpoint::bind(store_addr())
-                        .await
-                        .expect("store binds its port");
-                    // madsim spends 1 ms in every receive, so one receive loop could take only
-                    // 1 000 messages per simulated second. Several loops take messages in
-                    // parallel; each message is still handled to completion before any other,
-                    // on the node's single-threaded executor.
-                    for _ in 0..STORE_RECEIVERS {
-                        let node = node.clone();
-                        ep.add_rpc_handler(move |req: StoreRequest| node.handle(req));
-                    }
-                    std::future::pending::<()>().await;
-                }
-            })
-            .build()
-    };
-
-    let timeout = Duration::from_millis(sc.spec.store.timeout_ms.get());
+    let store_node = start_store_node(&handle, &sc, seed, &shared, edge_policy);
     let mut gateways = Vec::new();
     let mut job_clients = Vec::new();
     for i in 0..sc.spec.gateways.get() as u32 {
-        let node = handle
-            .create_node()
-            .name(format!("gateway-{i}"))
-            .ip(gateway_ip(i))
-            .build();
-        let ep = node
-            .spawn(async { Endpoint::bind("0.0.0.0:0").await })
-            .await
-            .expect("gateway setup task")
-            .expect("gateway binds a port");
-        let clock = sc
-            .spec
-            .faults
-            .iter()
-            .filter(|f| f.kind == FaultKind::Clock && f.gateway == Some(i))
-            .fold(Clock::default(), |c, f| Clock {
-                offset_ns: c.offset_ns + f.offset_ms.map_or(0, |v| v.get()) * 1_000_000,
-                drift_ppm: c.drift_ppm + f.drift_ppm.map_or(0, |v| v.get()),
-            });
-        if clock.offset_ns != 0 || clock.drift_ppm != 0 {
-            shared.record(|h, t| {
-                h.fault(
-                    t,
-                    format!(
-                        "clock gateway {i}: offset {} ns, drift {} ppm",
-                        clock.offset_ns, clock.drift_ppm
-                    ),
-                )
-            });
-        }
-        let rpc = |layer, policy| RpcStore {
-            ep: ep.clone(),
-            timeout,
-            layer,
-            policy,
-            request: 0,
-        };
-        let spec = &sc.spec.gateway;
-        let config = GatewayConfig {
-            path: sc.path,
-            time_source: sc.time_source,
-            timeout,
-            breaker: spec.breaker.map_or(
-                // No breaker: it never opens.
-                BreakerConfig {
-                    failures_to_open: u32::MAX,
-                    cooldown: Nanos::ZERO,
-                },
-                |b| BreakerConfig {
-                    failures_to_open: b.failures_to_open.get() as u32,
-                    cooldown: ms(b.cooldown_ms.get()),
-                },
-            ),
-            fail_open: spec.fail_open,
-            name: format!("gateway-{i}"),
-            id_seed: Some(SimRng::new(seed, stream::GATEWAY_IDS + u64::from(i)).next_u64()),
-            ..GatewayConfig::default()
-        };
-        let env = SimEnv {
-            shared: shared.clone(),
-            clock,
-        };
-        job_clients.push(rpc(Layer::PerKey, policy));
-        let edge = edge_policy.map(|p| rpc(Layer::Edge, p));
-        gateways.push(Arc::new(SimGateway {
-            node,
-            gateway: Gateway::new(config, edge, Some(rpc(Layer::PerKey, policy)), env),
-        }));
+        let (gateway, job_client) =
+            start_gateway(&handle, &sc, seed, i, &shared, edge_policy).await;
+        gateways.push(gateway);
+        job_clients.push(job_client);
     }
     let guard = sc.spec.gateway.guard.as_ref().map(|g| {
         let (prefix, n) = (&g.valid_keys.prefix, g.valid_keys.count.get());
@@ -1360,18 +1248,8 @@ pub(crate) async fn simulate(
         }
     }
 
-    let drain = 2 * timeout
-        + Duration::from_micros(4 * sc.spec.network.latency.max_us.get())
-        + Duration::from_millis(10)
-        + sc.spec
-            .faults
-            .iter()
-            .filter_map(|f| f.extra_latency)
-            .map(|l| Duration::from_micros(l.max_us.get()))
-            .max()
-            .unwrap_or_default();
     let end = ms(sc.spec.duration_ms.get().max(faults_end_ms(&sc)));
-    sleep_until(shared.t0 + Duration::from(end) + drain).await;
+    sleep_until(shared.t0 + Duration::from(end) + drain_time(&sc)).await;
     let stats = cluster
         .gateways
         .iter()
@@ -1381,4 +1259,155 @@ pub(crate) async fn simulate(
         std::mem::take(&mut *shared.history.lock().expect("recorder")),
         stats,
     )
+}
+
+/// How long the run goes on after the last send or fault, so that every request in flight is
+/// answered: two timeouts, four one-way latencies, the largest injected delay, and a margin.
+fn drain_time(sc: &Scenario) -> Duration {
+    2 * Duration::from_millis(sc.spec.store.timeout_ms.get())
+        + Duration::from_micros(4 * sc.spec.network.latency.max_us.get())
+        + Duration::from_millis(10)
+        + sc.spec
+            .faults
+            .iter()
+            .filter_map(|f| f.extra_latency)
+            .map(|l| Duration::from_micros(l.max_us.get()))
+            .max()
+            .unwrap_or_default()
+}
+
+/// Creates the store node: one store per layer, the lease table and fence, and the receive
+/// loops; a restart runs this init again, with every store empty.
+fn start_store_node(
+    handle: &Handle,
+    sc: &Scenario,
+    seed: u64,
+    shared: &Arc<Shared>,
+    edge_policy: Option<Policy>,
+) -> NodeHandle {
+    let policy = sc.policy;
+    let plan = Arc::new(StorePlan::new(&sc.spec.faults));
+    let rng = Arc::new(Mutex::new(SimRng::new(seed, stream::STORE)));
+    let fencing = sc.spec.cleanup_job.is_none_or(|j| j.fencing);
+    let max_keys = sc.spec.store.max_keys.get() as usize;
+    let shared = shared.clone();
+    handle
+        .create_node()
+        .name("store")
+        .ip(IpAddr::V4(STORE_IP))
+        .init(move || {
+            // Fixed hash keys per run: the same keys land in the same shards every time.
+            let hash_seed = SimRng::new(seed, stream::STORE_HASH).next_u64();
+            let node = Arc::new(StoreNode {
+                store: sim_store(policy, max_keys, hash_seed),
+                job: Mutex::new((
+                    LeaseTable::new(),
+                    if fencing {
+                        Fence::new()
+                    } else {
+                        Fence::unchecked()
+                    },
+                )),
+                edge: edge_policy.map(|p| sim_store(p, max_keys, hash_seed ^ 1)),
+                shared: shared.clone(),
+                plan: plan.clone(),
+                rng: rng.clone(),
+            });
+            async move {
+                let ep = Endpoint::bind(store_addr())
+                    .await
+                    .expect("store binds its port");
+                // madsim spends 1 ms in every receive, so one receive loop could take only
+                // 1 000 messages per simulated second. Several loops take messages in
+                // parallel; each message is still handled to completion before any other,
+                // on the node's single-threaded executor.
+                for _ in 0..STORE_RECEIVERS {
+                    let node = node.clone();
+                    ep.add_rpc_handler(move |req: StoreRequest| node.handle(req));
+                }
+                std::future::pending::<()>().await;
+            }
+        })
+        .build()
+}
+
+/// Creates gateway `i`'s node, its clock and its pipeline over RPC store clients; returns it
+/// with the per-key client its cleanup job uses.
+async fn start_gateway(
+    handle: &Handle,
+    sc: &Scenario,
+    seed: u64,
+    i: u32,
+    shared: &Arc<Shared>,
+    edge_policy: Option<Policy>,
+) -> (Arc<SimGateway>, RpcStore) {
+    let node = handle
+        .create_node()
+        .name(format!("gateway-{i}"))
+        .ip(gateway_ip(i))
+        .build();
+    let ep = node
+        .spawn(async { Endpoint::bind("0.0.0.0:0").await })
+        .await
+        .expect("gateway setup task")
+        .expect("gateway binds a port");
+    let clock = sc
+        .spec
+        .faults
+        .iter()
+        .filter(|f| f.kind == FaultKind::Clock && f.gateway == Some(i))
+        .fold(Clock::default(), |c, f| Clock {
+            offset_ns: c.offset_ns + f.offset_ms.map_or(0, |v| v.get()) * 1_000_000,
+            drift_ppm: c.drift_ppm + f.drift_ppm.map_or(0, |v| v.get()),
+        });
+    if clock.offset_ns != 0 || clock.drift_ppm != 0 {
+        shared.record(|h, t| {
+            h.fault(
+                t,
+                format!(
+                    "clock gateway {i}: offset {} ns, drift {} ppm",
+                    clock.offset_ns, clock.drift_ppm
+                ),
+            )
+        });
+    }
+    let timeout = Duration::from_millis(sc.spec.store.timeout_ms.get());
+    let rpc = |layer, policy| RpcStore {
+        ep: ep.clone(),
+        timeout,
+        layer,
+        policy,
+        request: 0,
+    };
+    let spec = &sc.spec.gateway;
+    let config = GatewayConfig {
+        path: sc.path,
+        time_source: sc.time_source,
+        timeout,
+        breaker: spec.breaker.map_or(
+            // No breaker: it never opens.
+            BreakerConfig {
+                failures_to_open: u32::MAX,
+                cooldown: Nanos::ZERO,
+            },
+            |b| BreakerConfig {
+                failures_to_open: b.failures_to_open.get() as u32,
+                cooldown: ms(b.cooldown_ms.get()),
+            },
+        ),
+        fail_open: spec.fail_open,
+        name: format!("gateway-{i}"),
+        id_seed: Some(SimRng::new(seed, stream::GATEWAY_IDS + u64::from(i)).next_u64()),
+        ..GatewayConfig::default()
+    };
+    let env = SimEnv {
+        shared: shared.clone(),
+        clock,
+    };
+    let edge = edge_policy.map(|p| rpc(Layer::Edge, p));
+    let gateway = Arc::new(SimGateway {
+        node,
+        gateway: Gateway::new(config, edge, Some(rpc(Layer::PerKey, sc.policy)), env),
+    });
+    (gateway, rpc(Layer::PerKey, sc.policy))
 }
