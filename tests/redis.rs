@@ -770,6 +770,35 @@ fn a_corrupt_stored_bucket_is_a_typed_error_on_both_paths() {
                 );
             }
         }
+        // Through the gateway: an unreadable bucket fails that request open, and however many
+        // times, the breaker (open after 2 failures) stays shut: it is one key's problem.
+        let config = GatewayConfig {
+            breaker: BreakerConfig {
+                failures_to_open: 2,
+                cooldown: Nanos::from_secs(60),
+            },
+            ..GatewayConfig::default()
+        };
+        let gw = Gateway::new(config, None, Some(store.clone()), TokioEnv);
+        for _ in 0..5 {
+            let req = Request {
+                peer: "127.0.0.1".parse().unwrap(),
+                forwarding: Forwarding::default(),
+                api_key: Some(b"bad"),
+                route: "/",
+                cost: 1,
+                trace: 0,
+            };
+            let () = redis::cmd("SET")
+                .arg("corrupt:key:bad")
+                .arg("12 x")
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            let a = gw.check(req, None).await;
+            assert_eq!(a.per_key, Some(LayerOutcome::FailedOpen(FailReason::Error)));
+        }
+        assert_eq!(gw.stats().snapshot().breaker_opened, 0);
         // A well-formed value still decides, also where the script's `lo` has 16 digits
         // (R above 10⁶/s).
         let fast = RedisStore::connect(

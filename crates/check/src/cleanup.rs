@@ -137,10 +137,14 @@ fn leader_exclusivity(leases: &[LeaseRecord], r: &mut CleanupReport) {
         };
         match l.kind {
             LeaseKind::Renewal | LeaseKind::Release => {
+                // Only the holder's renewal or release changes who holds the lease.
                 if !by_holder(holder) {
                     r.leader_conflicts += 1;
+                } else if l.kind == LeaseKind::Renewal {
+                    holder = Some((&l.owner, l.token, lapses));
+                } else {
+                    holder = None;
                 }
-                holder = (l.kind == LeaseKind::Renewal).then_some((&l.owner, l.token, lapses));
                 continue;
             }
             LeaseKind::Grant => {}
@@ -395,6 +399,16 @@ mod tests {
         );
         let bad = [lease(0, "a", 1, 100, false), release(10, "b", 1)];
         assert_eq!(cleanup(job(&bad, &[]), REFILL, ms(200)).leader_conflicts, 1);
+        // A release by someone else does not end a's lease: a grant within it is a conflict.
+        let overlap = [
+            lease(0, "a", 1, 100, false),
+            release(10, "b", 1),
+            lease(20, "b", 2, 100, false),
+        ];
+        assert_eq!(
+            cleanup(job(&overlap, &[]), REFILL, ms(200)).leader_conflicts,
+            2
+        );
     }
 
     #[test]

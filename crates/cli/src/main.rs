@@ -596,8 +596,12 @@ fn run(
         keep_events: trace,
         request_logs: request_logs.is_some(),
     };
-    // Every seed on the worker threads, then everything printed in seed order.
-    for (report, history) in ratelab_sim::run_seeds(&sc, &seeds, threads, options) {
+    // Every seed on the worker threads; each printed in seed order as soon as it is done.
+    let mut write_error = None;
+    ratelab_sim::run_seeds(&sc, &seeds, threads, options, |(report, history)| {
+        if write_error.is_some() {
+            return;
+        }
         let s = report.seed;
         if let Some(dir) = request_logs {
             let dir = dir.join(format!("seed-{s}"));
@@ -610,8 +614,8 @@ fn run(
                 })
             });
             if let Err(e) = written {
-                eprintln!("error: request logs in {}: {e}", dir.display());
-                return ExitCode::from(EXIT_BAD_INPUT);
+                write_error = Some(format!("request logs in {}: {e}", dir.display()));
+                return;
             }
             eprintln!(
                 "request logs: {} (gateway-0.jsonl to gateway-{}.jsonl)",
@@ -638,8 +642,12 @@ fn run(
         if !report.passed {
             failed.push(report);
         }
-    }
+    });
     let _ = out.flush();
+    if let Some(e) = write_error {
+        eprintln!("error: {e}");
+        return ExitCode::from(EXIT_BAD_INPUT);
+    }
     if failed.is_empty() {
         return ExitCode::SUCCESS;
     }

@@ -5,8 +5,9 @@
 //! Results come back in input order, whatever finished first: what is printed, hashed or
 //! written does not depend on the number of threads.
 
-use std::sync::Mutex;
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
 
 /// The machine's cores (at least 1): the default number of worker threads.
 pub fn default_threads() -> usize {
@@ -22,28 +23,51 @@ pub fn map<T: Sync, R: Send>(
     progress: &(dyn Fn(usize, usize) + Sync),
 ) -> Vec<R> {
     let total = items.len();
+    let mut out = Vec::with_capacity(total);
+    for_each_in_order(items, threads, f, |r| {
+        out.push(r);
+        progress(out.len(), total);
+    });
+    out
+}
+
+/// `f` over `items` on `threads` worker threads (at least 1), handing each result to `each`
+/// on the calling thread in `items`' order as soon as it and every earlier one are done: a
+/// caller can print or write as runs finish, and holds only the results that came back
+/// early.
+pub fn for_each_in_order<T: Sync, R: Send>(
+    items: &[T],
+    threads: usize,
+    f: impl Fn(&T) -> R + Sync,
+    mut each: impl FnMut(R),
+) {
     let next = AtomicUsize::new(0);
-    let done = AtomicUsize::new(0);
-    let results: Mutex<Vec<Option<R>>> = Mutex::new((0..total).map(|_| None).collect());
+    let (tx, rx) = mpsc::channel::<(usize, R)>();
     std::thread::scope(|s| {
-        for _ in 0..threads.clamp(1, total.max(1)) {
-            s.spawn(|| {
+        for _ in 0..threads.clamp(1, items.len().max(1)) {
+            let tx = tx.clone();
+            let (next, f) = (&next, &f);
+            s.spawn(move || {
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(item) = items.get(i) else { break };
-                    let r = f(item);
-                    results.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(r);
-                    progress(done.fetch_add(1, Ordering::Relaxed) + 1, total);
+                    if tx.send((i, f(item))).is_err() {
+                        break;
+                    }
                 }
             });
         }
+        drop(tx);
+        let mut early = BTreeMap::new();
+        let mut due = 0;
+        for (i, r) in rx {
+            early.insert(i, r);
+            while let Some(r) = early.remove(&due) {
+                each(r);
+                due += 1;
+            }
+        }
     });
-    results
-        .into_inner()
-        .unwrap_or_else(|e| e.into_inner())
-        .into_iter()
-        .map(|r| r.expect("every item was run"))
-        .collect()
 }
 
 #[cfg(test)]

@@ -360,7 +360,14 @@ pub fn build(
 
     let job = sc.spec.cleanup_job.map(|spec| {
         let end = ms_to_nanos(sc.spec.duration_ms.get());
-        let refill = sc.policy.quota().window;
+        // How long a bucket's state still weighs on decisions after a write: a token bucket
+        // and a fixed window are back to full within one window; a sliding window's previous
+        // count still counts through the next one.
+        let window = sc.policy.quota().window;
+        let refill = match sc.policy {
+            ratelab_core::Policy::SlidingWindow(_) => window.saturating_add(window),
+            _ => window,
+        };
         let f = cleanup::cleanup(cleanup::JobHistory::of(h), refill, end);
         JobFigures::new(spec.fencing, f)
     });

@@ -9,8 +9,8 @@
 //!
 //! Bounds: at most `max_keys` live keys, kept per shard (`max_keys / shards` each). So that a
 //! small bound is not a handful of keys per shard, a store gets at most one shard per
-//! [`MIN_KEYS_PER_SHARD`] keys: a bound of up to 1 024 keys is one shard, exact for the whole
-//! store. An existing key is always updated. A *new* key on a full shard first gets a bounded sweep: the shard looks at
+//! [`MIN_KEYS_PER_SHARD`] keys, each shard room for at least that many: a bound below 2 048
+//! keys is one shard, exact for the whole store. An existing key is always updated. A *new* key on a full shard first gets a bounded sweep: the shard looks at
 //! the next [`PURGE_STEPS`] entries after a cursor that goes round the shard, dropping the
 //! expired ones. If that frees nothing the write fails with [`StoreError::Full`], which the
 //! gateway answers as a denial. Each insert thus costs O(1) however full the shard, and an
@@ -176,7 +176,7 @@ impl<A: Algorithm, B: SyncBackend> MemoryStore<A, B> {
     /// the model checkers and tests need them fixed, a server wants [`MemoryStore::new`]'s
     /// (or its own, through [`MemoryStore::with_seed`]).
     pub fn with_backend(algorithm: A, shards: usize, max_keys: usize) -> Self {
-        let shards = shards.clamp(1, max_keys.div_ceil(MIN_KEYS_PER_SHARD).max(1));
+        let shards = shards.clamp(1, (max_keys / MIN_KEYS_PER_SHARD).max(1));
         let max_keys_per_shard = max_keys.div_ceil(shards).max(1);
         let shards = (0..shards)
             .map(|_| {

@@ -121,9 +121,6 @@ fn store_err(e: &redis::RedisError) -> StoreError {
     } else if e.code() == Some("CORRUPT") {
         // The script refused a stored value it cannot read.
         StoreError::Corrupt
-    } else if e.code() == Some("OOM") {
-        // `maxmemory` reached with a no-eviction policy: no room for a new bucket.
-        StoreError::Full
     } else {
         StoreError::Unavailable
     }

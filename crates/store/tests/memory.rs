@@ -127,6 +127,22 @@ fn a_new_key_on_a_full_shard_sweeps_a_bounded_stretch_not_the_whole_shard() {
 }
 
 #[test]
+fn a_small_key_bound_is_exact_for_the_whole_store() {
+    // 64 shards asked for, but 2 047 keys give every shard room for fewer than 1 024: one
+    // shard, so the bound holds for the store, not shard by shard.
+    let bucket = TokenBucket::per_second(1, 1).unwrap();
+    let store = MemoryStore::<_>::with_backend(bucket, 64, 2_047);
+    for i in 0..2_047 {
+        let r = store.apply(&key(&format!("k{i}")), Nanos(0), 1);
+        assert!(r.is_ok_and(|d| d.allowed), "key {i} of 2 047 refused");
+    }
+    assert_eq!(
+        store.apply(&key("one-more"), Nanos(0), 1),
+        Err(LimitError::Store(StoreError::Full))
+    );
+}
+
+#[test]
 fn invalid_keys_are_rejected_with_a_reason() {
     assert_eq!(Key::new(""), Err(KeyError::Empty));
     let long = "k".repeat(MAX_KEY_LEN + 1);
