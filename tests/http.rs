@@ -207,6 +207,35 @@ async fn spoofed_forwarding_headers_are_ignored_unless_from_a_trusted_proxy() {
 }
 
 #[tokio::test]
+async fn ipv6_clients_behind_a_trusted_proxy_share_a_bucket_per_64() {
+    let trusted = GatewayConfig {
+        trusted_proxies: vec!["127.0.0.1".parse().unwrap()],
+        ..GatewayConfig::default()
+    };
+    let (url, _) = start((2, 1), (100, 1), trusted).await;
+    let c = http();
+    let status = |addr: &'static str| {
+        let (c, url) = (c.clone(), url.clone());
+        async move {
+            c.get(&url)
+                .header("x-forwarded-for", addr)
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .as_u16()
+        }
+    };
+    // Three addresses in 2001:db8:1:2::/64: one bucket of 2. Another /64: a bucket of its own.
+    let mut codes = Vec::new();
+    for addr in ["2001:db8:1:2::1", "2001:db8:1:2::2", "2001:db8:1:2:ffff::3"] {
+        codes.push(status(addr).await);
+    }
+    assert_eq!(codes, [200, 200, 429], "rotating addresses in one /64");
+    assert_eq!(status("2001:db8:1:3::1").await, 200, "the next /64");
+}
+
+#[tokio::test]
 async fn malformed_keys_get_400_with_a_reason() {
     let (url, gw) = start((1000, 1000), (10, 1), GatewayConfig::default()).await;
     let c = http();
