@@ -569,3 +569,16 @@ fn seeds_on_many_threads_print_what_one_thread_prints() {
     assert!(a.len() >= 3, "{} seeds", a.len());
     assert_eq!(a, b, "the same reports in the same order");
 }
+
+#[test]
+fn an_expected_key_that_is_not_a_valid_key_is_refused_with_its_path() {
+    let text = GOOD.replace(
+        r#""expect": { "max_excess_at_most": 0 }"#,
+        r#""expect": { "keys": { "": { "allowed_at_most": 1 } } }"#,
+    );
+    let f = scenario_file("bad-expected-key.json", &text);
+    let o = ratelab(&["check", f.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("at expect.keys."), "{}", stderr(&o));
+    assert!(stderr(&o).contains("invalid key: empty"), "{}", stderr(&o));
+}

@@ -75,6 +75,9 @@ pub struct Report {
     pub excess_witness: Option<Witness>,
     /// Most admitted for one key in any interval of one window length.
     pub max_in_window: u64,
+    /// Admitted requests of each key the scenario's `expect.keys` names.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub key_allowed: BTreeMap<String, u64>,
     /// The window length used for `max_in_window`, ns.
     pub window_ns: u64,
     /// Liveness check, when the scenario asks for it.
@@ -406,6 +409,18 @@ pub fn build(
         envelope: envelope::allowance(&by_key, env),
         excess_witness: witness.map(Witness::from),
         max_in_window,
+        key_allowed: sc
+            .spec
+            .expect
+            .keys
+            .keys()
+            .map(|k| {
+                (
+                    k.clone(),
+                    by_key.get(k.as_str()).map_or(0, |a| a.len() as u64),
+                )
+            })
+            .collect(),
         window_ns: window.as_u64(),
         liveness,
         edge: edge_figures(sc, h),
@@ -634,6 +649,14 @@ fn check(sc: &Scenario, r: &Report) -> Vec<String> {
         e.bypassed_at_least,
     );
     bound("full", r.full, e.full_at_most, e.full_at_least);
+    for (k, b) in &e.keys {
+        bound(
+            &format!("allowed on key {k:?}"),
+            r.key_allowed.get(k).copied().unwrap_or(0),
+            b.allowed_at_most,
+            b.allowed_at_least,
+        );
+    }
     bound(
         "rejected",
         r.rejected,

@@ -821,7 +821,24 @@ pub struct Expect {
     /// (default false).
     #[serde(default)]
     pub liveness: bool,
+    /// Bounds on what single keys were admitted, by the key as clients send it (at most 64
+    /// keys): `{ "victim": { "allowed_at_least": 10, "allowed_at_most": 12 } }`.
+    #[serde(default)]
+    pub keys: std::collections::BTreeMap<String, KeyExpect>,
 }
+
+/// Bounds on one key's admissions.
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct KeyExpect {
+    /// Requests on this key admitted by a decision: at least.
+    pub allowed_at_least: Option<u64>,
+    /// … at most.
+    pub allowed_at_most: Option<u64>,
+}
+
+/// Most keys an `expect.keys` block may name.
+pub const MAX_EXPECTED_KEYS: usize = 64;
 
 fn yes() -> bool {
     true
@@ -865,6 +882,7 @@ impl Default for Expect {
             job_max_gap_ms_at_most: None,
             all_answered: true,
             liveness: false,
+            keys: std::collections::BTreeMap::new(),
         }
     }
 }

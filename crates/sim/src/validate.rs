@@ -404,6 +404,19 @@ pub(crate) fn validate(
             "this bound needs a `gateway.edge` limit".into(),
         ));
     }
+    if e.keys.len() > MAX_EXPECTED_KEYS {
+        return Err(located(
+            vec![key("expect"), key("keys")],
+            format!(
+                "{} keys named: expected at most {MAX_EXPECTED_KEYS}",
+                e.keys.len()
+            ),
+        ));
+    }
+    for k in e.keys.keys() {
+        Key::new(k)
+            .map_err(|err| located(vec![key("expect"), key("keys"), key(k)], err.to_string()))?;
+    }
     let job_expects = [
         (
             "live_buckets_deleted_at_most",
