@@ -304,16 +304,20 @@ fn real_concurrency_loses_updates_on_the_naive_path_only() {
 
 type Gw = Gateway<RedisStore, TokioEnv>;
 
-async fn check(gw: &Gw) -> Option<LayerOutcome> {
-    let req = Request {
+/// A request from 127.0.0.1 with API key `key`.
+fn request(key: &'static [u8]) -> Request<'static> {
+    Request {
         peer: "127.0.0.1".parse().unwrap(),
         forwarding: Forwarding::default(),
-        api_key: Some(b"alice"),
+        api_key: Some(key),
         route: "/",
         cost: 1,
         trace: 0,
-    };
-    gw.check(req, None).await.per_key
+    }
+}
+
+async fn check(gw: &Gw) -> Option<LayerOutcome> {
+    gw.check(request(b"alice"), None).await.per_key
 }
 
 /// The fault tests' store call timeout.
@@ -437,14 +441,7 @@ fn both_layers_on_a_frozen_redis_answer_within_one_timeout() {
             ..GatewayConfig::default()
         };
         let gw = Gateway::new(config, Some(edge), Some(per_key), TokioEnv);
-        let req = || Request {
-            peer: "127.0.0.1".parse().unwrap(),
-            forwarding: Forwarding::default(),
-            api_key: Some(b"alice"),
-            route: "/",
-            cost: 1,
-            trace: 0,
-        };
+        let req = || request(b"alice");
         let healthy = gw.check(req(), None).await;
         assert!(
             matches!(healthy.per_key, Some(LayerOutcome::Decided { .. })),
@@ -781,14 +778,7 @@ fn a_corrupt_stored_bucket_is_a_typed_error_on_both_paths() {
         };
         let gw = Gateway::new(config, None, Some(store.clone()), TokioEnv);
         for _ in 0..5 {
-            let req = Request {
-                peer: "127.0.0.1".parse().unwrap(),
-                forwarding: Forwarding::default(),
-                api_key: Some(b"bad"),
-                route: "/",
-                cost: 1,
-                trace: 0,
-            };
+            let req = request(b"bad");
             let () = redis::cmd("SET")
                 .arg("corrupt:key:bad")
                 .arg("12 x")
