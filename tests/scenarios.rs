@@ -176,6 +176,20 @@ fn main() {
         },
     ));
 
+    trials.push(Trial::test(
+        "an_unreadable_scenario_directory_is_an_error",
+        || {
+            // Regression: the walk used to return quietly, and zero scenarios counted as a pass.
+            let missing = root().join("sim-scenarios/does-not-exist");
+            match scenario_files(&missing, &mut Vec::new()) {
+                Err(e) if e.contains("does-not-exist") => Ok(()),
+                other => {
+                    Err(format!("expected an error naming the directory, got {other:?}").into())
+                }
+            }
+        },
+    ));
+
     trials.push(Trial::test("scenario_schema_is_current", || {
         let path = root().join("docs/scenario.schema.json");
         let committed = std::fs::read_to_string(&path).unwrap_or_default();

@@ -582,3 +582,23 @@ fn an_expected_key_that_is_not_a_valid_key_is_refused_with_its_path() {
     assert!(stderr(&o).contains("at expect.keys."), "{}", stderr(&o));
     assert!(stderr(&o).contains("invalid key: empty"), "{}", stderr(&o));
 }
+
+#[test]
+fn a_schema_key_is_accepted_for_editors_and_ignored() {
+    let text = GOOD.replacen('{', r#"{ "$schema": "../docs/scenario.schema.json","#, 1);
+    let f = scenario_file("with-schema.json", &text);
+    let o = ratelab(&["check", f.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    // Anything else unknown at the top level is still an error.
+    let f = scenario_file(
+        "with-unknown.json",
+        &GOOD.replacen('{', r#"{ "schema": 1,"#, 1),
+    );
+    let o = ratelab(&["check", f.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("unknown field `schema`"),
+        "{}",
+        stderr(&o)
+    );
+}
