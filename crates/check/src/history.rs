@@ -355,6 +355,31 @@ impl Fnv {
     fn u64(&mut self, v: u64) {
         self.bytes(&v.to_le_bytes());
     }
+    fn store(&mut self, id: u64, layer: Layer, key: &str, op: StoreOp, fate: StoreFate) {
+        self.u64(2);
+        self.u64(id);
+        // The per-key layer hashes as it always has; the edge adds a marker.
+        if layer == Layer::Edge {
+            self.u64(0xed9e);
+        }
+        self.bytes(key.as_bytes());
+        self.u64(match op {
+            StoreOp::Get => 0,
+            StoreOp::Set => 1,
+            StoreOp::Apply { allowed } => 2 + u64::from(allowed),
+        });
+        match fate {
+            StoreFate::Served => self.u64(0),
+            StoreFate::Errored => self.u64(1),
+            StoreFate::Dropped => self.u64(2),
+            StoreFate::ReplyLost => self.u64(3),
+            StoreFate::Delayed(d) => {
+                self.u64(4);
+                self.u64(d.as_u64());
+            }
+        }
+    }
+
     fn answer(&mut self, answer: &Answer) {
         match answer {
             Answer::Allowed {
@@ -422,30 +447,7 @@ impl History {
                 key,
                 op,
                 fate,
-            } => {
-                h.u64(2);
-                h.u64(*id);
-                // The per-key layer hashes as it always has; the edge adds a marker.
-                if *layer == Layer::Edge {
-                    h.u64(0xed9e);
-                }
-                h.bytes(key.as_bytes());
-                h.u64(match op {
-                    StoreOp::Get => 0,
-                    StoreOp::Set => 1,
-                    StoreOp::Apply { allowed } => 2 + u64::from(*allowed),
-                });
-                match fate {
-                    StoreFate::Served => h.u64(0),
-                    StoreFate::Errored => h.u64(1),
-                    StoreFate::Dropped => h.u64(2),
-                    StoreFate::ReplyLost => h.u64(3),
-                    StoreFate::Delayed(d) => {
-                        h.u64(4);
-                        h.u64(d.as_u64());
-                    }
-                }
-            }
+            } => h.store(*id, *layer, key, *op, *fate),
             Event::Answered { id, answer, layers } => {
                 h.u64(3);
                 h.u64(*id);
@@ -566,16 +568,24 @@ impl History {
                 }
             }
         }
-        self.push(
-            at,
-            Event::Store {
-                id,
-                layer,
-                key: key.to_owned(),
-                op,
-                fate,
-            },
-        );
+        if self.keep_events {
+            let key = key.to_owned();
+            self.push(
+                at,
+                Event::Store {
+                    id,
+                    layer,
+                    key,
+                    op,
+                    fate,
+                },
+            );
+        } else {
+            // The same hash, without building the event (and copying its key) to drop it.
+            self.hash.u64(at.as_u64());
+            self.hash.store(id, layer, key, op, fate);
+            self.event_count += 1;
+        }
     }
 
     /// Records a lease grant, renewal or release.

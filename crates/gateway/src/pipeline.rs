@@ -160,6 +160,8 @@ impl Answer {
 #[derive(Debug)]
 pub struct Layer<C> {
     name: PolicyName,
+    /// The same name, as a metric label that costs no allocation.
+    label: &'static str,
     client: C,
     breaker: Mutex<Breaker>,
 }
@@ -187,6 +189,10 @@ pub struct GatewayConfig {
     pub id_seed: Option<u64>,
     /// The edge limit counts IPv6 clients by this prefix length (1–128; default 64).
     pub ipv6_prefix: u8,
+    /// Whether answers carry the `RateLimit-Policy`, `RateLimit` and `Retry-After` headers
+    /// (default true). A caller that never reads them (a simulation whose clients ignore them)
+    /// can skip rendering them; decisions and counters are the same either way.
+    pub headers: bool,
 }
 
 impl Default for GatewayConfig {
@@ -202,6 +208,7 @@ impl Default for GatewayConfig {
             name: "gateway".into(),
             id_seed: None,
             ipv6_prefix: DEFAULT_IPV6_PREFIX,
+            headers: true,
         }
     }
 }
@@ -311,8 +318,9 @@ pub struct Gateway<C, E> {
 impl<C: StoreClient, E: Env> Gateway<C, E> {
     /// A gateway with optional edge (per-IP) and per-key layers, each over its own client.
     pub fn new(config: GatewayConfig, edge: Option<C>, per_key: Option<C>, env: E) -> Self {
-        let layer = |name: &str, client| Layer {
+        let layer = |name: &'static str, client| Layer {
             name: PolicyName::new(name).expect("static policy names are valid"),
+            label: name,
             client,
             breaker: Mutex::new(Breaker::new(config.breaker)),
         };
@@ -408,7 +416,7 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
         );
         let result = self.env.timeout(budget, call).await;
         let end = self.env.now();
-        metrics::histogram!("ratelab_store_latency_seconds", "layer" => layer.name.as_str().to_owned())
+        metrics::histogram!("ratelab_store_latency_seconds", "layer" => layer.label)
             .record(end.saturating_sub(now).as_u64() as f64 / 1e9);
         let outcome = match result {
             Some(Ok(o)) => LayerOutcome::Decided {
@@ -628,11 +636,17 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
             }
             match outcome {
                 LayerOutcome::Decided { decision, .. } => {
-                    let f = render(&layer.name, layer.client.algorithm().quota(), &decision);
-                    policies.push(f.policy);
-                    fields.push(f.ratelimit);
+                    if self.config.headers {
+                        let quota = layer.client.algorithm().quota();
+                        let f = render(&layer.name, quota, &decision);
+                        policies.push(f.policy);
+                        fields.push(f.ratelimit);
+                        if !decision.allowed {
+                            retry_after =
+                                f.retry_after.and_then(|s| s.parse().ok()).or(retry_after);
+                        }
+                    }
                     if !decision.allowed {
-                        retry_after = f.retry_after.and_then(|s| s.parse().ok()).or(retry_after);
                         answer.verdict = Verdict::Deny;
                         answer.status = 429;
                         // Denied at this layer: later layers are not consulted and spend nothing.
@@ -641,7 +655,7 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
                 }
                 LayerOutcome::StoreFull => {
                     bump(&self.stats.denied_store_full);
-                    metrics::counter!("ratelab_store_full_total", "layer" => layer.name.as_str().to_owned())
+                    metrics::counter!("ratelab_store_full_total", "layer" => layer.label)
                         .increment(1);
                     answer.verdict = Verdict::Deny;
                     answer.status = 429;
@@ -656,7 +670,7 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
                         FailReason::BreakerOpen => &self.stats.fail_open_breaker,
                     };
                     bump(counter);
-                    metrics::counter!("ratelab_fail_open_total", "reason" => reason.name(), "layer" => layer.name.as_str().to_owned())
+                    metrics::counter!("ratelab_fail_open_total", "reason" => reason.name(), "layer" => layer.label)
                         .increment(1);
                 }
                 LayerOutcome::FailedClosed(_) => {
@@ -679,9 +693,11 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
         if answer.verdict == Verdict::Deny {
             bump(&self.stats.denied);
             metrics::counter!("ratelab_requests_total", "decision" => "denied").increment(1);
-            answer
-                .headers
-                .push(("retry-after", retry_after.unwrap_or(1).to_string()));
+            if self.config.headers {
+                answer
+                    .headers
+                    .push(("retry-after", retry_after.unwrap_or(1).to_string()));
+            }
         } else {
             bump(&self.stats.allowed);
             metrics::counter!("ratelab_requests_total", "decision" => "allowed").increment(1);
