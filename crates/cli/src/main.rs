@@ -86,10 +86,11 @@ enum Command {
         /// Concurrency ladder: powers of two from 1 up to this (1 to 1024).
         #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=1024))]
         max_concurrency: u32,
-        /// One-way added latencies, ms (comma separated, each at most 10000).
-        #[arg(long, value_delimiter = ',', default_values_t = vec![0u64, 1, 3, 8],
-              value_parser = clap::value_parser!(u64).range(0..=10_000))]
-        latencies_ms: Vec<u64>,
+        /// One-way store latencies, µs (comma separated, each at most 10000000); a store
+        /// round trip is twice one.
+        #[arg(long, value_delimiter = ',', default_values_t = vec![100u64, 500, 1_500, 4_000, 10_000],
+              value_parser = clap::value_parser!(u64).range(0..=10_000_000))]
+        latencies_us: Vec<u64>,
         /// Seeds per point: 1 to N (N from 1 to 100).
         #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=100))]
         seeds: u64,
@@ -276,7 +277,7 @@ fn main() -> ExitCode {
         } => bench(gateways, seconds, rate, runs),
         Command::Sweep {
             max_concurrency,
-            latencies_ms,
+            latencies_us,
             seeds,
             seconds,
             threads,
@@ -286,15 +287,15 @@ fn main() -> ExitCode {
             redis,
             scenarios_only,
         } => {
-            if latencies_ms.is_empty() {
-                eprintln!("error: --latencies-ms needs 1 or more values");
+            if latencies_us.is_empty() {
+                eprintln!("error: --latencies-us needs 1 or more values");
                 return ExitCode::from(EXIT_BAD_INPUT);
             }
             let threads =
                 threads.map_or_else(ratelab_sim::parallel::default_threads, |t| t as usize);
             let cfg = ratelab_lab::sweep::SweepConfig {
                 concurrency: (0..=max_concurrency.ilog2()).map(|i| 1 << i).collect(),
-                latencies_ms,
+                latencies_us,
                 seeds: (1..=seeds).collect(),
                 duration_ms: seconds * 1000,
                 ..Default::default()
@@ -691,7 +692,7 @@ fn sweep(
             return ExitCode::from(EXIT_BAD_INPUT);
         }
     }
-    let total = 2 * cfg.concurrency.len() * cfg.latencies_ms.len() * cfg.seeds.len();
+    let total = 2 * cfg.concurrency.len() * cfg.latencies_us.len() * cfg.seeds.len();
     let bar = indicatif::ProgressBar::new(total as u64);
     bar.set_style(
         indicatif::ProgressStyle::with_template(
@@ -737,7 +738,7 @@ fn sweep(
         started.elapsed().as_secs_f64(),
         results.points.iter().map(|p| p.offered).sum::<u64>()
     );
-    for &l in &cfg.latencies_ms {
+    for &l in &cfg.latencies_us {
         let mut t = comfy_table::Table::new();
         t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
         t.set_header(vec![
@@ -756,7 +757,7 @@ fn sweep(
                 results
                     .summary
                     .iter()
-                    .find(|r| r.path == p && r.concurrency == c && r.latency_ms == l)
+                    .find(|r| r.path == p && r.concurrency == c && r.latency_us == l)
             };
             let (Some(n), Some(a)) = (find("naive"), find("atomic")) else {
                 continue;
@@ -774,8 +775,8 @@ fn sweep(
             ]);
         }
         println!(
-            "store round trip {} ms (one-way latency +{l} ms):\n{t}\n",
-            4 + 2 * l
+            "store round trip {} ms (one-way latency {l} µs):\n{t}\n",
+            ratelab_lab::sweep::rtt_ms(l)
         );
     }
     let mut t = comfy_table::Table::new();

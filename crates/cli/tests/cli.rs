@@ -98,7 +98,10 @@ fn numeric_flags_out_of_range_are_refused_with_their_bounds() {
         ),
         (&["bench", "--rate", "0"][..], "1..=1000000"),
         (&["sweep", "--threads", "0"][..], "1..=64"),
-        (&["sweep", "--latencies-ms", "1,99999"][..], "0..=10000"),
+        (
+            &["sweep", "--latencies-us", "1,99999999"][..],
+            "0..=10000000",
+        ),
         (&["serve", "--timeout-ms", "0"][..], "1..=60000"),
         (&["serve", "--ipv6-prefix", "129"][..], "1..=128"),
         (&["serve", "--capacity", "0"][..], "1..=1000000000000"),

@@ -5,7 +5,7 @@
 //! `<!-- BEGIN sweep:NAME -->` and `<!-- END sweep:NAME -->`, which the sweep rewrites.
 
 use crate::sweep::{
-    AlgorithmRun, COMPARE_LIMIT, COMPARE_SPREAD_MS, COMPARE_WINDOW_MS, Summary, Sweep,
+    AlgorithmRun, COMPARE_LIMIT, COMPARE_SPREAD_MS, COMPARE_WINDOW_MS, Summary, Sweep, rtt_ms,
 };
 use plotters::prelude::*;
 use std::fmt::Write as _;
@@ -58,7 +58,7 @@ where
 /// `docs/results/overshoot.csv`: one row per path × concurrency × latency × seed.
 pub fn csv(s: &Sweep) -> String {
     let mut out = String::from(
-        "path,concurrency,latency_ms,rtt_ms,seed,offered,admitted,denied,errors,envelope,excess,excess_pct,max_excess,race_window_ms,predicted_excess,trace_hash\n",
+        "path,concurrency,latency_us,rtt_ms,seed,offered,admitted,denied,errors,envelope,excess,excess_pct,max_excess,race_window_ms,predicted_excess,trace_hash\n",
     );
     for p in &s.points {
         let _ = writeln!(
@@ -66,7 +66,7 @@ pub fn csv(s: &Sweep) -> String {
             "{},{},{},{},{},{},{},{},{},{},{},{:.2},{},{},{:.1},{}",
             p.path,
             p.concurrency,
-            p.latency_ms,
+            p.latency_us,
             p.rtt_ms,
             p.seed,
             p.offered,
@@ -115,7 +115,7 @@ fn atomic_worst(s: &Sweep) -> u64 {
 fn naive_at(s: &Sweep, latency: u64) -> Vec<&Summary> {
     s.summary
         .iter()
-        .filter(|r| r.path == "naive" && r.latency_ms == latency)
+        .filter(|r| r.path == "naive" && r.latency_us == latency)
         .collect()
 }
 
@@ -166,7 +166,7 @@ pub fn plot_concurrency(s: &Sweep, path: &Path) -> Res<()> {
         .y_label_formatter(&|y| format!("{y:.0}"))
         .draw()
         .map_err(plot_err)?;
-    for (i, &lat) in s.config.latencies_ms.iter().enumerate() {
+    for (i, &lat) in s.config.latencies_us.iter().enumerate() {
         let color = color(i);
         let rows = naive_at(s, lat);
         let measured: Vec<(f64, f64)> = rows
@@ -180,7 +180,7 @@ pub fn plot_concurrency(s: &Sweep, path: &Path) -> Res<()> {
         chart
             .draw_series(LineSeries::new(measured.clone(), color.stroke_width(2)))
             .map_err(plot_err)?
-            .label(format!("naive, round trip {} ms: measured", 4 + 2 * lat))
+            .label(format!("naive, round trip {} ms: measured", rtt_ms(lat)))
             .legend(move |(x, y)| {
                 PathElement::new(vec![(x, y), (x + 22, y)], color.stroke_width(2))
             });
@@ -195,7 +195,7 @@ pub fn plot_concurrency(s: &Sweep, path: &Path) -> Res<()> {
                 color.stroke_width(1),
             ))
             .map_err(plot_err)?
-            .label(format!("naive, round trip {} ms: model", 4 + 2 * lat))
+            .label(format!("naive, round trip {} ms: model", rtt_ms(lat)))
             .legend(move |(x, y)| {
                 PathElement::new(vec![(x, y), (x + 8, y)], color.stroke_width(1))
             });
@@ -243,9 +243,9 @@ pub fn plot_latency(s: &Sweep, path: &Path) -> Res<()> {
         .collect();
     let xmax = s
         .config
-        .latencies_ms
+        .latencies_us
         .iter()
-        .map(|&l| (4 + 2 * l) as f64)
+        .map(|&l| rtt_ms(l))
         .fold(1.0, f64::max)
         * 1.05;
     let ymax = s
@@ -267,7 +267,7 @@ pub fn plot_latency(s: &Sweep, path: &Path) -> Res<()> {
         .map_err(plot_err)?;
     chart
         .configure_mesh()
-        .x_desc("store round trip (ms): 4 ms of madsim send/receive + 2 × one-way latency")
+        .x_desc("store round trip (ms): twice the one-way latency")
         .y_desc(format!(
             "excess over the envelope (requests, mean of {} seeds), log scale",
             s.config.seeds.len()
@@ -282,7 +282,7 @@ pub fn plot_latency(s: &Sweep, path: &Path) -> Res<()> {
             .iter()
             .filter(|r| r.path == "naive" && r.concurrency == c)
             .filter(|r| r.excess_mean >= 1.0)
-            .map(|r| (r.rtt_ms as f64, r.excess_mean))
+            .map(|r| (r.rtt_ms, r.excess_mean))
             .collect();
         if pts.is_empty() {
             continue;
@@ -396,12 +396,12 @@ pub fn replace_marked(text: &str, name: &str, content: &str) -> Res<String> {
 fn find<'a>(s: &'a Sweep, path: &str, c: u32, l: u64) -> Option<&'a Summary> {
     s.summary
         .iter()
-        .find(|r| r.path == path && r.concurrency == c && r.latency_ms == l)
+        .find(|r| r.path == path && r.concurrency == c && r.latency_us == l)
 }
 
 /// The reference latency for headline figures: the second one in the grid if there is one.
 pub fn reference_latency(s: &Sweep) -> u64 {
-    let l = &s.config.latencies_ms;
+    let l = &s.config.latencies_us;
     l.get(1).or(l.first()).copied().unwrap_or(0)
 }
 
@@ -412,7 +412,7 @@ pub fn headline_table(s: &Sweep) -> String {
         "Store round trip {} ms; B = {}, R = {}/s; each sender {} req/s for {} s; {} seeds.\n\n\
          | concurrent | offered | envelope | naive admitted | naive excess (min–max) | naive excess % | model | atomic admitted | atomic excess (max) |\n\
          |---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
-        4 + 2 * l,
+        rtt_ms(l),
         s.config.capacity,
         s.config.refill_per_sec,
         s.config.rate_per_client,
@@ -465,7 +465,7 @@ pub fn race_figures(s: &Sweep) -> String {
         let _ = write!(
             out,
             "With a {} ms store round trip, the naive path admitted {:.1} requests beyond the envelope with {lo} concurrent senders ({:.0}% over), {:.1} with {mid} ({:.0}%) and {:.1} with {hi} ({:.0}%, {:.0} admitted against an envelope of {:.0}). ",
-            4 + 2 * l,
+            rtt_ms(l),
             a.excess_mean,
             a.excess_pct,
             b.excess_mean,
@@ -490,39 +490,57 @@ pub fn race_figures(s: &Sweep) -> String {
     out
 }
 
-/// Where the model and the measurements part, at the reference latency.
+/// The least mean excess at which the model is compared: below it the seeds' spread is as
+/// large as the figure.
+const MODEL_MIN_EXCESS: f64 = 10.0;
+
+/// How far the model is from the measurements: at the reference latency, and over the grid.
 pub fn model_figures(s: &Sweep) -> String {
     let l = reference_latency(s);
-    let rows: Vec<&Summary> = naive_at(s, l)
-        .into_iter()
-        .filter(|r| r.excess_mean >= 1.0)
-        .collect();
-    let Some(last) = rows.last() else {
-        return "No point of this sweep overloaded the key, so there is nothing to compare.".into();
-    };
-    let within = rows
-        .iter()
-        .take_while(|r| (r.predicted - r.excess_mean).abs() <= 0.15 * r.excess_mean)
-        .last();
-    let mut out = String::new();
-    if let Some(w) = within {
-        let _ = write!(
-            out,
-            "At a {} ms round trip the model is within 15% of the measured excess from {} up to {} concurrent senders; ",
-            4 + 2 * l,
-            rows[0].concurrency,
-            w.concurrency
-        );
+    let compared = |r: &&Summary| r.path == "naive" && r.excess_mean >= MODEL_MIN_EXCESS;
+    let off = |r: &Summary| (r.predicted - r.excess_mean) / r.excess_mean;
+    fn worst<'a>(rows: &[&'a Summary], off: impl Fn(&Summary) -> f64) -> Option<&'a Summary> {
+        rows.iter()
+            .copied()
+            .max_by(|a, b| off(a).abs().total_cmp(&off(b).abs()))
     }
-    let _ = write!(
-        out,
-        "at {} it predicts {:.0} against {:.0} measured ({:.0}% of it).",
-        last.concurrency,
-        last.predicted,
-        last.excess_mean,
-        100.0 * last.predicted / last.excess_mean
-    );
-    out
+    let here: Vec<&Summary> = naive_at(s, l).into_iter().filter(compared).collect();
+    let all: Vec<&Summary> = s.summary.iter().filter(compared).collect();
+    let (Some(first), Some(w), Some(wa)) = (here.first(), worst(&here, off), worst(&all, off))
+    else {
+        return "No point of this sweep overloaded the key enough to compare.".into();
+    };
+    format!(
+        "At a {} ms round trip, from {} concurrent senders up (the points with a mean excess of \
+         at least {MODEL_MIN_EXCESS:.0}), the model is at most {:.0}% from the measured mean \
+         excess (at {} senders: {:.1} predicted, {:.1} measured). Over all {} such points of the \
+         grid, every round trip from {} to {} ms, the largest gap is {:.0}% ({} senders, {} ms: \
+         {:.1} predicted, {:.1} measured).",
+        rtt_ms(l),
+        first.concurrency,
+        100.0 * off(w).abs(),
+        w.concurrency,
+        w.predicted,
+        w.excess_mean,
+        all.len(),
+        s.config
+            .latencies_us
+            .iter()
+            .copied()
+            .map(rtt_ms)
+            .fold(f64::INFINITY, f64::min),
+        s.config
+            .latencies_us
+            .iter()
+            .copied()
+            .map(rtt_ms)
+            .fold(0.0, f64::max),
+        100.0 * off(wa).abs(),
+        wa.concurrency,
+        wa.rtt_ms,
+        wa.predicted,
+        wa.excess_mean,
+    )
 }
 
 /// One point of the real-Redis ladder.
@@ -559,7 +577,7 @@ pub fn real_table(real: &[RealPoint], sim: &Sweep) -> String {
          | concurrent | real offered | real naive excess | real atomic excess | real naive decision µs | real atomic decision µs | sim naive excess | sim atomic excess |\n\
          |---:|---:|---:|---:|---:|---:|---:|---:|\n",
         real.first().map_or(0, |p| p.seconds),
-        4 + 2 * l,
+        rtt_ms(l),
         sim.config.duration_ms / 1000,
         sim.config.seeds.len(),
         sim.config.capacity,

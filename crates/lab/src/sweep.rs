@@ -25,9 +25,8 @@ use std::path::Path;
 pub struct SweepConfig {
     /// Concurrent senders (gateways, one client each).
     pub concurrency: Vec<u32>,
-    /// One-way network latency added to every message, ms (madsim adds 1 ms per send and
-    /// per receive on top: a store round trip is 4 ms + 2 × latency).
-    pub latencies_ms: Vec<u64>,
+    /// One-way store latencies, µs: a store round trip is twice one.
+    pub latencies_us: Vec<u64>,
     /// Seeds at every point.
     pub seeds: Vec<u64>,
     /// Simulated seconds of load per run, in ms.
@@ -46,7 +45,7 @@ impl Default for SweepConfig {
     fn default() -> Self {
         SweepConfig {
             concurrency: (0..=8).map(|i| 1 << i).collect(),
-            latencies_ms: vec![0, 1, 3, 8],
+            latencies_us: vec![100, 500, 1_500, 4_000, 10_000],
             seeds: vec![1, 2, 3, 4, 5],
             duration_ms: 4_000,
             capacity: 10,
@@ -64,10 +63,10 @@ pub struct Point {
     pub path: String,
     /// Concurrent senders.
     pub concurrency: u32,
-    /// One-way added latency, ms.
-    pub latency_ms: u64,
-    /// Nominal store round trip, ms (4 + 2 × latency).
-    pub rtt_ms: u64,
+    /// One-way latency, µs.
+    pub latency_us: u64,
+    /// Store round trip, ms: twice the one-way latency.
+    pub rtt_ms: f64,
     /// Seed.
     pub seed: u64,
     /// Requests sent.
@@ -101,10 +100,10 @@ pub struct Summary {
     pub path: String,
     /// Concurrent senders.
     pub concurrency: u32,
-    /// One-way added latency, ms.
-    pub latency_ms: u64,
-    /// Nominal round trip, ms.
-    pub rtt_ms: u64,
+    /// One-way latency, µs.
+    pub latency_us: u64,
+    /// Store round trip, ms.
+    pub rtt_ms: f64,
     /// Seeds.
     pub seeds: usize,
     /// Mean offered.
@@ -138,10 +137,17 @@ pub struct Sweep {
     pub summary: Vec<Summary>,
 }
 
-fn scenario(cfg: &SweepConfig, path: &str, c: u32, latency_ms: u64) -> Scenario {
-    let lat_us = latency_ms * 1000;
+/// The store round trip over a link of `latency_us` one way, ms: twice the one-way time, or
+/// twice the simulator's least message time.
+pub fn rtt_ms(latency_us: u64) -> f64 {
+    let floor = ratelab_sim::dilation::MESSAGE_FLOOR.as_nanos() as f64 / 1e3;
+    2.0 * (latency_us as f64).max(floor) / 1e3
+}
+
+/// The sweep's scenario at one point: `c` senders on `path` over a link of `lat_us` one way.
+pub fn scenario(cfg: &SweepConfig, path: &str, c: u32, lat_us: u64) -> Scenario {
     let text = serde_json::json!({
-        "description": format!("sweep: {path} path, {c} concurrent senders, +{latency_ms} ms latency"),
+        "description": format!("sweep: {path} path, {c} concurrent senders, {lat_us} µs one way"),
         "seeds": [1],
         "duration_ms": cfg.duration_ms,
         "gateways": c,
@@ -160,7 +166,7 @@ pub fn run(cfg: &SweepConfig, threads: usize, progress: &(dyn Fn(usize, usize) +
     let mut jobs = Vec::new();
     for path in ["naive", "atomic"] {
         for &c in &cfg.concurrency {
-            for &l in &cfg.latencies_ms {
+            for &l in &cfg.latencies_us {
                 for &seed in &cfg.seeds {
                     jobs.push((path, c, l, seed));
                 }
@@ -181,10 +187,10 @@ pub fn run(cfg: &SweepConfig, threads: usize, progress: &(dyn Fn(usize, usize) +
     }
 }
 
-/// Runs one point of the grid: `path` ("naive" or "atomic"), `c` concurrent senders, `latency_ms`
-/// added one way, one seed.
-pub fn measure(cfg: &SweepConfig, path: &str, c: u32, latency_ms: u64, seed: u64) -> Point {
-    let sc = scenario(cfg, path, c, latency_ms);
+/// Runs one point of the grid: `path` ("naive" or "atomic"), `c` concurrent senders,
+/// `latency_us` one way, one seed.
+pub fn measure(cfg: &SweepConfig, path: &str, c: u32, latency_us: u64, seed: u64) -> Point {
+    let sc = scenario(cfg, path, c, latency_us);
     let (r, _) = ratelab_sim::run(&sc, seed, RunOptions::default());
     let seconds = cfg.duration_ms as f64 / 1e3;
     let lambda = r.requests as f64 / seconds;
@@ -199,8 +205,8 @@ pub fn measure(cfg: &SweepConfig, path: &str, c: u32, latency_ms: u64, seed: u64
     Point {
         path: path.to_owned(),
         concurrency: c,
-        latency_ms,
-        rtt_ms: 4 + 2 * latency_ms,
+        latency_us,
+        rtt_ms: rtt_ms(latency_us),
         seed,
         offered: r.requests,
         admitted: r.allowed,
@@ -231,7 +237,7 @@ pub fn summarize(points: &[Point]) -> Vec<Summary> {
     for p in points {
         let order = usize::from(p.path != "naive");
         groups
-            .entry((order, p.concurrency, p.latency_ms))
+            .entry((order, p.concurrency, p.latency_us))
             .or_default()
             .push(p);
     }
@@ -243,7 +249,7 @@ pub fn summarize(points: &[Point]) -> Vec<Summary> {
             Summary {
                 path: f.path.clone(),
                 concurrency: f.concurrency,
-                latency_ms: f.latency_ms,
+                latency_us: f.latency_us,
                 rtt_ms: f.rtt_ms,
                 seeds: g.len(),
                 offered: mean(g.iter().map(|p| p.offered as f64)),

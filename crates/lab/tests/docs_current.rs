@@ -75,16 +75,16 @@ fn sweep_points_rerun_to_their_committed_rows() {
             &s.config,
             &want.path,
             want.concurrency,
-            want.latency_ms,
+            want.latency_us,
             want.seed,
         );
         assert_eq!(
             as_committed(&got),
             as_committed(want),
-            "{} path, {} senders, +{} ms, seed {}: {REGENERATE}",
+            "{} path, {} senders, {} µs one way, seed {}: {REGENERATE}",
             want.path,
             want.concurrency,
-            want.latency_ms,
+            want.latency_us,
             want.seed
         );
     }

@@ -7,7 +7,7 @@ use ratelab_lab::sweep::{self, SweepConfig};
 fn naive_excess_rises_with_concurrency_and_atomic_stays_at_zero() {
     let cfg = SweepConfig {
         concurrency: vec![2, 4, 8, 16],
-        latencies_ms: vec![1],
+        latencies_us: vec![1_000],
         seeds: vec![1, 2, 3],
         duration_ms: 2_000,
         rate_per_client: 40,

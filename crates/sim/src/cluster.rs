@@ -19,6 +19,7 @@
 //!
 //! Nothing here reads a wall clock or an unseeded random number.
 
+use crate::dilation::{self, dilate, sleep};
 use crate::rng::{SimRng, stream};
 use crate::scenario::{
     ClientSpec, FaultKind, FaultSpec, GatewayChoice, NodeName, Pattern, Scenario, ms,
@@ -26,7 +27,7 @@ use crate::scenario::{
 use madsim::net::rpc::Request;
 use madsim::net::{Endpoint, NetSim};
 use madsim::runtime::{Handle, NodeHandle};
-use madsim::time::{Instant, sleep, sleep_until};
+use madsim::time::Instant;
 use ratelab_check::history::{
     Answer, CommitRecord, ErrorKind, FailReason, History, Layer, Layers, LeaseKind, LeaseRecord,
     ScanRecord, StoreFate, StoreOp,
@@ -50,10 +51,9 @@ use std::time::Duration;
 
 const STORE_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
 const STORE_PORT: u16 = 6379;
-/// Concurrent receive loops on the store node: at most this many messages enter per simulated
-/// millisecond (256 000 per simulated second).
-const STORE_RECEIVERS: usize = 256;
-/// Simulated time for nodes to start and bind before time zero.
+/// Receive loops on the store node: each takes one message per `dilation::SLEEP_FLOOR`.
+const STORE_RECEIVERS: usize = 4;
+/// madsim time (undilated: 50 ns of physical time) for nodes to start and bind before time zero.
 const SETUP: Duration = Duration::from_millis(5);
 
 fn store_addr() -> SocketAddr {
@@ -221,8 +221,14 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    /// Physical time since time zero.
     fn now(&self) -> Nanos {
-        Nanos::from(Instant::now().saturating_duration_since(self.t0))
+        dilation::physical(Instant::now().saturating_duration_since(self.t0))
+    }
+
+    /// Sleeps until `t` of physical time after time zero.
+    async fn sleep_until(&self, t: Duration) {
+        madsim::time::sleep_until(self.t0 + dilate(t)).await;
     }
 
     fn record(&self, f: impl FnOnce(&mut History, Nanos)) {
@@ -556,7 +562,11 @@ impl RpcStore {
             request: self.request,
             call,
         };
-        match self.ep.call_timeout(store_addr(), req, self.timeout).await {
+        match self
+            .ep
+            .call_timeout(store_addr(), req, dilate(self.timeout))
+            .await
+        {
             Ok(Ok(reply)) => Ok(reply),
             Ok(Err(WireError::Full)) => Err(StoreError::Full),
             Ok(Err(_)) => Err(StoreError::Unavailable),
@@ -749,7 +759,7 @@ async fn job_main(cluster: Arc<Cluster>, g: usize, rpc: RpcStore) {
     let n = cluster.gateways.len() as u64;
     let period = Duration::from_millis(spec.period_ms.get());
     let stagger = period * g as u32 / n as u32;
-    sleep_until(cluster.shared.t0 + stagger).await;
+    cluster.shared.sleep_until(stagger).await;
     let owner = format!("gateway-{g}");
     let job = Cleanup {
         rpc: rpc.clone(),
@@ -815,7 +825,7 @@ impl Env for SimEnv {
     where
         F::Output: Send,
     {
-        madsim::time::timeout(after, fut).await.ok()
+        dilation::timeout(after, fut).await
     }
 }
 
@@ -1020,10 +1030,10 @@ async fn client_main(cluster: Arc<Cluster>, group: usize, client: u32, seed: u64
         if t < not_before {
             continue;
         }
-        // madsim sleeps at least 1 ms: sleep only when the next arrival is still ahead, so
-        // arrivals less than 1 ms apart go out together instead of being spread out.
+        // A sleep takes at least `dilation::SLEEP_FLOOR`: sleep only when the arrival is
+        // still ahead, so a late client catches up instead of drifting.
         if Nanos(t) > cluster.shared.now() {
-            sleep_until(cluster.shared.t0 + Duration::from_nanos(t)).await;
+            cluster.shared.sleep_until(Duration::from_nanos(t)).await;
         }
         let key = match (&c.key, &c.keys) {
             (Some(k), _) => k.clone(),
@@ -1092,7 +1102,7 @@ async fn fault_main(cluster: Arc<Cluster>, f: FaultSpec, store: NodeHandle) {
         NodeName::Store => store.id(),
         NodeName::Gateway(g) => cluster.gateways[g as usize].node.id(),
     };
-    sleep_until(shared.t0 + at).await;
+    shared.sleep_until(at).await;
     shared.record(|h, t| h.fault(t, format!("{kind} begins: {f:?}")));
     match f.kind {
         FaultKind::StoreCrash => {
@@ -1107,7 +1117,7 @@ async fn fault_main(cluster: Arc<Cluster>, f: FaultSpec, store: NodeHandle) {
                 net.clog_link(g, store.id());
                 net.clog_link(store.id(), g);
             }
-            sleep_until(shared.t0 + until).await;
+            shared.sleep_until(until).await;
             for &g in &ids {
                 net.unclog_link(g, store.id());
                 net.unclog_link(store.id(), g);
@@ -1116,13 +1126,13 @@ async fn fault_main(cluster: Arc<Cluster>, f: FaultSpec, store: NodeHandle) {
         FaultKind::PacketLoss => {
             let rate = f.rate.map_or(1.0, |r| r.get());
             net.update_config(|c| c.packet_loss_rate = rate);
-            sleep_until(shared.t0 + until).await;
+            shared.sleep_until(until).await;
             net.update_config(|c| c.packet_loss_rate = 0.0);
         }
         FaultKind::Pause => {
             let id = node_id(f.node.unwrap_or(NodeName::Store));
             handle.pause(id);
-            sleep_until(shared.t0 + until).await;
+            shared.sleep_until(until).await;
             handle.resume(id);
         }
         FaultKind::KillSwitch => {
@@ -1133,7 +1143,7 @@ async fn fault_main(cluster: Arc<Cluster>, f: FaultSpec, store: NodeHandle) {
             for &g in &targets {
                 cluster.gateways[g].gateway.set_kill_switch(true);
             }
-            sleep_until(shared.t0 + until).await;
+            shared.sleep_until(until).await;
             for &g in &targets {
                 cluster.gateways[g].gateway.set_kill_switch(false);
             }
@@ -1142,7 +1152,7 @@ async fn fault_main(cluster: Arc<Cluster>, f: FaultSpec, store: NodeHandle) {
         FaultKind::StoreErrors
         | FaultKind::StoreTimeouts
         | FaultKind::LostReplies
-        | FaultKind::StoreLatency => sleep_until(shared.t0 + until).await,
+        | FaultKind::StoreLatency => shared.sleep_until(until).await,
     }
     shared.record(|h, t| h.fault(t, format!("{kind} ends")));
 }
@@ -1151,9 +1161,10 @@ async fn fault_main(cluster: Arc<Cluster>, f: FaultSpec, store: NodeHandle) {
 pub(crate) fn net_config(sc: &Scenario) -> madsim::Config {
     let mut cfg = madsim::Config::default();
     let lat = sc.spec.network.latency;
-    let lo = Duration::from_micros(lat.min_us.get());
-    // madsim draws from a half-open range: make it non-empty and include max_us.
-    cfg.net.send_latency = lo..Duration::from_micros(lat.max_us.get()) + Duration::from_nanos(1);
+    let lo = dilation::link_latency(Duration::from_micros(lat.min_us.get()));
+    let hi = dilation::link_latency(Duration::from_micros(lat.max_us.get()));
+    // madsim draws from a half-open range: make it non-empty and include the maximum.
+    cfg.net.send_latency = lo..hi + Duration::from_nanos(1);
     cfg
 }
 
@@ -1223,7 +1234,7 @@ pub(crate) async fn simulate(
         gateways,
         guard,
     });
-    sleep_until(shared.t0).await;
+    shared.sleep_until(Duration::ZERO).await;
 
     let clients_node = handle
         .create_node()
@@ -1249,7 +1260,9 @@ pub(crate) async fn simulate(
     }
 
     let end = ms(sc.spec.duration_ms.get().max(faults_end_ms(&sc)));
-    sleep_until(shared.t0 + Duration::from(end) + drain_time(&sc)).await;
+    shared
+        .sleep_until(Duration::from(end) + drain_time(&sc))
+        .await;
     let stats = cluster
         .gateways
         .iter()
@@ -1317,10 +1330,10 @@ fn start_store_node(
                 let ep = Endpoint::bind(store_addr())
                     .await
                     .expect("store binds its port");
-                // madsim spends 1 ms in every receive, so one receive loop could take only
-                // 1 000 messages per simulated second. Several loops take messages in
-                // parallel; each message is still handled to completion before any other,
-                // on the node's single-threaded executor.
+                // Each receive costs one floored sleep (`dilation::SLEEP_FLOOR`): one loop
+                // takes a message every 10 ns of physical time, and a message waits at most
+                // that long per message ahead of it. Each is handled to completion before
+                // any other, on the node's single-threaded executor.
                 for _ in 0..STORE_RECEIVERS {
                     let node = node.clone();
                     ep.add_rpc_handler(move |req: StoreRequest| node.handle(req));

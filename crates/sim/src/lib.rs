@@ -21,6 +21,7 @@ compile_error!(
 );
 
 mod cluster;
+pub mod dilation;
 pub mod locate;
 pub mod parallel;
 pub mod report;

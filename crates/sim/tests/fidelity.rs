@@ -1,0 +1,162 @@
+//! The simulator's time is physical time: requests leave when their arrival process says,
+//! and a message takes the one-way latency the scenario declares, with no hidden floor.
+//!
+//! Each check recomputes its figure from the history's timestamps with its own arithmetic;
+//! the arrival checks are also run on the same history coarsened to a 1 ms clock, the
+//! simulator's resolution before its clock was dilated, and must reject it.
+
+use ratelab_sim::{History, RunOptions, Scenario};
+use std::path::Path;
+
+fn scenario(json: serde_json::Value) -> Scenario {
+    Scenario::parse(Path::new("<fidelity>"), &json.to_string()).expect("valid scenario")
+}
+
+fn run(sc: &Scenario) -> History {
+    ratelab_sim::run(sc, 1, RunOptions::default()).1
+}
+
+/// One client's send times, in order.
+fn send_times(h: &History) -> Vec<u64> {
+    h.requests.iter().map(|r| r.sent_at.as_u64()).collect()
+}
+
+fn gaps(times: &[u64]) -> Vec<f64> {
+    times.windows(2).map(|w| (w[1] - w[0]) as f64).collect()
+}
+
+/// The Kolmogorov–Smirnov distance between `sample` and the exponential distribution with
+/// mean `mean`.
+fn ks_exponential(sample: &[f64], mean: f64) -> f64 {
+    let mut xs = sample.to_vec();
+    xs.sort_by(f64::total_cmp);
+    let n = xs.len() as f64;
+    xs.iter()
+        .enumerate()
+        .map(|(i, &x)| {
+            let f = 1.0 - (-x / mean).exp();
+            (f - i as f64 / n).max((i + 1) as f64 / n - f)
+        })
+        .fold(0.0, f64::max)
+}
+
+/// The critical KS distance at significance 0.001 for `n` observations.
+fn ks_critical(n: usize) -> f64 {
+    1.949 / (n as f64).sqrt()
+}
+
+fn one_client(pattern: &str, rate: u64) -> Scenario {
+    scenario(serde_json::json!({
+        "description": "one client, one gateway: the arrival process alone",
+        "seeds": 1,
+        "duration_ms": 20_000,
+        "gateways": 1,
+        "policy": { "algorithm": "token_bucket", "capacity": 1000, "refill_per_sec": 1000 },
+        "store": { "path": "atomic" },
+        "clients": [ { "count": 1, "key": "k", "arrival": { "pattern": pattern, "rate_per_sec": rate } } ]
+    }))
+}
+
+#[test]
+fn poisson_gaps_are_exponential() {
+    let rate = 313;
+    let times = send_times(&run(&one_client("poisson", rate)));
+    assert!(times.len() > 5_000, "{} sends", times.len());
+    let mean = 1e9 / rate as f64;
+    let g = gaps(&times);
+    let d = ks_exponential(&g, mean);
+    let crit = ks_critical(g.len());
+    assert!(
+        d < crit,
+        "KS distance {d:.4} ≥ {crit:.4} over {} gaps",
+        g.len()
+    );
+
+    // The same sends on a 1 ms clock (each held to the next millisecond, the late ones back
+    // to back) are not exponential: the test can tell.
+    let coarse: Vec<u64> = times
+        .iter()
+        .map(|t| t.div_ceil(1_000_000) * 1_000_000)
+        .collect();
+    let dc = ks_exponential(&gaps(&coarse), mean);
+    assert!(
+        dc > crit,
+        "KS cannot tell a 1 ms clock: {dc:.4} ≤ {crit:.4}"
+    );
+}
+
+#[test]
+fn constant_gaps_are_the_period() {
+    let rate = 313;
+    let times = send_times(&run(&one_client("constant", rate)));
+    assert!(times.len() > 5_000, "{} sends", times.len());
+    let period = 1e9 / rate as f64;
+    // Each arrival is rounded down to a whole nanosecond and may leave one least sleep late.
+    let tolerance = 1.0 + ratelab_sim::dilation::SLEEP_FLOOR.as_nanos() as f64;
+    let worst = gaps(&times)
+        .iter()
+        .map(|g| (g - period).abs())
+        .fold(0.0, f64::max);
+    assert!(worst <= tolerance, "a gap is {worst} ns off the period");
+    let coarse: Vec<u64> = times
+        .iter()
+        .map(|t| t.div_ceil(1_000_000) * 1_000_000)
+        .collect();
+    let worst_coarse = gaps(&coarse)
+        .iter()
+        .map(|g| (g - period).abs())
+        .fold(0.0, f64::max);
+    assert!(
+        worst_coarse > tolerance,
+        "a 1 ms clock passes: {worst_coarse}"
+    );
+}
+
+/// The naive path's race window — from the store serving a read to applying its write — is
+/// the reply's one-way time plus the write's: twice the declared latency.
+#[test]
+fn a_100_us_link_gives_a_200_us_race_window() {
+    let sc = scenario(serde_json::json!({
+        "description": "naive path over a 100 µs link",
+        "seeds": 1,
+        "duration_ms": 2_000,
+        "gateways": 4,
+        "policy": { "algorithm": "token_bucket", "capacity": 10, "refill_per_sec": 20 },
+        "store": { "path": "naive" },
+        "network": { "latency": { "min_us": 100, "max_us": 100 } },
+        "clients": [ { "count": 4, "key": "k", "arrival": { "pattern": "poisson", "rate_per_sec": 200 } } ]
+    }));
+    let (report, h) = ratelab_sim::run(&sc, 1, RunOptions::default());
+    let windows: Vec<u64> = h
+        .requests
+        .iter()
+        .filter_map(|r| Some(r.written_at?.as_u64() - r.read_at?.as_u64()))
+        .collect();
+    assert!(windows.len() > 40, "{} read-write pairs", windows.len());
+    let floor = ratelab_sim::dilation::SLEEP_FLOOR.as_nanos() as u64;
+    for w in &windows {
+        assert!(
+            (200_000..=200_000 + 4 * floor).contains(w),
+            "a race window of {w} ns over a 100 µs link"
+        );
+    }
+    let race_us = report.race_window_us.expect("the naive path measures it");
+    assert!(race_us < 500.0, "race window {race_us} µs");
+    // The first answer arrives a store round trip after the send, on the atomic path too.
+    let atomic = {
+        let mut spec = sc.spec().clone();
+        spec.store.path = ratelab_sim::scenario::PathName::Atomic;
+        Scenario::from_spec(Path::new("<fidelity>"), spec).expect("valid")
+    };
+    let h = run(&atomic);
+    let (sent, answered) = h
+        .requests
+        .iter()
+        .find_map(|r| Some((r.sent_at, r.answer.as_ref()?.0)))
+        .expect("an answer");
+    let took = answered.as_u64() - sent.as_u64();
+    assert!(
+        (200_000..=200_000 + 4 * floor).contains(&took),
+        "one atomic round trip took {took} ns"
+    );
+}
