@@ -17,6 +17,7 @@
 //! | [`answers`] | every request answered exactly once |
 //! | [`liveness`] | after faults heal, a client within the rate is admitted |
 //! | [`cleanup`] | the cleanup job deletes no live bucket; one leader at a time; its liveness |
+//! | [`arrivals`] | a Poisson sender's realised gaps are exponential (Kolmogorov–Smirnov) |
 //!
 //! A new checker is a module here with a function from history records to a report struct,
 //! and unit tests with a history it must reject; the simulator's report and the real runs
@@ -24,6 +25,7 @@
 #![warn(missing_docs)]
 
 pub mod answers;
+pub mod arrivals;
 pub mod cleanup;
 pub mod envelope;
 pub mod history;

@@ -113,6 +113,14 @@ enum Command {
         /// redis-server on a free loopback port.
         #[arg(long)]
         redis: Option<String>,
+        /// With --redis: repetitions of the real ladder (1 to 20).
+        #[arg(long, default_value_t = 3, requires = "redis",
+              value_parser = clap::value_parser!(u32).range(1..=20))]
+        redis_runs: u32,
+        /// Keep the committed real-Redis runs (`OUT/overshoot-redis.json`) and rerun only
+        /// their simulated side (after a change to the simulator).
+        #[arg(long, conflicts_with_all = ["redis", "scenarios_only"])]
+        resimulate_redis: bool,
         /// Keep the committed ladder (`OUT/overshoot.json`) and rerun only the scenarios the
         /// docs cite: `gateway.json` and their tables (after editing a scenario).
         #[arg(long, conflicts_with = "redis")]
@@ -285,6 +293,8 @@ fn main() -> ExitCode {
             writeup,
             readme,
             redis,
+            redis_runs,
+            resimulate_redis,
             scenarios_only,
         } => {
             if latencies_us.is_empty() {
@@ -300,8 +310,11 @@ fn main() -> ExitCode {
                 duration_ms: seconds * 1000,
                 ..Default::default()
             };
+            if resimulate_redis {
+                return resimulate_real(&cfg, threads, &out, &writeup);
+            }
             match redis {
-                Some(url) => real_sweep(&cfg, &url, &out, &writeup),
+                Some(url) => real_sweep(&cfg, &url, redis_runs, threads, &out, &writeup),
                 None => sweep(&cfg, threads, scenarios_only, &out, &writeup, &readme),
             }
         }
@@ -826,6 +839,8 @@ fn committed_sweep(out: &std::path::Path) -> Result<ratelab_lab::sweep::Sweep, S
 fn real_sweep(
     cfg: &ratelab_lab::sweep::SweepConfig,
     url: &str,
+    runs: u32,
+    threads: usize,
     out: &std::path::Path,
     writeup: &std::path::Path,
 ) -> ExitCode {
@@ -833,22 +848,22 @@ fn real_sweep(
         eprintln!("error: {e}");
         ExitCode::from(EXIT_BAD_INPUT)
     };
-    let sim = match committed_sweep(out) {
-        Ok(s) => s,
-        Err(e) => return fail(e),
-    };
+    if let Err(e) = std::fs::read_to_string(writeup) {
+        return fail(format!("{}: {e}", writeup.display()));
+    }
     let (url, _server) = match redis_url(url) {
         Ok(u) => u,
         Err(e) => return fail(e),
     };
     let rcfg = real::RealConfig {
         concurrency: cfg.concurrency.clone(),
-        seconds: 2,
-        rate_per_client: sim.config.rate_per_client,
-        capacity: sim.config.capacity,
-        refill_per_sec: sim.config.refill_per_sec,
+        seconds: cfg.duration_ms / 1000,
+        rate_per_client: cfg.rate_per_client,
+        capacity: cfg.capacity,
+        refill_per_sec: cfg.refill_per_sec,
+        runs,
     };
-    let total = rcfg.concurrency.len() * 2;
+    let total = rcfg.concurrency.len() * 2 * runs as usize;
     let bar = indicatif::ProgressBar::new(total as u64);
     let started = std::time::Instant::now();
     let points = match tokio_rt().block_on(real::ladder(&url, &rcfg, &|d, _| {
@@ -859,12 +874,57 @@ fn real_sweep(
     };
     bar.finish_and_clear();
     println!(
-        "{} real runs in {:.1} s on {url}\n",
+        "{} real runs in {:.1} s on {url}",
         points.len(),
         started.elapsed().as_secs_f64()
     );
-    println!("{}", ratelab_lab::output::real_table(&points, &sim));
-    match ratelab_lab::output::write_real(&points, &sim, out, writeup) {
+    write_matched(points, cfg, threads, out, writeup)
+}
+
+/// `sweep --resimulate-redis`: the committed real runs, simulated again.
+fn resimulate_real(
+    cfg: &ratelab_lab::sweep::SweepConfig,
+    threads: usize,
+    out: &std::path::Path,
+    writeup: &std::path::Path,
+) -> ExitCode {
+    let path = out.join("overshoot-redis.json");
+    let committed = std::fs::read_to_string(&path)
+        .map_err(|e| e.to_string())
+        .and_then(|t| {
+            serde_json::from_str::<ratelab_lab::matched::RealLadder>(&t).map_err(|e| e.to_string())
+        });
+    match committed {
+        Ok(l) => write_matched(l.real, cfg, threads, out, writeup),
+        Err(e) => {
+            eprintln!(
+                "error: {}: {e} (run `ratelab sweep --redis auto` to measure it)",
+                path.display()
+            );
+            ExitCode::from(EXIT_BAD_INPUT)
+        }
+    }
+}
+
+/// Simulates the ladder at `points`' round trips, prints the comparison and writes it.
+fn write_matched(
+    points: Vec<ratelab_lab::matched::RealPoint>,
+    cfg: &ratelab_lab::sweep::SweepConfig,
+    threads: usize,
+    out: &std::path::Path,
+    writeup: &std::path::Path,
+) -> ExitCode {
+    let fail = |e: String| {
+        eprintln!("error: {e}");
+        ExitCode::from(EXIT_BAD_INPUT)
+    };
+    let ladder = ratelab_lab::matched::simulate(points, cfg, &cfg.seeds, threads);
+    println!(
+        "{} simulated runs at the measured round trips\n",
+        ladder.sim.len()
+    );
+    println!("{}", ratelab_lab::matched::real_table(&ladder));
+    match ratelab_lab::output::write_real(&ladder, out, writeup) {
         Ok(w) => {
             println!("wrote:");
             for f in w {

@@ -2,13 +2,17 @@
 //! connections, and the atomic path's speed beside `redis-benchmark` running the same script.
 
 use ratelab_check::envelope::{self, Admission, Envelope};
-use ratelab_core::{Nanos, TokenBucket};
-use ratelab_lab::output::RealPoint;
+use ratelab_core::{Algorithm, Nanos, TokenBucket};
+use ratelab_lab::matched::{CLOSE_US, RealPoint};
 use ratelab_sim::rng::SimRng;
 use ratelab_store::redis_store::{RedisOptions, RedisStore, SCRIPT};
-use ratelab_store::{Key, Path, StoreClient, TimeSource, decide_remote};
+use ratelab_store::{
+    Applied, Key, LimitError, Outcome, Path, Read, StoreClient, StoreError, TimeSource,
+    decide_remote,
+};
 use std::collections::BTreeMap;
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// A private redis-server on a free loopback port, stopped on drop.
@@ -73,47 +77,193 @@ pub struct RealConfig {
     pub capacity: u64,
     /// R per second.
     pub refill_per_sec: u64,
+    /// Repetitions of the whole ladder.
+    pub runs: u32,
 }
 
-/// Runs one point: `c` tasks, each sending Poisson arrivals to one shared key.
-async fn point(store: &RedisStore, cfg: &RealConfig, path: Path, c: u32, nonce: u64) -> RealPoint {
-    let key = Key::new(&format!("sweep:{}:{c}:{nonce}", path.name())).expect("valid key");
-    let start = tokio::time::Instant::now();
-    let end = Duration::from_secs(cfg.seconds);
-    let mut tasks = Vec::new();
-    for i in 0..c {
-        let (store, key) = (store.clone(), key.clone());
-        let mean = 1e9 / cfg.rate_per_client as f64;
-        tasks.push(tokio::spawn(async move {
-            let mut rng = SimRng::new(nonce, u64::from(i));
-            let mut t = rng.exponential(mean);
-            let mut out = Vec::new();
-            while Duration::from_nanos(t) < end {
-                tokio::time::sleep_until(start + Duration::from_nanos(t)).await;
-                let began = Instant::now();
-                let r = decide_remote(&store, path, TimeSource::Store, &key, Nanos::ZERO, 1).await;
-                out.push((r, began.elapsed()));
-                t += rng.exponential(mean);
-            }
-            out
-        }));
+/// A store client that notes when each of its calls began and ended: one per decision, so a
+/// naive decision's read and write can be paired.
+#[derive(Clone, Debug)]
+struct Timed<C> {
+    inner: C,
+    calls: Arc<Mutex<Vec<(Instant, Instant)>>>,
+}
+
+impl<C> Timed<C> {
+    fn new(inner: C) -> Self {
+        Timed {
+            inner,
+            calls: Arc::default(),
+        }
     }
-    let mut adm = Vec::new();
-    let (mut offered, mut errors) = (0u64, 0u64);
-    let mut latency = Vec::new();
-    for t in tasks {
-        for (r, took) in t.await.expect("task") {
-            offered += 1;
-            latency.push(took.as_nanos() as u64);
-            match r {
-                Ok(o) if o.decision.allowed => adm.push(Admission {
-                    at: o.decided_at,
-                    id: offered,
-                    cost: 1,
-                }),
-                Ok(_) => {}
-                Err(_) => errors += 1,
+
+    fn note(&self, began: Instant) {
+        let mut calls = self.calls.lock().unwrap_or_else(|e| e.into_inner());
+        calls.push((began, Instant::now()));
+    }
+
+    fn calls(&self) -> Vec<(Instant, Instant)> {
+        self.calls.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+impl<C: StoreClient> StoreClient for Timed<C> {
+    type Algorithm = C::Algorithm;
+
+    fn algorithm(&self) -> &C::Algorithm {
+        self.inner.algorithm()
+    }
+
+    async fn get(&self, key: &Key) -> Result<Read<<C::Algorithm as Algorithm>::State>, StoreError> {
+        let began = Instant::now();
+        let r = self.inner.get(key).await;
+        self.note(began);
+        r
+    }
+
+    async fn set(
+        &self,
+        key: &Key,
+        state: <C::Algorithm as Algorithm>::State,
+        ttl: Nanos,
+    ) -> Result<(), StoreError> {
+        let began = Instant::now();
+        let r = self.inner.set(key, state, ttl).await;
+        self.note(began);
+        r
+    }
+
+    async fn apply(&self, key: &Key, now: Option<Nanos>, cost: u64) -> Result<Applied, LimitError> {
+        let began = Instant::now();
+        let r = self.inner.apply(key, now, cost).await;
+        self.note(began);
+        r
+    }
+}
+
+/// One decision of a real point, as its sender saw it.
+struct Sent {
+    /// When it was due, and when its task began.
+    due: Instant,
+    began: Instant,
+    took: Duration,
+    result: Result<Outcome, LimitError>,
+    calls: Vec<(Instant, Instant)>,
+}
+
+/// Asks the kernel for the least timer slack on the calling thread, so its sleeps end when
+/// asked instead of up to 50 µs later. Best effort: without it the lateness is measured all
+/// the same.
+fn least_timer_slack() {
+    if let Ok(link) = std::fs::read_link("/proc/thread-self")
+        && let Some(tid) = link.file_name()
+    {
+        let path = std::path::Path::new("/proc")
+            .join(tid)
+            .join("timerslack_ns");
+        std::fs::write(path, "1").ok();
+    }
+}
+
+/// The merged arrival times of `c` Poisson senders at `rate` per second each, ns from the
+/// start, each sender on its own seeded stream.
+fn schedule(c: u32, rate: u64, seconds: u64, nonce: u64) -> Vec<u64> {
+    let mean = 1e9 / rate as f64;
+    let end = seconds * 1_000_000_000;
+    let mut all = Vec::new();
+    for i in 0..c {
+        let mut rng = SimRng::new(nonce, u64::from(i));
+        let mut t = rng.exponential(mean);
+        while t < end {
+            all.push(t);
+            t += rng.exponential(mean);
+        }
+    }
+    all.sort_unstable();
+    all
+}
+
+/// Sends every arrival of `times` at its time, from a pacing thread (tokio's timer works in
+/// whole milliseconds and would release the arrivals of one millisecond together), each as
+/// its own task on the runtime.
+async fn send_all(store: &RedisStore, key: &Key, path: Path, times: Vec<u64>) -> Vec<Sent> {
+    let rt = tokio::runtime::Handle::current();
+    let (store, key) = (store.clone(), key.clone());
+    let pacer = std::thread::spawn(move || {
+        least_timer_slack();
+        let start = Instant::now() + Duration::from_millis(10);
+        let mut tasks = Vec::with_capacity(times.len());
+        for t in times {
+            let due = start + Duration::from_nanos(t);
+            let now = Instant::now();
+            if due > now {
+                std::thread::sleep(due - now);
             }
+            let (store, key) = (store.clone(), key.clone());
+            tasks.push(rt.spawn(async move {
+                let began = Instant::now();
+                let timed = Timed::new(store);
+                let result =
+                    decide_remote(&timed, path, TimeSource::Store, &key, Nanos::ZERO, 1).await;
+                Sent {
+                    due,
+                    began,
+                    took: began.elapsed(),
+                    result,
+                    calls: timed.calls(),
+                }
+            }));
+        }
+        tasks
+    });
+    let tasks = tokio::task::spawn_blocking(move || pacer.join())
+        .await
+        .ok()
+        .and_then(|r| r.ok())
+        .unwrap_or_default();
+    let mut sent = Vec::with_capacity(tasks.len());
+    for t in tasks {
+        if let Ok(s) = t.await {
+            sent.push(s);
+        }
+    }
+    sent
+}
+
+fn mean(xs: impl Iterator<Item = f64>) -> Option<f64> {
+    let (n, s) = xs.fold((0usize, 0.0), |(n, s), x| (n + 1, s + x));
+    (n > 0).then(|| s / n as f64)
+}
+
+fn us(d: Duration) -> f64 {
+    d.as_nanos() as f64 / 1e3
+}
+
+/// The middle of a call's round trip.
+fn middle((a, b): (Instant, Instant)) -> Instant {
+    a + (b - a) / 2
+}
+
+/// Runs one point: `c` Poisson senders sharing one key.
+async fn point(store: &RedisStore, cfg: &RealConfig, path: Path, c: u32, run: u32) -> RealPoint {
+    let nonce = 1000
+        + u64::from(c)
+        + if path == Path::Naive { 0 } else { 1 << 20 }
+        + (u64::from(run) << 32);
+    let key = Key::new(&format!("sweep:{}:{c}:{run}", path.name())).expect("valid key");
+    let times = schedule(c, cfg.rate_per_client, cfg.seconds, nonce);
+    let sent = send_all(store, &key, path, times).await;
+    let mut adm = Vec::new();
+    let mut errors = 0u64;
+    for (i, s) in sent.iter().enumerate() {
+        match &s.result {
+            Ok(o) if o.decision.allowed => adm.push(Admission {
+                at: o.decided_at,
+                id: i as u64,
+                cost: 1,
+            }),
+            Ok(_) => {}
+            Err(_) => errors += 1,
         }
     }
     adm.sort_unstable();
@@ -122,23 +272,68 @@ async fn point(store: &RedisStore, cfg: &RealConfig, path: Path, c: u32, nonce: 
     let by_key = BTreeMap::from([("k", adm)]);
     let e = envelope::envelope(&by_key, env);
     let envelope = envelope::allowance(&by_key, env);
-    latency.sort_unstable();
-    let mean_latency_us = latency.iter().sum::<u64>() as f64 / latency.len().max(1) as f64 / 1e3;
+    // The store-side race window of a naive admission: from its read to its write, each
+    // placed in the middle of its call's round trip.
+    let race = mean(
+        sent.iter()
+            .filter(|s| s.calls.len() == 2)
+            .map(|s| us(middle(s.calls[1]) - middle(s.calls[0]))),
+    );
+    let mut late: Vec<f64> = sent
+        .iter()
+        .map(|s| us(s.began.saturating_duration_since(s.due)))
+        .collect();
+    late.sort_by(f64::total_cmp);
+    let pct = |p: f64| {
+        late.get(((late.len() as f64 * p) as usize).min(late.len().saturating_sub(1)))
+            .copied()
+            .unwrap_or(0.0)
+    };
+    let origin = sent.iter().map(|s| s.began).min();
+    let starts: Vec<u64> = sent
+        .iter()
+        .map(|s| origin.map_or(0, |o| (s.began - o).as_nanos() as u64))
+        .collect();
+    let merged_mean = 1e9 / (cfg.rate_per_client as f64 * f64::from(c));
+    // When the store executed each read (the atomic script, or the naive GET: Redis TIME runs
+    // right after it in the same pipeline).
+    let at_store: Vec<u64> = sent
+        .iter()
+        .filter_map(|s| s.result.as_ref().ok())
+        .map(|o| o.decided_at.as_u64())
+        .collect();
+    let store_gaps = ratelab_check::arrivals::gaps(&at_store);
+    let first_read = at_store.iter().copied().min().unwrap_or(0);
+    let mut store_reads_us: Vec<u64> = at_store.iter().map(|t| (t - first_read) / 1_000).collect();
+    store_reads_us.sort_unstable();
     RealPoint {
         path: path.name().to_owned(),
         concurrency: c,
-        offered,
+        run,
+        offered: sent.len() as u64,
         admitted,
         errors,
         envelope,
         excess: e.total_excess,
         max_excess: e.max_excess,
-        mean_latency_us,
+        mean_latency_us: mean(sent.iter().map(|s| us(s.took))).unwrap_or(0.0),
+        rtt_us: mean(sent.iter().flat_map(|s| &s.calls).map(|&(a, b)| us(b - a))).unwrap_or(0.0),
+        race_window_us: race,
+        late_p50_us: pct(0.5),
+        late_p99_us: pct(0.99),
+        arrivals_ks: ratelab_check::arrivals::ks_exponential(
+            &ratelab_check::arrivals::gaps(&starts),
+            merged_mean,
+        ),
+        store_arrivals_ks: ratelab_check::arrivals::ks_exponential(&store_gaps, merged_mean),
+        store_close_pct: 100.0 * store_gaps.iter().filter(|&&g| g < CLOSE_US * 1e3).count() as f64
+            / store_gaps.len().max(1) as f64,
         seconds: cfg.seconds,
+        store_reads_us,
     }
 }
 
-/// Runs the ladder on both paths.
+/// Runs the ladder on both paths, `cfg.runs` times.
 pub async fn ladder(
     url: &str,
     cfg: &RealConfig,
@@ -157,13 +352,14 @@ pub async fn ladder(
         .clear()
         .await
         .map_err(|e| format!("cannot clear old sweep keys: {e}"))?;
-    let total = cfg.concurrency.len() * 2;
+    let total = cfg.concurrency.len() * 2 * cfg.runs as usize;
     let mut points = Vec::new();
-    for path in Path::ALL {
-        for &c in &cfg.concurrency {
-            let nonce = 1000 + u64::from(c) + if path == Path::Naive { 0 } else { 1 << 20 };
-            points.push(point(&store, cfg, path, c, nonce).await);
-            progress(points.len(), total);
+    for run in 0..cfg.runs {
+        for path in Path::ALL {
+            for &c in &cfg.concurrency {
+                points.push(point(&store, cfg, path, c, run).await);
+                progress(points.len(), total);
+            }
         }
     }
     Ok(points)

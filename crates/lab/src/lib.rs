@@ -5,6 +5,7 @@
 //!
 //! - [`sweep`]: the overshoot experiment (naive vs atomic over a concurrency ladder, store
 //!   round trips and seeds) and the algorithm comparison at a window boundary;
+//! - [`matched`]: the simulated ladder at the round trips a real Redis measured, beside it;
 //! - [`output`]: the CSV, JSON and SVG files under `docs/results/`, and the marked figure
 //!   blocks of the write-up and the README (`<!-- BEGIN sweep:NAME -->`), with the check that
 //!   they are current;
@@ -16,5 +17,6 @@
 #![warn(missing_docs)]
 
 pub mod fuzz;
+pub mod matched;
 pub mod output;
 pub mod sweep;

@@ -4,6 +4,7 @@
 //! `docs/WRITEUP.md` and `README.md` keeps its numbers between
 //! `<!-- BEGIN sweep:NAME -->` and `<!-- END sweep:NAME -->`, which the sweep rewrites.
 
+use crate::matched::{RealLadder, RealPoint, real_table};
 use crate::sweep::{
     AlgorithmRun, COMPARE_LIMIT, COMPARE_SPREAD_MS, COMPARE_WINDOW_MS, Summary, Sweep, rtt_ms,
 };
@@ -543,108 +544,56 @@ pub fn model_figures(s: &Sweep) -> String {
     )
 }
 
-/// One point of the real-Redis ladder.
-#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
-pub struct RealPoint {
-    /// `naive` or `atomic`.
-    pub path: String,
-    /// Concurrent senders (tokio tasks).
-    pub concurrency: u32,
-    /// Requests sent.
-    pub offered: u64,
-    /// Requests admitted.
-    pub admitted: u64,
-    /// Requests that failed.
-    pub errors: u64,
-    /// B + R·T over the key's run (Redis TIME).
-    pub envelope: u64,
-    /// Admitted beyond the envelope.
-    pub excess: u64,
-    /// Largest excess in any interval.
-    pub max_excess: u64,
-    /// Mean time per decision seen by the sender, µs.
-    pub mean_latency_us: f64,
-    /// Seconds of load.
-    pub seconds: u64,
-}
-
-/// The real ladder beside the simulated one (same policy, per-sender rate and duration).
-pub fn real_table(real: &[RealPoint], sim: &Sweep) -> String {
-    let l = reference_latency(sim);
-    let mut out = format!(
-        "Real: one redis-server on loopback, tokio tasks over real connections, Redis `TIME`, {} s per point. \
-         Simulated: round trip {} ms, {} s per run, mean of {} seeds. Same policy (B = {}, R = {}/s), {} req/s per sender.\n\n\
-         | concurrent | real offered | real naive excess | real atomic excess | real naive decision µs | real atomic decision µs | sim naive excess | sim atomic excess |\n\
-         |---:|---:|---:|---:|---:|---:|---:|---:|\n",
-        real.first().map_or(0, |p| p.seconds),
-        rtt_ms(l),
-        sim.config.duration_ms / 1000,
-        sim.config.seeds.len(),
-        sim.config.capacity,
-        sim.config.refill_per_sec,
-        sim.config.rate_per_client
-    );
-    let cs: std::collections::BTreeSet<u32> = real.iter().map(|p| p.concurrency).collect();
-    for c in cs {
-        let get = |path: &str| real.iter().find(|p| p.path == path && p.concurrency == c);
-        let (Some(n), Some(a)) = (get("naive"), get("atomic")) else {
-            continue;
-        };
-        let sim_n =
-            find(sim, "naive", c, l).map_or("–".to_owned(), |r| format!("{:.1}", r.excess_mean));
-        let sim_a =
-            find(sim, "atomic", c, l).map_or("–".to_owned(), |r| r.excess_max.to_string());
-        let _ = writeln!(
-            out,
-            "| {c} | {} | {} | {} | {:.0} | {:.0} | {sim_n} | {sim_a} |",
-            n.offered, n.excess, a.excess, n.mean_latency_us, a.mean_latency_us
-        );
-    }
-    out
-}
-
 /// Writes the real ladder's files and rewrites its block in the write-up.
-pub fn write_real(
-    real: &[RealPoint],
-    sim: &Sweep,
-    results_dir: &Path,
-    writeup: &Path,
-) -> Res<Vec<String>> {
+pub fn write_real(ladder: &RealLadder, results_dir: &Path, writeup: &Path) -> Res<Vec<String>> {
     std::fs::create_dir_all(results_dir).map_err(io_err(results_dir))?;
     let json = results_dir.join("overshoot-redis.json");
     std::fs::write(
         &json,
-        serde_json::to_string_pretty(real).map_err(|e| e.to_string())? + "\n",
+        // One line: the recorded reads are tens of thousands of numbers.
+        serde_json::to_string(ladder).map_err(|e| e.to_string())? + "\n",
     )
     .map_err(io_err(&json))?;
     let csv_path = results_dir.join("overshoot-redis.csv");
-    let mut csv = String::from(
-        "path,concurrency,offered,admitted,errors,envelope,excess,max_excess,mean_latency_us\n",
-    );
-    for p in real {
-        let _ = writeln!(
-            csv,
-            "{},{},{},{},{},{},{},{},{:.1}",
-            p.path,
-            p.concurrency,
-            p.offered,
-            p.admitted,
-            p.errors,
-            p.envelope,
-            p.excess,
-            p.max_excess,
-            p.mean_latency_us
-        );
-    }
-    std::fs::write(&csv_path, csv).map_err(io_err(&csv_path))?;
+    std::fs::write(&csv_path, real_csv(&ladder.real)).map_err(io_err(&csv_path))?;
     let text = std::fs::read_to_string(writeup).map_err(io_err(writeup))?;
-    let text = replace_marked(&text, "redis", &real_table(real, sim))?;
+    let text = replace_marked(&text, "redis", &real_table(ladder))?;
     std::fs::write(writeup, text).map_err(io_err(writeup))?;
     Ok(vec![
         json.display().to_string(),
         csv_path.display().to_string(),
         writeup.display().to_string(),
     ])
+}
+
+/// `docs/results/overshoot-redis.csv`: one row per real run.
+pub fn real_csv(real: &[RealPoint]) -> String {
+    let mut csv = String::from(
+        "path,concurrency,run,offered,admitted,errors,envelope,excess,max_excess,mean_latency_us,rtt_us,race_window_us,late_p50_us,late_p99_us,arrivals_ks\n",
+    );
+    for p in real {
+        let _ = writeln!(
+            csv,
+            "{},{},{},{},{},{},{},{},{},{:.1},{:.1},{},{:.1},{:.1},{:.4}",
+            p.path,
+            p.concurrency,
+            p.run,
+            p.offered,
+            p.admitted,
+            p.errors,
+            p.envelope,
+            p.excess,
+            p.max_excess,
+            p.mean_latency_us,
+            p.rtt_us,
+            p.race_window_us
+                .map_or(String::new(), |w| format!("{w:.1}")),
+            p.late_p50_us,
+            p.late_p99_us,
+            p.arrivals_ks
+        );
+    }
+    csv
 }
 
 /// The gateway scenarios whose figures the write-up quotes, in order.
@@ -815,12 +764,12 @@ pub fn stale_blocks(
     s: &Sweep,
     runs: &[AlgorithmRun],
     gateway: &[ratelab_sim::Report],
-    real: &[RealPoint],
+    real: &RealLadder,
     writeup: &str,
     readme: &str,
 ) -> Vec<String> {
     let blocks = [
-        ("WRITEUP.md", writeup, "redis", real_table(real, s)),
+        ("WRITEUP.md", writeup, "redis", real_table(real)),
         ("WRITEUP.md", writeup, "gateway", gateway_table(gateway)),
         (
             "WRITEUP.md",
@@ -905,13 +854,6 @@ pub fn write_all(
             text = replace_marked(&text, "gateway", &gateway_table(gateway))?;
             text = replace_marked(&text, "composition", &composition_table(gateway))?;
             text = replace_marked(&text, "edge", &edge_table(gateway))?;
-            // The real-Redis block quotes the simulated figures too: keep it in step.
-            let real_json = results_dir.join("overshoot-redis.json");
-            if let Ok(real) = std::fs::read_to_string(&real_json)
-                && let Ok(real) = serde_json::from_str::<Vec<RealPoint>>(&real)
-            {
-                text = replace_marked(&text, "redis", &real_table(&real, s))?;
-            }
         }
         std::fs::write(doc, text).map_err(io_err(doc))?;
         written.push(doc.display().to_string());

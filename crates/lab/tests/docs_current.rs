@@ -89,3 +89,69 @@ fn sweep_points_rerun_to_their_committed_rows() {
         );
     }
 }
+
+const REGENERATE_REDIS: &str =
+    "regenerate with `cargo run --release -p ratelab -- sweep --redis auto`";
+
+/// The simulated half of the real-Redis comparison is today's simulator: a spread of its
+/// Poisson runs, and of its replays of the recorded real arrivals, rerun to their committed
+/// rows (the real half is a measurement of a real server and is not rerun here).
+#[test]
+fn the_simulated_side_of_the_redis_ladder_reruns_to_its_committed_rows() {
+    let l: ratelab_lab::matched::RealLadder =
+        serde_json::from_str(&read("docs/results/overshoot-redis.json"))
+            .expect("overshoot-redis.json parses");
+    let picked: Vec<_> = l
+        .sim
+        .iter()
+        .filter(|p| p.seed == 1 && [8, 64].contains(&p.concurrency))
+        .collect();
+    assert!(
+        picked.len() >= 4,
+        "{} simulated points picked",
+        picked.len()
+    );
+    for want in picked {
+        let got = sweep::measure(
+            &l.sim_config,
+            &want.path,
+            want.concurrency,
+            want.latency_us,
+            want.seed,
+        );
+        assert_eq!(
+            as_committed(&got),
+            as_committed(want),
+            "{} path, {} senders, {} µs: {REGENERATE_REDIS}",
+            want.path,
+            want.concurrency,
+            want.latency_us
+        );
+    }
+    let replays: Vec<_> = l
+        .replayed
+        .iter()
+        .filter(|r| r.run == 0 && [8, 64].contains(&r.concurrency))
+        .collect();
+    assert!(replays.len() >= 4, "{} replays picked", replays.len());
+    for want in replays {
+        let real = l
+            .real
+            .iter()
+            .find(|p| p.path == want.path && p.concurrency == want.concurrency && p.run == want.run)
+            .expect("every replay has its real run");
+        assert_eq!(
+            real.offered as usize,
+            real.store_reads_us.len() + real.errors as usize
+        );
+        let got = ratelab_lab::matched::replay(real, want.latency_us, &l.sim_config);
+        assert_eq!(
+            as_committed(&got),
+            as_committed(want),
+            "replay of {} run {} at {} senders: {REGENERATE_REDIS}",
+            want.path,
+            want.run,
+            want.concurrency
+        );
+    }
+}

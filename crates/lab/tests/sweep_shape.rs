@@ -75,7 +75,7 @@ fn docs_figures_match_the_committed_results() {
     let runs = sweep::compare_algorithms();
     let gateway: Vec<ratelab_sim::Report> =
         serde_json::from_str(&read("docs/results/gateway.json")).expect("gateway results parse");
-    let real: Vec<ratelab_lab::output::RealPoint> =
+    let real: ratelab_lab::matched::RealLadder =
         serde_json::from_str(&read("docs/results/overshoot-redis.json"))
             .expect("real results parse");
     let stale = ratelab_lab::output::stale_blocks(

@@ -980,6 +980,15 @@ impl Arrivals {
                 }
                 burst.retain(|&t| t >= start && t < stop);
             }
+            Pattern::Times => {
+                burst.extend(
+                    a.times_us
+                        .iter()
+                        .flatten()
+                        .map(|&us| us.saturating_mul(1_000)),
+                );
+                burst.sort_unstable();
+            }
             _ => {}
         }
         burst.reverse();
@@ -1011,7 +1020,7 @@ impl Arrivals {
                 self.next_poisson += rng.exponential(1e9 / self.rate as f64);
                 t
             }
-            Pattern::Burst | Pattern::BoundaryBursts => self.burst.pop()?,
+            Pattern::Burst | Pattern::BoundaryBursts | Pattern::Times => self.burst.pop()?,
         };
         (t < self.stop).then_some(t)
     }

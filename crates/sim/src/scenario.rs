@@ -561,6 +561,8 @@ pub enum Pattern {
     /// Every `every_ms`: `requests` spread over the `before_ms` before the boundary and
     /// `requests` over the `after_ms` after it (aimed at fixed-window resets).
     BoundaryBursts,
+    /// At the listed times, `times_us` (a recorded or replayed load).
+    Times,
 }
 
 /// A client's arrival pattern.
@@ -583,6 +585,8 @@ pub struct ArrivalSpec {
     pub before_ms: Option<Ms>,
     /// boundary_bursts: how long after each boundary the second half is sent, in ms.
     pub after_ms: Option<Ms>,
+    /// times: when each request is sent, µs from the start of the run, in any order.
+    pub times_us: Option<Vec<u64>>,
 }
 
 /// A group of identical clients.

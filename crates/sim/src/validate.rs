@@ -33,6 +33,7 @@ fn arrival_fields(p: Pattern) -> (&'static [&'static str], &'static [&'static st
         Pattern::Constant | Pattern::Poisson => (&["rate_per_sec"], &[]),
         Pattern::Burst => (&["at_ms", "requests"], &["spread_ms"]),
         Pattern::BoundaryBursts => (&["every_ms", "requests", "before_ms", "after_ms"], &[]),
+        Pattern::Times => (&["times_us"], &[]),
     }
 }
 
@@ -177,6 +178,7 @@ pub(crate) fn validate(
                 ("every_ms", a.every_ms.is_some()),
                 ("before_ms", a.before_ms.is_some()),
                 ("after_ms", a.after_ms.is_some()),
+                ("times_us", a.times_us.is_some()),
             ],
             needed,
             allowed,
@@ -253,6 +255,27 @@ pub(crate) fn validate(
                 }
                 let boundaries = (stop - 1) / every - start / every;
                 boundaries.saturating_mul(2 * a.requests.map_or(0, Bounded::get))
+            }
+            Pattern::Times => {
+                let times = a.times_us.as_deref().unwrap_or_default();
+                let (lo, hi) = (start.saturating_mul(1000), stop.saturating_mul(1000));
+                if let Some((j, &t)) = times
+                    .iter()
+                    .enumerate()
+                    .find(|(_, t)| **t < lo || **t >= hi)
+                {
+                    return Err(located(
+                        vec![
+                            key("clients"),
+                            PathSeg::Index(i),
+                            key("arrival"),
+                            key("times_us"),
+                            PathSeg::Index(j),
+                        ],
+                        format!("{t} µs is outside the group's sending time [{lo}, {hi}) µs"),
+                    ));
+                }
+                times.len() as u64
             }
         };
         scheduled = scheduled.saturating_add(per_client.saturating_mul(c.count.get()));

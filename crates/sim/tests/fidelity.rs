@@ -5,6 +5,7 @@
 //! the arrival checks are also run on the same history coarsened to a 1 ms clock, the
 //! simulator's resolution before its clock was dilated, and must reject it.
 
+use ratelab_check::arrivals::{gaps, ks_critical, ks_exponential};
 use ratelab_sim::{History, RunOptions, Scenario};
 use std::path::Path;
 
@@ -19,30 +20,6 @@ fn run(sc: &Scenario) -> History {
 /// One client's send times, in order.
 fn send_times(h: &History) -> Vec<u64> {
     h.requests.iter().map(|r| r.sent_at.as_u64()).collect()
-}
-
-fn gaps(times: &[u64]) -> Vec<f64> {
-    times.windows(2).map(|w| (w[1] - w[0]) as f64).collect()
-}
-
-/// The Kolmogorov–Smirnov distance between `sample` and the exponential distribution with
-/// mean `mean`.
-fn ks_exponential(sample: &[f64], mean: f64) -> f64 {
-    let mut xs = sample.to_vec();
-    xs.sort_by(f64::total_cmp);
-    let n = xs.len() as f64;
-    xs.iter()
-        .enumerate()
-        .map(|(i, &x)| {
-            let f = 1.0 - (-x / mean).exp();
-            (f - i as f64 / n).max((i + 1) as f64 / n - f)
-        })
-        .fold(0.0, f64::max)
-}
-
-/// The critical KS distance at significance 0.001 for `n` observations.
-fn ks_critical(n: usize) -> f64 {
-    1.949 / (n as f64).sqrt()
 }
 
 fn one_client(pattern: &str, rate: u64) -> Scenario {
@@ -158,5 +135,51 @@ fn a_100_us_link_gives_a_200_us_race_window() {
     assert!(
         (200_000..=200_000 + 4 * floor).contains(&took),
         "one atomic round trip took {took} ns"
+    );
+}
+
+/// A `times` client sends at exactly its listed times, in time order; a time outside its
+/// sending window is refused with its place in the file.
+#[test]
+fn listed_times_are_sent_as_listed() {
+    let mut times: Vec<u64> = (0..200).map(|k| (k * 7_919) % 1_000_000).collect();
+    times.push(123);
+    times.push(123);
+    let sc = scenario(serde_json::json!({
+        "description": "a replayed load",
+        "seeds": 1,
+        "duration_ms": 1_000,
+        "gateways": 2,
+        "policy": { "algorithm": "token_bucket", "capacity": 1000, "refill_per_sec": 1000 },
+        "store": { "path": "atomic" },
+        "clients": [ { "key": "k", "arrival": { "pattern": "times", "times_us": times } } ]
+    }));
+    let sent = send_times(&run(&sc));
+    let mut want: Vec<u64> = times.iter().map(|t| t * 1_000).collect();
+    want.sort_unstable();
+    assert_eq!(sent.len(), want.len());
+    let floor = ratelab_sim::dilation::SLEEP_FLOOR.as_nanos() as u64;
+    for (got, want) in sent.iter().zip(&want) {
+        assert!(
+            (*want..=want + floor).contains(got),
+            "sent at {got} ns, listed {want} ns"
+        );
+    }
+
+    let bad = serde_json::json!({
+        "description": "a time after the run",
+        "seeds": 1,
+        "duration_ms": 10,
+        "gateways": 1,
+        "policy": { "algorithm": "token_bucket", "capacity": 10, "refill_per_sec": 10 },
+        "store": { "path": "atomic" },
+        "clients": [ { "key": "k", "arrival": { "pattern": "times", "times_us": [5, 10_000] } } ]
+    });
+    let e = Scenario::parse(Path::new("bad.json"), &bad.to_string())
+        .expect_err("a time outside the run")
+        .to_string();
+    assert!(
+        e.contains("clients[0].arrival.times_us[1]") && e.contains("10000 µs is outside"),
+        "{e}"
     );
 }
