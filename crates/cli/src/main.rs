@@ -1017,6 +1017,27 @@ fn bench(gateways: u64, seconds: u64, rate: u64, runs: u32) -> ExitCode {
         );
     }
     println!("best: {best:.0} simulated requests per wall-clock second");
+    // The floors, on the same arrivals, in the same run.
+    let rate_per_client = per_client;
+    let madsim = (0..runs.max(1))
+        .map(|_| {
+            ratelab_sim::floor::madsim_round_trips(clients as u32, rate_per_client, seconds, 1)
+        })
+        .max_by(|a, b| a.per_sec().total_cmp(&b.per_sec()));
+    let bare = (0..runs.max(1))
+        .map(|_| ratelab_sim::floor::event_loop(clients as u32, rate_per_client, seconds, 1000, 1))
+        .max_by(|a, b| a.per_sec().total_cmp(&b.per_sec()));
+    if let (Some(m), Some(e)) = (madsim, bare) {
+        println!(
+            "floor, madsim alone (one task and one endpoint round trip per request): {:.0} requests/s (best of {runs}); the cluster runs at {:.2}x it",
+            m.per_sec(),
+            best / m.per_sec()
+        );
+        println!(
+            "floor, no runtime (one GCRA decision per request from a binary heap): {:.0} ns per request (best of {runs})",
+            e.wall.as_nanos() as f64 / e.requests.max(1) as f64
+        );
+    }
     ExitCode::SUCCESS
 }
 

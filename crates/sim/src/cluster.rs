@@ -24,7 +24,8 @@ use crate::rng::{SimRng, stream};
 use crate::scenario::{
     ClientSpec, FaultKind, FaultSpec, GatewayChoice, NodeName, Pattern, Scenario, ms,
 };
-use madsim::net::rpc::Request;
+use crate::timeouts::Timeouts;
+use crate::transport::{self, Fate, Link, Lost};
 use madsim::net::{Endpoint, NetSim};
 use madsim::runtime::{Handle, NodeHandle};
 use madsim::time::Instant;
@@ -51,8 +52,6 @@ use std::time::Duration;
 
 const STORE_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
 const STORE_PORT: u16 = 6379;
-/// Receive loops on the store node: each takes one message per `dilation::SLEEP_FLOOR`.
-const STORE_RECEIVERS: usize = 4;
 /// madsim time (undilated: 50 ns of physical time) for nodes to start and bind before time zero.
 const SETUP: Duration = Duration::from_millis(5);
 
@@ -209,11 +208,6 @@ pub enum WireError {
     },
 }
 
-impl Request for StoreRequest {
-    type Response = Result<StoreReply, WireError>;
-    const ID: u64 = 0x7261_7465_6c61_6201;
-}
-
 /// State every node reaches: the recorder and the run's time origin.
 pub(crate) struct Shared {
     t0: Instant,
@@ -300,7 +294,8 @@ impl StorePlan {
     }
 }
 
-type Reply = Pin<Box<dyn Future<Output = Result<StoreReply, WireError>> + Send>>;
+/// What the store does with one message's reply.
+type Reply = Fate<Result<StoreReply, WireError>>;
 
 struct StoreNode {
     /// The per-key policy's buckets.
@@ -524,31 +519,33 @@ fn sim_store(policy: Policy, max_keys: usize, seed: u64) -> MemoryStore<Policy> 
 /// The reply to a message the store refused (error) or dropped.
 fn refuse(verdict: Verdict) -> Reply {
     match verdict {
-        Verdict::Error => Box::pin(async { Err(WireError::Unavailable) }),
-        _ => Box::pin(std::future::pending()),
+        Verdict::Error => Fate::Now(Err(WireError::Unavailable)),
+        _ => Fate::Never,
     }
 }
 
 /// Delivers `reply` as `verdict` says: now, late, or never.
 fn deliver(verdict: Verdict, reply: Result<StoreReply, WireError>) -> Reply {
     match verdict {
-        Verdict::LoseReply => Box::pin(std::future::pending()),
-        Verdict::Delay(d) => Box::pin(async move {
-            sleep(Duration::from(d)).await;
-            reply
-        }),
-        _ => Box::pin(async move { reply }),
+        Verdict::LoseReply => Fate::Never,
+        Verdict::Delay(d) => Fate::After(Duration::from(d), reply),
+        _ => Fate::Now(reply),
     }
 }
 
 /// The cleanup job's lease name.
 const JOB_LEASE: &str = "cleanup";
 
-/// The madsim RPC implementation of [`StoreClient`], for one client request.
+/// A gateway's link to the store node.
+type StoreLink = Link<StoreRequest, Result<StoreReply, WireError>>;
+
+/// The [`StoreClient`] over the store node's messages, for one client request.
 #[derive(Clone)]
 struct RpcStore {
-    ep: Endpoint,
-    timeout: Duration,
+    link: Arc<StoreLink>,
+    /// A bound on each call, for callers that set none (the cleanup job); the gateway
+    /// pipeline bounds its calls with the request's deadline.
+    timeout: Option<Duration>,
     /// The layer whose store and policy this client serves.
     layer: Layer,
     policy: Policy,
@@ -556,22 +553,32 @@ struct RpcStore {
     request: u64,
 }
 
+/// A store call in flight.
+type Call<'a> = Pin<Box<dyn Future<Output = Result<StoreReply, StoreError>> + Send + 'a>>;
+
 impl RpcStore {
-    async fn call(&self, call: StoreCall) -> Result<StoreReply, StoreError> {
+    /// Makes one call. Boxed, so the gateway pipeline's future holds a pointer to it, not
+    /// the call's own state (a message send and a wait for its reply, often nested twice).
+    fn call(&self, call: StoreCall) -> Call<'_> {
+        Box::pin(self.call_unboxed(call))
+    }
+
+    async fn call_unboxed(&self, call: StoreCall) -> Result<StoreReply, StoreError> {
         let req = StoreRequest {
             request: self.request,
             call,
         };
-        match self
-            .ep
-            .call_timeout(store_addr(), req, dilate(self.timeout))
-            .await
-        {
+        let sent = self.link.call(req);
+        let reply = match self.timeout {
+            Some(t) => dilation::timeout(t, sent)
+                .await
+                .ok_or(StoreError::Timeout)?,
+            None => sent.await,
+        };
+        match reply {
             Ok(Ok(reply)) => Ok(reply),
             Ok(Err(WireError::Full)) => Err(StoreError::Full),
-            Ok(Err(_)) => Err(StoreError::Unavailable),
-            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => Err(StoreError::Timeout),
-            Err(_) => Err(StoreError::Unavailable),
+            Ok(Err(_)) | Err(Lost::Unsent) => Err(StoreError::Unavailable),
         }
     }
 
@@ -800,11 +807,12 @@ impl Clock {
 /// 2026-01-01T00:00:00Z. A gateway's clock fault shifts its wall clock too.
 pub const SIM_EPOCH_MS: u64 = 1_767_225_600_000;
 
-/// A gateway node's view of time: its own (skewed) clock; madsim timeouts.
+/// A gateway node's view of time: its own (skewed) clock; its node's timeout queue.
 #[derive(Clone)]
 struct SimEnv {
     shared: Arc<Shared>,
     clock: Clock,
+    timeouts: Arc<Timeouts>,
 }
 
 impl Env for SimEnv {
@@ -825,7 +833,7 @@ impl Env for SimEnv {
     where
         F::Output: Send,
     {
-        dilation::timeout(after, fut).await
+        self.timeouts.timeout(dilate(after), fut).await
     }
 }
 
@@ -932,7 +940,8 @@ async fn serve(
         .guard
         .as_ref()
         .map(|g| g as &dyn ratelab_gateway::Guard);
-    let answer = gw.gateway.check(req, guard).await;
+    // Boxed: the pipeline's future is kilobytes, and a spawned task would copy it.
+    let answer = Box::pin(gw.gateway.check(req, guard)).await;
     let (recorded, layers) = to_history(&answer);
     cluster
         .shared
@@ -1339,15 +1348,7 @@ fn start_store_node(
                 let ep = Endpoint::bind(store_addr())
                     .await
                     .expect("store binds its port");
-                // Each receive costs one floored sleep (`dilation::SLEEP_FLOOR`): one loop
-                // takes a message every 10 ns of physical time, and a message waits at most
-                // that long per message ahead of it. Each is handled to completion before
-                // any other, on the node's single-threaded executor.
-                for _ in 0..STORE_RECEIVERS {
-                    let node = node.clone();
-                    ep.add_rpc_handler(move |req: StoreRequest| node.handle(req));
-                }
-                std::future::pending::<()>().await;
+                transport::serve(ep, move |req: StoreRequest| node.handle(req)).await;
             }
         })
         .build()
@@ -1368,11 +1369,15 @@ async fn start_gateway(
         .name(format!("gateway-{i}"))
         .ip(gateway_ip(i))
         .build();
-    let ep = node
-        .spawn(async { Endpoint::bind("0.0.0.0:0").await })
+    let (link, timeouts) = node
+        .spawn(async {
+            let ep = Endpoint::bind("0.0.0.0:0")
+                .await
+                .expect("gateway binds a port");
+            (Link::start(ep, store_addr()), Timeouts::start())
+        })
         .await
-        .expect("gateway setup task")
-        .expect("gateway binds a port");
+        .expect("gateway setup task");
     let clock = sc
         .spec
         .faults
@@ -1395,8 +1400,8 @@ async fn start_gateway(
     }
     let timeout = Duration::from_millis(sc.spec.store.timeout_ms.get());
     let rpc = |layer, policy| RpcStore {
-        ep: ep.clone(),
-        timeout,
+        link: link.clone(),
+        timeout: None,
         layer,
         policy,
         request: 0,
@@ -1431,11 +1436,16 @@ async fn start_gateway(
     let env = SimEnv {
         shared: shared.clone(),
         clock,
+        timeouts,
     };
     let edge = edge_policy.map(|p| rpc(Layer::Edge, p));
     let gateway = Arc::new(SimGateway {
         node,
         gateway: Gateway::new(config, edge, Some(rpc(Layer::PerKey, sc.policy)), env),
     });
-    (gateway, rpc(Layer::PerKey, sc.policy))
+    let job = RpcStore {
+        timeout: Some(timeout),
+        ..rpc(Layer::PerKey, sc.policy)
+    };
+    (gateway, job)
 }

@@ -22,11 +22,14 @@ compile_error!(
 
 mod cluster;
 pub mod dilation;
+pub mod floor;
 pub mod locate;
 pub mod parallel;
 pub mod report;
 pub mod rng;
 pub mod scenario;
+mod timeouts;
+mod transport;
 mod validate;
 
 pub use cluster::{SIM_EPOCH_MS, StoreCall, StoreReply, StoreRequest, WireError, faults_end_ms};

@@ -1,0 +1,185 @@
+//! One timeout queue per gateway node.
+//!
+//! A madsim `Sleep` adds a timer to madsim's heap every time it is polled while pending, and a
+//! `timeout` polls its `Sleep` every time the future it guards is woken: a store call that
+//! wakes three times leaves three timers in the heap for the whole timeout, each expiring
+//! later as a wasted wake-up. Here each gateway keeps its pending deadlines in one ordered
+//! map, and one task per gateway sleeps until the earliest of them: a deadline costs one map
+//! insertion and one removal, and the task wakes about once per timeout length while calls
+//! keep finishing in time.
+//!
+//! The queue reads only madsim's clock, on the gateway's node, so a paused node's timeouts
+//! fire when it resumes, as its tasks run again.
+
+use madsim::time::Instant;
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+/// One pending deadline: whether it has passed, and who waits on it.
+#[derive(Default)]
+struct Expiry {
+    fired: bool,
+    waker: Option<Waker>,
+}
+
+#[derive(Default)]
+struct Queue {
+    pending: BTreeMap<(Instant, u64), Arc<Mutex<Expiry>>>,
+    seq: u64,
+    /// The deadline the queue's task sleeps until, if it sleeps on one.
+    target: Option<Instant>,
+    /// The queue's task, to wake when a deadline earlier than its target arrives.
+    task: Option<Waker>,
+}
+
+/// A gateway's timeouts.
+#[derive(Default)]
+pub(crate) struct Timeouts {
+    queue: Mutex<Queue>,
+}
+
+impl std::fmt::Debug for Timeouts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let q = self.queue.lock().expect("timeouts");
+        f.debug_struct("Timeouts")
+            .field("pending", &q.pending.len())
+            .finish()
+    }
+}
+
+impl Timeouts {
+    /// A queue, with its task spawned on the current node.
+    pub(crate) fn start() -> Arc<Timeouts> {
+        let t = Arc::new(Timeouts::default());
+        madsim::task::spawn(t.clone().run());
+        t
+    }
+
+    /// Runs `fut` until madsim's clock passes `after` from now (on its own, undilated
+    /// scale); `None` if it does first.
+    pub(crate) async fn timeout<F: Future>(&self, after: Duration, fut: F) -> Option<F::Output> {
+        let deadline = Instant::now() + after;
+        let expiry = Arc::new(Mutex::new(Expiry::default()));
+        let key = {
+            let mut q = self.queue.lock().expect("timeouts");
+            q.seq += 1;
+            let key = (deadline, q.seq);
+            q.pending.insert(key, expiry.clone());
+            if q.target.is_none_or(|t| deadline < t)
+                && let Some(w) = q.task.take()
+            {
+                w.wake();
+            }
+            key
+        };
+        let _entry = Entry { queue: self, key };
+        Guarded {
+            fut: std::pin::pin!(fut),
+            expiry,
+        }
+        .await
+    }
+
+    /// Fires every deadline that has passed; returns the next one.
+    fn fire_due(&self) -> Option<Instant> {
+        let now = Instant::now();
+        let mut q = self.queue.lock().expect("timeouts");
+        while let Some(entry) = q.pending.first_entry() {
+            if entry.key().0 > now {
+                return Some(entry.key().0);
+            }
+            let expiry = entry.remove();
+            let mut e = expiry.lock().expect("expiry");
+            e.fired = true;
+            if let Some(w) = e.waker.take() {
+                w.wake();
+            }
+        }
+        None
+    }
+
+    async fn run(self: Arc<Self>) {
+        loop {
+            let next = self.fire_due();
+            Park {
+                queue: &self,
+                target: next,
+                sleep: next.map(madsim::time::sleep_until),
+            }
+            .await;
+        }
+    }
+}
+
+/// Removes a deadline from the queue when its future ends, however it ends.
+struct Entry<'a> {
+    queue: &'a Timeouts,
+    key: (Instant, u64),
+}
+
+impl Drop for Entry<'_> {
+    fn drop(&mut self) {
+        let mut q = self.queue.queue.lock().expect("timeouts");
+        q.pending.remove(&self.key);
+    }
+}
+
+/// A future raced against its deadline.
+struct Guarded<'a, F> {
+    fut: Pin<&'a mut F>,
+    expiry: Arc<Mutex<Expiry>>,
+}
+
+impl<F: Future> Future for Guarded<'_, F> {
+    type Output = Option<F::Output>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        if let Poll::Ready(v) = self.fut.as_mut().poll(cx) {
+            return Poll::Ready(Some(v));
+        }
+        let mut e = self.expiry.lock().expect("expiry");
+        if e.fired {
+            return Poll::Ready(None);
+        }
+        e.waker = Some(cx.waker().clone());
+        Poll::Pending
+    }
+}
+
+/// The queue's task between two deadlines: until its target passes, or an earlier deadline
+/// arrives.
+struct Park<'a> {
+    queue: &'a Timeouts,
+    target: Option<Instant>,
+    sleep: Option<madsim::time::Sleep>,
+}
+
+impl Future for Park<'_> {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        {
+            let mut q = self.queue.queue.lock().expect("timeouts");
+            let earliest = q.pending.first_key_value().map(|(k, _)| k.0);
+            let earlier = match (earliest, self.target) {
+                (Some(e), Some(t)) => e < t,
+                (Some(_), None) => true,
+                _ => false,
+            };
+            if earlier {
+                q.target = None;
+                return Poll::Ready(());
+            }
+            q.target = self.target;
+            q.task = Some(cx.waker().clone());
+        }
+        match self.sleep.as_mut() {
+            Some(s) => Pin::new(s).poll(cx),
+            None => Poll::Pending,
+        }
+    }
+}
