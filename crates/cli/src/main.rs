@@ -149,6 +149,10 @@ enum Command {
         /// Concurrent clients for the Redis benchmark (1 to 1024).
         #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u64).range(1..=1024))]
         clients: u64,
+        /// Print the benchmark's scenario file and exit (to run it under a profiler with
+        /// `ratelab run`).
+        #[arg(long, conflicts_with = "redis")]
+        print_scenario: bool,
     },
 }
 
@@ -281,8 +285,9 @@ fn main() -> ExitCode {
             seconds,
             rate,
             runs,
+            print_scenario,
             ..
-        } => bench(gateways, seconds, rate, runs),
+        } => bench(gateways, seconds, rate, runs, print_scenario),
         Command::Sweep {
             max_concurrency,
             latencies_us,
@@ -966,7 +971,7 @@ fn redis_bench(url: &str, clients: u64, seconds: u64) -> ExitCode {
     }
 }
 
-fn bench(gateways: u64, seconds: u64, rate: u64, runs: u32) -> ExitCode {
+fn bench(gateways: u64, seconds: u64, rate: u64, runs: u32, print_scenario: bool) -> ExitCode {
     let clients = gateways;
     let per_client = rate.div_ceil(clients).max(1);
     let text = format!(
@@ -989,6 +994,10 @@ fn bench(gateways: u64, seconds: u64, rate: u64, runs: u32) -> ExitCode {
             return ExitCode::from(EXIT_BAD_INPUT);
         }
     };
+    if print_scenario {
+        println!("{text}");
+        return ExitCode::SUCCESS;
+    }
     println!(
         "atomic path, {gateways} gateways, {clients} clients, {} requests/s offered over 1000 keys, {seconds} simulated s{}",
         per_client * clients,

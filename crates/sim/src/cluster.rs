@@ -10,8 +10,9 @@
 //!   apply but lose the reply, or delay the reply. A crash kills the node; the restart runs
 //!   its init again with an empty store: all state is lost.
 //! - Each **gateway node** decides requests over a [`StoreClient`] whose implementation here
-//!   is madsim RPC with a per-call timeout, on either path, reading its own clock (true
-//!   simulated time with the scenario's offset and drift) or the store's.
+//!   sends raw endpoint messages to the store node (`transport.rs`), on either path, bounded
+//!   by the request's deadline on the node's timeout queue (`timeouts.rs`), reading its own
+//!   clock (true simulated time with the scenario's offset and drift) or the store's.
 //! - **Clients** are tasks on a client node. They send each request by starting the gateway's
 //!   handler on the chosen gateway node; clients that honour Retry-After wait for the answer.
 //! - **Network faults** use madsim's verbs: `clog_link` for partitions, the packet-loss rate,

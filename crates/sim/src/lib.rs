@@ -11,6 +11,13 @@
 //!
 //! Every failure names its seed and the commands that replay it ([`replay_commands`]).
 //!
+//! Where things are: the scenario format and its checks (`scenario`, `validate`); the cluster
+//! and its fault injection (`cluster`: a new fault kind goes there and in `scenario`); time
+//! ([`dilation`]: physical time on madsim's clock); the messages between gateways and the
+//! store (`transport`) and each gateway's timeouts (`timeouts`); the report (`report`, which
+//! calls the checkers in `ratelab-check`); running seeds on every core ([`parallel`]); and
+//! the cost floors `ratelab bench` measures beside the cluster ([`floor`]).
+//!
 //! This crate needs `--cfg madsim`, which the workspace's `.cargo/config.toml` sets.
 #![warn(missing_docs)]
 
