@@ -17,6 +17,7 @@
 //! | [`answers`] | every request answered exactly once |
 //! | [`liveness`] | after faults heal, a client within the rate is admitted |
 //! | [`cleanup`] | the cleanup job deletes no live bucket; one leader at a time; its liveness |
+//! | [`linearizable`] | the answers are explained by a real-time order of requests under the token bucket's sequential specification |
 //! | [`arrivals`] | a Poisson sender's realised gaps are exponential (Kolmogorov–Smirnov) |
 //!
 //! A new checker is a module here with a function from history records to a report struct,
@@ -29,6 +30,7 @@ pub mod arrivals;
 pub mod cleanup;
 pub mod envelope;
 pub mod history;
+pub mod linearizable;
 pub mod liveness;
 pub mod window;
 
