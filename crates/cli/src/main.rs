@@ -83,8 +83,9 @@ enum Command {
     /// The overshoot experiment: naive vs atomic across concurrency and store round trip,
     /// plus the algorithm comparison. Writes docs/results/ and the figures in the docs.
     Sweep {
-        /// Concurrency ladder: powers of two from 1 up to this (1 to 1024).
-        #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=1024))]
+        /// Concurrency ladder: powers of two from 1 up to this (1 to 256, one gateway per
+        /// sender).
+        #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=256))]
         max_concurrency: u32,
         /// One-way store latencies, µs (comma separated, each at most 10000000); a store
         /// round trip is twice one.
@@ -923,7 +924,10 @@ fn write_matched(
         eprintln!("error: {e}");
         ExitCode::from(EXIT_BAD_INPUT)
     };
-    let ladder = ratelab_lab::matched::simulate(points, cfg, &cfg.seeds, threads);
+    let ladder = match ratelab_lab::matched::simulate(points, cfg, &cfg.seeds, threads) {
+        Ok(l) => l,
+        Err(e) => return fail(e),
+    };
     println!(
         "{} simulated runs at the measured round trips\n",
         ladder.sim.len()
@@ -1026,7 +1030,7 @@ fn bench(gateways: u64, seconds: u64, rate: u64, runs: u32, print_scenario: bool
         );
     }
     println!("best: {best:.0} simulated requests per wall-clock second");
-    // The floors, on the same arrivals, in the same run.
+    // The floors, on the same load, in the same run.
     let rate_per_client = per_client;
     let madsim = (0..runs.max(1))
         .map(|_| {

@@ -185,8 +185,10 @@ fn schedule(c: u32, rate: u64, seconds: u64, nonce: u64) -> Vec<u64> {
 
 /// Sends every arrival of `times` at its time, from a pacing thread (tokio's timer works in
 /// whole milliseconds and would release the arrivals of one millisecond together), each as
-/// its own task on the runtime.
-async fn send_all(store: &RedisStore, key: &Key, path: Path, times: Vec<u64>) -> Vec<Sent> {
+/// its own task on the runtime. Returns the decisions, and how many requests were lost to a
+/// task or the pacing thread dying (counted as failed, never dropped from the count).
+async fn send_all(store: &RedisStore, key: &Key, path: Path, times: Vec<u64>) -> (Vec<Sent>, u64) {
+    let scheduled = times.len() as u64;
     let rt = tokio::runtime::Handle::current();
     let (store, key) = (store.clone(), key.clone());
     let pacer = std::thread::spawn(move || {
@@ -216,18 +218,22 @@ async fn send_all(store: &RedisStore, key: &Key, path: Path, times: Vec<u64>) ->
         }
         tasks
     });
-    let tasks = tokio::task::spawn_blocking(move || pacer.join())
+    let Some(tasks) = tokio::task::spawn_blocking(move || pacer.join())
         .await
         .ok()
         .and_then(|r| r.ok())
-        .unwrap_or_default();
+    else {
+        return (Vec::new(), scheduled);
+    };
     let mut sent = Vec::with_capacity(tasks.len());
+    let mut lost = scheduled - tasks.len() as u64;
     for t in tasks {
-        if let Ok(s) = t.await {
-            sent.push(s);
+        match t.await {
+            Ok(s) => sent.push(s),
+            Err(_) => lost += 1,
         }
     }
-    sent
+    (sent, lost)
 }
 
 fn mean(xs: impl Iterator<Item = f64>) -> Option<f64> {
@@ -252,9 +258,9 @@ async fn point(store: &RedisStore, cfg: &RealConfig, path: Path, c: u32, run: u3
         + (u64::from(run) << 32);
     let key = Key::new(&format!("sweep:{}:{c}:{run}", path.name())).expect("valid key");
     let times = schedule(c, cfg.rate_per_client, cfg.seconds, nonce);
-    let sent = send_all(store, &key, path, times).await;
+    let (sent, lost) = send_all(store, &key, path, times).await;
     let mut adm = Vec::new();
-    let mut errors = 0u64;
+    let mut errors = lost;
     for (i, s) in sent.iter().enumerate() {
         match &s.result {
             Ok(o) if o.decision.allowed => adm.push(Admission {
@@ -310,7 +316,7 @@ async fn point(store: &RedisStore, cfg: &RealConfig, path: Path, c: u32, run: u3
         path: path.name().to_owned(),
         concurrency: c,
         run,
-        offered: sent.len() as u64,
+        offered: sent.len() as u64 + lost,
         admitted,
         errors,
         envelope,

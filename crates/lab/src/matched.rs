@@ -108,7 +108,7 @@ pub fn replay_scenario(
     p: &RealPoint,
     latency_us: u64,
     base: &SweepConfig,
-) -> ratelab_sim::Scenario {
+) -> Result<ratelab_sim::Scenario, String> {
     let last = p.store_reads_us.last().copied().unwrap_or(0);
     let text = serde_json::json!({
         "description": format!("replay: real {} run {} at {} senders, {latency_us} µs one way", p.path, p.run, p.concurrency),
@@ -121,8 +121,12 @@ pub fn replay_scenario(
         "clients": [ { "key": "user:ana", "arrival": { "pattern": "times", "times_us": p.store_reads_us } } ]
     })
     .to_string();
-    ratelab_sim::Scenario::parse(std::path::Path::new("<replay>"), &text)
-        .expect("replay scenarios are valid")
+    ratelab_sim::Scenario::parse(std::path::Path::new("<replay>"), &text).map_err(|e| {
+        format!(
+            "the real {} run {} at {} senders cannot be replayed: {e}",
+            p.path, p.run, p.concurrency
+        )
+    })
 }
 
 /// The one-way latency a replay of `p` runs at, µs: half its own race window (so the
@@ -133,10 +137,10 @@ pub fn replay_latency_us(p: &RealPoint) -> u64 {
 }
 
 /// Replays `p` (see [`replay_scenario`]).
-pub fn replay(p: &RealPoint, latency_us: u64, base: &SweepConfig) -> Replayed {
-    let sc = replay_scenario(p, latency_us, base);
+pub fn replay(p: &RealPoint, latency_us: u64, base: &SweepConfig) -> Result<Replayed, String> {
+    let sc = replay_scenario(p, latency_us, base)?;
     let (r, _) = ratelab_sim::run(&sc, 1, ratelab_sim::RunOptions::default());
-    Replayed {
+    Ok(Replayed {
         path: p.path.clone(),
         concurrency: p.concurrency,
         run: p.run,
@@ -144,7 +148,7 @@ pub fn replay(p: &RealPoint, latency_us: u64, base: &SweepConfig) -> Replayed {
         offered: r.requests,
         excess: r.total_excess,
         trace_hash: r.trace_hash,
-    }
+    })
 }
 
 /// The one-way latency, µs, that gives the simulator the round trip `path` measured at
@@ -159,13 +163,23 @@ pub fn matched_latency_us(real: &[RealPoint], path: &str, c: u32) -> Option<u64>
 }
 
 /// Runs the simulated ladder at the round trips of `real`: `base`'s policy and per-sender
-/// rate, the real runs' duration, `seeds`, on `threads` worker threads.
+/// rate, the real runs' duration, `seeds`, on `threads` worker threads. An error, before any
+/// run, if a point cannot be simulated (a hand-edited results file, say).
 pub fn simulate(
     real: Vec<RealPoint>,
     base: &SweepConfig,
     seeds: &[u64],
     threads: usize,
-) -> RealLadder {
+) -> Result<RealLadder, String> {
+    if let Some(p) = real
+        .iter()
+        .find(|p| p.path != "naive" && p.path != "atomic")
+    {
+        return Err(format!(
+            "a real run on path {:?}: expected naive or atomic",
+            p.path
+        ));
+    }
     let seconds = real.first().map_or(2, |p| p.seconds);
     let mut jobs = Vec::new();
     let keys: BTreeSet<(usize, u32)> = real
@@ -193,6 +207,13 @@ pub fn simulate(
         duration_ms: seconds * 1000,
         ..base.clone()
     };
+    for &(path, c, l, _) in &jobs {
+        sweep::try_scenario(&sim_config, path, c, l)
+            .map_err(|e| format!("{path} path at {c} senders, {l} µs one way: {e}"))?;
+    }
+    for p in &real {
+        replay_scenario(p, replay_latency_us(p), &sim_config)?;
+    }
     let sim = ratelab_sim::parallel::map(
         &jobs,
         threads,
@@ -205,14 +226,16 @@ pub fn simulate(
         threads,
         |p| replay(p, replay_latency_us(p), &sim_config),
         &|_, _| {},
-    );
-    RealLadder {
+    )
+    .into_iter()
+    .collect::<Result<Vec<_>, _>>()?;
+    Ok(RealLadder {
         real,
         sim_config,
         sim,
         sim_summary,
         replayed,
-    }
+    })
 }
 
 /// Sorted times as their first value and the gaps after it: a third of the text.
@@ -282,6 +305,9 @@ pub struct Row {
     pub late_p99_us: f64,
     /// Mean percentage of real naive reads less than [`CLOSE_US`] after the previous one.
     pub store_close_pct: f64,
+    /// Worst KS distance from Poisson over the real naive runs: the senders' start times,
+    /// the reads at the store, and the critical value at 0.999 for their count.
+    pub ks: (f64, f64, f64),
 }
 
 impl Row {
@@ -344,6 +370,13 @@ pub fn rows(l: &RealLadder) -> Vec<Row> {
                 .map(|p| p.late_p99_us)
                 .fold(0.0, f64::max),
             store_close_pct: spread(&rn.iter().map(|p| p.store_close_pct).collect::<Vec<_>>()).0,
+            ks: (
+                rn.iter().map(|p| p.arrivals_ks).fold(0.0, f64::max),
+                rn.iter().map(|p| p.store_arrivals_ks).fold(0.0, f64::max),
+                ratelab_check::arrivals::ks_critical(
+                    rn.iter().map(|p| p.offered as usize).min().unwrap_or(1),
+                ),
+            ),
         });
     }
     out
@@ -362,8 +395,8 @@ pub fn real_table(l: &RealLadder) -> String {
          Simulated: the same policy (B = {}, R = {}/s), {} req/s per sender and duration, each \
          path over a link of half the round trip the real runs measured; Poisson arrivals over \
          {} seeds, and each real run replayed: its reads at the times the real store ran them, over a link of half its own race window.\n\n\
-         | concurrent | offered | real round trip µs | race window µs real / sim | reads < 10 µs apart at the store, real / Poisson | real naive excess (min–max) | sim naive excess, Poisson (min–max) | agree (±) | sim naive excess, real arrivals (min–max) | agree (±) | atomic excess real / sim |\n\
-         |---:|---:|---:|---:|---:|---:|---:|---|---:|---|---:|\n",
+         | concurrent | offered | real round trip µs | race window µs real / sim | reads < 10 µs apart at the store, real / Poisson | KS from Poisson: sender starts / reads at the store (0.999 critical) | real naive excess (min–max) | sim naive excess, Poisson (min–max) | agree (±) | sim naive excess, real arrivals (min–max) | agree (±) | atomic excess real / sim |\n\
+         |---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|---:|\n",
         l.sim_config.capacity,
         l.sim_config.refill_per_sec,
         l.sim_config.rate_per_client,
@@ -380,13 +413,16 @@ pub fn real_table(l: &RealLadder) -> String {
         let poisson_close = 100.0 * (1.0 - (-lambda * CLOSE_US / 1e6).exp());
         let _ = writeln!(
             out,
-            "| {} | {:.0} | {:.0} | {} / {} | {:.1}% / {poisson_close:.1}% | {} | {} | {} | {} | {} | {} / {} |",
+            "| {} | {:.0} | {:.0} | {} / {} | {:.1}% / {poisson_close:.1}% | {:.3} / {:.3} ({:.3}) | {} | {} | {} | {} | {} | {} / {} |",
             r.concurrency,
             r.offered,
             r.rtt_us,
             opt_us(r.real_race_us),
             opt_us(r.sim_race_us),
             r.store_close_pct,
+            r.ks.0,
+            r.ks.1,
+            r.ks.2,
             fig(r.real_naive),
             fig(r.sim_naive),
             verdict(r.real_naive, r.sim_naive),

@@ -145,7 +145,18 @@ pub fn rtt_ms(latency_us: u64) -> f64 {
 }
 
 /// The sweep's scenario at one point: `c` senders on `path` over a link of `lat_us` one way.
+/// Panics on a point no scenario can hold; [`try_scenario`] says why instead.
 pub fn scenario(cfg: &SweepConfig, path: &str, c: u32, lat_us: u64) -> Scenario {
+    try_scenario(cfg, path, c, lat_us).expect("sweep scenarios are valid")
+}
+
+/// [`scenario`], or why the point cannot be simulated.
+pub fn try_scenario(
+    cfg: &SweepConfig,
+    path: &str,
+    c: u32,
+    lat_us: u64,
+) -> Result<Scenario, String> {
     let text = serde_json::json!({
         "description": format!("sweep: {path} path, {c} concurrent senders, {lat_us} µs one way"),
         "seeds": [1],
@@ -158,7 +169,7 @@ pub fn scenario(cfg: &SweepConfig, path: &str, c: u32, lat_us: u64) -> Scenario 
                        "arrival": { "pattern": "poisson", "rate_per_sec": cfg.rate_per_client } } ]
     })
     .to_string();
-    Scenario::parse(Path::new("<sweep>"), &text).expect("sweep scenarios are valid")
+    Scenario::parse(Path::new("<sweep>"), &text).map_err(|e| e.to_string())
 }
 
 /// Runs the grid on `threads` worker threads, calling `progress(done, total)` as runs finish.

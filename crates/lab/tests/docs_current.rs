@@ -144,7 +144,8 @@ fn the_simulated_side_of_the_redis_ladder_reruns_to_its_committed_rows() {
             real.offered as usize,
             real.store_reads_us.len() + real.errors as usize
         );
-        let got = ratelab_lab::matched::replay(real, want.latency_us, &l.sim_config);
+        let got = ratelab_lab::matched::replay(real, want.latency_us, &l.sim_config)
+            .expect("a committed run replays");
         assert_eq!(
             as_committed(&got),
             as_committed(want),

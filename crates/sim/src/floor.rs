@@ -1,5 +1,6 @@
 //! What a simulated request costs without ratelab: the two floors `ratelab bench` measures
-//! beside the cluster, on the same arrivals, in the same run.
+//! beside the cluster, on the same load (as many Poisson clients at the same rate, each on
+//! its own stream), in the same run.
 //!
 //! - [`madsim_round_trips`]: madsim alone. Each arrival is a task on a client node that sends
 //!   one raw endpoint message to a server node and waits for the echo: one arrival sleep,
@@ -114,7 +115,7 @@ pub fn madsim_round_trips(clients: u32, rate: u64, seconds: u64, seed: u64) -> F
     }
 }
 
-/// No runtime: the same arrivals, each one GCRA decision (B = 100, R = 50/s) on one of
+/// No runtime: the same load, each arrival one GCRA decision (B = 100, R = 50/s) on one of
 /// `keys` keys, popped from a binary heap of pending arrivals.
 pub fn event_loop(clients: u32, rate: u64, seconds: u64, keys: u32, seed: u64) -> FloorRun {
     let bucket = TokenBucket::per_second(100, 50).expect("valid bucket");

@@ -183,3 +183,52 @@ impl Future for Park<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pending(t: &Timeouts) -> usize {
+        t.queue.lock().expect("timeouts").pending.len()
+    }
+
+    #[test]
+    fn deadlines_fire_in_time_are_removed_when_done_and_an_earlier_one_rearms_the_queue() {
+        let rt = madsim::runtime::Runtime::new();
+        rt.block_on(async {
+            let t = Timeouts::start();
+            let ms = Duration::from_millis;
+            // A future that finishes first: its value, and its deadline gone.
+            let quick = t.timeout(ms(50), async { 7 }).await;
+            assert_eq!(quick, Some(7));
+            assert_eq!(pending(&t), 0);
+            // One that never finishes: cut off at its deadline, not before.
+            let start = Instant::now();
+            let never = t.timeout(ms(30), std::future::pending::<()>()).await;
+            assert_eq!(never, None);
+            let took = Instant::now() - start;
+            assert!(took >= ms(30) && took < ms(31), "{took:?}");
+            assert_eq!(pending(&t), 0);
+            // The queue sleeps towards a far deadline; a nearer one must still fire on time.
+            let far = {
+                let t = t.clone();
+                madsim::task::spawn(async move {
+                    t.timeout(ms(1_000), std::future::pending::<()>()).await
+                })
+            };
+            madsim::time::sleep(ms(1)).await;
+            let start = Instant::now();
+            assert_eq!(t.timeout(ms(5), std::future::pending::<()>()).await, None);
+            let took = Instant::now() - start;
+            assert!(took < ms(6), "the nearer deadline waited {took:?}");
+            assert_eq!(far.await.ok(), Some(None));
+            assert_eq!(pending(&t), 0);
+            // A wait cancelled while registered (its future dropped) leaves nothing behind.
+            let outer =
+                madsim::time::timeout(ms(2), t.timeout(ms(100), std::future::pending::<()>()))
+                    .await;
+            assert!(outer.is_err(), "the outer bound cut it off");
+            assert_eq!(pending(&t), 0);
+        });
+    }
+}
