@@ -2,6 +2,7 @@
 //!
 //! Exit codes: 0 every expectation held, 1 an expectation failed, 2 bad input.
 
+mod explore;
 mod real;
 mod serve;
 
@@ -58,6 +59,9 @@ enum Command {
     },
     /// Print the JSON Schema of scenario files.
     Schema,
+    /// Draw whole scenarios from seeds, run them against a system under test and judge each
+    /// run with every checker: find the failures no scenario names (exit 1 if any).
+    Explore(Box<explore::ExploreArgs>),
     /// Mutate the shipped scenarios and feed each input to validation and a short run: every
     /// input must get a verdict or a clear error, never a panic (exit 1 if one panics).
     Fuzz {
@@ -325,6 +329,7 @@ fn main() -> ExitCode {
             }
         }
         Command::Serve(args) => serve_command(*args),
+        Command::Explore(args) => explore::explore_command(*args),
         Command::Fuzz {
             inputs,
             seed,

@@ -9,6 +9,7 @@
 //! - [`output`]: the CSV, JSON and SVG files under `docs/results/`, and the marked figure
 //!   blocks of the write-up and the README (`<!-- BEGIN sweep:NAME -->`), with the check that
 //!   they are current;
+//! - [`explore`]: swarm-generated scenarios judged by every checker (`ratelab explore`);
 //! - [`fuzz`]: mutation fuzzing of scenario files (`ratelab fuzz`).
 //!
 //! A new experiment is a module here with a function from its configuration to serializable
@@ -16,6 +17,7 @@
 //! against the committed results.
 #![warn(missing_docs)]
 
+pub mod explore;
 pub mod fuzz;
 pub mod matched;
 pub mod output;

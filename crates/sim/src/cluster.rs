@@ -305,6 +305,8 @@ struct StoreNode {
     job: Mutex<(LeaseTable, Fence)>,
     /// The edge policy's buckets, when the scenario has an edge limit.
     edge: Option<MemoryStore<Policy>>,
+    /// Whether the cleanup's commit deletes without checking the keys still expired.
+    blind_delete: bool,
     shared: Arc<Shared>,
     plan: Arc<StorePlan>,
     rng: Arc<Mutex<SimRng>>,
@@ -419,7 +421,12 @@ impl StoreNode {
                 let mut removed = Vec::new();
                 if accepted {
                     for k in keys.iter().filter_map(|k| Key::new(k).ok()) {
-                        if self.store.remove(&k) {
+                        let gone = if self.blind_delete {
+                            self.store.remove(&k)
+                        } else {
+                            self.store.remove_expired(&k, now)
+                        };
+                        if gone {
                             removed.push(k.as_str().to_owned());
                         }
                     }
@@ -1321,6 +1328,7 @@ fn start_store_node(
     let plan = Arc::new(StorePlan::new(&sc.spec.faults));
     let rng = Arc::new(Mutex::new(SimRng::new(seed, stream::STORE)));
     let fencing = sc.spec.cleanup_job.is_none_or(|j| j.fencing);
+    let blind_delete = sc.spec.cleanup_job.is_some_and(|j| j.blind_delete);
     let max_keys = sc.spec.store.max_keys.get() as usize;
     let shared = shared.clone();
     handle
@@ -1341,6 +1349,7 @@ fn start_store_node(
                     },
                 )),
                 edge: edge_policy.map(|p| sim_store(p, max_keys, hash_seed ^ 1)),
+                blind_delete,
                 shared: shared.clone(),
                 plan: plan.clone(),
                 rng: rng.clone(),

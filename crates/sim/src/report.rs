@@ -338,7 +338,14 @@ pub fn build(
 
     let liveness = sc.spec.expect.liveness.then(|| {
         let keys = liveness_keys(sc, env);
-        let from = ms_to_nanos(crate::cluster::faults_end_ms(sc))
+        // After the last fault: a breaker it opened stays open for its cooldown, and the
+        // probe that closes it takes up to one timeout; then two refill times.
+        let breaker = sc
+            .spec
+            .gateway
+            .breaker
+            .map_or(0, |b| b.cooldown_ms.get() + sc.spec.store.timeout_ms.get());
+        let from = ms_to_nanos(crate::cluster::faults_end_ms(sc) + breaker)
             .saturating_add(Nanos(2 * window.as_u64()));
         let LivenessReport {
             checked,

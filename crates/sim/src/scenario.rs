@@ -465,6 +465,12 @@ pub struct JobSpec {
     /// canary: a stalled leader's stale commit lands.
     #[serde(default = "yes")]
     pub fencing: bool,
+    /// Whether the commit deletes its keys whatever became of them since the scan (default
+    /// false: the store deletes a key only if it is still expired, so a bucket written while
+    /// the job worked survives). `true` is a canary: the job's own plan goes stale, fenced
+    /// or not.
+    #[serde(default)]
+    pub blind_delete: bool,
     /// Most keys one commit deletes (default 1000).
     #[serde(default = "default_batch")]
     pub batch: Bounded<1, 100_000>,

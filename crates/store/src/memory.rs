@@ -258,6 +258,16 @@ impl<A: Algorithm, B: SyncBackend> MemoryStore<A, B> {
         shard.with(|shard| shard.map.swap_remove(&probe).is_some())
     }
 
+    /// Deletes `key`'s entry only if it has expired at `now` (a compare-and-delete): a bucket
+    /// written since it was found expired stays. Whether one was deleted.
+    pub fn remove_expired(&self, key: &Key, now: Nanos) -> bool {
+        let (probe, shard) = self.locate(key);
+        shard.with(|shard| {
+            let expired = shard.map.get(&probe).is_some_and(|e| e.expires_at <= now);
+            expired && shard.map.swap_remove(&probe).is_some()
+        })
+    }
+
     /// Calls served and entries held, summed over shards.
     pub fn stats(&self) -> StoreStats {
         self.shards.iter().fold(StoreStats::default(), |acc, s| {

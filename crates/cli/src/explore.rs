@@ -1,0 +1,213 @@
+//! `ratelab explore`: the campaign's command line, its progress bar and its report.
+
+use ratelab_lab::explore::{self, Campaign, ExploreReport, Sut};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+/// `ratelab explore`'s flags.
+#[derive(clap::Args, Debug)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct ExploreArgs {
+    /// Join shard reports instead of exploring.
+    #[command(subcommand)]
+    merge: Option<MergeCommand>,
+    /// Seeds to explore, from --first (1 to 100 000 000).
+    #[arg(long, default_value_t = 1_000, value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
+    seeds: u64,
+    /// The first seed.
+    #[arg(long, default_value_t = 1)]
+    first: u64,
+    /// Stop after this many wall seconds, whatever is left of --seeds (1 to 86 400).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    time: Option<u64>,
+    /// Worker threads (1 to 256; default: every core).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=256))]
+    jobs: Option<u64>,
+    /// Run only shard I of N (`I/N`, 0 ≤ I < N): the seeds congruent to I modulo N.
+    #[arg(long, value_parser = parse_shard, default_value = "0/1")]
+    shard: (u64, u64),
+    /// The system under test: correct, naive, gateway-clock, unfenced-cleanup.
+    #[arg(long, default_value = "correct", value_parser = parse_sut)]
+    sut: Sut,
+    /// Where each distinct failure's drawn scenario is saved, and the report.
+    #[arg(long, default_value = "explore-out")]
+    out: PathBuf,
+    /// Print the report as JSON instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(clap::Subcommand, Debug)]
+enum MergeCommand {
+    /// Join shard reports (`report.json` files of one system under test) into one.
+    Merge {
+        /// The shard reports.
+        #[arg(required = true)]
+        reports: Vec<PathBuf>,
+        /// Print the merged report as JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn parse_shard(s: &str) -> Result<(u64, u64), String> {
+    let bad = || format!("{s:?}: expected I/N with 0 ≤ I < N, such as 0/4");
+    let (i, n) = s.split_once('/').ok_or_else(bad)?;
+    let (i, n): (u64, u64) = (
+        i.trim().parse().map_err(|_| bad())?,
+        n.trim().parse().map_err(|_| bad())?,
+    );
+    if n == 0 || i >= n {
+        return Err(bad());
+    }
+    Ok((i, n))
+}
+
+fn parse_sut(s: &str) -> Result<Sut, String> {
+    Sut::parse(s)
+}
+
+/// Batches of this many seeds between checks of `--time`.
+const BATCH: u64 = 256;
+
+/// Runs `ratelab explore`.
+pub fn explore_command(args: ExploreArgs) -> ExitCode {
+    if let Some(MergeCommand::Merge { reports, json }) = args.merge {
+        return merge(&reports, json);
+    }
+    let threads = args
+        .jobs
+        .map_or_else(ratelab_sim::parallel::default_threads, |j| j as usize);
+    let started = Instant::now();
+    let deadline = args.time.map(|s| started + Duration::from_secs(s));
+    let bar = indicatif::ProgressBar::new(args.seeds);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{elapsed_precise} [{bar:40}] {pos}/{len} seeds, {per_sec} ({msg})",
+        )
+        .expect("valid template")
+        .progress_chars("=> "),
+    );
+    let mut outcomes = Vec::new();
+    let mut first = args.first;
+    let end = args.first.saturating_add(args.seeds);
+    while first < end && deadline.is_none_or(|d| Instant::now() < d) {
+        let count = BATCH.min(end - first);
+        let c = Campaign {
+            sut: args.sut,
+            first,
+            count,
+            shard: args.shard,
+            threads,
+        };
+        let done = outcomes.len() as u64;
+        let (_, batch) = explore::run(&c, &|d, _| bar.set_position(done + d as u64));
+        outcomes.extend(batch);
+        let failed = outcomes.iter().filter(|o| !o.failures.is_empty()).count();
+        bar.set_message(format!("{failed} failed"));
+        first += count;
+    }
+    bar.finish_and_clear();
+    let wall = started.elapsed().as_secs_f64();
+    let report = explore::summarize(args.sut, &outcomes, Some(&args.out));
+    if let Err(e) = save(&args.out, args.sut, &report) {
+        eprintln!("error: {e}");
+        return ExitCode::from(crate::EXIT_BAD_INPUT);
+    }
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&report).unwrap_or_default()
+        );
+    } else {
+        print_report(&report, wall);
+    }
+    if report.found.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(crate::EXIT_FAILED)
+    }
+}
+
+/// Saves each distinct failure's drawn scenario and the report under `out`.
+fn save(out: &std::path::Path, sut: Sut, report: &ExploreReport) -> Result<(), String> {
+    std::fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
+    for f in &report.found {
+        let file = out.join(explore::scenario_file(
+            sut,
+            f.class,
+            &f.checker,
+            f.first_seed,
+        ));
+        let json = explore::scenario_json(f.first_seed, sut);
+        let text = serde_json::to_string_pretty(&json).map_err(|e| e.to_string())? + "\n";
+        std::fs::write(&file, text).map_err(|e| format!("{}: {e}", file.display()))?;
+    }
+    let path = out.join("report.json");
+    let text = serde_json::to_string_pretty(report).map_err(|e| e.to_string())? + "\n";
+    std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+fn print_report(r: &ExploreReport, wall: f64) {
+    println!(
+        "explored {} seeds against `{}` in {wall:.1} s ({:.0} seeds/min, {:.0} simulated requests/s): {} failed",
+        r.seeds,
+        r.sut.name(),
+        r.seeds as f64 / wall.max(1e-9) * 60.0,
+        r.requests as f64 / wall.max(1e-9),
+        r.failed_seeds
+    );
+    let kinds: Vec<String> = r
+        .fault_coverage
+        .iter()
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect();
+    println!("seeds with each fault kind: {}", kinds.join(", "));
+    if r.found.is_empty() {
+        println!("no failures");
+        return;
+    }
+    for f in &r.found {
+        let class = serde_json::to_string(&f.class).unwrap_or_default();
+        println!(
+            "\n{} / {}: {} seeds, first seed {}\n  {}\n  replay: {}",
+            class.trim_matches('"'),
+            f.checker,
+            f.seeds,
+            f.first_seed,
+            f.detail,
+            f.replay
+        );
+    }
+}
+
+fn merge(paths: &[PathBuf], json: bool) -> ExitCode {
+    let mut reports = Vec::new();
+    for p in paths {
+        let r = std::fs::read_to_string(p)
+            .map_err(|e| e.to_string())
+            .and_then(|t| serde_json::from_str::<ExploreReport>(&t).map_err(|e| e.to_string()));
+        match r {
+            Ok(r) => reports.push(r),
+            Err(e) => {
+                eprintln!("error: {}: {e}", p.display());
+                return ExitCode::from(crate::EXIT_BAD_INPUT);
+            }
+        }
+    }
+    match explore::merge(&reports) {
+        Ok(r) => {
+            if json {
+                println!("{}", serde_json::to_string_pretty(&r).unwrap_or_default());
+            } else {
+                print_report(&r, f64::NAN);
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(crate::EXIT_BAD_INPUT)
+        }
+    }
+}

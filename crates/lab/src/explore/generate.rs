@@ -1,0 +1,200 @@
+//! Swarm generation: one explore seed draws one whole scenario.
+//!
+//! Every choice comes from the seed's own stream ([`EXPLORE_STREAM`]), apart from the
+//! simulation's, so the same explore seed draws the same scenario on any machine, and the
+//! simulation of that scenario draws from the scenario's own seed as usual. As in swarm
+//! testing (Groce et al. 2012; TigerBeetle's VOPR), each fault kind is switched on or off
+//! per seed, so some runs are fault-free and some dense; each feature (an edge limit, a
+//! breaker, fail-open, clients that pace themselves, the cleanup job) likewise.
+//!
+//! The result is an ordinary scenario file: the same types and the same validator as a
+//! hand-written one.
+
+use ratelab_sim::rng::SimRng;
+use serde_json::{Value, json};
+
+/// The explorer's stream, apart from every stream the simulation draws from.
+pub const EXPLORE_STREAM: u64 = 0x6578_706c_6f72_6501;
+
+/// A drawing helper over one seed's stream.
+struct Draw(SimRng);
+
+impl Draw {
+    fn int(&mut self, lo: u64, hi: u64) -> u64 {
+        lo + self.0.below(hi - lo + 1)
+    }
+
+    fn chance(&mut self, p: f64) -> bool {
+        self.0.chance(p)
+    }
+
+    fn pick<'a, T>(&mut self, xs: &'a [T]) -> &'a T {
+        &xs[self.0.below(xs.len() as u64) as usize]
+    }
+}
+
+/// The scenario explore seed `seed` draws, as scenario JSON (before the system under test
+/// adjusts it).
+pub fn draw(seed: u64) -> Value {
+    let mut d = Draw(SimRng::new(seed, EXPLORE_STREAM));
+    let duration = d.int(500, 4_000);
+    let gateways = d.int(1, 6);
+    let capacity = *d.pick(&[1u64, 2, 5, 10, 20, 50]);
+    let refill = *d.pick(&[1u64, 5, 20, 50, 100]);
+    let lat_min = d.int(20, 2_000);
+    let lat_max = lat_min + d.int(0, 1_000);
+    // A deadline above what two layers' round trips take on a healthy link, as anyone
+    // would set it: a timeout shorter than the round trip fails every request open.
+    let timeout_ms = (*d.pick(&[5u64, 20, 50, 100])).max(8 * lat_max / 1_000 + 1);
+    let edge = d
+        .chance(0.2)
+        .then(|| (*d.pick(&[5u64, 20, 100]), *d.pick(&[5u64, 20, 100])));
+
+    let mut clients = Vec::new();
+    for _ in 0..d.int(1, 3) {
+        clients.push(client(&mut d, duration, gateways, capacity));
+    }
+    // Sometimes a probe: one client well within the policy on a key of its own, so the
+    // liveness phase has something to hold to.
+    let within = edge.map_or(refill, |(_, r)| r.min(refill));
+    let probe = d.chance(0.5) && within >= 5;
+    if probe {
+        clients.push(json!({
+            "key": "probe",
+            "arrival": { "pattern": "constant", "rate_per_sec": within / 5 }
+        }));
+    }
+
+    let mut gateway = json!({ "fail_open": d.chance(0.5) });
+    if d.chance(0.3) {
+        gateway["breaker"] = json!({
+            "failures_to_open": d.int(1, 10),
+            "cooldown_ms": d.int(10, 500)
+        });
+    }
+    if let Some((capacity, refill_per_sec)) = edge {
+        gateway["edge"] = json!({ "capacity": capacity, "refill_per_sec": refill_per_sec });
+    }
+
+    let mut spec = json!({
+        "description": format!("drawn by `ratelab explore` from explore seed {seed}"),
+        "seeds": [seed],
+        "duration_ms": duration,
+        "gateways": gateways,
+        "policy": { "algorithm": "token_bucket", "capacity": capacity, "refill_per_sec": refill },
+        "store": { "path": "atomic", "timeout_ms": timeout_ms },
+        "network": { "latency": { "min_us": lat_min, "max_us": lat_max } },
+        "gateway": gateway,
+        "clients": clients,
+        "faults": faults(&mut d, duration, gateways),
+    });
+    // A crash loses the lease table with the buckets, so the validator refuses a cleanup
+    // job beside a crash (a deployment keeps the token counter durable).
+    let crash = spec["faults"]
+        .as_array()
+        .is_some_and(|fs| fs.iter().any(|f| f["kind"] == "store_crash"));
+    if d.chance(0.2) && !crash {
+        let period = d.int(50, 500);
+        spec["cleanup_job"] = json!({
+            "period_ms": period,
+            "lease_ms": period * d.int(2, 4),
+            "work_ms": d.int(0, period),
+            "batch": d.int(1, 50)
+        });
+    }
+    if probe {
+        spec["expect"] = json!({ "liveness": true });
+    }
+    spec
+}
+
+fn client(d: &mut Draw, duration: u64, gateways: u64, capacity: u64) -> Value {
+    let mut c = json!({ "count": d.int(1, 6) });
+    if d.chance(0.5) {
+        c["key"] = json!(format!("k{}", d.int(0, 3)));
+    } else {
+        c["keys"] = json!({ "prefix": "u", "count": d.int(2, 20) });
+    }
+    c["arrival"] = match d.int(0, 2) {
+        0 => json!({ "pattern": "poisson", "rate_per_sec": d.int(1, 400) }),
+        1 => json!({ "pattern": "constant", "rate_per_sec": d.int(1, 200) }),
+        _ => json!({
+            "pattern": "burst",
+            "at_ms": d.int(0, duration - 1),
+            "requests": d.int(1, 50),
+            "spread_ms": d.int(0, 50)
+        }),
+    };
+    if d.chance(0.15) {
+        c["honour_retry_after"] = json!(true);
+    } else if d.chance(0.15) {
+        c["self_throttle"] = json!(true);
+    }
+    if d.chance(0.2) {
+        c["gateway"] = json!(d.int(0, gateways - 1));
+    } else if d.chance(0.3) {
+        c["gateway"] = json!("random");
+    }
+    if d.chance(0.1) {
+        c["cost"] = json!(d.int(1, 3.min(capacity)));
+    }
+    c
+}
+
+/// A window `[at, until)` inside the run.
+fn window(d: &mut Draw, duration: u64) -> (u64, u64) {
+    let at = d.int(0, duration - 1);
+    (at, (at + d.int(1, duration)).min(duration))
+}
+
+fn faults(d: &mut Draw, duration: u64, gateways: u64) -> Vec<Value> {
+    let mut out = Vec::new();
+    let rate = |d: &mut Draw| *d.pick(&[0.1f64, 0.3, 0.5, 1.0]);
+    for kind in [
+        "store_errors",
+        "store_timeouts",
+        "lost_replies",
+        "packet_loss",
+        "store_latency",
+        "store_crash",
+        "partition",
+        "clock",
+        "pause",
+        "kill_switch",
+    ] {
+        if !d.chance(0.25) {
+            continue;
+        }
+        let (at, until) = window(d, duration);
+        out.push(match kind {
+            "store_latency" => {
+                let lo = d.int(0, 5_000);
+                json!({ "kind": kind, "at_ms": at, "until_ms": until,
+                        "extra_latency": { "min_us": lo, "max_us": lo + d.int(0, 20_000) } })
+            }
+            "store_crash" => {
+                json!({ "kind": kind, "at_ms": at, "restart_after_ms": d.int(1, 500) })
+            }
+            "partition" => {
+                let g = d.int(0, gateways - 1);
+                json!({ "kind": kind, "at_ms": at, "until_ms": until, "gateways": [g] })
+            }
+            "clock" => {
+                json!({ "kind": kind, "gateway": d.int(0, gateways - 1),
+                        "offset_ms": d.int(0, 4_000) as i64 - 2_000,
+                        "drift_ppm": d.int(0, 20_000) as i64 - 10_000 })
+            }
+            "pause" => {
+                let node = if d.chance(0.5) {
+                    json!("store")
+                } else {
+                    json!(d.int(0, gateways - 1))
+                };
+                json!({ "kind": kind, "at_ms": at, "until_ms": until, "node": node })
+            }
+            "kill_switch" => json!({ "kind": kind, "at_ms": at, "until_ms": until }),
+            _ => json!({ "kind": kind, "at_ms": at, "until_ms": until, "rate": rate(d) }),
+        });
+    }
+    out
+}

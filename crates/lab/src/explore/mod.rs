@@ -1,0 +1,348 @@
+//! `ratelab explore`: find the failures no scenario names.
+//!
+//! Each explore seed draws a whole scenario ([`generate`]), the system under test adjusts it
+//! ([`Sut`]), the simulator runs it, and every applicable checker judges the run
+//! ([`verdict`]). Failures are classified (safety and which invariant, liveness, panic,
+//! determinism) and deduplicated by their signature (class, checker, system under test);
+//! each signature keeps its first seed, the drawn scenario (an ordinary scenario file) and
+//! the command that replays it.
+//!
+//! Seeds run on every core, one madsim runtime per worker, and come back in seed order, so
+//! a campaign's report does not depend on the number of threads. `--shard I/N` keeps the
+//! seeds congruent to I modulo N, so N machines can split one seed range between them.
+//!
+//! A new system under test is a [`Sut`] variant with its adjustment of the drawn scenario; a
+//! new checker goes in [`verdict`].
+
+pub mod generate;
+pub mod verdict;
+
+use ratelab_sim::{RunOptions, Scenario};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::Path;
+use verdict::{Class, Failure};
+
+/// The limiters the explorer can be pointed at: the correct one, and planted bugs seen in
+/// real deployments.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Sut {
+    /// The atomic path on the store's clock, the cleanup job fenced: must never fail.
+    Correct,
+    /// Read, decide in the gateway, write back: loses updates under concurrency.
+    Naive,
+    /// The atomic path deciding on each gateway's own clock instead of the store's.
+    GatewayClock,
+    /// The cleanup job without fencing tokens: a stale leader deletes live buckets.
+    UnfencedCleanup,
+}
+
+impl Sut {
+    /// Every system under test.
+    pub const ALL: [Sut; 4] = [
+        Sut::Correct,
+        Sut::Naive,
+        Sut::GatewayClock,
+        Sut::UnfencedCleanup,
+    ];
+
+    /// Its name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Sut::Correct => "correct",
+            Sut::Naive => "naive",
+            Sut::GatewayClock => "gateway-clock",
+            Sut::UnfencedCleanup => "unfenced-cleanup",
+        }
+    }
+
+    /// The system named `name`.
+    pub fn parse(name: &str) -> Result<Sut, String> {
+        Sut::ALL
+            .into_iter()
+            .find(|s| s.name() == name)
+            .ok_or_else(|| {
+                let names: Vec<&str> = Sut::ALL.iter().map(|s| s.name()).collect();
+                format!(
+                    "unknown system under test {name:?}: expected one of {}",
+                    names.join(", ")
+                )
+            })
+    }
+
+    /// Puts this system into a drawn scenario.
+    fn adjust(self, spec: &mut serde_json::Value) {
+        match self {
+            Sut::Correct => {}
+            Sut::Naive => spec["store"]["path"] = "naive".into(),
+            Sut::GatewayClock => spec["store"]["time_source"] = "gateway".into(),
+            Sut::UnfencedCleanup => {
+                if let Some(job) = spec.get_mut("cleanup_job") {
+                    job["fencing"] = false.into();
+                }
+            }
+        }
+    }
+}
+
+/// The scenario explore seed `seed` runs against `sut`, as JSON.
+pub fn scenario_json(seed: u64, sut: Sut) -> serde_json::Value {
+    let mut spec = generate::draw(seed);
+    sut.adjust(&mut spec);
+    spec["description"] = format!(
+        "drawn by `ratelab explore --sut {}` from explore seed {seed}",
+        sut.name()
+    )
+    .into();
+    spec
+}
+
+/// One explored seed.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Outcome {
+    /// The explore seed (also the simulation's seed).
+    pub seed: u64,
+    /// Requests simulated.
+    pub requests: u64,
+    /// Fault kinds the drawn scenario had.
+    pub faults: Vec<String>,
+    /// What the checkers found.
+    pub failures: Vec<Failure>,
+}
+
+/// How often to rerun a seed to check it is deterministic: every seed that fails, and one
+/// in this many of the others.
+pub const RECHECK_EVERY: u64 = 8;
+
+/// Explores one seed.
+pub fn explore_one(seed: u64, sut: Sut) -> Outcome {
+    let json = scenario_json(seed, sut);
+    let faults = json["faults"]
+        .as_array()
+        .map(|fs| {
+            fs.iter()
+                .filter_map(|f| f["kind"].as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    let sc = match Scenario::parse(Path::new("<explore>"), &json.to_string()) {
+        Ok(sc) => sc,
+        Err(e) => {
+            return Outcome {
+                seed,
+                requests: 0,
+                faults,
+                failures: vec![Failure {
+                    class: Class::Generator,
+                    checker: "validator".into(),
+                    detail: e.to_string(),
+                }],
+            };
+        }
+    };
+    let run = || ratelab_sim::run(&sc, seed, RunOptions::default());
+    let (report, history) = match std::panic::catch_unwind(run) {
+        Ok(r) => r,
+        Err(p) => {
+            let msg = p
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| p.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+                .unwrap_or_else(|| "a panic without a message".into());
+            return Outcome {
+                seed,
+                requests: 0,
+                faults,
+                failures: vec![Failure {
+                    class: Class::Panic,
+                    checker: "run".into(),
+                    detail: msg,
+                }],
+            };
+        }
+    };
+    let mut failures = verdict::judge(&sc, &report, &history);
+    if !failures.is_empty() || seed.is_multiple_of(RECHECK_EVERY) {
+        let again = std::panic::catch_unwind(run).map(|(r, _)| r.trace_hash);
+        if again.as_deref().ok() != Some(report.trace_hash.as_str()) {
+            failures.push(Failure {
+                class: Class::Determinism,
+                checker: "trace-hash".into(),
+                detail: format!(
+                    "first run {}, rerun {}",
+                    report.trace_hash,
+                    again.unwrap_or_else(|_| "a panic".into())
+                ),
+            });
+        }
+    }
+    Outcome {
+        seed,
+        requests: report.requests,
+        faults,
+        failures,
+    }
+}
+
+/// A campaign's settings.
+#[derive(Clone, Copy, Debug)]
+pub struct Campaign {
+    /// The system under test.
+    pub sut: Sut,
+    /// Seeds `first .. first + count`.
+    pub first: u64,
+    /// How many seeds.
+    pub count: u64,
+    /// This shard's index and the number of shards: only seeds ≡ index (mod shards) run.
+    pub shard: (u64, u64),
+    /// Worker threads.
+    pub threads: usize,
+}
+
+impl Campaign {
+    /// The seeds this shard runs, in order.
+    pub fn seeds(&self) -> Vec<u64> {
+        let (i, n) = (self.shard.0, self.shard.1.max(1));
+        (self.first..self.first.saturating_add(self.count))
+            .filter(|s| s % n == i % n)
+            .collect()
+    }
+}
+
+/// One deduplicated failure.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Found {
+    /// Class, checker and system under test.
+    pub class: Class,
+    /// The checker.
+    pub checker: String,
+    /// The system under test.
+    pub sut: Sut,
+    /// How many seeds failed this way.
+    pub seeds: u64,
+    /// The first of them.
+    pub first_seed: u64,
+    /// Its witness.
+    pub detail: String,
+    /// The command that replays it, once the scenario is saved.
+    pub replay: String,
+}
+
+/// A campaign's report.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ExploreReport {
+    /// The system under test.
+    pub sut: Sut,
+    /// Seeds run.
+    pub seeds: u64,
+    /// Requests simulated.
+    pub requests: u64,
+    /// Seeds with each fault kind drawn.
+    pub fault_coverage: BTreeMap<String, u64>,
+    /// Seeds that failed.
+    pub failed_seeds: u64,
+    /// Every distinct failure, by signature.
+    pub found: Vec<Found>,
+}
+
+/// The file a failure's drawn scenario is saved to, under the output directory.
+pub fn scenario_file(sut: Sut, class: Class, checker: &str, seed: u64) -> String {
+    let class = serde_json::to_string(&class).unwrap_or_default();
+    format!(
+        "{}-{}-{}-seed-{seed}.json",
+        sut.name(),
+        class.trim_matches('"'),
+        checker
+    )
+}
+
+/// Runs `c`, calling `progress(done, total, failed)` as seeds finish.
+pub fn run(
+    c: &Campaign,
+    progress: &(dyn Fn(usize, usize) + Sync),
+) -> (ExploreReport, Vec<Outcome>) {
+    let seeds = c.seeds();
+    let outcomes =
+        ratelab_sim::parallel::map(&seeds, c.threads, |&s| explore_one(s, c.sut), progress);
+    (summarize(c.sut, &outcomes, None), outcomes)
+}
+
+/// The report over `outcomes`; replay commands name files under `out` when given.
+pub fn summarize(sut: Sut, outcomes: &[Outcome], out: Option<&Path>) -> ExploreReport {
+    let mut found: BTreeMap<(Class, String), Found> = BTreeMap::new();
+    let mut coverage: BTreeMap<String, u64> = BTreeMap::new();
+    for o in outcomes {
+        for f in &o.faults {
+            *coverage.entry(f.clone()).or_default() += 1;
+        }
+        for f in &o.failures {
+            let e = found
+                .entry((f.class, f.checker.clone()))
+                .or_insert_with(|| {
+                    let file = scenario_file(sut, f.class, &f.checker, o.seed);
+                    let path = out.map_or(file.clone(), |d| d.join(&file).display().to_string());
+                    Found {
+                        class: f.class,
+                        checker: f.checker.clone(),
+                        sut,
+                        seeds: 0,
+                        first_seed: o.seed,
+                        detail: f.detail.clone(),
+                        replay: format!("ratelab run {path} --seed {}", o.seed),
+                    }
+                });
+            e.seeds += 1;
+        }
+    }
+    ExploreReport {
+        sut,
+        seeds: outcomes.len() as u64,
+        requests: outcomes.iter().map(|o| o.requests).sum(),
+        fault_coverage: coverage,
+        failed_seeds: outcomes.iter().filter(|o| !o.failures.is_empty()).count() as u64,
+        found: found.into_values().collect(),
+    }
+}
+
+/// Joins shard reports of one system under test into one.
+pub fn merge(reports: &[ExploreReport]) -> Result<ExploreReport, String> {
+    let Some(first) = reports.first() else {
+        return Err("no reports to merge".into());
+    };
+    if let Some(r) = reports.iter().find(|r| r.sut != first.sut) {
+        return Err(format!(
+            "reports of different systems under test: {} and {}",
+            first.sut.name(),
+            r.sut.name()
+        ));
+    }
+    let mut found: BTreeMap<(Class, String), Found> = BTreeMap::new();
+    let mut coverage: BTreeMap<String, u64> = BTreeMap::new();
+    for r in reports {
+        for (k, v) in &r.fault_coverage {
+            *coverage.entry(k.clone()).or_default() += v;
+        }
+        for f in &r.found {
+            found
+                .entry((f.class, f.checker.clone()))
+                .and_modify(|e| {
+                    e.seeds += f.seeds;
+                    if f.first_seed < e.first_seed {
+                        e.first_seed = f.first_seed;
+                        e.detail = f.detail.clone();
+                        e.replay = f.replay.clone();
+                    }
+                })
+                .or_insert_with(|| f.clone());
+        }
+    }
+    Ok(ExploreReport {
+        sut: first.sut,
+        seeds: reports.iter().map(|r| r.seeds).sum(),
+        requests: reports.iter().map(|r| r.requests).sum(),
+        fault_coverage: coverage,
+        failed_seeds: reports.iter().map(|r| r.failed_seeds).sum(),
+        found: found.into_values().collect(),
+    })
+}
