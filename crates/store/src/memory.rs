@@ -423,4 +423,24 @@ mod tests {
             shards_of(&MemoryStore::new(bucket))
         );
     }
+
+    #[test]
+    fn a_conditional_delete_spares_a_bucket_written_since_it_expired() {
+        use crate::Store;
+        let bucket = TokenBucket::per_second(2, 1).unwrap();
+        let store = MemoryStore::seeded(bucket, 1);
+        let key = Key::new("k").unwrap();
+        store.apply(&key, Nanos::ZERO, 1).unwrap();
+        // Full again (expired) after 1 s: deleted.
+        assert!(store.remove_expired(&key, Nanos::from_millis(1_000)));
+        assert!(!store.remove(&key), "already gone");
+        // Written again, so live at 1.5 s: kept, and its state with it.
+        store.apply(&key, Nanos::from_millis(1_200), 1).unwrap();
+        assert!(!store.remove_expired(&key, Nanos::from_millis(1_500)));
+        let d = store.apply(&key, Nanos::from_millis(1_500), 1).unwrap();
+        assert_eq!(
+            d.remaining, 0,
+            "the kept bucket still holds its spent token"
+        );
+    }
 }
