@@ -189,9 +189,15 @@ fn live_deletes(
     r: &mut CleanupReport,
 ) {
     // Every bucket write, per key, in store order.
-    let mut writes: BTreeMap<&str, Vec<(u64, Nanos)>> = BTreeMap::new();
+    let mut writes: BTreeMap<&str, Vec<(u64, Nanos, Nanos)>> = BTreeMap::new();
     for w in all_writes {
-        writes.entry(&w.key).or_default().push((w.seq, w.at));
+        // Live until full again: as the state written says, or at the latest after a refill
+        // from empty.
+        let full_at = w.full_at.unwrap_or(w.at.saturating_add(refill));
+        writes
+            .entry(&w.key)
+            .or_default()
+            .push((w.seq, w.at, full_at));
     }
     for w in writes.values_mut() {
         w.sort_unstable();
@@ -210,12 +216,12 @@ fn live_deletes(
                 continue;
             };
             // The last write before the commit; harmful if it came after the scan.
-            let before = ws.partition_point(|&(seq, _)| seq < c.seq);
-            let Some(&(seq, written_at)) = before.checked_sub(1).map(|i| &ws[i]) else {
+            let before = ws.partition_point(|&(seq, _, _)| seq < c.seq);
+            let Some(&(seq, written_at, full_at)) = before.checked_sub(1).map(|i| &ws[i]) else {
                 continue;
             };
             // Written since the scan, and not yet back to full when the delete landed.
-            if seq > from_seq && c.at < written_at.saturating_add(refill) {
+            if seq > from_seq && c.at < full_at {
                 r.live_deleted += 1;
                 if r.first_live_delete.is_none() {
                     r.first_live_delete = Some(LiveDelete {
@@ -371,6 +377,23 @@ mod tests {
         );
         let r = Script::new(Fence::unchecked(), true).stalled_leader(160 + 999);
         assert_eq!(r.live_deleted, 1, "1 ms before it refilled: {r:?}");
+    }
+
+    #[test]
+    fn a_bucket_is_live_until_the_state_written_says_it_is_full() {
+        // Written at 160 ms nearly full, so full again at 200 ms (not 160 + the refill from
+        // empty): a delete at 210 ms is harmless, one at 190 ms is not.
+        let at = |delete: u64| {
+            let mut script = Script::new(Fence::new(), true);
+            let a = script.acquire(0, "a", 10_000);
+            script.scan(10, "a");
+            script.write(160);
+            script.h.written_full_at("k", ms(200));
+            script.commit(delete, "a", a);
+            cleanup(JobHistory::of(&script.h), REFILL, ms(10_000)).live_deleted
+        };
+        assert_eq!(at(210), 0);
+        assert_eq!(at(190), 1);
     }
 
     #[test]

@@ -229,6 +229,9 @@ pub struct WriteRecord {
     pub at: Nanos,
     /// The store key written.
     pub key: String,
+    /// When the bucket written is full again, read off the state written (`None`: not
+    /// known, and a checker takes the policy's time to refill from empty).
+    pub full_at: Option<Nanos>,
 }
 
 /// A cleanup job's scan for expired buckets: the plan a later commit acts on.
@@ -540,6 +543,16 @@ impl History {
     }
 
     /// Records a store operation on `layer`'s store made for request `id`.
+    /// Notes when the bucket the last recorded write (to `key`) wrote is full again.
+    pub fn written_full_at(&mut self, key: &str, full_at: Nanos) {
+        if let Some(w) = self.writes.last_mut()
+            && w.key == key
+        {
+            w.full_at = Some(full_at);
+        }
+    }
+
+    /// Records one store message's handling.
     pub fn store(
         &mut self,
         at: Nanos,
@@ -556,6 +569,7 @@ impl History {
                 seq: self.event_count,
                 at,
                 key: key.to_owned(),
+                full_at: None,
             });
         }
         if let Some(r) = self.requests.get_mut(id as usize) {

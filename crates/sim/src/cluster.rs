@@ -307,6 +307,10 @@ struct StoreNode {
     edge: Option<MemoryStore<Policy>>,
     /// Whether the cleanup's commit deletes without checking the keys still expired.
     blind_delete: bool,
+    /// The per-key policy.
+    policy: Policy,
+    /// Whether writes' full-again times are recorded (for the cleanup job's checker).
+    track_full: bool,
     shared: Arc<Shared>,
     plan: Arc<StorePlan>,
     rng: Arc<Mutex<SimRng>>,
@@ -345,6 +349,7 @@ impl StoreNode {
             return refuse(verdict);
         }
         let (reply, op) = self.apply(req.call, now);
+        let full_at = self.full_at(layer, &key, op, reply.is_ok(), now);
         let fate = match verdict {
             // A refusal (a full store, a bad key) applied nothing, whatever became of its reply.
             _ if reply.is_err() => StoreFate::Errored,
@@ -352,9 +357,33 @@ impl StoreNode {
             Verdict::Delay(d) => StoreFate::Delayed(d),
             _ => StoreFate::Served,
         };
-        self.shared
-            .record(|h, at| h.store(at, id, layer, &key, op, fate));
+        self.shared.record(|h, at| {
+            h.store(at, id, layer, &key, op, fate);
+            if let Some(t) = full_at {
+                h.written_full_at(&key, t);
+            }
+        });
         deliver(verdict, reply)
+    }
+
+    /// When a per-key bucket this call wrote is full again, read off the state now stored
+    /// (token bucket: its theoretical arrival time); `None` for other calls and policies.
+    fn full_at(&self, layer: Layer, key: &str, op: StoreOp, ok: bool, now: Nanos) -> Option<Nanos> {
+        let wrote = ok && matches!(op, StoreOp::Set | StoreOp::Apply { allowed: true });
+        if !self.track_full || !wrote || layer != Layer::PerKey {
+            return None;
+        }
+        let Policy::TokenBucket(b) = self.policy else {
+            return None;
+        };
+        let k = Key::new(key).ok()?;
+        match self.store.get(&k, now).ok()?? {
+            PolicyState::TokenBucket(s) => {
+                let ns = s.tat_scaled / u128::from(b.refill_amount().max(1));
+                Some(Nanos(u64::try_from(ns).unwrap_or(u64::MAX)))
+            }
+            _ => None,
+        }
     }
 
     /// Applies one of the cleanup job's calls; the lease table and the fence record what they
@@ -1329,6 +1358,7 @@ fn start_store_node(
     let rng = Arc::new(Mutex::new(SimRng::new(seed, stream::STORE)));
     let fencing = sc.spec.cleanup_job.is_none_or(|j| j.fencing);
     let blind_delete = sc.spec.cleanup_job.is_some_and(|j| j.blind_delete);
+    let track_full = sc.spec.cleanup_job.is_some();
     let max_keys = sc.spec.store.max_keys.get() as usize;
     let shared = shared.clone();
     handle
@@ -1350,6 +1380,8 @@ fn start_store_node(
                 )),
                 edge: edge_policy.map(|p| sim_store(p, max_keys, hash_seed ^ 1)),
                 blind_delete,
+                policy,
+                track_full,
                 shared: shared.clone(),
                 plan: plan.clone(),
                 rng: rng.clone(),

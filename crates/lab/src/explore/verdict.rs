@@ -124,24 +124,31 @@ pub fn judge(sc: &Scenario, report: &Report, h: &History) -> Vec<Failure> {
             Answer::Full => continue,
             _ => Seen::Unknown,
         };
-        let at = match seen {
-            Seen::Allowed { at, .. } | Seen::Denied { at, .. } => at,
-            Seen::Unknown => r.sent_at,
+        // An answered request belongs to the epoch it was decided in; an unanswered one may
+        // have been applied in the epoch it was sent in or any later one (a message in
+        // flight across a restart reaches the new store).
+        let epochs = match seen {
+            Seen::Allowed { at, .. } | Seen::Denied { at, .. } => {
+                let e = epoch_of(&starts, at);
+                e..e + 1
+            }
+            Seen::Unknown => epoch_of(&starts, r.sent_at)..starts.len(),
         };
-        ops.entry((epoch_of(&starts, at), r.key.as_str()))
-            .or_default()
-            .push(Op {
-                id: r.id,
-                call: r.sent_at,
-                ret: if seen == Seen::Unknown {
-                    None
-                } else {
-                    r.answer.as_ref().map(|(t, _)| *t)
-                },
-                cost: r.cost,
-                seen,
-                stamp: None,
-            });
+        let op = Op {
+            id: r.id,
+            call: r.sent_at,
+            ret: if seen == Seen::Unknown {
+                None
+            } else {
+                r.answer.as_ref().map(|(t, _)| *t)
+            },
+            cost: r.cost,
+            seen,
+            stamp: None,
+        };
+        for e in epochs {
+            ops.entry((e, r.key.as_str())).or_default().push(op);
+        }
     }
     let env = Envelope::of_bucket(&bucket);
     for (epoch, by_key) in &mut admitted {
