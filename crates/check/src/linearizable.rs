@@ -28,11 +28,10 @@
 //!   the last decision time).
 //!   An operation without an answer (a timeout, a lost reply, a failure the gateway answered
 //!   for) stays open to the end of the history and may take effect after its call, or never
-//!   (Knossos' `:info`). Taking effect only spends tokens, so the search tries it only where
-//!   an answer cannot be explained without it, at some moment between the previous decision
-//!   and that answer (the state becomes the range of TATs those moments give), and treats
-//!   open operations of one cost already sent by then as interchangeable. Trying them only
-//!   there is the one place the search is not exhaustive. The search has a
+//!   (Knossos' `:info`). Before each answered operation the search may let one open
+//!   operation take effect, at some moment between the previous decision and that one (the
+//!   state becomes the range of TATs those moments give); open operations of one cost
+//!   already sent by then are interchangeable, so one of each cost is tried. The search has a
 //!   budget of states; past it the verdict is [`Verdict::Unknown`], never a guess.
 
 use std::collections::{BTreeMap, HashSet};
@@ -440,7 +439,9 @@ impl<'a> Search<'a> {
             }
         }
         let mut out = Vec::new();
-        let mut failed_at = None;
+        // The earliest decision time among the candidates: an unanswered operation put
+        // before them takes effect before then.
+        let mut next_at: Option<Nanos> = None;
         let explained = s.prefix + s.beyond.len();
         for i in s.prefix..self.answered.len() {
             let op = self.answered[i];
@@ -454,6 +455,7 @@ impl<'a> Search<'a> {
                 Seen::Allowed { at, .. } | Seen::Denied { at, .. } => at,
                 Seen::Unknown => continue,
             };
+            next_at = Some(next_at.map_or(at, |n| n.min(at)));
             match self.spec.explain(s.tats, op) {
                 Ok(tats) => {
                     let mut c = s.clone();
@@ -468,20 +470,17 @@ impl<'a> Search<'a> {
                     out.push(c);
                 }
                 Err(detail) => {
-                    failed_at.get_or_insert(at);
                     if self.furthest.as_ref().is_none_or(|f| explained > f.0) {
                         self.furthest = Some((explained, op.id, detail));
                     }
                 }
             }
         }
-        // An unanswered operation is tried only where an answer could not be explained: it
-        // can only raise the bucket's TAT, which is what a denial or a smaller `remaining`
-        // needs. It takes effect at the last decision's time or at the unexplained
-        // operation's. Unanswered operations already sent by then and of the same cost are
-        // interchangeable (each stays open to the end), so one of each cost is tried: the
-        // earliest sent.
-        if let Some(at) = failed_at {
+        // An unanswered operation may take effect before the next answered one, at some
+        // moment between the last decision and the next candidate's. Unanswered operations
+        // already sent by then and of the same cost are interchangeable (each stays open to
+        // the end), so one of each cost is tried: the earliest sent.
+        if let Some(at) = next_at {
             let from_last = s.last_at;
             let mut costs: Vec<u64> = Vec::new();
             for (j, op) in self.open.iter().enumerate() {

@@ -27,7 +27,7 @@ pub struct ExploreArgs {
     /// Run only shard I of N (`I/N`, 0 ≤ I < N): the seeds congruent to I modulo N.
     #[arg(long, value_parser = parse_shard, default_value = "0/1")]
     shard: (u64, u64),
-    /// The system under test: correct, naive, gateway-clock, unfenced-cleanup.
+    /// The system under test: correct, naive, gateway-clock, blind-cleanup, unfenced-cleanup.
     #[arg(long, default_value = "correct", value_parser = parse_sut)]
     sut: Sut,
     /// Where each distinct failure's drawn scenario is saved, and the report.

@@ -63,3 +63,22 @@ fn a_bounded_campaign_finds_the_naive_path_and_merges_across_shards() {
     );
     assert!(explore::merge(&[a, c]).is_err());
 }
+
+#[test]
+fn a_bounded_campaign_finds_nothing_wrong_with_the_correct_limiter() {
+    let c = Campaign {
+        sut: Sut::Correct,
+        first: 1,
+        count: 200,
+        shard: (0, 1),
+        threads: 2,
+    };
+    let (r, _) = explore::run(&c, &|_, _| {});
+    assert_eq!(r.seeds, 200);
+    assert!(
+        r.found.is_empty(),
+        "false alarms on the correct limiter: {:#?}",
+        r.found
+    );
+    assert!(r.fault_coverage.len() >= 8, "{:?}", r.fault_coverage);
+}

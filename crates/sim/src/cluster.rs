@@ -1090,6 +1090,11 @@ async fn client_main(cluster: Arc<Cluster>, group: usize, client: u32, seed: u64
         if Nanos(t) > cluster.shared.now() {
             cluster.shared.sleep_until(Duration::from_nanos(t)).await;
         }
+        // A client that waited for answers can fall behind its arrivals: it still stops
+        // sending at its stop time, so every request is sent while the run is on.
+        if cluster.shared.now().as_u64() >= arrivals.stop {
+            break;
+        }
         let key = match (&c.key, &c.keys) {
             (Some(k), _) => k.clone(),
             (None, Some(ks)) => format!("{}:{}", ks.prefix, rng.below(ks.count.get())),

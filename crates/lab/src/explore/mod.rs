@@ -34,16 +34,21 @@ pub enum Sut {
     Naive,
     /// The atomic path deciding on each gateway's own clock instead of the store's.
     GatewayClock,
-    /// The cleanup job without fencing tokens: a stale leader deletes live buckets.
+    /// The cleanup job deleting what its scan found without checking it is still expired:
+    /// a bucket written while the job worked is deleted live, by a leader in good standing.
+    BlindCleanup,
+    /// The cleanup job deleting blindly and without fencing tokens: a stale leader's old
+    /// plan lands too.
     UnfencedCleanup,
 }
 
 impl Sut {
     /// Every system under test.
-    pub const ALL: [Sut; 4] = [
+    pub const ALL: [Sut; 5] = [
         Sut::Correct,
         Sut::Naive,
         Sut::GatewayClock,
+        Sut::BlindCleanup,
         Sut::UnfencedCleanup,
     ];
 
@@ -53,6 +58,7 @@ impl Sut {
             Sut::Correct => "correct",
             Sut::Naive => "naive",
             Sut::GatewayClock => "gateway-clock",
+            Sut::BlindCleanup => "blind-cleanup",
             Sut::UnfencedCleanup => "unfenced-cleanup",
         }
     }
@@ -77,8 +83,14 @@ impl Sut {
             Sut::Correct => {}
             Sut::Naive => spec["store"]["path"] = "naive".into(),
             Sut::GatewayClock => spec["store"]["time_source"] = "gateway".into(),
+            Sut::BlindCleanup => {
+                if let Some(job) = spec.get_mut("cleanup_job") {
+                    job["blind_delete"] = true.into();
+                }
+            }
             Sut::UnfencedCleanup => {
                 if let Some(job) = spec.get_mut("cleanup_job") {
+                    job["blind_delete"] = true.into();
                     job["fencing"] = false.into();
                 }
             }
