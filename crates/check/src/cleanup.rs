@@ -7,9 +7,10 @@
 //!
 //! - **No live bucket deleted.** No accepted commit deletes a bucket that was written after
 //!   the scan that planned the commit (the same owner's latest scan before it, in the store's
-//!   serial order) and had not yet refilled when the delete landed: a token bucket written at
-//!   t is full again by t plus the time it takes to refill from empty (the policy's, given by
-//!   the caller, not the store's TTL), and deleting a full bucket changes nothing. Such a
+//!   serial order) and was not yet full again when the delete landed: when the state written
+//!   says (`WriteRecord::full_at`, read off that state, not the store's TTL), or else by the
+//!   write plus the time to refill from empty (the policy's, given by the caller). Deleting a
+//!   full bucket changes nothing. Such a
 //!   delete resets a bucket a client is draining: its next request finds a full bucket. This
 //!   is the harm the unfenced canary shows. A commit that deletes a bucket its scan never
 //!   returned is counted apart, and is a failure too.
