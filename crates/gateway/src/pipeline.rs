@@ -400,8 +400,12 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
             // the store's answers, learns nothing.
             return fail(FailReason::Timeout);
         }
+        // The decision's time is the gateway's clock; the breaker's cooldown and the latency
+        // are intervals, on the monotonic clock: a wall clock set back must not hold the
+        // breaker open.
         let now = self.env.now();
-        let permit = layer.breaker.lock().expect("breaker").permit(now);
+        let started = self.env.monotonic();
+        let permit = layer.breaker.lock().expect("breaker").permit(started);
         if permit == Permit::Skip {
             return fail(FailReason::BreakerOpen);
         }
@@ -415,9 +419,9 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
             req.cost,
         );
         let result = self.env.timeout(budget, call).await;
-        let end = self.env.now();
+        let end = self.env.monotonic();
         metrics::histogram!("ratelab_store_latency_seconds", "layer" => layer.label)
-            .record(end.saturating_sub(now).as_u64() as f64 / 1e9);
+            .record(end.saturating_sub(started).as_u64() as f64 / 1e9);
         let outcome = match result {
             Some(Ok(o)) => LayerOutcome::Decided {
                 decision: o.decision,
