@@ -505,6 +505,46 @@ impl<'a> Search<'a> {
     }
 }
 
+impl Op {
+    /// `r`'s per-key operation as a black-box client records it: its call and return times
+    /// and what its answer said (an answer the gateway gave for a failure is [`Seen::Unknown`]).
+    /// `None` when the request never reached the per-key layer, or the store refused its new
+    /// key (nothing was applied).
+    pub fn per_key(r: &crate::history::RequestRecord) -> Option<Op> {
+        use crate::history::Answer;
+        let seen = match r.layers.per_key? {
+            Answer::Allowed {
+                decided_at,
+                remaining,
+            } => Seen::Allowed {
+                at: decided_at,
+                remaining: Some(remaining),
+            },
+            Answer::Denied {
+                decided_at,
+                retry_after,
+            } => Seen::Denied {
+                at: decided_at,
+                retry_after: Some(retry_after),
+            },
+            Answer::Full => return None,
+            _ => Seen::Unknown,
+        };
+        Some(Op {
+            id: r.id,
+            call: r.sent_at,
+            ret: if seen == Seen::Unknown {
+                None
+            } else {
+                r.answer.as_ref().map(|(t, _)| *t)
+            },
+            cost: r.cost,
+            seen,
+            stamp: None,
+        })
+    }
+}
+
 /// Every key's verdict.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct LinearizabilityReport {

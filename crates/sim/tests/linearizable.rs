@@ -7,7 +7,7 @@
 //! cleanup job that deletes without fencing. Any such run must be linearizable; a naive-path
 //! run with lost updates must not be.
 
-use ratelab_check::history::{Answer, History};
+use ratelab_check::history::History;
 use ratelab_check::linearizable::{self, DEFAULT_BUDGET, Op, Seen, Spec};
 use ratelab_core::Policy;
 use ratelab_sim::scenario::{FaultKind, PathName, TimeSourceName};
@@ -35,37 +35,9 @@ fn files(dir: &Path, out: &mut Vec<PathBuf>) {
 fn per_key_ops(h: &History) -> BTreeMap<String, Vec<Op>> {
     let mut by: BTreeMap<String, Vec<Op>> = BTreeMap::new();
     for r in &h.requests {
-        let Some(seen) = r.layers.per_key else {
-            continue; // never reached the per-key layer (bypassed, rejected, edge-denied)
-        };
-        let seen = match seen {
-            Answer::Allowed {
-                decided_at,
-                remaining,
-            } => Seen::Allowed {
-                at: decided_at,
-                remaining: Some(remaining),
-            },
-            Answer::Denied {
-                decided_at,
-                retry_after,
-            } => Seen::Denied {
-                at: decided_at,
-                retry_after: Some(retry_after),
-            },
-            // The store refused a new key: nothing was applied.
-            Answer::Full => continue,
-            _ => Seen::Unknown,
-        };
-        let ret = r.answer.as_ref().map(|(t, _)| *t);
-        by.entry(r.key.clone()).or_default().push(Op {
-            id: r.id,
-            call: r.sent_at,
-            ret: if seen == Seen::Unknown { None } else { ret },
-            cost: r.cost,
-            seen,
-            stamp: None,
-        });
+        if let Some(op) = Op::per_key(r) {
+            by.entry(r.key.clone()).or_default().push(op);
+        }
     }
     by
 }

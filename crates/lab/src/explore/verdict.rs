@@ -16,7 +16,7 @@
 
 use ratelab_check::Admission;
 use ratelab_check::envelope::{self, Envelope};
-use ratelab_check::history::{Answer, History};
+use ratelab_check::history::History;
 use ratelab_check::linearizable::{self, Op, Seen, Spec, Verdict};
 use ratelab_core::{Nanos, Policy};
 use ratelab_sim::scenario::FaultKind;
@@ -91,60 +91,30 @@ pub fn judge(sc: &Scenario, report: &Report, h: &History) -> Vec<Failure> {
     let mut admitted: BTreeMap<usize, BTreeMap<&str, Vec<Admission>>> = BTreeMap::new();
     let mut ops: BTreeMap<(usize, &str), Vec<Op>> = BTreeMap::new();
     for r in &h.requests {
-        let Some(answer) = r.layers.per_key else {
+        let Some(op) = Op::per_key(r) else {
             continue;
         };
-        let seen = match answer {
-            Answer::Allowed {
-                decided_at,
-                remaining,
-            } => {
-                admitted
-                    .entry(epoch_of(&starts, decided_at))
-                    .or_default()
-                    .entry(r.key.as_str())
-                    .or_default()
-                    .push(Admission {
-                        at: decided_at,
-                        id: r.id,
-                        cost: r.cost,
-                    });
-                Seen::Allowed {
-                    at: decided_at,
-                    remaining: Some(remaining),
-                }
-            }
-            Answer::Denied {
-                decided_at,
-                retry_after,
-            } => Seen::Denied {
-                at: decided_at,
-                retry_after: Some(retry_after),
-            },
-            Answer::Full => continue,
-            _ => Seen::Unknown,
-        };
+        if let Seen::Allowed { at, .. } = op.seen {
+            admitted
+                .entry(epoch_of(&starts, at))
+                .or_default()
+                .entry(r.key.as_str())
+                .or_default()
+                .push(Admission {
+                    at,
+                    id: r.id,
+                    cost: r.cost,
+                });
+        }
         // An answered request belongs to the epoch it was decided in; an unanswered one may
         // have been applied in the epoch it was sent in or any later one (a message in
         // flight across a restart reaches the new store).
-        let epochs = match seen {
+        let epochs = match op.seen {
             Seen::Allowed { at, .. } | Seen::Denied { at, .. } => {
                 let e = epoch_of(&starts, at);
                 e..e + 1
             }
             Seen::Unknown => epoch_of(&starts, r.sent_at)..starts.len(),
-        };
-        let op = Op {
-            id: r.id,
-            call: r.sent_at,
-            ret: if seen == Seen::Unknown {
-                None
-            } else {
-                r.answer.as_ref().map(|(t, _)| *t)
-            },
-            cost: r.cost,
-            seen,
-            stamp: None,
         };
         for e in epochs {
             ops.entry((e, r.key.as_str())).or_default().push(op);
