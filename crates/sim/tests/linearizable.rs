@@ -8,7 +8,7 @@
 //! run with lost updates must not be.
 
 use ratelab_check::history::History;
-use ratelab_check::linearizable::{self, DEFAULT_BUDGET, Op, Seen, Spec};
+use ratelab_check::linearizable::{self, DEFAULT_BUDGET, Op, Spec};
 use ratelab_core::Policy;
 use ratelab_sim::scenario::{FaultKind, PathName, TimeSourceName};
 use ratelab_sim::{RunOptions, Scenario};
