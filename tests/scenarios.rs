@@ -60,9 +60,14 @@ fn check_scenario(file: &Path) -> Result<(), Failed> {
         .to_string();
     let mut problems = Vec::new();
     for seed in seeds {
-        let (first, _) = ratelab_sim::run(&sc, seed, RunOptions::default());
+        let (first, history) = ratelab_sim::run(&sc, seed, RunOptions::default());
         let (second, _) = ratelab_sim::run(&sc, seed, RunOptions::default());
         let mut failures = first.failures.clone();
+        // A scenario judged by the explorer's checkers (a shrunk failure in regressions/).
+        if let Some(v) = ratelab_lab::explore::verdict::explorer_expectation(&sc, &first, &history)
+        {
+            failures.extend(v.problems);
+        }
         if first.trace_hash != second.trace_hash {
             failures.push(format!(
                 "not deterministic: trace hash {} then {}",

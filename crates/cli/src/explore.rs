@@ -1,6 +1,6 @@
 //! `ratelab explore`: the campaign's command line, its progress bar and its report.
 
-use ratelab_lab::explore::{self, Campaign, ExploreReport, Sut};
+use ratelab_lab::explore::{self, Campaign, ExploreReport, Sut, shrink};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 #[derive(clap::Args, Debug)]
 #[command(args_conflicts_with_subcommands = true)]
 pub struct ExploreArgs {
-    /// Join shard reports instead of exploring.
+    /// Join shard reports, or measure the planted bugs, instead of exploring.
     #[command(subcommand)]
-    merge: Option<MergeCommand>,
+    command: Option<ExploreCommand>,
     /// Seeds to explore, from --first (1 to 100 000 000).
     #[arg(long, default_value_t = 1_000, value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
     seeds: u64,
@@ -27,9 +27,20 @@ pub struct ExploreArgs {
     /// Run only shard I of N (`I/N`, 0 ≤ I < N): the seeds congruent to I modulo N.
     #[arg(long, value_parser = parse_shard, default_value = "0/1")]
     shard: (u64, u64),
-    /// The system under test: correct, naive, gateway-clock, blind-cleanup, unfenced-cleanup.
+    /// The system under test: correct, or a planted bug (naive, gateway-clock, blind-cleanup,
+    /// unfenced-cleanup, retry-on-timeout, short-ttl, refill-rounding, incr-then-expire,
+    /// fence-forgets-grants).
     #[arg(long, default_value = "correct", value_parser = parse_sut)]
     sut: Sut,
+    /// Do not shrink the failures found.
+    #[arg(long)]
+    no_shrink: bool,
+    /// Runs each shrink may make (1 to 100 000).
+    #[arg(long, default_value_t = shrink::DEFAULT_RUNS, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    shrink_runs: u32,
+    /// Where shrunk failures are written as regression scenarios.
+    #[arg(long, default_value = "sim-scenarios/regressions")]
+    regressions: PathBuf,
     /// Where each distinct failure's drawn scenario is saved, and the report.
     #[arg(long, default_value = "explore-out")]
     out: PathBuf,
@@ -39,7 +50,28 @@ pub struct ExploreArgs {
 }
 
 #[derive(clap::Subcommand, Debug)]
-enum MergeCommand {
+enum ExploreCommand {
+    /// Find each planted bug from seed 1 with no hint, shrink it, and write the table.
+    Table {
+        /// Give up on a planted bug after this many seeds (1 to 1 000 000).
+        #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+        max_seeds: u64,
+        /// Worker threads (1 to 256; default: every core).
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..=256))]
+        jobs: Option<u64>,
+        /// Runs each shrink may make (1 to 100 000).
+        #[arg(long, default_value_t = shrink::DEFAULT_RUNS, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+        shrink_runs: u32,
+        /// Where the shrunk failures are written.
+        #[arg(long, default_value = "sim-scenarios/regressions")]
+        regressions: PathBuf,
+        /// The document whose `planted` block gets the table.
+        #[arg(long, default_value = "docs/EXPLORER.md")]
+        writeup: PathBuf,
+        /// Where the figures are written as JSON.
+        #[arg(long, default_value = "docs/results/planted.json")]
+        results: PathBuf,
+    },
     /// Join shard reports (`report.json` files of one system under test) into one.
     Merge {
         /// The shard reports.
@@ -73,8 +105,27 @@ const BATCH: u64 = 256;
 
 /// Runs `ratelab explore`.
 pub fn explore_command(args: ExploreArgs) -> ExitCode {
-    if let Some(MergeCommand::Merge { reports, json }) = args.merge {
-        return merge(&reports, json);
+    match args.command {
+        Some(ExploreCommand::Merge { reports, json }) => return merge(&reports, json),
+        Some(ExploreCommand::Table {
+            max_seeds,
+            jobs,
+            shrink_runs,
+            regressions,
+            writeup,
+            results,
+        }) => {
+            let threads = jobs.map_or_else(ratelab_sim::parallel::default_threads, |j| j as usize);
+            return table(
+                max_seeds,
+                threads,
+                shrink_runs,
+                &regressions,
+                &writeup,
+                &results,
+            );
+        }
+        None => {}
     }
     let threads = args
         .jobs
@@ -110,7 +161,21 @@ pub fn explore_command(args: ExploreArgs) -> ExitCode {
     }
     bar.finish_and_clear();
     let wall = started.elapsed().as_secs_f64();
-    let report = explore::summarize(args.sut, &outcomes, Some(&args.out));
+    let mut report = explore::summarize(args.sut, &outcomes, Some(&args.out));
+    if !args.no_shrink {
+        for f in &mut report.found {
+            eprintln!(
+                "shrinking {}/{} (seed {})…",
+                f.class.name(),
+                f.checker,
+                f.first_seed
+            );
+            if let Err(e) = explore::shrink_found(f, &args.regressions, args.shrink_runs) {
+                eprintln!("error: {e}");
+                return ExitCode::from(crate::EXIT_BAD_INPUT);
+            }
+        }
+    }
     if let Err(e) = save(&args.out, args.sut, &report) {
         eprintln!("error: {e}");
         return ExitCode::from(crate::EXIT_BAD_INPUT);
@@ -179,7 +244,110 @@ fn print_report(r: &ExploreReport, wall: f64) {
             f.detail,
             f.replay
         );
+        if let Some(s) = &f.shrunk {
+            let size = |z: &shrink::Size| {
+                format!(
+                    "{} requests, {} events, {} faults, {} client groups, {} gateways, {} ms",
+                    z.requests, z.events, z.faults, z.clients, z.gateways, z.duration_ms
+                )
+            };
+            println!(
+                "  shrunk in {} runs{}: {} → {}\n  regression: {}",
+                s.runs,
+                if s.exhausted { " (budget spent)" } else { "" },
+                size(&s.before),
+                size(&s.after),
+                s.replay
+            );
+        }
     }
+}
+
+/// `ratelab explore table`: every planted bug found, shrunk, tabled.
+fn table(
+    max_seeds: u64,
+    threads: usize,
+    runs: u32,
+    regressions: &std::path::Path,
+    writeup: &std::path::Path,
+    results: &std::path::Path,
+) -> ExitCode {
+    let mut rows = Vec::new();
+    for sut in Sut::planted() {
+        eprintln!("{}…", sut.name());
+        match explore::table::detect(sut, max_seeds, threads, regressions, runs) {
+            Ok(d) => {
+                eprintln!(
+                    "  seed {:?} in {:.1} s: {}",
+                    d.first_seed,
+                    d.wall_s,
+                    d.signatures.join(", ")
+                );
+                rows.push(d);
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::from(crate::EXIT_BAD_INPUT);
+            }
+        }
+    }
+    let md = explore::table::markdown(&rows);
+    print!("{md}");
+    let written = std::fs::read_to_string(writeup)
+        .map_err(|e| format!("{}: {e}", writeup.display()))
+        .and_then(|text| {
+            ratelab_lab::output::replace_marked(&text, "planted", &md).map_err(|e| e.to_string())
+        })
+        .and_then(|text| {
+            std::fs::write(writeup, text).map_err(|e| format!("{}: {e}", writeup.display()))
+        })
+        .and_then(|()| {
+            let json = serde_json::to_string_pretty(&rows).map_err(|e| e.to_string())? + "\n";
+            std::fs::write(results, json).map_err(|e| format!("{}: {e}", results.display()))
+        });
+    match written {
+        Ok(()) => {
+            let missing = rows.iter().filter(|r| r.first_seed.is_none()).count();
+            if missing == 0 {
+                ExitCode::SUCCESS
+            } else {
+                eprintln!("{missing} planted bugs not found within {max_seeds} seeds");
+                ExitCode::from(crate::EXIT_FAILED)
+            }
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(crate::EXIT_BAD_INPUT)
+        }
+    }
+}
+
+/// Adds the explorer's verdict to a run of a scenario that asks for it (`expect.explorer`),
+/// and says what it was.
+pub fn explorer_verdict(
+    sc: &ratelab_sim::Scenario,
+    report: &mut ratelab_sim::Report,
+    history: &ratelab_sim::History,
+) -> Option<String> {
+    let v = explore::verdict::explorer_expectation(sc, report, history)?;
+    let found: Vec<String> = v
+        .found
+        .iter()
+        .map(|f| format!("{}: {}", f.signature(), f.detail))
+        .collect();
+    if !v.problems.is_empty() {
+        report.failures.extend(v.problems);
+        report.passed = false;
+    }
+    Some(format!(
+        "  explorer's checkers (expected {}): {}",
+        sc.spec().expect.explorer.as_deref().unwrap_or("pass"),
+        if found.is_empty() {
+            "nothing found".to_owned()
+        } else {
+            found.join("; ")
+        }
+    ))
 }
 
 fn merge(paths: &[PathBuf], json: bool) -> ExitCode {

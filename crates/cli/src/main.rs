@@ -627,6 +627,8 @@ fn run(
         if write_error.is_some() {
             return;
         }
+        let mut report = report;
+        let verdict = explore::explorer_verdict(&sc, &mut report, &history);
         let s = report.seed;
         if let Some(dir) = request_logs {
             let dir = dir.join(format!("seed-{s}"));
@@ -663,6 +665,9 @@ fn run(
             row(&mut out, &report);
             gateway_line(&mut out, &report);
             job_line(&mut out, &report);
+            if let Some(v) = &verdict {
+                let _ = writeln!(out, "{v}");
+            }
         }
         if !report.passed {
             failed.push(report);

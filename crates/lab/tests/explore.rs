@@ -82,3 +82,106 @@ fn a_bounded_campaign_finds_nothing_wrong_with_the_correct_limiter() {
     );
     assert!(r.fault_coverage.len() >= 8, "{:?}", r.fault_coverage);
 }
+
+fn root() -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+#[test]
+fn every_planted_bug_is_found_at_the_seed_the_table_gives() {
+    let text = std::fs::read_to_string(root().join("docs/results/planted.json"))
+        .expect("docs/results/planted.json");
+    let rows: Vec<explore::table::Detection> = serde_json::from_str(&text).expect("planted.json");
+    let planted: Vec<Sut> = Sut::planted().collect();
+    assert_eq!(
+        rows.iter().map(|r| r.sut).collect::<Vec<_>>(),
+        planted,
+        "one row per planted bug; regenerate with `ratelab explore table`"
+    );
+    for r in &rows {
+        let seed = r.first_seed.expect("every planted bug is found");
+        let o = explore::table::first_failure(r.sut, seed, 2)
+            .unwrap_or_else(|| panic!("{}: nothing found in seeds 1 to {seed}", r.sut.name()));
+        assert_eq!(o.seed, seed, "{}: first failing seed", r.sut.name());
+        assert_eq!(
+            explore::table::signatures(&o),
+            r.signatures,
+            "{}: what seed {seed} finds; regenerate with `ratelab explore table`",
+            r.sut.name()
+        );
+        let shrunk = r.shrunk.as_ref().expect("shrunk");
+        let file = std::path::Path::new(&shrunk.file);
+        assert!(
+            root().join(file).exists(),
+            "{}: its regression {} is committed",
+            r.sut.name(),
+            file.display()
+        );
+    }
+}
+
+/// The same scenario with every planted bug taken out: the atomic path on the store's clock,
+/// the cleanup job fenced and deleting only what is still expired.
+fn corrected(mut spec: serde_json::Value) -> serde_json::Value {
+    let obj = spec.as_object_mut().expect("an object");
+    obj.remove("planted_bug");
+    spec["store"]["path"] = "atomic".into();
+    spec["store"]["time_source"] = "store".into();
+    if let Some(job) = spec.get_mut("cleanup_job").and_then(|j| j.as_object_mut()) {
+        job.remove("blind_delete");
+        job.remove("fencing");
+    }
+    spec["expect"]["explorer"] = "pass".into();
+    spec
+}
+
+#[test]
+fn each_shrunk_regression_fails_only_because_of_its_bug() {
+    let dir = root().join("sim-scenarios/regressions");
+    let mut checked = 0;
+    for entry in std::fs::read_dir(&dir).expect("regressions/") {
+        let path = entry.expect("entry").path();
+        let text = std::fs::read_to_string(&path).expect("readable");
+        let spec: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+        let Some(want) = spec["expect"]["explorer"].as_str().filter(|w| *w != "pass") else {
+            continue;
+        };
+        let seed = spec["seeds"][0].as_u64().expect("one seed");
+        let found = explore::check(&spec, seed, false).failures;
+        assert!(
+            found.iter().any(|f| f.signature() == want),
+            "{}: expected {want}, found {found:?}",
+            path.display()
+        );
+        let fixed = explore::check(&corrected(spec), seed, false).failures;
+        assert!(
+            fixed.is_empty(),
+            "{}: still fails with its bug taken out: {fixed:?}",
+            path.display()
+        );
+        checked += 1;
+    }
+    assert!(checked >= 9, "{checked} shrunk regressions");
+}
+
+#[test]
+fn shrinking_is_deterministic_and_keeps_the_signature() {
+    let spec = explore::scenario_json(5, Sut::RetryOnTimeout);
+    let a = explore::shrink::shrink(&spec, 5, Class::Safety, "linearizable", 60);
+    let b = explore::shrink::shrink(&spec, 5, Class::Safety, "linearizable", 60);
+    assert_eq!(a.spec, b.spec);
+    assert!(a.runs <= 60);
+    assert!(
+        a.after.requests < a.before.requests,
+        "{:?} → {:?}",
+        a.before,
+        a.after
+    );
+    let still = explore::check(&a.spec, 5, false).failures;
+    assert!(
+        still
+            .iter()
+            .any(|f| f.class == Class::Safety && f.checker == "linearizable"),
+        "{still:?}"
+    );
+}

@@ -21,6 +21,7 @@
 //! Nothing here reads a wall clock or an unseeded random number.
 
 use crate::dilation::{self, dilate, sleep};
+use crate::planted::{Counters, PlantedBug, StorePolicy, counted_decision};
 use crate::rng::{SimRng, stream};
 use crate::scenario::{
     ClientSpec, FaultKind, FaultSpec, GatewayChoice, NodeName, Pattern, Scenario, ms,
@@ -34,7 +35,7 @@ use ratelab_check::history::{
     Answer, CommitRecord, ErrorKind, FailReason, History, Layer, Layers, LeaseKind, LeaseRecord,
     ScanRecord, StoreFate, StoreOp,
 };
-use ratelab_core::{Decision, Nanos, Policy, PolicyState};
+use ratelab_core::{Algorithm, CostError, Decision, Nanos, Policy, PolicyState};
 use ratelab_gateway::singleton::{FencedJob, Singleton, SingletonConfig};
 use ratelab_gateway::{
     Answer as GatewayAnswer, BreakerConfig, Env, Forwarding, Gateway, GatewayConfig, LayerOutcome,
@@ -106,6 +107,24 @@ pub enum StoreCall {
         /// Cost.
         cost: u64,
     },
+    /// A plain counter's `INCRBY` (the `incr_then_expire` planted bug's first call).
+    Incr {
+        /// Whose store.
+        layer: Layer,
+        /// The key.
+        key: String,
+        /// By how much.
+        by: u64,
+    },
+    /// A plain counter's `EXPIRE` (its second call).
+    Expire {
+        /// Whose store.
+        layer: Layer,
+        /// The key.
+        key: String,
+        /// Time to live from now.
+        ttl: Nanos,
+    },
     /// Take the cleanup lease if nobody holds it.
     Acquire {
         /// Who asks.
@@ -152,7 +171,11 @@ impl StoreCall {
     fn is_job(&self) -> bool {
         !matches!(
             self,
-            StoreCall::Get { .. } | StoreCall::Set { .. } | StoreCall::Apply { .. }
+            StoreCall::Get { .. }
+                | StoreCall::Set { .. }
+                | StoreCall::Apply { .. }
+                | StoreCall::Incr { .. }
+                | StoreCall::Expire { .. }
         )
     }
 }
@@ -173,6 +196,13 @@ pub enum StoreReply {
     Applied {
         /// The decision.
         decision: Decision,
+        /// Store clock.
+        store_time: Nanos,
+    },
+    /// A counter's new count.
+    Counted {
+        /// The count.
+        count: u64,
         /// Store clock.
         store_time: Nanos,
     },
@@ -300,13 +330,18 @@ type Reply = Fate<Result<StoreReply, WireError>>;
 
 struct StoreNode {
     /// The per-key policy's buckets.
-    store: MemoryStore<Policy>,
+    store: MemoryStore<StorePolicy>,
+    /// Plain counters (`INCRBY`, `EXPIRE`).
+    counters: Mutex<Counters>,
     /// The cleanup job's lease and the fence on its commits (lost in a crash, with the rest).
     job: Mutex<(LeaseTable, Fence)>,
     /// The edge policy's buckets, when the scenario has an edge limit.
-    edge: Option<MemoryStore<Policy>>,
+    edge: Option<MemoryStore<StorePolicy>>,
     /// Whether the cleanup's commit deletes without checking the keys still expired.
     blind_delete: bool,
+    /// Whether the fence learns each token the lease table grants (false: only the tokens
+    /// it sees written, the `fence_forgets_grants` planted bug).
+    fence_learns_grants: bool,
     /// The per-key policy.
     policy: Policy,
     /// Whether writes' full-again times are recorded (for the cleanup job's checker).
@@ -333,9 +368,10 @@ impl StoreNode {
         let (layer, key, op) = match &req.call {
             StoreCall::Get { layer, key } => (*layer, key.clone(), StoreOp::Get),
             StoreCall::Set { layer, key, .. } => (*layer, key.clone(), StoreOp::Set),
-            StoreCall::Apply { layer, key, .. } => {
+            StoreCall::Apply { layer, key, .. } | StoreCall::Incr { layer, key, .. } => {
                 (*layer, key.clone(), StoreOp::Apply { allowed: false })
             }
+            StoreCall::Expire { layer, key, .. } => (*layer, key.clone(), StoreOp::Set),
             _ => unreachable!("job calls are handled above"),
         };
         if matches!(verdict, Verdict::Error | Verdict::Drop) {
@@ -366,24 +402,31 @@ impl StoreNode {
         deliver(verdict, reply)
     }
 
-    /// When a per-key bucket this call wrote is full again, read off the state now stored
-    /// (token bucket: its theoretical arrival time); `None` for other calls and policies.
+    /// When a per-key state this call wrote is full again, read off the state now stored: a
+    /// token bucket's theoretical arrival time, the end of a fixed window, the end of the
+    /// window after a sliding window's (when its count stops weighing); `None` for other calls.
     fn full_at(&self, layer: Layer, key: &str, op: StoreOp, ok: bool, now: Nanos) -> Option<Nanos> {
         let wrote = ok && matches!(op, StoreOp::Set | StoreOp::Apply { allowed: true });
         if !self.track_full || !wrote || layer != Layer::PerKey {
             return None;
         }
-        let Policy::TokenBucket(b) = self.policy else {
-            return None;
-        };
         let k = Key::new(key).ok()?;
-        match self.store.get(&k, now).ok()?? {
-            PolicyState::TokenBucket(s) => {
-                let ns = s.tat_scaled / u128::from(b.refill_amount().max(1));
-                Some(Nanos(u64::try_from(ns).unwrap_or(u64::MAX)))
+        let state = self.store.get(&k, now).ok()??;
+        let ns = match (self.policy, state) {
+            (Policy::TokenBucket(b), PolicyState::TokenBucket(s)) => {
+                s.tat_scaled / u128::from(b.refill_amount().max(1))
             }
-            _ => None,
-        }
+            (Policy::FixedWindow(w), PolicyState::FixedWindow(s)) => {
+                let len = u128::from(w.0.window().as_u64());
+                (u128::from(s.window) + 1) * len
+            }
+            (Policy::SlidingWindow(w), PolicyState::SlidingWindow(s)) => {
+                let len = u128::from(w.0.window().as_u64());
+                (u128::from(s.window) + 2) * len
+            }
+            _ => return None,
+        };
+        Some(Nanos(u64::try_from(ns).unwrap_or(u64::MAX)))
     }
 
     /// Applies one of the cleanup job's calls; the lease table and the fence record what they
@@ -406,7 +449,9 @@ impl StoreNode {
                 let token = leases.acquire(JOB_LEASE, &owner, ttl, now);
                 if let Some(t) = token {
                     // The fence lives beside the lease table: it learns each grant.
-                    fence.learn(t);
+                    if self.fence_learns_grants {
+                        fence.learn(t);
+                    }
                     self.shared
                         .record(|h, _| lease(h, owner, t, ttl, LeaseKind::Grant));
                 }
@@ -475,14 +520,18 @@ impl StoreNode {
                     highest: fence.highest(),
                 }
             }
-            StoreCall::Get { .. } | StoreCall::Set { .. } | StoreCall::Apply { .. } => {
+            StoreCall::Get { .. }
+            | StoreCall::Set { .. }
+            | StoreCall::Apply { .. }
+            | StoreCall::Incr { .. }
+            | StoreCall::Expire { .. } => {
                 unreachable!("request calls are handled by `apply`")
             }
         })
     }
 
     /// The store of `layer`; a call to a layer the scenario does not have is refused.
-    fn store_for(&self, layer: Layer) -> Result<&MemoryStore<Policy>, WireError> {
+    fn store_for(&self, layer: Layer) -> Result<&MemoryStore<StorePolicy>, WireError> {
         match layer {
             Layer::PerKey => Ok(&self.store),
             Layer::Edge => self.edge.as_ref().ok_or(WireError::Unavailable),
@@ -542,13 +591,35 @@ impl StoreNode {
                 });
                 (reply, StoreOp::Apply { allowed })
             }
+            StoreCall::Incr { layer, key, by } => {
+                let r = key_of(&key).and_then(|_| self.store_for(layer)).map(|_| {
+                    let count = self.counters.lock().expect("counters").incr(&key, by, now);
+                    StoreReply::Counted {
+                        count,
+                        store_time: now,
+                    }
+                });
+                let allowed = matches!(r, Ok(StoreReply::Counted { count, .. })
+                    if count <= self.policy.quota().limit);
+                (r, StoreOp::Apply { allowed })
+            }
+            StoreCall::Expire { layer, key, ttl } => {
+                let r = key_of(&key).and_then(|_| self.store_for(layer)).map(|_| {
+                    self.counters
+                        .lock()
+                        .expect("counters")
+                        .expire(&key, ttl, now);
+                    StoreReply::Written
+                });
+                (r, StoreOp::Set)
+            }
             _ => unreachable!("job calls are handled by `apply_job`"),
         }
     }
 }
 
 /// One layer's store: `max_keys` live keys at most, hashed with keys fixed by the run's seed.
-fn sim_store(policy: Policy, max_keys: usize, seed: u64) -> MemoryStore<Policy> {
+fn sim_store(policy: StorePolicy, max_keys: usize, seed: u64) -> MemoryStore<StorePolicy> {
     MemoryStore::with_backend(policy, ratelab_store::memory::DEFAULT_SHARDS, max_keys)
         .with_seed(HashSeed(seed, !seed))
 }
@@ -588,6 +659,10 @@ struct RpcStore {
     policy: Policy,
     /// The client request this client's calls serve.
     request: u64,
+    /// The gateway's planted bug, if any.
+    planted: Option<PlantedBug>,
+    /// The per-attempt timeout after which `retry_on_timeout` sends its call again.
+    attempt: Duration,
 }
 
 /// A store call in flight.
@@ -617,6 +692,48 @@ impl RpcStore {
             Ok(Err(WireError::Full)) => Err(StoreError::Full),
             Ok(Err(_)) | Err(Lost::Unsent) => Err(StoreError::Unavailable),
         }
+    }
+
+    /// A decision call as the `retry_on_timeout` gateway makes it: one more attempt after
+    /// `attempt`, while the first may still be applied.
+    async fn call_retrying(&self, call: StoreCall) -> Result<StoreReply, StoreError> {
+        match dilation::timeout(self.attempt, self.call(call.clone())).await {
+            Some(reply) => reply,
+            None => self.call(call).await,
+        }
+    }
+
+    /// A fixed window as the `incr_then_expire` gateway decides it: `INCRBY`, then, when the
+    /// count shows the window's first request, `EXPIRE` in a second call.
+    async fn incr_then_expire(&self, key: String, cost: u64) -> Result<Applied, LimitError> {
+        let Policy::FixedWindow(w) = self.policy else {
+            return Err(StoreError::Unavailable.into());
+        };
+        let (limit, window) = (w.0.limit(), w.0.window());
+        if cost > limit {
+            return Err(LimitError::Cost(CostError { cost, limit }));
+        }
+        let layer = self.layer;
+        let incr = StoreCall::Incr {
+            layer,
+            key: key.clone(),
+            by: cost,
+        };
+        let StoreReply::Counted { count, store_time } = self.call(incr).await? else {
+            return Err(StoreError::Unavailable.into());
+        };
+        if count == cost {
+            let expire = StoreCall::Expire {
+                layer,
+                key,
+                ttl: window,
+            };
+            self.call(expire).await?;
+        }
+        Ok(Applied {
+            decision: counted_decision(count, limit, window),
+            store_time,
+        })
     }
 
     /// A lease renewal or release: whether the store did it.
@@ -687,8 +804,16 @@ impl StoreClient for RpcStore {
             now,
             cost,
         };
+        let planted = self.planted.filter(|_| self.layer == Layer::PerKey);
         async move {
-            match self.call(req).await? {
+            let reply = match planted {
+                Some(PlantedBug::IncrThenExpire) => {
+                    return self.incr_then_expire(key.as_str().to_owned(), cost).await;
+                }
+                Some(PlantedBug::RetryOnTimeout) => self.call_retrying(req).await?,
+                _ => self.call(req).await?,
+            };
+            match reply {
                 StoreReply::Applied {
                     decision,
                     store_time,
@@ -1359,6 +1484,11 @@ fn start_store_node(
     edge_policy: Option<Policy>,
 ) -> NodeHandle {
     let policy = sc.policy;
+    let script_bug = sc
+        .spec
+        .planted_bug
+        .filter(|b| matches!(b, PlantedBug::ShortTtl | PlantedBug::RefillRounding));
+    let fence_learns_grants = sc.spec.planted_bug != Some(PlantedBug::FenceForgetsGrants);
     let plan = Arc::new(StorePlan::new(&sc.spec.faults));
     let rng = Arc::new(Mutex::new(SimRng::new(seed, stream::STORE)));
     let fencing = sc.spec.cleanup_job.is_none_or(|j| j.fencing);
@@ -1374,7 +1504,15 @@ fn start_store_node(
             // Fixed hash keys per run: the same keys land in the same shards every time.
             let hash_seed = SimRng::new(seed, stream::STORE_HASH).next_u64();
             let node = Arc::new(StoreNode {
-                store: sim_store(policy, max_keys, hash_seed),
+                store: sim_store(
+                    StorePolicy {
+                        policy,
+                        bug: script_bug,
+                    },
+                    max_keys,
+                    hash_seed,
+                ),
+                counters: Mutex::new(Counters::default()),
                 job: Mutex::new((
                     LeaseTable::new(),
                     if fencing {
@@ -1383,8 +1521,10 @@ fn start_store_node(
                         Fence::unchecked()
                     },
                 )),
-                edge: edge_policy.map(|p| sim_store(p, max_keys, hash_seed ^ 1)),
+                edge: edge_policy
+                    .map(|p| sim_store(StorePolicy::correct(p), max_keys, hash_seed ^ 1)),
                 blind_delete,
+                fence_learns_grants,
                 policy,
                 track_full,
                 shared: shared.clone(),
@@ -1452,6 +1592,8 @@ async fn start_gateway(
         layer,
         policy,
         request: 0,
+        planted: sc.spec.planted_bug,
+        attempt: timeout / 2,
     };
     let spec = &sc.spec.gateway;
     let config = GatewayConfig {

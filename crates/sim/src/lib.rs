@@ -29,9 +29,11 @@ compile_error!(
 
 mod cluster;
 pub mod dilation;
+mod eligible;
 pub mod floor;
 pub mod locate;
 pub mod parallel;
+pub mod planted;
 pub mod report;
 pub mod rng;
 pub mod scenario;

@@ -473,6 +473,26 @@ pub(crate) fn validate(
         ));
     }
 
+    if let Some(v) = &spec.expect.explorer {
+        let ok = v == "pass"
+            || v.split_once('/').is_some_and(|(class, checker)| {
+                ["safety", "liveness", "panic", "determinism"].contains(&class)
+                    && !checker.is_empty()
+            });
+        if !ok {
+            return Err(located(
+                vec![key("expect"), key("explorer")],
+                format!(
+                    "{v:?}: expected \"pass\" or \"class/checker\" with class safety, liveness, \
+                     panic or determinism"
+                ),
+            ));
+        }
+    }
+    if let Some(bug) = spec.planted_bug {
+        check_planted(&spec, bug, located)?;
+    }
+
     let path = match spec.store.path {
         PathName::Naive => StorePath::Naive,
         PathName::Atomic => StorePath::Atomic,
@@ -490,4 +510,36 @@ pub(crate) fn validate(
         time_source,
         scheduled_requests: scheduled,
     })
+}
+
+/// Refuses a planted bug the scenario's limiter has no place for.
+fn check_planted(
+    spec: &ScenarioSpec,
+    bug: PlantedBug,
+    located: Located<'_>,
+) -> Result<(), ScenarioError> {
+    use crate::planted::Needs;
+    let atomic = spec.store.path == PathName::Atomic;
+    let algorithm = spec.policy.algorithm;
+    let fenced_job = spec.cleanup_job.is_some_and(|j| j.fencing);
+    let (ok, needed) = match bug.needs() {
+        Needs::Atomic => (atomic, "the atomic store path"),
+        Needs::AtomicTokenBucket => (
+            atomic && algorithm == AlgorithmName::TokenBucket,
+            "the atomic store path and a token_bucket policy",
+        ),
+        Needs::AtomicFixedWindow => (
+            atomic && algorithm == AlgorithmName::FixedWindow,
+            "the atomic store path and a fixed_window policy",
+        ),
+        Needs::FencedJob => (fenced_job, "a `cleanup_job` with fencing"),
+    };
+    if ok {
+        return Ok(());
+    }
+    let name = serde_json::to_string(&bug).unwrap_or_default();
+    Err(located(
+        vec![key("planted_bug")],
+        format!("planted bug {name} needs {needed}"),
+    ))
 }

@@ -48,6 +48,7 @@ fn correct_limiter(sc: &Scenario) -> bool {
         && s.store.time_source == TimeSourceName::Store
         && !s.faults.iter().any(|f| f.kind == FaultKind::StoreCrash)
         && s.cleanup_job.is_none_or(|j| j.fencing)
+        && s.planted_bug.is_none()
 }
 
 #[test]

@@ -33,6 +33,56 @@ impl Draw {
     }
 }
 
+/// The limiter algorithms a seed draws from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Algorithm {
+    /// `token_bucket`.
+    TokenBucket,
+    /// `fixed_window`.
+    FixedWindow,
+    /// `sliding_window`.
+    SlidingWindow,
+}
+
+/// A policy of `algorithm` with capacity (or per-window limit) `capacity` and the rate
+/// `refill` per second: a window policy's window is the time the bucket takes to fill.
+pub fn policy(algorithm: Algorithm, capacity: u64, refill: u64) -> Value {
+    let window_ms = (capacity * 1_000 / refill.max(1)).max(1);
+    match algorithm {
+        Algorithm::TokenBucket => json!({
+            "algorithm": "token_bucket", "capacity": capacity, "refill_per_sec": refill
+        }),
+        Algorithm::FixedWindow => json!({
+            "algorithm": "fixed_window", "limit": capacity, "window_ms": window_ms
+        }),
+        Algorithm::SlidingWindow => json!({
+            "algorithm": "sliding_window", "limit": capacity, "window_ms": window_ms
+        }),
+    }
+}
+
+/// The algorithm, capacity and rate per second of a drawn policy (the inverse of
+/// [`policy`]).
+pub fn policy_parts(policy: &Value) -> (Algorithm, u64, u64) {
+    let get = |k: &str| policy[k].as_u64().unwrap_or(1);
+    match policy["algorithm"].as_str() {
+        Some("fixed_window") | Some("sliding_window") => {
+            let alg = if policy["algorithm"] == "fixed_window" {
+                Algorithm::FixedWindow
+            } else {
+                Algorithm::SlidingWindow
+            };
+            let limit = get("limit");
+            (alg, limit, (limit * 1_000 / get("window_ms").max(1)).max(1))
+        }
+        _ => (
+            Algorithm::TokenBucket,
+            get("capacity"),
+            get("refill_per_sec"),
+        ),
+    }
+}
+
 /// The scenario explore seed `seed` draws, as scenario JSON (before the system under test
 /// adjusts it).
 pub fn draw(seed: u64) -> Value {
@@ -41,6 +91,13 @@ pub fn draw(seed: u64) -> Value {
     let gateways = d.int(1, 6);
     let capacity = *d.pick(&[1u64, 2, 5, 10, 20, 50]);
     let refill = *d.pick(&[1u64, 5, 20, 50, 100]);
+    let algorithm = *d.pick(&[
+        Algorithm::TokenBucket,
+        Algorithm::TokenBucket,
+        Algorithm::TokenBucket,
+        Algorithm::FixedWindow,
+        Algorithm::SlidingWindow,
+    ]);
     let lat_min = d.int(20, 2_000);
     let lat_max = lat_min + d.int(0, 1_000);
     // A deadline above what two layers' round trips take on a healthy link, as anyone
@@ -81,7 +138,7 @@ pub fn draw(seed: u64) -> Value {
         "seeds": [seed],
         "duration_ms": duration,
         "gateways": gateways,
-        "policy": { "algorithm": "token_bucket", "capacity": capacity, "refill_per_sec": refill },
+        "policy": policy(algorithm, capacity, refill),
         "store": { "path": "atomic", "timeout_ms": timeout_ms },
         "network": { "latency": { "min_us": lat_min, "max_us": lat_max } },
         "gateway": gateway,

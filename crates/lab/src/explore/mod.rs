@@ -15,6 +15,8 @@
 //! new checker goes in [`verdict`].
 
 pub mod generate;
+pub mod shrink;
+pub mod table;
 pub mod verdict;
 
 use ratelab_sim::{RunOptions, Scenario};
@@ -40,17 +42,38 @@ pub enum Sut {
     /// The cleanup job deleting blindly and without fencing tokens: a stale leader's old
     /// plan lands too.
     UnfencedCleanup,
+    /// The atomic path, but a store call that timed out is sent again: a lost reply spends
+    /// its tokens twice.
+    RetryOnTimeout,
+    /// A token bucket whose stored state expires before the bucket is full again.
+    ShortTtl,
+    /// A token bucket whose refill is rounded up to a whole token at each decision.
+    RefillRounding,
+    /// A fixed window written as `INCRBY` then `EXPIRE` in two calls.
+    IncrThenExpire,
+    /// A fence that remembers only the tokens it has seen written, not those granted.
+    FenceForgetsGrants,
 }
 
 impl Sut {
     /// Every system under test.
-    pub const ALL: [Sut; 5] = [
+    pub const ALL: [Sut; 10] = [
         Sut::Correct,
         Sut::Naive,
         Sut::GatewayClock,
         Sut::BlindCleanup,
         Sut::UnfencedCleanup,
+        Sut::RetryOnTimeout,
+        Sut::ShortTtl,
+        Sut::RefillRounding,
+        Sut::IncrThenExpire,
+        Sut::FenceForgetsGrants,
     ];
+
+    /// The planted bugs: every system under test but the correct one.
+    pub fn planted() -> impl Iterator<Item = Sut> {
+        Sut::ALL.into_iter().filter(|s| *s != Sut::Correct)
+    }
 
     /// Its name on the command line.
     pub fn name(self) -> &'static str {
@@ -60,6 +83,11 @@ impl Sut {
             Sut::GatewayClock => "gateway-clock",
             Sut::BlindCleanup => "blind-cleanup",
             Sut::UnfencedCleanup => "unfenced-cleanup",
+            Sut::RetryOnTimeout => "retry-on-timeout",
+            Sut::ShortTtl => "short-ttl",
+            Sut::RefillRounding => "refill-rounding",
+            Sut::IncrThenExpire => "incr-then-expire",
+            Sut::FenceForgetsGrants => "fence-forgets-grants",
         }
     }
 
@@ -77,9 +105,33 @@ impl Sut {
             })
     }
 
-    /// Puts this system into a drawn scenario.
+    /// Puts this system into a drawn scenario. A planted bug of one algorithm recasts the
+    /// drawn policy as that algorithm, at the same capacity and rate.
     fn adjust(self, spec: &mut serde_json::Value) {
+        let recast = |spec: &mut serde_json::Value, alg| {
+            let (_, capacity, rate) = generate::policy_parts(&spec["policy"]);
+            spec["policy"] = generate::policy(alg, capacity, rate);
+        };
         match self {
+            Sut::RetryOnTimeout => spec["planted_bug"] = "retry_on_timeout".into(),
+            Sut::ShortTtl | Sut::RefillRounding => {
+                recast(spec, generate::Algorithm::TokenBucket);
+                let bug = if self == Sut::ShortTtl {
+                    "short_ttl"
+                } else {
+                    "refill_rounding"
+                };
+                spec["planted_bug"] = bug.into();
+            }
+            Sut::IncrThenExpire => {
+                recast(spec, generate::Algorithm::FixedWindow);
+                spec["planted_bug"] = "incr_then_expire".into();
+            }
+            Sut::FenceForgetsGrants => {
+                if spec.get("cleanup_job").is_some() {
+                    spec["planted_bug"] = "fence_forgets_grants".into();
+                }
+            }
             Sut::Correct => {}
             Sut::Naive => spec["store"]["path"] = "naive".into(),
             Sut::GatewayClock => spec["store"]["time_source"] = "gateway".into(),
@@ -138,20 +190,42 @@ pub fn explore_one(seed: u64, sut: Sut) -> Outcome {
                 .collect()
         })
         .unwrap_or_default();
+    let recheck = seed.is_multiple_of(RECHECK_EVERY);
+    let checked = check(&json, seed, recheck);
+    Outcome {
+        seed,
+        requests: checked.requests,
+        faults,
+        failures: checked.failures,
+    }
+}
+
+/// One scenario's run, judged.
+#[derive(Clone, Debug)]
+pub struct Checked {
+    /// Requests simulated.
+    pub requests: u64,
+    /// Events the run had.
+    pub events: u64,
+    /// What the checkers found.
+    pub failures: Vec<Failure>,
+}
+
+/// Validates scenario `json`, runs it with `seed` and judges the run; a run that fails (or,
+/// with `recheck`, any run) is run again to check it is deterministic.
+pub fn check(json: &serde_json::Value, seed: u64, recheck: bool) -> Checked {
+    let fail = |class, checker: &str, detail: String| Checked {
+        requests: 0,
+        events: 0,
+        failures: vec![Failure {
+            class,
+            checker: checker.into(),
+            detail,
+        }],
+    };
     let sc = match Scenario::parse(Path::new("<explore>"), &json.to_string()) {
         Ok(sc) => sc,
-        Err(e) => {
-            return Outcome {
-                seed,
-                requests: 0,
-                faults,
-                failures: vec![Failure {
-                    class: Class::Generator,
-                    checker: "validator".into(),
-                    detail: e.to_string(),
-                }],
-            };
-        }
+        Err(e) => return fail(Class::Generator, "validator", e.to_string()),
     };
     let run = || ratelab_sim::run(&sc, seed, RunOptions::default());
     let (report, history) = match std::panic::catch_unwind(run) {
@@ -162,20 +236,11 @@ pub fn explore_one(seed: u64, sut: Sut) -> Outcome {
                 .cloned()
                 .or_else(|| p.downcast_ref::<&str>().map(|s| (*s).to_owned()))
                 .unwrap_or_else(|| "a panic without a message".into());
-            return Outcome {
-                seed,
-                requests: 0,
-                faults,
-                failures: vec![Failure {
-                    class: Class::Panic,
-                    checker: "run".into(),
-                    detail: msg,
-                }],
-            };
+            return fail(Class::Panic, "run", msg);
         }
     };
     let mut failures = verdict::judge(&sc, &report, &history);
-    if !failures.is_empty() || seed.is_multiple_of(RECHECK_EVERY) {
+    if !failures.is_empty() || recheck {
         let again = std::panic::catch_unwind(run).map(|(r, _)| r.trace_hash);
         if again.as_deref().ok() != Some(report.trace_hash.as_str()) {
             failures.push(Failure {
@@ -189,10 +254,9 @@ pub fn explore_one(seed: u64, sut: Sut) -> Outcome {
             });
         }
     }
-    Outcome {
-        seed,
+    Checked {
         requests: report.requests,
-        faults,
+        events: report.events,
         failures,
     }
 }
@@ -239,6 +303,9 @@ pub struct Found {
     pub detail: String,
     /// The command that replays it, once the scenario is saved.
     pub replay: String,
+    /// Its shrunk regression, once shrunk.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shrunk: Option<shrink::ShrinkSummary>,
 }
 
 /// A campaign's report.
@@ -302,6 +369,7 @@ pub fn summarize(sut: Sut, outcomes: &[Outcome], out: Option<&Path>) -> ExploreR
                         first_seed: o.seed,
                         detail: f.detail.clone(),
                         replay: format!("ratelab run {path} --seed {}", o.seed),
+                        shrunk: None,
                     }
                 });
             e.seeds += 1;
@@ -357,4 +425,29 @@ pub fn merge(reports: &[ExploreReport]) -> Result<ExploreReport, String> {
         failed_seeds: reports.iter().map(|r| r.failed_seeds).sum(),
         found: found.into_values().collect(),
     })
+}
+
+/// Shrinks a found failure's scenario within `runs` runs and writes it as a regression
+/// scenario under `dir`; a generator failure (an invalid draw) is not shrunk.
+pub fn shrink_found(f: &mut Found, dir: &Path, runs: u32) -> Result<(), String> {
+    if f.class == Class::Generator {
+        return Ok(());
+    }
+    let spec = scenario_json(f.first_seed, f.sut);
+    let shrunk = shrink::shrink(&spec, f.first_seed, f.class, &f.checker, runs);
+    let signature = format!("{}/{}", f.class.name(), f.checker);
+    let json = shrink::regression(&shrunk, &signature, f.sut.name(), f.first_seed);
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let path = dir.join(scenario_file(f.sut, f.class, &f.checker, f.first_seed));
+    let text = serde_json::to_string_pretty(&json).map_err(|e| e.to_string())? + "\n";
+    std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+    f.shrunk = Some(shrink::ShrinkSummary {
+        file: path.display().to_string(),
+        before: shrunk.before,
+        after: shrunk.after,
+        runs: shrunk.runs,
+        exhausted: shrunk.exhausted,
+        replay: format!("ratelab run {} --seed {}", path.display(), f.first_seed),
+    });
+    Ok(())
 }

@@ -4,11 +4,18 @@
 //! and what a restarted store admits is held to a fresh envelope (a limiter that keeps its
 //! state in memory promises nothing across a crash). Within an epoch:
 //!
-//! - `envelope`: per key, admitted cost in any interval Δt ≤ B + R·Δt (on the store's clock);
-//! - `linearizable`: the per-key answers are explained by a real-time order under the token
-//!   bucket's specification (`ratelab_check::linearizable`);
+//! - `envelope` (token bucket): per key, admitted cost in any interval Δt ≤ B + R·Δt (on the
+//!   store's clock);
+//! - `window` (fixed and sliding windows): per key, admitted cost in any interval Δt ≤
+//!   L·(2 + Δt/W), which holds for any fixed window however its windows are placed (an
+//!   interval meets at most ⌈Δt/W⌉ + 1 of them) and for the sliding-window counter (whose
+//!   current window never admits more than L);
+//! - `linearizable` (token bucket): the per-key answers are explained by a real-time order
+//!   under the token bucket's specification (`ratelab_check::linearizable`);
 //! - `answered-once`: every request answered exactly once;
 //! - `cleanup`: the cleanup job deleted no live bucket and nothing it had not planned;
+//! - `fencing` (a fenced job): no commit accepted from a leader another grant had
+//!   superseded, and one leader at a time, both recomputed from the lease records;
 //! - `liveness` (after the last fault heals, when the run has a probe client within the
 //!   policy): every probe request admitted.
 //!
@@ -83,9 +90,6 @@ fn epoch_of(starts: &[Nanos], t: Nanos) -> usize {
 /// The failures the checkers find in one run.
 pub fn judge(sc: &Scenario, report: &Report, h: &History) -> Vec<Failure> {
     let mut out = Vec::new();
-    let Policy::TokenBucket(bucket) = *sc.policy() else {
-        return out;
-    };
     let starts = epochs(sc);
     // Per epoch and key: the admissions, and the per-key layer's operations.
     let mut admitted: BTreeMap<usize, BTreeMap<&str, Vec<Admission>>> = BTreeMap::new();
@@ -120,7 +124,19 @@ pub fn judge(sc: &Scenario, report: &Report, h: &History) -> Vec<Failure> {
             ops.entry((e, r.key.as_str())).or_default().push(op);
         }
     }
-    let env = Envelope::of_bucket(&bucket);
+    let (bound, env) = match *sc.policy() {
+        Policy::TokenBucket(b) => ("envelope", Envelope::of_bucket(&b)),
+        ref window => {
+            let e = Envelope::of(window);
+            (
+                "window",
+                Envelope {
+                    burst: e.burst.saturating_mul(2),
+                    ..e
+                },
+            )
+        }
+    };
     for (epoch, by_key) in &mut admitted {
         for adm in by_key.values_mut() {
             adm.sort_unstable();
@@ -129,9 +145,9 @@ pub fn judge(sc: &Scenario, report: &Report, h: &History) -> Vec<Failure> {
         if e.max_excess > 0 {
             out.push(Failure::new(
                 Class::Safety,
-                "envelope",
+                bound,
                 format!(
-                    "epoch {epoch}: {} admitted beyond B + R·Δt{}",
+                    "epoch {epoch}: {} admitted beyond the bound{}",
                     e.max_excess,
                     e.witness
                         .map(|w| format!(" on key {:?}", w.key))
@@ -140,12 +156,25 @@ pub fn judge(sc: &Scenario, report: &Report, h: &History) -> Vec<Failure> {
             ));
         }
     }
+    if let Policy::TokenBucket(bucket) = *sc.policy() {
+        linearizability(&bucket, &ops, &mut out);
+    }
+    others(report, &mut out);
+    out
+}
+
+/// The linearizability checker over every key and epoch; the first violation is reported.
+fn linearizability(
+    bucket: &ratelab_core::TokenBucket,
+    ops: &BTreeMap<(usize, &str), Vec<Op>>,
+    out: &mut Vec<Failure>,
+) {
     let spec = Spec {
         capacity: bucket.capacity(),
         amount: bucket.refill_amount(),
         period: bucket.refill_period(),
     };
-    for ((epoch, key), ops) in &ops {
+    for ((epoch, key), ops) in ops {
         if let Verdict::Violation(v) = linearizable::check_key(&spec, ops, LINEARIZABILITY_BUDGET) {
             out.push(Failure::new(
                 Class::Safety,
@@ -155,6 +184,10 @@ pub fn judge(sc: &Scenario, report: &Report, h: &History) -> Vec<Failure> {
             break;
         }
     }
+}
+
+/// The checkers that read the report's figures: answers, the cleanup job, liveness.
+fn others(report: &Report, out: &mut Vec<Failure>) {
     if report.unanswered > 0 || report.duplicated > 0 {
         out.push(Failure::new(
             Class::Safety,
@@ -177,6 +210,20 @@ pub fn judge(sc: &Scenario, report: &Report, h: &History) -> Vec<Failure> {
             ),
         ));
     }
+    if let Some(j) = &report.job
+        && j.fencing
+        && (j.stale_accepted > 0 || j.leader_conflicts > 0)
+    {
+        out.push(Failure::new(
+            Class::Safety,
+            "fencing",
+            format!(
+                "{} commits accepted from a superseded leader, {} breaches of one leader at a \
+                 time",
+                j.stale_accepted, j.leader_conflicts
+            ),
+        ));
+    }
     if let Some(l) = &report.liveness
         && l.violations > 0
     {
@@ -189,9 +236,62 @@ pub fn judge(sc: &Scenario, report: &Report, h: &History) -> Vec<Failure> {
             ),
         ));
     }
-    out
 }
 
 /// The linearizability search's budget per key and epoch; past it the key counts as passed
 /// (the checker's verdict is unknown, not a failure).
 pub const LINEARIZABILITY_BUDGET: u64 = 200_000;
+
+impl Class {
+    /// Its name in signatures and files.
+    pub fn name(self) -> &'static str {
+        match self {
+            Class::Safety => "safety",
+            Class::Liveness => "liveness",
+            Class::Panic => "panic",
+            Class::Determinism => "determinism",
+            Class::Generator => "generator",
+        }
+    }
+}
+
+impl Failure {
+    /// `class/checker`, as `expect.explorer` names it.
+    pub fn signature(&self) -> String {
+        format!("{}/{}", self.class.name(), self.checker)
+    }
+}
+
+/// The explorer's checkers on a scenario that asks for their verdict (`expect.explorer`).
+#[derive(Clone, Debug, Default)]
+pub struct Expected {
+    /// What the checkers found.
+    pub found: Vec<Failure>,
+    /// How that differs from what the scenario expects; empty when it holds.
+    pub problems: Vec<String>,
+}
+
+/// Judges a run by its scenario's `expect.explorer`; `None` when it asks for no verdict.
+pub fn explorer_expectation(sc: &Scenario, report: &Report, h: &History) -> Option<Expected> {
+    let want = sc.spec().expect.explorer.as_ref()?;
+    let found = judge(sc, report, h);
+    let problems = if want == "pass" {
+        found
+            .iter()
+            .map(|f| format!("explorer: {}: {}", f.signature(), f.detail))
+            .collect()
+    } else if found.iter().any(|f| f.signature() == *want) {
+        Vec::new()
+    } else {
+        let seen: Vec<String> = found.iter().map(Failure::signature).collect();
+        vec![format!(
+            "explorer: expected {want}, the checkers found {}",
+            if seen.is_empty() {
+                "nothing".to_owned()
+            } else {
+                seen.join(", ")
+            }
+        )]
+    };
+    Some(Expected { found, problems })
+}

@@ -1,0 +1,231 @@
+//! Planted bugs: realistic broken limiters, each a bug seen in real deployments, that the
+//! explorer (`ratelab explore --sut NAME`) must find with no scenario written for it.
+//!
+//! A scenario selects one with `"planted_bug"`; the validator refuses a bug the scenario's
+//! limiter does not have a place for (a fixed-window bug under a token bucket, a fence bug
+//! without a cleanup job). Each bug lives where it lives in a real deployment:
+//!
+//! - in the store's script ([`StorePolicy`]): `short_ttl`, `refill_rounding`;
+//! - in the gateway's store client (`cluster::RpcStore`): `retry_on_timeout`,
+//!   `incr_then_expire` (over the store's plain counters, [`Counters`]);
+//! - in the fence beside the lease table (`cluster::StoreNode`): `fence_forgets_grants`.
+//!
+//! A new planted bug is a variant here, its rule in [`PlantedBug::needs`], its code where it
+//! lives, and a system under test in the explorer (`ratelab_lab::explore::Sut`).
+
+use ratelab_core::{
+    Algorithm, CostError, Decision, Nanos, Policy, PolicyState, Quota, TokenBucketState,
+};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// A deliberately broken limiter.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Deserialize, Serialize, JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum PlantedBug {
+    /// The atomic path, but the gateway retries a store call that timed out: a call whose
+    /// reply was lost or late is applied twice, spending its tokens twice.
+    RetryOnTimeout,
+    /// The stored state's TTL is half the time the bucket takes to fill again, so a bucket
+    /// forgotten early comes back full.
+    ShortTtl,
+    /// The refill is rounded up to a whole token at every decision: a fraction of a token
+    /// counts as a token, so requests closer together than one refill period each get one.
+    RefillRounding,
+    /// A fixed window written as `INCRBY` then, for the window's first request, `EXPIRE`, in
+    /// two calls: when the `INCRBY`'s reply is lost the `EXPIRE` is never sent, the counter
+    /// never expires and its key is locked out for good.
+    IncrThenExpire,
+    /// A fence that remembers only the tokens it has seen written, not the ones the lease
+    /// table granted: a stale leader's commit lands after a new leader was granted, until
+    /// the new leader writes.
+    FenceForgetsGrants,
+}
+
+/// What a planted bug needs of its scenario.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Needs {
+    /// The atomic path.
+    Atomic,
+    /// The atomic path and a token bucket.
+    AtomicTokenBucket,
+    /// The atomic path and a fixed window.
+    AtomicFixedWindow,
+    /// A fenced cleanup job.
+    FencedJob,
+}
+
+impl PlantedBug {
+    /// What the bug needs of its scenario, for the validator.
+    pub fn needs(self) -> Needs {
+        match self {
+            PlantedBug::RetryOnTimeout => Needs::Atomic,
+            PlantedBug::ShortTtl | PlantedBug::RefillRounding => Needs::AtomicTokenBucket,
+            PlantedBug::IncrThenExpire => Needs::AtomicFixedWindow,
+            PlantedBug::FenceForgetsGrants => Needs::FencedJob,
+        }
+    }
+}
+
+/// The per-key policy as the store's script runs it, with the script's planted bug if any.
+#[derive(Clone, Copy, Debug)]
+pub struct StorePolicy {
+    /// The policy.
+    pub policy: Policy,
+    /// The bug, when it is one of the script's.
+    pub bug: Option<PlantedBug>,
+}
+
+impl StorePolicy {
+    /// `policy` as a correct script runs it.
+    pub fn correct(policy: Policy) -> StorePolicy {
+        StorePolicy { policy, bug: None }
+    }
+
+    /// The state the rounding script decides on: the bucket's fractional token counted as
+    /// a whole one. With `d` = TAT − now (scaled), the bucket holds B − d/period tokens;
+    /// rounding the count up is rounding `d` down to a whole number of periods.
+    fn rounded(&self, state: Option<PolicyState>, now: Nanos) -> Option<PolicyState> {
+        let (Policy::TokenBucket(b), Some(PolicyState::TokenBucket(s))) = (self.policy, state)
+        else {
+            return state;
+        };
+        let now_s = u128::from(now.as_u64()) * u128::from(b.refill_amount());
+        let period = u128::from(b.refill_period().as_u64());
+        let deficit = s.tat_scaled.saturating_sub(now_s);
+        if deficit == 0 {
+            return state;
+        }
+        Some(PolicyState::TokenBucket(TokenBucketState {
+            tat_scaled: now_s + deficit / period * period,
+        }))
+    }
+}
+
+impl Algorithm for StorePolicy {
+    type State = PolicyState;
+
+    fn transition(
+        &self,
+        state: Option<PolicyState>,
+        now: Nanos,
+        cost: u64,
+    ) -> Result<(PolicyState, Decision), CostError> {
+        let state = match self.bug {
+            Some(PlantedBug::RefillRounding) => self.rounded(state, now),
+            _ => state,
+        };
+        self.policy.transition(state, now, cost)
+    }
+
+    fn expires_at(&self, state: &PolicyState) -> Nanos {
+        self.policy.expires_at(state)
+    }
+
+    fn quota(&self) -> Quota {
+        self.policy.quota()
+    }
+
+    fn ttl(&self, state: &PolicyState, now: Nanos) -> Nanos {
+        let ttl = self.policy.ttl(state, now);
+        match self.bug {
+            Some(PlantedBug::ShortTtl) => Nanos((ttl.as_u64() / 2).max(1)),
+            _ => ttl,
+        }
+    }
+}
+
+/// The store's plain counters, as Redis's `INCRBY` and `EXPIRE` keep them: a count, and an
+/// expiry only once one is set.
+#[derive(Debug, Default)]
+pub struct Counters {
+    map: BTreeMap<String, (u64, Option<Nanos>)>,
+}
+
+impl Counters {
+    /// `INCRBY key by`: the new count; a missing or expired key starts from zero, with no
+    /// expiry.
+    pub fn incr(&mut self, key: &str, by: u64, now: Nanos) -> u64 {
+        let e = self.map.entry(key.to_owned()).or_insert((0, None));
+        if e.1.is_some_and(|at| at <= now) {
+            *e = (0, None);
+        }
+        e.0 = e.0.saturating_add(by);
+        e.0
+    }
+
+    /// `EXPIRE key ttl`: whether the key exists.
+    pub fn expire(&mut self, key: &str, ttl: Nanos, now: Nanos) -> bool {
+        match self.map.get_mut(key) {
+            Some(e) if e.1.is_none_or(|at| at > now) => {
+                e.1 = Some(now.saturating_add(ttl));
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+/// The decision the `incr_then_expire` gateway makes from the count `INCRBY` returned.
+pub fn counted_decision(count: u64, limit: u64, window: Nanos) -> Decision {
+    let allowed = count <= limit;
+    Decision {
+        allowed,
+        limit,
+        remaining: limit.saturating_sub(count),
+        reset_after: window,
+        retry_after: (!allowed).then_some(window),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ratelab_core::TokenBucket;
+
+    fn bucket() -> Policy {
+        Policy::TokenBucket(TokenBucket::per_second(1, 1).expect("policy"))
+    }
+
+    #[test]
+    fn the_rounding_script_admits_what_the_correct_one_denies() {
+        let correct = StorePolicy::correct(bucket());
+        let rounding = StorePolicy {
+            bug: Some(PlantedBug::RefillRounding),
+            ..correct
+        };
+        let (s, d) = correct.transition(None, Nanos::ZERO, 1).expect("cost");
+        assert!(d.allowed);
+        let at = Nanos::from_millis(100);
+        assert!(!correct.transition(Some(s), at, 1).expect("cost").1.allowed);
+        assert!(rounding.transition(Some(s), at, 1).expect("cost").1.allowed);
+    }
+
+    #[test]
+    fn the_short_ttl_script_forgets_a_bucket_before_it_is_full() {
+        let correct = StorePolicy::correct(bucket());
+        let short = StorePolicy {
+            bug: Some(PlantedBug::ShortTtl),
+            ..correct
+        };
+        let (s, _) = correct.transition(None, Nanos::ZERO, 1).expect("cost");
+        assert_eq!(correct.ttl(&s, Nanos::ZERO), Nanos::from_secs(1));
+        assert_eq!(short.ttl(&s, Nanos::ZERO), Nanos::from_millis(500));
+    }
+
+    #[test]
+    fn a_counter_without_an_expiry_never_resets() {
+        let mut c = Counters::default();
+        let t = Nanos::from_secs;
+        assert_eq!(c.incr("k", 1, t(0)), 1);
+        assert!(c.expire("k", t(1), t(0)));
+        assert_eq!(c.incr("k", 1, t(2)), 1, "expired: counts from zero");
+        // This window's EXPIRE is lost: the count only grows.
+        assert_eq!(c.incr("k", 1, t(100)), 2);
+        assert!(!counted_decision(c.incr("k", 5, t(200)), 3, t(1)).allowed);
+        assert!(!c.expire("missing", t(1), t(0)));
+    }
+}
