@@ -146,6 +146,9 @@ pub struct RequestRecord {
     /// Store messages handled for this request, whatever their fate, per layer
     /// ([`Layer::Edge`], [`Layer::PerKey`]).
     pub store_calls: [u32; 2],
+    /// The store's serial position of the last atomic transition it applied for this
+    /// request's per-key layer (the store-stamped linearizability check's order).
+    pub applied_seq: Option<u64>,
 }
 
 impl RequestRecord {
@@ -335,6 +338,8 @@ pub struct History {
     pub events: Vec<Timed>,
     /// How many events happened.
     pub event_count: u64,
+    /// Store operations applied whose reply was lost.
+    pub applied_replies_lost: u64,
     keep_events: bool,
     keep_writes: bool,
     hash: Fnv,
@@ -524,6 +529,7 @@ impl History {
             read_at: None,
             written_at: None,
             store_calls: [0; 2],
+            applied_seq: None,
         });
         self.push(at, Event::Sent { id });
         id
@@ -563,6 +569,9 @@ impl History {
         fate: StoreFate,
     ) {
         let applied = !matches!(fate, StoreFate::Errored | StoreFate::Dropped);
+        if applied && fate == StoreFate::ReplyLost {
+            self.applied_replies_lost += 1;
+        }
         let wrote = applied && matches!(op, StoreOp::Set | StoreOp::Apply { allowed: true });
         if wrote && layer == Layer::PerKey && self.keep_writes {
             self.writes.push(WriteRecord {
@@ -575,6 +584,9 @@ impl History {
         if let Some(r) = self.requests.get_mut(id as usize) {
             r.store_calls[layer.index()] += 1;
             if applied && layer == Layer::PerKey {
+                if matches!(op, StoreOp::Apply { .. }) {
+                    r.applied_seq = Some(self.event_count);
+                }
                 match op {
                     StoreOp::Get => r.read_at = Some(at),
                     StoreOp::Set | StoreOp::Apply { allowed: true } => r.written_at = Some(at),

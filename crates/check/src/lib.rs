@@ -75,6 +75,7 @@ pub(crate) mod testing {
             read_at: None,
             written_at: None,
             store_calls: [0; 2],
+            applied_seq: None,
         }
     }
 }

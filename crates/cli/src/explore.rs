@@ -51,6 +51,14 @@ pub struct ExploreArgs {
 
 #[derive(clap::Subcommand, Debug)]
 enum ExploreCommand {
+    /// Print the scenario an explore seed draws (as `--sut` adjusts it), to replay or edit.
+    Show {
+        /// The explore seed.
+        seed: u64,
+        /// The system under test.
+        #[arg(long, default_value = "correct", value_parser = parse_sut)]
+        sut: Sut,
+    },
     /// Find each planted bug from seed 1 with no hint, shrink it, and write the table.
     Table {
         /// Give up on a planted bug after this many seeds (1 to 1 000 000).
@@ -107,6 +115,14 @@ const BATCH: u64 = 256;
 pub fn explore_command(args: ExploreArgs) -> ExitCode {
     match args.command {
         Some(ExploreCommand::Merge { reports, json }) => return merge(&reports, json),
+        Some(ExploreCommand::Show { seed, sut }) => {
+            let json = explore::scenario_json(seed, sut);
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&json).unwrap_or_default()
+            );
+            return ExitCode::SUCCESS;
+        }
         Some(ExploreCommand::Table {
             max_seeds,
             jobs,
@@ -170,7 +186,9 @@ pub fn explore_command(args: ExploreArgs) -> ExitCode {
                 f.checker,
                 f.first_seed
             );
-            if let Err(e) = explore::shrink_found(f, &args.regressions, args.shrink_runs) {
+            if let Err(e) =
+                explore::shrink_found(f, &args.regressions, Some(&args.out), args.shrink_runs)
+            {
                 eprintln!("error: {e}");
                 return ExitCode::from(crate::EXIT_BAD_INPUT);
             }
@@ -229,6 +247,19 @@ fn print_report(r: &ExploreReport, wall: f64) {
         .map(|(k, v)| format!("{k} {v}"))
         .collect();
     println!("seeds with each fault kind: {}", kinds.join(", "));
+    if r.unknown_seeds > 0 {
+        println!(
+            "seeds where the linearizability search ran out of budget on a key (unknown, not passed): {}",
+            r.unknown_seeds
+        );
+    }
+    let (hit, never): (Vec<_>, Vec<_>) = r.reached.iter().partition(|(_, n)| **n > 0);
+    let hit: Vec<String> = hit.iter().map(|(k, v)| format!("{k} {v}")).collect();
+    let never: Vec<&str> = never.iter().map(|(k, _)| k.as_str()).collect();
+    println!("seeds reaching each situation: {}", hit.join(", "));
+    if !never.is_empty() {
+        println!("never reached: {}", never.join(", "));
+    }
     if r.found.is_empty() {
         println!("no failures");
         return;

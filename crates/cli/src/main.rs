@@ -41,6 +41,13 @@ enum Command {
         /// Write each gateway's request log (JSON lines) to DIR/seed-SEED/gateway-N.jsonl.
         #[arg(long, value_name = "DIR")]
         request_logs: Option<PathBuf>,
+        /// Write a self-contained HTML timeline of one key's requests (with several seeds,
+        /// one file per seed: NAME-seed-S.html).
+        #[arg(long, value_name = "FILE")]
+        timeline: Option<PathBuf>,
+        /// The key the timeline shows (default: the envelope's witness, else the busiest key).
+        #[arg(long, value_name = "KEY", requires = "timeline")]
+        timeline_key: Option<String>,
         /// Worker threads for the seeds (1 to 256; default: every core). The output is the
         /// same on any number.
         #[arg(long, value_parser = clap::value_parser!(u64).range(1..=256))]
@@ -257,6 +264,8 @@ fn main() -> ExitCode {
             trace,
             json,
             request_logs,
+            timeline,
+            timeline_key,
             threads,
         } => run(
             &file,
@@ -265,6 +274,8 @@ fn main() -> ExitCode {
                 trace,
                 json,
                 request_logs: request_logs.as_deref(),
+                timeline: timeline.as_deref(),
+                timeline_key: timeline_key.as_deref(),
             },
             threads.map_or_else(ratelab_sim::parallel::default_threads, |t| t as usize),
         ),
@@ -571,6 +582,8 @@ struct RunOutput<'a> {
     trace: bool,
     json: bool,
     request_logs: Option<&'a std::path::Path>,
+    timeline: Option<&'a std::path::Path>,
+    timeline_key: Option<&'a str>,
 }
 
 fn run(
@@ -583,6 +596,8 @@ fn run(
         trace,
         json,
         request_logs,
+        timeline,
+        timeline_key,
     } = output;
     let sc = match load(file) {
         Ok(sc) => sc,
@@ -649,6 +664,32 @@ fn run(
                 dir.display(),
                 sc.spec().gateways.get() - 1
             );
+        }
+        if let Some(path) = timeline {
+            let path = if seeds.len() > 1 {
+                let stem = path
+                    .file_stem()
+                    .map_or_else(String::new, |s| s.to_string_lossy().into_owned());
+                path.with_file_name(format!("{stem}-seed-{s}.html"))
+            } else {
+                path.to_owned()
+            };
+            let key = timeline_key
+                .map(str::to_owned)
+                .or_else(|| ratelab_lab::timeline::default_key(&report, &history));
+            let written = match key {
+                Some(key) => std::fs::write(
+                    &path,
+                    ratelab_lab::timeline::html(&sc, &report, &history, &key),
+                )
+                .map_err(|e| format!("timeline {}: {e}", path.display())),
+                None => Err("timeline: the run has no requests".to_owned()),
+            };
+            if let Err(e) = written {
+                write_error = Some(e);
+                return;
+            }
+            eprintln!("timeline: {}", path.display());
         }
         if trace {
             for e in &history.events {

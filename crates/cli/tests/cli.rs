@@ -605,3 +605,43 @@ fn a_schema_key_is_accepted_for_editors_and_ignored() {
         stderr(&o)
     );
 }
+
+#[test]
+fn the_readme_shows_a_shrunk_planted_bug_replaying_today() {
+    let file = "sim-scenarios/regressions/retry-on-timeout-safety-linearizable-seed-5.json";
+    let o = ratelab(&["run", file, "--seed", "5"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = String::from_utf8(o.stdout).unwrap();
+    assert!(
+        out.contains("explorer's checkers (expected safety/linearizable): safety/linearizable"),
+        "{out}"
+    );
+    let block = format!("```text\n$ ratelab run {file} --seed 5\n{out}```\n");
+    docs::check_block("README.md", "explore-regression", &block);
+}
+
+#[test]
+fn run_writes_a_timeline_and_refuses_a_key_flag_without_it() {
+    let dir = std::env::temp_dir().join(format!("ratelab-cli-timeline-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let page = dir.join("t.html");
+    let o = ratelab(&[
+        "run",
+        "sim-scenarios/naive-canary.json",
+        "--seed",
+        "1",
+        "--timeline",
+        page.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains("<svg") && html.contains(r#"class="violation""#));
+    let bad = ratelab(&[
+        "run",
+        "sim-scenarios/naive-canary.json",
+        "--timeline-key",
+        "k",
+    ]);
+    assert_eq!(bad.status.code(), Some(2), "{}", stderr(&bad));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -10,7 +10,9 @@
 //!   blocks of the write-up and the README (`<!-- BEGIN sweep:NAME -->`), with the check that
 //!   they are current;
 //! - [`explore`]: swarm-generated scenarios judged by every checker (`ratelab explore`);
-//! - [`fuzz`]: mutation fuzzing of scenario files (`ratelab fuzz`).
+//! - [`fuzz`]: mutation fuzzing of scenario files (`ratelab fuzz`);
+//! - [`timeline`]: one key's requests, the store's applies, the envelope and the faults as a
+//!   self-contained HTML page (`ratelab run --timeline`, and the explorer's shrunk failures).
 //!
 //! A new experiment is a module here with a function from its configuration to serializable
 //! results, and, if the docs quote it, a block writer in [`output`] and a test that reruns it
@@ -22,3 +24,4 @@ pub mod fuzz;
 pub mod matched;
 pub mod output;
 pub mod sweep;
+pub mod timeline;

@@ -185,3 +185,48 @@ fn shrinking_is_deterministic_and_keeps_the_signature() {
         "{still:?}"
     );
 }
+
+#[test]
+fn the_planted_table_in_the_docs_is_the_committed_figures() {
+    let text = std::fs::read_to_string(root().join("docs/results/planted.json")).expect("json");
+    let rows: Vec<explore::table::Detection> = serde_json::from_str(&text).expect("planted.json");
+    let doc = std::fs::read_to_string(root().join("docs/EXPLORER.md")).expect("EXPLORER.md");
+    let block =
+        ratelab_lab::output::replace_marked(&doc, "planted", &explore::table::markdown(&rows))
+            .expect("the planted block");
+    assert_eq!(
+        block, doc,
+        "docs/EXPLORER.md's table differs from docs/results/planted.json; run `ratelab explore table`"
+    );
+}
+
+#[test]
+fn a_campaign_reports_the_situations_it_reached_and_those_it_did_not() {
+    let c = Campaign {
+        sut: Sut::Correct,
+        first: 1,
+        count: 64,
+        shard: (0, 1),
+        threads: 2,
+    };
+    let (r, outcomes) = explore::run(&c, &|_, _| {});
+    assert_eq!(
+        r.reached.keys().map(String::as_str).collect::<Vec<_>>(),
+        {
+            let mut all = explore::coverage::PROBES.to_vec();
+            all.sort_unstable();
+            all
+        },
+        "every probe is named, reached or not"
+    );
+    let hit = r.reached.values().filter(|n| **n > 0).count();
+    assert!(hit >= 5, "{:?}", r.reached);
+    // The counts are the seeds that reached each probe.
+    for (probe, n) in &r.reached {
+        let seeds = outcomes
+            .iter()
+            .filter(|o| o.reached.contains(probe))
+            .count() as u64;
+        assert_eq!(*n, seeds, "{probe}");
+    }
+}

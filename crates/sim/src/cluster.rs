@@ -1453,10 +1453,16 @@ pub(crate) async fn simulate(
         .iter()
         .map(|g| g.gateway.stats().snapshot())
         .collect();
-    (
-        std::mem::take(&mut *shared.history.lock().expect("recorder")),
-        stats,
-    )
+    let history = std::mem::take(&mut *shared.history.lock().expect("recorder"));
+    // Every node's tasks hold the cluster, which holds the nodes: madsim does not cancel a
+    // node's tasks when its runtime is dropped (madsim-rs/madsim#242), so without killing
+    // the nodes each run's cluster would stay in memory for good.
+    for g in &cluster.gateways {
+        handle.kill(g.node.id());
+    }
+    handle.kill(clients_node.id());
+    handle.kill(store_node.id());
+    (history, stats)
 }
 
 /// How long the run goes on after the last send or fault, so that every request in flight is

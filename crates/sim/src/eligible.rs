@@ -14,6 +14,8 @@
 //! - sliding-window counter (L per W): its estimate weighs in the previous window, so the
 //!   curve at Δt = 2W is at most L.
 //!
+//! A store with a bound on its keys denies a new key once full, so no key is held to
+//! liveness when the keys the clients can send (per layer) could fill one of its shards.
 //! Anything the rule cannot settle within its budget of steps is left out, so a key is held
 //! to liveness only when the policy's own guarantee covers it.
 
@@ -33,8 +35,29 @@ const SEC: u128 = 1_000_000_000;
 /// Most steps of the token bucket's curve the rule evaluates before leaving a key out.
 const STEP_BUDGET: usize = 100_000;
 
+/// Whether no layer's store can ever be full: every key the clients can send on a layer fits
+/// in one of its shards (the memory store's sharding: `ratelab_store::memory`).
+fn never_full(sc: &Scenario) -> bool {
+    let max = sc.spec.store.max_keys.get() as usize;
+    let shards = ratelab_store::memory::DEFAULT_SHARDS
+        .clamp(1, (max / ratelab_store::memory::MIN_KEYS_PER_SHARD).max(1));
+    let per_shard = max.div_ceil(shards) as u64;
+    let per_key: u64 = sc
+        .spec
+        .clients
+        .iter()
+        .map(|c| c.keys.as_ref().map_or(1, |k| k.count.get()))
+        .sum();
+    // The edge layer keys each client by its own address.
+    let edge: u64 = sc.spec.clients.iter().map(|c| c.count.get()).sum();
+    per_key <= per_shard && (sc.spec.gateway.edge.is_none() || edge <= per_shard)
+}
+
 /// The keys a run's liveness phase checks, in order.
 pub(crate) fn liveness_keys(sc: &Scenario) -> Vec<String> {
+    if !never_full(sc) {
+        return Vec::new();
+    }
     let mut streams: BTreeMap<String, Option<Vec<Stream>>> = BTreeMap::new();
     let paced = |c: &ClientSpec| {
         c.arrival.pattern == Pattern::Constant && !c.honour_retry_after && !c.self_throttle

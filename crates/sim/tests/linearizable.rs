@@ -30,12 +30,16 @@ fn files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// Each key's per-key-layer operations, as a black-box client would record them: call and
-/// return times, and what the answer said.
-fn per_key_ops(h: &History) -> BTreeMap<String, Vec<Op>> {
+/// Each key's per-key-layer operations: call and return times, what the answer said, and,
+/// with `stamped`, the store's order of application (as a black-box client records them
+/// without).
+fn per_key_ops(h: &History, stamped: bool) -> BTreeMap<String, Vec<Op>> {
     let mut by: BTreeMap<String, Vec<Op>> = BTreeMap::new();
     for r in &h.requests {
-        if let Some(op) = Op::per_key(r) {
+        if let Some(mut op) = Op::per_key(r) {
+            if !stamped {
+                op.stamp = None;
+            }
             by.entry(r.key.clone()).or_default().push(op);
         }
     }
@@ -68,13 +72,17 @@ fn correct_runs_are_linearizable_and_naive_runs_are_not() {
             period: b.refill_period(),
         };
         let (report, h) = ratelab_sim::run(&sc, 1, RunOptions::default());
-        let r = linearizable::check(
-            &spec,
-            per_key_ops(&h)
-                .iter()
-                .map(|(k, ops)| (k.as_str(), ops.clone())),
-            DEFAULT_BUDGET,
-        );
+        let check = |stamped| {
+            linearizable::check(
+                &spec,
+                per_key_ops(&h, stamped)
+                    .iter()
+                    .map(|(k, ops)| (k.as_str(), ops.clone())),
+                DEFAULT_BUDGET,
+            )
+        };
+        let r = check(false);
+        let stamped = check(true);
         let name = file
             .strip_prefix(&root)
             .unwrap_or(file)
@@ -94,6 +102,11 @@ fn correct_runs_are_linearizable_and_naive_runs_are_not() {
                 "{name}: a correct limiter judged not linearizable: {:?} (unknown: {:?})",
                 r.violations.iter().next(),
                 r.unknown
+            );
+            assert!(
+                stamped.linearizable(),
+                "{name}: a correct limiter not linearizable in the store's order: {:?}",
+                stamped.violations.iter().next()
             );
         } else if sc.spec().store.path == PathName::Naive && !r.violations.is_empty() {
             naive_caught += 1;

@@ -162,6 +162,18 @@ pub fn draw(seed: u64) -> Value {
     if probe {
         spec["expect"] = json!({ "liveness": true });
     }
+    // Sometimes a store with room for few keys, and more keys than that (drawn last, so the
+    // draws above stay what they were).
+    if d.chance(0.1) {
+        spec["store"]["max_keys"] = json!(64);
+        if let Some(c) = spec["clients"][0].as_object_mut() {
+            c.remove("key");
+            c.insert(
+                "keys".into(),
+                json!({ "prefix": "u", "count": d.int(65, 400) }),
+            );
+        }
+    }
     spec
 }
 

@@ -14,6 +14,7 @@
 //! A new system under test is a [`Sut`] variant with its adjustment of the drawn scenario; a
 //! new checker goes in [`verdict`].
 
+pub mod coverage;
 pub mod generate;
 pub mod shrink;
 pub mod table;
@@ -173,6 +174,12 @@ pub struct Outcome {
     pub faults: Vec<String>,
     /// What the checkers found.
     pub failures: Vec<Failure>,
+    /// The coverage probes the run reached.
+    #[serde(default)]
+    pub reached: Vec<String>,
+    /// Keys whose linearizability search ran out of budget (an honest unknown).
+    #[serde(default)]
+    pub unknown_keys: u64,
 }
 
 /// How often to rerun a seed to check it is deterministic: every seed that fails, and one
@@ -197,6 +204,8 @@ pub fn explore_one(seed: u64, sut: Sut) -> Outcome {
         requests: checked.requests,
         faults,
         failures: checked.failures,
+        reached: checked.reached.iter().map(|p| (*p).to_owned()).collect(),
+        unknown_keys: checked.unknown_keys,
     }
 }
 
@@ -209,6 +218,10 @@ pub struct Checked {
     pub events: u64,
     /// What the checkers found.
     pub failures: Vec<Failure>,
+    /// The coverage probes the run reached.
+    pub reached: Vec<&'static str>,
+    /// Keys whose linearizability search ran out of budget.
+    pub unknown_keys: u64,
 }
 
 /// Validates scenario `json`, runs it with `seed` and judges the run; a run that fails (or,
@@ -222,6 +235,8 @@ pub fn check(json: &serde_json::Value, seed: u64, recheck: bool) -> Checked {
             checker: checker.into(),
             detail,
         }],
+        reached: Vec::new(),
+        unknown_keys: 0,
     };
     let sc = match Scenario::parse(Path::new("<explore>"), &json.to_string()) {
         Ok(sc) => sc,
@@ -239,7 +254,8 @@ pub fn check(json: &serde_json::Value, seed: u64, recheck: bool) -> Checked {
             return fail(Class::Panic, "run", msg);
         }
     };
-    let mut failures = verdict::judge(&sc, &report, &history);
+    let judged = verdict::judge(&sc, &report, &history);
+    let mut failures = judged.failures;
     if !failures.is_empty() || recheck {
         let again = std::panic::catch_unwind(run).map(|(r, _)| r.trace_hash);
         if again.as_deref().ok() != Some(report.trace_hash.as_str()) {
@@ -258,6 +274,8 @@ pub fn check(json: &serde_json::Value, seed: u64, recheck: bool) -> Checked {
         requests: report.requests,
         events: report.events,
         failures,
+        reached: coverage::reached(&sc, &report, &history),
+        unknown_keys: judged.unknown_keys,
     }
 }
 
@@ -319,8 +337,15 @@ pub struct ExploreReport {
     pub requests: u64,
     /// Seeds with each fault kind drawn.
     pub fault_coverage: BTreeMap<String, u64>,
+    /// Seeds that reached each coverage probe (every probe named, 0 when none did).
+    #[serde(default)]
+    pub reached: BTreeMap<String, u64>,
     /// Seeds that failed.
     pub failed_seeds: u64,
+    /// Seeds where the linearizability search ran out of budget on some key (neither a pass
+    /// nor a failure there).
+    #[serde(default)]
+    pub unknown_seeds: u64,
     /// Every distinct failure, by signature.
     pub found: Vec<Found>,
 }
@@ -351,9 +376,16 @@ pub fn run(
 pub fn summarize(sut: Sut, outcomes: &[Outcome], out: Option<&Path>) -> ExploreReport {
     let mut found: BTreeMap<(Class, String), Found> = BTreeMap::new();
     let mut coverage: BTreeMap<String, u64> = BTreeMap::new();
+    let mut reached: BTreeMap<String, u64> = coverage::PROBES
+        .iter()
+        .map(|p| ((*p).to_owned(), 0))
+        .collect();
     for o in outcomes {
         for f in &o.faults {
             *coverage.entry(f.clone()).or_default() += 1;
+        }
+        for p in &o.reached {
+            *reached.entry(p.clone()).or_default() += 1;
         }
         for f in &o.failures {
             let e = found
@@ -380,7 +412,9 @@ pub fn summarize(sut: Sut, outcomes: &[Outcome], out: Option<&Path>) -> ExploreR
         seeds: outcomes.len() as u64,
         requests: outcomes.iter().map(|o| o.requests).sum(),
         fault_coverage: coverage,
+        reached,
         failed_seeds: outcomes.iter().filter(|o| !o.failures.is_empty()).count() as u64,
+        unknown_seeds: outcomes.iter().filter(|o| o.unknown_keys > 0).count() as u64,
         found: found.into_values().collect(),
     }
 }
@@ -399,9 +433,13 @@ pub fn merge(reports: &[ExploreReport]) -> Result<ExploreReport, String> {
     }
     let mut found: BTreeMap<(Class, String), Found> = BTreeMap::new();
     let mut coverage: BTreeMap<String, u64> = BTreeMap::new();
+    let mut reached: BTreeMap<String, u64> = BTreeMap::new();
     for r in reports {
         for (k, v) in &r.fault_coverage {
             *coverage.entry(k.clone()).or_default() += v;
+        }
+        for (k, v) in &r.reached {
+            *reached.entry(k.clone()).or_default() += v;
         }
         for f in &r.found {
             found
@@ -422,14 +460,21 @@ pub fn merge(reports: &[ExploreReport]) -> Result<ExploreReport, String> {
         seeds: reports.iter().map(|r| r.seeds).sum(),
         requests: reports.iter().map(|r| r.requests).sum(),
         fault_coverage: coverage,
+        reached,
         failed_seeds: reports.iter().map(|r| r.failed_seeds).sum(),
+        unknown_seeds: reports.iter().map(|r| r.unknown_seeds).sum(),
         found: found.into_values().collect(),
     })
 }
 
 /// Shrinks a found failure's scenario within `runs` runs and writes it as a regression
 /// scenario under `dir`; a generator failure (an invalid draw) is not shrunk.
-pub fn shrink_found(f: &mut Found, dir: &Path, runs: u32) -> Result<(), String> {
+pub fn shrink_found(
+    f: &mut Found,
+    dir: &Path,
+    timelines: Option<&Path>,
+    runs: u32,
+) -> Result<(), String> {
     if f.class == Class::Generator {
         return Ok(());
     }
@@ -441,6 +486,10 @@ pub fn shrink_found(f: &mut Found, dir: &Path, runs: u32) -> Result<(), String> 
     let path = dir.join(scenario_file(f.sut, f.class, &f.checker, f.first_seed));
     let text = serde_json::to_string_pretty(&json).map_err(|e| e.to_string())? + "\n";
     std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+    if let Some(out) = timelines {
+        let page = out.join(path.with_extension("html").file_name().unwrap_or_default());
+        write_timeline(&json, f.first_seed, &shrunk.detail, &page)?;
+    }
     f.shrunk = Some(shrink::ShrinkSummary {
         file: path.display().to_string(),
         before: shrunk.before,
@@ -450,4 +499,29 @@ pub fn shrink_found(f: &mut Found, dir: &Path, runs: u32) -> Result<(), String> 
         replay: format!("ratelab run {} --seed {}", path.display(), f.first_seed),
     });
     Ok(())
+}
+
+/// Writes the timeline of scenario `json`'s run with `seed` to `page`, showing the key the
+/// failure's `detail` names (`key "…"`), else the run's default.
+pub fn write_timeline(
+    json: &serde_json::Value,
+    seed: u64,
+    detail: &str,
+    page: &Path,
+) -> Result<(), String> {
+    let sc =
+        Scenario::parse(Path::new("<timeline>"), &json.to_string()).map_err(|e| e.to_string())?;
+    let (report, history) = ratelab_sim::run(&sc, seed, RunOptions::default());
+    let named = detail
+        .split_once("key \"")
+        .and_then(|(_, rest)| rest.split_once('"'))
+        .map(|(k, _)| k.to_owned());
+    let Some(key) = named.or_else(|| crate::timeline::default_key(&report, &history)) else {
+        return Ok(());
+    };
+    if let Some(dir) = page.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    }
+    let html = crate::timeline::html(&sc, &report, &history, &key);
+    std::fs::write(page, html).map_err(|e| format!("{}: {e}", page.display()))
 }

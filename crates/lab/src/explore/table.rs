@@ -89,7 +89,7 @@ pub fn detect(
         replay: String::new(),
         shrunk: None,
     };
-    super::shrink_found(&mut found, regressions, runs)?;
+    super::shrink_found(&mut found, regressions, None, runs)?;
     Ok(Detection {
         sut,
         first_seed: Some(o.seed),

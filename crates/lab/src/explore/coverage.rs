@@ -1,0 +1,111 @@
+//! Coverage probes ("sometimes" assertions, as in Antithesis and stateright): interesting
+//! situations a run reached. A campaign reports how many seeds reached each, and names those
+//! none did: a campaign that never partitions a gateway while others deny has not tested
+//! what it seems to.
+//!
+//! Each probe is read off the run's history, report and scenario, never off the code under
+//! test. A new probe is a name in [`PROBES`] and its test in [`reached`].
+
+use ratelab_check::history::{Answer, History};
+use ratelab_core::{Algorithm, Nanos};
+use ratelab_sim::scenario::FaultKind;
+use ratelab_sim::{Report, Scenario};
+
+/// Every probe, by name.
+pub const PROBES: [&str; 11] = [
+    "denial-during-partition",
+    "fail-open",
+    "breaker-opened-and-closed",
+    "stale-token-refused",
+    "bucket-expired-and-came-back",
+    "skew-beyond-a-window",
+    "crash-with-state-loss",
+    "lost-reply-applied",
+    "kill-switch-bypass",
+    "store-full",
+    "cleanup-deleted-a-bucket",
+];
+
+fn ms(v: u64) -> Nanos {
+    Nanos::from_millis(v)
+}
+
+/// The probes one run reached, in [`PROBES`] order.
+pub fn reached(sc: &Scenario, report: &Report, h: &History) -> Vec<&'static str> {
+    let spec = sc.spec();
+    let window = sc.policy().quota().window;
+    let windows = |kind| {
+        spec.faults.iter().filter(move |f| f.kind == kind).map(|f| {
+            (
+                ms(f.at_ms.map_or(0, |v| v.get())),
+                ms(f.until_ms.map_or(0, |v| v.get())),
+            )
+        })
+    };
+    let denied_at = || {
+        h.requests.iter().filter_map(|r| match r.answer {
+            Some((_, Answer::Denied { decided_at, .. })) => Some(decided_at),
+            _ => None,
+        })
+    };
+    let job = report.job.as_ref();
+    let test = |name: &str| -> bool {
+        match name {
+            "denial-during-partition" => windows(FaultKind::Partition)
+                .any(|(from, until)| denied_at().any(|t| t >= from && t < until)),
+            "fail-open" => report.fail_open > 0,
+            "breaker-opened-and-closed" => {
+                report.gateway_counters.breaker_opened > 0
+                    && report.gateway_counters.breaker_closed > 0
+            }
+            "stale-token-refused" => job.is_some_and(|j| j.stale_rejected > 0),
+            "bucket-expired-and-came-back" => came_back(h, window),
+            "skew-beyond-a-window" => spec.faults.iter().any(|f| {
+                f.kind == FaultKind::Clock
+                    && f.offset_ms
+                        .is_some_and(|o| o.get().unsigned_abs() * 1_000_000 > window.as_u64())
+                    && f.gateway.is_some_and(|g| {
+                        h.requests
+                            .iter()
+                            .any(|r| r.gateway == g && r.answer.is_some())
+                    })
+            }),
+            "crash-with-state-loss" => spec.faults.iter().any(|f| {
+                let at = ms(f.at_ms.map_or(0, |v| v.get()));
+                f.kind == FaultKind::StoreCrash
+                    && h.requests
+                        .iter()
+                        .any(|r| r.written_at.is_some_and(|w| w < at))
+            }),
+            "lost-reply-applied" => h.applied_replies_lost > 0,
+            "kill-switch-bypass" => report.bypassed > 0,
+            "store-full" => report.full > 0,
+            "cleanup-deleted-a-bucket" => job.is_some_and(|j| j.keys_removed > 0),
+            _ => false,
+        }
+    };
+    PROBES.into_iter().filter(|p| test(p)).collect()
+}
+
+/// Whether some key was admitted, then left alone longer than its state lives (at most the
+/// policy's window: a bucket refills from empty, a window ends), then admitted again.
+fn came_back(h: &History, window: Nanos) -> bool {
+    let mut last: std::collections::BTreeMap<&str, Nanos> = Default::default();
+    let mut admitted: Vec<(Nanos, &str)> = h
+        .requests
+        .iter()
+        .filter_map(|r| match r.layers.per_key {
+            Some(Answer::Allowed { decided_at, .. }) => Some((decided_at, r.key.as_str())),
+            _ => None,
+        })
+        .collect();
+    admitted.sort_unstable();
+    for (t, key) in admitted {
+        if let Some(prev) = last.insert(key, t)
+            && t.as_u64().saturating_sub(prev.as_u64()) > window.as_u64()
+        {
+            return true;
+        }
+    }
+    false
+}

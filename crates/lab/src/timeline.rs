@@ -1,0 +1,275 @@
+//! A picture of a run: a self-contained HTML page with one SVG timeline of one key, as
+//! Jepsen's timeline and Porcupine's visualiser draw a history.
+//!
+//! - one row per gateway: each request on the key as a bar from send to answer, coloured by
+//!   its answer (admitted, denied, failed open, error, never answered), with a tick at the
+//!   store time its decision rests on;
+//! - below, what the key admitted so far (a step line, by store time) against the envelope
+//!   B + R·(t − t₀) from the first admission (or the window's L per W);
+//! - fault windows shaded across the whole picture, and the violating window (the envelope's
+//!   witness) highlighted.
+//!
+//! Every request's bar carries a tooltip with its id, times and answer. No script, no external
+//! resource: the file opens anywhere.
+
+use ratelab_check::history::{Answer, History, RequestRecord};
+use ratelab_core::{Algorithm, Nanos, Policy};
+use ratelab_sim::scenario::FaultKind;
+use ratelab_sim::{Report, Scenario};
+use std::fmt::Write as _;
+
+const WIDTH: f64 = 1200.0;
+const LEFT: f64 = 110.0;
+const RIGHT: f64 = 20.0;
+const ROW: f64 = 34.0;
+const CHART: f64 = 220.0;
+
+/// The key a picture of this run should show: the envelope's witness, else the key with the
+/// most requests.
+pub fn default_key(report: &Report, h: &History) -> Option<String> {
+    if let Some(w) = &report.excess_witness {
+        return Some(w.key.clone());
+    }
+    let mut counts: std::collections::BTreeMap<&str, u64> = Default::default();
+    for r in &h.requests {
+        *counts.entry(r.key.as_str()).or_default() += 1;
+    }
+    counts
+        .into_iter()
+        .max_by_key(|(k, n)| (*n, std::cmp::Reverse(*k)))
+        .map(|(k, _)| k.to_owned())
+}
+
+fn escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+fn ms(n: Nanos) -> f64 {
+    n.as_u64() as f64 / 1e6
+}
+
+/// The colour and label of an answer.
+fn paint(answer: Option<&Answer>) -> (&'static str, &'static str) {
+    match answer {
+        Some(Answer::Allowed { .. }) => ("#2e7d32", "admitted"),
+        Some(Answer::Denied { .. }) | Some(Answer::Full) => ("#c62828", "denied"),
+        Some(Answer::FailedOpen(_)) | Some(Answer::Bypassed) => ("#ef6c00", "let through"),
+        Some(Answer::Rejected) => ("#6a1b9a", "rejected"),
+        Some(Answer::Error(_)) => ("#616161", "error"),
+        None => ("#9e9e9e", "never answered"),
+    }
+}
+
+fn decided_at(r: &RequestRecord) -> Option<Nanos> {
+    match r.layers.per_key? {
+        Answer::Allowed { decided_at, .. } | Answer::Denied { decided_at, .. } => Some(decided_at),
+        _ => None,
+    }
+}
+
+/// Fault windows, in ms, with a label.
+fn fault_windows(sc: &Scenario, end: f64) -> Vec<(f64, f64, String)> {
+    sc.spec()
+        .faults
+        .iter()
+        .filter(|f| f.kind != FaultKind::Clock)
+        .map(|f| {
+            let at = f.at_ms.map_or(0, |v| v.get()) as f64;
+            let until = match f.kind {
+                FaultKind::StoreCrash => at + f.restart_after_ms.map_or(0, |v| v.get()) as f64,
+                _ => f.until_ms.map_or(end as u64, |v| v.get()) as f64,
+            };
+            let name = serde_json::to_string(&f.kind).unwrap_or_default();
+            (at, until, name.trim_matches('"').to_owned())
+        })
+        .collect()
+}
+
+/// The envelope's value `t` ms after the first admission.
+fn envelope_at(policy: &Policy, t_ms: f64) -> f64 {
+    match policy {
+        Policy::TokenBucket(b) => {
+            b.capacity() as f64
+                + b.refill_amount() as f64 * t_ms * 1e6 / b.refill_period().as_u64() as f64
+        }
+        other => {
+            let q = other.quota();
+            q.limit as f64 * (1.0 + t_ms * 1e6 / q.window.as_u64().max(1) as f64)
+        }
+    }
+}
+
+/// The page for `key`'s requests in this run.
+pub fn html(sc: &Scenario, report: &Report, h: &History, key: &str) -> String {
+    let reqs: Vec<&RequestRecord> = h.requests.iter().filter(|r| r.key == key).collect();
+    let gateways = sc.spec().gateways.get() as usize;
+    let end = reqs
+        .iter()
+        .map(|r| r.answer.map_or(r.sent_at, |(t, _)| t))
+        .max()
+        .map_or(sc.spec().duration_ms.get() as f64, ms)
+        .max(sc.spec().duration_ms.get() as f64);
+    let x = |t: f64| LEFT + (t / end.max(1e-9)) * (WIDTH - LEFT - RIGHT);
+    let rows_h = ROW * gateways as f64;
+    let chart_top = 40.0 + rows_h + 30.0;
+    let height = chart_top + CHART + 50.0;
+    let mut svg = String::new();
+    let _ = write!(
+        svg,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" font-family="sans-serif" font-size="12">"#
+    );
+    // Faults, shaded across everything.
+    for (from, until, name) in fault_windows(sc, end) {
+        let _ = write!(
+            svg,
+            r##"<rect class="fault" x="{:.1}" y="20" width="{:.1}" height="{:.1}" fill="#ffe082" opacity="0.45"><title>{} {from} ms to {until} ms</title></rect><text x="{:.1}" y="16" fill="#8d6e00">{}</text>"##,
+            x(from),
+            (x(until) - x(from)).max(1.0),
+            height - 40.0,
+            escape(&name),
+            x(from) + 2.0,
+            escape(&name)
+        );
+    }
+    // The violating window.
+    if let Some(w) = report.excess_witness.as_ref().filter(|w| w.key == key) {
+        let (from, to) = (w.from_ns as f64 / 1e6, w.to_ns as f64 / 1e6);
+        let _ = write!(
+            svg,
+            r##"<rect class="violation" x="{:.1}" y="20" width="{:.1}" height="{:.1}" fill="none" stroke="#d50000" stroke-width="2" stroke-dasharray="6 3"><title>{} admitted in [{from:.3} ms, {to:.3} ms] against a bound of {}</title></rect>"##,
+            x(from),
+            (x(to) - x(from)).max(2.0),
+            height - 40.0,
+            w.admitted,
+            w.bound
+        );
+    }
+    // One row per gateway.
+    for g in 0..gateways {
+        let y = 40.0 + ROW * g as f64;
+        let _ = write!(
+            svg,
+            r##"<text x="8" y="{:.1}">gateway {g}</text><line x1="{LEFT}" x2="{:.1}" y1="{:.1}" y2="{:.1}" stroke="#e0e0e0"/>"##,
+            y + ROW / 2.0 + 4.0,
+            WIDTH - RIGHT,
+            y + ROW / 2.0,
+            y + ROW / 2.0
+        );
+    }
+    for (i, r) in reqs.iter().enumerate() {
+        let y = 40.0 + ROW * r.gateway as f64 + 4.0 + (i % 4) as f64 * 6.0;
+        let answer = r.answer.as_ref().map(|(_, a)| a);
+        let (colour, label) = paint(answer);
+        let sent = ms(r.sent_at);
+        let done = r.answer.map_or(end, |(t, _)| ms(t));
+        let dash = if r.answer.is_none() {
+            r#" stroke-dasharray="4 2""#
+        } else {
+            ""
+        };
+        let _ = write!(
+            svg,
+            r#"<rect class="request" x="{:.2}" y="{y:.1}" width="{:.2}" height="5" fill="{colour}" stroke="{colour}"{dash}><title>request {} ({label}), cost {}: sent {sent:.3} ms, answered {}</title></rect>"#,
+            x(sent),
+            (x(done) - x(sent)).max(1.5),
+            r.id,
+            r.cost,
+            r.answer
+                .map_or_else(|| "never".to_owned(), |(t, _)| format!("{:.3} ms", ms(t)))
+        );
+        if let Some(d) = decided_at(r) {
+            let _ = write!(
+                svg,
+                r#"<line class="apply" x1="{0:.2}" x2="{0:.2}" y1="{1:.1}" y2="{2:.1}" stroke="black" stroke-width="1.5"><title>request {3}: applied at the store at {4:.3} ms</title></line>"#,
+                x(ms(d)),
+                y - 2.0,
+                y + 7.0,
+                r.id,
+                ms(d)
+            );
+        }
+    }
+    chart(&mut svg, sc, &reqs, end, chart_top, &x);
+    svg.push_str("</svg>");
+    let title = format!("{} — seed {} — key {key}", report.scenario, report.seed);
+    format!(
+        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{t}</title>\
+         <style>body{{font-family:sans-serif;margin:16px}} .legend span{{margin-right:14px}}</style>\
+         </head><body><h3>{t}</h3><p>{d}</p><p class=\"legend\">\
+         <span style=\"color:#2e7d32\">■ admitted</span><span style=\"color:#c62828\">■ denied</span>\
+         <span style=\"color:#ef6c00\">■ let through (fail open, kill switch)</span>\
+         <span style=\"color:#616161\">■ error</span><span style=\"color:#9e9e9e\">▭ never answered</span>\
+         <span>| store apply</span><span style=\"color:#d50000\">⬚ violating window</span>\
+         <span style=\"color:#8d6e00\">▮ fault</span></p>\n{svg}\n</body></html>\n",
+        t = escape(&title),
+        d = escape(&sc.spec().description),
+    )
+}
+
+/// Admitted so far against the envelope, by store time.
+fn chart(
+    svg: &mut String,
+    sc: &Scenario,
+    reqs: &[&RequestRecord],
+    end: f64,
+    top: f64,
+    x: &dyn Fn(f64) -> f64,
+) {
+    let mut admitted: Vec<(f64, u64)> = reqs
+        .iter()
+        .filter_map(|r| match r.layers.per_key {
+            Some(Answer::Allowed { decided_at, .. }) => Some((ms(decided_at), r.cost)),
+            _ => None,
+        })
+        .collect();
+    admitted.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let t0 = admitted.first().map_or(0.0, |a| a.0);
+    let total: u64 = admitted.iter().map(|a| a.1).sum();
+    let top_value = envelope_at(sc.policy(), end - t0)
+        .max(total as f64)
+        .max(1.0);
+    let y = |v: f64| top + CHART - v / top_value * CHART;
+    let _ = write!(
+        svg,
+        r##"<text x="8" y="{:.1}">admitted</text><line x1="{LEFT}" x2="{:.1}" y1="{:.1}" y2="{:.1}" stroke="#bdbdbd"/><text x="{:.1}" y="{:.1}" text-anchor="end">{total}</text>"##,
+        top + 12.0,
+        WIDTH - RIGHT,
+        top + CHART,
+        top + CHART,
+        LEFT - 4.0,
+        y(total as f64) + 4.0
+    );
+    // The envelope from the first admission.
+    let mut line = String::new();
+    for i in 0..=100 {
+        let t = t0 + (end - t0) * f64::from(i) / 100.0;
+        let _ = write!(
+            line,
+            "{:.1},{:.1} ",
+            x(t),
+            y(envelope_at(sc.policy(), t - t0))
+        );
+    }
+    let _ = write!(
+        svg,
+        r##"<polyline class="envelope" points="{line}" fill="none" stroke="#1565c0" stroke-dasharray="5 3"><title>the envelope from the first admission</title></polyline>"##
+    );
+    let mut steps = format!("{:.1},{:.1} ", x(t0), y(0.0));
+    let mut sum = 0u64;
+    for (t, c) in &admitted {
+        let _ = write!(steps, "{:.1},{:.1} ", x(*t), y(sum as f64));
+        sum += c;
+        let _ = write!(steps, "{:.1},{:.1} ", x(*t), y(sum as f64));
+    }
+    let _ = write!(steps, "{:.1},{:.1}", x(end), y(sum as f64));
+    let _ = write!(
+        svg,
+        r##"<polyline class="admitted" points="{steps}" fill="none" stroke="#2e7d32" stroke-width="2"><title>admitted so far</title></polyline><text x="{LEFT}" y="{:.1}">0 ms</text><text x="{:.1}" y="{:.1}" text-anchor="end">{end:.1} ms</text>"##,
+        top + CHART + 16.0,
+        WIDTH - RIGHT,
+        top + CHART + 16.0
+    );
+}
