@@ -353,14 +353,25 @@ fn table(
     }
 }
 
+/// The key and request a failure's witness names, for the timeline.
+pub type Named = (Option<String>, Option<u64>);
+
 /// Adds the explorer's verdict to a run of a scenario that asks for it (`expect.explorer`),
-/// and says what it was.
+/// and says what it was, with the key and request its first failure names.
 pub fn explorer_verdict(
     sc: &ratelab_sim::Scenario,
     report: &mut ratelab_sim::Report,
     history: &ratelab_sim::History,
-) -> Option<String> {
-    let v = explore::verdict::explorer_expectation(sc, report, history)?;
+) -> (Option<String>, Option<Named>) {
+    let Some(v) = explore::verdict::explorer_expectation(sc, report, history) else {
+        return (None, None);
+    };
+    let named = v.found.first().map(|f| {
+        (
+            explore::named_key(&f.detail),
+            ratelab_lab::timeline::named_request(&f.detail),
+        )
+    });
     let found: Vec<String> = v
         .found
         .iter()
@@ -370,7 +381,7 @@ pub fn explorer_verdict(
         report.failures.extend(v.problems);
         report.passed = false;
     }
-    Some(format!(
+    let line = format!(
         "  explorer's checkers (expected {}): {}",
         sc.spec().expect.explorer.as_deref().unwrap_or("pass"),
         if found.is_empty() {
@@ -378,7 +389,8 @@ pub fn explorer_verdict(
         } else {
             found.join("; ")
         }
-    ))
+    );
+    (Some(line), named)
 }
 
 fn merge(paths: &[PathBuf], json: bool) -> ExitCode {

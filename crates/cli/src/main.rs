@@ -633,7 +633,8 @@ fn run(
     }
     let mut failed = Vec::new();
     let options = RunOptions {
-        keep_events: trace,
+        // The timeline draws every store call of its key from the events.
+        keep_events: trace || timeline.is_some(),
         request_logs: request_logs.is_some(),
     };
     // Every seed on the worker threads; each printed in seed order as soon as it is done.
@@ -643,7 +644,7 @@ fn run(
             return;
         }
         let mut report = report;
-        let verdict = explore::explorer_verdict(&sc, &mut report, &history);
+        let (verdict, named) = explore::explorer_verdict(&sc, &mut report, &history);
         let s = report.seed;
         if let Some(dir) = request_logs {
             let dir = dir.join(format!("seed-{s}"));
@@ -676,11 +677,13 @@ fn run(
             };
             let key = timeline_key
                 .map(str::to_owned)
+                .or_else(|| named.as_ref().and_then(|(k, _)| k.clone()))
                 .or_else(|| ratelab_lab::timeline::default_key(&report, &history));
+            let marked = named.as_ref().and_then(|(_, id)| *id);
             let written = match key {
                 Some(key) => std::fs::write(
                     &path,
-                    ratelab_lab::timeline::html(&sc, &report, &history, &key),
+                    ratelab_lab::timeline::html(&sc, &report, &history, &key, marked),
                 )
                 .map_err(|e| format!("timeline {}: {e}", path.display())),
                 None => Err("timeline: the run has no requests".to_owned()),

@@ -2,8 +2,10 @@
 //! Jepsen's timeline and Porcupine's visualiser draw a history.
 //!
 //! - one row per gateway: each request on the key as a bar from send to answer, coloured by
-//!   its answer (admitted, denied, failed open, error, never answered), with a tick at the
-//!   store time its decision rests on;
+//!   its answer (admitted, denied, failed open, error, never answered), with a tick at each
+//!   point the store applied one of its calls (from the run's events when they were kept,
+//!   crossed when the reply was lost; else at the store time its decision rests on), and the
+//!   request a checker named outlined;
 //! - below, what the key admitted so far (a step line, by store time) against the envelope
 //!   B + R·(t − t₀) from the first admission (or the window's L per W);
 //! - fault windows shaded across the whole picture, and the violating window (the envelope's
@@ -12,7 +14,7 @@
 //! Every request's bar carries a tooltip with its id, times and answer. No script, no external
 //! resource: the file opens anywhere.
 
-use ratelab_check::history::{Answer, History, RequestRecord};
+use ratelab_check::history::{Answer, Event, History, Layer, RequestRecord, StoreFate};
 use ratelab_core::{Algorithm, Nanos, Policy};
 use ratelab_sim::scenario::FaultKind;
 use ratelab_sim::{Report, Scenario};
@@ -102,8 +104,15 @@ fn envelope_at(policy: &Policy, t_ms: f64) -> f64 {
     }
 }
 
-/// The page for `key`'s requests in this run.
-pub fn html(sc: &Scenario, report: &Report, h: &History, key: &str) -> String {
+/// The request id a checker's witness names (`request N`), to outline.
+pub fn named_request(detail: &str) -> Option<u64> {
+    let rest = detail.split_once("request ")?.1;
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok()
+}
+
+/// The page for `key`'s requests in this run, outlining request `mark`.
+pub fn html(sc: &Scenario, report: &Report, h: &History, key: &str, mark: Option<u64>) -> String {
     let reqs: Vec<&RequestRecord> = h.requests.iter().filter(|r| r.key == key).collect();
     let gateways = sc.spec().gateways.get() as usize;
     let end = reqs
@@ -180,10 +189,23 @@ pub fn html(sc: &Scenario, report: &Report, h: &History, key: &str) -> String {
             r.answer
                 .map_or_else(|| "never".to_owned(), |(t, _)| format!("{:.3} ms", ms(t)))
         );
+        if Some(r.id) == mark {
+            let _ = write!(
+                svg,
+                r##"<rect class="marked" x="{:.2}" y="{:.1}" width="{:.2}" height="9" fill="none" stroke="#d50000" stroke-width="2"><title>request {}: the one the checker names</title></rect>"##,
+                x(sent) - 2.0,
+                y - 2.0,
+                (x(done) - x(sent)).max(1.5) + 4.0,
+                r.id
+            );
+        }
+        if !h.events.is_empty() {
+            continue;
+        }
         if let Some(d) = decided_at(r) {
             let _ = write!(
                 svg,
-                r#"<line class="apply" x1="{0:.2}" x2="{0:.2}" y1="{1:.1}" y2="{2:.1}" stroke="black" stroke-width="1.5"><title>request {3}: applied at the store at {4:.3} ms</title></line>"#,
+                r##"<line class="apply" x1="{0:.2}" x2="{0:.2}" y1="{1:.1}" y2="{2:.1}" stroke="#212121" stroke-width="1" opacity="0.7"><title>request {3}: applied at the store at {4:.3} ms</title></line>"##,
                 x(ms(d)),
                 y - 2.0,
                 y + 7.0,
@@ -192,6 +214,7 @@ pub fn html(sc: &Scenario, report: &Report, h: &History, key: &str) -> String {
             );
         }
     }
+    applies(&mut svg, h, key, &x);
     chart(&mut svg, sc, &reqs, end, chart_top, &x);
     svg.push_str("</svg>");
     let title = format!("{} — seed {} — key {key}", report.scenario, report.seed);
@@ -202,11 +225,70 @@ pub fn html(sc: &Scenario, report: &Report, h: &History, key: &str) -> String {
          <span style=\"color:#2e7d32\">■ admitted</span><span style=\"color:#c62828\">■ denied</span>\
          <span style=\"color:#ef6c00\">■ let through (fail open, kill switch)</span>\
          <span style=\"color:#616161\">■ error</span><span style=\"color:#9e9e9e\">▭ never answered</span>\
-         <span>| store apply</span><span style=\"color:#d50000\">⬚ violating window</span>\
+         <span>| store apply</span><span style=\"color:#d50000\">✕ its reply lost</span>\
+         <span style=\"color:#d50000\">□ the request a checker names</span>\
+         <span style=\"color:#d50000\">⬚ violating window</span>\
          <span style=\"color:#8d6e00\">▮ fault</span></p>\n{svg}\n</body></html>\n",
         t = escape(&title),
         d = escape(&sc.spec().description),
     )
+}
+
+/// Every per-key store call on `key` the run's events hold, on its request's row.
+fn applies(svg: &mut String, h: &History, key: &str, x: &dyn Fn(f64) -> f64) {
+    let want = format!("key:{key}");
+    let mut nth: std::collections::BTreeMap<u64, usize> = Default::default();
+    // Each request's row offset, as its bar has it (its place among the key's requests).
+    let place: std::collections::BTreeMap<u64, usize> = h
+        .requests
+        .iter()
+        .filter(|r| r.key == key)
+        .enumerate()
+        .map(|(i, r)| (r.id, i))
+        .collect();
+    for e in &h.events {
+        let Event::Store {
+            id,
+            layer: Layer::PerKey,
+            key: k,
+            op,
+            fate,
+        } = &e.event
+        else {
+            continue;
+        };
+        if *k != want && k != key {
+            continue;
+        }
+        let (Some(r), Some(&i)) = (h.requests.get(*id as usize), place.get(id)) else {
+            continue;
+        };
+        let y = 40.0 + ROW * f64::from(r.gateway) + 4.0 + (i % 4) as f64 * 6.0;
+        let n = nth.entry(*id).or_default();
+        *n += 1;
+        let t = x(ms(e.at));
+        let (colour, what) = match fate {
+            StoreFate::ReplyLost => ("#d50000", "applied, reply lost"),
+            StoreFate::Errored | StoreFate::Dropped => ("#9e9e9e", "not applied"),
+            StoreFate::Delayed(_) => ("#6d4c41", "applied, reply delayed"),
+            StoreFate::Served => ("#212121", "applied"),
+        };
+        let _ = write!(
+            svg,
+            r#"<line class="apply" x1="{t:.2}" x2="{t:.2}" y1="{:.1}" y2="{:.1}" stroke="{colour}" stroke-width="1.5" opacity="0.8"><title>request {id}, store call {n}: {op:?} {what} at {:.3} ms</title></line>"#,
+            y - 3.0,
+            y + 8.0,
+            ms(e.at)
+        );
+        if matches!(fate, StoreFate::ReplyLost) {
+            let _ = write!(
+                svg,
+                r#"<text x="{:.2}" y="{:.1}" fill="{colour}" font-size="11" text-anchor="middle">✕</text>"#,
+                t,
+                y - 4.0
+            );
+        }
+    }
 }
 
 /// Admitted so far against the envelope, by store time.

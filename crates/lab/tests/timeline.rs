@@ -12,10 +12,14 @@ fn root() -> PathBuf {
 fn page(file: &str) -> (String, usize, bool) {
     let sc = Scenario::load(&root().join(file)).expect("scenario");
     let seed = sc.spec().seeds.get()[0];
-    let (report, history) = ratelab_sim::run(&sc, seed, RunOptions::default());
+    let options = RunOptions {
+        keep_events: true,
+        ..RunOptions::default()
+    };
+    let (report, history) = ratelab_sim::run(&sc, seed, options);
     let key = ratelab_lab::timeline::default_key(&report, &history).expect("a key");
     let on_key = history.requests.iter().filter(|r| r.key == key).count();
-    let html = ratelab_lab::timeline::html(&sc, &report, &history, &key);
+    let html = ratelab_lab::timeline::html(&sc, &report, &history, &key, None);
     (html, on_key, report.excess_witness.is_some())
 }
 

@@ -511,17 +511,32 @@ pub fn write_timeline(
 ) -> Result<(), String> {
     let sc =
         Scenario::parse(Path::new("<timeline>"), &json.to_string()).map_err(|e| e.to_string())?;
-    let (report, history) = ratelab_sim::run(&sc, seed, RunOptions::default());
-    let named = detail
-        .split_once("key \"")
-        .and_then(|(_, rest)| rest.split_once('"'))
-        .map(|(k, _)| k.to_owned());
-    let Some(key) = named.or_else(|| crate::timeline::default_key(&report, &history)) else {
+    let options = RunOptions {
+        keep_events: true,
+        ..RunOptions::default()
+    };
+    let (report, history) = ratelab_sim::run(&sc, seed, options);
+    let Some(key) = named_key(detail).or_else(|| crate::timeline::default_key(&report, &history))
+    else {
         return Ok(());
     };
     if let Some(dir) = page.parent() {
         std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     }
-    let html = crate::timeline::html(&sc, &report, &history, &key);
+    let html = crate::timeline::html(
+        &sc,
+        &report,
+        &history,
+        &key,
+        crate::timeline::named_request(detail),
+    );
     std::fs::write(page, html).map_err(|e| format!("{}: {e}", page.display()))
+}
+
+/// The key a checker's witness names (`key "…"`).
+pub fn named_key(detail: &str) -> Option<String> {
+    detail
+        .split_once("key \"")
+        .and_then(|(_, rest)| rest.split_once('"'))
+        .map(|(k, _)| k.to_owned())
 }
