@@ -230,3 +230,12 @@ fn a_campaign_reports_the_situations_it_reached_and_those_it_did_not() {
         assert_eq!(*n, seeds, "{probe}");
     }
 }
+
+#[test]
+fn a_determinism_failure_names_the_first_event_where_the_traces_part() {
+    let a = ["sent 1", "store 1", "answered 1"];
+    let b = ["sent 1", "store 2", "answered 1"];
+    let d = explore::first_difference(&a, &b);
+    assert!(d.contains("event 1") && d.contains("store 2"), "{d}");
+    assert!(explore::first_difference(&a, &a[..2]).contains("the end"));
+}

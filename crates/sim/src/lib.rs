@@ -15,8 +15,10 @@
 //! and its fault injection (`cluster`: a new fault kind goes there and in `scenario`); time
 //! ([`dilation`]: physical time on madsim's clock); the messages between gateways and the
 //! store (`transport`) and each gateway's timeouts (`timeouts`); the report (`report`, which
-//! calls the checkers in `ratelab-check`); running seeds on every core ([`parallel`]); and
-//! the cost floors `ratelab bench` measures beside the cluster ([`floor`]).
+//! calls the checkers in `ratelab-check`, and `eligible`: which keys the liveness phase holds
+//! to); running seeds on every core ([`parallel`]); the planted bugs the explorer must find
+//! ([`planted`]: a new one goes there); and the cost floors `ratelab bench` measures beside
+//! the cluster ([`floor`]).
 //!
 //! This crate needs `--cfg madsim`, which the workspace's `.cargo/config.toml` sets.
 #![warn(missing_docs)]

@@ -11,8 +11,13 @@
 //! a campaign's report does not depend on the number of threads. `--shard I/N` keeps the
 //! seeds congruent to I modulo N, so N machines can split one seed range between them.
 //!
-//! A new system under test is a [`Sut`] variant with its adjustment of the drawn scenario; a
-//! new checker goes in [`verdict`].
+//! Each distinct failure is shrunk ([`shrink`]) to a regression scenario judged by these
+//! checkers; [`coverage`] counts the situations a campaign reached; [`table`] is the
+//! planted-bug benchmark of `docs/EXPLORER.md`.
+//!
+//! A new system under test is a [`Sut`] variant with its adjustment of the drawn scenario (a
+//! new planted bug also goes in `ratelab_sim::planted`); a new checker goes in [`verdict`]; a
+//! new coverage probe in [`coverage`].
 
 pub mod coverage;
 pub mod generate;
@@ -263,9 +268,10 @@ pub fn check(json: &serde_json::Value, seed: u64, recheck: bool) -> Checked {
                 class: Class::Determinism,
                 checker: "trace-hash".into(),
                 detail: format!(
-                    "first run {}, rerun {}",
+                    "first run {}, rerun {}; {}",
                     report.trace_hash,
-                    again.unwrap_or_else(|_| "a panic".into())
+                    again.unwrap_or_else(|_| "a panic".into()),
+                    divergence(&sc, seed)
                 ),
             });
         }
@@ -276,6 +282,38 @@ pub fn check(json: &serde_json::Value, seed: u64, recheck: bool) -> Checked {
         failures,
         reached: coverage::reached(&sc, &report, &history),
         unknown_keys: judged.unknown_keys,
+    }
+}
+
+/// Where two traced runs of a nondeterministic seed part: the first event that differs.
+fn divergence(sc: &Scenario, seed: u64) -> String {
+    let traced = || {
+        std::panic::catch_unwind(|| {
+            let options = RunOptions {
+                keep_events: true,
+                ..RunOptions::default()
+            };
+            ratelab_sim::run(sc, seed, options).1.events
+        })
+    };
+    match (traced(), traced()) {
+        (Ok(a), Ok(b)) => first_difference(&a, &b),
+        _ => "a traced rerun panicked".into(),
+    }
+}
+
+/// The first event at which two traces differ, described.
+pub fn first_difference<T: std::fmt::Debug>(a: &[T], b: &[T]) -> String {
+    let describe = |e: Option<&T>| e.map_or_else(|| "the end".to_owned(), |e| format!("{e:?}"));
+    match (0..a.len().max(b.len()))
+        .find(|&i| a.get(i).map(|e| format!("{e:?}")) != b.get(i).map(|e| format!("{e:?}")))
+    {
+        Some(i) => format!(
+            "the traces part at event {i}: {} against {}",
+            describe(a.get(i)),
+            describe(b.get(i))
+        ),
+        None => "two traced reruns agree (the difference is outside the events)".into(),
     }
 }
 
