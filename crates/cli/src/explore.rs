@@ -18,8 +18,9 @@ pub struct ExploreArgs {
     /// The first seed.
     #[arg(long, default_value_t = 1)]
     first: u64,
-    /// Stop after this many wall seconds, whatever is left of --seeds (1 to 86 400).
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    /// Stop after this much wall time, whatever is left of --seeds: seconds (`60`, `60s`) or
+    /// minutes (`10m`), 1 s to 24 h.
+    #[arg(long, value_parser = parse_time)]
     time: Option<u64>,
     /// Worker threads (1 to 256; default: every core).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=256))]
@@ -102,6 +103,23 @@ fn parse_shard(s: &str) -> Result<(u64, u64), String> {
         return Err(bad());
     }
     Ok((i, n))
+}
+
+/// `60`, `60s` or `10m`, as seconds.
+fn parse_time(s: &str) -> Result<u64, String> {
+    let bad = || format!("{s:?}: expected seconds (60, 60s) or minutes (10m), 1 s to 24 h");
+    let t = s.trim();
+    let (digits, scale) = match t.strip_suffix('m') {
+        Some(d) => (d, 60),
+        None => (t.strip_suffix('s').unwrap_or(t), 1),
+    };
+    let n: u64 = digits.trim().parse().map_err(|_| bad())?;
+    let secs = n.checked_mul(scale).ok_or_else(bad)?;
+    if (1..=86_400).contains(&secs) {
+        Ok(secs)
+    } else {
+        Err(bad())
+    }
 }
 
 fn parse_sut(s: &str) -> Result<Sut, String> {

@@ -645,3 +645,50 @@ fn run_writes_a_timeline_and_refuses_a_key_flag_without_it() {
     assert_eq!(bad.status.code(), Some(2), "{}", stderr(&bad));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn explore_finds_shrinks_and_pictures_a_planted_bug_and_refuses_bad_flags() {
+    for bad in [
+        vec!["explore", "--time", "0"],
+        vec!["explore", "--time", "25h"],
+        vec!["explore", "--sut", "nope"],
+        vec!["explore", "--shard", "3/2"],
+    ] {
+        let o = ratelab(&bad);
+        assert_eq!(o.status.code(), Some(2), "{bad:?}: {}", stderr(&o));
+    }
+    let shown = ratelab(&["explore", "show", "5", "--sut", "retry-on-timeout"]);
+    assert_eq!(shown.status.code(), Some(0), "{}", stderr(&shown));
+    let spec: serde_json::Value = serde_json::from_slice(&shown.stdout).expect("JSON");
+    assert_eq!(spec["planted_bug"], "retry_on_timeout");
+
+    let dir = std::env::temp_dir().join(format!("ratelab-cli-explore-{}", std::process::id()));
+    let (out, reg) = (dir.join("out"), dir.join("regressions"));
+    let o = ratelab(&[
+        "explore",
+        "--sut",
+        "retry-on-timeout",
+        "--seeds",
+        "8",
+        "--time",
+        "60s",
+        "--out",
+        out.to_str().unwrap(),
+        "--regressions",
+        reg.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1), "found: {}", stderr(&o));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("safety / linearizable"), "{text}");
+    assert!(text.contains("shrunk in "), "{text}");
+    let name = "retry-on-timeout-safety-linearizable-seed-5";
+    let regression = reg.join(format!("{name}.json"));
+    assert!(regression.exists(), "{text}");
+    assert!(
+        out.join(format!("{name}.html")).exists(),
+        "a timeline beside it"
+    );
+    let replay = ratelab(&["run", regression.to_str().unwrap()]);
+    assert_eq!(replay.status.code(), Some(0), "{}", stderr(&replay));
+    let _ = std::fs::remove_dir_all(&dir);
+}
