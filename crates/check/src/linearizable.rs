@@ -285,6 +285,15 @@ fn replay_stamped(spec: &Spec, ops: &[Op]) -> Verdict {
         Seen::Allowed { at, .. } | Seen::Denied { at, .. } => Some(at),
         Seen::Unknown => None,
     };
+    // Each operation's next answered decision time, in one backward pass.
+    let mut next_decided = vec![Nanos(u64::MAX / 2); order.len()];
+    let mut next = Nanos(u64::MAX / 2);
+    for (i, op) in order.iter().enumerate().rev() {
+        next_decided[i] = next;
+        if let Some(at) = decided(op) {
+            next = at;
+        }
+    }
     let mut tats = Tats::EMPTY_BUCKET_AT_ZERO;
     let mut last_at = Nanos::ZERO;
     for (i, op) in order.iter().enumerate() {
@@ -293,10 +302,7 @@ fn replay_stamped(spec: &Spec, ops: &[Op]) -> Verdict {
                 // Applied, its answer lost: decided after the last stamped decision and
                 // before the next; it took a token if there was one then.
                 let from = last_at.max(op.call);
-                let to = order[i + 1..]
-                    .iter()
-                    .find_map(|o| decided(o))
-                    .unwrap_or(Nanos(u64::MAX / 2));
+                let to = next_decided[i];
                 if let Some(t) = spec.apply_unknown(tats, from, to, op.cost) {
                     // Admitted or not, depending on the moment: both stay possible.
                     tats = Tats {

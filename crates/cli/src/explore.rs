@@ -251,12 +251,20 @@ fn save(out: &std::path::Path, sut: Sut, report: &ExploreReport) -> Result<(), S
 }
 
 fn print_report(r: &ExploreReport, wall: f64) {
+    // A merged report has no wall time of its own.
+    let timing = if wall.is_finite() {
+        format!(
+            " in {wall:.1} s ({:.0} seeds/min, {:.0} simulated requests/s)",
+            r.seeds as f64 / wall.max(1e-9) * 60.0,
+            r.requests as f64 / wall.max(1e-9)
+        )
+    } else {
+        format!(" ({} simulated requests)", r.requests)
+    };
     println!(
-        "explored {} seeds against `{}` in {wall:.1} s ({:.0} seeds/min, {:.0} simulated requests/s): {} failed",
+        "explored {} seeds against `{}`{timing}: {} failed",
         r.seeds,
         r.sut.name(),
-        r.seeds as f64 / wall.max(1e-9) * 60.0,
-        r.requests as f64 / wall.max(1e-9),
         r.failed_seeds
     );
     let kinds: Vec<String> = r
@@ -283,10 +291,9 @@ fn print_report(r: &ExploreReport, wall: f64) {
         return;
     }
     for f in &r.found {
-        let class = serde_json::to_string(&f.class).unwrap_or_default();
         println!(
             "\n{} / {}: {} seeds, first seed {}\n  {}\n  replay: {}",
-            class.trim_matches('"'),
+            f.class.name(),
             f.checker,
             f.seeds,
             f.first_seed,

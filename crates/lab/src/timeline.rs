@@ -7,7 +7,8 @@
 //!   crossed when the reply was lost; else at the store time its decision rests on), and the
 //!   request a checker named outlined;
 //! - below, what the key admitted so far (a step line, by store time) against the envelope
-//!   B + R·(t − t₀) from the first admission (or the window's L per W);
+//!   B + R·(t − t₀) from the first admission (for a window policy, the explorer's bound
+//!   2L + L·(t − t₀)/W);
 //! - fault windows shaded across the whole picture, and the violating window (the envelope's
 //!   witness) highlighted.
 //!
@@ -90,7 +91,8 @@ fn fault_windows(sc: &Scenario, end: f64) -> Vec<(f64, f64, String)> {
         .collect()
 }
 
-/// The envelope's value `t` ms after the first admission.
+/// The bound's value `t` ms after the first admission: a token bucket's B + R·t; for a
+/// window policy the explorer's window bound, 2L + L·t/W (any window placement).
 fn envelope_at(policy: &Policy, t_ms: f64) -> f64 {
     match policy {
         Policy::TokenBucket(b) => {
@@ -99,7 +101,7 @@ fn envelope_at(policy: &Policy, t_ms: f64) -> f64 {
         }
         other => {
             let q = other.quota();
-            q.limit as f64 * (1.0 + t_ms * 1e6 / q.window.as_u64().max(1) as f64)
+            q.limit as f64 * (2.0 + t_ms * 1e6 / q.window.as_u64().max(1) as f64)
         }
     }
 }
@@ -143,8 +145,14 @@ pub fn html(sc: &Scenario, report: &Report, h: &History, key: &str, mark: Option
             escape(&name)
         );
     }
-    // The violating window.
-    if let Some(w) = report.excess_witness.as_ref().filter(|w| w.key == key) {
+    // The violating window: the envelope's witness, for a token bucket (a window policy's
+    // report holds it to L + L·Δt/W, which a correct fixed window exceeds at a boundary).
+    let bucket = matches!(sc.policy(), Policy::TokenBucket(_));
+    if let Some(w) = report
+        .excess_witness
+        .as_ref()
+        .filter(|w| bucket && w.key == key)
+    {
         let (from, to) = (w.from_ns as f64 / 1e6, w.to_ns as f64 / 1e6);
         let _ = write!(
             svg,

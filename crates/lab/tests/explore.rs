@@ -110,12 +110,22 @@ fn every_planted_bug_is_found_at_the_seed_the_table_gives() {
             r.sut.name()
         );
         let shrunk = r.shrunk.as_ref().expect("shrunk");
-        let file = std::path::Path::new(&shrunk.file);
-        assert!(
-            root().join(file).exists(),
-            "{}: its regression {} is committed",
-            r.sut.name(),
-            file.display()
+        assert_eq!(
+            o.requests,
+            shrunk.before.requests,
+            "{}: the drawn scenario's size",
+            r.sut.name()
+        );
+        let file = root().join(&shrunk.file);
+        let text = std::fs::read_to_string(&file)
+            .unwrap_or_else(|e| panic!("{}: its regression {}: {e}", r.sut.name(), file.display()));
+        let spec: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+        let again = explore::check(&spec, seed, explore::Rerun::Never);
+        assert_eq!(
+            (again.requests, again.events),
+            (shrunk.after.requests, shrunk.after.events),
+            "{}: the shrunk scenario's size",
+            r.sut.name()
         );
     }
 }
@@ -147,13 +157,13 @@ fn each_shrunk_regression_fails_only_because_of_its_bug() {
             continue;
         };
         let seed = spec["seeds"][0].as_u64().expect("one seed");
-        let found = explore::check(&spec, seed, false).failures;
+        let found = explore::check(&spec, seed, explore::Rerun::Never).failures;
         assert!(
             found.iter().any(|f| f.signature() == want),
             "{}: expected {want}, found {found:?}",
             path.display()
         );
-        let fixed = explore::check(&corrected(spec), seed, false).failures;
+        let fixed = explore::check(&corrected(spec), seed, explore::Rerun::Never).failures;
         assert!(
             fixed.is_empty(),
             "{}: still fails with its bug taken out: {fixed:?}",
@@ -177,7 +187,7 @@ fn shrinking_is_deterministic_and_keeps_the_signature() {
         a.before,
         a.after
     );
-    let still = explore::check(&a.spec, 5, false).failures;
+    let still = explore::check(&a.spec, 5, explore::Rerun::Never).failures;
     assert!(
         still
             .iter()
@@ -238,4 +248,15 @@ fn a_determinism_failure_names_the_first_event_where_the_traces_part() {
     let d = explore::first_difference(&a, &b);
     assert!(d.contains("event 1") && d.contains("store 2"), "{d}");
     assert!(explore::first_difference(&a, &a[..2]).contains("the end"));
+}
+
+#[test]
+fn every_system_under_test_draws_valid_scenarios() {
+    for sut in Sut::ALL {
+        for seed in 1..=100 {
+            let spec = explore::scenario_json(seed, sut);
+            ratelab_sim::Scenario::parse(std::path::Path::new("<drawn>"), &spec.to_string())
+                .unwrap_or_else(|e| panic!("{} seed {seed}: {e}", sut.name()));
+        }
+    }
 }

@@ -9,13 +9,19 @@
 //! one-way latency, over each store round trip before the per-key call). Then:
 //!
 //! - token bucket (B, R): the arrivals are admitted in full when the curve is at most
-//!   B + R·Δt for every Δt ≥ 0 (a flow that conforms to the bucket's own envelope);
+//!   B + R·Δt for every Δt ≥ 0 (a flow that conforms to the bucket's own envelope), and their
+//!   rate is at most R/2, so a bucket the faults left empty is full again within the two fill
+//!   times the phase waits after the last fault;
 //! - fixed window (L per W), however its windows are placed: the curve at Δt = W is at most L;
 //! - sliding-window counter (L per W): its estimate weighs in the previous window, so the
 //!   curve at Δt = 2W is at most L.
 //!
-//! A store with a bound on its keys denies a new key once full, so no key is held to
-//! liveness when the keys the clients can send (per layer) could fill one of its shards.
+//! Each client is also its own address at the edge limit, so its stream must pass the edge
+//! bucket by the same rule; a key outside a guard's valid keys is rejected, and a key a key
+//! set also draws is not paced, so neither qualifies. A store with a bound on its keys
+//! denies a new key once full, so no key is held to liveness when the keys the clients can
+//! send (per layer) could fill one of its shards; and a gateway deciding on its own clock
+//! (`time_source: gateway`) is promised nothing, since its clock may be skewed.
 //! Anything the rule cannot settle within its budget of steps is left out, so a key is held
 //! to liveness only when the policy's own guarantee covers it.
 
@@ -23,11 +29,12 @@ use crate::scenario::{ClientSpec, Pattern, Scenario};
 use ratelab_core::{Nanos, Policy};
 use std::collections::BTreeMap;
 
-/// One paced stream on a key: rate per second and cost per request.
+/// Identical paced streams on a key: rate per second, cost per request, how many.
 #[derive(Clone, Copy, Debug)]
 struct Stream {
     rate: u64,
     cost: u64,
+    count: u64,
 }
 
 const SEC: u128 = 1_000_000_000;
@@ -38,10 +45,10 @@ const STEP_BUDGET: usize = 100_000;
 /// Whether no layer's store can ever be full: every key the clients can send on a layer fits
 /// in one of its shards (the memory store's sharding: `ratelab_store::memory`).
 fn never_full(sc: &Scenario) -> bool {
-    let max = sc.spec.store.max_keys.get() as usize;
-    let shards = ratelab_store::memory::DEFAULT_SHARDS
-        .clamp(1, (max / ratelab_store::memory::MIN_KEYS_PER_SHARD).max(1));
-    let per_shard = max.div_ceil(shards) as u64;
+    let per_shard = ratelab_store::memory::keys_per_shard(
+        ratelab_store::memory::DEFAULT_SHARDS,
+        sc.spec.store.max_keys.get() as usize,
+    ) as u64;
     let per_key: u64 = sc
         .spec
         .clients
@@ -53,44 +60,66 @@ fn never_full(sc: &Scenario) -> bool {
     per_key <= per_shard && (sc.spec.gateway.edge.is_none() || edge <= per_shard)
 }
 
+/// Whether `key` is one of a key set's keys (`prefix:i`, i below its count).
+fn in_set(key: &str, prefix: &str, count: u64) -> bool {
+    key.strip_prefix(prefix)
+        .and_then(|rest| rest.strip_prefix(':'))
+        .and_then(|i| i.parse::<u64>().ok())
+        .is_some_and(|i| i < count)
+}
+
 /// The keys a run's liveness phase checks, in order.
 pub(crate) fn liveness_keys(sc: &Scenario) -> Vec<String> {
-    if !never_full(sc) {
+    if sc.time_source == ratelab_store::TimeSource::Caller || !never_full(sc) {
         return Vec::new();
     }
-    let mut streams: BTreeMap<String, Option<Vec<Stream>>> = BTreeMap::new();
+    let jitter = jitter(sc);
     let paced = |c: &ClientSpec| {
         c.arrival.pattern == Pattern::Constant && !c.honour_retry_after && !c.self_throttle
     };
+    let edge = sc
+        .spec
+        .gateway
+        .edge
+        .map(|e| (e.capacity.get(), e.refill_per_sec.get()));
+    // Each client's own stream through its own edge bucket.
+    let passes_edge = |s: Stream| {
+        edge.is_none_or(|(b, r)| {
+            let one = Stream { count: 1, ..s };
+            bucket_admits(&[one], jitter, u128::from(b), u128::from(r), SEC)
+        })
+    };
+    let mut streams: BTreeMap<&str, Option<Vec<Stream>>> = BTreeMap::new();
     for c in &sc.spec.clients {
-        match (&c.key, &c.keys) {
-            (Some(k), _) => {
-                let entry = streams.entry(k.clone()).or_insert(Some(Vec::new()));
-                match (entry.as_mut(), paced(c)) {
-                    (Some(list), true) => {
-                        let s = Stream {
-                            rate: c.arrival.rate_per_sec.map_or(0, |v| v.get()),
-                            cost: c.cost.get(),
-                        };
-                        list.extend(std::iter::repeat_n(s, c.count.get() as usize));
-                    }
-                    _ => *entry = None,
-                }
-            }
-            (None, Some(ks)) => {
-                // A key set is picked at random: its per-key arrivals are not paced.
-                for i in 0..ks.count.get().min(1_000) {
-                    streams.insert(format!("{}:{i}", ks.prefix), None);
-                }
-            }
-            (None, None) => {}
+        let Some(k) = &c.key else {
+            continue;
+        };
+        let s = Stream {
+            rate: c.arrival.rate_per_sec.map_or(0, |v| v.get()),
+            cost: c.cost.get(),
+            count: c.count.get(),
+        };
+        let entry = streams.entry(k.as_str()).or_insert(Some(Vec::new()));
+        match entry.as_mut() {
+            Some(list) if paced(c) && passes_edge(s) => list.push(s),
+            _ => *entry = None,
         }
     }
-    let jitter = jitter(sc);
+    let sets: Vec<(&str, u64)> = sc
+        .spec
+        .clients
+        .iter()
+        .filter_map(|c| c.keys.as_ref().map(|k| (k.prefix.as_str(), k.count.get())))
+        .collect();
+    let guard = sc.spec.gateway.guard.as_ref();
     streams
         .into_iter()
+        .filter(|(k, _)| !sets.iter().any(|(p, n)| in_set(k, p, *n)))
+        .filter(|(k, _)| {
+            guard.is_none_or(|g| in_set(k, &g.valid_keys.prefix, g.valid_keys.count.get()))
+        })
         .filter(|(_, s)| s.as_ref().is_some_and(|s| admits(&sc.policy, s, jitter)))
-        .map(|(k, _)| k)
+        .map(|(k, _)| k.to_owned())
         .collect()
 }
 
@@ -109,7 +138,7 @@ fn curve(streams: &[Stream], dt: u128, jitter: Nanos) -> u128 {
     let span = dt + u128::from(jitter.as_u64());
     streams
         .iter()
-        .map(|s| u128::from(s.cost) * (u128::from(s.rate) * span / SEC + 1))
+        .map(|s| u128::from(s.count) * u128::from(s.cost) * (u128::from(s.rate) * span / SEC + 1))
         .sum()
 }
 
@@ -142,21 +171,21 @@ fn bucket_admits(
     // Rates in cost per second; the bucket's R = amount/period per ns.
     let rho: u128 = streams
         .iter()
-        .map(|s| u128::from(s.cost) * u128::from(s.rate))
+        .map(|s| u128::from(s.count) * u128::from(s.cost) * u128::from(s.rate))
         .sum();
-    // ρ ≤ R ⇔ ρ·period ≤ amount·10⁹.
-    if rho * period > amount * SEC {
+    // ρ ≤ R/2 ⇔ 2·ρ·period ≤ amount·10⁹: an emptied bucket refills within two fill times.
+    if 2 * rho * period > amount * SEC {
         return false;
     }
     let j = u128::from(jitter.as_u64());
-    let count: u128 = streams.iter().map(|s| u128::from(s.cost)).sum();
+    let count: u128 = streams
+        .iter()
+        .map(|s| u128::from(s.count) * u128::from(s.cost))
+        .sum();
     // The curve lies under count + ρ·(Δt + J)/10⁹: when that line is under the envelope at
     // Δt = 0 it is under it everywhere (its slope is at most R).
     if (count * SEC + rho * j) * period <= burst * SEC * period {
         return true;
-    }
-    if rho * period == amount * SEC {
-        return false;
     }
     // Otherwise the line crosses the envelope at H; check every step of the curve before it.
     // H·(R − ρ) = count + ρ·J − B, in ns: H = (count·10⁹ + ρ·J − B·10⁹)·period /
@@ -192,39 +221,89 @@ fn bucket_admits(
 mod tests {
     use super::*;
 
-    fn one(rate: u64) -> Vec<Stream> {
-        vec![Stream { rate, cost: 1 }]
+    fn streams(rate: u64, count: u64) -> Vec<Stream> {
+        vec![Stream {
+            rate,
+            cost: 1,
+            count,
+        }]
     }
 
     #[test]
-    fn one_stream_under_the_rate_is_admitted_by_a_bucket_of_one() {
-        // B = 1, R = 100/s: a request every 10 ms; a stream at 50/s with 1 ms of jitter fits.
-        assert!(bucket_admits(&one(50), Nanos::from_millis(1), 1, 100, SEC));
+    fn one_stream_within_half_the_rate_is_admitted_by_a_bucket_of_one() {
+        // B = 1, R = 100/s: a token every 10 ms. A stream at 50/s (20 ms apart) moved by up
+        // to 1 ms: the line through the curve's steps is above B at Δt = 0, so its steps are
+        // checked, and they fit.
+        assert!(bucket_admits(
+            &streams(50, 1),
+            Nanos::from_millis(1),
+            1,
+            100,
+            SEC
+        ));
         // Two streams at 25/s may arrive together: a bucket of one cannot promise both.
-        let two = vec![Stream { rate: 25, cost: 1 }; 2];
-        assert!(!bucket_admits(&two, Nanos::from_millis(1), 1, 100, SEC));
-        assert!(bucket_admits(&two, Nanos::from_millis(1), 2, 100, SEC));
-        // Above the rate, never.
-        assert!(!bucket_admits(&one(101), Nanos::ZERO, 1_000, 100, SEC));
+        assert!(!bucket_admits(
+            &streams(25, 2),
+            Nanos::from_millis(1),
+            1,
+            100,
+            SEC
+        ));
+        assert!(bucket_admits(
+            &streams(25, 2),
+            Nanos::from_millis(1),
+            2,
+            100,
+            SEC
+        ));
+        // Above half the rate, never: a bucket the faults emptied would not refill in time.
+        assert!(!bucket_admits(
+            &streams(51, 1),
+            Nanos::ZERO,
+            1_000,
+            100,
+            SEC
+        ));
     }
 
     #[test]
-    fn jitter_larger_than_the_token_time_needs_steps_checked() {
-        // B = 1, R = 100/s, a stream at 90/s (11.1 ms apart) moved by up to 5 ms: two can land
-        // 1.1 ms apart, sooner than the 10 ms a token takes.
-        assert!(!bucket_admits(&one(90), Nanos::from_millis(5), 1, 100, SEC));
-        // With B = 2 the curve's steps all stay under the envelope.
-        assert!(bucket_admits(&one(90), Nanos::from_millis(5), 2, 100, SEC));
+    fn jitter_larger_than_the_token_time_fails_at_a_step() {
+        // B = 1, R = 100/s, a stream at 50/s (20 ms apart) moved by up to 15 ms: two can land
+        // 5 ms apart, sooner than the 10 ms a token takes; the step at Δt = 5 ms shows it.
+        assert!(!bucket_admits(
+            &streams(50, 1),
+            Nanos::from_millis(15),
+            1,
+            100,
+            SEC
+        ));
+        assert_eq!(curve(&streams(50, 1), 5_000_000, Nanos::from_millis(15)), 2);
+        // Within 5 ms of jitter the same stream fits.
+        assert!(bucket_admits(
+            &streams(50, 1),
+            Nanos::from_millis(5),
+            1,
+            100,
+            SEC
+        ));
     }
 
     #[test]
     fn windows_hold_to_the_curve_over_one_or_two_windows() {
-        let three = vec![Stream { rate: 14, cost: 1 }; 3];
+        let three = streams(14, 3);
         let w = Nanos::from_millis(100);
         let j = Nanos::from_millis(1);
         // Three streams at 14/s put up to 6 in a window of 100 ms: not within 5.
         assert_eq!(curve(&three, u128::from(w.as_u64()), j), 6);
         assert_eq!(curve(&three, 2 * u128::from(w.as_u64()), j), 9);
-        assert_eq!(curve(&one(10), 2 * u128::from(w.as_u64()), j), 3);
+        assert_eq!(curve(&streams(10, 1), 2 * u128::from(w.as_u64()), j), 3);
+    }
+
+    #[test]
+    fn key_set_membership_reads_the_index() {
+        assert!(in_set("u:1500", "u", 2_000));
+        assert!(!in_set("u:2000", "u", 2_000));
+        assert!(!in_set("user:1", "u", 2_000));
+        assert!(!in_set("u:x", "u", 2_000));
     }
 }

@@ -301,14 +301,16 @@ pub fn build(
 
     let liveness = sc.spec.expect.liveness.then(|| {
         let keys = crate::eligible::liveness_keys(sc);
-        // After the last fault: a breaker it opened stays open for its cooldown, and the
-        // probe that closes it takes up to one timeout; then two refill times.
+        // After the last fault: a request sent before it may still be in flight for one
+        // deadline; a breaker it opened stays open for its cooldown, and the probe that
+        // closes it takes up to one more; then two refill times.
+        let timeout = sc.spec.store.timeout_ms.get();
         let breaker = sc
             .spec
             .gateway
             .breaker
-            .map_or(0, |b| b.cooldown_ms.get() + sc.spec.store.timeout_ms.get());
-        let from = ms_to_nanos(crate::cluster::faults_end_ms(sc) + breaker)
+            .map_or(0, |b| b.cooldown_ms.get() + timeout);
+        let from = ms_to_nanos(crate::cluster::faults_end_ms(sc) + timeout + breaker)
             .saturating_add(Nanos(2 * window.as_u64()));
         let LivenessReport {
             checked,

@@ -837,8 +837,8 @@ pub struct Expect {
     #[serde(default)]
     pub liveness: bool,
     /// Judge the run by the explorer's checkers instead of the bounds here (`ratelab run`
-    /// and `cargo test` both do): `"pass"`, or the signature `"class/checker"` a planted bug
-    /// must show (`"safety/linearizable"`). The other fields then only switch phases on
+    /// and `cargo test` both do): `"pass"`, or the signature `"class/checker"` (class
+    /// `safety` or `liveness`) a planted bug must show (`"safety/linearizable"`). The other fields then only switch phases on
     /// (`liveness`). Shrunk failures in `sim-scenarios/regressions/` carry it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub explorer: Option<String>,

@@ -474,20 +474,7 @@ pub(crate) fn validate(
     }
 
     if let Some(v) = &spec.expect.explorer {
-        let ok = v == "pass"
-            || v.split_once('/').is_some_and(|(class, checker)| {
-                ["safety", "liveness", "panic", "determinism"].contains(&class)
-                    && !checker.is_empty()
-            });
-        if !ok {
-            return Err(located(
-                vec![key("expect"), key("explorer")],
-                format!(
-                    "{v:?}: expected \"pass\" or \"class/checker\" with class safety, liveness, \
-                     panic or determinism"
-                ),
-            ));
-        }
+        check_explorer_signature(v, located)?;
     }
     if let Some(bug) = spec.planted_bug {
         check_planted(&spec, bug, located)?;
@@ -542,4 +529,23 @@ fn check_planted(
         vec![key("planted_bug")],
         format!("planted bug {name} needs {needed}"),
     ))
+}
+
+/// Refuses an `expect.explorer` that is neither `pass` nor a safety or liveness signature.
+fn check_explorer_signature(v: &str, located: Located<'_>) -> Result<(), ScenarioError> {
+    let ok = v == "pass"
+        || v.split_once('/').is_some_and(|(class, checker)| {
+            ["safety", "liveness"].contains(&class) && !checker.is_empty()
+        });
+    if !ok {
+        return Err(located(
+            vec![key("expect"), key("explorer")],
+            format!(
+                "{v:?}: expected \"pass\" or \"class/checker\" with class safety or liveness \
+                 (a panic or a nondeterministic run is pinned by a scenario without it, \
+                 which fails until the bug is fixed)"
+            ),
+        ));
+    }
+    Ok(())
 }

@@ -170,14 +170,25 @@ impl<A: Algorithm> MemoryStore<A, StdBackend> {
     }
 }
 
+/// How many shards a store asked for `shards` with room for `max_keys` has: at least 1, and
+/// at most one per [`MIN_KEYS_PER_SHARD`] keys.
+pub fn shard_count(shards: usize, max_keys: usize) -> usize {
+    shards.clamp(1, (max_keys / MIN_KEYS_PER_SHARD).max(1))
+}
+
+/// The live keys each shard of a store asked for `shards` with room for `max_keys` holds.
+pub fn keys_per_shard(shards: usize, max_keys: usize) -> usize {
+    max_keys.div_ceil(shard_count(shards, max_keys)).max(1)
+}
+
 impl<A: Algorithm, B: SyncBackend> MemoryStore<A, B> {
     /// A store on backend `B` with up to `shards` shards (at least 1, and at most one per
     /// [`MIN_KEYS_PER_SHARD`] keys) holding at most `max_keys` live keys, with fixed hash keys:
     /// the model checkers and tests need them fixed, a server wants [`MemoryStore::new`]'s
     /// (or its own, through [`MemoryStore::with_seed`]).
     pub fn with_backend(algorithm: A, shards: usize, max_keys: usize) -> Self {
-        let shards = shards.clamp(1, (max_keys / MIN_KEYS_PER_SHARD).max(1));
-        let max_keys_per_shard = max_keys.div_ceil(shards).max(1);
+        let shards = shard_count(shards, max_keys);
+        let max_keys_per_shard = keys_per_shard(shards, max_keys);
         let shards = (0..shards)
             .map(|_| {
                 B::Mutex::new(Shard {

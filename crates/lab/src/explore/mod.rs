@@ -202,8 +202,12 @@ pub fn explore_one(seed: u64, sut: Sut) -> Outcome {
                 .collect()
         })
         .unwrap_or_default();
-    let recheck = seed.is_multiple_of(RECHECK_EVERY);
-    let checked = check(&json, seed, recheck);
+    let rerun = if seed.is_multiple_of(RECHECK_EVERY) {
+        Rerun::Always
+    } else {
+        Rerun::IfFailed
+    };
+    let checked = check(&json, seed, rerun);
     Outcome {
         seed,
         requests: checked.requests,
@@ -229,9 +233,20 @@ pub struct Checked {
     pub unknown_keys: u64,
 }
 
-/// Validates scenario `json`, runs it with `seed` and judges the run; a run that fails (or,
-/// with `recheck`, any run) is run again to check it is deterministic.
-pub fn check(json: &serde_json::Value, seed: u64, recheck: bool) -> Checked {
+/// When [`check`] runs a scenario a second time, to compare trace hashes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rerun {
+    /// Never: one run.
+    Never,
+    /// When the first run fails.
+    IfFailed,
+    /// Always.
+    Always,
+}
+
+/// Validates scenario `json`, runs it with `seed` and judges the run, then runs it again as
+/// `rerun` says to check it is deterministic.
+pub fn check(json: &serde_json::Value, seed: u64, rerun: Rerun) -> Checked {
     let fail = |class, checker: &str, detail: String| Checked {
         requests: 0,
         events: 0,
@@ -261,7 +276,7 @@ pub fn check(json: &serde_json::Value, seed: u64, recheck: bool) -> Checked {
     };
     let judged = verdict::judge(&sc, &report, &history);
     let mut failures = judged.failures;
-    if !failures.is_empty() || recheck {
+    if rerun == Rerun::Always || (rerun == Rerun::IfFailed && !failures.is_empty()) {
         let again = std::panic::catch_unwind(run).map(|(r, _)| r.trace_hash);
         if again.as_deref().ok() != Some(report.trace_hash.as_str()) {
             failures.push(Failure {
@@ -390,11 +405,10 @@ pub struct ExploreReport {
 
 /// The file a failure's drawn scenario is saved to, under the output directory.
 pub fn scenario_file(sut: Sut, class: Class, checker: &str, seed: u64) -> String {
-    let class = serde_json::to_string(&class).unwrap_or_default();
     format!(
         "{}-{}-{}-seed-{seed}.json",
         sut.name(),
-        class.trim_matches('"'),
+        class.name(),
         checker
     )
 }

@@ -17,8 +17,8 @@
 //! It is deterministic: the same input and seed give the same result on any machine. The
 //! budget is a number of runs ([`DEFAULT_RUNS`]), never a wall-clock time.
 
-use super::check;
 use super::verdict::Class;
+use super::{Rerun, check};
 use ratelab_sim::Scenario;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -209,13 +209,19 @@ fn size_of(spec: &Value, requests: u64, events: u64) -> Size {
 
 /// Shrinks `spec`, which fails with seed `seed` as `(class, checker)`, in at most `runs` runs.
 pub fn shrink(spec: &Value, seed: u64, class: Class, checker: &str, runs: u32) -> Shrunk {
-    let recheck = class == Class::Determinism;
+    // One run per candidate, and so per unit of the budget; two when the failure is a
+    // difference between runs.
+    let rerun = if class == Class::Determinism {
+        Rerun::Always
+    } else {
+        Rerun::Never
+    };
     let mut made = 0u32;
     // The run's size when `cand` is valid and still fails the same way.
     let fails = |cand: &Value, made: &mut u32| -> Option<(u64, u64, String)> {
         Scenario::parse(Path::new("<shrink>"), &cand.to_string()).ok()?;
         *made += 1;
-        let c = check(cand, seed, recheck);
+        let c = check(cand, seed, rerun);
         let f = c
             .failures
             .into_iter()
@@ -278,8 +284,9 @@ pub struct ShrinkSummary {
     pub replay: String,
 }
 
-/// The regression scenario a shrunk failure becomes: judged by the explorer's checkers,
-/// which must find `signature` again, with a one-line description of what it pins.
+/// The regression scenario a shrunk failure becomes, with a one-line description of what
+/// it pins: a safety or liveness failure is judged by the explorer's checkers, which must find
+/// `signature` again.
 pub fn regression(shrunk: &Shrunk, signature: &str, sut: &str, seed: u64) -> Value {
     let mut spec = shrunk.spec.clone();
     let mut line = format!(
@@ -299,7 +306,11 @@ pub fn regression(shrunk: &Shrunk, signature: &str, sut: &str, seed: u64) -> Val
     if !spec["expect"].is_object() {
         spec["expect"] = serde_json::json!({});
     }
-    spec["expect"]["explorer"] = signature.into();
+    // A panic or a nondeterministic run is not a verdict a checker gives: such a regression
+    // is an ordinary scenario, which fails (panics, or differs on its rerun) until fixed.
+    if signature.starts_with("safety/") || signature.starts_with("liveness/") {
+        spec["expect"]["explorer"] = signature.into();
+    }
     spec
 }
 

@@ -40,7 +40,12 @@ pub fn first_failure(sut: Sut, max_seeds: u64, threads: usize) -> Option<Outcome
             threads,
         };
         let (_, outcomes) = super::run(&c, &|_, _| {});
-        if let Some(o) = outcomes.into_iter().find(|o| !o.failures.is_empty()) {
+        // A generator failure (an invalid draw) is the explorer's bug, not a detection.
+        if let Some(o) = outcomes.into_iter().find(|o| {
+            o.failures
+                .iter()
+                .any(|f| f.class != super::verdict::Class::Generator)
+        }) {
             return Some(o);
         }
         first += count;
