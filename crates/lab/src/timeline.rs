@@ -106,9 +106,9 @@ fn envelope_at(policy: &Policy, t_ms: f64) -> f64 {
     }
 }
 
-/// The request id a checker's witness names (`request N`), to outline.
+/// The request id a checker's witness names (`…: request N: …`, after its key), to outline.
 pub fn named_request(detail: &str) -> Option<u64> {
-    let rest = detail.split_once("request ")?.1;
+    let rest = detail.rsplit_once(": request ")?.1;
     let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
     digits.parse().ok()
 }

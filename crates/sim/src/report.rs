@@ -99,9 +99,11 @@ pub struct Report {
     /// The cleanup job's figures, when the scenario runs it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub job: Option<JobFigures>,
-    /// Expectations this run failed, each with its numbers.
+    /// Expectations this run failed, each with its numbers. For a scenario judged by the
+    /// explorer's checkers (`expect.explorer`), only the accounting invariants: the caller
+    /// adds the explorer's verdict (`ratelab run` and the scenario tests do).
     pub failures: Vec<String>,
-    /// Whether every expectation held.
+    /// Whether every expectation held (see `failures` for an explorer-judged scenario).
     pub passed: bool,
 }
 

@@ -585,10 +585,17 @@ pub fn write_timeline(
     std::fs::write(page, html).map_err(|e| format!("{}: {e}", page.display()))
 }
 
-/// The key a checker's witness names (`key "…"`).
+/// The key a checker's witness names (`key "…"`, as Rust's `{:?}` quotes it).
 pub fn named_key(detail: &str) -> Option<String> {
-    detail
-        .split_once("key \"")
-        .and_then(|(_, rest)| rest.split_once('"'))
-        .map(|(k, _)| k.to_owned())
+    let rest = detail.split_once("key \"")?.1;
+    let mut key = String::new();
+    let mut chars = rest.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' => return Some(key),
+            '\\' => key.push(chars.next()?),
+            c => key.push(c),
+        }
+    }
+    None
 }

@@ -104,6 +104,8 @@ pub fn judge(sc: &Scenario, report: &Report, h: &History) -> Judged {
     // Per epoch and key: the admissions, and the per-key layer's operations.
     let mut admitted: BTreeMap<usize, BTreeMap<&str, Vec<Admission>>> = BTreeMap::new();
     let mut ops: BTreeMap<(usize, &str), Vec<Op>> = BTreeMap::new();
+    // Only the token bucket has a linearizability specification here.
+    let bucket = matches!(sc.policy(), Policy::TokenBucket(_));
     for r in &h.requests {
         let Some(op) = Op::per_key(r) else {
             continue;
@@ -130,6 +132,9 @@ pub fn judge(sc: &Scenario, report: &Report, h: &History) -> Judged {
             }
             Seen::Unknown => epoch_of(&starts, r.sent_at)..starts.len(),
         };
+        if !bucket {
+            continue;
+        }
         for e in epochs {
             ops.entry((e, r.key.as_str())).or_default().push(op);
         }
