@@ -33,6 +33,29 @@ impl Draw {
     }
 }
 
+/// The stream a system under test draws its own parts from (a cleanup job for a cleanup
+/// bug, when the seed drew none), apart from the scenario's.
+pub const SUT_STREAM: u64 = EXPLORE_STREAM + 1;
+
+/// A cleanup job for seed `seed`, drawn as [`draw`] draws one, from [`SUT_STREAM`]; `None` when
+/// the scenario crashes its store (the validator refuses a job beside a crash).
+pub fn cleanup_job(seed: u64, spec: &Value) -> Option<Value> {
+    let crash = spec["faults"]
+        .as_array()
+        .is_some_and(|fs| fs.iter().any(|f| f["kind"] == "store_crash"));
+    if crash {
+        return None;
+    }
+    let mut d = Draw(SimRng::new(seed, SUT_STREAM));
+    let period = d.int(50, 500);
+    Some(json!({
+        "period_ms": period,
+        "lease_ms": period * d.int(2, 4),
+        "work_ms": d.int(0, period),
+        "batch": d.int(1, 50)
+    }))
+}
+
 /// The limiter algorithms a seed draws from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Algorithm {

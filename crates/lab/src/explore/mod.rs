@@ -111,9 +111,19 @@ impl Sut {
             })
     }
 
-    /// Puts this system into a drawn scenario. A planted bug of one algorithm recasts the
-    /// drawn policy as that algorithm, at the same capacity and rate.
-    fn adjust(self, spec: &mut serde_json::Value) {
+    /// Puts this system into the scenario seed `seed` drew. A planted bug of one algorithm
+    /// recasts the drawn policy as that algorithm, at the same capacity and rate; a bug of the
+    /// cleanup job brings a job (drawn from the seed's own stream for it) when the seed drew
+    /// none and the scenario does not crash its store.
+    fn adjust(self, spec: &mut serde_json::Value, seed: u64) {
+        let with_job = |spec: &mut serde_json::Value| {
+            if spec.get("cleanup_job").is_none()
+                && let Some(job) = generate::cleanup_job(seed, spec)
+            {
+                spec["cleanup_job"] = job;
+            }
+            spec.get("cleanup_job").is_some()
+        };
         let recast = |spec: &mut serde_json::Value, alg| {
             let (_, capacity, rate) = generate::policy_parts(&spec["policy"]);
             spec["policy"] = generate::policy(alg, capacity, rate);
@@ -134,7 +144,7 @@ impl Sut {
                 spec["planted_bug"] = "incr_then_expire".into();
             }
             Sut::FenceForgetsGrants => {
-                if spec.get("cleanup_job").is_some() {
+                if with_job(spec) {
                     spec["planted_bug"] = "fence_forgets_grants".into();
                 }
             }
@@ -142,14 +152,14 @@ impl Sut {
             Sut::Naive => spec["store"]["path"] = "naive".into(),
             Sut::GatewayClock => spec["store"]["time_source"] = "gateway".into(),
             Sut::BlindCleanup => {
-                if let Some(job) = spec.get_mut("cleanup_job") {
-                    job["blind_delete"] = true.into();
+                if with_job(spec) {
+                    spec["cleanup_job"]["blind_delete"] = true.into();
                 }
             }
             Sut::UnfencedCleanup => {
-                if let Some(job) = spec.get_mut("cleanup_job") {
-                    job["blind_delete"] = true.into();
-                    job["fencing"] = false.into();
+                if with_job(spec) {
+                    spec["cleanup_job"]["blind_delete"] = true.into();
+                    spec["cleanup_job"]["fencing"] = false.into();
                 }
             }
         }
@@ -159,7 +169,7 @@ impl Sut {
 /// The scenario explore seed `seed` runs against `sut`, as JSON.
 pub fn scenario_json(seed: u64, sut: Sut) -> serde_json::Value {
     let mut spec = generate::draw(seed);
-    sut.adjust(&mut spec);
+    sut.adjust(&mut spec, seed);
     spec["description"] = format!(
         "drawn by `ratelab explore --sut {}` from explore seed {seed}",
         sut.name()
