@@ -1,6 +1,7 @@
 //! `ratelab explore`: the campaign's command line, its progress bar and its report.
 
 use ratelab_lab::explore::{self, Campaign, ExploreReport, Sut, shrink};
+use ratelab_lab::timeline::Named;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -378,25 +379,21 @@ fn table(
     }
 }
 
-/// The key and request a failure's witness names, for the timeline.
-pub type Named = (Option<String>, Option<u64>);
-
 /// Adds the explorer's verdict to a run of a scenario that asks for it (`expect.explorer`),
 /// and says what it was, with the key and request its first failure names.
 pub fn explorer_verdict(
     sc: &ratelab_sim::Scenario,
     report: &mut ratelab_sim::Report,
     history: &ratelab_sim::History,
-) -> (Option<String>, Option<Named>) {
+) -> (Option<String>, Named) {
     let Some(v) = explore::verdict::explorer_expectation(sc, report, history) else {
-        return (None, None);
+        return (None, Named::default());
     };
-    let named = v.found.first().map(|f| {
-        (
-            explore::named_key(&f.detail),
-            ratelab_lab::timeline::named_request(&f.detail),
-        )
-    });
+    let named = v
+        .found
+        .first()
+        .map(|f| ratelab_lab::timeline::named(&f.detail))
+        .unwrap_or_default();
     let found: Vec<String> = v
         .found
         .iter()

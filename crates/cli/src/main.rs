@@ -586,22 +586,6 @@ struct RunOutput<'a> {
     timeline_key: Option<&'a str>,
 }
 
-/// Writes the timeline of one run to `path`: of `key`, else the run's default key.
-fn write_timeline(
-    sc: &Scenario,
-    report: &Report,
-    history: &ratelab_sim::History,
-    path: &std::path::Path,
-    key: Option<String>,
-    marked: Option<u64>,
-) -> Result<(), String> {
-    let key = key
-        .or_else(|| ratelab_lab::timeline::default_key(report, history))
-        .ok_or_else(|| "timeline: the run has no requests".to_owned())?;
-    let html = ratelab_lab::timeline::html(sc, report, history, &key, marked);
-    std::fs::write(path, html).map_err(|e| format!("timeline {}: {e}", path.display()))
-}
-
 fn run(
     file: &std::path::Path,
     seed: Option<u64>,
@@ -691,13 +675,19 @@ fn run(
             } else {
                 path.to_owned()
             };
-            let named = named
-                .as_ref()
-                .map_or((None, None), |(k, id)| (k.clone(), *id));
-            let key = timeline_key.map(str::to_owned).or(named.0);
-            if let Err(e) = write_timeline(&sc, &report, &history, &path, key, named.1) {
-                write_error = Some(e);
-                return;
+            let key = timeline_key
+                .map(str::to_owned)
+                .or_else(|| named.key.clone());
+            match ratelab_lab::timeline::write(&sc, &report, &history, key, named.request, &path) {
+                Ok(true) => {}
+                Ok(false) => {
+                    write_error = Some("timeline: the run has no requests".into());
+                    return;
+                }
+                Err(e) => {
+                    write_error = Some(e);
+                    return;
+                }
             }
             eprintln!("timeline: {}", path.display());
         }

@@ -17,7 +17,6 @@
 
 use ratelab_check::history::{Answer, Event, History, Layer, RequestRecord, StoreFate};
 use ratelab_core::{Algorithm, Nanos, Policy};
-use ratelab_sim::scenario::FaultKind;
 use ratelab_sim::{Report, Scenario};
 use std::fmt::Write as _;
 
@@ -74,19 +73,13 @@ fn decided_at(r: &RequestRecord) -> Option<Nanos> {
 }
 
 /// Fault windows, in ms, with a label.
-fn fault_windows(sc: &Scenario, end: f64) -> Vec<(f64, f64, String)> {
+fn fault_windows(sc: &Scenario) -> Vec<(f64, f64, &'static str)> {
     sc.spec()
         .faults
         .iter()
-        .filter(|f| f.kind != FaultKind::Clock)
-        .map(|f| {
-            let at = f.at_ms.map_or(0, |v| v.get()) as f64;
-            let until = match f.kind {
-                FaultKind::StoreCrash => at + f.restart_after_ms.map_or(0, |v| v.get()) as f64,
-                _ => f.until_ms.map_or(end as u64, |v| v.get()) as f64,
-            };
-            let name = serde_json::to_string(&f.kind).unwrap_or_default();
-            (at, until, name.trim_matches('"').to_owned())
+        .filter_map(|f| {
+            f.window_ms()
+                .map(|(from, until)| (from as f64, until as f64, f.kind.name()))
         })
         .collect()
 }
@@ -104,6 +97,59 @@ fn envelope_at(policy: &Policy, t_ms: f64) -> f64 {
             q.limit as f64 * (2.0 + t_ms * 1e6 / q.window.as_u64().max(1) as f64)
         }
     }
+}
+
+/// What a checker's witness names: its key and request.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Named {
+    /// The key (`key "…"`, as Rust's `{:?}` quotes it).
+    pub key: Option<String>,
+    /// The request (`…: request N: …`).
+    pub request: Option<u64>,
+}
+
+/// What the witness `detail` names.
+pub fn named(detail: &str) -> Named {
+    Named {
+        key: named_key(detail),
+        request: named_request(detail),
+    }
+}
+
+/// The key a checker's witness names (`key "…"`, as Rust's `{:?}` quotes it).
+pub fn named_key(detail: &str) -> Option<String> {
+    let rest = detail.split_once("key \"")?.1;
+    let mut key = String::new();
+    let mut chars = rest.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' => return Some(key),
+            '\\' => key.push(chars.next()?),
+            c => key.push(c),
+        }
+    }
+    None
+}
+
+/// Writes the page of `key` (else the run's [`default_key`]) to `path`, outlining request
+/// `mark`; `Ok(false)` when the run has no requests to draw.
+pub fn write(
+    sc: &Scenario,
+    report: &Report,
+    h: &History,
+    key: Option<String>,
+    mark: Option<u64>,
+    path: &std::path::Path,
+) -> Result<bool, String> {
+    let Some(key) = key.or_else(|| default_key(report, h)) else {
+        return Ok(false);
+    };
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    }
+    std::fs::write(path, html(sc, report, h, &key, mark))
+        .map_err(|e| format!("timeline {}: {e}", path.display()))?;
+    Ok(true)
 }
 
 /// The request id a checker's witness names (`…: request N: …`, after its key), to outline.
@@ -133,16 +179,16 @@ pub fn html(sc: &Scenario, report: &Report, h: &History, key: &str, mark: Option
         r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" font-family="sans-serif" font-size="12">"#
     );
     // Faults, shaded across everything.
-    for (from, until, name) in fault_windows(sc, end) {
+    for (from, until, name) in fault_windows(sc) {
         let _ = write!(
             svg,
             r##"<rect class="fault" x="{:.1}" y="20" width="{:.1}" height="{:.1}" fill="#ffe082" opacity="0.45"><title>{} {from} ms to {until} ms</title></rect><text x="{:.1}" y="16" fill="#8d6e00">{}</text>"##,
             x(from),
             (x(until) - x(from)).max(1.0),
             height - 40.0,
-            escape(&name),
+            escape(name),
             x(from) + 2.0,
-            escape(&name)
+            escape(name)
         );
     }
     // The violating window: the envelope's witness, for a token bucket (a window policy's
@@ -176,8 +222,18 @@ pub fn html(sc: &Scenario, report: &Report, h: &History, key: &str, mark: Option
             y + ROW / 2.0
         );
     }
-    for (i, r) in reqs.iter().enumerate() {
-        let y = 40.0 + ROW * r.gateway as f64 + 4.0 + (i % 4) as f64 * 6.0;
+    // Each request's bar height: its gateway's row, staggered by its place among the key's
+    // requests so overlapping bars stay apart.
+    let rows: std::collections::BTreeMap<u64, f64> = reqs
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let y = 40.0 + ROW * f64::from(r.gateway) + 4.0 + (i % 4) as f64 * 6.0;
+            (r.id, y)
+        })
+        .collect();
+    for r in &reqs {
+        let y = rows[&r.id];
         let answer = r.answer.as_ref().map(|(_, a)| a);
         let (colour, label) = paint(answer);
         let sent = ms(r.sent_at);
@@ -222,7 +278,7 @@ pub fn html(sc: &Scenario, report: &Report, h: &History, key: &str, mark: Option
             );
         }
     }
-    applies(&mut svg, h, key, &x);
+    applies(&mut svg, h, &rows, &x);
     chart(&mut svg, sc, &reqs, end, chart_top, &x);
     svg.push_str("</svg>");
     let title = format!("{} — seed {} — key {key}", report.scenario, report.seed);
@@ -242,36 +298,29 @@ pub fn html(sc: &Scenario, report: &Report, h: &History, key: &str, mark: Option
     )
 }
 
-/// Every per-key store call on `key` the run's events hold, on its request's row.
-fn applies(svg: &mut String, h: &History, key: &str, x: &dyn Fn(f64) -> f64) {
-    let want = format!("key:{key}");
+/// Every per-key store call of the drawn requests (`rows`: each one's bar height) the run's
+/// events hold, on its request's bar.
+fn applies(
+    svg: &mut String,
+    h: &History,
+    rows: &std::collections::BTreeMap<u64, f64>,
+    x: &dyn Fn(f64) -> f64,
+) {
     let mut nth: std::collections::BTreeMap<u64, usize> = Default::default();
-    // Each request's row offset, as its bar has it (its place among the key's requests).
-    let place: std::collections::BTreeMap<u64, usize> = h
-        .requests
-        .iter()
-        .filter(|r| r.key == key)
-        .enumerate()
-        .map(|(i, r)| (r.id, i))
-        .collect();
     for e in &h.events {
         let Event::Store {
             id,
             layer: Layer::PerKey,
-            key: k,
             op,
             fate,
+            ..
         } = &e.event
         else {
             continue;
         };
-        if *k != want && k != key {
-            continue;
-        }
-        let (Some(r), Some(&i)) = (h.requests.get(*id as usize), place.get(id)) else {
+        let Some(&y) = rows.get(id) else {
             continue;
         };
-        let y = 40.0 + ROW * f64::from(r.gateway) + 4.0 + (i % 4) as f64 * 6.0;
         let n = nth.entry(*id).or_default();
         *n += 1;
         let t = x(ms(e.at));

@@ -1276,8 +1276,7 @@ async fn fault_main(cluster: Arc<Cluster>, f: FaultSpec, store: NodeHandle) {
     let net = NetSim::current();
     let at = Duration::from_millis(f.at_ms.map_or(0, |v| v.get()));
     let until = Duration::from_millis(f.until_ms.map_or(0, |v| v.get()));
-    let kind = serde_json::to_string(&f.kind).unwrap_or_default();
-    let kind = kind.trim_matches('"');
+    let kind = f.kind.name();
     let gateway_ids = |gs: &[u32]| -> Vec<_> {
         gs.iter()
             .map(|&g| cluster.gateways[g as usize].node.id())
@@ -1358,13 +1357,7 @@ pub fn faults_end_ms(sc: &Scenario) -> u64 {
     sc.spec
         .faults
         .iter()
-        .map(|f| match f.kind {
-            FaultKind::Clock => 0,
-            FaultKind::StoreCrash => {
-                f.at_ms.map_or(0, |v| v.get()) + f.restart_after_ms.map_or(0, |v| v.get())
-            }
-            _ => f.until_ms.map_or(0, |v| v.get()),
-        })
+        .filter_map(|f| f.window_ms().map(|(_, until)| until))
         .max()
         .unwrap_or(0)
 }

@@ -671,6 +671,37 @@ pub enum FaultKind {
     KillSwitch,
 }
 
+impl FaultKind {
+    /// Its name in scenario files.
+    pub fn name(self) -> &'static str {
+        match self {
+            FaultKind::StoreErrors => "store_errors",
+            FaultKind::StoreTimeouts => "store_timeouts",
+            FaultKind::LostReplies => "lost_replies",
+            FaultKind::StoreLatency => "store_latency",
+            FaultKind::StoreCrash => "store_crash",
+            FaultKind::Partition => "partition",
+            FaultKind::PacketLoss => "packet_loss",
+            FaultKind::Clock => "clock",
+            FaultKind::Pause => "pause",
+            FaultKind::KillSwitch => "kill_switch",
+        }
+    }
+}
+
+impl FaultSpec {
+    /// When the fault is in force, `[from, until)` in ms: a crash until its restart; `None`
+    /// for a clock fault, which lasts the whole run.
+    pub fn window_ms(&self) -> Option<(u64, u64)> {
+        let at = self.at_ms.map_or(0, |v| v.get());
+        match self.kind {
+            FaultKind::Clock => None,
+            FaultKind::StoreCrash => Some((at, at + self.restart_after_ms.map_or(0, |v| v.get()))),
+            _ => Some((at, self.until_ms.map_or(0, |v| v.get()))),
+        }
+    }
+}
+
 /// One injected fault.
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

@@ -314,12 +314,7 @@ pub(crate) fn validate(
             ],
             needed,
             allowed,
-            &format!(
-                "a {} fault",
-                serde_json::to_string(&f.kind)
-                    .unwrap_or_default()
-                    .trim_matches('"')
-            ),
+            &format!("a {} fault", f.kind.name()),
             here.clone(),
             located,
         )?;

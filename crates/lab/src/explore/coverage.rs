@@ -8,7 +8,7 @@
 
 use ratelab_check::history::{Answer, History};
 use ratelab_core::{Algorithm, Nanos};
-use ratelab_sim::scenario::FaultKind;
+use ratelab_sim::scenario::{FaultKind, ms};
 use ratelab_sim::{Report, Scenario};
 
 /// Every probe, by name.
@@ -26,21 +26,16 @@ pub const PROBES: [&str; 11] = [
     "cleanup-deleted-a-bucket",
 ];
 
-fn ms(v: u64) -> Nanos {
-    Nanos::from_millis(v)
-}
-
 /// The probes one run reached, in [`PROBES`] order.
 pub fn reached(sc: &Scenario, report: &Report, h: &History) -> Vec<&'static str> {
     let spec = sc.spec();
     let window = sc.policy().quota().window;
     let windows = |kind| {
-        spec.faults.iter().filter(move |f| f.kind == kind).map(|f| {
-            (
-                ms(f.at_ms.map_or(0, |v| v.get())),
-                ms(f.until_ms.map_or(0, |v| v.get())),
-            )
-        })
+        spec.faults
+            .iter()
+            .filter(move |f| f.kind == kind)
+            .filter_map(|f| f.window_ms())
+            .map(|(from, until)| (ms(from), ms(until)))
     };
     let denied_at = || {
         h.requests.iter().filter_map(|r| match r.answer {

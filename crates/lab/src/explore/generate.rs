@@ -40,20 +40,25 @@ pub const SUT_STREAM: u64 = EXPLORE_STREAM + 1;
 /// A cleanup job for seed `seed`, drawn as [`draw`] draws one, from [`SUT_STREAM`]; `None` when
 /// the scenario crashes its store (the validator refuses a job beside a crash).
 pub fn cleanup_job(seed: u64, spec: &Value) -> Option<Value> {
-    let crash = spec["faults"]
+    (!crashes(spec)).then(|| job(&mut Draw(SimRng::new(seed, SUT_STREAM))))
+}
+
+/// Whether a drawn scenario crashes its store.
+fn crashes(spec: &Value) -> bool {
+    spec["faults"]
         .as_array()
-        .is_some_and(|fs| fs.iter().any(|f| f["kind"] == "store_crash"));
-    if crash {
-        return None;
-    }
-    let mut d = Draw(SimRng::new(seed, SUT_STREAM));
+        .is_some_and(|fs| fs.iter().any(|f| f["kind"] == "store_crash"))
+}
+
+/// A cleanup job's parameters.
+fn job(d: &mut Draw) -> Value {
     let period = d.int(50, 500);
-    Some(json!({
+    json!({
         "period_ms": period,
         "lease_ms": period * d.int(2, 4),
         "work_ms": d.int(0, period),
         "batch": d.int(1, 50)
-    }))
+    })
 }
 
 /// The limiter algorithms a seed draws from.
@@ -170,17 +175,9 @@ pub fn draw(seed: u64) -> Value {
     });
     // A crash loses the lease table with the buckets, so the validator refuses a cleanup
     // job beside a crash (a deployment keeps the token counter durable).
-    let crash = spec["faults"]
-        .as_array()
-        .is_some_and(|fs| fs.iter().any(|f| f["kind"] == "store_crash"));
+    let crash = crashes(&spec);
     if d.chance(0.2) && !crash {
-        let period = d.int(50, 500);
-        spec["cleanup_job"] = json!({
-            "period_ms": period,
-            "lease_ms": period * d.int(2, 4),
-            "work_ms": d.int(0, period),
-            "batch": d.int(1, 50)
-        });
+        spec["cleanup_job"] = job(&mut d);
     }
     if probe {
         spec["expect"] = json!({ "liveness": true });

@@ -563,8 +563,8 @@ pub fn shrink_found(
     Ok(())
 }
 
-/// Writes the timeline of scenario `json`'s run with `seed` to `page`, showing the key the
-/// failure's `detail` names (`key "…"`), else the run's default.
+/// Writes the timeline of scenario `json`'s run with `seed` to `page`, showing the key and
+/// request the failure's `detail` names.
 pub fn write_timeline(
     json: &serde_json::Value,
     seed: u64,
@@ -578,34 +578,11 @@ pub fn write_timeline(
         ..RunOptions::default()
     };
     let (report, history) = ratelab_sim::run(&sc, seed, options);
-    let Some(key) = named_key(detail).or_else(|| crate::timeline::default_key(&report, &history))
-    else {
-        return Ok(());
-    };
-    if let Some(dir) = page.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    }
-    let html = crate::timeline::html(
-        &sc,
-        &report,
-        &history,
-        &key,
-        crate::timeline::named_request(detail),
-    );
-    std::fs::write(page, html).map_err(|e| format!("{}: {e}", page.display()))
+    let named = crate::timeline::named(detail);
+    crate::timeline::write(&sc, &report, &history, named.key, named.request, page).map(|_| ())
 }
 
 /// The key a checker's witness names (`key "…"`, as Rust's `{:?}` quotes it).
 pub fn named_key(detail: &str) -> Option<String> {
-    let rest = detail.split_once("key \"")?.1;
-    let mut key = String::new();
-    let mut chars = rest.chars();
-    while let Some(c) = chars.next() {
-        match c {
-            '"' => return Some(key),
-            '\\' => key.push(chars.next()?),
-            c => key.push(c),
-        }
-    }
-    None
+    crate::timeline::named_key(detail)
 }

@@ -132,11 +132,10 @@ pub fn judge(sc: &Scenario, report: &Report, h: &History) -> Judged {
             }
             Seen::Unknown => epoch_of(&starts, r.sent_at)..starts.len(),
         };
-        if !bucket {
-            continue;
-        }
-        for e in epochs {
-            ops.entry((e, r.key.as_str())).or_default().push(op);
+        if bucket {
+            for e in epochs {
+                ops.entry((e, r.key.as_str())).or_default().push(op);
+            }
         }
     }
     let (bound, env) = match *sc.policy() {
