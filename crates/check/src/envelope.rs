@@ -162,6 +162,58 @@ pub fn envelope<K: AsRef<str>>(
     by_key: &BTreeMap<K, Vec<Admission>>,
     env: Envelope,
 ) -> EnvelopeReport {
+    scan(
+        by_key
+            .iter()
+            .map(|(k, adm)| (k.as_ref(), adm.iter().map(|a| Span::at(a.at, a.id, a.cost)))),
+        env,
+    )
+}
+
+/// An admission whose decision time is known only to lie in `[from, to]`: a request seen
+/// from outside the limiter, sent at `from` and answered at `to`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Span {
+    /// The earliest the decision may have been.
+    pub from: Nanos,
+    /// The latest.
+    pub to: Nanos,
+    /// Request id.
+    pub id: u64,
+    /// Cost.
+    pub cost: u64,
+}
+
+impl Span {
+    fn at(at: Nanos, id: u64, cost: u64) -> Span {
+        Span {
+            from: at,
+            to: at,
+            id,
+            cost,
+        }
+    }
+}
+
+/// The envelope over admissions known only by their spans (each key's spans sorted by
+/// `from`, then id). A window of admissions is held to B + R·Δt with Δt the widest their
+/// spans allow (the first one's `from` to the latest `to` so far), so every excess reported
+/// is an excess whatever the decision times were within the spans.
+pub fn envelope_spans<K: AsRef<str>>(
+    by_key: &BTreeMap<K, Vec<Span>>,
+    env: Envelope,
+) -> EnvelopeReport {
+    scan(
+        by_key.iter().map(|(k, v)| (k.as_ref(), v.iter().copied())),
+        env,
+    )
+}
+
+/// The envelope scan over each key's admissions, in order of their earliest time.
+fn scan<'k, I: Iterator<Item = Span>>(
+    by_key: impl Iterator<Item = (&'k str, I)>,
+    env: Envelope,
+) -> EnvelopeReport {
     let (b, a, p) = (
         i128::from(env.burst),
         i128::from(env.amount),
@@ -171,30 +223,33 @@ pub fn envelope<K: AsRef<str>>(
     let mut report = EnvelopeReport::default();
     let mut worst_scaled = 0i128;
     for (key, adm) in by_key {
-        // excess(i, j) = (S_j − a·t_j) + (a·t_i − S_{i−1}) − B·P, maximised over i ≤ j with a
-        // running maximum of the second term: O(n) per key.
+        let adm: Vec<Span> = adm.collect();
+        // excess(i, j) = (S_j − a·end_j) + (a·from_i − S_{i−1}) − B·P, end_j the latest `to`
+        // up to j, maximised over i ≤ j with a running maximum of the second term: O(n).
         let mut s_prev = 0i128; // S_{j-1}
-        let mut best = i128::MIN; // max over i ≤ j of a·t_i − S_{i−1}
+        let mut best = i128::MIN; // max over i ≤ j of a·from_i − S_{i−1}
         let mut best_i = 0usize;
+        let mut end = 0i128;
         for (j, x) in adm.iter().enumerate() {
-            let t = i128::from(x.at.as_u64());
-            let cand = a * t - s_prev;
+            let from = i128::from(x.from.as_u64());
+            end = end.max(i128::from(x.to.as_u64()));
+            let cand = a * from - s_prev;
             if cand > best {
                 best = cand;
                 best_i = j;
             }
             let s_j = s_prev + i128::from(x.cost) * p;
-            let excess = s_j - a * t + best - bp;
+            let excess = s_j - a * end + best - bp;
             if excess > worst_scaled {
                 worst_scaled = excess;
                 let window = &adm[best_i..=j];
-                let from = adm[best_i].at;
+                let first = adm[best_i].from;
                 let admitted: u64 = window.iter().map(|w| w.cost).sum();
-                let bound = (bp + a * (t - i128::from(from.as_u64()))) / p;
+                let bound = (bp + a * (end - i128::from(first.as_u64()))) / p;
                 report.witness = Some(Witness {
-                    key: key.as_ref().to_owned(),
-                    from,
-                    to: x.at,
+                    key: key.to_owned(),
+                    from: first,
+                    to: Nanos(u64::try_from(end).unwrap_or(u64::MAX)),
                     admitted,
                     bound: u64::try_from(bound).unwrap_or(u64::MAX),
                     ids: window.iter().take(MAX_WITNESS_IDS).map(|w| w.id).collect(),
@@ -202,8 +257,8 @@ pub fn envelope<K: AsRef<str>>(
             }
             s_prev = s_j;
         }
-        if let (Some(first), Some(last)) = (adm.first(), adm.last()) {
-            let span = i128::from(last.at.as_u64() - first.at.as_u64());
+        if let Some(first) = adm.first() {
+            let span = end - i128::from(first.from.as_u64());
             let over = s_prev - bp - a * span;
             if over > 0 {
                 report.total_excess += u64::try_from((over + p - 1) / p).unwrap_or(u64::MAX);
@@ -300,5 +355,36 @@ mod tests {
         let r = envelope(&adm(&[0, 5000, 10_000, 10_000, 10_000]), ENV);
         assert_eq!(r.max_excess, 1);
         assert_eq!(r.witness.unwrap().from, Nanos::from_secs(10));
+    }
+
+    fn spans(v: &[(u64, u64)]) -> BTreeMap<&'static str, Vec<Span>> {
+        let spans = v
+            .iter()
+            .enumerate()
+            .map(|(i, &(from, to))| Span {
+                from: Nanos::from_millis(from),
+                to: Nanos::from_millis(to),
+                id: i as u64,
+                cost: 1,
+            })
+            .collect();
+        BTreeMap::from([("k", spans)])
+    }
+
+    #[test]
+    fn spans_are_held_to_the_widest_window_they_allow() {
+        // Three admissions for B = 2 whose spans stretch over 1.5 s: decided at 0, 0 and
+        // 1.5 s they fit (2 + 1.5), so no excess can be claimed.
+        let r = envelope_spans(&spans(&[(0, 10), (0, 10), (5, 1500)]), ENV);
+        assert_eq!(r.max_excess, 0, "{r:?}");
+        // Four within 10 ms: over B + R·10 ms whatever the decision times.
+        let r = envelope_spans(&spans(&[(0, 10), (0, 10), (1, 10), (2, 10)]), ENV);
+        assert_eq!(r.max_excess, 2);
+        let w = r.witness.unwrap();
+        assert_eq!((w.from, w.to), (Nanos(0), Nanos::from_millis(10)));
+        assert_eq!((w.admitted, w.bound), (4, 2));
+        // Zero-width spans are the point checker.
+        let points = envelope_spans(&spans(&[(0, 0), (0, 0), (0, 0), (0, 0), (500, 500)]), ENV);
+        assert_eq!(points, envelope(&adm(&[0, 0, 0, 0, 500]), ENV));
     }
 }

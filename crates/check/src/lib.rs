@@ -19,6 +19,7 @@
 //! | [`cleanup`] | the cleanup job deletes no live bucket; one leader at a time; its liveness |
 //! | [`linearizable`] | the answers are explained by a real-time order of requests under the token bucket's sequential specification |
 //! | [`arrivals`] | a Poisson sender's realised gaps are exponential (Kolmogorov–Smirnov) |
+//! | [`probe`] | a limiter seen only from outside (a probe's history) against a claimed policy: envelope over spans, black-box linearizability, fields, Retry-After honesty |
 //!
 //! A new checker is a module here with a function from history records to a report struct,
 //! and unit tests with a history it must reject; the simulator's report and the real runs
@@ -32,6 +33,7 @@ pub mod envelope;
 pub mod history;
 pub mod linearizable;
 pub mod liveness;
+pub mod probe;
 pub mod window;
 
 pub use envelope::{Admission, Envelope, EnvelopeReport, Witness};

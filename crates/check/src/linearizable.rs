@@ -86,6 +86,42 @@ pub struct Op {
     /// The store's order of application, if the store recorded it (`None`: not applied, or
     /// not recorded).
     pub stamp: Option<u64>,
+    /// How precisely its decision time and wait are known.
+    pub precision: Precision,
+}
+
+/// How precisely an answer's decision time and `retry_after` are known.
+///
+/// The simulator records the store's own decision time and the exact wait
+/// ([`Precision::EXACT`]). A probe of a limiter seen only from outside knows neither: the
+/// decision fell somewhere between the send and the answer (widened by the limiter's clock
+/// resolution), and a `Retry-After` field is whole seconds rounded up. The checker then
+/// holds the answer to every decision time and every wait those allow: a violation it
+/// reports holds for all of them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Precision {
+    /// The decision fell in `[at, at + decided_within]`.
+    pub decided_within: Nanos,
+    /// The reported `retry_after` is the true wait rounded up to a multiple of this (1 ns:
+    /// exact).
+    pub retry_after_unit: Nanos,
+}
+
+impl Precision {
+    /// A recorded decision time and an exact wait.
+    pub const EXACT: Precision = Precision {
+        decided_within: Nanos(0),
+        retry_after_unit: Nanos(1),
+    };
+}
+
+/// What the bucket held before the first operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Initial {
+    /// Full: a key nobody used (every history the simulator records, a probe's fresh keys).
+    Full,
+    /// Anything from empty to full: a key others may have used before the history began.
+    Unknown,
 }
 
 /// The verdict on one key.
@@ -130,6 +166,18 @@ struct Tats {
 
 impl Tats {
     const EMPTY_BUCKET_AT_ZERO: Tats = Tats { lo: 0, hi: 0 };
+    /// Any state: far enough either way that no step overflows.
+    const ANY: Tats = Tats {
+        lo: i128::MIN / 4,
+        hi: i128::MAX / 4,
+    };
+
+    fn initial(initial: Initial) -> Tats {
+        match initial {
+            Initial::Full => Tats::EMPTY_BUCKET_AT_ZERO,
+            Initial::Unknown => Tats::ANY,
+        }
+    }
 
     fn clamp(self, lo: i128, hi: i128) -> Option<Tats> {
         let t = Tats {
@@ -172,27 +220,34 @@ impl Spec {
     }
 
     /// The range of states after `op`, as the client saw it, from `tats`; or what the spec
-    /// says instead.
+    /// says instead. The decision fell at some moment from `at` to `at + decided_within`:
+    /// every bound below is the union over those moments (for one moment, exact).
     fn explain(&self, tats: Tats, op: &Op) -> Result<Tats, String> {
+        let within = |at: Nanos| {
+            Nanos(
+                at.as_u64()
+                    .saturating_add(op.precision.decided_within.as_u64()),
+            )
+        };
         match op.seen {
             Seen::Allowed { at, remaining } => {
-                let k = self.scaled(at, op.cost);
+                let (a, b) = (self.scaled(at, op.cost), self.scaled(within(at), op.cost));
                 // Admitted: deficit + need ≤ full, so TAT ≤ now + full − need.
-                let mut hi = k.now + k.full - k.need;
+                let mut hi = b.now + b.full - b.need;
                 let mut lo = i128::MIN;
                 if let Some(r) = remaining {
                     // ⌊(full − deficit − need) / period⌋ = r.
                     let r = i128::from(r);
-                    hi = hi.min(k.now + k.full - k.need - r * k.period);
-                    let above = k.full - k.need - (r + 1) * k.period;
+                    hi = hi.min(b.now + b.full - b.need - r * b.period);
+                    let above = a.full - a.need - (r + 1) * a.period;
                     if above >= 0 {
-                        lo = k.now + above + 1;
+                        lo = a.now + above + 1;
                     }
                 }
                 match tats.clamp(lo, hi) {
                     Some(t) => Ok(Tats {
-                        lo: t.lo.max(k.now) + k.need,
-                        hi: t.hi.max(k.now) + k.need,
+                        lo: t.lo.max(a.now) + a.need,
+                        hi: t.hi.max(b.now) + b.need,
                     }),
                     None => Err(format!(
                         "admitted{} at {at}; {}",
@@ -202,15 +257,18 @@ impl Spec {
                 }
             }
             Seen::Denied { at, retry_after } => {
-                let k = self.scaled(at, op.cost);
+                let (a, b) = (self.scaled(at, op.cost), self.scaled(within(at), op.cost));
                 // Denied: deficit + need > full.
-                let mut lo = k.now + k.full - k.need + 1;
+                let mut lo = a.now + a.full - a.need + 1;
                 let mut hi = i128::MAX;
                 if let Some(w) = retry_after {
-                    // ⌈(deficit + need − full) / amount⌉ = w.
+                    // ⌈(deficit + need − full) / amount⌉ = the true wait, which the reported
+                    // `w` rounds up to a multiple of the unit: a wait from w − unit + 1 to w.
                     let w = i128::from(w.as_u64());
-                    lo = lo.max(k.now + (w - 1) * k.amount + k.full - k.need + 1);
-                    hi = k.now + w * k.amount + k.full - k.need;
+                    let unit = i128::from(op.precision.retry_after_unit.as_u64().max(1));
+                    let least = (w - unit + 1).max(0);
+                    lo = lo.max(a.now + (least - 1) * a.amount + a.full - a.need + 1);
+                    hi = b.now + w * b.amount + b.full - b.need;
                 }
                 tats.clamp(lo, hi).ok_or_else(|| {
                     format!(
@@ -266,19 +324,24 @@ pub const DEFAULT_BUDGET: u64 = 2_000_000;
 /// Checks one key's operations (any order) against `spec`, exploring at most `budget`
 /// search states.
 pub fn check_key(spec: &Spec, ops: &[Op], budget: u64) -> Verdict {
+    check_key_from(spec, ops, budget, Initial::Full)
+}
+
+/// [`check_key`] from a bucket that held `initial` before the first operation.
+pub fn check_key_from(spec: &Spec, ops: &[Op], budget: u64, initial: Initial) -> Verdict {
     let answered_stamped = ops
         .iter()
         .filter(|o| o.seen != Seen::Unknown)
         .all(|o| o.stamp.is_some());
     if answered_stamped && ops.iter().any(|o| o.stamp.is_some()) {
-        replay_stamped(spec, ops)
+        replay_stamped(spec, ops, Tats::initial(initial))
     } else {
-        Search::new(spec, ops, budget).run()
+        Search::new(spec, ops, budget).run(Tats::initial(initial))
     }
 }
 
 /// Store-stamped mode: one replay in the store's order.
-fn replay_stamped(spec: &Spec, ops: &[Op]) -> Verdict {
+fn replay_stamped(spec: &Spec, ops: &[Op], initial: Tats) -> Verdict {
     let mut order: Vec<&Op> = ops.iter().filter(|o| o.stamp.is_some()).collect();
     order.sort_by_key(|o| o.stamp);
     let decided = |o: &Op| match o.seen {
@@ -294,7 +357,7 @@ fn replay_stamped(spec: &Spec, ops: &[Op]) -> Verdict {
             next = at;
         }
     }
-    let mut tats = Tats::EMPTY_BUCKET_AT_ZERO;
+    let mut tats = initial;
     let mut last_at = Nanos::ZERO;
     for (i, op) in order.iter().enumerate() {
         match decided(op) {
@@ -404,13 +467,13 @@ impl<'a> Search<'a> {
         }
     }
 
-    fn run(mut self) -> Verdict {
+    fn run(mut self, initial: Tats) -> Verdict {
         let mut stack = vec![State {
             prefix: 0,
             beyond: Vec::new(),
             used: Vec::new(),
             hash: 0,
-            tats: Tats::EMPTY_BUCKET_AT_ZERO,
+            tats: initial,
             last_at: Nanos::ZERO,
         }];
         while let Some(s) = stack.pop() {
@@ -472,7 +535,13 @@ impl<'a> Search<'a> {
                 Seen::Allowed { at, .. } | Seen::Denied { at, .. } => at,
                 Seen::Unknown => continue,
             };
-            next_at = Some(next_at.map_or(at, |n| n.min(at)));
+            // The latest moment it may have been decided: an open operation before it took
+            // effect no later than that.
+            let latest = Nanos(
+                at.as_u64()
+                    .saturating_add(op.precision.decided_within.as_u64()),
+            );
+            next_at = Some(next_at.map_or(latest, |n| n.min(latest)));
             match self.spec.explain(s.tats, op) {
                 Ok(tats) => {
                     if !charge(&mut self.explored, self.budget, s) {
@@ -566,6 +635,7 @@ impl Op {
             cost: r.cost,
             seen,
             stamp: r.applied_seq,
+            precision: Precision::EXACT,
         })
     }
 }
@@ -631,6 +701,7 @@ mod tests {
                 remaining: Some(remaining),
             },
             stamp: None,
+            precision: Precision::EXACT,
         }
     }
 
@@ -645,6 +716,7 @@ mod tests {
                 retry_after,
             },
             stamp: None,
+            precision: Precision::EXACT,
         }
     }
 
@@ -656,6 +728,7 @@ mod tests {
             cost: 1,
             seen: Seen::Unknown,
             stamp: None,
+            precision: Precision::EXACT,
         }
     }
 
@@ -695,6 +768,7 @@ mod tests {
                 cost: 1 + i % 2,
                 seen,
                 stamp: Some(i),
+                precision: Precision::EXACT,
             });
         }
         assert!(ops.iter().any(|o| matches!(o.seen, Seen::Denied { .. })));
@@ -822,5 +896,69 @@ mod tests {
         ));
         // Nineteen of them fit.
         assert_eq!(check_key(&spec, &ops[..19], 1_000), Verdict::Linearizable);
+    }
+
+    /// The same core-answered history seen from outside: each decision somewhere within a
+    /// flight of 5 ms, a denial's wait in whole seconds. Still explained; and a token spent
+    /// twice is still caught.
+    #[test]
+    fn blurred_times_and_rounded_waits_explain_a_correct_history_and_catch_a_wrong_one() {
+        let bucket = TokenBucket::per_second(4, 3).unwrap();
+        let spec = Spec::per_second(4, 3);
+        let mut state = None;
+        let mut ops = Vec::new();
+        for i in 0..300u64 {
+            let at = Nanos(3_000_000 + i * 45_000_000 + (i % 3) * 1_000_000);
+            let (next, d) = bucket.transition(state, at, 1).unwrap();
+            state = Some(next);
+            let call = Nanos(at.as_u64() - 2_000_000);
+            let precision = Precision {
+                decided_within: Nanos(5_000_000),
+                retry_after_unit: Nanos(S),
+            };
+            let seen = if d.allowed {
+                Seen::Allowed {
+                    at: call,
+                    remaining: Some(d.remaining),
+                }
+            } else {
+                let w = d.retry_after.unwrap().as_u64().div_ceil(S) * S;
+                Seen::Denied {
+                    at: call,
+                    retry_after: Some(Nanos(w)),
+                }
+            };
+            ops.push(Op {
+                id: i,
+                call,
+                ret: Some(Nanos(call.as_u64() + 5_000_000)),
+                cost: 1,
+                seen,
+                stamp: None,
+                precision,
+            });
+        }
+        assert!(ops.iter().any(|o| matches!(o.seen, Seen::Denied { .. })));
+        assert_eq!(verdict(spec, &ops), Verdict::Linearizable);
+        // The fourth admission claims the third's remaining.
+        let Seen::Allowed { at, .. } = ops[3].seen else {
+            panic!("the fourth was admitted")
+        };
+        ops[3].seen = Seen::Allowed {
+            at,
+            remaining: Some(1),
+        };
+        assert!(matches!(verdict(spec, &ops), Verdict::Violation(_)));
+    }
+
+    #[test]
+    fn an_unknown_start_explains_an_early_denial_a_full_one_does_not() {
+        let spec = Spec::per_second(2, 1);
+        let ops = [denied(1, 0, 0, 1, None), allowed(2, 2000, 2000, 2001, 1)];
+        assert!(matches!(verdict(spec, &ops), Verdict::Violation(_)));
+        assert_eq!(
+            check_key_from(&spec, &ops, DEFAULT_BUDGET, Initial::Unknown),
+            Verdict::Linearizable
+        );
     }
 }
