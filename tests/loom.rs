@@ -1,7 +1,8 @@
 //! loom proofs: every interleaving of N gateways taking the last token from one key.
 //!
-//! The store under test is the real [`MemoryStore`], built on loom's instrumented mutex
-//! through the store's [`SyncBackend`] seam; no copy of the store logic lives here.
+//! The store under test is the real `MemoryStore`, built on loom's instrumented mutex
+//! through the store's `SyncBackend` seam by the harness any limiter can use
+//! (`ratelab_sim::harness::loom`); no copy of the store logic lives here.
 //!
 //! Each model leaves exactly one token in a bucket and lets N gateways (threads) ask for it
 //! at the same instant. A correct limiter admits exactly one of them in *every* interleaving.
@@ -22,110 +23,26 @@
 #[path = "support/docs.rs"]
 mod docs;
 
-use loom::sync::Arc;
-use ratelab_core::{Decision, Nanos, TokenBucket};
-use ratelab_store::backend::{BackendMutex, SyncBackend};
-use ratelab_store::{Key, MemoryStore, Path, decide};
-use std::sync::Mutex as StdMutex;
+use ratelab_core::TokenBucket;
+use ratelab_sim::harness::loom::{Exploration, Options, explore};
+use ratelab_sim::harness::{Race, describe};
+use ratelab_store::Path;
 
-/// loom's primitives behind the store's backend trait.
-struct LoomBackend;
-
-struct LoomMutex<T>(loom::sync::Mutex<T>);
-
-impl<T: Send> BackendMutex<T> for LoomMutex<T> {
-    fn new(value: T) -> Self {
-        LoomMutex(loom::sync::Mutex::new(value))
-    }
-
-    fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
-        f(&mut self
-            .0
-            .lock()
-            .expect("no thread panics while holding the lock"))
-    }
-}
-
-impl SyncBackend for LoomBackend {
-    type Mutex<T: Send + 'static> = LoomMutex<T>;
-}
-
-/// What exploring one model found, gathered outside loom with std primitives.
-#[derive(Debug, Default)]
-struct Exploration {
-    executions: u64,
-    /// Executions that admitted more than the one token left.
-    violations: u64,
-    /// Executions that admitted nobody (a correct limiter never does this either).
-    starved: u64,
-    max_admitted: usize,
-    first_violation: Option<Vec<Decision>>,
-}
-
-fn explore(path: Path, gateways: usize, preemption_bound: Option<usize>) -> Exploration {
-    let found = std::sync::Arc::new(StdMutex::new(Exploration::default()));
-    let stop_at_violation = std::env::var_os("RATELAB_LOOM_STOP_AT_VIOLATION").is_some();
-    let mut builder = loom::model::Builder::new();
-    builder.preemption_bound = preemption_bound;
-    let sink = found.clone();
-    builder.check(move || {
-        // Capacity = gateways, drained to one token before the gateways start.
-        let bucket = TokenBucket::per_second(gateways as u64, 1).expect("valid policy");
-        let store = Arc::new(MemoryStore::<_, LoomBackend>::with_backend(bucket, 1, 16));
-        let key = Key::new("user:ana").expect("valid key");
-        for _ in 1..gateways {
-            let d = decide(&*store, Path::Atomic, &key, Nanos(0), 1).expect("in-memory store");
-            assert!(d.allowed);
-        }
-        let handles: Vec<_> = (0..gateways)
-            .map(|_| {
-                let (store, key) = (store.clone(), key.clone());
-                loom::thread::spawn(move || {
-                    decide(&*store, path, &key, Nanos(0), 1).expect("in-memory store")
-                })
-            })
-            .collect();
-        let decisions: Vec<Decision> = handles
-            .into_iter()
-            .map(|h| h.join().expect("gateway thread"))
-            .collect();
-        let admitted = decisions.iter().filter(|d| d.allowed).count();
-
-        let mut f = sink.lock().expect("no panics while recording");
-        f.executions += 1;
-        f.max_admitted = f.max_admitted.max(admitted);
-        if admitted == 0 {
-            f.starved += 1;
-        }
-        if admitted > 1 {
-            f.violations += 1;
-            f.first_violation.get_or_insert(decisions);
-            drop(f);
-            assert!(
-                !stop_at_violation,
-                "lost update: {admitted} gateways admitted with one token left"
-            );
-        }
-    });
-    let mut f = found.lock().expect("model finished");
-    std::mem::take(&mut *f)
-}
-
-fn describe(decisions: &[Decision]) -> String {
-    decisions
-        .iter()
-        .enumerate()
-        .map(|(g, d)| {
-            let verdict = if d.allowed { "admitted" } else { "denied" };
-            format!("gateway {g} {verdict} (remaining {})", d.remaining)
-        })
-        .collect::<Vec<_>>()
-        .join(", ")
+/// A bucket of capacity `gateways` raced for its last token by `gateways` threads.
+fn last_token(path: Path, gateways: usize, preemption_bound: Option<usize>) -> Exploration {
+    let bucket = TokenBucket::per_second(gateways as u64, 1).expect("valid policy");
+    let options = Options {
+        preemption_bound,
+        stop_at_violation: std::env::var_os("RATELAB_LOOM_STOP_AT_VIOLATION").is_some(),
+    };
+    let f = explore(&Race::last_unit(bucket, path, gateways), options);
+    assert_eq!(f.expected, 1, "the bucket alone admits one of them");
+    f
 }
 
 /// Explores the naive path and requires the lost update; returns the lines it printed.
 fn assert_lost_update_found(gateways: usize, preemption_bound: Option<usize>) -> String {
-    let f = explore(Path::Naive, gateways, preemption_bound);
+    let f = last_token(Path::Naive, gateways, preemption_bound);
     let first = f
         .first_violation
         .as_deref()
@@ -158,7 +75,7 @@ fn bound_name(preemption_bound: Option<usize>) -> String {
 
 /// Explores the atomic path and requires no violation; returns the line it printed.
 fn assert_never_overshoots(gateways: usize, preemption_bound: Option<usize>) -> String {
-    let f = explore(Path::Atomic, gateways, preemption_bound);
+    let f = last_token(Path::Atomic, gateways, preemption_bound);
     let line = format!(
         "loom atomic path, {gateways} gateways, 1 token left ({}): {} executions, {} violations\n",
         bound_name(preemption_bound),

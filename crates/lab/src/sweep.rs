@@ -15,10 +15,10 @@
 
 use ratelab_check::{Admission, window};
 use ratelab_core::{Algorithm, FixedWindow, Nanos, SlidingWindow, TokenBucket};
+use ratelab_sim::scenario::Client;
 use ratelab_sim::{RunOptions, Scenario};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::path::Path;
 
 /// The grid of one sweep.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -157,19 +157,26 @@ pub fn try_scenario(
     c: u32,
     lat_us: u64,
 ) -> Result<Scenario, String> {
-    let text = serde_json::json!({
-        "description": format!("sweep: {path} path, {c} concurrent senders, {lat_us} µs one way"),
-        "seeds": [1],
-        "duration_ms": cfg.duration_ms,
-        "gateways": c,
-        "policy": { "algorithm": "token_bucket", "capacity": cfg.capacity, "refill_per_sec": cfg.refill_per_sec },
-        "store": { "path": path, "timeout_ms": cfg.timeout_ms },
-        "network": { "latency": { "min_us": lat_us, "max_us": lat_us } },
-        "clients": [ { "count": c, "key": "user:ana",
-                       "arrival": { "pattern": "poisson", "rate_per_sec": cfg.rate_per_client } } ]
-    })
-    .to_string();
-    Scenario::parse(Path::new("<sweep>"), &text).map_err(|e| e.to_string())
+    let builder = Scenario::builder(format!(
+        "sweep: {path} path, {c} concurrent senders, {lat_us} µs one way"
+    ))
+    .file("<sweep>")
+    .duration_ms(cfg.duration_ms)
+    .gateways(u64::from(c))
+    .token_bucket(cfg.capacity, cfg.refill_per_sec)
+    .store_timeout_ms(cfg.timeout_ms)
+    .latency_us(lat_us, lat_us)
+    .client(
+        Client::key("user:ana")
+            .count(u64::from(c))
+            .poisson(cfg.rate_per_client),
+    );
+    let builder = match path {
+        "naive" => builder.naive(),
+        "atomic" => builder.atomic(),
+        other => return Err(format!("unknown store path {other:?}: naive or atomic")),
+    };
+    builder.build().map_err(|e| e.to_string())
 }
 
 /// Runs the grid on `threads` worker threads, calling `progress(done, total)` as runs finish.

@@ -35,7 +35,7 @@ use ratelab_check::history::{
     Answer, CommitRecord, ErrorKind, FailReason, History, Layer, Layers, LeaseKind, LeaseRecord,
     ScanRecord, StoreFate, StoreOp,
 };
-use ratelab_core::{Algorithm, CostError, Decision, Nanos, Policy, PolicyState};
+use ratelab_core::{Algorithm, CostError, Decision, FixedWindow, Nanos, Policy, PolicyState};
 use ratelab_gateway::singleton::{FencedJob, Singleton, SingletonConfig};
 use ratelab_gateway::{
     Answer as GatewayAnswer, BreakerConfig, Env, Forwarding, Gateway, GatewayConfig, LayerOutcome,
@@ -68,16 +68,17 @@ fn gateway_ip(i: u32) -> IpAddr {
 /// A message to the store node: the call, tagged with the client request it serves (trace
 /// metadata, like a request-id header; the store's logic never reads it).
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct StoreRequest {
+pub struct StoreRequest<S = PolicyState> {
     /// The client request id.
     pub request: u64,
     /// The call.
-    pub call: StoreCall,
+    pub call: StoreCall<S>,
 }
 
-/// A store call.
+/// A store call, carrying the store algorithm's state type `S` (the builtin policies'
+/// [`PolicyState`] unless a user's limiter is plugged in).
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub enum StoreCall {
+pub enum StoreCall<S = PolicyState> {
     /// Naive path, step 1.
     Get {
         /// Whose store.
@@ -92,7 +93,7 @@ pub enum StoreCall {
         /// The key.
         key: String,
         /// The state to store.
-        state: PolicyState,
+        state: S,
         /// Time to live.
         ttl: Nanos,
     },
@@ -166,7 +167,7 @@ pub enum StoreCall {
     },
 }
 
-impl StoreCall {
+impl<S> StoreCall<S> {
     /// Calls of the cleanup job, not of a client request.
     fn is_job(&self) -> bool {
         !matches!(
@@ -180,13 +181,13 @@ impl StoreCall {
     }
 }
 
-/// The store node's successful replies.
+/// The store node's successful replies, carrying the store algorithm's state type `S`.
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub enum StoreReply {
+pub enum StoreReply<S = PolicyState> {
     /// The state read.
     Read {
         /// The state.
-        state: Option<PolicyState>,
+        state: Option<S>,
         /// Store clock.
         store_time: Nanos,
     },
@@ -326,24 +327,22 @@ impl StorePlan {
 }
 
 /// What the store does with one message's reply.
-type Reply = Fate<Result<StoreReply, WireError>>;
+type Reply<S> = Fate<Result<StoreReply<S>, WireError>>;
 
-struct StoreNode {
+struct StoreNode<S: Script> {
     /// The per-key policy's buckets.
-    store: MemoryStore<StorePolicy>,
+    store: MemoryStore<S>,
     /// Plain counters (`INCRBY`, `EXPIRE`).
     counters: Mutex<Counters>,
     /// The cleanup job's lease and the fence on its commits (lost in a crash, with the rest).
     job: Mutex<(LeaseTable, Fence)>,
     /// The edge policy's buckets, when the scenario has an edge limit.
-    edge: Option<MemoryStore<StorePolicy>>,
+    edge: Option<MemoryStore<S>>,
     /// Whether the cleanup's commit deletes without checking the keys still expired.
     blind_delete: bool,
     /// Whether the fence learns each token the lease table grants (false: only the tokens
     /// it sees written, the `fence_forgets_grants` planted bug).
     fence_learns_grants: bool,
-    /// The per-key policy.
-    policy: Policy,
     /// Whether writes' full-again times are recorded (for the cleanup job's checker).
     track_full: bool,
     shared: Arc<Shared>,
@@ -351,9 +350,9 @@ struct StoreNode {
     rng: Arc<Mutex<SimRng>>,
 }
 
-impl StoreNode {
+impl<S: Script> StoreNode<S> {
     /// Handles one message to completion; only the reply's delivery is deferred.
-    fn handle(&self, req: StoreRequest) -> Reply {
+    fn handle(&self, req: StoreRequest<S::State>) -> Reply<S::State> {
         let now = self.shared.now();
         let verdict = self
             .plan
@@ -412,26 +411,16 @@ impl StoreNode {
         }
         let k = Key::new(key).ok()?;
         let state = self.store.get(&k, now).ok()??;
-        let ns = match (self.policy, state) {
-            (Policy::TokenBucket(b), PolicyState::TokenBucket(s)) => {
-                s.tat_scaled / u128::from(b.refill_amount().max(1))
-            }
-            (Policy::FixedWindow(w), PolicyState::FixedWindow(s)) => {
-                let len = u128::from(w.0.window().as_u64());
-                (u128::from(s.window) + 1) * len
-            }
-            (Policy::SlidingWindow(w), PolicyState::SlidingWindow(s)) => {
-                let len = u128::from(w.0.window().as_u64());
-                (u128::from(s.window) + 2) * len
-            }
-            _ => return None,
-        };
-        Some(Nanos(u64::try_from(ns).unwrap_or(u64::MAX)))
+        Store::algorithm(&self.store).full_at(&state)
     }
 
     /// Applies one of the cleanup job's calls; the lease table and the fence record what they
     /// did.
-    fn apply_job(&self, call: StoreCall, now: Nanos) -> Result<StoreReply, WireError> {
+    fn apply_job(
+        &self,
+        call: StoreCall<S::State>,
+        now: Nanos,
+    ) -> Result<StoreReply<S::State>, WireError> {
         let mut job = self.job.lock().expect("store job state");
         let (leases, fence) = &mut *job;
         let lease = |h: &mut History, owner: String, token: u64, ttl: Nanos, kind: LeaseKind| {
@@ -531,14 +520,18 @@ impl StoreNode {
     }
 
     /// The store of `layer`; a call to a layer the scenario does not have is refused.
-    fn store_for(&self, layer: Layer) -> Result<&MemoryStore<StorePolicy>, WireError> {
+    fn store_for(&self, layer: Layer) -> Result<&MemoryStore<S>, WireError> {
         match layer {
             Layer::PerKey => Ok(&self.store),
             Layer::Edge => self.edge.as_ref().ok_or(WireError::Unavailable),
         }
     }
 
-    fn apply(&self, req: StoreCall, now: Nanos) -> (Result<StoreReply, WireError>, StoreOp) {
+    fn apply(
+        &self,
+        req: StoreCall<S::State>,
+        now: Nanos,
+    ) -> (Result<StoreReply<S::State>, WireError>, StoreOp) {
         let key_of = |k: &str| Key::new(k).map_err(|_| WireError::BadKey);
         let store_err = |e: StoreError| match e {
             StoreError::Full => WireError::Full,
@@ -600,7 +593,7 @@ impl StoreNode {
                     }
                 });
                 let allowed = matches!(r, Ok(StoreReply::Counted { count, .. })
-                    if count <= self.policy.quota().limit);
+                    if count <= Store::algorithm(&self.store).quota().limit);
                 (r, StoreOp::Apply { allowed })
             }
             StoreCall::Expire { layer, key, ttl } => {
@@ -619,13 +612,13 @@ impl StoreNode {
 }
 
 /// One layer's store: `max_keys` live keys at most, hashed with keys fixed by the run's seed.
-fn sim_store(policy: StorePolicy, max_keys: usize, seed: u64) -> MemoryStore<StorePolicy> {
+fn sim_store<S: Script>(policy: S, max_keys: usize, seed: u64) -> MemoryStore<S> {
     MemoryStore::with_backend(policy, ratelab_store::memory::DEFAULT_SHARDS, max_keys)
         .with_seed(HashSeed(seed, !seed))
 }
 
 /// The reply to a message the store refused (error) or dropped.
-fn refuse(verdict: Verdict) -> Reply {
+fn refuse<S>(verdict: Verdict) -> Reply<S> {
     match verdict {
         Verdict::Error => Fate::Now(Err(WireError::Unavailable)),
         _ => Fate::Never,
@@ -633,7 +626,7 @@ fn refuse(verdict: Verdict) -> Reply {
 }
 
 /// Delivers `reply` as `verdict` says: now, late, or never.
-fn deliver(verdict: Verdict, reply: Result<StoreReply, WireError>) -> Reply {
+fn deliver<S>(verdict: Verdict, reply: Result<StoreReply<S>, WireError>) -> Reply<S> {
     match verdict {
         Verdict::LoseReply => Fate::Never,
         Verdict::Delay(d) => Fate::After(Duration::from(d), reply),
@@ -645,18 +638,18 @@ fn deliver(verdict: Verdict, reply: Result<StoreReply, WireError>) -> Reply {
 const JOB_LEASE: &str = "cleanup";
 
 /// A gateway's link to the store node.
-type StoreLink = Link<StoreRequest, Result<StoreReply, WireError>>;
+type StoreLink<S> = Link<StoreRequest<S>, Result<StoreReply<S>, WireError>>;
 
 /// The [`StoreClient`] over the store node's messages, for one client request.
 #[derive(Clone)]
-struct RpcStore {
-    link: Arc<StoreLink>,
+struct RpcStore<S: Script> {
+    link: Arc<StoreLink<S::State>>,
     /// A bound on each call, for callers that set none (the cleanup job); the gateway
     /// pipeline bounds its calls with the request's deadline.
     timeout: Option<Duration>,
     /// The layer whose store and policy this client serves.
     layer: Layer,
-    policy: Policy,
+    algorithm: S,
     /// The client request this client's calls serve.
     request: u64,
     /// The gateway's planted bug, if any.
@@ -666,16 +659,19 @@ struct RpcStore {
 }
 
 /// A store call in flight.
-type Call<'a> = Pin<Box<dyn Future<Output = Result<StoreReply, StoreError>> + Send + 'a>>;
+type Call<'a, S> = Pin<Box<dyn Future<Output = Result<StoreReply<S>, StoreError>> + Send + 'a>>;
 
-impl RpcStore {
+impl<S: Script> RpcStore<S> {
     /// Makes one call. Boxed, so the gateway pipeline's future holds a pointer to it, not
     /// the call's own state (a message send and a wait for its reply, often nested twice).
-    fn call(&self, call: StoreCall) -> Call<'_> {
+    fn call(&self, call: StoreCall<S::State>) -> Call<'_, S::State> {
         Box::pin(self.call_unboxed(call))
     }
 
-    async fn call_unboxed(&self, call: StoreCall) -> Result<StoreReply, StoreError> {
+    async fn call_unboxed(
+        &self,
+        call: StoreCall<S::State>,
+    ) -> Result<StoreReply<S::State>, StoreError> {
         let req = StoreRequest {
             request: self.request,
             call,
@@ -696,7 +692,10 @@ impl RpcStore {
 
     /// A decision call as the `retry_on_timeout` gateway makes it: one more attempt after
     /// `attempt`, while the first may still be applied.
-    async fn call_retrying(&self, call: StoreCall) -> Result<StoreReply, StoreError> {
+    async fn call_retrying(
+        &self,
+        call: StoreCall<S::State>,
+    ) -> Result<StoreReply<S::State>, StoreError> {
         match dilation::timeout(self.attempt, self.call(call.clone())).await {
             Some(reply) => reply,
             None => self.call(call).await,
@@ -706,7 +705,7 @@ impl RpcStore {
     /// A fixed window as the `incr_then_expire` gateway decides it: `INCRBY`, then, when the
     /// count shows the window's first request, `EXPIRE` in a second call.
     async fn incr_then_expire(&self, key: String, cost: u64) -> Result<Applied, LimitError> {
-        let Policy::FixedWindow(w) = self.policy else {
+        let Some(w) = self.algorithm.fixed_window() else {
             return Err(StoreError::Unavailable.into());
         };
         let (limit, window) = (w.0.limit(), w.0.window());
@@ -737,7 +736,7 @@ impl RpcStore {
     }
 
     /// A lease renewal or release: whether the store did it.
-    async fn done(&self, call: StoreCall) -> Result<bool, StoreError> {
+    async fn done(&self, call: StoreCall<S::State>) -> Result<bool, StoreError> {
         match self.call(call).await? {
             StoreReply::Done(done) => Ok(done),
             _ => Err(StoreError::Unavailable),
@@ -745,11 +744,11 @@ impl RpcStore {
     }
 }
 
-impl StoreClient for RpcStore {
-    type Algorithm = Policy;
+impl<S: Script> StoreClient for RpcStore<S> {
+    type Algorithm = S;
 
-    fn algorithm(&self) -> &Policy {
-        &self.policy
+    fn algorithm(&self) -> &S {
+        &self.algorithm
     }
 
     fn traced(&self, request: u64) -> Self {
@@ -759,7 +758,7 @@ impl StoreClient for RpcStore {
         }
     }
 
-    fn get(&self, key: &Key) -> impl Future<Output = Result<Read<PolicyState>, StoreError>> + Send {
+    fn get(&self, key: &Key) -> impl Future<Output = Result<Read<S::State>, StoreError>> + Send {
         let req = StoreCall::Get {
             layer: self.layer,
             key: key.as_str().to_owned(),
@@ -775,7 +774,7 @@ impl StoreClient for RpcStore {
     fn set(
         &self,
         key: &Key,
-        state: PolicyState,
+        state: S::State,
         ttl: Nanos,
     ) -> impl Future<Output = Result<(), StoreError>> + Send {
         let req = StoreCall::Set {
@@ -827,7 +826,7 @@ impl StoreClient for RpcStore {
     }
 }
 
-impl LeaseClient for RpcStore {
+impl<S: Script> LeaseClient for RpcStore<S> {
     fn acquire(
         &self,
         _name: &str,
@@ -877,14 +876,14 @@ impl LeaseClient for RpcStore {
 
 /// The idle-bucket cleanup over RPC: scan for expired buckets, work on them for `work`, commit
 /// their deletion with the fencing token.
-struct Cleanup {
-    rpc: RpcStore,
+struct Cleanup<S: Script> {
+    rpc: RpcStore<S>,
     owner: String,
     work: Duration,
     batch: u32,
 }
 
-impl FencedJob for Cleanup {
+impl<S: Script> FencedJob for Cleanup<S> {
     type Plan = Vec<String>;
 
     async fn plan(&self) -> Result<Vec<String>, StoreError> {
@@ -920,7 +919,7 @@ impl FencedJob for Cleanup {
 }
 
 /// Gateway `g`'s side of the cleanup job, from its staggered start to the end of the run.
-async fn job_main(cluster: Arc<Cluster>, g: usize, rpc: RpcStore) {
+async fn job_main<S: Script>(cluster: Arc<Cluster<S>>, g: usize, rpc: RpcStore<S>) {
     let sc = &cluster.sc;
     let Some(spec) = sc.spec.cleanup_job else {
         return;
@@ -999,15 +998,15 @@ impl Env for SimEnv {
     }
 }
 
-struct SimGateway {
+struct SimGateway<S: Script> {
     node: NodeHandle,
-    gateway: Gateway<RpcStore, SimEnv>,
+    gateway: Gateway<RpcStore<S>, SimEnv>,
 }
 
-struct Cluster {
+struct Cluster<S: Script> {
     sc: Arc<Scenario>,
     shared: Arc<Shared>,
-    gateways: Vec<Arc<SimGateway>>,
+    gateways: Vec<Arc<SimGateway<S>>>,
     guard: Option<ratelab_gateway::bloom::KeyGuard>,
 }
 
@@ -1081,8 +1080,8 @@ fn ratelimit_item(value: &str, name: &str) -> Option<(u64, u64)> {
 }
 
 /// One gateway request: run the gateway pipeline, record and return the answer.
-async fn serve(
-    cluster: Arc<Cluster>,
+async fn serve<S: Script>(
+    cluster: Arc<Cluster<S>>,
     g: usize,
     id: u64,
     client: u32,
@@ -1198,7 +1197,7 @@ impl Arrivals {
 }
 
 /// Sends one client's requests.
-async fn client_main(cluster: Arc<Cluster>, group: usize, client: u32, seed: u64) {
+async fn client_main<S: Script>(cluster: Arc<Cluster<S>>, group: usize, client: u32, seed: u64) {
     let spec = &cluster.sc.spec;
     let c = &spec.clients[group];
     let mut rng = SimRng::new(seed, stream::CLIENTS + u64::from(client));
@@ -1270,7 +1269,7 @@ async fn client_main(cluster: Arc<Cluster>, group: usize, client: u32, seed: u64
 }
 
 /// Injects one node- or network-level fault, and marks store-side fault windows in the trace.
-async fn fault_main(cluster: Arc<Cluster>, f: FaultSpec, store: NodeHandle) {
+async fn fault_main<S: Script>(cluster: Arc<Cluster<S>>, f: FaultSpec, store: NodeHandle) {
     let shared = &cluster.shared;
     let handle = Handle::current();
     let net = NetSim::current();
@@ -1362,10 +1361,100 @@ pub fn faults_end_ms(sc: &Scenario) -> u64 {
         .unwrap_or(0)
 }
 
-/// Runs one seed of `sc` inside the current madsim runtime; returns the history and each
-/// gateway's counters.
+/// What the cluster needs of the algorithm its store runs, beyond [`Algorithm`]: the
+/// builtin policies' script ([`StorePolicy`]) and a user's limiter
+/// ([`crate::limiter::Plugged`]) both provide it.
+pub(crate) trait Script: Algorithm + Clone + Send + Sync + 'static {
+    /// When a state this algorithm wrote is full again, for the cleanup job's checker.
+    fn full_at(&self, state: &Self::State) -> Option<Nanos>;
+
+    /// The fixed window the `incr_then_expire` planted bug counts over, if this is one.
+    fn fixed_window(&self) -> Option<FixedWindow>;
+}
+
+impl Script for StorePolicy {
+    /// Read off the state: a token bucket's theoretical arrival time, the end of a fixed
+    /// window, the end of the window after a sliding window's (when its count stops weighing).
+    fn full_at(&self, state: &PolicyState) -> Option<Nanos> {
+        let ns = match (self.policy, *state) {
+            (Policy::TokenBucket(b), PolicyState::TokenBucket(s)) => {
+                s.tat_scaled / u128::from(b.refill_amount().max(1))
+            }
+            (Policy::FixedWindow(w), PolicyState::FixedWindow(s)) => {
+                let len = u128::from(w.0.window().as_u64());
+                (u128::from(s.window) + 1) * len
+            }
+            (Policy::SlidingWindow(w), PolicyState::SlidingWindow(s)) => {
+                let len = u128::from(w.0.window().as_u64());
+                (u128::from(s.window) + 2) * len
+            }
+            _ => return None,
+        };
+        Some(Nanos(u64::try_from(ns).unwrap_or(u64::MAX)))
+    }
+
+    fn fixed_window(&self) -> Option<FixedWindow> {
+        match self.policy {
+            Policy::FixedWindow(w) => Some(w),
+            _ => None,
+        }
+    }
+}
+
+/// The algorithms one run's cluster uses: the per-key layer's as the store's script runs it
+/// (with a planted script bug, if any) and as the gateways run it on the naive path, and the
+/// edge layer's.
+#[derive(Clone, Debug)]
+pub(crate) struct Plug<S> {
+    /// The per-key algorithm in the store node.
+    pub(crate) script: S,
+    /// The per-key algorithm in the gateways.
+    pub(crate) gateway: S,
+    /// The edge layer's algorithm, when the scenario has an edge limit.
+    pub(crate) edge: Option<S>,
+}
+
+impl Plug<StorePolicy> {
+    /// The builtin policy of `sc`, with its script's planted bug.
+    pub(crate) fn builtin(sc: &Scenario) -> Plug<StorePolicy> {
+        let bug = sc
+            .spec
+            .planted_bug
+            .filter(|b| matches!(b, PlantedBug::ShortTtl | PlantedBug::RefillRounding));
+        Plug {
+            script: StorePolicy {
+                policy: sc.policy,
+                bug,
+            },
+            gateway: StorePolicy::correct(sc.policy),
+            edge: edge_bucket(sc).map(|b| StorePolicy::correct(Policy::TokenBucket(b))),
+        }
+    }
+}
+
+/// The scenario's edge limit, as a token bucket.
+pub(crate) fn edge_bucket(sc: &Scenario) -> Option<ratelab_core::TokenBucket> {
+    sc.spec.gateway.edge.map(|e| {
+        ratelab_core::TokenBucket::per_second(e.capacity.get(), e.refill_per_sec.get())
+            .expect("validated edge policy")
+    })
+}
+
+/// Runs one seed of `sc` with its builtin policy inside the current madsim runtime; returns
+/// the history and each gateway's counters.
 pub(crate) async fn simulate(
     sc: Arc<Scenario>,
+    seed: u64,
+    keep_events: bool,
+) -> (History, Vec<StatsSnapshot>) {
+    let plug = Plug::builtin(&sc);
+    simulate_with(sc, plug, seed, keep_events).await
+}
+
+/// Runs one seed of `sc` with `plug`'s algorithms inside the current madsim runtime.
+pub(crate) async fn simulate_with<S: Script>(
+    sc: Arc<Scenario>,
+    plug: Plug<S>,
     seed: u64,
     keep_events: bool,
 ) -> (History, Vec<StatsSnapshot>) {
@@ -1380,18 +1469,11 @@ pub(crate) async fn simulate(
             History::new(keep_events)
         }),
     });
-    let edge_policy = sc.spec.gateway.edge.map(|e| {
-        Policy::TokenBucket(
-            ratelab_core::TokenBucket::per_second(e.capacity.get(), e.refill_per_sec.get())
-                .expect("validated edge policy"),
-        )
-    });
-    let store_node = start_store_node(&handle, &sc, seed, &shared, edge_policy);
+    let store_node = start_store_node(&handle, &sc, seed, &shared, &plug);
     let mut gateways = Vec::new();
     let mut job_clients = Vec::new();
     for i in 0..sc.spec.gateways.get() as u32 {
-        let (gateway, job_client) =
-            start_gateway(&handle, &sc, seed, i, &shared, edge_policy).await;
+        let (gateway, job_client) = start_gateway(&handle, &sc, seed, i, &shared, &plug).await;
         gateways.push(gateway);
         job_clients.push(job_client);
     }
@@ -1475,18 +1557,14 @@ fn drain_time(sc: &Scenario) -> Duration {
 
 /// Creates the store node: one store per layer, the lease table and fence, and the receive
 /// loops; a restart runs this init again, with every store empty.
-fn start_store_node(
+fn start_store_node<S: Script>(
     handle: &Handle,
     sc: &Scenario,
     seed: u64,
     shared: &Arc<Shared>,
-    edge_policy: Option<Policy>,
+    plug: &Plug<S>,
 ) -> NodeHandle {
-    let policy = sc.policy;
-    let script_bug = sc
-        .spec
-        .planted_bug
-        .filter(|b| matches!(b, PlantedBug::ShortTtl | PlantedBug::RefillRounding));
+    let (script, edge) = (plug.script.clone(), plug.edge.clone());
     let fence_learns_grants = sc.spec.planted_bug != Some(PlantedBug::FenceForgetsGrants);
     let plan = Arc::new(StorePlan::new(&sc.spec.faults));
     let rng = Arc::new(Mutex::new(SimRng::new(seed, stream::STORE)));
@@ -1503,14 +1581,7 @@ fn start_store_node(
             // Fixed hash keys per run: the same keys land in the same shards every time.
             let hash_seed = SimRng::new(seed, stream::STORE_HASH).next_u64();
             let node = Arc::new(StoreNode {
-                store: sim_store(
-                    StorePolicy {
-                        policy,
-                        bug: script_bug,
-                    },
-                    max_keys,
-                    hash_seed,
-                ),
+                store: sim_store(script.clone(), max_keys, hash_seed),
                 counters: Mutex::new(Counters::default()),
                 job: Mutex::new((
                     LeaseTable::new(),
@@ -1520,11 +1591,9 @@ fn start_store_node(
                         Fence::unchecked()
                     },
                 )),
-                edge: edge_policy
-                    .map(|p| sim_store(StorePolicy::correct(p), max_keys, hash_seed ^ 1)),
+                edge: edge.clone().map(|p| sim_store(p, max_keys, hash_seed ^ 1)),
                 blind_delete,
                 fence_learns_grants,
-                policy,
                 track_full,
                 shared: shared.clone(),
                 plan: plan.clone(),
@@ -1534,7 +1603,7 @@ fn start_store_node(
                 let ep = Endpoint::bind(store_addr())
                     .await
                     .expect("store binds its port");
-                transport::serve(ep, move |req: StoreRequest| node.handle(req)).await;
+                transport::serve(ep, move |req: StoreRequest<S::State>| node.handle(req)).await;
             }
         })
         .build()
@@ -1542,14 +1611,14 @@ fn start_store_node(
 
 /// Creates gateway `i`'s node, its clock and its pipeline over RPC store clients; returns it
 /// with the per-key client its cleanup job uses.
-async fn start_gateway(
+async fn start_gateway<S: Script>(
     handle: &Handle,
     sc: &Scenario,
     seed: u64,
     i: u32,
     shared: &Arc<Shared>,
-    edge_policy: Option<Policy>,
-) -> (Arc<SimGateway>, RpcStore) {
+    plug: &Plug<S>,
+) -> (Arc<SimGateway<S>>, RpcStore<S>) {
     let node = handle
         .create_node()
         .name(format!("gateway-{i}"))
@@ -1585,11 +1654,11 @@ async fn start_gateway(
         });
     }
     let timeout = Duration::from_millis(sc.spec.store.timeout_ms.get());
-    let rpc = |layer, policy| RpcStore {
+    let rpc = |layer, algorithm| RpcStore {
         link: link.clone(),
         timeout: None,
         layer,
-        policy,
+        algorithm,
         request: 0,
         planted: sc.spec.planted_bug,
         attempt: timeout / 2,
@@ -1626,14 +1695,15 @@ async fn start_gateway(
         clock,
         timeouts,
     };
-    let edge = edge_policy.map(|p| rpc(Layer::Edge, p));
-    let gateway = Arc::new(SimGateway {
-        node,
-        gateway: Gateway::new(config, edge, Some(rpc(Layer::PerKey, sc.policy)), env),
-    });
+    let edge = plug.edge.clone().map(|p| rpc(Layer::Edge, p));
+    let per_key = rpc(Layer::PerKey, plug.gateway.clone());
     let job = RpcStore {
         timeout: Some(timeout),
-        ..rpc(Layer::PerKey, sc.policy)
+        ..per_key.clone()
     };
+    let gateway = Arc::new(SimGateway {
+        node,
+        gateway: Gateway::new(config, edge, Some(per_key), env),
+    });
     (gateway, job)
 }

@@ -20,6 +20,17 @@
 //! ([`planted`]: a new one goes there); and the cost floors `ratelab bench` measures beside
 //! the cluster ([`floor`]).
 //!
+//! **A user's limiter** ([`limiter`], `docs/BRING-YOUR-OWN.md`): [`run_with`] runs a scenario
+//! with any [`ratelab_core::Algorithm`] in place of the scenario's policy and judges it with
+//! every checker ([`verdict`]) against what it claims ([`Claim`]); [`harness`] runs it under
+//! loom and shuttle; [`Scenario::builder`] makes scenarios in Rust. The cluster is generic
+//! over the algorithm its store node runs, not reached through an object-safe seam: the
+//! store node, its messages ([`StoreCall`], [`StoreReply`]) and the gateways' store client
+//! carry the algorithm's own state type, which madsim's `Box<dyn Any>` messages move without
+//! serializing. The builtin policies are one instance of that code (with the planted script
+//! bugs), so a builtin token bucket plugged in as a user's limiter gives the builtin run's
+//! trace hash (`tests/limiter.rs`), and no dynamic dispatch enters the builtin path.
+//!
 //! This crate needs `--cfg madsim`, which the workspace's `.cargo/config.toml` sets.
 #![warn(missing_docs)]
 
@@ -29,10 +40,13 @@ compile_error!(
      sets it, and do not override it with a RUSTFLAGS variable that lacks `--cfg madsim`"
 );
 
+mod builder;
 mod cluster;
 pub mod dilation;
 mod eligible;
 pub mod floor;
+pub mod harness;
+pub mod limiter;
 pub mod locate;
 pub mod parallel;
 pub mod planted;
@@ -42,12 +56,14 @@ pub mod scenario;
 mod timeouts;
 mod transport;
 mod validate;
+pub mod verdict;
 
 pub use cluster::{SIM_EPOCH_MS, StoreCall, StoreReply, StoreRequest, WireError, faults_end_ms};
+pub use limiter::{Claim, Limiter};
 pub use ratelab_check::History;
 pub use ratelab_check::history;
 pub use report::Report;
-pub use scenario::{Scenario, ScenarioError, ScenarioSpec};
+pub use scenario::{Scenario, ScenarioBuilder, ScenarioError, ScenarioSpec};
 
 use ratelab_core::Nanos;
 use std::sync::Arc;
@@ -64,14 +80,108 @@ pub struct RunOptions {
 
 /// Simulates one seed of `scenario`.
 pub fn run(scenario: &Scenario, seed: u64, options: RunOptions) -> (Report, History) {
+    execute(scenario, seed, options, cluster::Plug::builtin(scenario))
+}
+
+/// Simulates one seed of `scenario` with a user's `limiter` in place of the scenario's
+/// policy, and judges the run by every checker ([`verdict::judge`]) against the limiter's
+/// [`Claim`]: the report's `checkers` lists what they found, and its `failures` (and
+/// `passed`) hold both the scenario's `expect` bounds and the checkers' verdict, as a
+/// scenario with `expect.explorer` does (`"pass"` unless the scenario names the failure it
+/// expects, for a canary).
+///
+/// The report is built as if the scenario's `policy` were the claim's
+/// ([`Claim::policy`]): its envelope figures, window length and liveness phase are the
+/// claim's. The same scenario, seed and limiter give the same trace hash on every run.
+///
+/// An error if the scenario plants a bug that lives in a builtin algorithm's code
+/// (`short_ttl`, `refill_rounding`, `incr_then_expire`: a user's limiter has no place for
+/// them) or the claim is not a valid policy.
+pub fn run_with<A: ratelab_core::Algorithm + Clone + Send + Sync + 'static>(
+    scenario: &Scenario,
+    seed: u64,
+    options: RunOptions,
+    limiter: &Limiter<A>,
+) -> Result<(Report, History), ScenarioError> {
+    use limiter::Plugged;
+    let fail = |path: &str, message: String| ScenarioError {
+        file: scenario.file.clone(),
+        path: path.to_owned(),
+        line: 0,
+        column: 0,
+        message,
+    };
+    if let Some(bug) = scenario.spec.planted_bug.filter(|b| {
+        !matches!(
+            b,
+            scenario::PlantedBug::RetryOnTimeout | scenario::PlantedBug::FenceForgetsGrants
+        )
+    }) {
+        return Err(fail(
+            "planted_bug",
+            format!(
+                "{bug:?} lives in a builtin algorithm's code: with a user's limiter only \
+                 retry_on_timeout and fence_forgets_grants apply"
+            ),
+        ));
+    }
+    let mut claimed = scenario.clone();
+    claimed.policy = limiter
+        .claim()
+        .policy()
+        .map_err(|e| fail("policy", format!("the limiter's claim: {e}")))?;
+    let plug = cluster::Plug {
+        script: Plugged::User(limiter.algorithm().clone()),
+        gateway: Plugged::User(limiter.algorithm().clone()),
+        edge: cluster::edge_bucket(scenario).map(Plugged::Edge),
+    };
+    let (mut report, history) = execute(&claimed, seed, options, plug);
+    let found = verdict::judge(&claimed, &report, &history).failures;
+    let want = scenario.spec.expect.explorer.as_deref().unwrap_or("pass");
+    report.failures.extend(verdict::held_to(want, &found));
+    report.passed = report.failures.is_empty();
+    report.checkers = Some(found);
+    Ok((report, history))
+}
+
+/// [`run_with`] over every seed of `scenario`, in order, or over the one seed in the
+/// `RATELAB_SEED` environment variable when it is set: how a failing seed is replayed.
+pub fn run_seeds_with<A: ratelab_core::Algorithm + Clone + Send + Sync + 'static>(
+    scenario: &Scenario,
+    limiter: &Limiter<A>,
+) -> Result<Vec<Report>, ScenarioError> {
+    let seeds = match std::env::var("RATELAB_SEED") {
+        Ok(s) => vec![s.trim().parse::<u64>().map_err(|e| ScenarioError {
+            file: scenario.file.clone(),
+            path: "seeds".into(),
+            line: 0,
+            column: 0,
+            message: format!("RATELAB_SEED={s:?} is not a seed: {e}"),
+        })?],
+        Err(_) => scenario.spec.seeds.get().to_vec(),
+    };
+    seeds
+        .into_iter()
+        .map(|seed| run_with(scenario, seed, RunOptions::default(), limiter).map(|(r, _)| r))
+        .collect()
+}
+
+/// Simulates one seed of `scenario` with `plug`'s algorithms and builds its report.
+fn execute<S: cluster::Script>(
+    scenario: &Scenario,
+    seed: u64,
+    options: RunOptions,
+    plug: cluster::Plug<S>,
+) -> (Report, History) {
     let wall = WallInstant::now();
     let sc = Arc::new(scenario.clone());
+    let paired = plug.clone();
     // The runtime is built inside the closure, so the spans madsim makes for its nodes belong
     // to whichever subscriber is in force for the run.
     let simulate = || {
         let rt =
             madsim::runtime::Runtime::with_seed_and_config(seed, cluster::net_config(scenario));
-        rt.block_on(cluster::simulate(sc, seed, options.keep_events))
+        rt.block_on(cluster::simulate_with(sc, plug, seed, options.keep_events))
     };
     let (history, stats) = if options.request_logs {
         use tracing_subscriber::layer::SubscriberExt as _;
@@ -93,7 +203,7 @@ pub fn run(scenario: &Scenario, seed: u64, options: RunOptions) -> (Report, Hist
     let mut report = report::build(scenario, seed, &history, &stats, sim, wall.elapsed());
     if scenario.spec.gateway.guard.is_some() {
         // Absent, not 0, when the two runs cannot be paired: the figure is not measured then.
-        report.store_calls_saved = guard_savings(scenario, seed, &history).ok();
+        report.store_calls_saved = guard_savings(scenario, seed, &history, paired).ok();
     }
     (report, history)
 }
@@ -114,13 +224,23 @@ fn per_client(h: &History) -> std::collections::BTreeMap<u32, Vec<&history::Requ
 /// counts one call, not two. Requests pair by client and order, and must carry the same keys
 /// (a client draws them from its own stream); an error if they do not (a client that waits
 /// for answers sends differently once it is not rejected).
-fn guard_savings(scenario: &Scenario, seed: u64, guarded: &History) -> Result<u64, String> {
+fn guard_savings<S: cluster::Script>(
+    scenario: &Scenario,
+    seed: u64,
+    guarded: &History,
+    plug: cluster::Plug<S>,
+) -> Result<u64, String> {
     use ratelab_check::history::Answer;
     let mut spec = scenario.spec.clone();
     spec.gateway.guard = None;
     let unguarded = Scenario::from_spec(&scenario.file, spec).map_err(|e| e.to_string())?;
     let rt = madsim::runtime::Runtime::with_seed_and_config(seed, cluster::net_config(&unguarded));
-    let (h, _) = rt.block_on(cluster::simulate(Arc::new(unguarded), seed, false));
+    let (h, _) = rt.block_on(cluster::simulate_with(
+        Arc::new(unguarded),
+        plug,
+        seed,
+        false,
+    ));
     let (with, without) = (per_client(guarded), per_client(&h));
     let mut saved = 0u64;
     for (client, sent) in &with {

@@ -105,6 +105,10 @@ pub struct Report {
     pub failures: Vec<String>,
     /// Whether every expectation held (see `failures` for an explorer-judged scenario).
     pub passed: bool,
+    /// What every checker found ([`crate::verdict::judge`]), for a run of a user's limiter
+    /// ([`crate::run_with`]): empty when every checker held; absent for [`crate::run`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkers: Option<Vec<crate::verdict::Failure>>,
 }
 
 /// The gateways' counters, summed over gateways.
@@ -406,6 +410,7 @@ pub fn build(
         job,
         failures: Vec::new(),
         passed: false,
+        checkers: None,
     };
     // A scenario judged by the explorer's checkers keeps only the accounting invariants here;
     // its caller adds the explorer's verdict.

@@ -1,0 +1,507 @@
+//! A typed scenario builder: a [`Scenario`] from Rust code, validated exactly like a file.
+//!
+//! Each setter takes plain numbers; a number outside its field's range is remembered as an
+//! error at that field's JSON path, and [`ScenarioBuilder::build`] reports the first one. A
+//! built spec then goes through [`Scenario::from_spec`], so every rule a file must meet holds
+//! for a built scenario too. What no setter covers is reachable through
+//! [`ScenarioBuilder::edit`] on the [`ScenarioSpec`] itself.
+//!
+//! ```
+//! use ratelab_sim::scenario::{Client, Fault, Scenario};
+//!
+//! let sc = Scenario::builder("two gateways race for one key")
+//!     .duration_ms(500)
+//!     .gateways(2)
+//!     .token_bucket(10, 20)
+//!     .atomic()
+//!     .client(Client::key("user:ana").count(2).poisson(100))
+//!     .fault(Fault::store_crash(200, 50))
+//!     .build()
+//!     .unwrap();
+//! assert_eq!(sc.spec().gateways.get(), 2);
+//! ```
+
+use crate::limiter::{Claim, Limiter};
+use crate::scenario::*;
+use std::path::PathBuf;
+
+/// Builds a [`Scenario`]; see the module docs. Made by [`Scenario::builder`].
+#[derive(Clone, Debug)]
+pub struct ScenarioBuilder {
+    file: PathBuf,
+    spec: ScenarioSpec,
+    duration: bool,
+    policy: bool,
+    /// The first out-of-range value: its JSON path and what was wrong.
+    error: Option<(String, String)>,
+}
+
+/// A client group for [`ScenarioBuilder::client`]: one key or a key set, then an arrival
+/// pattern, with the group's other settings at their file defaults.
+#[derive(Clone, Debug)]
+pub struct Client {
+    spec: ClientSpec,
+    error: Option<(String, String)>,
+}
+
+/// A fault for [`ScenarioBuilder::fault`]: one constructor per kind, times in ms.
+#[derive(Clone, Debug)]
+pub struct Fault {
+    spec: FaultSpec,
+    error: Option<(String, String)>,
+}
+
+/// `v` as a `Bounded<MIN, MAX>`, or the error at `path` (kept only if it is the first).
+fn bounded<const MIN: u64, const MAX: u64>(
+    error: &mut Option<(String, String)>,
+    path: &str,
+    v: u64,
+) -> Bounded<MIN, MAX> {
+    Bounded::new(v).unwrap_or_else(|| {
+        error.get_or_insert_with(|| {
+            (
+                path.to_owned(),
+                format!("{v} is out of range: expected an integer from {MIN} to {MAX}"),
+            )
+        });
+        Bounded::default()
+    })
+}
+
+fn fraction(error: &mut Option<(String, String)>, path: &str, v: f64) -> Fraction {
+    Fraction::new(v).unwrap_or_else(|| {
+        error.get_or_insert_with(|| {
+            (
+                path.to_owned(),
+                format!("{v} is out of range: expected a fraction from 0 to 1"),
+            )
+        });
+        Fraction::new(0.0).expect("0 is a fraction")
+    })
+}
+
+impl Scenario {
+    /// A builder for a scenario that shows `description`: one seed (1), one gateway, the
+    /// atomic path, and every other field at its file default; a duration, a policy and at
+    /// least one client are needed.
+    pub fn builder(description: impl Into<String>) -> ScenarioBuilder {
+        ScenarioBuilder {
+            file: PathBuf::from("<builder>"),
+            spec: ScenarioSpec {
+                schema: None,
+                description: description.into(),
+                seeds: Seeds::new(vec![1]).expect("one seed"),
+                duration_ms: Bounded::default(),
+                gateways: Bounded::default(),
+                policy: PolicySpec {
+                    algorithm: AlgorithmName::TokenBucket,
+                    capacity: None,
+                    refill_per_sec: None,
+                    limit: None,
+                    window_ms: None,
+                },
+                store: StoreSpec {
+                    path: PathName::Atomic,
+                    time_source: TimeSourceName::default(),
+                    timeout_ms: Bounded::new(50).expect("default timeout"),
+                    max_keys: Bounded::new(1 << 20).expect("default key bound"),
+                },
+                gateway: GatewaySpec::default(),
+                network: NetworkSpec::default(),
+                clients: Vec::new(),
+                cleanup_job: None,
+                planted_bug: None,
+                faults: Vec::new(),
+                expect: Expect::default(),
+            },
+            duration: false,
+            policy: false,
+            error: None,
+        }
+    }
+}
+
+impl ScenarioBuilder {
+    /// The file name errors and reports give (default `<builder>`); its stem is the
+    /// scenario's name.
+    pub fn file(mut self, file: impl Into<PathBuf>) -> Self {
+        self.file = file.into();
+        self
+    }
+
+    /// The seeds to run (1 to [`MAX_SEEDS`]; default: seed 1).
+    pub fn seeds(mut self, seeds: impl IntoIterator<Item = u64>) -> Self {
+        match Seeds::new(seeds.into_iter().collect()) {
+            Some(s) => self.spec.seeds = s,
+            None => {
+                self.error.get_or_insert_with(|| {
+                    ("seeds".into(), format!("expected 1 to {MAX_SEEDS} seeds"))
+                });
+            }
+        }
+        self
+    }
+
+    /// How long clients send, in simulated ms.
+    pub fn duration_ms(mut self, ms: u64) -> Self {
+        self.spec.duration_ms = bounded(&mut self.error, "duration_ms", ms);
+        self.duration = true;
+        self
+    }
+
+    /// Number of gateways (default 1).
+    pub fn gateways(mut self, n: u64) -> Self {
+        self.spec.gateways = bounded(&mut self.error, "gateways", n);
+        self
+    }
+
+    /// A token bucket: capacity B, refill R per second.
+    pub fn token_bucket(mut self, capacity: u64, refill_per_sec: u64) -> Self {
+        let e = &mut self.error;
+        self.spec.policy = PolicySpec {
+            algorithm: AlgorithmName::TokenBucket,
+            capacity: Some(bounded(e, "policy.capacity", capacity)),
+            refill_per_sec: Some(bounded(e, "policy.refill_per_sec", refill_per_sec)),
+            limit: None,
+            window_ms: None,
+        };
+        self.policy = true;
+        self
+    }
+
+    /// A fixed window: `limit` per `window_ms`.
+    pub fn fixed_window(self, limit: u64, window_ms: u64) -> Self {
+        self.window(AlgorithmName::FixedWindow, limit, window_ms)
+    }
+
+    /// A sliding-window counter: `limit` per `window_ms`.
+    pub fn sliding_window(self, limit: u64, window_ms: u64) -> Self {
+        self.window(AlgorithmName::SlidingWindow, limit, window_ms)
+    }
+
+    fn window(mut self, algorithm: AlgorithmName, limit: u64, window_ms: u64) -> Self {
+        let e = &mut self.error;
+        self.spec.policy = PolicySpec {
+            algorithm,
+            capacity: None,
+            refill_per_sec: None,
+            limit: Some(bounded(e, "policy.limit", limit)),
+            window_ms: Some(bounded(e, "policy.window_ms", window_ms)),
+        };
+        self.policy = true;
+        self
+    }
+
+    /// The policy `limiter` claims ([`Limiter::claim`]), so the scenario as written names what
+    /// [`crate::run_with`] holds the limiter to. An error if the claim has no file form (a
+    /// window not a whole number of ms, a refill not a whole number per second).
+    pub fn policy_of<A>(self, limiter: &Limiter<A>) -> Self
+    where
+        A: ratelab_core::Algorithm + Clone + Send + Sync + 'static,
+    {
+        match limiter.claim() {
+            Claim::Window(q) if q.window.as_u64() % 1_000_000 == 0 => {
+                self.fixed_window(q.limit, q.window.as_u64() / 1_000_000)
+            }
+            Claim::TokenBucket(b)
+                if u128::from(b.refill_amount()) * 1_000_000_000
+                    % u128::from(b.refill_period().as_u64())
+                    == 0 =>
+            {
+                let rate = u128::from(b.refill_amount()) * 1_000_000_000
+                    / u128::from(b.refill_period().as_u64());
+                self.token_bucket(b.capacity(), u64::try_from(rate).unwrap_or(u64::MAX))
+            }
+            claim => self.failed("policy", format!("{claim:?} has no scenario-file form")),
+        }
+    }
+
+    /// The naive store path (read, decide in the gateway, write).
+    pub fn naive(mut self) -> Self {
+        self.spec.store.path = PathName::Naive;
+        self
+    }
+
+    /// The atomic store path (the default).
+    pub fn atomic(mut self) -> Self {
+        self.spec.store.path = PathName::Atomic;
+        self
+    }
+
+    /// Decide on each gateway's own clock instead of the store's.
+    pub fn gateway_time(mut self) -> Self {
+        self.spec.store.time_source = TimeSourceName::Gateway;
+        self
+    }
+
+    /// Each request's store deadline at the gateway, ms (default 50).
+    pub fn store_timeout_ms(mut self, ms: u64) -> Self {
+        self.spec.store.timeout_ms = bounded(&mut self.error, "store.timeout_ms", ms);
+        self
+    }
+
+    /// One-way network latency, drawn uniformly from `min_us` to `max_us`.
+    pub fn latency_us(mut self, min_us: u64, max_us: u64) -> Self {
+        let e = &mut self.error;
+        self.spec.network.latency = LatencyRange {
+            min_us: bounded(e, "network.latency.min_us", min_us),
+            max_us: bounded(e, "network.latency.max_us", max_us),
+        };
+        self
+    }
+
+    /// Let requests through when the store fails (default: they fail).
+    pub fn fail_open(mut self) -> Self {
+        self.spec.gateway.fail_open = true;
+        self
+    }
+
+    /// Adds a client group.
+    pub fn client(mut self, c: Client) -> Self {
+        let i = self.spec.clients.len();
+        if let Some((path, message)) = c.error {
+            self.error
+                .get_or_insert_with(|| (format!("clients[{i}].{path}"), message));
+        }
+        self.spec.clients.push(c.spec);
+        self
+    }
+
+    /// Adds a fault.
+    pub fn fault(mut self, f: Fault) -> Self {
+        let i = self.spec.faults.len();
+        if let Some((path, message)) = f.error {
+            self.error
+                .get_or_insert_with(|| (format!("faults[{i}].{path}"), message));
+        }
+        self.spec.faults.push(f.spec);
+        self
+    }
+
+    /// Runs a deliberately broken limiter (see [`PlantedBug`]).
+    pub fn planted_bug(mut self, bug: PlantedBug) -> Self {
+        self.spec.planted_bug = Some(bug);
+        self
+    }
+
+    /// What every seed's run must satisfy.
+    pub fn expect(mut self, expect: Expect) -> Self {
+        self.spec.expect = expect;
+        self
+    }
+
+    /// Judge every seed by every checker (`expect.explorer`): `"pass"`, or the signature
+    /// `"class/checker"` a canary must show (`"safety/window"`).
+    pub fn expect_explorer(mut self, verdict: impl Into<String>) -> Self {
+        self.spec.expect.explorer = Some(verdict.into());
+        self
+    }
+
+    /// Changes anything else in the spec as written.
+    pub fn edit(mut self, f: impl FnOnce(&mut ScenarioSpec)) -> Self {
+        f(&mut self.spec);
+        self
+    }
+
+    fn failed(mut self, path: &str, message: String) -> Self {
+        self.error.get_or_insert_with(|| (path.to_owned(), message));
+        self
+    }
+
+    /// The scenario, validated as [`Scenario::from_spec`] validates a file's contents.
+    pub fn build(self) -> Result<Scenario, ScenarioError> {
+        let missing = if !self.duration {
+            Some(("duration_ms", "a duration is needed: `duration_ms`"))
+        } else if !self.policy {
+            Some((
+                "policy",
+                "a policy is needed: `token_bucket`, `fixed_window`, `sliding_window` or `policy_of`",
+            ))
+        } else {
+            None
+        };
+        let error = self
+            .error
+            .or_else(|| missing.map(|(p, m)| (p.to_owned(), m.to_owned())));
+        if let Some((path, message)) = error {
+            return Err(ScenarioError {
+                file: self.file,
+                path,
+                line: 0,
+                column: 0,
+                message,
+            });
+        }
+        Scenario::from_spec(&self.file, self.spec)
+    }
+}
+
+impl Client {
+    fn new(key: Option<String>, keys: Option<KeySet>) -> Client {
+        Client {
+            spec: ClientSpec {
+                count: Bounded::new(1).expect("one client"),
+                key,
+                keys,
+                arrival: ArrivalSpec {
+                    pattern: Pattern::Constant,
+                    rate_per_sec: None,
+                    at_ms: None,
+                    requests: None,
+                    spread_ms: None,
+                    every_ms: None,
+                    before_ms: None,
+                    after_ms: None,
+                    times_us: None,
+                },
+                cost: Bounded::new(1).expect("cost 1"),
+                gateway: GatewayChoice::default(),
+                honour_retry_after: false,
+                self_throttle: false,
+                start_ms: Ms::default(),
+                stop_ms: None,
+            },
+            error: None,
+        }
+    }
+
+    /// Clients that send every request with `key`.
+    pub fn key(key: impl Into<String>) -> Client {
+        Client::new(Some(key.into()), None)
+    }
+
+    /// Clients that pick each request's key from `prefix:0` … `prefix:(count-1)`.
+    pub fn keys(prefix: impl Into<String>, count: u64) -> Client {
+        let mut c = Client::new(None, None);
+        c.spec.keys = Some(KeySet {
+            prefix: prefix.into(),
+            count: bounded(&mut c.error, "keys.count", count),
+        });
+        c
+    }
+
+    /// How many clients in the group (default 1).
+    pub fn count(mut self, n: u64) -> Client {
+        self.spec.count = bounded(&mut self.error, "count", n);
+        self
+    }
+
+    /// Each request's cost (default 1).
+    pub fn cost(mut self, cost: u64) -> Client {
+        self.spec.cost = bounded(&mut self.error, "cost", cost);
+        self
+    }
+
+    /// Evenly spaced requests at `rate_per_sec`.
+    pub fn constant(self, rate_per_sec: u64) -> Client {
+        self.rate(Pattern::Constant, rate_per_sec)
+    }
+
+    /// Poisson arrivals at `rate_per_sec`.
+    pub fn poisson(self, rate_per_sec: u64) -> Client {
+        self.rate(Pattern::Poisson, rate_per_sec)
+    }
+
+    fn rate(mut self, pattern: Pattern, rate_per_sec: u64) -> Client {
+        self.spec.arrival.pattern = pattern;
+        self.spec.arrival.rate_per_sec = Some(bounded(
+            &mut self.error,
+            "arrival.rate_per_sec",
+            rate_per_sec,
+        ));
+        self
+    }
+
+    /// `requests` sent at once at `at_ms`.
+    pub fn burst(mut self, at_ms: u64, requests: u64) -> Client {
+        let e = &mut self.error;
+        self.spec.arrival.pattern = Pattern::Burst;
+        self.spec.arrival.at_ms = Some(bounded(e, "arrival.at_ms", at_ms));
+        self.spec.arrival.requests = Some(bounded(e, "arrival.requests", requests));
+        self
+    }
+
+    /// Which gateway each request goes to (default round robin).
+    pub fn gateway(mut self, choice: GatewayChoice) -> Client {
+        self.spec.gateway = choice;
+        self
+    }
+
+    /// Wait the returned Retry-After after a denial before sending again.
+    pub fn honour_retry_after(mut self) -> Client {
+        self.spec.honour_retry_after = true;
+        self
+    }
+
+    /// Send from `start_ms` to `stop_ms` only.
+    pub fn between_ms(mut self, start_ms: u64, stop_ms: u64) -> Client {
+        let e = &mut self.error;
+        self.spec.start_ms = bounded(e, "start_ms", start_ms);
+        self.spec.stop_ms = Some(bounded(e, "stop_ms", stop_ms));
+        self
+    }
+}
+
+impl Fault {
+    fn new(kind: FaultKind) -> Fault {
+        Fault {
+            spec: FaultSpec {
+                kind,
+                at_ms: None,
+                until_ms: None,
+                rate: None,
+                extra_latency: None,
+                restart_after_ms: None,
+                gateways: None,
+                gateway: None,
+                offset_ms: None,
+                drift_ppm: None,
+                node: None,
+            },
+            error: None,
+        }
+    }
+
+    fn window(kind: FaultKind, at_ms: u64, until_ms: u64) -> Fault {
+        let mut f = Fault::new(kind);
+        f.spec.at_ms = Some(bounded(&mut f.error, "at_ms", at_ms));
+        f.spec.until_ms = Some(bounded(&mut f.error, "until_ms", until_ms));
+        f
+    }
+
+    /// The store crashes at `at_ms`, losing all state, and restarts `restart_after_ms` later.
+    pub fn store_crash(at_ms: u64, restart_after_ms: u64) -> Fault {
+        let mut f = Fault::new(FaultKind::StoreCrash);
+        f.spec.at_ms = Some(bounded(&mut f.error, "at_ms", at_ms));
+        f.spec.restart_after_ms = Some(bounded(&mut f.error, "restart_after_ms", restart_after_ms));
+        f
+    }
+
+    /// The store answers every call in `[at_ms, until_ms)` with an error.
+    pub fn store_errors(at_ms: u64, until_ms: u64) -> Fault {
+        Fault::window(FaultKind::StoreErrors, at_ms, until_ms)
+    }
+
+    /// The store drops every call in the window unapplied: the gateways time out.
+    pub fn store_timeouts(at_ms: u64, until_ms: u64) -> Fault {
+        Fault::window(FaultKind::StoreTimeouts, at_ms, until_ms)
+    }
+
+    /// The store applies every call in the window but the reply is lost.
+    pub fn lost_replies(at_ms: u64, until_ms: u64) -> Fault {
+        Fault::window(FaultKind::LostReplies, at_ms, until_ms)
+    }
+
+    /// `gateways` cannot reach the store in the window.
+    pub fn partition(at_ms: u64, until_ms: u64, gateways: impl IntoIterator<Item = u32>) -> Fault {
+        let mut f = Fault::window(FaultKind::Partition, at_ms, until_ms);
+        f.spec.gateways = Some(gateways.into_iter().collect());
+        f
+    }
+
+    /// Only `rate` (0 to 1) of the window's calls or messages are affected (default all).
+    pub fn rate(mut self, rate: f64) -> Fault {
+        self.spec.rate = Some(fraction(&mut self.error, "rate", rate));
+        self
+    }
+}
