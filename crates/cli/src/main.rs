@@ -3,6 +3,7 @@
 //! Exit codes: 0 every expectation held, 1 an expectation failed, 2 bad input.
 
 mod explore;
+mod probe;
 mod real;
 mod serve;
 
@@ -91,6 +92,13 @@ enum Command {
     /// Serve the gateway over HTTP, on the in-memory store or Redis: 200 when allowed, 429
     /// when denied.
     Serve(Box<ServeArgs>),
+    /// Check a real limiter from outside (an HTTP endpoint, a Redis script, the
+    /// read-then-write client) against the policy it claims: exit 1 if a check fails, 2 on
+    /// bad input or an unreachable limiter.
+    Probe {
+        #[command(subcommand)]
+        command: probe::ProbeCommand,
+    },
     /// The overshoot experiment: naive vs atomic across concurrency and store round trip,
     /// plus the algorithm comparison. Writes docs/results/ and the figures in the docs.
     Sweep {
@@ -213,6 +221,10 @@ struct ServeArgs {
     /// This gateway's name in the request log (default "gateway").
     #[arg(long)]
     name: Option<String>,
+    /// The store access path: atomic (default), or naive, the read-then-write canary that
+    /// loses updates under concurrency.
+    #[arg(long, value_parser = ["atomic", "naive"])]
+    path: Option<String>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -340,6 +352,7 @@ fn main() -> ExitCode {
             }
         }
         Command::Serve(args) => serve_command(*args),
+        Command::Probe { command } => probe::probe_command(command),
         Command::Explore(args) => explore::explore_command(*args),
         Command::Fuzz {
             inputs,
@@ -380,6 +393,7 @@ fn serve_command(args: ServeArgs) -> ExitCode {
         kill_switch,
         request_log,
         name,
+        path,
     } = args;
     let fail = |e: String| {
         eprintln!("error: {e}");
@@ -424,6 +438,7 @@ fn serve_command(args: ServeArgs) -> ExitCode {
     }
     f.request_log = request_log.or(f.request_log);
     f.name = name.or(f.name);
+    f.path = path.or(f.path);
     match serve::settings(f).and_then(serve::run) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => fail(e),
@@ -1029,20 +1044,19 @@ fn redis_bench(url: &str, clients: u64, seconds: u64) -> ExitCode {
 fn bench(gateways: u64, seconds: u64, rate: u64, runs: u32, print_scenario: bool) -> ExitCode {
     let clients = gateways;
     let per_client = rate.div_ceil(clients).max(1);
-    let text = format!(
-        r#"{{
-  "description": "simulator benchmark",
-  "seeds": [1],
-  "duration_ms": {ms},
-  "gateways": {gateways},
-  "policy": {{ "algorithm": "token_bucket", "capacity": 100, "refill_per_sec": 50 }},
-  "store": {{ "path": "atomic" }},
-  "clients": [ {{ "count": {clients}, "keys": {{ "prefix": "user", "count": 1000 }},
-                 "arrival": {{ "pattern": "poisson", "rate_per_sec": {per_client} }} }} ]
-}}"#,
-        ms = seconds * 1000
-    );
-    let sc = match Scenario::parse(std::path::Path::new("<bench>"), &text) {
+    let built = Scenario::builder("simulator benchmark")
+        .file("<bench>")
+        .duration_ms(seconds.saturating_mul(1000))
+        .gateways(gateways)
+        .token_bucket(100, 50)
+        .atomic()
+        .client(
+            ratelab_sim::scenario::Client::keys("user", 1000)
+                .count(clients)
+                .poisson(per_client),
+        )
+        .build();
+    let sc = match built {
         Ok(sc) => sc,
         Err(e) => {
             eprintln!("error: {e}");
@@ -1050,7 +1064,13 @@ fn bench(gateways: u64, seconds: u64, rate: u64, runs: u32, print_scenario: bool
         }
     };
     if print_scenario {
-        println!("{text}");
+        match serde_json::to_string_pretty(sc.spec()) {
+            Ok(text) => println!("{text}"),
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::from(EXIT_BAD_INPUT);
+            }
+        }
         return ExitCode::SUCCESS;
     }
     println!(

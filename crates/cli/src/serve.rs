@@ -66,6 +66,9 @@ pub struct ServeFile {
     pub request_log: Option<PathBuf>,
     /// This gateway's name in the request log (default "gateway").
     pub name: Option<String>,
+    /// The store access path: `atomic` (default) or `naive`, the read-then-write canary
+    /// that loses updates under concurrency (for demonstrations and probes, never for use).
+    pub path: Option<String>,
 }
 
 /// Reads a config file, with errors naming file, JSON path, line and column.
@@ -174,6 +177,13 @@ pub fn settings(f: ServeFile) -> Result<ServeSettings, String> {
                 }
                 Some(n) => n,
                 None => "gateway".into(),
+            },
+            path: match f.path.as_deref() {
+                None | Some("atomic") => ratelab_store::Path::Atomic,
+                Some("naive") => ratelab_store::Path::Naive,
+                Some(other) => {
+                    return Err(format!("path: {other:?}: expected \"atomic\" or \"naive\""));
+                }
             },
             ..GatewayConfig::default()
         },

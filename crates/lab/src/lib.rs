@@ -11,6 +11,8 @@
 //!   they are current;
 //! - [`explore`]: swarm-generated scenarios judged by every checker (`ratelab explore`);
 //! - [`fuzz`]: mutation fuzzing of scenario files (`ratelab fuzz`);
+//! - [`probe`]: real limiters ratelab did not write (an HTTP endpoint, a Redis script, the
+//!   read-then-write client) driven from outside and judged by the checkers (`ratelab probe`);
 //! - [`timeline`]: one key's requests, the store's applies, the envelope and the faults as a
 //!   self-contained HTML page (`ratelab run --timeline`, and the explorer's shrunk failures).
 //!
@@ -23,5 +25,6 @@ pub mod explore;
 pub mod fuzz;
 pub mod matched;
 pub mod output;
+pub mod probe;
 pub mod sweep;
 pub mod timeline;

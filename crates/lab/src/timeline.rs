@@ -15,6 +15,7 @@
 //! Every request's bar carries a tooltip with its id, times and answer. No script, no external
 //! resource: the file opens anywhere.
 
+use ratelab_check::Envelope;
 use ratelab_check::history::{Answer, Event, History, Layer, RequestRecord, StoreFate};
 use ratelab_core::{Algorithm, Nanos, Policy};
 use ratelab_sim::{Report, Scenario};
@@ -84,17 +85,77 @@ fn fault_windows(sc: &Scenario) -> Vec<(f64, f64, &'static str)> {
         .collect()
 }
 
-/// The bound's value `t` ms after the first admission: a token bucket's B + R·t; for a
+/// The bound a picture draws from the first admission: a token bucket's B + R·t; for a
 /// window policy the explorer's window bound, 2L + L·t/W (any window placement).
-fn envelope_at(policy: &Policy, t_ms: f64) -> f64 {
+fn bound_of(policy: &Policy) -> Envelope {
     match policy {
-        Policy::TokenBucket(b) => {
-            b.capacity() as f64
-                + b.refill_amount() as f64 * t_ms * 1e6 / b.refill_period().as_u64() as f64
-        }
+        Policy::TokenBucket(b) => Envelope::of_bucket(b),
         other => {
             let q = other.quota();
-            q.limit as f64 * (2.0 + t_ms * 1e6 / q.window.as_u64().max(1) as f64)
+            Envelope {
+                burst: q.limit.saturating_mul(2),
+                amount: q.limit,
+                period: q.window.as_u64().max(1),
+            }
+        }
+    }
+}
+
+/// The bound's value `t` ms after the first admission.
+fn envelope_at(env: &Envelope, t_ms: f64) -> f64 {
+    env.burst as f64 + env.amount as f64 * t_ms * 1e6 / env.period.max(1) as f64
+}
+
+/// What a picture shows besides the requests: its title and caption, its rows, its time
+/// span, the faults, the violating window and the bound.
+#[derive(Clone, Debug)]
+pub struct Frame {
+    /// The page's title.
+    pub title: String,
+    /// A caption under it.
+    pub description: String,
+    /// What each row is (`gateway`, `client`): a request's row is its `gateway` field.
+    pub row_label: &'static str,
+    /// How many rows.
+    pub rows: usize,
+    /// The least span drawn, ms.
+    pub duration_ms: f64,
+    /// Fault windows, ms, with a label.
+    pub faults: Vec<(f64, f64, &'static str)>,
+    /// The violating window on this key, ms: from, to, admitted, bound.
+    pub violation: Option<(f64, f64, u64, u64)>,
+    /// The bound drawn against what was admitted.
+    pub bound: Envelope,
+}
+
+impl Frame {
+    /// The frame of a simulated run's picture of `key`.
+    pub fn of_run(sc: &Scenario, report: &Report, key: &str) -> Frame {
+        // The violating window: the envelope's witness, for a token bucket (a window
+        // policy's report holds it to L + L·Δt/W, which a correct fixed window exceeds at
+        // a boundary).
+        let bucket = matches!(sc.policy(), Policy::TokenBucket(_));
+        let violation = report
+            .excess_witness
+            .as_ref()
+            .filter(|w| bucket && w.key == key)
+            .map(|w| {
+                (
+                    w.from_ns as f64 / 1e6,
+                    w.to_ns as f64 / 1e6,
+                    w.admitted,
+                    w.bound,
+                )
+            });
+        Frame {
+            title: format!("{} — seed {} — key {key}", report.scenario, report.seed),
+            description: sc.spec().description.clone(),
+            row_label: "gateway",
+            rows: sc.spec().gateways.get() as usize,
+            duration_ms: sc.spec().duration_ms.get() as f64,
+            faults: fault_windows(sc),
+            violation,
+            bound: bound_of(sc.policy()),
         }
     }
 }
@@ -161,14 +222,19 @@ pub fn named_request(detail: &str) -> Option<u64> {
 
 /// The page for `key`'s requests in this run, outlining request `mark`.
 pub fn html(sc: &Scenario, report: &Report, h: &History, key: &str, mark: Option<u64>) -> String {
+    draw(&Frame::of_run(sc, report, key), h, key, mark)
+}
+
+/// The page for `key`'s requests of `h` in `frame`, outlining request `mark`.
+pub fn draw(frame: &Frame, h: &History, key: &str, mark: Option<u64>) -> String {
     let reqs: Vec<&RequestRecord> = h.requests.iter().filter(|r| r.key == key).collect();
-    let gateways = sc.spec().gateways.get() as usize;
+    let gateways = frame.rows.max(1);
     let end = reqs
         .iter()
         .map(|r| r.answer.map_or(r.sent_at, |(t, _)| t))
         .max()
-        .map_or(sc.spec().duration_ms.get() as f64, ms)
-        .max(sc.spec().duration_ms.get() as f64);
+        .map_or(frame.duration_ms, ms)
+        .max(frame.duration_ms);
     let x = |t: f64| LEFT + (t / end.max(1e-9)) * (WIDTH - LEFT - RIGHT);
     let rows_h = ROW * gateways as f64;
     let chart_top = 40.0 + rows_h + 30.0;
@@ -179,7 +245,7 @@ pub fn html(sc: &Scenario, report: &Report, h: &History, key: &str, mark: Option
         r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" font-family="sans-serif" font-size="12">"#
     );
     // Faults, shaded across everything.
-    for (from, until, name) in fault_windows(sc) {
+    for &(from, until, name) in &frame.faults {
         let _ = write!(
             svg,
             r##"<rect class="fault" x="{:.1}" y="20" width="{:.1}" height="{:.1}" fill="#ffe082" opacity="0.45"><title>{} {from} ms to {until} ms</title></rect><text x="{:.1}" y="16" fill="#8d6e00">{}</text>"##,
@@ -191,32 +257,24 @@ pub fn html(sc: &Scenario, report: &Report, h: &History, key: &str, mark: Option
             escape(name)
         );
     }
-    // The violating window: the envelope's witness, for a token bucket (a window policy's
-    // report holds it to L + L·Δt/W, which a correct fixed window exceeds at a boundary).
-    let bucket = matches!(sc.policy(), Policy::TokenBucket(_));
-    if let Some(w) = report
-        .excess_witness
-        .as_ref()
-        .filter(|w| bucket && w.key == key)
-    {
-        let (from, to) = (w.from_ns as f64 / 1e6, w.to_ns as f64 / 1e6);
+    // The violating window.
+    if let Some((from, to, admitted, bound)) = frame.violation {
         let _ = write!(
             svg,
-            r##"<rect class="violation" x="{:.1}" y="20" width="{:.1}" height="{:.1}" fill="none" stroke="#d50000" stroke-width="2" stroke-dasharray="6 3"><title>{} admitted in [{from:.3} ms, {to:.3} ms] against a bound of {}</title></rect>"##,
+            r##"<rect class="violation" x="{:.1}" y="20" width="{:.1}" height="{:.1}" fill="none" stroke="#d50000" stroke-width="2" stroke-dasharray="6 3"><title>{admitted} admitted in [{from:.3} ms, {to:.3} ms] against a bound of {bound}</title></rect>"##,
             x(from),
             (x(to) - x(from)).max(2.0),
             height - 40.0,
-            w.admitted,
-            w.bound
         );
     }
-    // One row per gateway.
+    // One row per gateway (or client).
     for g in 0..gateways {
         let y = 40.0 + ROW * g as f64;
         let _ = write!(
             svg,
-            r##"<text x="8" y="{:.1}">gateway {g}</text><line x1="{LEFT}" x2="{:.1}" y1="{:.1}" y2="{:.1}" stroke="#e0e0e0"/>"##,
+            r##"<text x="8" y="{:.1}">{} {g}</text><line x1="{LEFT}" x2="{:.1}" y1="{:.1}" y2="{:.1}" stroke="#e0e0e0"/>"##,
             y + ROW / 2.0 + 4.0,
+            frame.row_label,
             WIDTH - RIGHT,
             y + ROW / 2.0,
             y + ROW / 2.0
@@ -279,9 +337,9 @@ pub fn html(sc: &Scenario, report: &Report, h: &History, key: &str, mark: Option
         }
     }
     applies(&mut svg, h, &rows, &x);
-    chart(&mut svg, sc, &reqs, end, chart_top, &x);
+    chart(&mut svg, &frame.bound, &reqs, end, chart_top, &x);
     svg.push_str("</svg>");
-    let title = format!("{} — seed {} — key {key}", report.scenario, report.seed);
+    let title = &frame.title;
     format!(
         "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{t}</title>\
          <style>body{{font-family:sans-serif;margin:16px}} .legend span{{margin-right:14px}}</style>\
@@ -293,8 +351,8 @@ pub fn html(sc: &Scenario, report: &Report, h: &History, key: &str, mark: Option
          <span style=\"color:#d50000\">□ the request a checker names</span>\
          <span style=\"color:#d50000\">⬚ violating window</span>\
          <span style=\"color:#8d6e00\">▮ fault</span></p>\n{svg}\n</body></html>\n",
-        t = escape(&title),
-        d = escape(&sc.spec().description),
+        t = escape(title),
+        d = escape(&frame.description),
     )
 }
 
@@ -351,7 +409,7 @@ fn applies(
 /// Admitted so far against the envelope, by store time.
 fn chart(
     svg: &mut String,
-    sc: &Scenario,
+    bound: &Envelope,
     reqs: &[&RequestRecord],
     end: f64,
     top: f64,
@@ -367,9 +425,7 @@ fn chart(
     admitted.sort_by(|a, b| a.0.total_cmp(&b.0));
     let t0 = admitted.first().map_or(0.0, |a| a.0);
     let total: u64 = admitted.iter().map(|a| a.1).sum();
-    let top_value = envelope_at(sc.policy(), end - t0)
-        .max(total as f64)
-        .max(1.0);
+    let top_value = envelope_at(bound, end - t0).max(total as f64).max(1.0);
     let y = |v: f64| top + CHART - v / top_value * CHART;
     let _ = write!(
         svg,
@@ -385,12 +441,7 @@ fn chart(
     let mut line = String::new();
     for i in 0..=100 {
         let t = t0 + (end - t0) * f64::from(i) / 100.0;
-        let _ = write!(
-            line,
-            "{:.1},{:.1} ",
-            x(t),
-            y(envelope_at(sc.policy(), t - t0))
-        );
+        let _ = write!(line, "{:.1},{:.1} ", x(t), y(envelope_at(bound, t - t0)));
     }
     let _ = write!(
         svg,

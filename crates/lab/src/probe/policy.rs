@@ -1,0 +1,250 @@
+//! The policy a probe holds a limiter to, written on the command line.
+//!
+//! ```text
+//! token-bucket:B,R        capacity B, R tokens a second (R: 10, 0.5, 10/s, 600/m, 36000/h)
+//! fixed-window:L,W        at most L per window W (W: 1s, 500ms, 2m, 1h; a bare number is seconds)
+//! leaky-bucket:RATE,BURST nginx limit_req's rate and burst with nodelay: a token bucket of
+//!                         BURST + 1 tokens at RATE a second (RATE: 10, 10r/s, 600r/m)
+//! ```
+
+use ratelab_check::probe::Claim;
+use ratelab_core::Nanos;
+
+const SEC: u64 = 1_000_000_000;
+
+/// Parses a policy string (see the module docs).
+pub fn parse(text: &str) -> Result<Claim, String> {
+    let expected = "expected token-bucket:B,R, fixed-window:L,W or leaky-bucket:RATE,BURST";
+    let (kind, args) = text
+        .split_once(':')
+        .ok_or_else(|| format!("policy {text:?}: {expected}"))?;
+    let parts: Vec<&str> = args.split(',').map(str::trim).collect();
+    let [a, b] = parts[..] else {
+        return Err(format!(
+            "policy {text:?}: {kind} takes two values separated by a comma"
+        ));
+    };
+    let err = |e: String| format!("policy {text:?}: {e}");
+    let claim = match kind.trim() {
+        "token-bucket" => {
+            let capacity = count(a, "B").map_err(err)?;
+            let (amount, period) = rate(b, "").map_err(err)?;
+            Claim::TokenBucket {
+                capacity,
+                amount,
+                period,
+            }
+        }
+        "fixed-window" => Claim::FixedWindow {
+            limit: count(a, "L").map_err(err)?,
+            window: duration(b).map_err(err)?,
+        },
+        "leaky-bucket" => {
+            let (amount, period) = rate(a, "r").map_err(err)?;
+            let burst = b
+                .parse::<u64>()
+                .map_err(|_| err(format!("BURST {b:?}: expected a whole number")))?;
+            Claim::TokenBucket {
+                capacity: burst
+                    .checked_add(1)
+                    .ok_or_else(|| err("BURST is too large".into()))?,
+                amount,
+                period,
+            }
+        }
+        other => {
+            return Err(format!(
+                "policy {text:?}: unknown kind {other:?}: {expected}"
+            ));
+        }
+    };
+    Ok(claim)
+}
+
+/// A positive whole number.
+fn count(s: &str, name: &str) -> Result<u64, String> {
+    match s.parse::<u64>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err(format!("{name} {s:?}: expected a whole number above 0")),
+    }
+}
+
+/// A rate: a decimal number of tokens (`marker` may follow it, as nginx's `r`), then
+/// optionally `/s`, `/m` or `/h`; as `amount` tokens every `period`.
+fn rate(s: &str, marker: &str) -> Result<(u64, Nanos), String> {
+    let bad = || format!("rate {s:?}: expected a number above 0, optionally /s, /m or /h");
+    let (number, per) = match s.split_once('/') {
+        Some((n, unit)) => (n, unit),
+        None => (s, "s"),
+    };
+    let number = number.strip_suffix(marker).unwrap_or(number);
+    let per_secs: u64 = match per {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        _ => return Err(bad()),
+    };
+    let (whole, frac) = number.split_once('.').unwrap_or((number, ""));
+    if whole.is_empty() && frac.is_empty()
+        || !whole.bytes().all(|c| c.is_ascii_digit())
+        || !frac.bytes().all(|c| c.is_ascii_digit())
+        || frac.len() > 9
+    {
+        return Err(bad());
+    }
+    let scale = 10u64.pow(frac.len() as u32);
+    let amount = format!("{whole}{frac}").parse::<u64>().map_err(|_| bad())?;
+    if amount == 0 {
+        return Err(bad());
+    }
+    let period = scale
+        .checked_mul(per_secs)
+        .and_then(|p| p.checked_mul(SEC))
+        .ok_or_else(bad)?;
+    // In lowest terms, so the checker's scaled integers stay small.
+    let g = gcd(amount, period);
+    Ok((amount / g, Nanos(period / g)))
+}
+
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 { a } else { gcd(b, a % b) }
+}
+
+/// A duration: a whole number with `ms`, `s`, `m` or `h` (bare: seconds).
+pub fn duration(s: &str) -> Result<Nanos, String> {
+    let bad = || format!("duration {s:?}: expected a whole number with ms, s, m or h");
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (n, unit) = s.split_at(split);
+    let n: u64 = n.parse().map_err(|_| bad())?;
+    let unit_ns = match unit {
+        "ms" => 1_000_000,
+        "" | "s" => SEC,
+        "m" => 60 * SEC,
+        "h" => 3600 * SEC,
+        _ => return Err(bad()),
+    };
+    match n.checked_mul(unit_ns) {
+        Some(ns) if ns > 0 => Ok(Nanos(ns)),
+        _ => Err(bad()),
+    }
+}
+
+/// The bound a `RateLimit-Policy` item announces, `q` units per `w` seconds, read as
+/// ratelab renders it: a token bucket of `q` tokens that refills from empty in `w` seconds,
+/// rounded up. The refill rate is then above q/w but below q/(w − 1), so the claim is a
+/// bucket of `q` at *at most* q/(w − 1) a second: a bound for the envelope, not a policy
+/// exact enough for the sequential specification. `w` = 1 bounds the rate only from below.
+pub fn announced(q: u64, w_secs: u64) -> Result<Claim, String> {
+    if q == 0 || w_secs < 2 {
+        return Err(format!(
+            "RateLimit-Policy q={q};w={w_secs} bounds the refill rate only from below: give --policy"
+        ));
+    }
+    let period = (w_secs - 1).saturating_mul(SEC);
+    let g = gcd(q, period);
+    Ok(Claim::TokenBucket {
+        capacity: q,
+        amount: q / g,
+        period: Nanos(period / g),
+    })
+}
+
+/// The claim, as a policy string.
+pub fn describe(c: &Claim) -> String {
+    match *c {
+        Claim::TokenBucket {
+            capacity,
+            amount,
+            period,
+        } => format!(
+            "token-bucket:{capacity},{}",
+            rate_text(amount, period.as_u64())
+        ),
+        Claim::FixedWindow { limit, window } => format!("fixed-window:{limit},{window}"),
+    }
+}
+
+fn rate_text(amount: u64, period_ns: u64) -> String {
+    if period_ns == SEC {
+        format!("{amount}")
+    } else {
+        format!("{:.6}", amount as f64 * SEC as f64 / period_ns as f64)
+            .trim_end_matches('0')
+            .trim_end_matches('.')
+            .to_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_form_parses_to_its_bucket() {
+        // Rates are kept in lowest terms: 5 a second is one every 200 ms.
+        assert_eq!(
+            parse("token-bucket:10,5").unwrap(),
+            Claim::TokenBucket {
+                capacity: 10,
+                amount: 1,
+                period: Nanos(SEC / 5)
+            }
+        );
+        assert_eq!(
+            parse("token-bucket:10,3").unwrap(),
+            Claim::TokenBucket {
+                capacity: 10,
+                amount: 3,
+                period: Nanos(SEC)
+            }
+        );
+        assert_eq!(
+            parse("token-bucket:3,0.5").unwrap(),
+            Claim::TokenBucket {
+                capacity: 3,
+                amount: 1,
+                period: Nanos(2 * SEC)
+            }
+        );
+        assert_eq!(
+            parse("token-bucket:3,60/m").unwrap(),
+            parse("token-bucket:3,1").unwrap()
+        );
+        assert_eq!(
+            parse("leaky-bucket:10r/s,5").unwrap(),
+            Claim::TokenBucket {
+                capacity: 6,
+                amount: 1,
+                period: Nanos(SEC / 10)
+            }
+        );
+        assert_eq!(
+            parse("fixed-window:100,500ms").unwrap(),
+            Claim::FixedWindow {
+                limit: 100,
+                window: Nanos(500_000_000)
+            }
+        );
+        assert_eq!(
+            describe(&parse("token-bucket:3,0.5").unwrap()),
+            "token-bucket:3,0.5"
+        );
+    }
+
+    #[test]
+    fn bad_strings_say_what_was_expected() {
+        for (s, says) in [
+            ("token-bucket", "expected token-bucket:B,R"),
+            ("token-bucket:10", "two values"),
+            ("token-bucket:0,1", "B \"0\""),
+            ("token-bucket:10,abc", "rate \"abc\""),
+            ("token-bucket:10,1/d", "rate \"1/d\""),
+            ("fixed-window:10,5x", "duration \"5x\""),
+            ("leaky-bucket:10r/s,-1", "BURST"),
+            ("gcra:1,2", "unknown kind"),
+        ] {
+            let e = parse(s).unwrap_err();
+            assert!(e.contains(says), "{s}: {e}");
+        }
+    }
+}
