@@ -155,6 +155,19 @@ fn ratelab_serve_on_memory_passes_with_retry_after_exact() {
     let (code, r) = probe_serve(&s.url, &[]);
     assert_passes(code, &r);
     assert_retry_after_exact(&r);
+    // Without --policy the claim is read from RateLimit-Policy (q=5;w=3): its rounded w
+    // bounds the rate only, so the envelope is checked and linearizability is not.
+    let mut args = vec!["http", &s.url, "--key-header", "x-api-key"];
+    args.extend(["--policy-name", "per-key", "--retry-probes", "0"]);
+    args.extend(LADDER);
+    let (code, r) = probe(&args);
+    assert_eq!(code, 0, "{r:#}");
+    assert_eq!(
+        r["policy"], "token-bucket:5,2.5",
+        "B = q, R below q/(w - 1)"
+    );
+    assert_eq!(r["linearizable"], Value::Null);
+    assert_eq!(u(&r, "/envelope/max_excess"), 0);
 }
 
 #[test]
@@ -168,20 +181,27 @@ fn ratelab_serve_on_redis_passes_atomic_and_the_probe_catches_its_naive_path() {
     assert_passes(code, &r);
     assert_retry_after_exact(&r);
     let naive = Serve::start(&["--redis", &url, "--path", "naive"]);
-    let (code, r) = probe_serve(&naive.url, &["--retry-probes", "0"]);
+    let page = std::env::temp_dir().join(format!("ratelab-probe-{}.html", std::process::id()));
+    let page_arg = page.to_str().unwrap();
+    let (code, r) = probe_serve(&naive.url, &["--retry-probes", "0", "--timeline", page_arg]);
     assert_eq!(code, 1, "the lost update goes unnoticed: {r:#}");
     assert!(u(&r, "/envelope/max_excess") > 0, "{r:#}");
-    assert!(
-        r["envelope"]["witness"]["ids"]
-            .as_array()
-            .is_some_and(|ids| !ids.is_empty())
-    );
+    let witness = &r["envelope"]["witness"];
+    assert!(witness["ids"].as_array().is_some_and(|ids| !ids.is_empty()));
     assert!(
         !r["linearizable"]["violations"]
             .as_array()
             .unwrap()
             .is_empty()
     );
+    // The timeline draws the witness's key, its requests and the violating window.
+    let html = std::fs::read_to_string(&page).unwrap();
+    std::fs::remove_file(&page).ok();
+    assert!(
+        html.contains(witness["key"].as_str().unwrap()),
+        "{html:.400}"
+    );
+    assert!(html.contains(r#"class="violation""#) && html.contains(r#"class="request""#));
 }
 
 #[test]

@@ -84,6 +84,8 @@ pub struct ProbeRun {
     pub retry_skipped: Vec<String>,
     /// Wall time of the whole probe.
     pub seconds: f64,
+    /// Wall time of the checkers alone.
+    pub check_seconds: f64,
 }
 
 /// One step of the ladder.
@@ -184,6 +186,7 @@ pub async fn probe<T: Target>(
         observations,
         retry_probes,
     };
+    let checking = Instant::now();
     let verdict = judge(
         &history,
         &Judging {
@@ -201,6 +204,7 @@ pub async fn probe<T: Target>(
         steps,
         retry_skipped,
         seconds: rec.start.elapsed().as_secs_f64(),
+        check_seconds: checking.elapsed().as_secs_f64(),
     }
 }
 

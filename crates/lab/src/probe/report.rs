@@ -14,10 +14,11 @@ pub fn text(run: &ProbeRun, target: &str) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "probe {target}, held to {}: {} requests in {:.1} s",
+        "probe {target}, held to {}: {} requests in {:.1} s, checked in {:.3} s",
         policy::describe(&run.claim),
         v.requests,
-        run.seconds
+        run.seconds,
+        run.check_seconds
     );
     let _ = writeln!(s, "  clients  requests  admitted  seconds");
     for st in &run.steps {
@@ -105,6 +106,7 @@ pub fn json(run: &ProbeRun, target: &str) -> Value {
         "target": target,
         "policy": policy::describe(&run.claim),
         "seconds": run.seconds,
+        "check_seconds": run.check_seconds,
         "steps": run.steps.iter().map(|s| json!({"clients": s.clients, "requests": s.requests, "admitted": s.admitted, "seconds": s.seconds})).collect::<Vec<_>>(),
         "requests": v.requests,
         "admitted": v.admitted,
