@@ -12,19 +12,11 @@
 #[path = "../../../tests/support/redis_server.rs"]
 mod redis_server;
 
-use redis_server::RedisServer;
+use redis_server::{RedisServer, free_port};
 use serde_json::Value;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 fn wait_for_port(port: u16, what: &str) {
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -394,38 +386,19 @@ fn bad_input_exits_2_with_the_reason() {
     assert!(e.contains("--key-header"), "{e}");
     let e = probe_refused(&["redis", "redis://127.0.0.1:1/", "--pattern", "get-set"]);
     assert!(e.contains("--policy is required"), "{e}");
-    let e = probe_refused(&[
-        "redis",
-        "redis://127.0.0.1:1/",
-        "--script",
-        "/nonexistent.lua",
-        "--policy",
-        "token-bucket:5,1",
-    ]);
+    let script = |lua: &str, extra: &[&str]| {
+        let mut args = vec!["redis", "redis://127.0.0.1:1/", "--script", lua];
+        args.extend(["--policy", "token-bucket:5,1"]);
+        args.extend(extra);
+        probe_refused(&args)
+    };
+    let e = script("/nonexistent.lua", &[]);
     assert!(e.contains("/nonexistent.lua"), "{e}");
     let lua = std::env::temp_dir().join(format!("ratelab-probe-{}.lua", std::process::id()));
     std::fs::write(&lua, "return 1").unwrap();
-    let e = probe_refused(&[
-        "redis",
-        "redis://127.0.0.1:1/",
-        "--script",
-        lua.to_str().unwrap(),
-        "--policy",
-        "token-bucket:5,1",
-        "--reply",
-        "allowed=0,left=1",
-    ]);
+    let e = script(lua.to_str().unwrap(), &["--reply", "allowed=0,left=1"]);
     assert!(e.contains("expected allowed, remaining"), "{e}");
-    let e = probe_refused(&[
-        "redis",
-        "redis://127.0.0.1:1/",
-        "--script",
-        lua.to_str().unwrap(),
-        "--policy",
-        "token-bucket:5,1",
-        "--keys-template",
-        "{user}",
-    ]);
+    let e = script(lua.to_str().unwrap(), &["--keys-template", "{user}"]);
     assert!(e.contains("unknown placeholder {user}"), "{e}");
     std::fs::remove_file(&lua).ok();
 }

@@ -125,14 +125,18 @@ impl HttpTarget {
             .request(key)
             .await
             .map_err(|e| format!("{}: {}", self.inner.url, error_chain(&e)))?;
-        let headers = resp.headers().clone();
-        let get = |k: &str| {
-            headers
-                .get(k)
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_owned)
-        };
+        let get = getter(resp.headers().clone());
         fields::announced(&get, self.inner.policy_name.as_deref())
+    }
+}
+
+/// A response's fields by name, as the field readers take them.
+fn getter(headers: reqwest::header::HeaderMap) -> impl Fn(&str) -> Option<String> {
+    move |k: &str| {
+        headers
+            .get(k)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
     }
 }
 
@@ -155,13 +159,7 @@ impl Target for HttpTarget {
             Err(e) => return (Outcome::Failed(error_chain(&e)), Fields::default()),
         };
         let status = resp.status().as_u16();
-        let headers = resp.headers().clone();
-        let get = |k: &str| {
-            headers
-                .get(k)
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_owned)
-        };
+        let get = getter(resp.headers().clone());
         let fields = fields::read(&get, self.inner.policy_name.as_deref());
         // Read the body so the connection goes back to the pool.
         let _ = resp.bytes().await;

@@ -17,30 +17,7 @@ use ratelab_store::backend::{BackendMutex, SyncBackend};
 use ratelab_store::{Key, MemoryStore};
 use std::sync::Mutex as StdMutex;
 
-/// loom's primitives behind the store's backend trait.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct LoomBackend;
-
-/// `loom::sync::Mutex` as a [`BackendMutex`].
-#[derive(Debug)]
-pub struct LoomMutex<T>(loom::sync::Mutex<T>);
-
-impl<T: Send> BackendMutex<T> for LoomMutex<T> {
-    fn new(value: T) -> Self {
-        LoomMutex(loom::sync::Mutex::new(value))
-    }
-
-    fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
-        f(&mut self
-            .0
-            .lock()
-            .expect("no thread panics while holding the lock"))
-    }
-}
-
-impl SyncBackend for LoomBackend {
-    type Mutex<T: Send + 'static> = LoomMutex<T>;
-}
+backend!("loom", LoomBackend, LoomMutex, loom::sync::Mutex);
 
 /// What exploring one race found.
 #[derive(Clone, Debug, Default)]

@@ -14,6 +14,37 @@
 //! The naive path is the canary: the checkers must find its lost update. The atomic path
 //! must hold in every interleaving explored.
 
+/// A model checker's mutex behind the store's backend trait: the backend type and a wrapper
+/// around the checker's mutex (a wrapper, because of the orphan rule).
+macro_rules! backend {
+    ($checker:literal, $backend:ident, $mutex:ident, $($inner:ident)::+) => {
+        #[doc = concat!($checker, "'s primitives behind the store's backend trait.")]
+        #[derive(Clone, Copy, Debug, Default)]
+        pub struct $backend;
+
+        #[doc = concat!("`", stringify!($($inner)::+), "` as a [`BackendMutex`].")]
+        #[derive(Debug)]
+        pub struct $mutex<T>($($inner)::+<T>);
+
+        impl<T: Send> BackendMutex<T> for $mutex<T> {
+            fn new(value: T) -> Self {
+                $mutex(<$($inner)::+<T>>::new(value))
+            }
+
+            fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
+                f(&mut self
+                    .0
+                    .lock()
+                    .expect("no thread panics while holding the lock"))
+            }
+        }
+
+        impl SyncBackend for $backend {
+            type Mutex<T: Send + 'static> = $mutex<T>;
+        }
+    };
+}
+
 pub mod loom;
 pub mod shuttle;
 

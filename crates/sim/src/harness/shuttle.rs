@@ -14,30 +14,12 @@ use ratelab_store::{Key, MemoryStore};
 use shuttle::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// shuttle's primitives behind the store's backend trait.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct ShuttleBackend;
-
-/// `shuttle::sync::Mutex` as a [`BackendMutex`].
-#[derive(Debug)]
-pub struct ShuttleMutex<T>(shuttle::sync::Mutex<T>);
-
-impl<T: Send> BackendMutex<T> for ShuttleMutex<T> {
-    fn new(value: T) -> Self {
-        ShuttleMutex(shuttle::sync::Mutex::new(value))
-    }
-
-    fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
-        f(&mut self
-            .0
-            .lock()
-            .expect("no thread panics while holding the lock"))
-    }
-}
-
-impl SyncBackend for ShuttleBackend {
-    type Mutex<T: Send + 'static> = ShuttleMutex<T>;
-}
+backend!(
+    "shuttle",
+    ShuttleBackend,
+    ShuttleMutex,
+    shuttle::sync::Mutex
+);
 
 /// Executions run, counted outside shuttle so a caller can report them.
 #[derive(Debug, Default)]
