@@ -149,6 +149,15 @@ pub struct Violation {
     pub detail: String,
     /// How many requests were explained before it.
     pub explained: usize,
+    /// Whether it is a *phantom denial*: a denial the specification admits from every state
+    /// reached there, at every moment it may have been decided.
+    pub phantom_denial: bool,
+}
+
+/// An answer the specification cannot give from a range of states.
+struct Unexplained {
+    detail: String,
+    phantom_denial: bool,
 }
 
 /// The bucket's possible states: every TAT from `lo` to `hi` (scaled units, ns × `amount`).
@@ -172,10 +181,18 @@ impl Tats {
         hi: i128::MAX / 4,
     };
 
-    fn initial(initial: Initial) -> Tats {
+    /// The states before the first operation, sent at `first` at the earliest: a bucket
+    /// is at most empty then, so its TAT is at most `first` + B·period.
+    fn initial(initial: Initial, spec: &Spec, first: Nanos) -> Tats {
         match initial {
             Initial::Full => Tats::EMPTY_BUCKET_AT_ZERO,
-            Initial::Unknown => Tats::ANY,
+            Initial::Unknown => {
+                let k = spec.scaled(first, 0);
+                Tats {
+                    lo: Tats::ANY.lo,
+                    hi: k.now + k.full,
+                }
+            }
         }
     }
 
@@ -222,7 +239,7 @@ impl Spec {
     /// The range of states after `op`, as the client saw it, from `tats`; or what the spec
     /// says instead. The decision fell at some moment from `at` to `at + decided_within`:
     /// every bound below is the union over those moments (for one moment, exact).
-    fn explain(&self, tats: Tats, op: &Op) -> Result<Tats, String> {
+    fn explain(&self, tats: Tats, op: &Op) -> Result<Tats, Unexplained> {
         let within = |at: Nanos| {
             Nanos(
                 at.as_u64()
@@ -232,28 +249,34 @@ impl Spec {
         match op.seen {
             Seen::Allowed { at, remaining } => {
                 let (a, b) = (self.scaled(at, op.cost), self.scaled(within(at), op.cost));
-                // Admitted: deficit + need ≤ full, so TAT ≤ now + full − need.
+                // Admitted: deficit + need ≤ full, so TAT ≤ now + full − need (and a deficit
+                // is never negative: no state admits more than the bucket holds).
                 let mut hi = b.now + b.full - b.need;
                 let mut lo = i128::MIN;
+                let mut possible = a.need <= a.full;
                 if let Some(r) = remaining {
                     // ⌊(full − deficit − need) / period⌋ = r.
                     let r = i128::from(r);
+                    possible &= a.full - a.need - r * a.period >= 0;
                     hi = hi.min(b.now + b.full - b.need - r * b.period);
                     let above = a.full - a.need - (r + 1) * a.period;
                     if above >= 0 {
                         lo = a.now + above + 1;
                     }
                 }
-                match tats.clamp(lo, hi) {
+                match tats.clamp(lo, hi).filter(|_| possible) {
                     Some(t) => Ok(Tats {
                         lo: t.lo.max(a.now) + a.need,
                         hi: t.hi.max(b.now) + b.need,
                     }),
-                    None => Err(format!(
-                        "admitted{} at {at}; {}",
-                        remaining.map_or(String::new(), |r| format!(" with remaining {r}")),
-                        self.says(tats, at, op.cost)
-                    )),
+                    None => Err(Unexplained {
+                        detail: format!(
+                            "admitted{} at {at}; {}",
+                            remaining.map_or(String::new(), |r| format!(" with remaining {r}")),
+                            self.says(tats, at, op.cost)
+                        ),
+                        phantom_denial: false,
+                    }),
                 }
             }
             Seen::Denied { at, retry_after } => {
@@ -261,22 +284,29 @@ impl Spec {
                 // Denied: deficit + need > full.
                 let mut lo = a.now + a.full - a.need + 1;
                 let mut hi = i128::MAX;
+                let mut possible = true;
                 if let Some(w) = retry_after {
-                    // ⌈(deficit + need − full) / amount⌉ = the true wait, which the reported
-                    // `w` rounds up to a multiple of the unit: a wait from w − unit + 1 to w.
+                    // ⌈(deficit + need − full) / amount⌉ = the true wait, at least 1 ns on a
+                    // denial, which the reported `w` rounds up to a multiple of the unit: a
+                    // wait from w − unit + 1 to w.
                     let w = i128::from(w.as_u64());
                     let unit = i128::from(op.precision.retry_after_unit.as_u64().max(1));
-                    let least = (w - unit + 1).max(0);
+                    let least = (w - unit + 1).max(1);
+                    possible = least <= w;
                     lo = lo.max(a.now + (least - 1) * a.amount + a.full - a.need + 1);
                     hi = b.now + w * b.amount + b.full - b.need;
                 }
-                tats.clamp(lo, hi).ok_or_else(|| {
-                    format!(
-                        "denied{} at {at}; {}",
-                        retry_after.map_or(String::new(), |w| format!(" with retry after {w}")),
-                        self.says(tats, at, op.cost)
-                    )
-                })
+                tats.clamp(lo, hi)
+                    .filter(|_| possible)
+                    .ok_or_else(|| Unexplained {
+                        detail: format!(
+                            "denied{} at {at}; {}",
+                            retry_after.map_or(String::new(), |w| format!(" with retry after {w}")),
+                            self.says(tats, at, op.cost)
+                        ),
+                        // Admitted at the earliest moment from the fullest state and the emptiest.
+                        phantom_denial: tats.hi <= a.now + a.full - a.need,
+                    })
             }
             Seen::Unknown => Ok(tats),
         }
@@ -329,14 +359,15 @@ pub fn check_key(spec: &Spec, ops: &[Op], budget: u64) -> Verdict {
 
 /// [`check_key`] from a bucket that held `initial` before the first operation.
 pub fn check_key_from(spec: &Spec, ops: &[Op], budget: u64, initial: Initial) -> Verdict {
+    let first = ops.iter().map(|o| o.call).min().unwrap_or(Nanos::ZERO);
     let answered_stamped = ops
         .iter()
         .filter(|o| o.seen != Seen::Unknown)
         .all(|o| o.stamp.is_some());
     if answered_stamped && ops.iter().any(|o| o.stamp.is_some()) {
-        replay_stamped(spec, ops, Tats::initial(initial))
+        replay_stamped(spec, ops, Tats::initial(initial, spec, first))
     } else {
-        Search::new(spec, ops, budget).run(Tats::initial(initial))
+        Search::new(spec, ops, budget).run(Tats::initial(initial, spec, first))
     }
 }
 
@@ -377,11 +408,12 @@ fn replay_stamped(spec: &Spec, ops: &[Op], initial: Tats) -> Verdict {
             Some(at) => {
                 match spec.explain(tats, op) {
                     Ok(t) => tats = t,
-                    Err(detail) => {
+                    Err(e) => {
                         return Verdict::Violation(Violation {
                             id: op.id,
-                            detail: format!("in store order: {detail}"),
+                            detail: format!("in store order: {}", e.detail),
                             explained: i,
+                            phantom_denial: e.phantom_denial,
                         });
                     }
                 }
@@ -416,7 +448,7 @@ struct Search<'a> {
     explored: u64,
     budget: u64,
     /// The furthest any branch got, and the first operation it could not explain there.
-    furthest: Option<(usize, u64, String)>,
+    furthest: Option<(usize, u64, Unexplained)>,
 }
 
 /// A point of the search: which operations are linearized, and the bucket after them.
@@ -493,13 +525,19 @@ impl<'a> Search<'a> {
             // Depth first, earliest call first.
             stack.extend(children.into_iter().rev());
         }
-        let (explained, id, detail) =
-            self.furthest
-                .unwrap_or((0, 0, "no order explains the answers".into()));
+        let (explained, id, e) = self.furthest.unwrap_or((
+            0,
+            0,
+            Unexplained {
+                detail: "no order explains the answers".into(),
+                phantom_denial: false,
+            },
+        ));
         Verdict::Violation(Violation {
             id,
-            detail,
+            detail: e.detail,
             explained,
+            phantom_denial: e.phantom_denial,
         })
     }
 
@@ -558,9 +596,9 @@ impl<'a> Search<'a> {
                     c.last_at = s.last_at.max(at);
                     out.push(c);
                 }
-                Err(detail) => {
+                Err(e) => {
                     if self.furthest.as_ref().is_none_or(|f| explained > f.0) {
-                        self.furthest = Some((explained, op.id, detail));
+                        self.furthest = Some((explained, op.id, e));
                     }
                 }
             }
@@ -960,5 +998,44 @@ mod tests {
             check_key_from(&spec, &ops, DEFAULT_BUDGET, Initial::Unknown),
             Verdict::Linearizable
         );
+        // Unknown is at most empty, never more: B = 2 at 1/s never asks for an hour.
+        let hour = [denied(1, 0, 0, 1, Some(Nanos(3600 * S)))];
+        let v = check_key_from(&spec, &hour, DEFAULT_BUDGET, Initial::Unknown);
+        assert!(matches!(v, Verdict::Violation(_)), "{v:?}");
+    }
+
+    #[test]
+    fn answers_no_state_gives_are_caught_even_when_the_moment_is_uncertain() {
+        let spec = Spec::per_second(2, 1);
+        let blur = |mut o: Op| {
+            o.precision.decided_within = Nanos(S);
+            o.precision.retry_after_unit = Nanos(S);
+            o
+        };
+        // More left than the bucket holds, after a long idle time.
+        let too_many = [blur(allowed(1, 5000, 5000, 5001, 5))];
+        assert!(matches!(verdict(spec, &too_many), Verdict::Violation(_)));
+        // A denial told to wait nothing.
+        let ops = [
+            allowed(1, 0, 0, 0, 1),
+            allowed(2, 0, 0, 0, 0),
+            blur(denied(3, 1, 1, 2, Some(Nanos(0)))),
+        ];
+        assert!(matches!(verdict(spec, &ops), Verdict::Violation(_)));
+        // A denial of a full bucket is a phantom; one of an empty bucket with a wrong wait
+        // is a violation but not a phantom.
+        let Verdict::Violation(v) = verdict(spec, &[denied(1, 0, 0, 1, None)]) else {
+            panic!("not caught")
+        };
+        assert!(v.phantom_denial, "{v:?}");
+        let wrong_wait = [
+            allowed(1, 0, 0, 0, 1),
+            allowed(2, 0, 0, 0, 0),
+            denied(3, 1, 1, 1, Some(Nanos(7))),
+        ];
+        let Verdict::Violation(v) = verdict(spec, &wrong_wait) else {
+            panic!("not caught")
+        };
+        assert!(!v.phantom_denial, "{v:?}");
     }
 }

@@ -203,6 +203,8 @@ pub struct ProbeVerdict {
     pub denied: u64,
     /// Without a decision.
     pub failed: u64,
+    /// The first request without a decision, and why.
+    pub first_failed: Option<(u64, String)>,
     /// What the claim allows for the admitted keys over their spans (B + R·T per key).
     pub allowance: u64,
     /// The envelope checker's report.
@@ -210,7 +212,7 @@ pub struct ProbeVerdict {
     /// The black-box linearizability verdicts (`None`: the claim has no sequential spec, or
     /// is only a bound).
     pub linearizable: Option<LinearizabilityReport>,
-    /// Denials no order explains: (key, request id).
+    /// Denials the claimed bucket would have admitted whatever the order: (key, request id).
     pub phantom_denials: Vec<(String, u64)>,
     /// Answers whose fields were checked.
     pub fields_checked: usize,
@@ -225,6 +227,13 @@ impl ProbeVerdict {
     /// that ran out of budget is *unknown*, not a failure.
     pub fn failures(&self) -> Vec<String> {
         let mut out = Vec::new();
+        if let Some((id, why)) = &self.first_failed {
+            // A limiter that answers with errors has not been checked: say so, never pass.
+            out.push(format!(
+                "decisions: {} of {} requests got none (request {id}: {why})",
+                self.failed, self.requests
+            ));
+        }
         if let Some(w) = self
             .envelope
             .witness
@@ -294,14 +303,17 @@ pub fn judge(h: &ProbeHistory, j: &Judging) -> ProbeVerdict {
                     retry_after: o.fields.retry_after,
                 }
             }
-            Outcome::Failed(_) => {
+            Outcome::Failed(ref why) => {
                 v.failed += 1;
+                v.first_failed.get_or_insert_with(|| (o.id, why.clone()));
                 Seen::Unknown
             }
         };
+        // The limiter's clock may lag its requests' sends: each operation is taken as sent
+        // that much earlier (fewer real-time constraints, so never a false alarm).
         ops.entry(&o.key).or_default().push(Op {
             id: o.id,
-            call: o.sent,
+            call: from,
             ret: (seen != Seen::Unknown).then_some(o.answered),
             cost: o.cost,
             seen,
@@ -330,14 +342,15 @@ pub fn judge(h: &ProbeHistory, j: &Judging) -> ProbeVerdict {
     if let Some(spec) = j.claim.spec().filter(|_| j.exact) {
         let mut report = LinearizabilityReport::default();
         for (key, key_ops) in &ops {
+            // A key no answer came back for says nothing either way.
+            if key_ops.iter().all(|o| o.seen == Seen::Unknown) {
+                continue;
+            }
             report.keys += 1;
             match linearizable::check_key_from(&spec, key_ops, j.budget, j.initial) {
                 Verdict::Linearizable => {}
                 Verdict::Violation(viol) => {
-                    let denial = key_ops
-                        .iter()
-                        .any(|o| o.id == viol.id && matches!(o.seen, Seen::Denied { .. }));
-                    if denial {
+                    if viol.phantom_denial {
                         v.phantom_denials.push(((*key).to_owned(), viol.id));
                     }
                     report.violations.insert((*key).to_owned(), viol);
@@ -393,10 +406,14 @@ fn fields(h: &ProbeHistory, j: &Judging, v: &mut ProbeVerdict) {
         }
         // Remaining grows only as fast as the bucket refills: between an answer and a request
         // sent after it, at most R·Δt more (plus the fraction of a unit `remaining` rounds
-        // away), Δt the widest the two decision times allow.
+        // away), Δt the widest the two decision times allow. Only for an exact bucket claim:
+        // a bound says nothing of how `remaining` moves.
         let Claim::TokenBucket { amount, period, .. } = j.claim else {
             continue;
         };
+        if !j.exact {
+            continue;
+        }
         let mut earlier: Vec<&Observation> = Vec::new();
         let mut sorted = obs.clone();
         sorted.sort_by_key(|o| (o.sent, o.id));
@@ -629,5 +646,61 @@ mod tests {
         let v = judge(&h, &judging(claim));
         assert!(v.linearizable.is_none());
         assert_eq!(v.envelope.max_excess, 0, "8 at once is within 2L");
+    }
+
+    fn seen(id: u64, sent_us: u64, answered_us: u64, outcome: Outcome) -> Observation {
+        Observation {
+            id,
+            key: "k".into(),
+            client: id as u32,
+            cost: 1,
+            sent: Nanos(sent_us * 1_000),
+            answered: Nanos(answered_us * 1_000),
+            outcome,
+            fields: Fields::default(),
+        }
+    }
+
+    #[test]
+    fn a_lagging_clock_excuses_an_unanswered_request_taking_effect_before_its_send() {
+        // B = 1 at 1/s on a clock 0.7 ms behind: the unanswered request took the token at
+        // 999.3 ms by that clock, so it was back by 1999.3 ms, when the last was admitted.
+        let claim = Claim::TokenBucket {
+            capacity: 1,
+            amount: 1,
+            period: Nanos(1_000_000_000),
+        };
+        let h = ProbeHistory {
+            observations: vec![
+                seen(0, 1_000_000, 1_000_500, Outcome::Failed("timeout".into())),
+                seen(1, 1_500_000, 1_500_200, Outcome::Denied),
+                seen(2, 1_999_400, 1_999_600, Outcome::Allowed),
+            ],
+            retry_probes: Vec::new(),
+        };
+        let v = judge(&h, &judging(claim));
+        assert!(v.linearizable.as_ref().unwrap().linearizable());
+        assert_eq!(
+            v.failures().len(),
+            1,
+            "only the missing decision is reported"
+        );
+    }
+
+    #[test]
+    fn a_limiter_that_decides_nothing_is_not_passed() {
+        let h = ProbeHistory {
+            observations: (0..5)
+                .map(|i| seen(i, i * 10, i * 10 + 5, Outcome::Failed("status 404".into())))
+                .collect(),
+            retry_probes: Vec::new(),
+        };
+        let v = judge(&h, &judging(CLAIM));
+        assert_eq!(v.linearizable.as_ref().unwrap().keys, 0);
+        let f = v.failures();
+        assert_eq!(
+            f,
+            ["decisions: 5 of 5 requests got none (request 0: status 404)"]
+        );
     }
 }

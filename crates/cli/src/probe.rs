@@ -4,6 +4,7 @@
 use ratelab_check::linearizable::{DEFAULT_BUDGET, Initial};
 use ratelab_check::probe::Claim;
 use ratelab_core::Nanos;
+use ratelab_lab::probe::bench::{self as checker, BenchShape};
 use ratelab_lab::probe::{
     self, ProbeConfig, ProbeRun, Target, http::HttpSpec, http::HttpTarget, policy, redis, report,
 };
@@ -28,14 +29,18 @@ pub enum ProbeCommand {
         /// Keys (1 to 100 000).
         #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=100_000))]
         keys: u64,
-        /// Clients in flight at once (1 to 4096).
+        /// Closed-loop clients (1 to 4096).
         #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=4096))]
         concurrency: u64,
+        /// The most a client waits between an answer and its next send, ms (0 to 1000; 0:
+        /// back to back, every client always in flight).
+        #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(0..=1000))]
+        think_ms: u64,
         /// Seeds, one history each (1 to 1000).
         #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=1000))]
         seeds: u64,
-        /// The search budget per key.
-        #[arg(long, default_value_t = DEFAULT_BUDGET, value_parser = clap::value_parser!(u64).range(1..=10_000_000_000))]
+        /// The search budget per key (1 to 10^8).
+        #[arg(long, default_value_t = DEFAULT_BUDGET, value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
         budget: u64,
     },
 }
@@ -70,9 +75,9 @@ pub struct Common {
     /// How far the limiter's clock may lag the moment it decides (its resolution).
     #[arg(long, default_value = "1ms", value_parser = parse_duration)]
     clock_resolution: Duration,
-    /// The linearizability search's budget per key (states, 1 to 10^10): past it the key is
-    /// reported unknown.
-    #[arg(long, default_value_t = DEFAULT_BUDGET, value_parser = clap::value_parser!(u64).range(1..=10_000_000_000))]
+    /// The linearizability search's budget per key (states, 1 to 10^8; the search's memory
+    /// grows with it): past it the key is reported unknown.
+    #[arg(long, default_value_t = DEFAULT_BUDGET, value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
     budget: u64,
     /// Per-request timeout.
     #[arg(long, default_value = "5s", value_parser = parse_duration)]
@@ -188,36 +193,50 @@ pub fn probe_command(cmd: ProbeCommand) -> ExitCode {
             ops,
             keys,
             concurrency,
+            think_ms,
             seeds,
             budget,
-        } => bench(ops, keys, concurrency, seeds, budget),
+        } => bench_checker(
+            BenchShape {
+                ops,
+                keys,
+                concurrency,
+                think: Nanos::from_millis(think_ms),
+                lost_updates: false,
+                budget,
+            },
+            seeds,
+        ),
     }
 }
 
 /// `ratelab probe bench`: both limiters, each seed, then the totals.
-fn bench(ops: u64, keys: u64, concurrency: u64, seeds: u64, budget: u64) -> ExitCode {
-    use ratelab_lab::probe::bench::{self, BenchShape};
+fn bench_checker(base: BenchShape, seeds: u64) -> ExitCode {
     println!(
-        "black-box checker: {ops} operations over {keys} keys, {concurrency} clients in flight, \
-         claim {}, budget {budget} per key",
-        policy::describe(&bench::CLAIM)
+        "black-box checker: {} operations over {} keys, {} closed-loop clients waiting up to \
+         {} between requests, claim {}, clock resolution {}, budget {} per key",
+        base.ops,
+        base.keys,
+        base.concurrency,
+        base.think,
+        policy::describe(&checker::CLAIM),
+        checker::CLOCK_RESOLUTION,
+        base.budget
     );
     println!(
         "limiter        seed  admitted  black-box s  store-order s  ratio  keys ok/violated/unknown  max excess"
     );
     for lost_updates in [false, true] {
         let shape = BenchShape {
-            ops,
-            keys,
-            concurrency,
             lost_updates,
-            budget,
+            ..base
         };
-        let (mut bb, mut st) = (0.0, 0.0);
+        let (mut bb, mut st, mut flying) = (0.0, 0.0, 0.0);
         for seed in 1..=seeds {
-            let (r, _) = bench::run(&shape, seed);
+            let (r, _) = checker::run(&shape, seed);
             bb += r.black_box_s;
             st += r.stamped_s;
+            flying += r.in_flight;
             println!(
                 "{:<13} {:>5} {:>9} {:>12.3} {:>14.4} {:>6.0} {:>10}/{}/{} {:>11}",
                 if lost_updates { "read-write" } else { "atomic" },
@@ -233,11 +252,12 @@ fn bench(ops: u64, keys: u64, concurrency: u64, seeds: u64, budget: u64) -> Exit
             );
         }
         println!(
-            "{:<13} total {:>22.3} {:>14.4} {:>6.0}",
+            "{:<13} total {:>22.3} {:>14.4} {:>6.0}   (requests in flight: {:.1} on average)",
             if lost_updates { "read-write" } else { "atomic" },
             bb,
             st,
-            bb / st.max(1e-9)
+            bb / st.max(1e-9),
+            flying / seeds as f64
         );
     }
     ExitCode::SUCCESS
@@ -276,7 +296,8 @@ async fn http(a: HttpArgs) -> ExitCode {
     };
     let claim = match (given, announced) {
         (Some(c), _) => c,
-        (None, Some((q, w))) => match policy::announced(q, w) {
+        (None, Err(e)) => return bad(e),
+        (None, Ok(Some((q, w)))) => match policy::announced(q, w) {
             Ok(c) => {
                 cfg.exact = false;
                 eprintln!(
@@ -288,7 +309,7 @@ async fn http(a: HttpArgs) -> ExitCode {
             }
             Err(e) => return bad(e),
         },
-        (None, None) => {
+        (None, Ok(None)) => {
             return bad("the limiter announces no RateLimit-Policy: give --policy");
         }
     };
@@ -303,7 +324,13 @@ async fn redis_probe(a: RedisArgs) -> ExitCode {
         Ok(c) => c,
         Err(e) => return bad(format!("--policy: {e}")),
     };
-    let cfg = config(&a.common, true);
+    // A bucket per probe key only if the key reaches the script.
+    let keyed = |t: &str| t.contains("{key}");
+    let partitioned = a.script.is_none() || keyed(&a.keys_template) || keyed(&a.args_template);
+    if !partitioned && a.common.keys > 1 {
+        return bad("--keys needs {key} in --keys-template or --args-template");
+    }
+    let cfg = config(&a.common, partitioned);
     let connections = a.connections.map_or_else(
         || {
             a.common

@@ -147,19 +147,27 @@ fn ratelab_serve_on_memory_passes_with_retry_after_exact() {
     let (code, r) = probe_serve(&s.url, &[]);
     assert_passes(code, &r);
     assert_retry_after_exact(&r);
-    // Without --policy the claim is read from RateLimit-Policy (q=5;w=3): its rounded w
-    // bounds the rate only, so the envelope is checked and linearizability is not.
+    // Without --policy the claim is read from RateLimit-Policy (q=5;w=3) as a bound that
+    // holds for a fixed window and for ratelab's rounded bucket alike: the envelope is
+    // checked, linearizability is not.
     let mut args = vec!["http", &s.url, "--key-header", "x-api-key"];
     args.extend(["--policy-name", "per-key", "--retry-probes", "0"]);
     args.extend(LADDER);
     let (code, r) = probe(&args);
     assert_eq!(code, 0, "{r:#}");
     assert_eq!(
-        r["policy"], "token-bucket:5,2.5",
-        "B = q, R below q/(w - 1)"
+        r["policy"], "token-bucket:10,2.5",
+        "2q at once, q/(w - 1) after"
     );
     assert_eq!(r["linearizable"], Value::Null);
     assert_eq!(u(&r, "/envelope/max_excess"), 0);
+    // With --policy the two announced policies need no --policy-name: the binding item's
+    // fields are read.
+    let mut args = vec!["http", &s.url, "--key-header", "x-api-key"];
+    args.extend(["--policy", "token-bucket:5,2", "--retry-probes", "0"]);
+    args.extend(LADDER);
+    let (code, r) = probe(&args);
+    assert_eq!(code, 0, "{r:#}");
 }
 
 #[test]
@@ -215,6 +223,22 @@ fn probe_redis_passes_the_atomic_script_and_catches_the_read_then_write_client()
     let (code, r) = probe(&args);
     assert_passes(code, &r);
     assert_retry_after_exact(&r);
+
+    // A script that answers every call with an error has decided nothing: never a pass.
+    let broken = std::env::temp_dir().join(format!("ratelab-broken-{}.lua", std::process::id()));
+    std::fs::write(&broken, "return redis.error_reply('ERR not today')").unwrap();
+    let mut args = vec!["redis", &url, "--script", broken.to_str().unwrap()];
+    args.extend(["--policy", "token-bucket:5,2", "--retry-probes", "0"]);
+    args.extend(LADDER);
+    let (code, r) = probe(&args);
+    std::fs::remove_file(&broken).ok();
+    assert_eq!(code, 1, "{r:#}");
+    let first = r["failures"][0].as_str().unwrap();
+    assert!(
+        first.starts_with("decisions: 900 of 900 requests got none"),
+        "{first}"
+    );
+    assert!(first.contains("not today"), "{first}");
 
     let mut args = vec![
         "redis",

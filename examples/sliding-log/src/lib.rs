@@ -7,6 +7,7 @@ pub const LIMIT: usize = 3;
 /// The policy: `LIMIT` requests per `window`.
 #[derive(Clone, Copy, Debug)]
 pub struct SlidingLog {
+    /// The window's length.
     pub window: Nanos,
 }
 

@@ -24,8 +24,10 @@ pub struct BenchShape {
     pub ops: u64,
     /// Keys.
     pub keys: u64,
-    /// Clients in flight at once.
+    /// Closed-loop clients.
     pub concurrency: u64,
+    /// The most a client waits between an answer and its next send.
+    pub think: Nanos,
     /// Whether the limiter loses updates (reads and writes back in two steps).
     pub lost_updates: bool,
     /// The search budget per key.
@@ -38,6 +40,9 @@ pub const CLAIM: Claim = Claim::TokenBucket {
     amount: 20,
     period: Nanos(1_000_000_000),
 };
+
+/// The clock resolution the histories are judged with: the probe's default.
+pub const CLOCK_RESOLUTION: Nanos = Nanos(1_000_000);
 
 /// One history's measurement.
 #[derive(Clone, Debug)]
@@ -54,6 +59,8 @@ pub struct BenchRun {
     pub keys: (usize, usize, usize),
     /// The envelope's worst excess.
     pub max_excess: u64,
+    /// Requests in flight on average (total flight time over the history's span).
+    pub in_flight: f64,
 }
 
 /// One request as generated: when it was sent, how long its flight, and where in it the
@@ -98,7 +105,7 @@ fn plan(shape: &BenchShape, seed: u64) -> Vec<Planned> {
             read,
             write,
         });
-        next_send[client] = answered + rng.below(20_000_000);
+        next_send[client] = answered + rng.below(shape.think.as_u64() + 1);
     }
     out
 }
@@ -224,7 +231,7 @@ pub fn run(shape: &BenchShape, seed: u64) -> (BenchRun, ProbeVerdict) {
         &h,
         &Judging {
             claim: CLAIM,
-            clock_resolution: Nanos(0),
+            clock_resolution: CLOCK_RESOLUTION,
             initial: Initial::Full,
             budget: shape.budget,
             exact: true,
@@ -236,6 +243,24 @@ pub fn run(shape: &BenchShape, seed: u64) -> (BenchRun, ProbeVerdict) {
     std::hint::black_box(stamped(&h, &order, &spec));
     let stamped_s = began.elapsed().as_secs_f64();
     let l = v.linearizable.as_ref().expect("a bucket is checked");
+    let flight: u64 = h
+        .observations
+        .iter()
+        .map(|o| o.answered.as_u64() - o.sent.as_u64())
+        .sum();
+    let span = h
+        .observations
+        .iter()
+        .map(|o| o.answered.as_u64())
+        .max()
+        .unwrap_or(0)
+        .saturating_sub(
+            h.observations
+                .iter()
+                .map(|o| o.sent.as_u64())
+                .min()
+                .unwrap_or(0),
+        );
     let run = BenchRun {
         seed,
         admitted: v.admitted,
@@ -247,6 +272,7 @@ pub fn run(shape: &BenchShape, seed: u64) -> (BenchRun, ProbeVerdict) {
             l.unknown.len(),
         ),
         max_excess: v.envelope.max_excess,
+        in_flight: flight as f64 / span.max(1) as f64,
     };
     (run, v)
 }
@@ -260,6 +286,7 @@ mod tests {
             ops: 1_500,
             keys: 15,
             concurrency: 64,
+            think: Nanos::from_millis(20),
             lost_updates,
             budget: linearizable::DEFAULT_BUDGET,
         }

@@ -3,8 +3,8 @@
 //!
 //! The key goes into a header (`--key-header x-api-key`) or the URL's `{key}` placeholder
 //! (`http://127.0.0.1:8080/items/{key}`). A status in the denial list (429 by default) is a
-//! denial; any other 2xx or 3xx an admission; anything else, or no answer, a request without
-//! a decision.
+//! denial; any other 2xx or 3xx an admission (redirects are not followed: each request is one
+//! decision); anything else, or no answer, a request without a decision.
 
 use super::{Target, fields};
 use ratelab_check::probe::{Fields, Outcome};
@@ -89,6 +89,8 @@ impl HttpTarget {
             .timeout(spec.timeout)
             .pool_max_idle_per_host(max_connections)
             .tcp_nodelay(true)
+            // A redirect followed would be a second decision behind one observation.
+            .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|e| format!("HTTP client: {e}"))?;
         Ok(HttpTarget {
@@ -119,14 +121,15 @@ impl HttpTarget {
     }
 
     /// One request on a key of its own, before the probe: whether the limiter answers at
-    /// all, and the policy it announces (`RateLimit-Policy`'s `q` and `w`).
-    pub async fn preflight(&self, key: &str) -> Result<Option<(u64, u64)>, String> {
+    /// all (the outer error), and the policy it announces (`RateLimit-Policy`'s `q` and `w`,
+    /// or why that field cannot be read).
+    pub async fn preflight(&self, key: &str) -> Result<Result<Option<(u64, u64)>, String>, String> {
         let resp = self
             .request(key)
             .await
             .map_err(|e| format!("{}: {}", self.inner.url, error_chain(&e)))?;
         let get = getter(resp.headers().clone());
-        fields::announced(&get, self.inner.policy_name.as_deref())
+        Ok(fields::announced(&get, self.inner.policy_name.as_deref()))
     }
 }
 

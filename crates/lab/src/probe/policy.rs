@@ -129,21 +129,24 @@ pub fn duration(s: &str) -> Result<Nanos, String> {
     }
 }
 
-/// The bound a `RateLimit-Policy` item announces, `q` units per `w` seconds, read as
-/// ratelab renders it: a token bucket of `q` tokens that refills from empty in `w` seconds,
-/// rounded up. The refill rate is then above q/w but below q/(w − 1), so the claim is a
-/// bucket of `q` at *at most* q/(w − 1) a second: a bound for the envelope, not a policy
-/// exact enough for the sequential specification. `w` = 1 bounds the rate only from below.
+/// The bound a `RateLimit-Policy` item announces, `q` units per `w` seconds.
+///
+/// The draft leaves the algorithm open, and the two common readings differ: a fixed window of
+/// `q` per `w` admits up to 2q across a boundary and q/w a second on average; ratelab's token
+/// bucket renders `w` as the time to refill `q` tokens from empty, rounded up to a second, so
+/// its rate is below q/(w − 1). The bound holds for both: 2q at once, and q/(w − 1) a second
+/// after. It is a bound for the envelope, not a policy exact enough for the sequential
+/// specification; `w` = 1 bounds a bucket's rate only from below, so it is refused.
 pub fn announced(q: u64, w_secs: u64) -> Result<Claim, String> {
     if q == 0 || w_secs < 2 {
         return Err(format!(
-            "RateLimit-Policy q={q};w={w_secs} bounds the refill rate only from below: give --policy"
+            "RateLimit-Policy q={q};w={w_secs} does not bound the refill rate: give --policy"
         ));
     }
     let period = (w_secs - 1).saturating_mul(SEC);
     let g = gcd(q, period);
     Ok(Claim::TokenBucket {
-        capacity: q,
+        capacity: q.saturating_mul(2),
         amount: q / g,
         period: Nanos(period / g),
     })

@@ -14,7 +14,7 @@ use super::{RACE_KEY, Race};
 use loom::sync::Arc;
 use ratelab_core::{Algorithm, Decision};
 use ratelab_store::backend::{BackendMutex, SyncBackend};
-use ratelab_store::{Key, MemoryStore};
+use ratelab_store::{Key, MemoryStore, Store};
 use std::sync::Mutex as StdMutex;
 
 backend!("loom", LoomBackend, LoomMutex, loom::sync::Mutex);
@@ -52,10 +52,28 @@ pub struct Options {
     pub stop_at_violation: bool,
 }
 
-/// Explores every interleaving of `race` (within `options`' bound).
+/// Explores every interleaving of `race` (within `options`' bound) over ratelab's
+/// [`MemoryStore`].
 pub fn explore<A>(race: &Race<A>, options: Options) -> Exploration
 where
     A: Algorithm + Clone + Send + Sync + 'static,
+{
+    explore_store(race, options, |a: &A| {
+        MemoryStore::<A, LoomBackend>::with_backend(a.clone(), 1, 16)
+    })
+}
+
+/// Explores every interleaving of `race` over a store `make` builds for each execution: a
+/// user's [`Store`], built on loom's primitives (say, generic over a
+/// [`SyncBackend`] and given [`LoomBackend`]) so loom can interleave it.
+pub fn explore_store<A, S>(
+    race: &Race<A>,
+    options: Options,
+    make: impl Fn(&A) -> S + Send + Sync + 'static,
+) -> Exploration
+where
+    A: Algorithm + Clone + Send + Sync + 'static,
+    S: Store<Algorithm = A> + Send + Sync + 'static,
 {
     let (before, expected) = race.expected();
     let found = std::sync::Arc::new(StdMutex::new(Exploration {
@@ -66,11 +84,7 @@ where
     builder.preemption_bound = options.preemption_bound;
     let (sink, race) = (found.clone(), race.clone());
     builder.check(move || {
-        let store = Arc::new(MemoryStore::<A, LoomBackend>::with_backend(
-            race.algorithm.clone(),
-            1,
-            16,
-        ));
+        let store = Arc::new(make(&race.algorithm));
         let key = Key::new(RACE_KEY).expect("valid key");
         race.prepare(&*store, &key, &before);
         let handles: Vec<_> = (0..race.gateways)

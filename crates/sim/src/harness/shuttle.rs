@@ -10,7 +10,7 @@
 use super::{RACE_KEY, Race};
 use ratelab_core::Algorithm;
 use ratelab_store::backend::{BackendMutex, SyncBackend};
-use ratelab_store::{Key, MemoryStore};
+use ratelab_store::{Key, MemoryStore, Store};
 use shuttle::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -42,14 +42,26 @@ pub fn race<A>(
 where
     A: Algorithm + Clone + Send + Sync + 'static,
 {
+    race_store(race, executions, |a: &A| {
+        MemoryStore::<A, ShuttleBackend>::with_backend(a.clone(), 1, 16)
+    })
+}
+
+/// [`race`] over a store `make` builds for each execution: a user's [`Store`], built on
+/// shuttle's primitives (say, generic over a [`SyncBackend`] and given [`ShuttleBackend`]).
+pub fn race_store<A, S>(
+    race: Race<A>,
+    executions: std::sync::Arc<Counter>,
+    make: impl Fn(&A) -> S + Send + Sync + 'static,
+) -> impl Fn() + Send + Sync + 'static
+where
+    A: Algorithm + Clone + Send + Sync + 'static,
+    S: Store<Algorithm = A> + Send + Sync + 'static,
+{
     let (before, expected) = race.expected();
     move || {
         executions.0.fetch_add(1, Ordering::Relaxed);
-        let store = Arc::new(MemoryStore::<A, ShuttleBackend>::with_backend(
-            race.algorithm.clone(),
-            1,
-            16,
-        ));
+        let store = Arc::new(make(&race.algorithm));
         let key = Key::new(RACE_KEY).expect("valid key");
         race.prepare(&*store, &key, &before);
         let handles: Vec<_> = (0..race.gateways)
