@@ -197,9 +197,9 @@ pub struct HonestyReport {
 pub struct ProbeVerdict {
     /// Requests sent.
     pub requests: usize,
-    /// Admitted.
+    /// Admitted (cost).
     pub admitted: u64,
-    /// Denied.
+    /// Denied (cost).
     pub denied: u64,
     /// Without a decision.
     pub failed: u64,
@@ -297,7 +297,7 @@ pub fn judge(h: &ProbeHistory, j: &Judging) -> ProbeVerdict {
                 }
             }
             Outcome::Denied => {
-                v.denied += 1;
+                v.denied += o.cost;
                 Seen::Denied {
                     at: from,
                     retry_after: o.fields.retry_after,

@@ -80,7 +80,7 @@ pub fn text(run: &ProbeRun, target: &str) -> String {
     if failures.is_empty() {
         s.push_str("PASS: every check held\n");
     } else {
-        let _ = writeln!(s, "FAIL: {} checks failed", failures.len());
+        let _ = writeln!(s, "FAIL: {} failures", failures.len());
         for f in failures {
             let _ = writeln!(s, "  {f}");
         }
