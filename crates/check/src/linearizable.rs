@@ -150,7 +150,7 @@ pub struct Violation {
     /// How many requests were explained before it.
     pub explained: usize,
     /// Whether it is a *phantom denial*: a denial the specification admits from every state
-    /// reached there, at every moment it may have been decided.
+    /// the furthest order reached gives there, at every moment it may have been decided.
     pub phantom_denial: bool,
 }
 
@@ -181,8 +181,9 @@ impl Tats {
         hi: i128::MAX / 4,
     };
 
-    /// The states before the first operation, sent at `first` at the earliest: a bucket
-    /// is at most empty then, so its TAT is at most `first` + B·period.
+    /// The states before the first operation, for a history whose earlier decisions were all
+    /// made by `first`: a bucket is at most empty then, so its TAT is at most
+    /// `first` + B·period.
     fn initial(initial: Initial, spec: &Spec, first: Nanos) -> Tats {
         match initial {
             Initial::Full => Tats::EMPTY_BUCKET_AT_ZERO,
@@ -281,8 +282,13 @@ impl Spec {
             }
             Seen::Denied { at, retry_after } => {
                 let (a, b) = (self.scaled(at, op.cost), self.scaled(within(at), op.cost));
-                // Denied: deficit + need > full.
-                let mut lo = a.now + a.full - a.need + 1;
+                // Denied: deficit + need > full (any state denies a cost beyond the capacity).
+                let beyond = a.need > a.full;
+                let mut lo = if beyond {
+                    i128::MIN
+                } else {
+                    a.now + a.full - a.need + 1
+                };
                 let mut hi = i128::MAX;
                 let mut possible = true;
                 if let Some(w) = retry_after {
@@ -305,7 +311,7 @@ impl Spec {
                             self.says(tats, at, op.cost)
                         ),
                         // Admitted at the earliest moment from the fullest state and the emptiest.
-                        phantom_denial: tats.hi <= a.now + a.full - a.need,
+                        phantom_denial: !beyond && tats.hi <= a.now + a.full - a.need,
                     })
             }
             Seen::Unknown => Ok(tats),
@@ -359,7 +365,19 @@ pub fn check_key(spec: &Spec, ops: &[Op], budget: u64) -> Verdict {
 
 /// [`check_key`] from a bucket that held `initial` before the first operation.
 pub fn check_key_from(spec: &Spec, ops: &[Op], budget: u64, initial: Initial) -> Verdict {
-    let first = ops.iter().map(|o| o.call).min().unwrap_or(Nanos::ZERO);
+    // What came before the history was decided no later than the first answer arrived (or,
+    // for the simulator's exact times, the first call).
+    let first = ops
+        .iter()
+        .map(|o| {
+            Nanos(
+                o.call
+                    .as_u64()
+                    .saturating_add(o.precision.decided_within.as_u64()),
+            )
+        })
+        .min()
+        .unwrap_or(Nanos::ZERO);
     let answered_stamped = ops
         .iter()
         .filter(|o| o.seen != Seen::Unknown)

@@ -11,7 +11,8 @@
 //!   admissions' spans allow ([`envelope::envelope_spans`]);
 //! - **linearizability**, black-box ([`linearizable::check_key_from`] with a
 //!   [`Precision`](crate::linearizable::Precision) per answer), for a token-bucket claim;
-//!   a denial that no order explains is a *phantom denial*;
+//!   a denial the claimed bucket admits from every state the furthest order reached gives
+//!   there is a *phantom denial*;
 //! - **fields**: `remaining` never grows faster than the refill between two answers in real
 //!   time, a denial never reports room for its own cost, and `Retry-After` is never earlier
 //!   than the `RateLimit` field's `t`;
@@ -212,7 +213,8 @@ pub struct ProbeVerdict {
     /// The black-box linearizability verdicts (`None`: the claim has no sequential spec, or
     /// is only a bound).
     pub linearizable: Option<LinearizabilityReport>,
-    /// Denials the claimed bucket would have admitted whatever the order: (key, request id).
+    /// Denials the claimed bucket admits from every state the furthest order reached gives
+    /// there: (key, request id).
     pub phantom_denials: Vec<(String, u64)>,
     /// Answers whose fields were checked.
     pub fields_checked: usize,
@@ -702,5 +704,36 @@ mod tests {
             f,
             ["decisions: 5 of 5 requests got none (request 0: status 404)"]
         );
+    }
+
+    #[test]
+    fn an_unknown_start_allows_a_decision_stamped_up_to_the_first_answer() {
+        // B = 1 at 1/s on a millisecond clock: a request before the history (the probe's
+        // preflight, say) was stamped 1000 ms and emptied the bucket until 2000 ms. The
+        // history's two denials announce the waits that gives, to the microsecond.
+        let claim = Claim::TokenBucket {
+            capacity: 1,
+            amount: 1,
+            period: Nanos(1_000_000_000),
+        };
+        let denial = |id, sent_us, wait_ms| {
+            let mut o = seen(id, sent_us, sent_us + 200, Outcome::Denied);
+            o.fields.retry_after = Some(Nanos::from_millis(wait_ms));
+            o.fields.retry_after_unit = Nanos(1_000);
+            o
+        };
+        let h = ProbeHistory {
+            observations: vec![denial(0, 1_000_600, 1_000), denial(1, 1_500_700, 500)],
+            retry_probes: Vec::new(),
+        };
+        let j = Judging {
+            initial: Initial::Unknown,
+            ..judging(claim)
+        };
+        let v = judge(&h, &j);
+        assert_eq!(v.failures(), Vec::<String>::new());
+        // From a full bucket, the first denial is a phantom.
+        let v = judge(&h, &judging(claim));
+        assert_eq!(v.phantom_denials, [("k".to_owned(), 0)]);
     }
 }

@@ -123,18 +123,19 @@ fn history(shape: &BenchShape, seed: u64) -> (ProbeHistory, Vec<u64>) {
     };
     let bucket = TokenBucket::new(capacity, amount, period).expect("a valid bucket");
     let planned = plan(shape, seed);
-    // Events: (time, 0 = read / 1 = write, request index).
-    let mut events: Vec<(u64, u8, usize)> = Vec::with_capacity(planned.len() * 2);
+    // Events: (time, request index, 0 = read / 1 = write). At one instant, one request's
+    // read and write stay together, so an atomic request is one step even on a tie.
+    let mut events: Vec<(u64, usize, u8)> = Vec::with_capacity(planned.len() * 2);
     for (i, p) in planned.iter().enumerate() {
-        events.push((p.read, 0, i));
-        events.push((p.write, 1, i));
+        events.push((p.read, i, 0));
+        events.push((p.write, i, 1));
     }
     events.sort_unstable();
     let mut state: BTreeMap<u64, TokenBucketState> = BTreeMap::new();
     let mut read: Vec<Option<Option<TokenBucketState>>> = vec![None; planned.len()];
     let mut decided: Vec<Option<ratelab_core::Decision>> = vec![None; planned.len()];
     let mut order = Vec::with_capacity(planned.len());
-    for (_, kind, i) in events {
+    for (_, i, kind) in events {
         let p = &planned[i];
         if kind == 0 {
             read[i] = Some(state.get(&p.key).copied());
