@@ -52,6 +52,32 @@ pub struct Fields {
     pub retry_after_unit: Nanos,
 }
 
+impl Fields {
+    /// The fields an HTTP limiter sends for `d` when it renders it as ratelab's headers do:
+    /// `remaining`, the `RateLimit` field's `t` and `Retry-After`, in whole seconds rounded
+    /// up. For histories made from decisions (tests, benchmarks), never for judging.
+    pub fn rendered(d: &ratelab_core::Decision) -> Fields {
+        let secs = |w: Nanos| w.as_u64().div_ceil(1_000_000_000);
+        Fields {
+            remaining: Some(d.remaining),
+            reset_secs: Some(secs(d.reset_after)),
+            retry_after: d.retry_after.map(|w| Nanos::from_secs(secs(w))),
+            retry_after_unit: Nanos::from_secs(1),
+        }
+    }
+}
+
+impl Outcome {
+    /// Admitted or denied.
+    pub fn of(allowed: bool) -> Outcome {
+        if allowed {
+            Outcome::Allowed
+        } else {
+            Outcome::Denied
+        }
+    }
+}
+
 /// One request a probe sent.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Observation {
@@ -505,7 +531,6 @@ mod tests {
             let decided = Nanos(sent.as_u64() + 3_000_000 + (i * 7_919 % 5) * 100_000);
             let (next, d) = bucket.transition(state, decided, 1).unwrap();
             state = Some(next);
-            let secs = |w: Nanos| w.as_u64().div_ceil(1_000_000_000);
             h.observations.push(Observation {
                 id: i,
                 key: "k".into(),
@@ -513,17 +538,8 @@ mod tests {
                 cost: 1,
                 sent,
                 answered: Nanos(decided.as_u64() + 2_000_000),
-                outcome: if d.allowed {
-                    Outcome::Allowed
-                } else {
-                    Outcome::Denied
-                },
-                fields: Fields {
-                    remaining: Some(d.remaining),
-                    reset_secs: Some(secs(d.reset_after)),
-                    retry_after: d.retry_after.map(|w| Nanos::from_secs(secs(w))),
-                    retry_after_unit: Nanos::from_secs(1),
-                },
+                outcome: Outcome::of(d.allowed),
+                fields: Fields::rendered(&d),
             });
         }
         h

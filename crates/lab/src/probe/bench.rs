@@ -151,7 +151,6 @@ fn history(shape: &BenchShape, seed: u64) -> (ProbeHistory, Vec<u64>) {
         decided[i] = Some(d);
         order.push(p.id);
     }
-    let secs = |w: Nanos| Nanos::from_secs(w.as_u64().div_ceil(1_000_000_000));
     let observations = planned
         .iter()
         .zip(decided)
@@ -164,17 +163,8 @@ fn history(shape: &BenchShape, seed: u64) -> (ProbeHistory, Vec<u64>) {
                 cost: 1,
                 sent: Nanos(p.sent),
                 answered: Nanos(p.answered),
-                outcome: if d.allowed {
-                    Outcome::Allowed
-                } else {
-                    Outcome::Denied
-                },
-                fields: Fields {
-                    remaining: Some(d.remaining),
-                    reset_secs: Some(secs(d.reset_after).as_u64() / 1_000_000_000),
-                    retry_after: d.retry_after.map(secs),
-                    retry_after_unit: Nanos::from_secs(1),
-                },
+                outcome: Outcome::of(d.allowed),
+                fields: Fields::rendered(&d),
             }
         })
         .collect();
