@@ -200,7 +200,7 @@ impl ScenarioBuilder {
         A: ratelab_core::Algorithm + Clone + Send + Sync + 'static,
     {
         match limiter.claim() {
-            Claim::Window(q) if q.window.as_u64() % 1_000_000 == 0 => {
+            Claim::Window(q) | Claim::AnyWindow(q) if q.window.as_u64() % 1_000_000 == 0 => {
                 self.fixed_window(q.limit, q.window.as_u64() / 1_000_000)
             }
             Claim::TokenBucket(b)

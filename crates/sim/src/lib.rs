@@ -136,7 +136,10 @@ pub fn run_with<A: ratelab_core::Algorithm + Clone + Send + Sync + 'static>(
         edge: cluster::edge_bucket(scenario).map(Plugged::Edge),
     };
     let (mut report, history) = execute(&claimed, seed, options, plug);
-    let found = verdict::judge(&claimed, &report, &history).failures;
+    let mut found = verdict::judge(&claimed, &report, &history).failures;
+    if let Claim::AnyWindow(q) = limiter.claim() {
+        found.extend(verdict::any_window(&claimed, &history, q.limit, q.window));
+    }
     let want = scenario.spec.expect.explorer.as_deref().unwrap_or("pass");
     report.failures.extend(verdict::held_to(want, &found));
     report.passed = report.failures.is_empty();

@@ -26,6 +26,10 @@ pub enum Claim {
     /// twice its limit across a boundary), and the report's `max_in_window` is the most
     /// admitted in any interval of one `window`. No linearizability specification applies.
     Window(Quota),
+    /// At most `limit` admitted in *any* interval of one `window` (half-open): a sliding
+    /// log's exact promise. Held to everything [`Claim::Window`] is, and per key and store
+    /// epoch to the most admitted in any window being at most `limit` (checker `window`).
+    AnyWindow(Quota),
     /// Token-bucket semantics: admitted cost in any interval Δt ≤ B + R·Δt exactly, and every
     /// key's answers linearizable under the token bucket's sequential specification.
     TokenBucket(TokenBucket),
@@ -36,7 +40,9 @@ impl Claim {
     /// the checkers know: what they hold the limiter to.
     pub fn policy(self) -> Result<Policy, PolicyError> {
         match self {
-            Claim::Window(q) => FixedWindow::new(q.limit, q.window).map(Policy::FixedWindow),
+            Claim::Window(q) | Claim::AnyWindow(q) => {
+                FixedWindow::new(q.limit, q.window).map(Policy::FixedWindow)
+            }
             Claim::TokenBucket(b) => Ok(Policy::TokenBucket(b)),
         }
     }

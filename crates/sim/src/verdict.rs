@@ -29,6 +29,7 @@ use ratelab_check::Admission;
 use ratelab_check::envelope::{self, Envelope};
 use ratelab_check::history::History;
 use ratelab_check::linearizable::{self, Op, Seen, Spec, Verdict};
+use ratelab_check::window;
 use ratelab_core::{Nanos, Policy};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -99,15 +100,17 @@ pub struct Judged {
     pub unknown_keys: u64,
 }
 
-/// The failures the checkers find in one run.
-pub fn judge(sc: &Scenario, report: &Report, h: &History) -> Judged {
-    let mut out = Vec::new();
+/// Per store epoch and key: the admissions (each sorted by time), and, when `with_ops`, the
+/// per-key layer's operations.
+type Grouped<'h> = (
+    BTreeMap<usize, BTreeMap<&'h str, Vec<Admission>>>,
+    BTreeMap<(usize, &'h str), Vec<Op>>,
+);
+
+fn grouped<'h>(sc: &Scenario, h: &'h History, with_ops: bool) -> Grouped<'h> {
     let starts = epochs(sc);
-    // Per epoch and key: the admissions, and the per-key layer's operations.
     let mut admitted: BTreeMap<usize, BTreeMap<&str, Vec<Admission>>> = BTreeMap::new();
     let mut ops: BTreeMap<(usize, &str), Vec<Op>> = BTreeMap::new();
-    // Only the token bucket has a linearizability specification here.
-    let bucket = matches!(sc.policy(), Policy::TokenBucket(_));
     for r in &h.requests {
         let Some(op) = Op::per_key(r) else {
             continue;
@@ -134,12 +137,26 @@ pub fn judge(sc: &Scenario, report: &Report, h: &History) -> Judged {
             }
             Seen::Unknown => epoch_of(&starts, r.sent_at)..starts.len(),
         };
-        if bucket {
+        if with_ops {
             for e in epochs {
                 ops.entry((e, r.key.as_str())).or_default().push(op);
             }
         }
     }
+    for by_key in admitted.values_mut() {
+        for adm in by_key.values_mut() {
+            adm.sort_unstable();
+        }
+    }
+    (admitted, ops)
+}
+
+/// The failures the checkers find in one run.
+pub fn judge(sc: &Scenario, report: &Report, h: &History) -> Judged {
+    let mut out = Vec::new();
+    // Only the token bucket has a linearizability specification here.
+    let bucket = matches!(sc.policy(), Policy::TokenBucket(_));
+    let (admitted, ops) = grouped(sc, h, bucket);
     let (bound, env) = match *sc.policy() {
         Policy::TokenBucket(b) => ("envelope", Envelope::of_bucket(&b)),
         ref window => {
@@ -153,10 +170,7 @@ pub fn judge(sc: &Scenario, report: &Report, h: &History) -> Judged {
             )
         }
     };
-    for (epoch, by_key) in &mut admitted {
-        for adm in by_key.values_mut() {
-            adm.sort_unstable();
-        }
+    for (epoch, by_key) in &admitted {
         let e = envelope::envelope(by_key, env);
         if e.max_excess > 0 {
             out.push(Failure::new(
@@ -181,6 +195,29 @@ pub fn judge(sc: &Scenario, report: &Report, h: &History) -> Judged {
         failures: out,
         unknown_keys,
     }
+}
+
+/// The exact window promise ([`crate::Claim::AnyWindow`]): per store epoch and key, at most
+/// `limit` admitted in any interval of one `window`.
+pub fn any_window(sc: &Scenario, h: &History, limit: u64, window: Nanos) -> Vec<Failure> {
+    let (admitted, _) = grouped(sc, h, false);
+    admitted
+        .iter()
+        .filter_map(|(epoch, by_key)| {
+            let s = window::window_spike(by_key, window);
+            (s.max_in_window > limit).then(|| {
+                Failure::new(
+                    Class::Safety,
+                    "window",
+                    format!(
+                        "epoch {epoch}: {} admitted in the window of {window} from {} on key {:?}, \
+                         against at most {limit}",
+                        s.max_in_window, s.from, s.key
+                    ),
+                )
+            })
+        })
+        .collect()
 }
 
 /// The linearizability checker over every key and epoch; the first violation is reported.

@@ -148,3 +148,36 @@ fn a_claimed_window_is_written_as_a_fixed_window_policy() {
     assert_eq!(sc.policy().quota().limit, 4);
     assert_eq!(sc.policy().quota().window, Nanos::from_secs(2));
 }
+
+/// A fixed window admits up to twice its limit across a boundary: within what a window claim
+/// allows, and caught by the exact claim a sliding log makes.
+#[test]
+fn the_exact_window_claim_catches_a_boundary_spike_the_window_claim_allows() {
+    let fw = ratelab_core::FixedWindow::new(5, Nanos::from_millis(100)).expect("policy");
+    let sc = |verdict: &str| {
+        Scenario::builder("a fixed window under an exact claim")
+            .seeds([1, 2, 3])
+            .duration_ms(1_000)
+            .gateways(1)
+            .fixed_window(5, 100)
+            .client(Client::key("user:ana").count(3).poisson(100))
+            .expect_explorer(verdict)
+            .build()
+            .expect("valid")
+    };
+    let window = Limiter::new(fw);
+    let exact = Limiter::claiming(fw, Claim::AnyWindow(fw.quota()));
+    for seed in [1, 2, 3] {
+        let (r, _) = run_with(&sc("pass"), seed, RunOptions::default(), &window).expect("runs");
+        assert!(r.passed, "seed {seed}: {:?}", r.failures);
+        assert!(r.max_in_window > 5, "seed {seed}: no boundary spike drawn");
+        let (r, _) =
+            run_with(&sc("safety/window"), seed, RunOptions::default(), &exact).expect("runs");
+        assert!(r.passed, "seed {seed}: {:?}", r.failures);
+        let found = r.checkers.expect("judged");
+        assert!(
+            found.iter().any(|f| f.detail.contains("against at most 5")),
+            "seed {seed}: {found:?}"
+        );
+    }
+}

@@ -1,9 +1,9 @@
 //! The sliding log in all three harnesses: loom, shuttle, and the madsim cluster.
-use ratelab_core::Nanos;
+use ratelab_core::{Algorithm, Nanos};
 use ratelab_example_sliding_log::SlidingLog;
 use ratelab_sim::harness::{Race, loom, shuttle};
 use ratelab_sim::scenario::{Client, Fault, Scenario, ScenarioBuilder};
-use ratelab_sim::{Limiter, run_seeds_with};
+use ratelab_sim::{Claim, Limiter, run_seeds_with};
 use ratelab_store::Path::{Atomic, Naive};
 
 const LOG: SlidingLog = SlidingLog {
@@ -24,7 +24,8 @@ fn loom_and_shuttle_find_the_naive_lost_update_and_none_on_the_atomic_path() {
 /// Three gateways on one key, seeds 1 to 3: 180 requests/s against 3 per 100 ms; every
 /// checker's verdict must be `verdict`, and the most admitted in any window is returned.
 fn cluster(sc: ScenarioBuilder, verdict: &str) -> Vec<u64> {
-    let log = Limiter::new(LOG);
+    // Claimed exactly: never more than 3 in any 100 ms.
+    let log = Limiter::claiming(LOG, Claim::AnyWindow(LOG.quota()));
     let ana = Client::key("user:ana").count(3).poisson(60);
     let sc = sc.seeds(1..=3).duration_ms(1_000).gateways(3);
     let sc = sc.policy_of(&log).client(ana).expect_explorer(verdict);
