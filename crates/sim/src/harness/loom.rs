@@ -10,11 +10,11 @@
 //! To watch a violating interleaving, stop at the first one (`stop_at_violation`) and run the
 //! test with `LOOM_LOG=trace`.
 
-use super::{RACE_KEY, Race};
+use super::Race;
 use loom::sync::Arc;
 use ratelab_core::{Algorithm, Decision};
 use ratelab_store::backend::{BackendMutex, SyncBackend};
-use ratelab_store::{Key, MemoryStore, Store};
+use ratelab_store::{MemoryStore, Store};
 use std::sync::Mutex as StdMutex;
 
 backend!("loom", LoomBackend, LoomMutex, loom::sync::Mutex);
@@ -84,19 +84,12 @@ where
     builder.preemption_bound = options.preemption_bound;
     let (sink, race) = (found.clone(), race.clone());
     builder.check(move || {
-        let store = Arc::new(make(&race.algorithm));
-        let key = Key::new(RACE_KEY).expect("valid key");
-        race.prepare(&*store, &key, &before);
-        let handles: Vec<_> = (0..race.gateways)
-            .map(|_| {
-                let (store, key, race) = (store.clone(), key.clone(), race.clone());
-                loom::thread::spawn(move || race.take(&*store, &key))
-            })
-            .collect();
-        let decisions: Vec<Decision> = handles
-            .into_iter()
-            .map(|h| h.join().expect("gateway thread"))
-            .collect();
+        let decisions = race.execute(
+            Arc::new(make(&race.algorithm)),
+            &before,
+            |store, race| loom::thread::spawn(move || race.take(&*store)),
+            |h| h.join().expect("gateway thread"),
+        );
         let admitted = decisions.iter().filter(|d| d.allowed).count();
 
         let mut f = sink.lock().expect("no panics while recording");

@@ -111,6 +111,27 @@ impl<A: Algorithm + Clone + Send + Sync + 'static> Race<A> {
         (before, admitted)
     }
 
+    /// One execution over `store`: the requests before the race (requiring the decisions
+    /// the algorithm alone makes, `want`), then the racing gateways as the model checker's
+    /// threads (`spawn` starts one, `join` waits for its decision).
+    fn execute<P, H>(
+        &self,
+        store: P,
+        want: &[bool],
+        spawn: impl Fn(P, Race<A>) -> H,
+        join: impl Fn(H) -> Decision,
+    ) -> Vec<Decision>
+    where
+        P: std::ops::Deref + Clone,
+        P::Target: Store<Algorithm = A>,
+    {
+        self.prepare(&*store, &race_key(), want);
+        let handles: Vec<H> = (0..self.gateways)
+            .map(|_| spawn(store.clone(), self.clone()))
+            .collect();
+        handles.into_iter().map(join).collect()
+    }
+
     /// Decides the requests before the race through `store`, requiring the decisions the
     /// algorithm alone makes (`want`).
     fn prepare<S: Store<Algorithm = A> + ?Sized>(&self, store: &S, key: &Key, want: &[bool]) {
@@ -124,9 +145,13 @@ impl<A: Algorithm + Clone + Send + Sync + 'static> Race<A> {
     }
 
     /// One racing request.
-    fn take<S: Store<Algorithm = A> + ?Sized>(&self, store: &S, key: &Key) -> Decision {
-        decide(store, self.path, key, self.now, self.cost).expect("in-memory store")
+    fn take<S: Store<Algorithm = A> + ?Sized>(&self, store: &S) -> Decision {
+        decide(store, self.path, &race_key(), self.now, self.cost).expect("in-memory store")
     }
+}
+
+fn race_key() -> Key {
+    Key::new(RACE_KEY).expect("valid key")
 }
 
 /// `gateways` of `decisions`, one line.

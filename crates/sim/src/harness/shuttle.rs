@@ -7,10 +7,10 @@
 //! failing schedule, which `shuttle::replay` accepts; [`expect_violation`] turns the panic
 //! a canary needs into its message.
 
-use super::{RACE_KEY, Race};
+use super::Race;
 use ratelab_core::Algorithm;
 use ratelab_store::backend::{BackendMutex, SyncBackend};
-use ratelab_store::{Key, MemoryStore, Store};
+use ratelab_store::{MemoryStore, Store};
 use shuttle::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -61,18 +61,14 @@ where
     let (before, expected) = race.expected();
     move || {
         executions.0.fetch_add(1, Ordering::Relaxed);
-        let store = Arc::new(make(&race.algorithm));
-        let key = Key::new(RACE_KEY).expect("valid key");
-        race.prepare(&*store, &key, &before);
-        let handles: Vec<_> = (0..race.gateways)
-            .map(|_| {
-                let (store, key, race) = (store.clone(), key.clone(), race.clone());
-                shuttle::thread::spawn(move || race.take(&*store, &key))
-            })
-            .collect();
-        let admitted = handles
-            .into_iter()
-            .map(|h| h.join().expect("gateway thread"))
+        let admitted = race
+            .execute(
+                Arc::new(make(&race.algorithm)),
+                &before,
+                |store, race| shuttle::thread::spawn(move || race.take(&*store)),
+                |h| h.join().expect("gateway thread"),
+            )
+            .iter()
             .filter(|d| d.allowed)
             .count();
         let gateways = race.gateways;
