@@ -5,7 +5,6 @@
 mod explore;
 mod probe;
 mod real;
-mod serve;
 
 use clap::{Parser, Subcommand};
 use ratelab_sim::{Report, RunOptions, Scenario, replay_commands};
@@ -90,8 +89,9 @@ enum Command {
         run_ms: u64,
     },
     /// Serve the gateway over HTTP, on the in-memory store or Redis: 200 when allowed, 429
-    /// when denied.
-    Serve(Box<ServeArgs>),
+    /// when denied (the code of `ratelab-server`, the binary to deploy, which has no
+    /// simulator linked in).
+    Serve(Box<ratelab_server::ServeArgs>),
     /// Check a real limiter from outside (an HTTP endpoint, a Redis script, the
     /// read-then-write client) against the policy it claims: exit 1 if a check fails, 2 on
     /// bad input or an unreachable limiter.
@@ -176,57 +176,6 @@ enum Command {
     },
 }
 
-/// `ratelab serve`'s flags (each overrides the config file).
-#[derive(clap::Args, Debug)]
-struct ServeArgs {
-    /// Listen address (default 127.0.0.1:8080).
-    #[arg(long)]
-    listen: Option<std::net::SocketAddr>,
-    /// A JSON config file; flags override it.
-    #[arg(long)]
-    config: Option<PathBuf>,
-    /// Per-key capacity B (default 100).
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=LIMIT_MAX))]
-    capacity: Option<u64>,
-    /// Per-key refill R per second (default 10).
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=LIMIT_MAX))]
-    refill_per_sec: Option<u64>,
-    /// Per-IP capacity (default 10 × the per-key one).
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=LIMIT_MAX))]
-    ip_capacity: Option<u64>,
-    /// Per-IP refill per second (default 10 × the per-key one).
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=LIMIT_MAX))]
-    ip_refill_per_sec: Option<u64>,
-    /// The per-IP limit counts IPv6 clients by this prefix length (default 64).
-    #[arg(long, value_parser = clap::value_parser!(u8).range(1..=128))]
-    ipv6_prefix: Option<u8>,
-    /// Each request's store deadline, shared by its layers, ms (default 50).
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=60_000))]
-    timeout_ms: Option<u64>,
-    /// A proxy whose forwarding headers are believed (IP or range; repeatable).
-    #[arg(long = "trusted-proxy")]
-    trusted_proxies: Vec<String>,
-    /// A route prefix that fails closed (repeatable).
-    #[arg(long = "fail-closed-route")]
-    fail_closed_routes: Vec<String>,
-    /// Use Redis at this URL as the store (default: in memory).
-    #[arg(long)]
-    redis: Option<String>,
-    /// Start with the kill switch on (limiting off).
-    #[arg(long)]
-    kill_switch: bool,
-    /// Write the request log (JSON lines, one per request) to this file.
-    #[arg(long, value_name = "FILE")]
-    request_log: Option<PathBuf>,
-    /// This gateway's name in the request log (default "gateway").
-    #[arg(long)]
-    name: Option<String>,
-    /// The store access path: atomic (default), or naive, the read-then-write canary that
-    /// loses updates under concurrency.
-    #[arg(long, value_parser = ["atomic", "naive"])]
-    path: Option<String>,
-}
-
 #[derive(Subcommand, Debug)]
 enum LogCommand {
     /// Print the request log lines whose id time is in [--from, --to), from one gateway's log
@@ -253,9 +202,6 @@ enum LogCommand {
         decision: Option<String>,
     },
 }
-
-/// The largest capacity or refill rate a flag accepts (the core's own bound is checked too).
-const LIMIT_MAX: u64 = 1_000_000_000_000;
 
 const EXIT_FAILED: u8 = 1;
 const EXIT_BAD_INPUT: u8 = 2;
@@ -351,7 +297,7 @@ fn main() -> ExitCode {
                 None => sweep(&cfg, threads, scenarios_only, &out, &writeup, &readme),
             }
         }
-        Command::Serve(args) => serve_command(*args),
+        Command::Serve(args) => ratelab_server::serve_command(*args),
         Command::Probe { command } => probe::probe_command(command),
         Command::Explore(args) => explore::explore_command(*args),
         Command::Fuzz {
@@ -373,75 +319,6 @@ fn main() -> ExitCode {
             print!("{}", ratelab_sim::scenario::json_schema());
             ExitCode::SUCCESS
         }
-    }
-}
-
-/// `ratelab serve`: the config file, overridden by the flags, validated, then served.
-fn serve_command(args: ServeArgs) -> ExitCode {
-    let ServeArgs {
-        listen,
-        config,
-        capacity,
-        refill_per_sec,
-        ip_capacity,
-        ip_refill_per_sec,
-        ipv6_prefix,
-        timeout_ms,
-        trusted_proxies,
-        fail_closed_routes,
-        redis,
-        kill_switch,
-        request_log,
-        name,
-        path,
-    } = args;
-    let fail = |e: String| {
-        eprintln!("error: {e}");
-        ExitCode::from(EXIT_BAD_INPUT)
-    };
-    let mut f = match config.as_deref().map(serve::read_file).transpose() {
-        Ok(f) => f.unwrap_or_default(),
-        Err(e) => return fail(e),
-    };
-    f.listen = listen.or(f.listen);
-    let merge = |l: Option<serve::LimitFile>, b: Option<u64>, r: Option<u64>| match (l, b, r) {
-        (l, None, None) => Ok(l),
-        (Some(l), b, r) => Ok(Some(serve::LimitFile {
-            capacity: b.unwrap_or(l.capacity),
-            refill_per_sec: r.unwrap_or(l.refill_per_sec),
-        })),
-        (None, Some(b), Some(r)) => Ok(Some(serve::LimitFile {
-            capacity: b,
-            refill_per_sec: r,
-        })),
-        (None, _, _) => Err("give both a capacity and a refill rate for a limit".to_owned()),
-    };
-    f.per_key = match merge(f.per_key, capacity, refill_per_sec) {
-        Ok(l) => l,
-        Err(e) => return fail(format!("per-key limit: {e}")),
-    };
-    f.per_ip = match merge(f.per_ip, ip_capacity, ip_refill_per_sec) {
-        Ok(l) => l,
-        Err(e) => return fail(format!("per-IP limit: {e}")),
-    };
-    f.timeout_ms = timeout_ms.or(f.timeout_ms);
-    f.ipv6_prefix = ipv6_prefix.or(f.ipv6_prefix);
-    if !trusted_proxies.is_empty() {
-        f.trusted_proxies = Some(trusted_proxies);
-    }
-    if !fail_closed_routes.is_empty() {
-        f.fail_closed_routes = Some(fail_closed_routes);
-    }
-    f.redis = redis.or(f.redis);
-    if kill_switch {
-        f.kill_switch = Some(true);
-    }
-    f.request_log = request_log.or(f.request_log);
-    f.name = name.or(f.name);
-    f.path = path.or(f.path);
-    match serve::settings(f).and_then(serve::run) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => fail(e),
     }
 }
 

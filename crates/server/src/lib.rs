@@ -1,0 +1,25 @@
+//! # ratelab-server
+//!
+//! The rate-limiting gateway as a server to deploy: HTTP in front of the embedded in-memory
+//! store or Redis, with the production behaviours of `ratelab-gateway` (429 with
+//! `Retry-After` and the RateLimit fields, fail-open with a breaker, the kill switch, layered
+//! limits, metrics, the request log).
+//!
+//! Its dependency graph holds no simulator: madsim's `#[no_mangle]` replacements of
+//! `clock_gettime`, `getrandom` and the like are linked into any binary that depends on
+//! madsim, so the server is its own crate and binary (`ratelab-server`), and
+//! `tests/graph.rs` checks its resolved graph. `ratelab serve` in the simulation binary runs
+//! this same code, for demonstrations and probes next to the simulator.
+//!
+//! | module | owns |
+//! |---|---|
+//! | [`config`] | the config file and its validation into settings |
+//! | [`args`] | the flags, merged over the config file |
+//! | [`serve`] | building the gateway over a store and serving it |
+#![warn(missing_docs)]
+
+pub mod args;
+pub mod config;
+pub mod serve;
+
+pub use args::{EXIT_BAD_INPUT, ServeArgs, serve_command};
