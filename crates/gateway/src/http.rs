@@ -19,7 +19,7 @@ use axum::extract::{ConnectInfo, State};
 use axum::routing::{any, get};
 use core::future::Future;
 use http::{HeaderMap, HeaderValue, Response, StatusCode};
-use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use ratelab_core::Nanos;
 use ratelab_store::StoreClient;
 use std::net::SocketAddr;
@@ -53,12 +53,26 @@ impl Env for TokioEnv {
     }
 }
 
+/// The store-latency histogram's bucket bounds, seconds: 25 µs to 1 s.
+pub const STORE_LATENCY_BUCKETS: [f64; 14] = [
+    0.000_025, 0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1,
+    0.25, 1.0,
+];
+
 /// The process-wide Prometheus recorder, installed on first use.
 pub fn prometheus() -> PrometheusHandle {
     static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
     HANDLE
         .get_or_init(|| {
-            let recorder = PrometheusBuilder::new().build_recorder();
+            // Store latency as a histogram (aggregable across gateways, unlike a summary's
+            // quantiles), with buckets for sub-millisecond calls up to the longest timeout.
+            let recorder = PrometheusBuilder::new()
+                .set_buckets_for_metric(
+                    Matcher::Full("ratelab_store_latency_seconds".into()),
+                    &STORE_LATENCY_BUCKETS,
+                )
+                .expect("the bucket list is not empty")
+                .build_recorder();
             let handle = recorder.handle();
             // Another recorder may already be installed (an embedding app's); then this handle
             // renders only what it sees, which is nothing, and says so in /metrics.
@@ -263,6 +277,7 @@ where
         metrics: prometheus(),
         admin,
     });
+    gateway.export_zeros();
     let limited = Router::new()
         .fallback(any(|| async { "ok\n" }))
         .layer(RateLimitLayer::new(gateway, guard));

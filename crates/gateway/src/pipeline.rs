@@ -339,6 +339,26 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
         }
     }
 
+    /// Registers every counter whose label values are known in advance (the decisions, each
+    /// layer's fail-open reasons and full-store refusals, the breaker's transitions) at 0, so
+    /// a dashboard or an alert on their rate has a series to watch before the first event.
+    pub fn export_zeros(&self) {
+        for decision in ["allowed", "denied", "rejected", "bypassed", "fail_closed"] {
+            metrics::counter!("ratelab_requests_total", "decision" => decision).increment(0);
+        }
+        for to in ["open", "closed"] {
+            metrics::counter!("ratelab_breaker_transitions_total", "to" => to).increment(0);
+        }
+        for layer in self.edge.iter().chain(&self.per_key) {
+            for reason in ratelab_store::FailReason::ALL {
+                metrics::counter!("ratelab_fail_open_total", "reason" => reason.name(), "layer" => layer.label)
+                    .increment(0);
+            }
+            metrics::counter!("ratelab_store_full_total", "layer" => layer.label).increment(0);
+        }
+        metrics::gauge!("ratelab_kill_switch").set(if self.kill_switch() { 1.0 } else { 0.0 });
+    }
+
     /// Turns limiting off (`true`) or back on.
     pub fn set_kill_switch(&self, on: bool) {
         self.kill_switch.store(on, Ordering::SeqCst);

@@ -1,9 +1,9 @@
 //! The server to deploy links no simulator: its resolved dependency graph holds no madsim,
-//! no model checker and no ratelab crate that names them; and the binary serves.
+//! no model checker and no ratelab crate that names them, nor does the binary define the libc
+//! functions madsim replaces.
 
 use std::collections::BTreeSet;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
 
 /// The crates `package` links: its normal and build dependencies, transitively, as
 /// `cargo tree` resolves them for this machine with the workspace's own flags (which set
@@ -67,48 +67,6 @@ fn the_server_binary_defines_no_libc_replacement() {
             .any(|l| l.ends_with(&format!(" T {f}")) || l.ends_with(&format!(" t {f}")));
         assert!(!defined, "ratelab-server defines {f}");
     }
-}
-
-#[test]
-fn the_server_binary_serves_and_limits() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ratelab-server"))
-        .args(["--listen", &format!("127.0.0.1:{port}"), "--capacity", "2"])
-        .args(["--refill-per-sec", "1"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "the server did not listen");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let statuses: Vec<u16> = rt.block_on(async {
-        let c = reqwest::Client::new();
-        let mut out = Vec::new();
-        for _ in 0..3 {
-            let r = c
-                .get(format!("http://127.0.0.1:{port}/"))
-                .header("x-api-key", "ana")
-                .send()
-                .await
-                .unwrap();
-            out.push(r.status().as_u16());
-        }
-        out
-    });
-    child.kill().ok();
-    child.wait().ok();
-    assert_eq!(statuses, [200, 200, 429]);
 }
 
 #[test]

@@ -53,6 +53,13 @@ pub enum FailReason {
 }
 
 impl FailReason {
+    /// Every reason.
+    pub const ALL: [FailReason; 3] = [
+        FailReason::Error,
+        FailReason::Timeout,
+        FailReason::BreakerOpen,
+    ];
+
     /// The lower-case name (metric label, log field).
     pub fn name(self) -> &'static str {
         match self {

@@ -1,0 +1,113 @@
+//! The `ratelab-server` binary, started on a free port and driven by a real HTTP client.
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A server on a free port, killed when dropped.
+struct Server {
+    child: Child,
+    port: u16,
+}
+
+impl Server {
+    fn start(args: &[&str]) -> Server {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let child = Command::new(env!("CARGO_BIN_EXE_ratelab-server"))
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "the server did not listen");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Server { child, port }
+    }
+
+    /// `GET path` with `x-api-key: ana`: the status and the body.
+    fn get(&self, path: &str) -> (u16, String) {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let r = reqwest::Client::new()
+                .get(format!("http://127.0.0.1:{}{path}", self.port))
+                .header("x-api-key", "ana")
+                .send()
+                .await
+                .unwrap();
+            (r.status().as_u16(), r.text().await.unwrap())
+        })
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.child.kill().ok();
+        self.child.wait().ok();
+    }
+}
+
+/// The value of the series `name` whose labels include every one of `labels`.
+fn series(metrics: &str, name: &str, labels: &[&str]) -> Option<f64> {
+    metrics
+        .lines()
+        .filter(|l| l.starts_with(&format!("{name}{{")) || l.starts_with(&format!("{name} ")))
+        .find(|l| labels.iter().all(|want| l.contains(want)))
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+}
+
+#[test]
+fn the_server_binary_serves_and_limits() {
+    let s = Server::start(&["--capacity", "2", "--refill-per-sec", "1"]);
+    let statuses: Vec<u16> = (0..3).map(|_| s.get("/").0).collect();
+    assert_eq!(statuses, [200, 200, 429]);
+}
+
+#[test]
+fn every_known_counter_is_exported_at_zero_and_store_latency_is_a_histogram() {
+    let s = Server::start(&[]);
+    let (_, fresh) = s.get("/metrics");
+    for (name, labels) in [
+        ("ratelab_requests_total", vec![r#"decision="denied""#]),
+        ("ratelab_requests_total", vec![r#"decision="bypassed""#]),
+        ("ratelab_breaker_transitions_total", vec![r#"to="open""#]),
+        (
+            "ratelab_fail_open_total",
+            vec![r#"reason="timeout""#, r#"layer="per-key""#],
+        ),
+        (
+            "ratelab_fail_open_total",
+            vec![r#"reason="breaker_open""#, r#"layer="per-ip""#],
+        ),
+        ("ratelab_store_full_total", vec![r#"layer="per-key""#]),
+        ("ratelab_kill_switch", vec![]),
+    ] {
+        assert_eq!(
+            series(&fresh, name, &labels),
+            Some(0.0),
+            "{name} {labels:?} in:\n{fresh}"
+        );
+    }
+    assert_eq!(s.get("/").0, 200);
+    let (_, after) = s.get("/metrics");
+    // A histogram: cumulative buckets from 25 µs up, the one call in the 1 s one.
+    let bucket = |le: &str| {
+        let labels = [r#"layer="per-key""#, le];
+        series(&after, "ratelab_store_latency_seconds_bucket", &labels)
+    };
+    assert!(bucket(r#"le="0.000025""#).is_some(), "{after}");
+    assert_eq!(bucket(r#"le="1""#), Some(1.0), "{after}");
+    assert_eq!(
+        series(&after, "ratelab_requests_total", &[r#"decision="allowed""#]),
+        Some(1.0)
+    );
+}
