@@ -128,6 +128,11 @@ async fn denies_after_capacity_and_admits_after_retry_after() {
         "Retry-After {retry} is not earlier than t = {}",
         key.2
     );
+    assert_eq!(
+        problem(denied).await["violated-policies"],
+        serde_json::json!(["per-key"]),
+        "{items:?}"
+    );
     tokio::time::sleep(std::time::Duration::from_secs(retry)).await;
     let again = get().await.unwrap();
     assert_eq!(
@@ -159,6 +164,26 @@ async fn edge_denials_do_not_spend_per_key_quota() {
     assert_eq!(items.len(), 1, "only the edge layer answered: {items:?}");
     assert_eq!(items[0].0, "per-ip");
     assert_eq!(gw.stats().snapshot().denied, 1);
+    assert_eq!(
+        problem(r).await["violated-policies"],
+        serde_json::json!(["per-ip"])
+    );
+}
+
+/// A 429's body as the RFC 9457 problem it must be: its media type, the draft's
+/// quota-exceeded type, status 429; returns the parsed object.
+async fn problem(r: reqwest::Response) -> serde_json::Value {
+    assert_eq!(
+        header(&r, "content-type").as_deref(),
+        Some("application/problem+json")
+    );
+    let body: serde_json::Value = serde_json::from_str(&r.text().await.unwrap()).unwrap();
+    assert_eq!(
+        body["type"],
+        "https://iana.org/assignments/http-problem-types#quota-exceeded"
+    );
+    assert_eq!(body["status"], 429);
+    body
 }
 
 /// Statuses of three requests claiming three different clients in `X-Forwarded-For`.

@@ -159,6 +159,27 @@ fn text(status: StatusCode, body: String) -> Response<Body> {
     r
 }
 
+/// The type URI of the ratelimit-headers draft's problem type for a request over its quota.
+pub const QUOTA_EXCEEDED: &str = "https://iana.org/assignments/http-problem-types#quota-exceeded";
+
+/// A 429 whose body is an RFC 9457 problem: the draft's quota-exceeded type, with the
+/// policies that were exceeded in its `violated-policies` member.
+fn quota_exceeded(violated: &[&str]) -> Response<Body> {
+    let body = serde_json::json!({
+        "type": QUOTA_EXCEEDED,
+        "title": "Quota Exceeded",
+        "status": 429,
+        "violated-policies": violated,
+    });
+    let mut r = Response::new(Body::from(format!("{body}\n")));
+    *r.status_mut() = StatusCode::TOO_MANY_REQUESTS;
+    r.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/problem+json"),
+    );
+    r
+}
+
 fn header_str<'a>(h: &'a HeaderMap, name: &str) -> Result<Option<&'a str>, String> {
     match h.get(name) {
         None => Ok(None),
@@ -232,10 +253,7 @@ where
             let answer = layer.gateway.check(request, layer.guard.as_deref()).await;
             let mut resp = match &answer.verdict {
                 Verdict::Allow => inner.call(req).await?,
-                Verdict::Deny => text(
-                    StatusCode::TOO_MANY_REQUESTS,
-                    "rate limit exceeded\n".into(),
-                ),
+                Verdict::Deny => quota_exceeded(&answer.violated_policies()),
                 Verdict::Unavailable => text(
                     StatusCode::SERVICE_UNAVAILABLE,
                     "rate limiter unavailable\n".into(),

@@ -87,6 +87,17 @@ pub enum LayerOutcome {
     StoreFull,
 }
 
+impl LayerOutcome {
+    /// Whether this layer denied the request: over its limit, or no room for a new key.
+    pub fn denied(&self) -> bool {
+        match self {
+            LayerOutcome::Decided { decision, .. } => !decision.allowed,
+            LayerOutcome::StoreFull => true,
+            LayerOutcome::FailedOpen(_) | LayerOutcome::FailedClosed(_) => false,
+        }
+    }
+}
+
 /// The verdict.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Verdict {
@@ -138,6 +149,18 @@ pub struct Answer {
     pub bypassed: bool,
     /// The request's UUIDv7, minted when it was decided; its log line carries it too.
     pub id: Uuid,
+}
+
+impl Answer {
+    /// The names of the policies that denied the request (`per-ip`, `per-key`), as the
+    /// `RateLimit-Policy` field names them.
+    pub fn violated_policies(&self) -> Vec<&'static str> {
+        [("per-ip", &self.edge), ("per-key", &self.per_key)]
+            .into_iter()
+            .filter(|(_, o)| o.as_ref().is_some_and(LayerOutcome::denied))
+            .map(|(name, _)| name)
+            .collect()
+    }
 }
 
 impl Answer {
