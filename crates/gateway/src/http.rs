@@ -1,5 +1,5 @@
 //! The gateway over HTTP: a `tower::Layer` to put in front of any axum app, the demo app that
-//! `ratelab serve` runs, and the tokio [`Env`].
+//! `ratelab-server` (and `ratelab serve`) runs, and the tokio [`Env`].
 //!
 //! The demo app answers any path with 200 when allowed and 429 when denied, and reserves:
 //!
@@ -65,7 +65,8 @@ pub fn prometheus() -> PrometheusHandle {
     HANDLE
         .get_or_init(|| {
             // Store latency as a histogram (aggregable across gateways, unlike a summary's
-            // quantiles), with buckets for sub-millisecond calls up to the longest timeout.
+            // quantiles), with buckets for sub-millisecond calls up to 1 s (longer calls, past
+            // any sensible timeout, fall in +Inf).
             let recorder = PrometheusBuilder::new()
                 .set_buckets_for_metric(
                     Matcher::Full("ratelab_store_latency_seconds".into()),
@@ -165,12 +166,16 @@ pub const QUOTA_EXCEEDED: &str = "https://iana.org/assignments/http-problem-type
 /// A 429 whose body is an RFC 9457 problem: the draft's quota-exceeded type, with the
 /// policies that were exceeded in its `violated-policies` member.
 fn quota_exceeded(violated: &[&str]) -> Response<Body> {
-    let body = serde_json::json!({
+    let mut body = serde_json::json!({
         "type": QUOTA_EXCEEDED,
         "title": "Quota Exceeded",
         "status": 429,
         "violated-policies": violated,
     });
+    if violated.is_empty() {
+        // Denied without a decision: the limiter's store had no room for a new key.
+        body["detail"] = "the rate limiter has no room for a new key".into();
+    }
     let mut r = Response::new(Body::from(format!("{body}\n")));
     *r.status_mut() = StatusCode::TOO_MANY_REQUESTS;
     r.headers_mut().insert(
@@ -371,4 +376,28 @@ where
         }
     }
     kill_switch_state(&s.gateway)
+}
+
+#[cfg(test)]
+mod problem_tests {
+    use super::*;
+
+    async fn body(r: Response<Body>) -> serde_json::Value {
+        let bytes = axum::body::to_bytes(r.into_body(), 1 << 16).await.unwrap();
+        serde_json::from_slice(&bytes).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_denial_names_its_policies_and_a_full_store_says_why_instead() {
+        let r = quota_exceeded(&["per-key"]);
+        assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(r.headers()["content-type"], "application/problem+json");
+        let b = body(r).await;
+        assert_eq!(b["type"], QUOTA_EXCEEDED);
+        assert_eq!(b["violated-policies"], serde_json::json!(["per-key"]));
+        assert!(b.get("detail").is_none());
+        let b = body(quota_exceeded(&[])).await;
+        assert_eq!(b["violated-policies"], serde_json::json!([]));
+        assert!(b["detail"].as_str().unwrap().contains("no room"));
+    }
 }

@@ -88,13 +88,10 @@ pub enum LayerOutcome {
 }
 
 impl LayerOutcome {
-    /// Whether this layer denied the request: over its limit, or no room for a new key.
-    pub fn denied(&self) -> bool {
-        match self {
-            LayerOutcome::Decided { decision, .. } => !decision.allowed,
-            LayerOutcome::StoreFull => true,
-            LayerOutcome::FailedOpen(_) | LayerOutcome::FailedClosed(_) => false,
-        }
+    /// Whether this layer's limit was exceeded: its store decided and denied (a store with
+    /// no room for a new key is the server's limit, not the client's quota).
+    pub fn over_limit(&self) -> bool {
+        matches!(self, LayerOutcome::Decided { decision, .. } if !decision.allowed)
     }
 }
 
@@ -152,12 +149,12 @@ pub struct Answer {
 }
 
 impl Answer {
-    /// The names of the policies that denied the request (`per-ip`, `per-key`), as the
-    /// `RateLimit-Policy` field names them.
+    /// The names of the policies whose quota the request exceeded (`per-ip`, `per-key`), as
+    /// the `RateLimit-Policy` field names them.
     pub fn violated_policies(&self) -> Vec<&'static str> {
         [("per-ip", &self.edge), ("per-key", &self.per_key)]
             .into_iter()
-            .filter(|(_, o)| o.as_ref().is_some_and(LayerOutcome::denied))
+            .filter(|(_, o)| o.as_ref().is_some_and(LayerOutcome::over_limit))
             .map(|(name, _)| name)
             .collect()
     }
@@ -365,6 +362,8 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
     /// Registers every counter whose label values are known in advance (the decisions, each
     /// layer's fail-open reasons and full-store refusals, the breaker's transitions) at 0, so
     /// a dashboard or an alert on their rate has a series to watch before the first event.
+    /// [`crate::http::app`] calls it; an app that embeds the tower layer calls it once its own
+    /// metrics recorder is installed.
     pub fn export_zeros(&self) {
         for decision in ["allowed", "denied", "rejected", "bypassed", "fail_closed"] {
             metrics::counter!("ratelab_requests_total", "decision" => decision).increment(0);
@@ -379,7 +378,6 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
             }
             metrics::counter!("ratelab_store_full_total", "layer" => layer.label).increment(0);
         }
-        metrics::gauge!("ratelab_kill_switch").set(if self.kill_switch() { 1.0 } else { 0.0 });
     }
 
     /// Turns limiting off (`true`) or back on.

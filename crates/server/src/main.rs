@@ -1,6 +1,7 @@
 //! `ratelab-server`: the rate-limiting gateway over HTTP, on the in-memory store or Redis.
 //!
-//! Exit codes: 0 after a clean shutdown (Ctrl-C), 2 on bad input.
+//! Exit codes: 0 after a clean shutdown (Ctrl-C or SIGTERM: in-flight requests finish), 2 on
+//! bad input.
 
 use clap::Parser;
 use ratelab_server::{EXIT_BAD_INPUT, ServeArgs, serve_command};

@@ -66,20 +66,35 @@ async fn serve_app<C: ratelab_store::StoreClient + 'static>(
     gw: Arc<Gateway<C, TokioEnv>>,
     s: &ServeSettings,
 ) -> Result<(), String> {
+    // The app installs the metrics recorder: the switch is set after, so its gauge shows.
+    let app = app(gw.clone(), s.admin.clone(), None);
     gw.set_kill_switch(s.kill_switch);
-    let app = app(gw, s.admin.clone(), None);
     axum::serve(
         listener,
         app.into_make_service_with_connect_info::<SocketAddr>(),
     )
-    .with_graceful_shutdown(async {
-        let _ = tokio::signal::ctrl_c().await;
-    })
+    .with_graceful_shutdown(shutdown())
     .await
     .map_err(|e| format!("server error: {e}"))
 }
 
-/// Serves until Ctrl-C.
+/// Ctrl-C, or the SIGTERM a service manager sends: stop accepting, finish what is in flight.
+async fn shutdown() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        () = term => {}
+    }
+}
+
+/// Serves until Ctrl-C or SIGTERM.
 pub fn run(s: ServeSettings) -> Result<(), String> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -1,7 +1,6 @@
 //! The `ratelab-server` binary, started on a free port and driven by a real HTTP client.
 
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
 /// A server on a free port, killed when dropped.
 struct Server {
@@ -10,24 +9,27 @@ struct Server {
 }
 
 impl Server {
+    /// Starts the binary on a port of its own choosing and reads it off its first line.
     fn start(args: &[&str]) -> Server {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let child = Command::new(env!("CARGO_BIN_EXE_ratelab-server"))
-            .args(["--listen", &format!("127.0.0.1:{port}")])
+        use std::io::BufRead as _;
+        let mut child = Command::new(env!("CARGO_BIN_EXE_ratelab-server"))
+            .args(["--listen", "127.0.0.1:0"])
             .args(args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "the server did not listen");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let mut first = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut first)
+            .unwrap();
+        let Some(port) = first.trim().rsplit(':').next().and_then(|p| p.parse().ok()) else {
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "the server did not start: {first}{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
         Server { child, port }
     }
 
@@ -110,4 +112,15 @@ fn every_known_counter_is_exported_at_zero_and_store_latency_is_a_histogram() {
         series(&after, "ratelab_requests_total", &[r#"decision="allowed""#]),
         Some(1.0)
     );
+}
+
+#[test]
+fn bad_flags_exit_2() {
+    let out = Command::new(env!("CARGO_BIN_EXE_ratelab-server"))
+        .args(["--capacity", "0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--capacity"), "{err}");
 }
