@@ -335,6 +335,33 @@ pub struct Gateway<C, E> {
     ids: Mutex<IdGenerator>,
 }
 
+/// The `# HELP` text and unit of every metric the gateway exports.
+fn describe() {
+    use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
+    describe_counter!("ratelab_requests_total", "Requests answered, by decision.");
+    describe_counter!(
+        "ratelab_fail_open_total",
+        "Requests let through because a layer's store failed, by reason and layer."
+    );
+    describe_counter!(
+        "ratelab_store_full_total",
+        "Requests denied because a layer's store had no room for a new key."
+    );
+    describe_counter!(
+        "ratelab_breaker_transitions_total",
+        "A layer's circuit breaker opening or closing."
+    );
+    describe_gauge!(
+        "ratelab_kill_switch",
+        "1 while the kill switch lets everything through."
+    );
+    describe_histogram!(
+        "ratelab_store_latency_seconds",
+        Unit::Seconds,
+        "Time of each store call, by layer."
+    );
+}
+
 impl<C: StoreClient, E: Env> Gateway<C, E> {
     /// A gateway with optional edge (per-IP) and per-key layers, each over its own client.
     pub fn new(config: GatewayConfig, edge: Option<C>, per_key: Option<C>, env: E) -> Self {
@@ -368,10 +395,12 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
         for decision in ["allowed", "denied", "rejected", "bypassed", "fail_closed"] {
             metrics::counter!("ratelab_requests_total", "decision" => decision).increment(0);
         }
-        for to in ["open", "closed"] {
-            metrics::counter!("ratelab_breaker_transitions_total", "to" => to).increment(0);
-        }
+        describe();
         for layer in self.edge.iter().chain(&self.per_key) {
+            for to in ["open", "closed"] {
+                metrics::counter!("ratelab_breaker_transitions_total", "to" => to, "layer" => layer.label)
+                    .increment(0);
+            }
             for reason in ratelab_store::FailReason::ALL {
                 metrics::counter!("ratelab_fail_open_total", "reason" => reason.name(), "layer" => layer.label)
                     .increment(0);
@@ -500,11 +529,12 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
         match transition {
             Transition::Opened => {
                 bump(&self.stats.breaker_opened);
-                metrics::counter!("ratelab_breaker_transitions_total", "to" => "open").increment(1);
+                metrics::counter!("ratelab_breaker_transitions_total", "to" => "open", "layer" => layer.label)
+                    .increment(1);
             }
             Transition::Closed => {
                 bump(&self.stats.breaker_closed);
-                metrics::counter!("ratelab_breaker_transitions_total", "to" => "closed")
+                metrics::counter!("ratelab_breaker_transitions_total", "to" => "closed", "layer" => layer.label)
                     .increment(1);
             }
             Transition::None => {}

@@ -81,7 +81,10 @@ fn every_known_counter_is_exported_at_zero_and_store_latency_is_a_histogram() {
     for (name, labels) in [
         ("ratelab_requests_total", vec![r#"decision="denied""#]),
         ("ratelab_requests_total", vec![r#"decision="bypassed""#]),
-        ("ratelab_breaker_transitions_total", vec![r#"to="open""#]),
+        (
+            "ratelab_breaker_transitions_total",
+            vec![r#"to="open""#, r#"layer="per-ip""#],
+        ),
         (
             "ratelab_fail_open_total",
             vec![r#"reason="timeout""#, r#"layer="per-key""#],
@@ -99,6 +102,7 @@ fn every_known_counter_is_exported_at_zero_and_store_latency_is_a_histogram() {
             "{name} {labels:?} in:\n{fresh}"
         );
     }
+    assert!(fresh.contains("# HELP ratelab_fail_open_total "), "{fresh}");
     assert_eq!(s.get("/").0, 200);
     let (_, after) = s.get("/metrics");
     // A histogram: cumulative buckets from 25 µs up, the one call in the 1 s one.
@@ -108,6 +112,10 @@ fn every_known_counter_is_exported_at_zero_and_store_latency_is_a_histogram() {
     };
     assert!(bucket(r#"le="0.000025""#).is_some(), "{after}");
     assert_eq!(bucket(r#"le="1""#), Some(1.0), "{after}");
+    assert!(
+        after.contains("# HELP ratelab_store_latency_seconds "),
+        "{after}"
+    );
     assert_eq!(
         series(&after, "ratelab_requests_total", &[r#"decision="allowed""#]),
         Some(1.0)
