@@ -15,6 +15,7 @@ mod redis_server;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use ratelab_core::{Algorithm, Nanos, TokenBucket};
+use ratelab_gateway::limits::{NoHeaders, PER_IP, PER_KEY};
 use ratelab_gateway::http::TokioEnv;
 use ratelab_gateway::singleton::{FencedJob, Singleton, SingletonConfig, Tick};
 use ratelab_gateway::{
@@ -311,13 +312,15 @@ fn request(key: &'static [u8]) -> Request<'static> {
         forwarding: Forwarding::default(),
         api_key: Some(key),
         route: "/",
+        method: "GET",
+        headers: &NoHeaders,
         cost: 1,
         trace: 0,
     }
 }
 
 async fn check(gw: &Gw) -> Option<LayerOutcome> {
-    gw.check(request(b"alice"), None).await.per_key
+    gw.check(request(b"alice"), None).await.outcome(PER_KEY)
 }
 
 /// The fault tests' store call timeout.
@@ -444,7 +447,7 @@ fn both_layers_on_a_frozen_redis_answer_within_one_timeout() {
         let req = || request(b"alice");
         let healthy = gw.check(req(), None).await;
         assert!(
-            matches!(healthy.per_key, Some(LayerOutcome::Decided { .. })),
+            matches!(healthy.outcome(PER_KEY), Some(LayerOutcome::Decided { .. })),
             "{healthy:?}"
         );
         server.signal("STOP");
@@ -453,9 +456,9 @@ fn both_layers_on_a_frozen_redis_answer_within_one_timeout() {
             let started = std::time::Instant::now();
             let a = gw.check(req(), None).await;
             slowest = slowest.max(started.elapsed());
-            assert_eq!(a.edge, Some(LayerOutcome::FailedOpen(FailReason::Timeout)));
+            assert_eq!(a.outcome(PER_IP), Some(LayerOutcome::FailedOpen(FailReason::Timeout)));
             assert_eq!(
-                a.per_key,
+                a.outcome(PER_KEY),
                 Some(LayerOutcome::FailedOpen(FailReason::Timeout)),
                 "the edge spent the deadline: the per-key layer is not called"
             );
@@ -786,7 +789,7 @@ fn a_corrupt_stored_bucket_is_a_typed_error_on_both_paths() {
                 .await
                 .unwrap();
             let a = gw.check(req, None).await;
-            assert_eq!(a.per_key, Some(LayerOutcome::FailedOpen(FailReason::Error)));
+            assert_eq!(a.outcome(PER_KEY), Some(LayerOutcome::FailedOpen(FailReason::Error)));
         }
         assert_eq!(gw.stats().snapshot().breaker_opened, 0);
         // A well-formed value still decides, also where the script's `lo` has 16 digits

@@ -13,6 +13,7 @@
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use ratelab_core::{Nanos, Policy, TokenBucket};
+use ratelab_gateway::limits::NoHeaders;
 use ratelab_gateway::reqlog::{FileSink, IdGenerator, LogSink, RequestLogLayer};
 use ratelab_gateway::{Env, Forwarding, Gateway, GatewayConfig, Request};
 use ratelab_store::{LocalClient, MemoryStore};
@@ -78,6 +79,8 @@ fn decide(gw: &Gateway<LocalClient<Policy, Clock>, FakeEnv>) -> u16 {
         forwarding: Forwarding::default(),
         api_key: Some(b"customer-42"),
         route: "/orders",
+        method: "GET",
+        headers: &NoHeaders,
         cost: 1,
         trace: 0,
     };

@@ -6,12 +6,15 @@
 //! - `GET /metrics`: Prometheus text (requests by decision, fail-open by reason and layer,
 //!   kill switch, breaker transitions, store latency histogram);
 //! - `GET /admin/kill-switch` (`on` / `off`) and `PUT`/`POST /admin/kill-switch` with body
-//!   `on` or `off`, accepted only from the configured admin addresses (loopback by default).
+//!   `on` or `off`, accepted only from the configured admin addresses (loopback by default);
+//! - `/admin/shadow`, the same for the global shadow switch: while it is on, every limit is
+//!   evaluated and counted (`ratelab_shadow_denied_total`), and nothing is denied.
 //!
 //! Every answer carries `x-request-id`, the request's UUIDv7 from the gateway, which its
 //! request log line carries too: ids sort by the time the requests were decided.
 
 use crate::ip::{Forwarding, IpNet};
+use crate::limits::Headers;
 use crate::pipeline::{Env, Gateway, Guard, Request, Verdict};
 use axum::Router;
 use axum::body::Body;
@@ -58,6 +61,12 @@ pub const STORE_LATENCY_BUCKETS: [f64; 14] = [
     0.000_025, 0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1,
     0.25, 1.0,
 ];
+
+impl Headers for HeaderMap {
+    fn get(&self, name: &str) -> Option<&[u8]> {
+        HeaderMap::get(self, name).map(HeaderValue::as_bytes)
+    }
+}
 
 /// The process-wide Prometheus recorder, installed on first use.
 pub fn prometheus() -> PrometheusHandle {
@@ -240,6 +249,8 @@ where
                 forwarding: Forwarding::default(),
                 api_key: h.get("x-api-key").map(HeaderValue::as_bytes),
                 route: req.uri().path(),
+                method: req.method().as_str(),
+                headers: h,
                 cost: 1,
                 trace,
             };
@@ -283,8 +294,8 @@ struct AppState<C, E> {
     admin: Vec<IpNet>,
 }
 
-/// The demo app: every path answers 200 through the limiter; `/metrics` and
-/// `/admin/kill-switch` are reserved and not limited. Serve it with
+/// The demo app: every path answers 200 through the limiter; `/metrics`,
+/// `/admin/kill-switch` and `/admin/shadow` are reserved and not limited. Serve it with
 /// `into_make_service_with_connect_info::<SocketAddr>()`.
 pub fn app<C, E>(
     gateway: Arc<Gateway<C, E>>,
@@ -306,12 +317,8 @@ where
         .layer(RateLimitLayer::new(gateway, guard));
     Router::new()
         .route("/metrics", get(metrics_text::<C, E>))
-        .route(
-            "/admin/kill-switch",
-            get(kill_switch_get::<C, E>)
-                .put(kill_switch_set::<C, E>)
-                .post(kill_switch_set::<C, E>),
-        )
+        .route("/admin/kill-switch", switch_routes(Switch::Kill))
+        .route("/admin/shadow", switch_routes(Switch::Shadow))
         .with_state(state)
         .merge(limited)
 }
@@ -329,29 +336,52 @@ where
     r
 }
 
+/// A switch the admin endpoints turn: the kill switch or the global shadow switch.
+#[derive(Clone, Copy, Debug)]
+enum Switch {
+    Kill,
+    Shadow,
+}
+
+impl Switch {
+    fn get<C: StoreClient, E: Env>(self, gateway: &Gateway<C, E>) -> bool {
+        match self {
+            Switch::Kill => gateway.kill_switch(),
+            Switch::Shadow => gateway.shadow(),
+        }
+    }
+
+    fn set<C: StoreClient, E: Env>(self, gateway: &Gateway<C, E>, on: bool) {
+        match self {
+            Switch::Kill => gateway.set_kill_switch(on),
+            Switch::Shadow => gateway.set_shadow(on),
+        }
+    }
+}
+
 /// `on` or `off`, as the admin endpoint reports it.
-fn kill_switch_state<C: StoreClient, E: Env>(gateway: &Gateway<C, E>) -> Response<Body> {
-    let state = if gateway.kill_switch() {
-        "on\n"
-    } else {
-        "off\n"
-    };
+fn switch_state<C: StoreClient, E: Env>(gateway: &Gateway<C, E>, switch: Switch) -> Response<Body> {
+    let state = if switch.get(gateway) { "on\n" } else { "off\n" };
     text(StatusCode::OK, state.into())
 }
 
-async fn kill_switch_get<C, E>(State(s): State<Arc<AppState<C, E>>>) -> Response<Body>
+/// The routes that read (`GET`) and turn (`PUT` or `POST` with `on` or `off`) `switch`.
+fn switch_routes<C, E>(switch: Switch) -> axum::routing::MethodRouter<Arc<AppState<C, E>>>
 where
     C: StoreClient + 'static,
     E: Env + 'static,
 {
-    kill_switch_state(&s.gateway)
+    let set = move |State(s): State<Arc<AppState<C, E>>>,
+                    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+                    body: String| async move { switch_set(&s, peer, &body, switch) };
+    get(move |State(s): State<Arc<AppState<C, E>>>| async move {
+        switch_state(&s.gateway, switch)
+    })
+    .put(set.clone())
+    .post(set)
 }
 
-async fn kill_switch_set<C, E>(
-    State(s): State<Arc<AppState<C, E>>>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    body: String,
-) -> Response<Body>
+fn switch_set<C, E>(s: &AppState<C, E>, peer: SocketAddr, body: &str, switch: Switch) -> Response<Body>
 where
     C: StoreClient + 'static,
     E: Env + 'static,
@@ -363,8 +393,8 @@ where
         );
     }
     match body.trim() {
-        "on" => s.gateway.set_kill_switch(true),
-        "off" => s.gateway.set_kill_switch(false),
+        "on" => switch.set(&s.gateway, true),
+        "off" => switch.set(&s.gateway, false),
         other => {
             return text(
                 StatusCode::BAD_REQUEST,
@@ -375,7 +405,7 @@ where
             );
         }
     }
-    kill_switch_state(&s.gateway)
+    switch_state(&s.gateway, switch)
 }
 
 #[cfg(test)]

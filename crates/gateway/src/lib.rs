@@ -27,6 +27,7 @@ pub mod breaker;
 #[cfg(feature = "http")]
 pub mod http;
 pub mod ip;
+pub mod limits;
 mod pipeline;
 pub mod reqlog;
 pub mod singleton;
@@ -34,6 +35,6 @@ pub mod singleton;
 pub use breaker::{Breaker, BreakerConfig, BreakerState};
 pub use ip::{Forwarding, IpNet};
 pub use pipeline::{
-    Answer, Env, FailReason, Gateway, GatewayConfig, Guard, LayerOutcome, Request, Stats,
-    StatsSnapshot, Verdict,
+    Answer, Env, FailReason, Gateway, GatewayConfig, Guard, LayerOutcome, LimitResult, Request,
+    Stats, StatsSnapshot, Verdict,
 };

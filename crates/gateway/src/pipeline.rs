@@ -22,8 +22,12 @@
 //! network ([`GatewayConfig::ipv6_prefix`], a /64 by default), so one subscriber's addresses
 //! share one bucket.
 
-use crate::breaker::{Breaker, BreakerConfig, Permit, Transition};
-use crate::ip::{DEFAULT_IPV6_PREFIX, Forwarding, IpNet, client_ip, edge_network};
+use crate::breaker::{BreakerConfig, Permit, Transition};
+use crate::ip::{DEFAULT_IPV6_PREFIX, Forwarding, IpNet, client_ip};
+use crate::limits::{
+    Headers, KeyBy, Limit, LimitSet, LimitSpec, Mode, PER_IP, PER_KEY, Planned, plan,
+};
+use arc_swap::ArcSwap;
 use crate::reqlog::{IdGenerator, REQUEST_LOG_TARGET};
 use core::future::Future;
 use ratelab_core::Decision;
@@ -31,7 +35,7 @@ use ratelab_core::headers::{PolicyName, render};
 use ratelab_core::{Algorithm, Nanos};
 use ratelab_store::{Key, LimitError, Path, StoreClient, StoreError, TimeSource, decide_remote};
 use std::net::IpAddr;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 use uuid::Uuid;
@@ -119,8 +123,12 @@ pub struct Request<'a> {
     pub forwarding: Forwarding<'a>,
     /// The raw `x-api-key` header, if present.
     pub api_key: Option<&'a [u8]>,
-    /// The request path (for fail-closed routes).
+    /// The request path (for fail-closed routes and limit selectors).
     pub route: &'a str,
+    /// The request method, upper case (for limit selectors).
+    pub method: &'a str,
+    /// The request's headers (for limit selectors, keys and costs).
+    pub headers: &'a dyn Headers,
     /// Cost in quota units (1 for an HTTP request).
     pub cost: u64,
     /// Trace id carried by every store call for this request.
@@ -138,24 +146,42 @@ pub struct Answer {
     pub headers: Vec<(&'static str, String)>,
     /// The resolved client address.
     pub client_ip: Option<IpAddr>,
-    /// The edge (per-IP) layer's outcome, if it ran.
-    pub edge: Option<LayerOutcome>,
-    /// The per-key layer's outcome, if it ran.
-    pub per_key: Option<LayerOutcome>,
+    /// The outcome of every limit that ran, in order.
+    pub limits: Vec<LimitResult>,
     /// Whether the kill switch let it through.
     pub bypassed: bool,
     /// The request's UUIDv7, minted when it was decided; its log line carries it too.
     pub id: Uuid,
 }
 
+/// How one limit ended for one request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LimitResult {
+    /// The limit's name.
+    pub name: Arc<str>,
+    /// Its outcome.
+    pub outcome: LayerOutcome,
+    /// Whether it was only measured (its own shadow mode, or the global shadow switch): its
+    /// denial let the request through.
+    pub shadow: bool,
+}
+
 impl Answer {
-    /// The names of the policies whose quota the request exceeded (`per-ip`, `per-key`), as
-    /// the `RateLimit-Policy` field names them.
-    pub fn violated_policies(&self) -> Vec<&'static str> {
-        [("per-ip", &self.edge), ("per-key", &self.per_key)]
-            .into_iter()
-            .filter(|(_, o)| o.as_ref().is_some_and(LayerOutcome::over_limit))
-            .map(|(name, _)| name)
+    /// The outcome of the limit called `name`, if it ran.
+    pub fn outcome(&self, name: &str) -> Option<LayerOutcome> {
+        self.limits
+            .iter()
+            .find(|r| &*r.name == name)
+            .map(|r| r.outcome)
+    }
+
+    /// The names of the enforced limits whose quota the request exceeded, as the
+    /// `RateLimit-Policy` field names them.
+    pub fn violated_policies(&self) -> Vec<&str> {
+        self.limits
+            .iter()
+            .filter(|r| !r.shadow && r.outcome.over_limit())
+            .map(|r| &*r.name)
             .collect()
     }
 }
@@ -168,22 +194,11 @@ impl Answer {
             status,
             headers: Vec::new(),
             client_ip: None,
-            edge: None,
-            per_key: None,
+            limits: Vec::new(),
             bypassed: false,
             id: Uuid::nil(),
         }
     }
-}
-
-/// One limit layer: a named policy over a store.
-#[derive(Debug)]
-pub struct Layer<C> {
-    name: PolicyName,
-    /// The same name, as a metric label that costs no allocation.
-    label: &'static str,
-    client: C,
-    breaker: Mutex<Breaker>,
 }
 
 /// Gateway settings.
@@ -252,6 +267,8 @@ pub struct Stats {
     pub fail_closed: AtomicU64,
     /// Requests let through by the kill switch.
     pub bypassed: AtomicU64,
+    /// Denials by a shadow limit (or under the global shadow switch), each let through.
+    pub shadow_denied: AtomicU64,
     /// Requests rejected as malformed.
     pub bad_request: AtomicU64,
     /// Requests rejected by the guard.
@@ -282,6 +299,8 @@ pub struct StatsSnapshot {
     /// See [`Stats`].
     pub bypassed: u64,
     /// See [`Stats`].
+    pub shadow_denied: u64,
+    /// See [`Stats`].
     pub bad_request: u64,
     /// See [`Stats`].
     pub rejected: u64,
@@ -311,6 +330,7 @@ impl Stats {
             fail_open_breaker: r(&self.fail_open_breaker),
             fail_closed: r(&self.fail_closed),
             bypassed: r(&self.bypassed),
+            shadow_denied: r(&self.shadow_denied),
             bad_request: r(&self.bad_request),
             rejected: r(&self.rejected),
             breaker_opened: r(&self.breaker_opened),
@@ -327,10 +347,10 @@ fn bump(counter: &AtomicU64) {
 #[derive(Debug)]
 pub struct Gateway<C, E> {
     config: GatewayConfig,
-    edge: Option<Layer<C>>,
-    per_key: Option<Layer<C>>,
+    limits: ArcSwap<LimitSet<C>>,
     env: E,
     kill_switch: AtomicBool,
+    shadow: AtomicBool,
     stats: Stats,
     ids: Mutex<IdGenerator>,
 }
@@ -341,72 +361,114 @@ fn describe() {
     describe_counter!("ratelab_requests_total", "Requests answered, by decision.");
     describe_counter!(
         "ratelab_fail_open_total",
-        "Requests let through because a layer's store failed, by reason and layer."
+        "Limit checks let through because the limit's store failed, by reason and limit."
     );
     describe_counter!(
         "ratelab_store_full_total",
-        "Requests denied because a layer's store had no room for a new key."
+        "Requests denied because a limit's store had no room for a new key."
+    );
+    describe_counter!(
+        "ratelab_shadow_denied_total",
+        "Requests a limit would have denied, let through because it is in shadow mode."
     );
     describe_counter!(
         "ratelab_breaker_transitions_total",
-        "A layer's circuit breaker opening or closing."
+        "A limit's circuit breaker opening or closing."
     );
     describe_gauge!(
         "ratelab_kill_switch",
         "1 while the kill switch lets everything through."
     );
+    describe_gauge!(
+        "ratelab_shadow",
+        "1 while the global shadow switch only measures every limit."
+    );
     describe_histogram!(
         "ratelab_store_latency_seconds",
         Unit::Seconds,
-        "Time of each store call, by layer."
+        "Time of each store call, by limit."
     );
 }
 
+/// Each limit's counters at 0.
+fn export_limit_zeros<C>(limits: &LimitSet<C>) {
+    for limit in limits {
+        let label = || limit.label.clone();
+        for to in ["open", "closed"] {
+            metrics::counter!("ratelab_breaker_transitions_total", "to" => to, "limit" => label())
+                .increment(0);
+        }
+        for reason in ratelab_store::FailReason::ALL {
+            metrics::counter!("ratelab_fail_open_total", "reason" => reason.name(), "limit" => label())
+                .increment(0);
+        }
+        metrics::counter!("ratelab_store_full_total", "limit" => label()).increment(0);
+        metrics::counter!("ratelab_shadow_denied_total", "limit" => label()).increment(0);
+    }
+}
+
 impl<C: StoreClient, E: Env> Gateway<C, E> {
-    /// A gateway with optional edge (per-IP) and per-key layers, each over its own client.
+    /// A gateway with the classic pair of limits, each over its own client: the per-IP edge
+    /// limit ([`PER_IP`], every request by client address), then the per-key limit
+    /// ([`PER_KEY`], requests with an `x-api-key`, by key).
     pub fn new(config: GatewayConfig, edge: Option<C>, per_key: Option<C>, env: E) -> Self {
-        let layer = |name: &'static str, client| Layer {
-            name: PolicyName::new(name).expect("static policy names are valid"),
-            label: name,
-            client,
-            breaker: Mutex::new(Breaker::new(config.breaker)),
+        let limit = |name: &str, key_by, client| {
+            let name = PolicyName::new(name).expect("static policy names are valid");
+            Arc::new(Limit::new(
+                LimitSpec::new(name, key_by),
+                client,
+                config.breaker,
+            ))
         };
+        let set = edge
+            .map(|c| limit(PER_IP, KeyBy::ClientIp, c))
+            .into_iter()
+            .chain(per_key.map(|c| limit(PER_KEY, KeyBy::ApiKey, c)))
+            .collect();
+        Self::with_limits(config, set, env)
+    }
+
+    /// A gateway applying `limits`, in order.
+    pub fn with_limits(config: GatewayConfig, limits: LimitSet<C>, env: E) -> Self {
         // Without a configured seed, seed from the random low 64 bits of an OS-random v7 UUID.
         let seed = config
             .id_seed
             .unwrap_or_else(|| Uuid::now_v7().as_u128() as u64);
         Gateway {
             ids: Mutex::new(IdGenerator::new(seed)),
-            edge: edge.map(|c| layer("per-ip", c)),
-            per_key: per_key.map(|c| layer("per-key", c)),
+            limits: ArcSwap::from_pointee(limits),
             config,
             env,
             kill_switch: AtomicBool::new(false),
+            shadow: AtomicBool::new(false),
             stats: Stats::default(),
         }
     }
 
+    /// The limits being applied.
+    pub fn limits(&self) -> Arc<LimitSet<C>> {
+        self.limits.load_full()
+    }
+
+    /// Applies `limits` from the next request on; requests already being decided finish
+    /// against the set they started with. Their counters are exported at 0 (see
+    /// [`Gateway::export_zeros`]).
+    pub fn replace_limits(&self, limits: LimitSet<C>) {
+        export_limit_zeros(&limits);
+        self.limits.store(Arc::new(limits));
+    }
+
     /// Registers every counter whose label values are known in advance (the decisions, each
-    /// layer's fail-open reasons and full-store refusals, the breaker's transitions) at 0, so
-    /// a dashboard or an alert on their rate has a series to watch before the first event.
-    /// [`crate::http::app`] calls it; an app that embeds the tower layer calls it once its own
-    /// metrics recorder is installed.
+    /// limit's fail-open reasons, full-store refusals and shadow denials, the breakers'
+    /// transitions) at 0, so a dashboard or an alert on their rate has a series to watch
+    /// before the first event. [`crate::http::app`] calls it; an app that embeds the tower
+    /// layer calls it once its own metrics recorder is installed.
     pub fn export_zeros(&self) {
         for decision in ["allowed", "denied", "rejected", "bypassed", "fail_closed"] {
             metrics::counter!("ratelab_requests_total", "decision" => decision).increment(0);
         }
         describe();
-        for layer in self.edge.iter().chain(&self.per_key) {
-            for to in ["open", "closed"] {
-                metrics::counter!("ratelab_breaker_transitions_total", "to" => to, "layer" => layer.label)
-                    .increment(0);
-            }
-            for reason in ratelab_store::FailReason::ALL {
-                metrics::counter!("ratelab_fail_open_total", "reason" => reason.name(), "layer" => layer.label)
-                    .increment(0);
-            }
-            metrics::counter!("ratelab_store_full_total", "layer" => layer.label).increment(0);
-        }
+        export_limit_zeros(&self.limits.load());
     }
 
     /// Turns limiting off (`true`) or back on.
@@ -418,6 +480,18 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
     /// Whether limiting is off.
     pub fn kill_switch(&self) -> bool {
         self.kill_switch.load(Ordering::SeqCst)
+    }
+
+    /// Turns the global shadow switch on (`true`: every limit is evaluated and counted, and
+    /// nothing is denied) or off (each limit in its own mode).
+    pub fn set_shadow(&self, on: bool) {
+        self.shadow.store(on, Ordering::SeqCst);
+        metrics::gauge!("ratelab_shadow").set(if on { 1.0 } else { 0.0 });
+    }
+
+    /// Whether the global shadow switch is on.
+    pub fn shadow(&self) -> bool {
+        self.shadow.load(Ordering::SeqCst)
     }
 
     /// The counters.
@@ -444,13 +518,14 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
                 .any(|p| route.starts_with(p.as_str()))
     }
 
-    /// Runs one layer: breaker, store call bounded by the request's `deadline` (on
+    /// Runs one limit: breaker, store call bounded by the request's `deadline` (on
     /// [`Env::monotonic`]), failure policy.
     async fn run_layer(
         &self,
-        layer: &Layer<C>,
+        layer: &Limit<C>,
         key: &Key,
-        req: &Request<'_>,
+        cost: u64,
+        trace: u64,
         fail_closed: bool,
         deadline: Nanos,
     ) -> LayerOutcome {
@@ -479,18 +554,18 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
         if permit == Permit::Skip {
             return fail(FailReason::BreakerOpen);
         }
-        let client = layer.client.traced(req.trace);
+        let client = layer.client.traced(trace);
         let call = decide_remote(
             &client,
             self.config.path,
             self.config.time_source,
             key,
             now,
-            req.cost,
+            cost,
         );
         let result = self.env.timeout(budget, call).await;
         let end = self.env.monotonic();
-        metrics::histogram!("ratelab_store_latency_seconds", "layer" => layer.label)
+        metrics::histogram!("ratelab_store_latency_seconds", "limit" => layer.label.clone())
             .record(end.saturating_sub(started).as_u64() as f64 / 1e9);
         let outcome = match result {
             Some(Ok(o)) => LayerOutcome::Decided {
@@ -529,12 +604,12 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
         match transition {
             Transition::Opened => {
                 bump(&self.stats.breaker_opened);
-                metrics::counter!("ratelab_breaker_transitions_total", "to" => "open", "layer" => layer.label)
+                metrics::counter!("ratelab_breaker_transitions_total", "to" => "open", "limit" => layer.label.clone())
                     .increment(1);
             }
             Transition::Closed => {
                 bump(&self.stats.breaker_closed);
-                metrics::counter!("ratelab_breaker_transitions_total", "to" => "closed", "layer" => layer.label)
+                metrics::counter!("ratelab_breaker_transitions_total", "to" => "closed", "limit" => layer.label.clone())
                     .increment(1);
             }
             Transition::None => {}
@@ -561,7 +636,7 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
     /// Mints the answer's id and emits its log line, in one critical section: ids are issued
     /// and written in the same order, so the log is sorted by id.
     fn log(&self, req: &Request<'_>, answer: &mut Answer) {
-        let (decision, layer, fail_open, remaining) = self.summary(answer);
+        let (decision, layer, fail_open, remaining) = Self::summary(answer);
         // Only a key the pipeline accepted is logged (bounded, no control characters): every
         // answer but a 400 got past the key's validation.
         let key = req
@@ -588,53 +663,44 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
         answer.id = id;
     }
 
-    /// The log's decision, the layer it rests on, the fail-open reason, the quota left.
-    fn summary(
-        &self,
-        a: &Answer,
-    ) -> (
-        &'static str,
-        Option<&'static str>,
-        Option<&'static str>,
-        Option<u64>,
-    ) {
-        let name = |i: usize| if i == 0 { "per-ip" } else { "per-key" };
-        let layers = [a.edge, a.per_key];
-        let ran = || {
-            layers
-                .iter()
-                .enumerate()
-                .filter_map(|(i, o)| Some((i, (*o)?)))
-        };
+    /// The log's decision, the limit it rests on, the fail-open reason, the quota left.
+    /// Shadow limits never decide a request, so the log names only enforced ones.
+    fn summary(a: &Answer) -> (&'static str, Option<&str>, Option<&'static str>, Option<u64>) {
         match &a.verdict {
             Verdict::Rejected(_) => return ("rejected", None, None, None),
             Verdict::BadRequest(_) => return ("bad_request", None, None, None),
             _ if a.bypassed => return ("bypassed", None, None, None),
             _ => {}
         }
-        if let Some((i, LayerOutcome::FailedClosed(r))) =
-            ran().find(|(_, o)| matches!(o, LayerOutcome::FailedClosed(_)))
+        let enforced = || a.limits.iter().filter(|r| !r.shadow);
+        if let Some((r, LayerOutcome::FailedClosed(reason))) = enforced()
+            .map(|r| (r, r.outcome))
+            .find(|(_, o)| matches!(o, LayerOutcome::FailedClosed(_)))
         {
-            return ("unavailable", Some(name(i)), Some(r.name()), None);
+            return ("unavailable", Some(&r.name), Some(reason.name()), None);
         }
         if a.verdict == Verdict::Deny {
-            let denied = ran().find(|(_, o)| match o {
+            let denied = enforced().find(|r| match r.outcome {
                 LayerOutcome::Decided { decision, .. } => !decision.allowed,
                 LayerOutcome::StoreFull => true,
                 _ => false,
             });
-            return ("denied", denied.map(|(i, _)| name(i)), None, Some(0));
+            return ("denied", denied.map(|r| &*r.name), None, Some(0));
         }
-        if let Some((i, LayerOutcome::FailedOpen(r))) =
-            ran().find(|(_, o)| matches!(o, LayerOutcome::FailedOpen(_)))
+        if let Some((r, LayerOutcome::FailedOpen(reason))) = enforced()
+            .map(|r| (r, r.outcome))
+            .find(|(_, o)| matches!(o, LayerOutcome::FailedOpen(_)))
         {
-            return ("failed_open", Some(name(i)), Some(r.name()), None);
+            return ("failed_open", Some(&r.name), Some(reason.name()), None);
         }
-        match ran().next_back() {
-            Some((i, LayerOutcome::Decided { decision, .. })) => {
-                ("allowed", Some(name(i)), None, Some(decision.remaining))
-            }
-            _ => ("allowed", None, None, None),
+        match enforced().next_back() {
+            Some(r) => match r.outcome {
+                LayerOutcome::Decided { decision, .. } => {
+                    ("allowed", Some(&r.name), None, Some(decision.remaining))
+                }
+                _ => ("allowed", None, None, None),
+            },
+            None => ("allowed", None, None, None),
         }
     }
 
@@ -661,12 +727,14 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
                 return bad(answer, "x-api-key is not valid UTF-8".into());
             }
         };
-        let key = match api_key.map(|k| Key::new(&format!("key:{k}"))) {
-            None => None,
-            Some(Ok(k)) => Some(k),
-            Some(Err(e)) => {
+        // Planned against the set this request started with, before any store call: an
+        // unreadable key or cost refuses the request with nothing spent anywhere.
+        let set = self.limits.load_full();
+        let planned = match plan(&set, &req, ip, api_key, self.config.ipv6_prefix) {
+            Ok(p) => p,
+            Err(e) => {
                 bump(&self.stats.bad_request);
-                return bad(answer, format!("x-api-key: {e}"));
+                return bad(answer, e);
             }
         };
         if let Some(reason) = guard.and_then(|g| g.reject(api_key)) {
@@ -682,61 +750,86 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
             answer.bypassed = true;
             return answer;
         }
+        let fields = self.run_limits(&planned, &req, &mut answer).await;
+        if answer.verdict == Verdict::Unavailable {
+            return answer;
+        }
+        if let Some(fields) = fields {
+            answer.headers.push(("ratelimit-policy", fields.policies));
+            answer.headers.push(("ratelimit", fields.ratelimit));
+            if answer.verdict == Verdict::Deny {
+                let retry = fields.retry_after.unwrap_or(1);
+                answer.headers.push(("retry-after", retry.to_string()));
+            }
+        } else if answer.verdict == Verdict::Deny && self.config.headers {
+            answer.headers.push(("retry-after", "1".into()));
+        }
+        if answer.verdict == Verdict::Deny {
+            bump(&self.stats.denied);
+            metrics::counter!("ratelab_requests_total", "decision" => "denied").increment(1);
+        } else {
+            bump(&self.stats.allowed);
+            metrics::counter!("ratelab_requests_total", "decision" => "allowed").increment(1);
+        }
+        answer
+    }
+
+    /// Runs the planned limits in order until an enforced one denies (later limits are not
+    /// consulted and spend nothing) or a fail-closed route cannot reach its store (503).
+    /// Returns the enforced limits' fields, rendered, when any limit decided.
+    async fn run_limits(
+        &self,
+        planned: &[Planned<'_, C>],
+        req: &Request<'_>,
+        answer: &mut Answer,
+    ) -> Option<Fields> {
+        let shadow_all = self.shadow();
         let fail_closed = self.fails_closed(req.route);
         let deadline = self
             .env
             .monotonic()
             .saturating_add(Nanos::from(self.config.timeout));
-        let mut policies = Vec::new();
-        let mut fields = Vec::new();
-        let mut retry_after: Option<u64> = None;
-        let layers = [
-            (
-                self.edge.as_ref(),
-                Key::new(&format!("ip:{}", edge_network(ip, self.config.ipv6_prefix))).ok(),
-            ),
-            (self.per_key.as_ref(), key),
-        ];
-        for (i, (layer, key)) in layers.into_iter().enumerate() {
-            let (Some(layer), Some(key)) = (layer, key) else {
-                continue;
-            };
+        let mut fields: Option<Fields> = None;
+        for p in planned {
+            let limit = &**p.limit;
+            let shadow = shadow_all || limit.spec.mode == Mode::Shadow;
+            // A shadow limit never refuses a request: not for its quota, nor for its store.
             let outcome = self
-                .run_layer(layer, &key, &req, fail_closed, deadline)
+                .run_layer(
+                    limit,
+                    &p.key,
+                    p.cost,
+                    req.trace,
+                    fail_closed && !shadow,
+                    deadline,
+                )
                 .await;
-            if i == 0 {
-                answer.edge = Some(outcome);
-            } else {
-                answer.per_key = Some(outcome);
-            }
-            match outcome {
+            answer.limits.push(LimitResult {
+                name: limit.name_arc(),
+                outcome,
+                shadow,
+            });
+            let refused = match outcome {
                 LayerOutcome::Decided { decision, .. } => {
-                    if self.config.headers {
-                        let quota = layer.client.algorithm().quota();
-                        let f = render(&layer.name, quota, &decision);
-                        policies.push(f.policy);
-                        fields.push(f.ratelimit);
+                    if self.config.headers && !shadow {
+                        let quota = limit.client.algorithm().quota();
+                        let f = render(&limit.spec.name, quota, &decision);
+                        let retry = f.retry_after.as_deref().and_then(|s| s.parse().ok());
+                        let all = fields.get_or_insert_with(Fields::default);
+                        all.add(&f.policy, &f.ratelimit);
                         if !decision.allowed {
-                            retry_after =
-                                f.retry_after.and_then(|s| s.parse().ok()).or(retry_after);
+                            all.retry_after = retry.or(all.retry_after);
                         }
                     }
-                    if !decision.allowed {
-                        answer.verdict = Verdict::Deny;
-                        answer.status = 429;
-                        // Denied at this layer: later layers are not consulted and spend nothing.
-                        break;
-                    }
+                    !decision.allowed
                 }
                 LayerOutcome::StoreFull => {
-                    bump(&self.stats.denied_store_full);
-                    metrics::counter!("ratelab_store_full_total", "layer" => layer.label)
-                        .increment(1);
-                    answer.verdict = Verdict::Deny;
-                    answer.status = 429;
-                    // No decision to take a wait from: try again in a second.
-                    retry_after = retry_after.or(Some(1));
-                    break;
+                    if !shadow {
+                        bump(&self.stats.denied_store_full);
+                        metrics::counter!("ratelab_store_full_total", "limit" => limit.label.clone())
+                            .increment(1);
+                    }
+                    true
                 }
                 LayerOutcome::FailedOpen(reason) => {
                     let counter = match reason {
@@ -745,8 +838,9 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
                         FailReason::BreakerOpen => &self.stats.fail_open_breaker,
                     };
                     bump(counter);
-                    metrics::counter!("ratelab_fail_open_total", "reason" => reason.name(), "layer" => layer.label)
+                    metrics::counter!("ratelab_fail_open_total", "reason" => reason.name(), "limit" => limit.label.clone())
                         .increment(1);
+                    false
                 }
                 LayerOutcome::FailedClosed(_) => {
                     bump(&self.stats.fail_closed);
@@ -755,28 +849,39 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
                     answer.verdict = Verdict::Unavailable;
                     answer.status = 503;
                     answer.headers.push(("retry-after", "1".into()));
-                    return answer;
+                    return None;
                 }
+            };
+            if refused && shadow {
+                bump(&self.stats.shadow_denied);
+                metrics::counter!("ratelab_shadow_denied_total", "limit" => limit.label.clone())
+                    .increment(1);
+            } else if refused {
+                answer.verdict = Verdict::Deny;
+                answer.status = 429;
+                break;
             }
         }
-        if !policies.is_empty() {
-            answer
-                .headers
-                .push(("ratelimit-policy", policies.join(", ")));
-            answer.headers.push(("ratelimit", fields.join(", ")));
-        }
-        if answer.verdict == Verdict::Deny {
-            bump(&self.stats.denied);
-            metrics::counter!("ratelab_requests_total", "decision" => "denied").increment(1);
-            if self.config.headers {
-                answer
-                    .headers
-                    .push(("retry-after", retry_after.unwrap_or(1).to_string()));
+        fields
+    }
+}
+
+/// The enforced limits' response fields, joined as one list each.
+#[derive(Debug, Default)]
+struct Fields {
+    policies: String,
+    ratelimit: String,
+    /// The latest wait a denying limit announced, whole seconds.
+    retry_after: Option<u64>,
+}
+
+impl Fields {
+    fn add(&mut self, policy: &str, ratelimit: &str) {
+        for (list, item) in [(&mut self.policies, policy), (&mut self.ratelimit, ratelimit)] {
+            if !list.is_empty() {
+                list.push_str(", ");
             }
-        } else {
-            bump(&self.stats.allowed);
-            metrics::counter!("ratelab_requests_total", "decision" => "allowed").increment(1);
+            list.push_str(item);
         }
-        answer
     }
 }

@@ -5,6 +5,7 @@
 
 use ratelab_check::envelope::{Admission, Envelope, envelope};
 use ratelab_core::{Nanos, Policy, TokenBucket};
+use ratelab_gateway::limits::{NoHeaders, PER_KEY};
 use ratelab_gateway::{
     BreakerConfig, Env, Forwarding, Gateway, GatewayConfig, LayerOutcome, Request, Verdict,
 };
@@ -85,6 +86,8 @@ fn request<'a>(peer: IpAddr, key: &'a [u8]) -> Request<'a> {
         forwarding: Forwarding::default(),
         api_key: Some(key),
         route: "/",
+        method: "GET",
+        headers: &NoHeaders,
         cost: 1,
         trace: 0,
     }
@@ -104,7 +107,7 @@ fn ten_times_the_key_limit_in_new_keys_leaves_the_victim_limited_exactly() {
         set_clock(Nanos::from_millis(ms));
         let key = format!("flood:{ms}");
         let a = ready(gw.check(request(peer, key.as_bytes()), None));
-        if a.per_key == Some(LayerOutcome::StoreFull) {
+        if a.outcome(PER_KEY) == Some(LayerOutcome::StoreFull) {
             assert_eq!(
                 a.verdict,
                 Verdict::Deny,
@@ -115,7 +118,7 @@ fn ten_times_the_key_limit_in_new_keys_leaves_the_victim_limited_exactly() {
         }
         if ms % 10 == 0 {
             let a = ready(gw.check(request(peer, b"victim"), None));
-            match a.per_key {
+            match a.outcome(PER_KEY) {
                 Some(LayerOutcome::Decided {
                     decision,
                     decided_at,

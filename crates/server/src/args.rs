@@ -60,6 +60,17 @@ pub struct ServeArgs {
     /// loses updates under concurrency.
     #[arg(long, value_parser = ["atomic", "naive"])]
     path: Option<String>,
+    /// A limits file (TOML) instead of the per-key and per-IP flags; reloaded when it
+    /// changes and on SIGHUP. `ratelab-server schema` prints its JSON Schema.
+    #[arg(long, value_name = "FILE")]
+    limits: Option<PathBuf>,
+    /// How often the limits file is checked for changes, ms (default 1000).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(10..=3_600_000))]
+    reload_interval_ms: Option<u64>,
+    /// Start with the global shadow switch on: every limit evaluated and counted, nothing
+    /// denied.
+    #[arg(long)]
+    shadow: bool,
 }
 
 /// The config file, overridden by the flags, validated, then served until Ctrl-C: 0 after a
@@ -81,6 +92,9 @@ pub fn serve_command(args: ServeArgs) -> ExitCode {
         request_log,
         name,
         path,
+        limits,
+        reload_interval_ms,
+        shadow,
     } = args;
     let fail = |e: String| {
         eprintln!("error: {e}");
@@ -126,6 +140,11 @@ pub fn serve_command(args: ServeArgs) -> ExitCode {
     f.request_log = request_log.or(f.request_log);
     f.name = name.or(f.name);
     f.path = path.or(f.path);
+    f.limits = limits.or(f.limits);
+    f.reload_interval_ms = reload_interval_ms.or(f.reload_interval_ms);
+    if shadow {
+        f.shadow = Some(true);
+    }
     match settings(f).and_then(run) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => fail(e),

@@ -1,6 +1,7 @@
 //! The server's config file and its validation into settings: every field optional, flags
 //! override it (`args`), and every error names the file, JSON path, line and column.
 
+use crate::limits::FileLimit;
 use ratelab_core::{Nanos, TokenBucket};
 use ratelab_gateway::{BreakerConfig, GatewayConfig, IpNet};
 use serde::Deserialize;
@@ -63,6 +64,14 @@ pub struct ServeFile {
     /// The store access path: `atomic` (default) or `naive`, the read-then-write canary
     /// that loses updates under concurrency (for demonstrations and probes, never for use).
     pub path: Option<String>,
+    /// A limits file (TOML; relative to this file's directory) instead of `per_key` and
+    /// `per_ip`; reloaded when it changes and on SIGHUP.
+    pub limits: Option<PathBuf>,
+    /// How often the limits file is checked for changes, ms (default 1000).
+    pub reload_interval_ms: Option<u64>,
+    /// Start with the global shadow switch on: every limit evaluated and counted, nothing
+    /// denied; default false.
+    pub shadow: Option<bool>,
 }
 
 /// Reads a config file, with errors naming file, JSON path, line and column.
@@ -87,7 +96,34 @@ pub fn read_file(path: &Path) -> Result<ServeFile, String> {
     })?;
     de.end()
         .map_err(|e| format!("{}:{}:{}: {e}", path.display(), e.line(), e.column()))?;
+    let mut parsed = parsed;
+    if let (Some(limits), Some(dir)) = (&parsed.limits, path.parent())
+        && limits.is_relative()
+    {
+        parsed.limits = Some(dir.join(limits));
+    }
     Ok(parsed)
+}
+
+/// Where the limits come from.
+#[derive(Debug)]
+pub enum LimitsSource {
+    /// The classic pair: per-IP, then per-key (`x-api-key`).
+    Classic {
+        /// Per-IP bucket.
+        per_ip: TokenBucket,
+        /// Per-key bucket.
+        per_key: TokenBucket,
+    },
+    /// A limits file, watched for changes.
+    File {
+        /// The file.
+        path: PathBuf,
+        /// The text its limits were read from.
+        text: String,
+        /// Its limits.
+        limits: Vec<FileLimit>,
+    },
 }
 
 /// Everything `serve` needs, validated.
@@ -95,10 +131,12 @@ pub fn read_file(path: &Path) -> Result<ServeFile, String> {
 pub struct ServeSettings {
     /// Listen address.
     pub listen: SocketAddr,
-    /// Per-key bucket.
-    pub per_key: TokenBucket,
-    /// Per-IP bucket.
-    pub per_ip: TokenBucket,
+    /// The limits.
+    pub limits: LimitsSource,
+    /// How often the limits file is checked for changes.
+    pub reload_interval: Duration,
+    /// The global shadow switch at startup.
+    pub shadow: bool,
     /// Gateway settings.
     pub gateway: GatewayConfig,
     /// Admin addresses.
@@ -117,8 +155,24 @@ fn nets(list: &[String], what: &str) -> Result<Vec<IpNet>, String> {
         .collect()
 }
 
-/// Validates a merged file + flags into settings.
-pub fn settings(f: ServeFile) -> Result<ServeSettings, String> {
+/// The limits: the file's, or the classic pair with its defaults.
+fn limits_source(f: &ServeFile) -> Result<LimitsSource, String> {
+    if let Some(path) = &f.limits {
+        if f.per_key.is_some() || f.per_ip.is_some() {
+            return Err(
+                "give the limits in the limits file, or as per-key and per-IP limits, not both"
+                    .into(),
+            );
+        }
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+        let limits = crate::limits::parse(&path.display().to_string(), &text)?;
+        return Ok(LimitsSource::File {
+            path: path.clone(),
+            text,
+            limits,
+        });
+    }
     let per_key = f.per_key.unwrap_or(LimitFile {
         capacity: 100,
         refill_per_sec: 10,
@@ -130,6 +184,21 @@ pub fn settings(f: ServeFile) -> Result<ServeSettings, String> {
     let bucket = |l: LimitFile, what: &str| {
         TokenBucket::per_second(l.capacity, l.refill_per_sec).map_err(|e| format!("{what}: {e}"))
     };
+    Ok(LimitsSource::Classic {
+        per_ip: bucket(per_ip, "per-IP limit")?,
+        per_key: bucket(per_key, "per-key limit")?,
+    })
+}
+
+/// Validates a merged file + flags into settings.
+pub fn settings(f: ServeFile) -> Result<ServeSettings, String> {
+    let limits = limits_source(&f)?;
+    let reload_ms = f.reload_interval_ms.unwrap_or(1000);
+    if !(10..=3_600_000).contains(&reload_ms) {
+        return Err(format!(
+            "reload_interval_ms: {reload_ms} is out of range: expected 10 to 3600000"
+        ));
+    }
     let timeout_ms = f.timeout_ms.unwrap_or(50);
     if !(1..=60_000).contains(&timeout_ms) {
         return Err(format!(
@@ -154,8 +223,9 @@ pub fn settings(f: ServeFile) -> Result<ServeSettings, String> {
         listen: f
             .listen
             .unwrap_or_else(|| "127.0.0.1:8080".parse().expect("literal")),
-        per_key: bucket(per_key, "per-key limit")?,
-        per_ip: bucket(per_ip, "per-IP limit")?,
+        limits,
+        reload_interval: Duration::from_millis(reload_ms),
+        shadow: f.shadow.unwrap_or(false),
         gateway: GatewayConfig {
             timeout: Duration::from_millis(timeout_ms),
             breaker,

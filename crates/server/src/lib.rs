@@ -15,11 +15,15 @@
 //! |---|---|
 //! | [`config`] | the config file and its validation into settings |
 //! | [`args`] | the flags, merged over the config file |
-//! | [`serve`] | building the gateway over a store and serving it |
+//! | [`limits`] | the limits file: TOML, its JSON Schema, validation with located errors |
+//! | [`serve`] | building the gateway's limits over a store and serving it |
+//! | [`reload`] | hot reload of the limits file, on change and on SIGHUP |
 #![warn(missing_docs)]
 
 pub mod args;
 pub mod config;
+pub mod limits;
+pub mod reload;
 pub mod serve;
 
 pub use args::{EXIT_BAD_INPUT, ServeArgs, serve_command};

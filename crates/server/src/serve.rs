@@ -1,74 +1,189 @@
 //! Running the server: the gateway over the embedded in-memory store or Redis, behind a real
-//! HTTP server, until Ctrl-C.
+//! HTTP server, until Ctrl-C or SIGTERM; with a limits file, reloaded live (see [`reload`]).
 
-use crate::config::ServeSettings;
+use crate::config::{LimitsSource, ServeSettings};
+use crate::limits::FileLimit;
+use crate::reload;
 use ratelab_core::{Nanos, Policy, TokenBucket};
 use ratelab_gateway::http::{TokioEnv, app};
+use ratelab_gateway::limits::{KeyBy, Limit, LimitSet, LimitSpec, PER_IP, PER_KEY};
 use ratelab_gateway::reqlog::{FileSink, RequestLogLayer};
-use ratelab_gateway::{Env, Gateway};
+use ratelab_gateway::{BreakerConfig, Env, Gateway};
 use ratelab_store::redis_store::{RedisOptions, RedisStore};
-use ratelab_store::{LocalClient, MemoryStore};
+use ratelab_store::{LocalClient, MemoryStore, StoreClient};
+use std::future::Future;
 use std::io::Write as _;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 type Clock = fn() -> Nanos;
-type Local = LocalClient<Policy, Clock>;
+/// An in-memory limit's client.
+pub type Local = LocalClient<Policy, Clock>;
 
 fn wall_clock() -> Nanos {
     TokioEnv.now()
 }
 
-/// Builds the gateway over two in-memory stores.
-pub fn gateway(s: &ServeSettings) -> Arc<Gateway<Local, TokioEnv>> {
-    let client = |b: TokenBucket| {
-        LocalClient::new(
-            Arc::new(MemoryStore::new(Policy::TokenBucket(b))),
-            wall_clock as Clock,
-        )
-    };
-    Arc::new(Gateway::new(
-        s.gateway.clone(),
-        Some(client(s.per_ip)),
-        Some(client(s.per_key)),
-        TokioEnv,
-    ))
+/// Where a server's limits keep their buckets: each limit gets a client of its own.
+pub trait Stores: Send + Sync + 'static {
+    /// A limit's store client.
+    type Client: StoreClient + Clone + Send + Sync + 'static;
+    /// A client for the limit called `name` (its Redis key prefix), running `policy`, whose
+    /// keys start with `prefix`.
+    fn client(
+        &self,
+        prefix: &str,
+        policy: Policy,
+    ) -> impl Future<Output = Result<Self::Client, String>> + Send;
+    /// Whether `client` runs exactly `policy` (so a reloaded limit can keep its buckets).
+    fn runs(client: &Self::Client, policy: &Policy) -> bool;
 }
 
-/// Builds the gateway over Redis: one store per layer, each with its own policy.
-async fn redis_gateway(
-    s: &ServeSettings,
-    url: &str,
-) -> Result<Arc<Gateway<RedisStore, TokioEnv>>, String> {
-    let store = |b: TokenBucket, prefix: &str| {
+/// The embedded in-memory store: one per limit, holding every algorithm.
+#[derive(Clone, Copy, Debug)]
+pub struct Memory;
+
+impl Stores for Memory {
+    type Client = Local;
+
+    async fn client(&self, _prefix: &str, policy: Policy) -> Result<Local, String> {
+        Ok(LocalClient::new(
+            Arc::new(MemoryStore::new(policy)),
+            wall_clock as Clock,
+        ))
+    }
+
+    fn runs(client: &Local, policy: &Policy) -> bool {
+        client.algorithm() == policy
+    }
+}
+
+/// Redis at `url`: one connection per limit, keys under the limit's prefix.
+#[derive(Clone, Debug)]
+pub struct Redis {
+    /// The URL.
+    pub url: String,
+    /// Each call's timeout.
+    pub timeout: Duration,
+}
+
+impl Stores for Redis {
+    type Client = RedisStore;
+
+    async fn client(&self, prefix: &str, policy: Policy) -> Result<RedisStore, String> {
+        let Policy::TokenBucket(bucket) = policy else {
+            return Err(
+                "the Redis store runs token-bucket limits only (fixed and sliding windows \
+                 need the in-memory store)"
+                    .into(),
+            );
+        };
         let options = RedisOptions {
             prefix: prefix.into(),
-            timeout: s.gateway.timeout,
+            timeout: self.timeout,
         };
-        RedisStore::connect(url, b, options)
+        RedisStore::connect(&self.url, bucket, options)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    fn runs(client: &RedisStore, policy: &Policy) -> bool {
+        Policy::TokenBucket(*client.algorithm()) == *policy
+    }
+}
+
+/// The classic pair when no limits file is given: per-IP, then per-key (`x-api-key`).
+async fn classic<S: Stores>(
+    stores: &S,
+    per_ip: TokenBucket,
+    per_key: TokenBucket,
+    breaker: BreakerConfig,
+) -> Result<LimitSet<S::Client>, String> {
+    let mut set = Vec::new();
+    for (name, key_by, bucket, prefix) in [
+        (PER_IP, KeyBy::ClientIp, per_ip, "ratelab:ip:"),
+        (PER_KEY, KeyBy::ApiKey, per_key, "ratelab:key:"),
+    ] {
+        let client = stores.client(prefix, Policy::TokenBucket(bucket)).await?;
+        let spec = LimitSpec::new(
+            ratelab_core::headers::PolicyName::new(name).map_err(|e| e.to_string())?,
+            key_by,
+        );
+        set.push(Arc::new(Limit::new(spec, client, breaker)));
+    }
+    Ok(set)
+}
+
+/// The set for a limits file's `limits`. A limit of `old` with the same name and algorithm
+/// keeps its store (its buckets), and its breaker too when nothing else changed.
+pub async fn file_set<S: Stores>(
+    stores: &S,
+    old: &LimitSet<S::Client>,
+    limits: Vec<FileLimit>,
+    breaker: BreakerConfig,
+) -> Result<LimitSet<S::Client>, String> {
+    let mut set = Vec::with_capacity(limits.len());
+    for l in limits {
+        let name = l.spec.name.as_str().to_owned();
+        let kept = old
+            .iter()
+            .find(|o| o.name() == name && S::runs(o.client(), &l.policy));
+        let limit = match kept {
+            Some(o) if *o.spec() == l.spec => o.clone(),
+            Some(o) => Arc::new(Limit::new(l.spec, o.client().clone(), breaker)),
+            None => {
+                let client = stores
+                    .client(&format!("ratelab:limit:{name}:"), l.policy)
+                    .await
+                    .map_err(|e| format!("limit {name}: {e}"))?;
+                Arc::new(Limit::new(l.spec, client, breaker))
+            }
+        };
+        set.push(limit);
+    }
+    Ok(set)
+}
+
+/// The gateway the settings describe, over `stores`.
+pub async fn gateway<S: Stores>(
+    s: &ServeSettings,
+    stores: &S,
+) -> Result<Arc<Gateway<S::Client, TokioEnv>>, String> {
+    let breaker = s.gateway.breaker;
+    let set = match &s.limits {
+        LimitsSource::Classic { per_ip, per_key } => {
+            classic(stores, *per_ip, *per_key, breaker).await?
+        }
+        LimitsSource::File { limits, .. } => {
+            file_set(stores, &Vec::new(), limits.clone(), breaker).await?
+        }
     };
-    let per_ip = store(s.per_ip, "ratelab:ip:")
-        .await
-        .map_err(|e| e.to_string())?;
-    let per_key = store(s.per_key, "ratelab:key:")
-        .await
-        .map_err(|e| e.to_string())?;
-    Ok(Arc::new(Gateway::new(
+    Ok(Arc::new(Gateway::with_limits(
         s.gateway.clone(),
-        Some(per_ip),
-        Some(per_key),
+        set,
         TokioEnv,
     )))
 }
 
-async fn serve_app<C: ratelab_store::StoreClient + 'static>(
+/// Builds the gateway, starts the reloader, then announces the address (so a client that
+/// read the banner finds the server whole, SIGHUP handler included) and serves.
+async fn serve_app<S: Stores>(
     listener: tokio::net::TcpListener,
-    gw: Arc<Gateway<C, TokioEnv>>,
+    stores: S,
     s: &ServeSettings,
 ) -> Result<(), String> {
-    // The app installs the metrics recorder: the switch is set after, so its gauge shows.
+    let gw = gateway(s, &stores).await?;
+    // The app installs the metrics recorder: switches and reload counters are set after it,
+    // so their series show.
     let app = app(gw.clone(), s.admin.clone(), None);
     gw.set_kill_switch(s.kill_switch);
+    gw.set_shadow(s.shadow);
+    if let LimitsSource::File { path, text, .. } = &s.limits {
+        let breaker = s.gateway.breaker;
+        reload::start(gw.clone(), stores, path.clone(), text, s.reload_interval, breaker);
+    }
+    banner(&listener, s)?;
     axum::serve(
         listener,
         app.into_make_service_with_connect_info::<SocketAddr>(),
@@ -94,6 +209,46 @@ async fn shutdown() {
     }
 }
 
+/// The startup banner's lines about the limits.
+fn describe_limits(s: &ServeSettings) -> String {
+    match &s.limits {
+        LimitsSource::Classic { per_ip, per_key } => format!(
+            "  per-key (x-api-key): B = {}, R = {}/s\n  per-IP: B = {}, R = {}/s",
+            per_key.capacity(),
+            per_key.refill_amount(),
+            per_ip.capacity(),
+            per_ip.refill_amount(),
+        ),
+        LimitsSource::File { path, limits, .. } => format!(
+            "  limits: {} from {} (reloaded on change and SIGHUP): {}",
+            limits.len(),
+            path.display(),
+            limits
+                .iter()
+                .map(|l| l.spec.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
+}
+
+/// The startup banner; its first line ends with the address.
+fn banner(listener: &tokio::net::TcpListener, s: &ServeSettings) -> Result<(), String> {
+    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    // A closed stdout (`ratelab-server | head -1`) must not take the server down.
+    let _ = writeln!(
+        std::io::stdout(),
+        "ratelab-server: listening on http://{addr}\n{}\n  store: {}; timeout {} ms; fail {}\n  /metrics, /admin/kill-switch, /admin/shadow (admin from {})\n  request log: {}",
+        describe_limits(s),
+        s.redis.as_deref().unwrap_or("in-memory"),
+        s.gateway.timeout.as_millis(),
+        if s.gateway.fail_open { "open" } else { "closed" },
+        s.admin.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "),
+        s.request_log.as_ref().map_or("off".into(), |p| p.display().to_string()),
+    );
+    Ok(())
+}
+
 /// Serves until Ctrl-C or SIGTERM.
 pub fn run(s: ServeSettings) -> Result<(), String> {
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -112,24 +267,15 @@ pub fn run(s: ServeSettings) -> Result<(), String> {
         let listener = tokio::net::TcpListener::bind(s.listen)
             .await
             .map_err(|e| format!("cannot listen on {}: {e}", s.listen))?;
-        let addr = listener.local_addr().map_err(|e| e.to_string())?;
-        // A closed stdout (`ratelab-server | head -1`) must not take the server down.
-        let _ = writeln!(
-            std::io::stdout(),
-            "ratelab-server: listening on http://{addr}\n  per-key (x-api-key): B = {}, R = {}/s\n  per-IP: B = {}, R = {}/s\n  store: {}; timeout {} ms; fail {}\n  /metrics, /admin/kill-switch (admin from {})\n  request log: {}",
-            s.per_key.capacity(),
-            s.per_key.refill_amount(),
-            s.per_ip.capacity(),
-            s.per_ip.refill_amount(),
-            s.redis.as_deref().unwrap_or("in-memory"),
-            s.gateway.timeout.as_millis(),
-            if s.gateway.fail_open { "open" } else { "closed" },
-            s.admin.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "),
-            s.request_log.as_ref().map_or("off".into(), |p| p.display().to_string()),
-        );
         match &s.redis {
-            Some(url) => serve_app(listener, redis_gateway(&s, url).await?, &s).await,
-            None => serve_app(listener, gateway(&s), &s).await,
+            Some(url) => {
+                let redis = Redis {
+                    url: url.clone(),
+                    timeout: s.gateway.timeout,
+                };
+                serve_app(listener, redis, &s).await
+            }
+            None => serve_app(listener, Memory, &s).await,
         }
     })
 }

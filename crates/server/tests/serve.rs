@@ -1,71 +1,10 @@
 //! The `ratelab-server` binary, started on a free port and driven by a real HTTP client.
 
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 
-/// A server on a free port, killed when dropped.
-struct Server {
-    child: Child,
-    port: u16,
-}
+mod common;
 
-impl Server {
-    /// Starts the binary on a port of its own choosing and reads it off its first line.
-    fn start(args: &[&str]) -> Server {
-        use std::io::BufRead as _;
-        let mut child = Command::new(env!("CARGO_BIN_EXE_ratelab-server"))
-            .args(["--listen", "127.0.0.1:0"])
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut first = String::new();
-        std::io::BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut first)
-            .unwrap();
-        let Some(port) = first.trim().rsplit(':').next().and_then(|p| p.parse().ok()) else {
-            let out = child.wait_with_output().unwrap();
-            panic!(
-                "the server did not start: {first}{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        };
-        Server { child, port }
-    }
-
-    /// `GET path` with `x-api-key: ana`: the status and the body.
-    fn get(&self, path: &str) -> (u16, String) {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(async {
-            let r = reqwest::Client::new()
-                .get(format!("http://127.0.0.1:{}{path}", self.port))
-                .header("x-api-key", "ana")
-                .send()
-                .await
-                .unwrap();
-            (r.status().as_u16(), r.text().await.unwrap())
-        })
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.child.kill().ok();
-        self.child.wait().ok();
-    }
-}
-
-/// The value of the series `name` whose labels include every one of `labels`.
-fn series(metrics: &str, name: &str, labels: &[&str]) -> Option<f64> {
-    metrics
-        .lines()
-        .filter(|l| l.starts_with(&format!("{name}{{")) || l.starts_with(&format!("{name} ")))
-        .find(|l| labels.iter().all(|want| l.contains(want)))
-        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
-}
+use common::{Server, series};
 
 #[test]
 fn the_server_binary_serves_and_limits() {
@@ -83,17 +22,17 @@ fn every_known_counter_is_exported_at_zero_and_store_latency_is_a_histogram() {
         ("ratelab_requests_total", vec![r#"decision="bypassed""#]),
         (
             "ratelab_breaker_transitions_total",
-            vec![r#"to="open""#, r#"layer="per-ip""#],
+            vec![r#"to="open""#, r#"limit="per-ip""#],
         ),
         (
             "ratelab_fail_open_total",
-            vec![r#"reason="timeout""#, r#"layer="per-key""#],
+            vec![r#"reason="timeout""#, r#"limit="per-key""#],
         ),
         (
             "ratelab_fail_open_total",
-            vec![r#"reason="breaker_open""#, r#"layer="per-ip""#],
+            vec![r#"reason="breaker_open""#, r#"limit="per-ip""#],
         ),
-        ("ratelab_store_full_total", vec![r#"layer="per-key""#]),
+        ("ratelab_store_full_total", vec![r#"limit="per-key""#]),
         ("ratelab_kill_switch", vec![]),
     ] {
         assert_eq!(
@@ -107,7 +46,7 @@ fn every_known_counter_is_exported_at_zero_and_store_latency_is_a_histogram() {
     let (_, after) = s.get("/metrics");
     // A histogram: cumulative buckets from 25 µs up, the one call in the 1 s one.
     let bucket = |le: &str| {
-        let labels = [r#"layer="per-key""#, le];
+        let labels = [r#"limit="per-key""#, le];
         series(&after, "ratelab_store_latency_seconds_bucket", &labels)
     };
     assert!(bucket(r#"le="0.000025""#).is_some(), "{after}");

@@ -36,6 +36,7 @@ use ratelab_check::history::{
     ScanRecord, StoreFate, StoreOp,
 };
 use ratelab_core::{Algorithm, CostError, Decision, FixedWindow, Nanos, Policy, PolicyState};
+use ratelab_gateway::limits::{NoHeaders, PER_IP, PER_KEY};
 use ratelab_gateway::singleton::{FencedJob, Singleton, SingletonConfig};
 use ratelab_gateway::{
     Answer as GatewayAnswer, BreakerConfig, Env, Forwarding, Gateway, GatewayConfig, LayerOutcome,
@@ -1018,9 +1019,10 @@ fn client_ip(i: u32) -> IpAddr {
 /// What the recorder keeps of a gateway's answer: the binding layer's outcome, and each
 /// layer's own.
 fn to_history(a: &GatewayAnswer) -> (Answer, Layers) {
+    let (edge, per_key) = (a.outcome(PER_IP), a.outcome(PER_KEY));
     let layers = Layers {
-        edge: a.edge.map(layer_answer),
-        per_key: a.per_key.map(layer_answer),
+        edge: edge.map(layer_answer),
+        per_key: per_key.map(layer_answer),
     };
     if a.bypassed {
         return (Answer::Bypassed, layers);
@@ -1029,13 +1031,13 @@ fn to_history(a: &GatewayAnswer) -> (Answer, Layers) {
         return (Answer::Rejected, layers);
     }
     let edge_denied = matches!(
-        a.edge,
+        edge,
         Some(LayerOutcome::Decided { decision, .. }) if !decision.allowed
-    ) || a.edge == Some(LayerOutcome::StoreFull);
+    ) || edge == Some(LayerOutcome::StoreFull);
     let binding = if edge_denied {
-        a.edge
+        edge
     } else {
-        a.per_key.or(a.edge)
+        per_key.or(edge)
     };
     let answer = binding.map_or(Answer::Error(ErrorKind::Unavailable), layer_answer);
     (answer, layers)
@@ -1094,6 +1096,8 @@ async fn serve<S: Script>(
         forwarding: Forwarding::default(),
         api_key: Some(key.as_bytes()),
         route: "/",
+        method: "GET",
+        headers: &NoHeaders,
         cost,
         trace: id,
     };

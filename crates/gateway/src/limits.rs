@@ -1,0 +1,264 @@
+//! Named limits: which requests a limit applies to (its [`Selector`]), which bucket each one
+//! counts in ([`KeyBy`]), what it costs ([`Cost`]), and whether it is enforced or only
+//! measured ([`Mode`]).
+//!
+//! A gateway holds a [`LimitSet`]: every limit whose selector matches a request is checked, in
+//! the set's order. Built by hand ([`crate::Gateway::new`]'s per-IP and per-key pair) or from
+//! a limits file (`ratelab-server`), and replaced whole while serving
+//! ([`crate::Gateway::replace_limits`]): a request decides against the set it started with.
+//!
+//! A request is *planned* against the set before any store is called: the limits it matches,
+//! the key and cost of each. An unreadable key or cost refuses the request (400) before any
+//! limit has spent anything.
+
+use crate::breaker::{Breaker, BreakerConfig};
+use crate::ip::{IpNet, edge_network};
+use crate::pipeline::Request;
+use ratelab_core::headers::PolicyName;
+use ratelab_store::Key;
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex};
+
+/// The name of the per-IP limit [`crate::Gateway::new`] builds.
+pub const PER_IP: &str = "per-ip";
+/// The name of the per-key limit [`crate::Gateway::new`] builds.
+pub const PER_KEY: &str = "per-key";
+/// The most limits one set holds: names are metric labels, and their number must stay small.
+pub const MAX_LIMITS: usize = 256;
+
+/// A request's headers, by lower-case name; the first value when a header repeats.
+pub trait Headers: Sync + std::fmt::Debug {
+    /// The raw value of `name`, if sent.
+    fn get(&self, name: &str) -> Option<&[u8]>;
+}
+
+/// No headers (a simulated request).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoHeaders;
+
+impl Headers for NoHeaders {
+    fn get(&self, _: &str) -> Option<&[u8]> {
+        None
+    }
+}
+
+impl<'a> Headers for [(&'a str, &'a [u8])] {
+    fn get(&self, name: &str) -> Option<&[u8]> {
+        self.iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| *v)
+    }
+}
+
+/// Which requests a limit applies to: all of its conditions hold (an absent one always does).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Selector {
+    /// The path starts with this.
+    pub route_prefix: Option<String>,
+    /// The method is one of these (upper case); empty: any method.
+    pub methods: Vec<String>,
+    /// This header is sent, and when a value is given, has exactly that value.
+    pub header: Option<(String, Option<String>)>,
+    /// The client address is in one of these ranges; empty: any client.
+    pub clients: Vec<IpNet>,
+}
+
+impl Selector {
+    /// Whether the request, from client address `ip`, meets every condition.
+    pub fn matches(&self, req: &Request<'_>, ip: IpAddr) -> bool {
+        let route = self
+            .route_prefix
+            .as_deref()
+            .is_none_or(|p| req.route.starts_with(p));
+        let method = self.methods.is_empty() || self.methods.iter().any(|m| m == req.method);
+        let header = self.header.as_ref().is_none_or(|(name, value)| {
+            match (req.headers.get(name), value) {
+                (None, _) => false,
+                (Some(_), None) => true,
+                (Some(got), Some(want)) => got == want.as_bytes(),
+            }
+        });
+        let ip = ip.to_canonical();
+        let client = self.clients.is_empty() || self.clients.iter().any(|n| n.contains(ip));
+        route && method && header && client
+    }
+}
+
+/// What one bucket of a limit is: requests with the same key share one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum KeyBy {
+    /// The client's address (IPv6 clients by their network, see
+    /// [`crate::GatewayConfig::ipv6_prefix`]).
+    ClientIp,
+    /// The `x-api-key` header ([`Request::api_key`]); a request without one is not counted.
+    ApiKey,
+    /// A header's value; a request without the header is not counted.
+    Header(String),
+    /// One bucket for every request the selector matches.
+    Global,
+}
+
+/// What a request costs at a limit.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Cost {
+    /// The request's own cost ([`Request::cost`]: 1 over HTTP).
+    Request,
+    /// A constant.
+    Fixed(u64),
+    /// A header's value, an integer from 1 to `max`; `default` when the header is absent.
+    Header {
+        /// The header.
+        name: String,
+        /// The cost of a request without it.
+        default: u64,
+        /// The largest cost it may claim.
+        max: u64,
+    },
+}
+
+/// Whether a limit's denials refuse the request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// A denial is a 429.
+    Enforce,
+    /// Evaluated and counted (`ratelab_shadow_denied_total`), but the request goes through
+    /// and the limit shows in no response field: a new limit's dry run.
+    Shadow,
+}
+
+/// A limit without its store: everything the pipeline needs to know to apply it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LimitSpec {
+    /// Its name, in `RateLimit-Policy`, problem bodies, the request log and metric labels.
+    pub name: PolicyName,
+    /// Which requests it applies to.
+    pub selector: Selector,
+    /// What a bucket is.
+    pub key_by: KeyBy,
+    /// What a request costs.
+    pub cost: Cost,
+    /// Enforced or shadow.
+    pub mode: Mode,
+}
+
+impl LimitSpec {
+    /// A limit on every request, enforced, at the request's own cost.
+    pub fn new(name: PolicyName, key_by: KeyBy) -> LimitSpec {
+        LimitSpec {
+            name,
+            selector: Selector::default(),
+            key_by,
+            cost: Cost::Request,
+            mode: Mode::Enforce,
+        }
+    }
+}
+
+/// One limit: its spec over a store client, with its own circuit breaker.
+#[derive(Debug)]
+pub struct Limit<C> {
+    pub(crate) spec: LimitSpec,
+    /// The name, shared with every answer that names the limit.
+    name: Arc<str>,
+    /// The same name as a metric label, shared without copying.
+    pub(crate) label: metrics::SharedString,
+    pub(crate) client: C,
+    pub(crate) breaker: Mutex<Breaker>,
+}
+
+impl<C> Limit<C> {
+    /// `spec` over `client`, whose algorithm is the limit's.
+    pub fn new(spec: LimitSpec, client: C, breaker: BreakerConfig) -> Limit<C> {
+        let name = Arc::<str>::from(spec.name.as_str());
+        Limit {
+            label: metrics::SharedString::from(name.clone()),
+            name,
+            spec,
+            client,
+            breaker: Mutex::new(Breaker::new(breaker)),
+        }
+    }
+
+    /// The spec.
+    pub fn spec(&self) -> &LimitSpec {
+        &self.spec
+    }
+
+    /// The store client.
+    pub fn client(&self) -> &C {
+        &self.client
+    }
+
+    /// The limit's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub(crate) fn name_arc(&self) -> Arc<str> {
+        self.name.clone()
+    }
+}
+
+/// The limits a gateway applies, in order. Limits are shared, so a new set can keep an
+/// unchanged limit's store and breaker.
+pub type LimitSet<C> = Vec<Arc<Limit<C>>>;
+
+/// One matched limit of a planned request.
+#[derive(Debug)]
+pub(crate) struct Planned<'s, C> {
+    pub(crate) limit: &'s Arc<Limit<C>>,
+    pub(crate) key: Key,
+    pub(crate) cost: u64,
+}
+
+/// Every limit of `set` that applies to `req` from `ip`, with its key and cost; `Err` names
+/// the header or key that could not be read.
+pub(crate) fn plan<'s, C>(
+    set: &'s LimitSet<C>,
+    req: &Request<'_>,
+    ip: IpAddr,
+    api_key: Option<&str>,
+    ipv6_prefix: u8,
+) -> Result<Vec<Planned<'s, C>>, String> {
+    let mut planned = Vec::with_capacity(set.len());
+    for limit in set {
+        let spec = &limit.spec;
+        if !spec.selector.matches(req, ip) {
+            continue;
+        }
+        let key = match &spec.key_by {
+            KeyBy::ClientIp => format!("ip:{}", edge_network(ip, ipv6_prefix)),
+            KeyBy::ApiKey => match api_key {
+                Some(k) => format!("key:{k}"),
+                None => continue,
+            },
+            KeyBy::Header(name) => match req.headers.get(name) {
+                Some(v) => match std::str::from_utf8(v) {
+                    Ok(v) => format!("h:{v}"),
+                    Err(_) => return Err(format!("{name} is not valid UTF-8")),
+                },
+                None => continue,
+            },
+            KeyBy::Global => "global".to_owned(),
+        };
+        let key = Key::new(&key).map_err(|e| match &spec.key_by {
+            KeyBy::ApiKey => format!("x-api-key: {e}"),
+            KeyBy::Header(name) => format!("{name}: {e}"),
+            _ => format!("limit {}: {e}", spec.name.as_str()),
+        })?;
+        let cost = match &spec.cost {
+            Cost::Request => req.cost,
+            Cost::Fixed(c) => *c,
+            Cost::Header { name, default, max } => match req.headers.get(name) {
+                None => *default,
+                Some(v) => std::str::from_utf8(v)
+                    .ok()
+                    .and_then(|v| v.trim().parse::<u64>().ok())
+                    .filter(|c| (1..=*max).contains(c))
+                    .ok_or_else(|| format!("{name}: expected an integer cost from 1 to {max}"))?,
+            },
+        };
+        planned.push(Planned { limit, key, cost });
+    }
+    Ok(planned)
+}

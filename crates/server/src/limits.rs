@@ -1,0 +1,556 @@
+//! The limits file: many named limits in TOML, validated into the gateway's
+//! [`LimitSpec`]s and their algorithms, with every error located by file, line, column and
+//! path.
+//!
+//! TOML because operators edit this file by hand and reload it live: it has comments, no
+//! indentation that changes meaning and no implicit typing (YAML reads `NO` as false and
+//! `1:30` as a number), and it is the format of Cargo, Rust tooling and many servers'
+//! configs. Its JSON Schema (`ratelab-server schema`, committed as
+//! `docs/limits.schema.json`) serves editors that validate TOML against one (taplo, Even
+//! Better TOML, with a `#:schema` comment).
+//!
+//! ```toml
+//! [[limit]]
+//! name = "per-ip"
+//! algorithm = "token-bucket"
+//! capacity = 1000
+//! refill_per_sec = 100
+//! key = "client-ip"
+//!
+//! [[limit]]
+//! name = "writes"
+//! algorithm = "sliding-window"
+//! limit = 60
+//! window_ms = 60000
+//! key = "header:x-tenant"
+//! mode = "shadow"
+//! cost_from_header = { name = "x-cost", default = 1, max = 10 }
+//! match = { route_prefix = "/api/", methods = ["POST", "PUT"] }
+//! ```
+
+use ratelab_core::headers::PolicyName;
+use ratelab_core::{FixedWindow, Nanos, Policy, SlidingWindow, TokenBucket};
+use ratelab_gateway::IpNet;
+use ratelab_gateway::limits::{Cost, KeyBy, LimitSpec, MAX_LIMITS, Mode, Selector};
+use schemars::JsonSchema;
+use serde::Deserialize;
+use std::path::Path;
+
+/// The largest capacity, limit, refill rate or cost the file accepts.
+const COUNT_MAX: u64 = 1_000_000_000_000;
+/// The longest window: a week.
+const WINDOW_MS_MAX: u64 = 7 * 24 * 3600 * 1000;
+
+/// The limits file.
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(title = "ratelab limits file")]
+pub struct LimitsFile {
+    /// The limits, in the order a request is checked against them. A request is checked
+    /// against every limit whose `match` it meets; the first enforced limit that denies it
+    /// answers 429, and the limits after it are not consulted.
+    #[schemars(length(min = 1, max = 256))]
+    pub limit: Vec<LimitEntry>,
+}
+
+/// A limit's algorithm.
+#[derive(Clone, Copy, Debug, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum AlgorithmName {
+    /// A token bucket of `capacity` refilled at `refill_per_sec` (GCRA, exact).
+    TokenBucket,
+    /// At most `limit` per aligned window of `window_ms`.
+    FixedWindow,
+    /// A sliding-window counter: `limit` per `window_ms`, the previous window weighted.
+    SlidingWindow,
+}
+
+/// Whether a limit's denials refuse requests.
+#[derive(Clone, Copy, Debug, Default, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum ModeName {
+    /// Denials answer 429.
+    #[default]
+    Enforce,
+    /// Evaluated and counted in `ratelab_shadow_denied_total{limit}`, never refused.
+    Shadow,
+}
+
+/// A cost read from a request header.
+#[derive(Clone, Debug, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct CostHeader {
+    /// The header.
+    pub name: String,
+    /// The cost of a request without it.
+    #[schemars(range(min = 1))]
+    pub default: u64,
+    /// The largest cost a request may claim (at most the limit's capacity); a value outside
+    /// 1 to `max` is refused with 400.
+    #[schemars(range(min = 1))]
+    pub max: u64,
+}
+
+/// Which requests a limit applies to: all the given conditions hold.
+#[derive(Clone, Debug, Default, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct MatchEntry {
+    /// The path starts with this (it starts with `/`).
+    pub route_prefix: Option<String>,
+    /// The method is one of these.
+    pub methods: Option<Vec<String>>,
+    /// This header is sent.
+    pub header: Option<String>,
+    /// … with exactly this value.
+    pub header_value: Option<String>,
+    /// The client address is in one of these (addresses or CIDR ranges).
+    pub clients: Option<Vec<String>>,
+}
+
+/// One named limit.
+#[derive(Clone, Debug, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct LimitEntry {
+    /// Its name: 1 to 64 letters, digits, `_`, `-` or `.`, unique in the file. It names the
+    /// limit in `RateLimit-Policy`, problem bodies, the request log and the `limit` label of
+    /// the metrics.
+    #[schemars(regex(pattern = r"^[A-Za-z0-9_.-]{1,64}$"))]
+    pub name: String,
+    /// The algorithm.
+    pub algorithm: AlgorithmName,
+    /// Token bucket: its capacity B.
+    #[schemars(range(min = 1, max = 1_000_000_000_000u64))]
+    pub capacity: Option<u64>,
+    /// Token bucket: its refill R per second.
+    #[schemars(range(min = 1, max = 1_000_000_000_000u64))]
+    pub refill_per_sec: Option<u64>,
+    /// Windows: the most admitted per window.
+    #[schemars(range(min = 1, max = 1_000_000_000_000u64))]
+    pub limit: Option<u64>,
+    /// Windows: the window, ms.
+    #[schemars(range(min = 1, max = 604_800_000u64))]
+    pub window_ms: Option<u64>,
+    /// What one bucket is: `client-ip` (the default; IPv6 clients by network), `api-key`
+    /// (the `x-api-key` header), `header:NAME` (that header's value), or `global` (one
+    /// bucket for every matching request). A request without the key's header is not
+    /// counted by the limit.
+    #[schemars(regex(pattern = r"^(client-ip|api-key|global|header:[!#$%&'*+.^_`|~0-9A-Za-z-]+)$"))]
+    pub key: Option<String>,
+    /// `enforce` (the default) or `shadow`.
+    pub mode: Option<ModeName>,
+    /// A constant cost per request (default 1), at most the limit's capacity.
+    #[schemars(range(min = 1))]
+    pub cost: Option<u64>,
+    /// A cost taken from a header instead.
+    pub cost_from_header: Option<CostHeader>,
+    /// Which requests the limit applies to (default: all).
+    #[serde(rename = "match")]
+    pub selector: Option<MatchEntry>,
+}
+
+/// One limit of a validated file: what the gateway applies, and the algorithm its store runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FileLimit {
+    /// The gateway's view.
+    pub spec: LimitSpec,
+    /// The algorithm, with its parameters.
+    pub policy: Policy,
+}
+
+/// The JSON Schema of the limits file.
+pub fn json_schema() -> String {
+    let schema = schemars::schema_for!(LimitsFile);
+    serde_json::to_string_pretty(&schema).expect("a schema serializes") + "\n"
+}
+
+/// Reads and validates a limits file.
+pub fn load(path: &Path) -> Result<Vec<FileLimit>, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+    parse(&path.display().to_string(), &text)
+}
+
+/// Validates the text of a limits file called `file` (for messages).
+pub fn parse(file: &str, text: &str) -> Result<Vec<FileLimit>, String> {
+    let at = |offset: usize, path: &str, msg: &str| {
+        let (line, column) = line_column(text, offset);
+        let path = if path.is_empty() { "." } else { path };
+        format!("{file}:{line}:{column}: at {path}: {msg}")
+    };
+    let de = toml::Deserializer::parse(text)
+        .map_err(|e| at(e.span().map_or(0, |s| s.start), "", e.message()))?;
+    let parsed: LimitsFile = serde_path_to_error::deserialize(de).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        let offset = inner
+            .span()
+            .map(|s| s.start)
+            .or_else(|| locate(text, &path))
+            .unwrap_or(0);
+        at(offset, &path, inner.message())
+    })?;
+    validate(&parsed).map_err(|(path, msg)| at(locate(text, &path).unwrap_or(0), &path, &msg))
+}
+
+/// The 1-based line and column (in characters) of byte `offset`.
+fn line_column(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..text.floor_char_boundary(offset.min(text.len()))];
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line, column)
+}
+
+/// The byte offset of the value at `path` (`limit[2].capacity`), or of the deepest part of
+/// it that exists (a missing field is reported where its table starts).
+fn locate(text: &str, path: &str) -> Option<usize> {
+    use toml::de::{DeTable, DeValue};
+    let root = DeTable::parse(text).ok()?;
+    let mut offset = root.span().start;
+    let mut table = Some(root.get_ref());
+    for part in path.split('.').filter(|p| !p.is_empty()) {
+        let (name, index) = match part.split_once('[') {
+            Some((n, i)) => (n, i.trim_end_matches(']').parse::<usize>().ok()),
+            None => (part, None),
+        };
+        let Some(t) = table else { break };
+        let Some((_, v)) = t.iter().find(|(k, _)| k.get_ref() == name) else {
+            break;
+        };
+        offset = v.span().start;
+        let mut value = v.get_ref();
+        if let (Some(i), DeValue::Array(items)) = (index, value) {
+            let Some(item) = items.get(i) else { break };
+            offset = item.span().start;
+            value = item.get_ref();
+        }
+        table = match value {
+            DeValue::Table(t) => Some(t),
+            _ => None,
+        };
+    }
+    Some(offset)
+}
+
+type Invalid = (String, String);
+
+fn header_name(raw: &str, path: String) -> Result<String, Invalid> {
+    let token = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
+    if raw.is_empty() || !raw.chars().all(token) {
+        return Err((
+            path,
+            format!("{raw:?}: expected a header name (letters, digits and !#$%&'*+-.^_`|~)"),
+        ));
+    }
+    Ok(raw.to_ascii_lowercase())
+}
+
+fn validate(file: &LimitsFile) -> Result<Vec<FileLimit>, Invalid> {
+    if file.limit.is_empty() {
+        return Err((
+            "limit".into(),
+            "expected at least one [[limit]] (to stop limiting, use the kill switch)".into(),
+        ));
+    }
+    if file.limit.len() > MAX_LIMITS {
+        return Err((
+            format!("limit[{MAX_LIMITS}]"),
+            format!("{} limits: expected at most {MAX_LIMITS}", file.limit.len()),
+        ));
+    }
+    let mut out: Vec<FileLimit> = Vec::with_capacity(file.limit.len());
+    for (i, entry) in file.limit.iter().enumerate() {
+        let limit = validate_limit(entry, &format!("limit[{i}]"))?;
+        if out.iter().any(|l| l.spec.name == limit.spec.name) {
+            return Err((
+                format!("limit[{i}].name"),
+                format!("{:?} names two limits: expected unique names", entry.name),
+            ));
+        }
+        out.push(limit);
+    }
+    Ok(out)
+}
+
+fn validate_limit(e: &LimitEntry, at: &str) -> Result<FileLimit, Invalid> {
+    let field = |f: &str| format!("{at}.{f}");
+    let simple = |c: char| c.is_ascii_alphanumeric() || "_-.".contains(c);
+    if e.name.is_empty() || e.name.len() > 64 || !e.name.chars().all(simple) {
+        return Err((
+            field("name"),
+            format!(
+                "{:?}: expected 1 to 64 letters, digits, `_`, `-` or `.`",
+                e.name
+            ),
+        ));
+    }
+    let name = PolicyName::new(&e.name).map_err(|err| (field("name"), err.to_string()))?;
+    let policy = policy(e, at)?;
+    let capacity = policy_capacity(&policy);
+    let key_by = match e.key.as_deref().unwrap_or("client-ip") {
+        "client-ip" => KeyBy::ClientIp,
+        "api-key" => KeyBy::ApiKey,
+        "global" => KeyBy::Global,
+        other => match other.strip_prefix("header:") {
+            Some(h) => KeyBy::Header(header_name(h, field("key"))?),
+            None => {
+                return Err((
+                    field("key"),
+                    format!(
+                        "{other:?}: expected \"client-ip\", \"api-key\", \"global\" or \"header:NAME\""
+                    ),
+                ));
+            }
+        },
+    };
+    let cost = match (e.cost, &e.cost_from_header) {
+        (Some(_), Some(_)) => {
+            return Err((
+                field("cost_from_header"),
+                "give a constant `cost` or a `cost_from_header`, not both".into(),
+            ));
+        }
+        (Some(c), None) if !(1..=capacity).contains(&c) => {
+            return Err((
+                field("cost"),
+                format!("{c}: expected 1 to the limit's capacity, {capacity}"),
+            ));
+        }
+        (Some(c), None) => Cost::Fixed(c),
+        (None, None) => Cost::Fixed(1),
+        (None, Some(h)) => {
+            let path = field("cost_from_header");
+            if !(1..=capacity).contains(&h.max) {
+                return Err((
+                    format!("{path}.max"),
+                    format!("{}: expected 1 to the limit's capacity, {capacity}", h.max),
+                ));
+            }
+            if !(1..=h.max).contains(&h.default) {
+                return Err((
+                    format!("{path}.default"),
+                    format!("{}: expected 1 to max, {}", h.default, h.max),
+                ));
+            }
+            Cost::Header {
+                name: header_name(&h.name, format!("{path}.name"))?,
+                default: h.default,
+                max: h.max,
+            }
+        }
+    };
+    let selector = selector(e.selector.as_ref(), &field("match"))?;
+    let mode = match e.mode.unwrap_or_default() {
+        ModeName::Enforce => Mode::Enforce,
+        ModeName::Shadow => Mode::Shadow,
+    };
+    Ok(FileLimit {
+        spec: LimitSpec {
+            name,
+            selector,
+            key_by,
+            cost,
+            mode,
+        },
+        policy,
+    })
+}
+
+fn policy_capacity(p: &Policy) -> u64 {
+    use ratelab_core::Algorithm as _;
+    p.quota().limit
+}
+
+fn policy(e: &LimitEntry, at: &str) -> Result<Policy, Invalid> {
+    let field = |f: &str| format!("{at}.{f}");
+    let given = |f: &str, v: Option<u64>| v.map(|_| f.to_owned());
+    let (needed, unused): (&[(&str, Option<u64>)], [Option<String>; 2]) = match e.algorithm {
+        AlgorithmName::TokenBucket => (
+            &[("capacity", e.capacity), ("refill_per_sec", e.refill_per_sec)],
+            [given("limit", e.limit), given("window_ms", e.window_ms)],
+        ),
+        AlgorithmName::FixedWindow | AlgorithmName::SlidingWindow => (
+            &[("limit", e.limit), ("window_ms", e.window_ms)],
+            [
+                given("capacity", e.capacity),
+                given("refill_per_sec", e.refill_per_sec),
+            ],
+        ),
+    };
+    let algorithm = match e.algorithm {
+        AlgorithmName::TokenBucket => "token-bucket",
+        AlgorithmName::FixedWindow => "fixed-window",
+        AlgorithmName::SlidingWindow => "sliding-window",
+    };
+    if let Some(f) = unused.into_iter().flatten().next() {
+        return Err((field(&f), format!("a {algorithm} limit has no {f}")));
+    }
+    let mut values = [0u64; 2];
+    for (slot, (name, value)) in values.iter_mut().zip(needed) {
+        let max = if *name == "window_ms" {
+            WINDOW_MS_MAX
+        } else {
+            COUNT_MAX
+        };
+        match value {
+            None => return Err((at.to_owned(), format!("a {algorithm} limit needs {name}"))),
+            Some(v) if !(1..=max).contains(v) => {
+                return Err((field(name), format!("{v}: expected 1 to {max}")));
+            }
+            Some(v) => *slot = *v,
+        }
+    }
+    let [a, b] = values;
+    let window = Nanos::from_millis(b);
+    let policy = match e.algorithm {
+        AlgorithmName::TokenBucket => TokenBucket::per_second(a, b).map(Policy::TokenBucket),
+        AlgorithmName::FixedWindow => FixedWindow::new(a, window).map(Policy::FixedWindow),
+        AlgorithmName::SlidingWindow => SlidingWindow::new(a, window).map(Policy::SlidingWindow),
+    };
+    policy.map_err(|err| (at.to_owned(), err.to_string()))
+}
+
+fn selector(m: Option<&MatchEntry>, at: &str) -> Result<Selector, Invalid> {
+    let Some(m) = m else {
+        return Ok(Selector::default());
+    };
+    let field = |f: &str| format!("{at}.{f}");
+    if let Some(p) = &m.route_prefix
+        && !p.starts_with('/')
+    {
+        return Err((
+            field("route_prefix"),
+            format!("{p:?}: expected a path starting with /"),
+        ));
+    }
+    let mut methods = Vec::new();
+    for (i, raw) in m.methods.iter().flatten().enumerate() {
+        if raw.is_empty() || raw.len() > 32 || !raw.chars().all(|c| c.is_ascii_alphabetic()) {
+            return Err((
+                format!("{}[{i}]", field("methods")),
+                format!("{raw:?}: expected a method name such as GET"),
+            ));
+        }
+        methods.push(raw.to_ascii_uppercase());
+    }
+    let header = match (&m.header, &m.header_value) {
+        (None, Some(_)) => {
+            return Err((
+                field("header_value"),
+                "a header_value needs the header it is the value of".into(),
+            ));
+        }
+        (None, None) => None,
+        (Some(h), v) => Some((header_name(h, field("header"))?, v.clone())),
+    };
+    let mut clients = Vec::new();
+    for (i, raw) in m.clients.iter().flatten().enumerate() {
+        let net: IpNet = raw
+            .parse()
+            .map_err(|e| (format!("{}[{i}]", field("clients")), format!("{e}")))?;
+        clients.push(net);
+    }
+    Ok(Selector {
+        route_prefix: m.route_prefix.clone(),
+        methods,
+        header,
+        clients,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(text: &str) -> String {
+        parse("limits.toml", text).unwrap_err()
+    }
+
+    const TWO: &str = r#"
+[[limit]]
+name = "per-ip"
+algorithm = "token-bucket"
+capacity = 100
+refill_per_sec = 10
+
+[[limit]]
+name = "writes"
+algorithm = "sliding-window"
+limit = 60
+window_ms = 60000
+key = "header:X-Tenant"
+mode = "shadow"
+cost_from_header = { name = "x-cost", default = 1, max = 10 }
+match = { route_prefix = "/api/", methods = ["post", "PUT"], clients = ["10.0.0.0/8"] }
+"#;
+
+    #[test]
+    fn a_file_becomes_limits_in_order() {
+        let l = parse("limits.toml", TWO).unwrap();
+        assert_eq!(l.len(), 2);
+        assert_eq!(l[0].spec.name.as_str(), "per-ip");
+        assert_eq!(l[0].spec.key_by, KeyBy::ClientIp);
+        assert_eq!(l[0].spec.cost, Cost::Fixed(1));
+        assert_eq!(
+            l[0].policy,
+            Policy::TokenBucket(TokenBucket::per_second(100, 10).unwrap())
+        );
+        assert_eq!(l[1].spec.key_by, KeyBy::Header("x-tenant".into()));
+        assert_eq!(l[1].spec.mode, Mode::Shadow);
+        assert_eq!(l[1].spec.selector.methods, ["POST", "PUT"]);
+        assert_eq!(
+            l[1].spec.cost,
+            Cost::Header {
+                name: "x-cost".into(),
+                default: 1,
+                max: 10
+            }
+        );
+    }
+
+    #[test]
+    fn errors_name_the_file_line_column_and_path() {
+        // A syntax error.
+        let e = err("[[limit]\nname = 1");
+        assert!(e.starts_with("limits.toml:1:"), "{e}");
+        // A type error, at its value.
+        let e = err(&TWO.replace("capacity = 100", "capacity = \"many\""));
+        assert!(e.starts_with("limits.toml:5:12: at limit[0].capacity:"), "{e}");
+        // An unknown field.
+        let e = err(&TWO.replace("capacity = 100", "capacity = 100\nburst = 3"));
+        assert!(e.contains("limit[0]") && e.contains("burst"), "{e}");
+        // A semantic error, located by its path.
+        let e = err(&TWO.replace("refill_per_sec = 10", "refill_per_sec = 10\nlimit = 3"));
+        assert!(
+            e.starts_with("limits.toml:7:9: at limit[0].limit: a token-bucket limit has no limit"),
+            "{e}"
+        );
+        let e = err(&TWO.replace("max = 10", "max = 1000"));
+        assert!(
+            e.starts_with("limits.toml:15:58: at limit[1].cost_from_header.max:"),
+            "{e}"
+        );
+        let e = err(&TWO.replace("\"10.0.0.0/8\"", "\"10.0.0.0/40\""));
+        assert!(e.contains("at limit[1].match.clients[0]:"), "{e}");
+        let e = err(&TWO.replace("name = \"writes\"", "name = \"per-ip\""));
+        assert!(
+            e.starts_with("limits.toml:9:8: at limit[1].name:") && e.contains("two limits"),
+            "{e}"
+        );
+        let e = err(&TWO.replace("name = \"writes\"", "name = \"all writes\""));
+        assert!(e.contains("at limit[1].name:"), "{e}");
+        let e = err(&TWO.replace("key = \"header:X-Tenant\"", "key = \"tenant\""));
+        assert!(e.contains("at limit[1].key:") && e.contains("header:NAME"), "{e}");
+        let e = err(&TWO.replace("capacity = 100\n", ""));
+        assert!(e.contains("at limit[0]: a token-bucket limit needs capacity"), "{e}");
+        let e = err("");
+        assert!(e.contains("limit"), "{e}");
+        let e = err("limit = []");
+        assert!(e.contains("at least one"), "{e}");
+    }
+
+    #[test]
+    fn columns_count_characters() {
+        assert_eq!(line_column("ab\ncé=x", 7), (2, 4));
+        assert_eq!(line_column("é", 1), (1, 1));
+    }
+}

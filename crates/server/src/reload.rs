@@ -1,0 +1,131 @@
+//! Hot reload of the limits file: on a change (polled, applied once it has read the same at
+//! two polls in a row, so a file being written in place is not judged half-written) and at
+//! once on SIGHUP.
+//!
+//! The file is read whole and validated first; only a file that validates, and whose limits'
+//! stores could be opened, replaces the running set, in one swap ([`Gateway::replace_limits`]):
+//! a request decides against the set it started with, so requests in flight are unaffected.
+//! A bad edit is refused, logged on stderr with its location, counted in
+//! `ratelab_limits_reloads_total{result="rejected"}`, and the old limits keep running; the
+//! same bad bytes are reported once, not at every poll.
+//!
+//! The file is polled rather than watched with inotify: a poll sees every way a file is
+//! replaced (an editor's rename, a Kubernetes ConfigMap's symlink swap, a copy over it),
+//! needs no dependency, and costs one small read per interval.
+
+use crate::limits;
+use crate::serve::{Stores, file_set};
+use ratelab_gateway::http::TokioEnv;
+use ratelab_gateway::{BreakerConfig, Gateway};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What the last look at the file found.
+#[derive(PartialEq, Eq)]
+enum Seen {
+    Bytes(Vec<u8>),
+    Unreadable(String),
+}
+
+fn read(path: &std::path::Path) -> Seen {
+    match std::fs::read(path) {
+        Ok(b) => Seen::Bytes(b),
+        Err(e) => Seen::Unreadable(e.to_string()),
+    }
+}
+
+fn describe() {
+    metrics::describe_counter!(
+        "ratelab_limits_reloads_total",
+        "Reloads of the limits file, by result: applied, or rejected (the old limits kept)."
+    );
+    metrics::describe_gauge!("ratelab_limits_loaded", "Limits being applied.");
+}
+
+/// Starts watching `path`, whose text `loaded` is the one `gateway` runs: every `interval`,
+/// and at once on SIGHUP.
+pub fn start<S: Stores>(
+    gateway: Arc<Gateway<S::Client, TokioEnv>>,
+    stores: S,
+    path: PathBuf,
+    loaded: &str,
+    interval: Duration,
+    breaker: BreakerConfig,
+) {
+    describe();
+    for result in ["applied", "rejected"] {
+        metrics::counter!("ratelab_limits_reloads_total", "result" => result).increment(0);
+    }
+    metrics::gauge!("ratelab_limits_loaded").set(gateway.limits().len() as f64);
+    let mut seen = Seen::Bytes(loaded.as_bytes().to_vec());
+    let mut pending: Option<Seen> = None;
+    // Installed before the server announces itself: SIGHUP's default action ends the process.
+    let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tick.tick().await;
+        loop {
+            let forced = tokio::select! {
+                _ = tick.tick() => false,
+                Some(()) = async { match hup.as_mut() { Some(h) => h.recv().await, None => None } } => true,
+            };
+            let now = read(&path);
+            if !forced {
+                // A change is acted on once it has settled, read the same at two polls in a
+                // row: a file being written in place is not judged half-written.
+                if now == seen {
+                    pending = None;
+                    continue;
+                }
+                if pending.as_ref() != Some(&now) {
+                    pending = Some(now);
+                    continue;
+                }
+            }
+            pending = None;
+            let outcome = match &now {
+                Seen::Bytes(bytes) => apply(&gateway, &stores, &path, bytes, breaker).await,
+                Seen::Unreadable(e) => Err(format!("{}: cannot read: {e}", path.display())),
+            };
+            seen = now;
+            match outcome {
+                Ok(n) => {
+                    metrics::counter!("ratelab_limits_reloads_total", "result" => "applied")
+                        .increment(1);
+                    metrics::gauge!("ratelab_limits_loaded").set(n as f64);
+                    eprintln!(
+                        "ratelab-server: limits reloaded from {}: {n} limits",
+                        path.display()
+                    );
+                }
+                Err(e) => {
+                    metrics::counter!("ratelab_limits_reloads_total", "result" => "rejected")
+                        .increment(1);
+                    eprintln!(
+                        "ratelab-server: limits file rejected, keeping the {} limits running: {e}",
+                        gateway.limits().len()
+                    );
+                }
+            }
+        }
+    });
+}
+
+/// Validates `bytes` and swaps the new set in; the number of limits applied.
+async fn apply<S: Stores>(
+    gateway: &Gateway<S::Client, TokioEnv>,
+    stores: &S,
+    path: &std::path::Path,
+    bytes: &[u8],
+    breaker: BreakerConfig,
+) -> Result<usize, String> {
+    let text = std::str::from_utf8(bytes)
+        .map_err(|e| format!("{}: not UTF-8: {e}", path.display()))?;
+    let parsed = limits::parse(&path.display().to_string(), text)?;
+    let set = file_set(stores, &gateway.limits(), parsed, breaker).await?;
+    let n = set.len();
+    gateway.replace_limits(set);
+    Ok(n)
+}

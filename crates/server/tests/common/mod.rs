@@ -1,0 +1,168 @@
+//! The `ratelab-server` binary on a free port, driven by a real HTTP client.
+#![allow(dead_code)]
+
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// A server on a free port, killed when dropped; its stderr is collected.
+pub struct Server {
+    pub child: Child,
+    pub port: u16,
+    stderr: Arc<Mutex<String>>,
+    rt: tokio::runtime::Runtime,
+    http: reqwest::Client,
+}
+
+/// One answer: status, headers, body.
+pub struct Reply {
+    pub status: u16,
+    pub headers: reqwest::header::HeaderMap,
+    pub body: String,
+}
+
+impl Reply {
+    /// A header's value, or "".
+    pub fn header(&self, name: &str) -> &str {
+        self.headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+    }
+}
+
+impl Server {
+    /// Starts the binary on a port of its own choosing and reads it off its first line.
+    pub fn start(args: &[&str]) -> Server {
+        use std::io::{BufRead as _, Read as _};
+        let mut child = Command::new(env!("CARGO_BIN_EXE_ratelab-server"))
+            .args(["--listen", "127.0.0.1:0"])
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut first = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut first)
+            .unwrap();
+        let Some(port) = first.trim().rsplit(':').next().and_then(|p| p.parse().ok()) else {
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "the server did not start: {first}{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let mut pipe = child.stderr.take().unwrap();
+        let sink = stderr.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = pipe.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        Server {
+            child,
+            port,
+            stderr,
+            rt,
+            http: reqwest::Client::new(),
+        }
+    }
+
+    /// `method path` with `headers`.
+    pub fn send(&self, method: &str, path: &str, headers: &[(&str, &str)]) -> Reply {
+        self.rt.block_on(async {
+            let mut r = self.http.request(
+                method.parse().unwrap(),
+                format!("http://127.0.0.1:{}{path}", self.port),
+            );
+            for (n, v) in headers {
+                r = r.header(*n, *v);
+            }
+            let r = r.send().await.unwrap();
+            Reply {
+                status: r.status().as_u16(),
+                headers: r.headers().clone(),
+                body: r.text().await.unwrap(),
+            }
+        })
+    }
+
+    /// `GET path` with `x-api-key: ana`: the status and the body.
+    pub fn get(&self, path: &str) -> (u16, String) {
+        let r = self.send("GET", path, &[("x-api-key", "ana")]);
+        (r.status, r.body)
+    }
+
+    /// `POST path` with `body` (the admin switches).
+    pub fn post(&self, path: &str, body: &str) -> Reply {
+        self.rt.block_on(async {
+            let r = self
+                .http
+                .post(format!("http://127.0.0.1:{}{path}", self.port))
+                .body(body.to_owned())
+                .send()
+                .await
+                .unwrap();
+            Reply {
+                status: r.status().as_u16(),
+                headers: r.headers().clone(),
+                body: r.text().await.unwrap(),
+            }
+        })
+    }
+
+    /// `/metrics`.
+    pub fn metrics(&self) -> String {
+        self.send("GET", "/metrics", &[]).body
+    }
+
+    /// What the server wrote on stderr so far.
+    pub fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    /// Waits (up to 20 s) until the metric series reaches `value`.
+    pub fn wait_for(&self, name: &str, labels: &[&str], value: f64) {
+        let start = Instant::now();
+        loop {
+            let m = self.metrics();
+            if series(&m, name, labels) == Some(value) {
+                return;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "{name} {labels:?} never reached {value}:\n{m}\nstderr:\n{}",
+                self.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.child.kill().ok();
+        self.child.wait().ok();
+    }
+}
+
+/// The value of the series `name` whose labels include every one of `labels`.
+pub fn series(metrics: &str, name: &str, labels: &[&str]) -> Option<f64> {
+    metrics
+        .lines()
+        .filter(|l| l.starts_with(&format!("{name}{{")) || l.starts_with(&format!("{name} ")))
+        .find(|l| labels.iter().all(|want| l.contains(want)))
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+}

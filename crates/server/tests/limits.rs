@@ -1,0 +1,334 @@
+//! The limits file with the real `ratelab-server` binary and a real HTTP client: selectors,
+//! keys, costs, shadow mode and the global shadow switch, hot reload by a real file edit and
+//! by SIGHUP, a bad edit refused while the old limits keep running, and Redis.
+
+mod common;
+
+#[path = "../../../tests/support/redis_server.rs"]
+mod redis_server;
+
+use common::{Server, series};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// A file in a directory of its own, removed when dropped.
+struct TempFile {
+    dir: PathBuf,
+    path: PathBuf,
+}
+
+impl TempFile {
+    fn new(name: &str, text: &str) -> TempFile {
+        let dir = std::env::temp_dir().join(format!(
+            "ratelab-limits-{}-{}",
+            std::process::id(),
+            redis_server::free_port()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        TempFile { dir, path }
+    }
+
+    /// Replaces the file the way editors do: a new file renamed over it.
+    fn replace(&self, text: &str) {
+        let tmp = self.dir.join(".edit");
+        std::fs::write(&tmp, text).unwrap();
+        std::fs::rename(&tmp, &self.path).unwrap();
+    }
+
+    fn arg(&self) -> &str {
+        self.path.to_str().unwrap()
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        std::fs::remove_dir_all(&self.dir).ok();
+    }
+}
+
+fn server_bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_ratelab-server"))
+}
+
+fn docs(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../docs")
+        .join(name)
+}
+
+#[test]
+fn the_example_file_validates_and_the_committed_schema_is_current() {
+    let out = server_bin()
+        .arg("check")
+        .arg(docs("limits.example.toml"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("4 limits: per-ip, per-key, tenant-writes, search-trial"), "{said}");
+
+    let out = server_bin().arg("schema").output().unwrap();
+    let committed = std::fs::read_to_string(docs("limits.schema.json")).unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        committed,
+        "docs/limits.schema.json is stale: regenerate it with \
+         `cargo run -p ratelab-server -- schema > docs/limits.schema.json`"
+    );
+
+    let bad = TempFile::new(
+        "limits.toml",
+        "[[limit]]\nname = \"a\"\nalgorithm = \"token-bucket\"\ncapacity = 0\nrefill_per_sec = 1\n",
+    );
+    let out = server_bin().args(["check", bad.arg()]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!("{}:4:12: at limit[0].capacity:", bad.arg())),
+        "{err}"
+    );
+    // The server refuses to start on it, with the same location.
+    let out = server_bin().args(["--limits", bad.arg()]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains(":4:12: at limit[0].capacity:"),
+        "{out:?}"
+    );
+    // And refuses a limits file beside the classic flags.
+    let good = TempFile::new("limits.toml", &tenant_limit(3));
+    let out = server_bin()
+        .args(["--limits", good.arg(), "--capacity", "5", "--refill-per-sec", "1"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not both"));
+}
+
+/// One limit: `capacity` per tenant (`x-tenant`) on `/api/`, refilled once an hour.
+fn tenant_limit(capacity: u64) -> String {
+    format!(
+        r#"
+[[limit]]
+name = "tenant"
+algorithm = "token-bucket"
+capacity = {capacity}
+refill_per_sec = 1
+key = "header:x-tenant"
+match = {{ route_prefix = "/api/" }}
+"#
+    )
+}
+
+const MIXED: &str = r#"
+[[limit]]
+name = "posts"
+algorithm = "fixed-window"
+limit = 2
+window_ms = 3600000
+key = "global"
+mode = "shadow"
+match = { methods = ["POST"] }
+
+[[limit]]
+name = "costly"
+algorithm = "sliding-window"
+limit = 10
+window_ms = 3600000
+key = "client-ip"
+cost_from_header = { name = "x-cost", default = 1, max = 5 }
+match = { route_prefix = "/costly" }
+"#;
+
+#[test]
+fn selectors_keys_costs_and_shadow_mode_over_http() {
+    let file = TempFile::new("limits.toml", &(tenant_limit(3) + MIXED));
+    let s = Server::start(&["--limits", file.arg()]);
+    let t1 = [("x-tenant", "t1")];
+
+    // Per tenant, on /api/ only.
+    let statuses: Vec<u16> = (0..4).map(|_| s.send("GET", "/api/x", &t1).status).collect();
+    assert_eq!(statuses, [200, 200, 200, 429]);
+    let denied = s.send("GET", "/api/x", &t1);
+    assert!(denied.body.contains(r#""violated-policies":["tenant"]"#), "{}", denied.body);
+    assert!(denied.header("ratelimit-policy").starts_with("\"tenant\""));
+    assert_eq!(s.send("GET", "/api/x", &[("x-tenant", "t2")]).status, 200);
+    assert_eq!(s.send("GET", "/elsewhere", &t1).status, 200);
+    let untenanted = s.send("GET", "/api/x", &[]);
+    assert_eq!(untenanted.status, 200);
+    assert_eq!(untenanted.header("ratelimit-policy"), "", "no limit applies");
+
+    // A shadow limit counts its denials, lets them through, and shows in no field.
+    for _ in 0..5 {
+        let r = s.send("POST", "/elsewhere", &[]);
+        assert_eq!(r.status, 200);
+        assert!(!r.header("ratelimit-policy").contains("posts"));
+    }
+    let m = s.metrics();
+    let shadowed = |m: &str, limit: &str| {
+        series(
+            m,
+            "ratelab_shadow_denied_total",
+            &[&format!("limit=\"{limit}\"")],
+        )
+    };
+    assert_eq!(shadowed(&m, "posts"), Some(3.0), "{m}");
+    assert_eq!(shadowed(&m, "tenant"), Some(0.0), "{m}");
+
+    // A cost from a header, within its bounds.
+    let cost = |c: &str| s.send("GET", "/costly", &[("x-cost", c)]);
+    for bad in ["6", "0", "two"] {
+        let r = cost(bad);
+        assert_eq!(r.status, 400, "x-cost {bad}");
+        assert!(r.body.contains("x-cost: expected an integer cost from 1 to 5"), "{}", r.body);
+    }
+    let statuses: Vec<u16> = ["5", "5", "1"].iter().map(|c| cost(c).status).collect();
+    assert_eq!(statuses, [200, 200, 429]);
+
+    // The global shadow switch: every limit measured, nothing denied.
+    assert_eq!(s.post("/admin/shadow", "on").body, "on\n");
+    assert_eq!(s.send("GET", "/api/x", &t1).status, 200);
+    let m = s.metrics();
+    assert_eq!(shadowed(&m, "tenant"), Some(1.0), "{m}");
+    assert_eq!(series(&m, "ratelab_shadow", &[]), Some(1.0), "{m}");
+    assert_eq!(s.post("/admin/shadow", "off").body, "off\n");
+    assert_eq!(s.send("GET", "/api/x", &t1).status, 429);
+}
+
+/// Requests sent back to back from another thread until stopped; every status seen.
+struct Load {
+    stop: Arc<AtomicBool>,
+    statuses: Arc<Mutex<Vec<Result<u16, String>>>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Load {
+    fn start(port: u16) -> Load {
+        let stop = Arc::new(AtomicBool::new(false));
+        let statuses = Arc::new(Mutex::new(Vec::new()));
+        let (stop2, seen) = (stop.clone(), statuses.clone());
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                let http = reqwest::Client::new();
+                while !stop2.load(Ordering::Relaxed) {
+                    let r = http
+                        .get(format!("http://127.0.0.1:{port}/api/load"))
+                        .header("x-tenant", "load")
+                        .send()
+                        .await;
+                    let status = r.map(|r| r.status().as_u16()).map_err(|e| e.to_string());
+                    seen.lock().unwrap().push(status);
+                }
+            });
+        });
+        Load {
+            stop,
+            statuses,
+            thread: Some(thread),
+        }
+    }
+
+    fn finish(mut self) -> Vec<Result<u16, String>> {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread.take().unwrap().join().unwrap();
+        self.statuses.lock().unwrap().clone()
+    }
+}
+
+#[test]
+fn a_real_edit_reloads_the_limits_and_a_bad_edit_is_refused() {
+    let file = TempFile::new("limits.toml", &tenant_limit(2));
+    let s = Server::start(&["--limits", file.arg(), "--reload-interval-ms", "20"]);
+    let load = Load::start(s.port);
+    let burst = |tenant: &str, n: usize| -> Vec<u16> {
+        (0..n)
+            .map(|_| s.send("GET", "/api/x", &[("x-tenant", tenant)]).status)
+            .collect()
+    };
+    assert_eq!(burst("a", 3), [200, 200, 429]);
+    let reloads = |result: &str| format!("result=\"{result}\"");
+
+    // A valid edit: applied, new buckets of the new size.
+    file.replace(&tenant_limit(5));
+    s.wait_for("ratelab_limits_reloads_total", &[&reloads("applied")], 1.0);
+    assert_eq!(burst("b", 6), [200, 200, 200, 200, 200, 429]);
+
+    // A bad edit, written in place: refused, located, counted; the old limits keep running.
+    std::fs::write(&file.path, tenant_limit(5).replace("capacity = 5", "capacity = -5")).unwrap();
+    s.wait_for("ratelab_limits_reloads_total", &[&reloads("rejected")], 1.0);
+    let err = s.stderr();
+    assert!(
+        err.contains("limits file rejected, keeping the 1 limits running")
+            && err.contains(&format!("{}:5:12: at limit[0].capacity:", file.arg())),
+        "{err}"
+    );
+    assert_eq!(burst("c", 6), [200, 200, 200, 200, 200, 429]);
+    // Reported once, not at every poll.
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let m = s.metrics();
+    assert_eq!(
+        series(&m, "ratelab_limits_reloads_total", &[&reloads("rejected")]),
+        Some(1.0)
+    );
+    assert_eq!(series(&m, "ratelab_limits_loaded", &[]), Some(1.0), "{m}");
+
+    // Requests in flight through the reloads all got an answer from a limit set.
+    let statuses = load.finish();
+    assert!(statuses.len() > 10, "{}", statuses.len());
+    let odd: Vec<_> = statuses
+        .iter()
+        .filter(|s| !matches!(s, Ok(200 | 429)))
+        .collect();
+    assert!(odd.is_empty(), "{odd:?}");
+}
+
+#[test]
+fn sighup_reloads_at_once() {
+    let file = TempFile::new("limits.toml", &tenant_limit(1));
+    // Polled once an hour: only the signal can apply the edit within the test.
+    let s = Server::start(&["--limits", file.arg(), "--reload-interval-ms", "3600000"]);
+    assert_eq!(s.send("GET", "/api/x", &[("x-tenant", "a")]).status, 200);
+    assert_eq!(s.send("GET", "/api/x", &[("x-tenant", "a")]).status, 429);
+    file.replace(&tenant_limit(3).replace("name = \"tenant\"", "name = \"tenant-v2\""));
+    let applied = ["result=\"applied\""];
+    assert_eq!(
+        series(&s.metrics(), "ratelab_limits_reloads_total", &applied),
+        Some(0.0)
+    );
+    let pid = s.child.id().to_string();
+    assert!(Command::new("kill").args(["-HUP", &pid]).status().unwrap().success());
+    s.wait_for("ratelab_limits_reloads_total", &applied, 1.0);
+    let r = s.send("GET", "/api/x", &[("x-tenant", "a")]);
+    assert_eq!(r.status, 200);
+    assert!(r.header("ratelimit-policy").starts_with("\"tenant-v2\""));
+}
+
+#[test]
+fn limits_file_on_redis() {
+    let Some(redis) = redis_server::RedisServer::start("limits_file_on_redis") else {
+        return;
+    };
+    let url = format!("redis://127.0.0.1:{}", redis.port);
+    let file = TempFile::new("limits.toml", &tenant_limit(2));
+    let s = Server::start(&["--limits", file.arg(), "--redis", &url]);
+    let statuses: Vec<u16> = (0..3)
+        .map(|_| s.send("GET", "/api/x", &[("x-tenant", "r")]).status)
+        .collect();
+    assert_eq!(statuses, [200, 200, 429]);
+    // Windows run in memory only: refused at startup with the limit's name.
+    let windows = TempFile::new("limits.toml", MIXED);
+    let out = server_bin()
+        .args(["--listen", "127.0.0.1:0", "--limits", windows.arg(), "--redis", &url])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("limit posts: the Redis store runs token-bucket limits only"), "{err}");
+}
