@@ -15,8 +15,8 @@ mod redis_server;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use ratelab_core::{Algorithm, Nanos, TokenBucket};
-use ratelab_gateway::limits::{NoHeaders, PER_IP, PER_KEY};
 use ratelab_gateway::http::TokioEnv;
+use ratelab_gateway::limits::{NoHeaders, PER_IP, PER_KEY};
 use ratelab_gateway::singleton::{FencedJob, Singleton, SingletonConfig, Tick};
 use ratelab_gateway::{
     BreakerConfig, FailReason, Forwarding, Gateway, GatewayConfig, LayerOutcome, Request,
@@ -456,7 +456,10 @@ fn both_layers_on_a_frozen_redis_answer_within_one_timeout() {
             let started = std::time::Instant::now();
             let a = gw.check(req(), None).await;
             slowest = slowest.max(started.elapsed());
-            assert_eq!(a.outcome(PER_IP), Some(LayerOutcome::FailedOpen(FailReason::Timeout)));
+            assert_eq!(
+                a.outcome(PER_IP),
+                Some(LayerOutcome::FailedOpen(FailReason::Timeout))
+            );
             assert_eq!(
                 a.outcome(PER_KEY),
                 Some(LayerOutcome::FailedOpen(FailReason::Timeout)),
@@ -789,7 +792,10 @@ fn a_corrupt_stored_bucket_is_a_typed_error_on_both_paths() {
                 .await
                 .unwrap();
             let a = gw.check(req, None).await;
-            assert_eq!(a.outcome(PER_KEY), Some(LayerOutcome::FailedOpen(FailReason::Error)));
+            assert_eq!(
+                a.outcome(PER_KEY),
+                Some(LayerOutcome::FailedOpen(FailReason::Error))
+            );
         }
         assert_eq!(gw.stats().snapshot().breaker_opened, 0);
         // A well-formed value still decides, also where the script's `lo` has 16 digits

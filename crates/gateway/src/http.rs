@@ -374,14 +374,17 @@ where
     let set = move |State(s): State<Arc<AppState<C, E>>>,
                     ConnectInfo(peer): ConnectInfo<SocketAddr>,
                     body: String| async move { switch_set(&s, peer, &body, switch) };
-    get(move |State(s): State<Arc<AppState<C, E>>>| async move {
-        switch_state(&s.gateway, switch)
-    })
-    .put(set.clone())
-    .post(set)
+    get(move |State(s): State<Arc<AppState<C, E>>>| async move { switch_state(&s.gateway, switch) })
+        .put(set)
+        .post(set)
 }
 
-fn switch_set<C, E>(s: &AppState<C, E>, peer: SocketAddr, body: &str, switch: Switch) -> Response<Body>
+fn switch_set<C, E>(
+    s: &AppState<C, E>,
+    peer: SocketAddr,
+    body: &str,
+    switch: Switch,
+) -> Response<Body>
 where
     C: StoreClient + 'static,
     E: Env + 'static,

@@ -71,13 +71,14 @@ impl Selector {
             .as_deref()
             .is_none_or(|p| req.route.starts_with(p));
         let method = self.methods.is_empty() || self.methods.iter().any(|m| m == req.method);
-        let header = self.header.as_ref().is_none_or(|(name, value)| {
-            match (req.headers.get(name), value) {
-                (None, _) => false,
-                (Some(_), None) => true,
-                (Some(got), Some(want)) => got == want.as_bytes(),
-            }
-        });
+        let header =
+            self.header
+                .as_ref()
+                .is_none_or(|(name, value)| match (req.headers.get(name), value) {
+                    (None, _) => false,
+                    (Some(_), None) => true,
+                    (Some(got), Some(want)) => got == want.as_bytes(),
+                });
         let ip = ip.to_canonical();
         let client = self.clients.is_empty() || self.clients.iter().any(|n| n.contains(ip));
         route && method && header && client

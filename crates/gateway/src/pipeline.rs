@@ -27,16 +27,16 @@ use crate::ip::{DEFAULT_IPV6_PREFIX, Forwarding, IpNet, client_ip};
 use crate::limits::{
     Headers, KeyBy, Limit, LimitSet, LimitSpec, Mode, PER_IP, PER_KEY, Planned, plan,
 };
-use arc_swap::ArcSwap;
 use crate::reqlog::{IdGenerator, REQUEST_LOG_TARGET};
+use arc_swap::ArcSwap;
 use core::future::Future;
 use ratelab_core::Decision;
 use ratelab_core::headers::{PolicyName, render};
 use ratelab_core::{Algorithm, Nanos};
 use ratelab_store::{Key, LimitError, Path, StoreClient, StoreError, TimeSource, decide_remote};
 use std::net::IpAddr;
-use std::sync::{Arc, Mutex};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use uuid::Uuid;
 
@@ -665,7 +665,14 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
 
     /// The log's decision, the limit it rests on, the fail-open reason, the quota left.
     /// Shadow limits never decide a request, so the log names only enforced ones.
-    fn summary(a: &Answer) -> (&'static str, Option<&str>, Option<&'static str>, Option<u64>) {
+    fn summary(
+        a: &Answer,
+    ) -> (
+        &'static str,
+        Option<&str>,
+        Option<&'static str>,
+        Option<u64>,
+    ) {
         match &a.verdict {
             Verdict::Rejected(_) => return ("rejected", None, None, None),
             Verdict::BadRequest(_) => return ("bad_request", None, None, None),
@@ -877,7 +884,10 @@ struct Fields {
 
 impl Fields {
     fn add(&mut self, policy: &str, ratelimit: &str) {
-        for (list, item) in [(&mut self.policies, policy), (&mut self.ratelimit, ratelimit)] {
+        for (list, item) in [
+            (&mut self.policies, policy),
+            (&mut self.ratelimit, ratelimit),
+        ] {
             if !list.is_empty() {
                 list.push_str(", ");
             }

@@ -184,9 +184,11 @@ fn limits_source(f: &ServeFile) -> Result<LimitsSource, String> {
     let bucket = |l: LimitFile, what: &str| {
         TokenBucket::per_second(l.capacity, l.refill_per_sec).map_err(|e| format!("{what}: {e}"))
     };
+    // The per-key limit first: the per-IP one defaults to ten times it.
+    let per_key = bucket(per_key, "per-key limit")?;
     Ok(LimitsSource::Classic {
         per_ip: bucket(per_ip, "per-IP limit")?,
-        per_key: bucket(per_key, "per-key limit")?,
+        per_key,
     })
 }
 

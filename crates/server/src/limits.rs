@@ -134,7 +134,9 @@ pub struct LimitEntry {
     /// (the `x-api-key` header), `header:NAME` (that header's value), or `global` (one
     /// bucket for every matching request). A request without the key's header is not
     /// counted by the limit.
-    #[schemars(regex(pattern = r"^(client-ip|api-key|global|header:[!#$%&'*+.^_`|~0-9A-Za-z-]+)$"))]
+    #[schemars(regex(
+        pattern = r"^(client-ip|api-key|global|header:[!#$%&'*+.^_`|~0-9A-Za-z-]+)$"
+    ))]
     pub key: Option<String>,
     /// `enforce` (the default) or `shadow`.
     pub mode: Option<ModeName>,
@@ -363,13 +365,17 @@ fn policy_capacity(p: &Policy) -> u64 {
 fn policy(e: &LimitEntry, at: &str) -> Result<Policy, Invalid> {
     let field = |f: &str| format!("{at}.{f}");
     let given = |f: &str, v: Option<u64>| v.map(|_| f.to_owned());
-    let (needed, unused): (&[(&str, Option<u64>)], [Option<String>; 2]) = match e.algorithm {
+    type Fields<'a> = [(&'a str, Option<u64>); 2];
+    let (needed, unused): (Fields<'_>, [Option<String>; 2]) = match e.algorithm {
         AlgorithmName::TokenBucket => (
-            &[("capacity", e.capacity), ("refill_per_sec", e.refill_per_sec)],
+            [
+                ("capacity", e.capacity),
+                ("refill_per_sec", e.refill_per_sec),
+            ],
             [given("limit", e.limit), given("window_ms", e.window_ms)],
         ),
         AlgorithmName::FixedWindow | AlgorithmName::SlidingWindow => (
-            &[("limit", e.limit), ("window_ms", e.window_ms)],
+            [("limit", e.limit), ("window_ms", e.window_ms)],
             [
                 given("capacity", e.capacity),
                 given("refill_per_sec", e.refill_per_sec),
@@ -385,7 +391,7 @@ fn policy(e: &LimitEntry, at: &str) -> Result<Policy, Invalid> {
         return Err((field(&f), format!("a {algorithm} limit has no {f}")));
     }
     let mut values = [0u64; 2];
-    for (slot, (name, value)) in values.iter_mut().zip(needed) {
+    for (slot, (name, value)) in values.iter_mut().zip(&needed) {
         let max = if *name == "window_ms" {
             WINDOW_MS_MAX
         } else {
@@ -514,7 +520,10 @@ match = { route_prefix = "/api/", methods = ["post", "PUT"], clients = ["10.0.0.
         assert!(e.starts_with("limits.toml:1:"), "{e}");
         // A type error, at its value.
         let e = err(&TWO.replace("capacity = 100", "capacity = \"many\""));
-        assert!(e.starts_with("limits.toml:5:12: at limit[0].capacity:"), "{e}");
+        assert!(
+            e.starts_with("limits.toml:5:12: at limit[0].capacity:"),
+            "{e}"
+        );
         // An unknown field.
         let e = err(&TWO.replace("capacity = 100", "capacity = 100\nburst = 3"));
         assert!(e.contains("limit[0]") && e.contains("burst"), "{e}");
@@ -539,9 +548,15 @@ match = { route_prefix = "/api/", methods = ["post", "PUT"], clients = ["10.0.0.
         let e = err(&TWO.replace("name = \"writes\"", "name = \"all writes\""));
         assert!(e.contains("at limit[1].name:"), "{e}");
         let e = err(&TWO.replace("key = \"header:X-Tenant\"", "key = \"tenant\""));
-        assert!(e.contains("at limit[1].key:") && e.contains("header:NAME"), "{e}");
+        assert!(
+            e.contains("at limit[1].key:") && e.contains("header:NAME"),
+            "{e}"
+        );
         let e = err(&TWO.replace("capacity = 100\n", ""));
-        assert!(e.contains("at limit[0]: a token-bucket limit needs capacity"), "{e}");
+        assert!(
+            e.contains("at limit[0]: a token-bucket limit needs capacity"),
+            "{e}"
+        );
         let e = err("");
         assert!(e.contains("limit"), "{e}");
         let e = err("limit = []");

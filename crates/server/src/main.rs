@@ -12,7 +12,11 @@ use std::process::ExitCode;
 /// Serve the gateway over HTTP, on the in-memory store or Redis: 200 when allowed, 429 when
 /// denied.
 #[derive(Parser, Debug)]
-#[command(name = "ratelab-server", version, args_conflicts_with_subcommands = true)]
+#[command(
+    name = "ratelab-server",
+    version,
+    args_conflicts_with_subcommands = true
+)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
@@ -46,7 +50,12 @@ fn main() -> ExitCode {
         }) => match limits::load(&file) {
             Ok(l) => {
                 let names: Vec<_> = l.iter().map(|l| l.spec.name.as_str()).collect();
-                println!("{}: {} limits: {}", file.display(), l.len(), names.join(", "));
+                println!(
+                    "{}: {} limits: {}",
+                    file.display(),
+                    l.len(),
+                    names.join(", ")
+                );
                 ExitCode::SUCCESS
             }
             Err(e) => {

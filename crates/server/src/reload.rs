@@ -121,8 +121,8 @@ async fn apply<S: Stores>(
     bytes: &[u8],
     breaker: BreakerConfig,
 ) -> Result<usize, String> {
-    let text = std::str::from_utf8(bytes)
-        .map_err(|e| format!("{}: not UTF-8: {e}", path.display()))?;
+    let text =
+        std::str::from_utf8(bytes).map_err(|e| format!("{}: not UTF-8: {e}", path.display()))?;
     let parsed = limits::parse(&path.display().to_string(), text)?;
     let set = file_set(stores, &gateway.limits(), parsed, breaker).await?;
     let n = set.len();

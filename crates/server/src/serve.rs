@@ -181,7 +181,14 @@ async fn serve_app<S: Stores>(
     gw.set_shadow(s.shadow);
     if let LimitsSource::File { path, text, .. } = &s.limits {
         let breaker = s.gateway.breaker;
-        reload::start(gw.clone(), stores, path.clone(), text, s.reload_interval, breaker);
+        reload::start(
+            gw.clone(),
+            stores,
+            path.clone(),
+            text,
+            s.reload_interval,
+            breaker,
+        );
     }
     banner(&listener, s)?;
     axum::serve(
@@ -242,9 +249,19 @@ fn banner(listener: &tokio::net::TcpListener, s: &ServeSettings) -> Result<(), S
         describe_limits(s),
         s.redis.as_deref().unwrap_or("in-memory"),
         s.gateway.timeout.as_millis(),
-        if s.gateway.fail_open { "open" } else { "closed" },
-        s.admin.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "),
-        s.request_log.as_ref().map_or("off".into(), |p| p.display().to_string()),
+        if s.gateway.fail_open {
+            "open"
+        } else {
+            "closed"
+        },
+        s.admin
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(", "),
+        s.request_log
+            .as_ref()
+            .map_or("off".into(), |p| p.display().to_string()),
     );
     Ok(())
 }

@@ -69,7 +69,10 @@ fn the_example_file_validates_and_the_committed_schema_is_current() {
         .unwrap();
     assert!(out.status.success(), "{out:?}");
     let said = String::from_utf8_lossy(&out.stdout);
-    assert!(said.contains("4 limits: per-ip, per-key, tenant-writes, search-trial"), "{said}");
+    assert!(
+        said.contains("4 limits: per-ip, per-key, tenant-writes, search-trial"),
+        "{said}"
+    );
 
     let out = server_bin().arg("schema").output().unwrap();
     let committed = std::fs::read_to_string(docs("limits.schema.json")).unwrap();
@@ -101,7 +104,14 @@ fn the_example_file_validates_and_the_committed_schema_is_current() {
     // And refuses a limits file beside the classic flags.
     let good = TempFile::new("limits.toml", &tenant_limit(3));
     let out = server_bin()
-        .args(["--limits", good.arg(), "--capacity", "5", "--refill-per-sec", "1"])
+        .args([
+            "--limits",
+            good.arg(),
+            "--capacity",
+            "5",
+            "--refill-per-sec",
+            "1",
+        ])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
@@ -150,16 +160,26 @@ fn selectors_keys_costs_and_shadow_mode_over_http() {
     let t1 = [("x-tenant", "t1")];
 
     // Per tenant, on /api/ only.
-    let statuses: Vec<u16> = (0..4).map(|_| s.send("GET", "/api/x", &t1).status).collect();
+    let statuses: Vec<u16> = (0..4)
+        .map(|_| s.send("GET", "/api/x", &t1).status)
+        .collect();
     assert_eq!(statuses, [200, 200, 200, 429]);
     let denied = s.send("GET", "/api/x", &t1);
-    assert!(denied.body.contains(r#""violated-policies":["tenant"]"#), "{}", denied.body);
+    assert!(
+        denied.body.contains(r#""violated-policies":["tenant"]"#),
+        "{}",
+        denied.body
+    );
     assert!(denied.header("ratelimit-policy").starts_with("\"tenant\""));
     assert_eq!(s.send("GET", "/api/x", &[("x-tenant", "t2")]).status, 200);
     assert_eq!(s.send("GET", "/elsewhere", &t1).status, 200);
     let untenanted = s.send("GET", "/api/x", &[]);
     assert_eq!(untenanted.status, 200);
-    assert_eq!(untenanted.header("ratelimit-policy"), "", "no limit applies");
+    assert_eq!(
+        untenanted.header("ratelimit-policy"),
+        "",
+        "no limit applies"
+    );
 
     // A shadow limit counts its denials, lets them through, and shows in no field.
     for _ in 0..5 {
@@ -183,7 +203,12 @@ fn selectors_keys_costs_and_shadow_mode_over_http() {
     for bad in ["6", "0", "two"] {
         let r = cost(bad);
         assert_eq!(r.status, 400, "x-cost {bad}");
-        assert!(r.body.contains("x-cost: expected an integer cost from 1 to 5"), "{}", r.body);
+        assert!(
+            r.body
+                .contains("x-cost: expected an integer cost from 1 to 5"),
+            "{}",
+            r.body
+        );
     }
     let statuses: Vec<u16> = ["5", "5", "1"].iter().map(|c| cost(c).status).collect();
     assert_eq!(statuses, [200, 200, 429]);
@@ -261,7 +286,11 @@ fn a_real_edit_reloads_the_limits_and_a_bad_edit_is_refused() {
     assert_eq!(burst("b", 6), [200, 200, 200, 200, 200, 429]);
 
     // A bad edit, written in place: refused, located, counted; the old limits keep running.
-    std::fs::write(&file.path, tenant_limit(5).replace("capacity = 5", "capacity = -5")).unwrap();
+    std::fs::write(
+        &file.path,
+        tenant_limit(5).replace("capacity = 5", "capacity = -5"),
+    )
+    .unwrap();
     s.wait_for("ratelab_limits_reloads_total", &[&reloads("rejected")], 1.0);
     let err = s.stderr();
     assert!(
@@ -303,7 +332,13 @@ fn sighup_reloads_at_once() {
         Some(0.0)
     );
     let pid = s.child.id().to_string();
-    assert!(Command::new("kill").args(["-HUP", &pid]).status().unwrap().success());
+    assert!(
+        Command::new("kill")
+            .args(["-HUP", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
     s.wait_for("ratelab_limits_reloads_total", &applied, 1.0);
     let r = s.send("GET", "/api/x", &[("x-tenant", "a")]);
     assert_eq!(r.status, 200);
@@ -325,10 +360,20 @@ fn limits_file_on_redis() {
     // Windows run in memory only: refused at startup with the limit's name.
     let windows = TempFile::new("limits.toml", MIXED);
     let out = server_bin()
-        .args(["--listen", "127.0.0.1:0", "--limits", windows.arg(), "--redis", &url])
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--limits",
+            windows.arg(),
+            "--redis",
+            &url,
+        ])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("limit posts: the Redis store runs token-bucket limits only"), "{err}");
+    assert!(
+        err.contains("limit posts: the Redis store runs token-bucket limits only"),
+        "{err}"
+    );
 }

@@ -1034,11 +1034,7 @@ fn to_history(a: &GatewayAnswer) -> (Answer, Layers) {
         edge,
         Some(LayerOutcome::Decided { decision, .. }) if !decision.allowed
     ) || edge == Some(LayerOutcome::StoreFull);
-    let binding = if edge_denied {
-        edge
-    } else {
-        per_key.or(edge)
-    };
+    let binding = if edge_denied { edge } else { per_key.or(edge) };
     let answer = binding.map_or(Answer::Error(ErrorKind::Unavailable), layer_answer);
     (answer, layers)
 }
