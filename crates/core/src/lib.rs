@@ -19,6 +19,9 @@
 //! - [`FixedWindow`]: `limit` per aligned window; shows the 2× boundary spike.
 //! - [`SlidingWindow`]: the two-counter sliding-window approximation, with its error bound.
 //!
+//! One request at several limits is decided all or nothing by [`all::decide_all`]: admitted
+//! and spent at every limit, or denied and spent at none.
+//!
 //! ```
 //! use ratelab_core::{Algorithm, Nanos, TokenBucket};
 //!
@@ -33,6 +36,7 @@
 #![warn(missing_docs)]
 
 mod algorithm;
+pub mod all;
 mod decision;
 pub mod headers;
 mod policy;

@@ -12,6 +12,11 @@
 //!
 //! A request denied at the edge never reaches — and never spends — its per-key quota.
 //!
+//! Those two are the default pair ([`Gateway::new`]). In general a gateway applies a set of
+//! named limits ([`limits`]: a selector, a key, a cost, enforce or shadow mode, each over its
+//! own store client), in order, and [`Gateway::replace_limits`] swaps the set while serving.
+//! A new way to select, key or cost a request goes in [`limits`].
+//!
 //! Store trouble fails **open** by default: after a short timeout (or at once while the
 //! layer's circuit breaker is open) the request is allowed, marked, and counted by reason.
 //! Routes listed as fail-closed are refused with 503 instead. The kill switch turns limiting

@@ -29,6 +29,8 @@ use crate::limits::{
 };
 use crate::reqlog::{IdGenerator, REQUEST_LOG_TARGET};
 use arc_swap::ArcSwap;
+
+mod together;
 use core::future::Future;
 use ratelab_core::Decision;
 use ratelab_core::headers::{PolicyName, render};
@@ -565,38 +567,28 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
         );
         let result = self.env.timeout(budget, call).await;
         let end = self.env.monotonic();
-        metrics::histogram!("ratelab_store_latency_seconds", "limit" => layer.label.clone())
-            .record(end.saturating_sub(started).as_u64() as f64 / 1e9);
-        let outcome = match result {
-            Some(Ok(o)) => LayerOutcome::Decided {
-                decision: o.decision,
-                decided_at: o.decided_at,
-            },
-            Some(Err(LimitError::Store(StoreError::Timeout))) => fail(FailReason::Timeout),
-            Some(Err(LimitError::Store(StoreError::Full))) => LayerOutcome::StoreFull,
-            Some(Err(LimitError::Store(_))) => fail(FailReason::Error),
-            // A cost the policy can never admit is the caller's error; it is answered as a
-            // denial with no retry.
-            Some(Err(LimitError::Cost(c))) => LayerOutcome::Decided {
-                decision: Decision {
-                    allowed: false,
-                    limit: c.limit,
-                    remaining: 0,
-                    reset_after: Nanos::ZERO,
-                    retry_after: None,
+        let (outcome, ok) = match result {
+            Some(Ok(o)) => (
+                LayerOutcome::Decided {
+                    decision: o.decision,
+                    decided_at: o.decided_at,
                 },
-                decided_at: now,
-            },
-            None => fail(FailReason::Timeout),
+                true,
+            ),
+            Some(Err(e)) => error_outcome(e, now, fail),
+            None => (fail(FailReason::Timeout), false),
         };
-        // The breaker counts the store's health: a decision, or an answer about one key (full,
-        // unreadable), is a store that works.
-        let ok = match result {
-            Some(Ok(_)) | Some(Err(LimitError::Cost(_))) => true,
-            Some(Err(LimitError::Store(e))) => e.store_answered(),
-            None => false,
-        };
-        let transition = layer
+        self.finish(layer, permit, started, end, ok);
+        outcome
+    }
+
+    /// After a store call for `limit` from `started` to `end`: its latency, and its breaker's
+    /// record (the breaker counts the store's health: a decision, or an answer about one key,
+    /// full or unreadable, is a store that works).
+    fn finish(&self, limit: &Limit<C>, permit: Permit, started: Nanos, end: Nanos, ok: bool) {
+        metrics::histogram!("ratelab_store_latency_seconds", "limit" => limit.label.clone())
+            .record(end.saturating_sub(started).as_u64() as f64 / 1e9);
+        let transition = limit
             .breaker
             .lock()
             .expect("breaker")
@@ -604,17 +596,16 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
         match transition {
             Transition::Opened => {
                 bump(&self.stats.breaker_opened);
-                metrics::counter!("ratelab_breaker_transitions_total", "to" => "open", "limit" => layer.label.clone())
+                metrics::counter!("ratelab_breaker_transitions_total", "to" => "open", "limit" => limit.label.clone())
                     .increment(1);
             }
             Transition::Closed => {
                 bump(&self.stats.breaker_closed);
-                metrics::counter!("ratelab_breaker_transitions_total", "to" => "closed", "limit" => layer.label.clone())
+                metrics::counter!("ratelab_breaker_transitions_total", "to" => "closed", "limit" => limit.label.clone())
                     .increment(1);
             }
             Transition::None => {}
         }
-        outcome
     }
 
     /// Decides `req`, then mints its id and emits its log line.
@@ -781,9 +772,11 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
         answer
     }
 
-    /// Runs the planned limits in order until an enforced one denies (later limits are not
-    /// consulted and spend nothing) or a fail-closed route cannot reach its store (503).
-    /// Returns the enforced limits' fields, rendered, when any limit decided.
+    /// Runs the planned limits: the enforced ones together in one all-or-nothing step when
+    /// their store can ([`together`]), else one by one in order until one denies (the later
+    /// ones are not consulted and spend nothing); then the shadow ones, each on its own, on
+    /// every request they match. A fail-closed route that cannot reach its store is a 503.
+    /// Returns the enforced limits' fields, rendered, when any of them decided.
     async fn run_limits(
         &self,
         planned: &[Planned<'_, C>],
@@ -796,80 +789,159 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
             .env
             .monotonic()
             .saturating_add(Nanos::from(self.config.timeout));
+        let shadow = |p: &&Planned<'_, C>| shadow_all || p.limit.spec.mode == Mode::Shadow;
+        let enforced: Vec<&Planned<'_, C>> = planned.iter().filter(|p| !shadow(p)).collect();
         let mut fields: Option<Fields> = None;
-        for p in planned {
-            let limit = &**p.limit;
-            let shadow = shadow_all || limit.spec.mode == Mode::Shadow;
-            // A shadow limit never refuses a request: not for its quota, nor for its store.
-            let outcome = self
-                .run_layer(
-                    limit,
-                    &p.key,
-                    p.cost,
-                    req.trace,
-                    fail_closed && !shadow,
-                    deadline,
-                )
-                .await;
-            answer.limits.push(LimitResult {
-                name: limit.name_arc(),
-                outcome,
-                shadow,
-            });
-            let refused = match outcome {
-                LayerOutcome::Decided { decision, .. } => {
-                    if self.config.headers && !shadow {
-                        let quota = limit.client.algorithm().quota();
-                        let f = render(&limit.spec.name, quota, &decision);
-                        let retry = f.retry_after.as_deref().and_then(|s| s.parse().ok());
-                        let all = fields.get_or_insert_with(Fields::default);
-                        all.add(&f.policy, &f.ratelimit);
-                        if !decision.allowed {
-                            all.retry_after = retry.or(all.retry_after);
-                        }
+        let mut denied = false;
+        if let Some(outcomes) = self
+            .run_together(&enforced, req, fail_closed, deadline)
+            .await
+        {
+            for (p, outcome) in enforced.iter().zip(outcomes) {
+                match self.account(p.limit, outcome, false, answer, &mut fields) {
+                    Step::Unavailable => return None,
+                    Step::Refused => denied = true,
+                    Step::Go => {}
+                }
+            }
+        } else {
+            for p in &enforced {
+                let outcome = self
+                    .run_layer(p.limit, &p.key, p.cost, req.trace, fail_closed, deadline)
+                    .await;
+                match self.account(p.limit, outcome, false, answer, &mut fields) {
+                    Step::Unavailable => return None,
+                    Step::Refused => {
+                        denied = true;
+                        break;
                     }
-                    !decision.allowed
+                    Step::Go => {}
                 }
-                LayerOutcome::StoreFull => {
-                    if !shadow {
-                        bump(&self.stats.denied_store_full);
-                        metrics::counter!("ratelab_store_full_total", "limit" => limit.label.clone())
-                            .increment(1);
-                    }
-                    true
-                }
-                LayerOutcome::FailedOpen(reason) => {
-                    let counter = match reason {
-                        FailReason::Error => &self.stats.fail_open_error,
-                        FailReason::Timeout => &self.stats.fail_open_timeout,
-                        FailReason::BreakerOpen => &self.stats.fail_open_breaker,
-                    };
-                    bump(counter);
-                    metrics::counter!("ratelab_fail_open_total", "reason" => reason.name(), "limit" => limit.label.clone())
-                        .increment(1);
-                    false
-                }
-                LayerOutcome::FailedClosed(_) => {
-                    bump(&self.stats.fail_closed);
-                    metrics::counter!("ratelab_requests_total", "decision" => "fail_closed")
-                        .increment(1);
-                    answer.verdict = Verdict::Unavailable;
-                    answer.status = 503;
-                    answer.headers.push(("retry-after", "1".into()));
-                    return None;
-                }
-            };
-            if refused && shadow {
-                bump(&self.stats.shadow_denied);
-                metrics::counter!("ratelab_shadow_denied_total", "limit" => limit.label.clone())
-                    .increment(1);
-            } else if refused {
-                answer.verdict = Verdict::Deny;
-                answer.status = 429;
-                break;
             }
         }
+        // A shadow limit never refuses a request: not for its quota, nor for its store.
+        for p in planned.iter().filter(|p| shadow(p)) {
+            let outcome = self
+                .run_layer(p.limit, &p.key, p.cost, req.trace, false, deadline)
+                .await;
+            self.account(p.limit, outcome, true, answer, &mut fields);
+        }
+        if denied {
+            answer.verdict = Verdict::Deny;
+            answer.status = 429;
+        }
         fields
+    }
+
+    /// Records one limit's outcome in the answer, the counters and (for an enforced limit)
+    /// the response fields; what it means for the request.
+    fn account(
+        &self,
+        limit: &Limit<C>,
+        outcome: LayerOutcome,
+        shadow: bool,
+        answer: &mut Answer,
+        fields: &mut Option<Fields>,
+    ) -> Step {
+        answer.limits.push(LimitResult {
+            name: limit.name_arc(),
+            outcome,
+            shadow,
+        });
+        let refused = match outcome {
+            LayerOutcome::Decided { decision, .. } => {
+                if self.config.headers && !shadow {
+                    let quota = limit.client.algorithm().quota();
+                    let f = render(&limit.spec.name, quota, &decision);
+                    let retry = f.retry_after.as_deref().and_then(|s| s.parse().ok());
+                    let all = fields.get_or_insert_with(Fields::default);
+                    all.add(&f.policy, &f.ratelimit);
+                    if !decision.allowed {
+                        all.retry_after = retry.max(all.retry_after);
+                    }
+                }
+                !decision.allowed
+            }
+            LayerOutcome::StoreFull => {
+                if !shadow {
+                    bump(&self.stats.denied_store_full);
+                    metrics::counter!("ratelab_store_full_total", "limit" => limit.label.clone())
+                        .increment(1);
+                }
+                true
+            }
+            LayerOutcome::FailedOpen(reason) => {
+                let counter = match reason {
+                    FailReason::Error => &self.stats.fail_open_error,
+                    FailReason::Timeout => &self.stats.fail_open_timeout,
+                    FailReason::BreakerOpen => &self.stats.fail_open_breaker,
+                };
+                bump(counter);
+                metrics::counter!("ratelab_fail_open_total", "reason" => reason.name(), "limit" => limit.label.clone())
+                    .increment(1);
+                false
+            }
+            LayerOutcome::FailedClosed(_) => {
+                bump(&self.stats.fail_closed);
+                metrics::counter!("ratelab_requests_total", "decision" => "fail_closed")
+                    .increment(1);
+                answer.verdict = Verdict::Unavailable;
+                answer.status = 503;
+                answer.headers.push(("retry-after", "1".into()));
+                return Step::Unavailable;
+            }
+        };
+        if refused && shadow {
+            bump(&self.stats.shadow_denied);
+            metrics::counter!("ratelab_shadow_denied_total", "limit" => limit.label.clone())
+                .increment(1);
+            Step::Go
+        } else if refused {
+            Step::Refused
+        } else {
+            Step::Go
+        }
+    }
+}
+
+/// What one limit's outcome means for the request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Step {
+    /// Go on.
+    Go,
+    /// An enforced limit refused it (429).
+    Refused,
+    /// A fail-closed route could not reach the store (503).
+    Unavailable,
+}
+
+/// A store error's outcome for one limit, and whether the store answered (for its breaker).
+fn error_outcome(
+    e: LimitError,
+    now: Nanos,
+    fail: impl Fn(FailReason) -> LayerOutcome,
+) -> (LayerOutcome, bool) {
+    match e {
+        LimitError::Store(StoreError::Timeout) => (fail(FailReason::Timeout), false),
+        LimitError::Store(StoreError::Full) => (LayerOutcome::StoreFull, true),
+        LimitError::Store(e) => (fail(FailReason::Error), e.store_answered()),
+        // A cost the policy can never admit is the caller's error; it is answered as a
+        // denial with no retry.
+        LimitError::Cost(c) => (
+            LayerOutcome::Decided {
+                decision: Decision {
+                    allowed: false,
+                    limit: c.limit,
+                    remaining: 0,
+                    reset_after: Nanos::ZERO,
+                    retry_after: None,
+                },
+                decided_at: now,
+            },
+            true,
+        ),
+        // Each limit has a key space of its own: never produced by the gateway.
+        LimitError::RepeatedKey => (fail(FailReason::Error), true),
     }
 }
 

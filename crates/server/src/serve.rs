@@ -10,7 +10,7 @@ use ratelab_gateway::limits::{KeyBy, Limit, LimitSet, LimitSpec, PER_IP, PER_KEY
 use ratelab_gateway::reqlog::{FileSink, RequestLogLayer};
 use ratelab_gateway::{BreakerConfig, Env, Gateway};
 use ratelab_store::redis_store::{RedisOptions, RedisStore};
-use ratelab_store::{LocalClient, MemoryStore, StoreClient};
+use ratelab_store::{MemoryStore, SharedClient, StoreClient};
 use std::future::Future;
 use std::io::Write as _;
 use std::net::SocketAddr;
@@ -18,8 +18,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 type Clock = fn() -> Nanos;
-/// An in-memory limit's client.
-pub type Local = LocalClient<Policy, Clock>;
+/// An in-memory limit's client: its key space in the store every limit shares.
+pub type Local = SharedClient<Policy, Clock>;
 
 fn wall_clock() -> Nanos {
     TokioEnv.now()
@@ -40,18 +40,36 @@ pub trait Stores: Send + Sync + 'static {
     fn runs(client: &Self::Client, policy: &Policy) -> bool;
 }
 
-/// The embedded in-memory store: one per limit, holding every algorithm.
-#[derive(Clone, Copy, Debug)]
-pub struct Memory;
+/// The embedded in-memory store, shared by every limit (each in its own key space), so one
+/// request's limits are decided in one all-or-nothing step.
+#[derive(Clone, Debug)]
+pub struct Memory {
+    store: Arc<MemoryStore<Policy>>,
+}
+
+impl Memory {
+    /// A new, empty store.
+    pub fn new() -> Memory {
+        // The store's own policy is never used: every limit's client brings its own.
+        let unused = Policy::TokenBucket(TokenBucket::per_second(1, 1).expect("a valid bucket"));
+        Memory {
+            store: Arc::new(MemoryStore::new(unused)),
+        }
+    }
+}
+
+impl Default for Memory {
+    fn default() -> Self {
+        Memory::new()
+    }
+}
 
 impl Stores for Memory {
     type Client = Local;
 
-    async fn client(&self, _prefix: &str, policy: Policy) -> Result<Local, String> {
-        Ok(LocalClient::new(
-            Arc::new(MemoryStore::new(policy)),
-            wall_clock as Clock,
-        ))
+    async fn client(&self, prefix: &str, policy: Policy) -> Result<Local, String> {
+        SharedClient::new(self.store.clone(), policy, prefix, wall_clock as Clock)
+            .map_err(|e| format!("key prefix {prefix:?}: {e}"))
     }
 
     fn runs(client: &Local, policy: &Policy) -> bool {
@@ -59,13 +77,26 @@ impl Stores for Memory {
     }
 }
 
-/// Redis at `url`: one connection per limit, keys under the limit's prefix.
+/// Redis: one connection shared by every limit (each under its own key prefix), so one
+/// request's limits are decided in one script call.
 #[derive(Clone, Debug)]
 pub struct Redis {
-    /// The URL.
-    pub url: String,
-    /// Each call's timeout.
-    pub timeout: Duration,
+    conn: RedisStore,
+}
+
+impl Redis {
+    /// Connects to `url`, with `timeout` for each call.
+    pub async fn connect(url: &str, timeout: Duration) -> Result<Redis, String> {
+        let options = RedisOptions {
+            prefix: "ratelab:".into(),
+            timeout,
+        };
+        let bucket = TokenBucket::per_second(1, 1).map_err(|e| e.to_string())?;
+        let conn = RedisStore::connect(url, bucket, options)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(Redis { conn })
+    }
 }
 
 impl Stores for Redis {
@@ -79,13 +110,7 @@ impl Stores for Redis {
                     .into(),
             );
         };
-        let options = RedisOptions {
-            prefix: prefix.into(),
-            timeout: self.timeout,
-        };
-        RedisStore::connect(&self.url, bucket, options)
-            .await
-            .map_err(|e| e.to_string())
+        self.conn.sibling(bucket, prefix).map_err(|e| e.to_string())
     }
 
     fn runs(client: &RedisStore, policy: &Policy) -> bool {
@@ -286,13 +311,10 @@ pub fn run(s: ServeSettings) -> Result<(), String> {
             .map_err(|e| format!("cannot listen on {}: {e}", s.listen))?;
         match &s.redis {
             Some(url) => {
-                let redis = Redis {
-                    url: url.clone(),
-                    timeout: s.gateway.timeout,
-                };
+                let redis = Redis::connect(url, s.gateway.timeout).await?;
                 serve_app(listener, redis, &s).await
             }
-            None => serve_app(listener, Memory, &s).await,
+            None => serve_app(listener, Memory::new(), &s).await,
         }
     })
 }

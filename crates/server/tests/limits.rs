@@ -308,6 +308,15 @@ fn a_real_edit_reloads_the_limits_and_a_bad_edit_is_refused() {
     );
     assert_eq!(series(&m, "ratelab_limits_loaded", &[]), Some(1.0), "{m}");
 
+    // An edit that leaves the tenant limit as it was keeps its buckets: b stays spent.
+    file.replace(&(tenant_limit(5) + MIXED));
+    s.wait_for("ratelab_limits_reloads_total", &[&reloads("applied")], 2.0);
+    assert_eq!(
+        series(&s.metrics(), "ratelab_limits_loaded", &[]),
+        Some(3.0)
+    );
+    assert_eq!(burst("b", 1), [429]);
+
     // Requests in flight through the reloads all got an answer from a limit set.
     let statuses = load.finish();
     assert!(statuses.len() > 10, "{}", statuses.len());

@@ -576,6 +576,8 @@ impl<S: Script> StoreNode<S> {
                                 limit: c.limit,
                             },
                             LimitError::Store(s) => store_err(s),
+                            // One key per call: a key cannot repeat.
+                            LimitError::RepeatedKey => store_err(StoreError::Corrupt),
                         })
                 });
                 let allowed = r.as_ref().is_ok_and(|d| d.allowed);

@@ -11,6 +11,7 @@
 use crate::{Key, LimitError, Path, StoreError};
 use core::future::Future;
 use ratelab_core::{Algorithm, Decision, Nanos};
+use std::sync::Arc;
 
 /// Whose clock a transition reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -59,6 +60,25 @@ pub struct Outcome {
     pub decided_at: Nanos,
 }
 
+/// What an all-or-nothing step over several keys returned ([`StoreClient::apply_all`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AllApplied {
+    /// Whether every key admitted the request (and it was spent at every one).
+    pub allowed: bool,
+    /// Per item, in order, the decision to report
+    /// ([`AllDecision::parts`](ratelab_core::all::AllDecision::parts)).
+    pub decisions: Vec<Decision>,
+    /// The store's clock when it decided.
+    pub store_time: Nanos,
+}
+
+/// One item of [`StoreClient::apply_all`]: a limit's client, a key in its key space, a cost.
+pub type AllItem<'a, C> = (&'a C, &'a Key, u64);
+
+/// The future [`StoreClient::apply_all`] returns.
+pub type AllFuture<'a> =
+    core::pin::Pin<Box<dyn Future<Output = Result<AllApplied, LimitError>> + Send + 'a>>;
+
 /// A store reached by round trips. Every method is one round trip.
 pub trait StoreClient: Clone + Send + Sync {
     /// The algorithm whose state the store holds.
@@ -95,6 +115,15 @@ pub trait StoreClient: Clone + Send + Sync {
         now: Option<Nanos>,
         cost: u64,
     ) -> impl Future<Output = Result<Applied, LimitError>> + Send;
+
+    /// Atomic path over several limits: one request at every item's key, in one step and one
+    /// round trip, all or nothing ([`ratelab_core::all`]). Each item is the client of one
+    /// limit (its algorithm and key space) of the *same* store. `None` when this store cannot,
+    /// or the items are not all of one store: the caller then decides them one by one.
+    fn apply_all<'a>(items: &'a [AllItem<'a, Self>], now: Option<Nanos>) -> Option<AllFuture<'a>> {
+        let _ = (items, now);
+        None
+    }
 }
 
 /// Decides one request over `client` on `path`, reading time from `time` (the caller's
@@ -208,5 +237,142 @@ where
             },
         );
         core::future::ready(r)
+    }
+}
+
+/// One limit's client of an in-process [`MemoryStore`](crate::MemoryStore) that several
+/// limits share: its own algorithm, and its own key space (`prefix`), so the limits of one
+/// request can be decided in one all-or-nothing step ([`StoreClient::apply_all`]).
+#[derive(Debug)]
+pub struct SharedClient<A: Algorithm, F> {
+    store: Arc<crate::MemoryStore<A>>,
+    algorithm: A,
+    prefix: Arc<str>,
+    clock: F,
+}
+
+impl<A: Algorithm + Clone, F: Clone> Clone for SharedClient<A, F> {
+    fn clone(&self) -> Self {
+        SharedClient {
+            store: self.store.clone(),
+            algorithm: self.algorithm.clone(),
+            prefix: self.prefix.clone(),
+            clock: self.clock.clone(),
+        }
+    }
+}
+
+impl<A: Algorithm, F: Fn() -> Nanos> SharedClient<A, F> {
+    /// A client of `store` for a limit running `algorithm` on the keys under `prefix` (at most
+    /// [`MAX_PREFIX_LEN`](crate::MAX_PREFIX_LEN) bytes, no control characters), whose clock is
+    /// `clock`.
+    pub fn new(
+        store: Arc<crate::MemoryStore<A>>,
+        algorithm: A,
+        prefix: &str,
+        clock: F,
+    ) -> Result<Self, crate::KeyError> {
+        Key::prefixed(prefix, &Key::new("k")?)?;
+        Ok(SharedClient {
+            store,
+            algorithm,
+            prefix: prefix.into(),
+            clock,
+        })
+    }
+
+    /// The shared store.
+    pub fn store(&self) -> &crate::MemoryStore<A> {
+        &self.store
+    }
+
+    fn key(&self, key: &Key) -> Key {
+        // The prefix was checked when the client was made.
+        Key::prefixed(&self.prefix, key).unwrap_or_else(|_| key.clone())
+    }
+}
+
+impl<A, F> StoreClient for SharedClient<A, F>
+where
+    A: Algorithm + Clone + Send + Sync,
+    F: Fn() -> Nanos + Clone + Send + Sync,
+{
+    type Algorithm = A;
+
+    fn algorithm(&self) -> &A {
+        &self.algorithm
+    }
+
+    fn get(&self, key: &Key) -> impl Future<Output = Result<Read<A::State>, StoreError>> + Send {
+        let now = (self.clock)();
+        let r = crate::Store::get(&*self.store, &self.key(key), now).map(|state| Read {
+            state,
+            store_time: now,
+        });
+        core::future::ready(r)
+    }
+
+    fn set(
+        &self,
+        key: &Key,
+        state: A::State,
+        ttl: Nanos,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        let now = (self.clock)();
+        let r = crate::Store::set(&*self.store, &self.key(key), state, ttl, now);
+        core::future::ready(r)
+    }
+
+    fn apply(
+        &self,
+        key: &Key,
+        now: Option<Nanos>,
+        cost: u64,
+    ) -> impl Future<Output = Result<Applied, LimitError>> + Send {
+        let store_time = (self.clock)();
+        let key = self.key(key);
+        let item = crate::Item {
+            key: &key,
+            algorithm: &self.algorithm,
+            cost,
+        };
+        let r = self
+            .store
+            .apply_all(&[item], now.unwrap_or(store_time))
+            .map(|d| Applied {
+                decision: d.parts[0].1,
+                store_time,
+            });
+        core::future::ready(r)
+    }
+
+    fn apply_all<'a>(items: &'a [AllItem<'a, Self>], now: Option<Nanos>) -> Option<AllFuture<'a>> {
+        let (first, _, _) = items.first()?;
+        if !items
+            .iter()
+            .all(|(c, _, _)| Arc::ptr_eq(&c.store, &first.store))
+        {
+            return None;
+        }
+        let store_time = (first.clock)();
+        let keys: Vec<Key> = items.iter().map(|(c, k, _)| c.key(k)).collect();
+        let parts: Vec<crate::Item<'_, A>> = items
+            .iter()
+            .zip(&keys)
+            .map(|((c, _, cost), key)| crate::Item {
+                key,
+                algorithm: &c.algorithm,
+                cost: *cost,
+            })
+            .collect();
+        let r = first
+            .store
+            .apply_all(&parts, now.unwrap_or(store_time))
+            .map(|d| AllApplied {
+                allowed: d.allowed,
+                decisions: d.parts.into_iter().map(|(_, d)| d).collect(),
+                store_time,
+            });
+        Some(Box::pin(core::future::ready(r)))
     }
 }

@@ -77,6 +77,9 @@ pub enum LimitError {
     Cost(CostError),
     /// The store failed.
     Store(StoreError),
+    /// One all-or-nothing step named the same key twice (the caller's error: each limit
+    /// has a key space of its own).
+    RepeatedKey,
 }
 
 impl fmt::Display for LimitError {
@@ -84,6 +87,7 @@ impl fmt::Display for LimitError {
         match self {
             LimitError::Cost(e) => e.fmt(f),
             LimitError::Store(e) => e.fmt(f),
+            LimitError::RepeatedKey => f.write_str("the same key twice in one step"),
         }
     }
 }
@@ -93,6 +97,7 @@ impl std::error::Error for LimitError {
         match self {
             LimitError::Cost(e) => Some(e),
             LimitError::Store(e) => Some(e),
+            LimitError::RepeatedKey => None,
         }
     }
 }

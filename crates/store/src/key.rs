@@ -4,6 +4,8 @@ use core::fmt;
 
 /// Longest key, in bytes.
 pub const MAX_KEY_LEN: usize = 256;
+/// Longest key-space prefix ([`Key::prefixed`]), in bytes.
+pub const MAX_PREFIX_LEN: usize = 80;
 
 /// A bucket key: 1 to [`MAX_KEY_LEN`] bytes of UTF-8 without control characters.
 ///
@@ -64,6 +66,21 @@ impl Key {
             return Err(KeyError::ControlCharacter { at });
         }
         Ok(Key { text: key.into() })
+    }
+
+    /// `key` in the key space `prefix` names (a store shared by several limits gives each
+    /// its own): `prefix` is the operator's, so it is bounded separately, to
+    /// [`MAX_PREFIX_LEN`] bytes without control characters.
+    pub fn prefixed(prefix: &str, key: &Key) -> Result<Key, KeyError> {
+        if prefix.len() > MAX_PREFIX_LEN {
+            return Err(KeyError::TooLong { len: prefix.len() });
+        }
+        if let Some((at, _)) = prefix.char_indices().find(|(_, c)| c.is_control()) {
+            return Err(KeyError::ControlCharacter { at });
+        }
+        Ok(Key {
+            text: format!("{prefix}{}", key.text).into(),
+        })
     }
 
     /// The key text.

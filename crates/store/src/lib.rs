@@ -35,11 +35,14 @@ pub mod memory;
 pub mod redis_store;
 
 pub use backend::{BackendMutex, StdBackend, SyncBackend};
-pub use client::{Applied, LocalClient, Outcome, Read, StoreClient, TimeSource, decide_remote};
+pub use client::{
+    AllApplied, AllFuture, AllItem, Applied, LocalClient, Outcome, Read, SharedClient, StoreClient,
+    TimeSource, decide_remote,
+};
 pub use error::{FailReason, LimitError, StoreError};
-pub use key::{Key, KeyError, MAX_KEY_LEN};
+pub use key::{Key, KeyError, MAX_KEY_LEN, MAX_PREFIX_LEN};
 pub use lease::{Fence, FenceVerdict, LeaseClient, LeaseTable, LocalLeases};
-pub use memory::{HashSeed, MemoryStore, StoreStats};
+pub use memory::{HashSeed, Item, MemoryStore, StoreStats};
 
 use core::fmt;
 use ratelab_core::{Algorithm, Decision, Nanos};

@@ -21,6 +21,7 @@ use crate::{Key, LimitError, Store, StoreError};
 use core::fmt;
 use core::hash::{BuildHasher, BuildHasherDefault, Hash, Hasher};
 use indexmap::{Equivalent, IndexMap};
+use ratelab_core::all::{AllDecision, Effect, Part, decide_all};
 use ratelab_core::{Algorithm, Decision, Nanos};
 use siphasher::sip::SipHasher13;
 
@@ -108,6 +109,32 @@ struct Shard<S> {
     calls: u64,
     /// Entries the bounded sweep has examined.
     swept: u64,
+}
+
+/// One key's part in [`MemoryStore::apply_all`].
+#[derive(Debug)]
+pub struct Item<'a, A> {
+    /// The key.
+    pub key: &'a Key,
+    /// The algorithm its limit runs.
+    pub algorithm: &'a A,
+    /// The request's cost there.
+    pub cost: u64,
+}
+
+/// Per item: the state to write and when it expires.
+type Writes<S> = Vec<Option<(S, Nanos)>>;
+
+/// The decision at the heart of [`MemoryStore::apply_all`]: from every key's state, and
+/// whether every new key has room, the result and the writes.
+type Decide<'d, S, R> = dyn FnMut(&[Option<S>], bool) -> (R, Writes<S>) + 'd;
+
+/// What every level of [`MemoryStore::apply_all`]'s nested locking shares.
+struct Nested<'p, 'k> {
+    /// Item indices by shard, in ascending shard order.
+    groups: &'p [(usize, Vec<usize>)],
+    probes: &'p [Probe<'k>],
+    now: Nanos,
 }
 
 /// Counters a test or benchmark can read.
@@ -222,10 +249,133 @@ impl<A: Algorithm, B: SyncBackend> MemoryStore<A, B> {
     /// The key's hash and its shard.
     fn locate<'k>(&self, key: &'k Key) -> (Probe<'k>, &B::Mutex<Shard<A::State>>) {
         let hash = self.hash(key);
+        (Probe { hash, key }, &self.shards[self.shard_index(hash)])
+    }
+
+    /// The shard a hash lives in.
+    fn shard_index(&self, hash: u64) -> usize {
         // The map uses the hash's low bits; the shard takes the high ones. The modulo keeps the
         // index below `shards.len()`, so it fits in usize.
-        let i = ((hash >> 32) % self.shards.len() as u64) as usize;
-        (Probe { hash, key }, &self.shards[i])
+        ((hash >> 32) % self.shards.len() as u64) as usize
+    }
+
+    /// The index of the shard holding `key` (tests check that a multi-key step really
+    /// spans several shards).
+    pub fn shard_of(&self, key: &Key) -> usize {
+        self.shard_index(self.hash(key))
+    }
+
+    /// One request at several keys in one atomic step, all or nothing
+    /// ([`ratelab_core::all::decide_all`]), each key under its own item's algorithm: admitted
+    /// and spent at every key, or denied and spent at none.
+    ///
+    /// The keys' shards are locked in ascending index order, one global order, so concurrent
+    /// steps over overlapping keys cannot deadlock, and held across the reads, the decision
+    /// and the writes. A new key that would not fit makes an admitted step fail with
+    /// [`StoreError::Full`], before anything is written. One call: one round trip.
+    pub fn apply_all(
+        &self,
+        items: &[Item<'_, A>],
+        now: Nanos,
+    ) -> Result<AllDecision<A::State>, LimitError> {
+        for (i, a) in items.iter().enumerate() {
+            if items[..i].iter().any(|b| b.key == a.key) {
+                return Err(LimitError::RepeatedKey);
+            }
+        }
+        let probes: Vec<Probe<'_>> = items
+            .iter()
+            .map(|it| Probe {
+                hash: self.hash(it.key),
+                key: it.key,
+            })
+            .collect();
+        let mut by_shard: std::collections::BTreeMap<usize, Vec<usize>> = Default::default();
+        for (i, p) in probes.iter().enumerate() {
+            by_shard
+                .entry(self.shard_index(p.hash))
+                .or_default()
+                .push(i);
+        }
+        let groups: Vec<(usize, Vec<usize>)> = by_shard.into_iter().collect();
+        let mut states = vec![None; items.len()];
+        let mut room = true;
+        let mut decide = |states: &[Option<A::State>], room: bool| {
+            let none = || vec![None; items.len()];
+            let parts: Vec<Part<'_, A>> = items
+                .iter()
+                .zip(states)
+                .map(|(it, s)| Part {
+                    algorithm: it.algorithm,
+                    state: *s,
+                    cost: it.cost,
+                })
+                .collect();
+            let d = match decide_all(&parts, now) {
+                Ok(d) => d,
+                Err((_, e)) => return (Err(LimitError::Cost(e)), none()),
+            };
+            if d.allowed && !room {
+                return (Err(LimitError::Store(StoreError::Full)), none());
+            }
+            let writes = d
+                .parts
+                .iter()
+                .zip(items)
+                .map(|((effect, _), it)| match effect {
+                    Effect::Spent(s) => Some((*s, now.saturating_add(it.algorithm.ttl(s, now)))),
+                    Effect::Denied | Effect::Unspent => None,
+                })
+                .collect();
+            (Ok(d), writes)
+        };
+        let ctx = Nested {
+            groups: &groups,
+            probes: &probes,
+            now,
+        };
+        self.nested(&ctx, 0, &mut states, &mut room, &mut decide).0
+    }
+
+    /// Locks the shard of group `level`, reads its keys, goes on to the next group (or
+    /// decides, past the last), then writes its keys' new states and unlocks: every lock is
+    /// held across the decision, and taken in the groups' ascending shard order.
+    fn nested<R>(
+        &self,
+        ctx: &Nested<'_, '_>,
+        level: usize,
+        states: &mut [Option<A::State>],
+        room: &mut bool,
+        decide: &mut Decide<'_, A::State, R>,
+    ) -> (R, Writes<A::State>) {
+        let Some((shard, members)) = ctx.groups.get(level) else {
+            return decide(states, *room);
+        };
+        let max = self.max_keys_per_shard;
+        self.shards[*shard].with(|shard| {
+            if level == 0 {
+                shard.calls += 1;
+            }
+            let mut new = 0;
+            for &i in members {
+                states[i] = shard.live(&ctx.probes[i], ctx.now);
+                new += usize::from(!shard.map.contains_key(&ctx.probes[i]));
+            }
+            if new > 0 && shard.map.len() + new > max {
+                shard.sweep(ctx.now);
+                if shard.map.len() + new > max {
+                    *room = false;
+                }
+            }
+            let (r, writes) = self.nested(ctx, level + 1, states, room, decide);
+            for &i in members {
+                if let Some((state, expires_at)) = writes[i] {
+                    // Room for every new key was checked above, under this same lock.
+                    let _ = shard.put(&ctx.probes[i], state, expires_at, ctx.now, usize::MAX);
+                }
+            }
+            (r, writes)
+        })
     }
 
     /// Drops every entry expired at `now`; returns how many were dropped.

@@ -22,7 +22,10 @@
 //! Keys are namespaced (`prefix` + key) and bounded ([`MAX_PREFIX_LEN`] + [`MAX_KEY_LEN`](crate::MAX_KEY_LEN)).
 //! Every call has a timeout; the connection manager reconnects after the server comes back.
 
-use crate::{Applied, FenceVerdict, Key, LeaseClient, LimitError, Read, StoreClient, StoreError};
+use crate::{
+    AllApplied, AllFuture, AllItem, Applied, FenceVerdict, Key, LeaseClient, LimitError, Read,
+    StoreClient, StoreError,
+};
 use core::future::Future;
 use ratelab_core::{Decision, Nanos, TokenBucket, TokenBucketState};
 use redis::aio::ConnectionManager;
@@ -30,7 +33,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// Longest key prefix, in bytes.
-pub const MAX_PREFIX_LEN: usize = 64;
+pub use crate::key::MAX_PREFIX_LEN;
+
 /// The Lua script of the atomic path.
 pub const SCRIPT: &str = include_str!("token_bucket.lua");
 /// The Lua script of leases.
@@ -156,6 +160,31 @@ impl RedisStore {
             script: Arc::new(redis::Script::new(SCRIPT)),
             lease: Arc::new(redis::Script::new(LEASE_SCRIPT)),
             fence: Arc::new(redis::Script::new(FENCE_SCRIPT)),
+        })
+    }
+
+    /// Another limit's store on the same connection: its own bucket and key prefix. Siblings
+    /// are one store, so a request at several of them is decided in one script call
+    /// ([`StoreClient::apply_all`]).
+    pub fn sibling(
+        &self,
+        bucket: TokenBucket,
+        prefix: &str,
+    ) -> Result<RedisStore, RedisSetupError> {
+        check_exact(&bucket)?;
+        if prefix.len() > MAX_PREFIX_LEN {
+            return Err(RedisSetupError::Prefix(format!(
+                "key prefix is {} bytes: expected at most {MAX_PREFIX_LEN}",
+                prefix.len()
+            )));
+        }
+        Ok(RedisStore {
+            bucket,
+            options: Arc::new(RedisOptions {
+                prefix: prefix.into(),
+                timeout: self.options.timeout,
+            }),
+            ..self.clone()
         })
     }
 
@@ -330,11 +359,108 @@ fn ttl_ms(ttl: Nanos) -> String {
     ttl.as_u64().div_ceil(1_000_000).max(1).to_string()
 }
 
+/// The script's time arguments: `now` in seconds and nanoseconds, or empty for `TIME`.
+fn time_args(now: Option<Nanos>) -> (String, String) {
+    match now {
+        Some(n) => (
+            (n.as_u64() / 1_000_000_000).to_string(),
+            (n.as_u64() % 1_000_000_000).to_string(),
+        ),
+        None => (String::new(), String::new()),
+    }
+}
+
+/// One key's four fields of the script's reply.
+fn reply_decision(bucket: &TokenBucket, f: &[i64]) -> Result<(i64, Decision), StoreError> {
+    let [flag, remaining, reset, retry] = *f else {
+        return Err(StoreError::Corrupt);
+    };
+    let non_negative = |v: i64| u64::try_from(v).map_err(|_| StoreError::Corrupt);
+    Ok((
+        flag,
+        Decision {
+            allowed: flag != 0,
+            limit: bucket.capacity(),
+            remaining: non_negative(remaining)?,
+            reset_after: Nanos(non_negative(reset)?),
+            retry_after: (retry >= 0).then_some(Nanos(retry as u64)),
+        },
+    ))
+}
+
+impl RedisStore {
+    /// One script call over every item's key: all or nothing.
+    async fn apply_many(
+        items: &[AllItem<'_, RedisStore>],
+        now: Option<Nanos>,
+    ) -> Result<AllApplied, LimitError> {
+        let Some((first, _, _)) = items.first() else {
+            return Err(LimitError::Store(StoreError::Corrupt));
+        };
+        for (i, (c, k, _)) in items.iter().enumerate() {
+            if items[..i].iter().any(|(d, l, _)| d.key(l) == c.key(k)) {
+                return Err(LimitError::RepeatedKey);
+            }
+        }
+        for (c, _, cost) in items {
+            if *cost > c.bucket.capacity() {
+                return Err(LimitError::Cost(ratelab_core::CostError {
+                    cost: *cost,
+                    limit: c.bucket.capacity(),
+                }));
+            }
+        }
+        let (sec, nsec) = time_args(now);
+        let mut inv = first.script.prepare_invoke();
+        for (i, (c, k, cost)) in items.iter().enumerate() {
+            let b = &c.bucket;
+            inv.key(c.key(k));
+            inv.arg(b.capacity())
+                .arg(b.refill_amount())
+                .arg(b.refill_period().as_u64())
+                .arg(cost);
+            if i == 0 {
+                inv.arg(&sec).arg(&nsec);
+            }
+        }
+        let mut conn = first.conn.clone();
+        let r: Vec<i64> = first.timed(inv.invoke_async(&mut conn)).await?;
+        if r.len() != 4 * items.len() + 2 {
+            return Err(LimitError::Store(StoreError::Corrupt));
+        }
+        let mut decisions = Vec::with_capacity(items.len());
+        let mut allowed = true;
+        for (i, (c, _, _)) in items.iter().enumerate() {
+            let at = if i == 0 { 0 } else { 4 * i + 2 };
+            let (flag, d) = reply_decision(&c.bucket, &r[at..at + 4])?;
+            allowed &= flag == 1;
+            decisions.push(d);
+        }
+        let non_negative = |v: i64| u64::try_from(v).map_err(|_| StoreError::Corrupt);
+        Ok(AllApplied {
+            allowed,
+            decisions,
+            store_time: time_ns(non_negative(r[4])?, non_negative(r[5])? / 1_000),
+        })
+    }
+}
+
 impl StoreClient for RedisStore {
     type Algorithm = TokenBucket;
 
     fn algorithm(&self) -> &TokenBucket {
         &self.bucket
+    }
+
+    fn apply_all<'a>(items: &'a [AllItem<'a, Self>], now: Option<Nanos>) -> Option<AllFuture<'a>> {
+        let (first, _, _) = items.first()?;
+        if !items
+            .iter()
+            .all(|(c, _, _)| Arc::ptr_eq(&c.script, &first.script))
+        {
+            return None;
+        }
+        Some(Box::pin(RedisStore::apply_many(items, now)))
     }
 
     fn get(
@@ -378,48 +504,12 @@ impl StoreClient for RedisStore {
         }
     }
 
-    fn apply(
-        &self,
-        key: &Key,
-        now: Option<Nanos>,
-        cost: u64,
-    ) -> impl Future<Output = Result<Applied, LimitError>> + Send {
-        let k = self.key(key);
-        async move {
-            if cost > self.bucket.capacity() {
-                return Err(LimitError::Cost(ratelab_core::CostError {
-                    cost,
-                    limit: self.bucket.capacity(),
-                }));
-            }
-            let mut conn = self.conn.clone();
-            let (sec, nsec) = match now {
-                Some(n) => (
-                    (n.as_u64() / 1_000_000_000).to_string(),
-                    (n.as_u64() % 1_000_000_000).to_string(),
-                ),
-                None => (String::new(), String::new()),
-            };
-            let b = &self.bucket;
-            let mut inv = self.script.key(&k);
-            inv.arg(b.capacity())
-                .arg(b.refill_amount())
-                .arg(b.refill_period().as_u64())
-                .arg(cost)
-                .arg(sec)
-                .arg(nsec);
-            let r: (i64, u64, u64, i64, u64, u64) = self.timed(inv.invoke_async(&mut conn)).await?;
-            let decision = Decision {
-                allowed: r.0 == 1,
-                limit: b.capacity(),
-                remaining: r.1,
-                reset_after: Nanos(r.2),
-                retry_after: (r.3 >= 0).then_some(Nanos(r.3 as u64)),
-            };
-            Ok(Applied {
-                decision,
-                store_time: time_ns(r.4, r.5 / 1_000),
-            })
-        }
+    async fn apply(&self, key: &Key, now: Option<Nanos>, cost: u64) -> Result<Applied, LimitError> {
+        let items = [(self, key, cost)];
+        let all = RedisStore::apply_many(&items, now).await?;
+        Ok(Applied {
+            decision: all.decisions[0],
+            store_time: all.store_time,
+        })
     }
 }

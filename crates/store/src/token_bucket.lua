@@ -1,17 +1,20 @@
--- ratelab token bucket: GCRA over exact scaled time, in one atomic step.
+-- ratelab token bucket: GCRA over exact scaled time, in one atomic step, over one key or
+-- several (one request at several limits: all or nothing).
 --
--- KEYS[1]  the bucket key
--- ARGV     capacity, refill_amount, refill_period_ns, cost, now_sec, now_nsec
---          (now_sec = '' reads the store's clock with TIME)
+-- KEYS     the bucket keys, one per limit
+-- ARGV     capacity, refill_amount, refill_period_ns, cost, now_sec, now_nsec for KEYS[1]
+--          (now_sec = '' reads the store's clock with TIME), then capacity, refill_amount,
+--          refill_period_ns, cost for each further key
+-- reply    per key: flag, remaining, reset_after_ns, retry_after_ns (-1: none), with
+--          now_sec, now_nsec after the first key's four. flag 1: admitted and spent; 0: this
+--          key denied it; 2: this key would admit it but another denied it, so nothing was
+--          spent (remaining is what the key holds now). The request is admitted only if
+--          every key admits it, and then it is spent at every key; otherwise at none.
 --
 -- The state is the theoretical arrival time TAT, stored as "hi lo": TAT = hi seconds plus
 -- lo / refill_amount nanoseconds, 0 <= lo < 1e9 * refill_amount. Splitting at the second
 -- keeps every intermediate an integer below 2^53, so Lua's doubles compute exactly what the
 -- Rust core computes in 128-bit integers (the caller checks the policy's bounds).
-local B = tonumber(ARGV[1])
-local a = tonumber(ARGV[2])
-local P = tonumber(ARGV[3])
-local c = tonumber(ARGV[4])
 local ns, nn
 if ARGV[5] == '' then
   local t = redis.call('TIME')
@@ -21,9 +24,6 @@ else
   ns = tonumber(ARGV[5])
   nn = tonumber(ARGV[6])
 end
-local U = 1000000000 * a
-local burst = B * P
-local now_lo = nn * a
 
 -- floor(x / y) for non-negative integers below 2^53, corrected for rounding in x / y.
 local function idiv(x, y)
@@ -42,59 +42,100 @@ local function cdiv(x, y)
   return q
 end
 
+-- One key's bucket: its policy, its state, and what one request would do to it.
+local function bucket(i, B, a, P, c)
+  local k = {B = B, a = a, P = P, c = c, U = 1000000000 * a, burst = B * P}
+  k.now_lo = nn * a
+  local th, tl = ns, k.now_lo
+  local s = redis.call('GET', KEYS[i])
+  if s then
+    -- A value this script did not write is refused, never read as some other bucket: two
+    -- decimal integers, hi of at most 15 digits and lo of at most 16 (both below 2^53, where
+    -- tonumber is exact), lo below U.
+    local h, l = string.match(s, '^(%d+) (%d+)$')
+    if not h or #h > 15 or #l > 16 or tonumber(l) >= k.U then
+      return nil
+    end
+    th = tonumber(h)
+    tl = tonumber(l)
+  end
+  k.th, k.tl = th, tl
+  local bh, bl = th, tl
+  if th < ns or (th == ns and tl < k.now_lo) then
+    bh, bl = ns, k.now_lo
+  end
+  local nl = bl + c * P
+  local carry = idiv(nl, k.U)
+  k.nh = bh + carry
+  k.nl = nl - carry * k.U
+  return k
+end
+
 -- How far (h, l) lies after now, in scaled units; 0 if not after.
-local function over(h, l)
-  if h < ns or (h == ns and l <= now_lo) then return 0 end
-  return (h - ns) * U + (l - now_lo)
+local function over(k, h, l)
+  if h < ns or (h == ns and l <= k.now_lo) then return 0 end
+  return (h - ns) * k.U + (l - k.now_lo)
 end
 
-local function available(h, l)
-  local d = over(h, l)
-  if d >= burst then return 0 end
-  return idiv(burst - d, P)
+local function available(k, h, l)
+  local d = over(k, h, l)
+  if d >= k.burst then return 0 end
+  return idiv(k.burst - d, k.P)
 end
 
-local function wait_for(h, l, n)
-  local need = over(h, l) + n * P - burst
+local function wait_for(k, h, l, n)
+  local need = over(k, h, l) + n * k.P - k.burst
   if need <= 0 then return 0 end
-  return cdiv(need, a)
+  return cdiv(need, k.a)
 end
 
-local function reset_after(h, l, r)
-  if r >= B then return 0 end
-  return wait_for(h, l, r + 1)
+local function reset_after(k, h, l, r)
+  if r >= k.B then return 0 end
+  return wait_for(k, h, l, r + 1)
 end
 
-local th, tl = ns, now_lo
-local s = redis.call('GET', KEYS[1])
-if s then
-  -- A value this script did not write is refused, never read as some other bucket: two
-  -- decimal integers, hi of at most 15 digits and lo of at most 16 (both below 2^53, where
-  -- tonumber is exact), lo below U.
-  local h, l = string.match(s, '^(%d+) (%d+)$')
-  if not h or #h > 15 or #l > 16 or tonumber(l) >= U then
+local keys = {}
+local all = true
+for i = 1, #KEYS do
+  -- KEYS[1]'s policy is ARGV[1..4] (then the time); KEYS[i]'s, for i > 1, ARGV[4i-1 .. 4i+2].
+  local at = 1
+  if i > 1 then at = 4 * i - 1 end
+  local k = bucket(i, tonumber(ARGV[at]), tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2]),
+    tonumber(ARGV[at + 3]))
+  if not k then
     return redis.error_reply('CORRUPT ratelab: unreadable bucket state')
   end
-  th = tonumber(h)
-  tl = tonumber(l)
+  k.admits = over(k, k.nh, k.nl) <= k.burst
+  all = all and k.admits
+  keys[i] = k
 end
 
-local bh, bl = th, tl
-if th < ns or (th == ns and tl < now_lo) then
-  bh, bl = ns, now_lo
+local reply = {}
+for i, k in ipairs(keys) do
+  local flag, r, reset, wait
+  if all then
+    local d = over(k, k.nh, k.nl)
+    r = available(k, k.nh, k.nl)
+    local ttl_ms = cdiv(cdiv(d, k.a), 1000000)
+    if ttl_ms < 1 then ttl_ms = 1 end
+    redis.call('SET', KEYS[i], string.format('%d %d', k.nh, k.nl), 'PX', ttl_ms)
+    flag, reset, wait = 1, reset_after(k, k.nh, k.nl, r), -1
+  else
+    r = available(k, k.th, k.tl)
+    reset = reset_after(k, k.th, k.tl, r)
+    if k.admits then
+      flag, wait = 2, -1
+    else
+      flag, wait = 0, wait_for(k, k.th, k.tl, k.c)
+    end
+  end
+  table.insert(reply, flag)
+  table.insert(reply, r)
+  table.insert(reply, reset)
+  table.insert(reply, wait)
+  if i == 1 then
+    table.insert(reply, ns)
+    table.insert(reply, nn)
+  end
 end
-local nl = bl + c * P
-local carry = idiv(nl, U)
-local nh = bh + carry
-nl = nl - carry * U
-
-local d = over(nh, nl)
-if d <= burst then
-  local r = available(nh, nl)
-  local ttl_ms = cdiv(cdiv(d, a), 1000000)
-  if ttl_ms < 1 then ttl_ms = 1 end
-  redis.call('SET', KEYS[1], string.format('%d %d', nh, nl), 'PX', ttl_ms)
-  return {1, r, reset_after(nh, nl, r), -1, ns, nn}
-end
-local r = available(th, tl)
-return {0, r, reset_after(th, tl, r), wait_for(th, tl, c), ns, nn}
+return reply

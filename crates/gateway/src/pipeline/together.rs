@@ -1,0 +1,105 @@
+//! Every enforced limit of a request in one all-or-nothing store step.
+//!
+//! A request that matches several enforced limits is decided at all of them in one round
+//! trip when their store can ([`StoreClient::apply_all`]: the shared in-memory store under
+//! its shard locks in one global order, one Lua script over every key on Redis): admitted
+//! and spent at every limit, or denied and spent at none. Deciding them one by one instead
+//! charges a request denied by a later limit to the earlier ones.
+//!
+//! Otherwise, and whenever one of the limits' breakers is not closed (each limit keeps its
+//! own breaker), the limits are decided one by one in order, stopping at the first denial.
+
+use super::{Gateway, LayerOutcome, Request, error_outcome};
+use crate::breaker::BreakerState;
+use crate::limits::Planned;
+use crate::{Env, FailReason};
+use ratelab_core::{Algorithm, Nanos};
+use ratelab_store::{AllItem, LimitError, Path, StoreClient, StoreError, TimeSource};
+use std::time::Duration;
+
+impl<C: StoreClient, E: Env> Gateway<C, E> {
+    /// The outcome at each of `group` (enforced limits, in order) from one all-or-nothing
+    /// store step, or `None` when it cannot be taken and the limits are decided one by one.
+    /// On a full store only the first limit's outcome is returned (full): the others were not
+    /// decided.
+    pub(super) async fn run_together(
+        &self,
+        group: &[&Planned<'_, C>],
+        req: &Request<'_>,
+        fail_closed: bool,
+        deadline: Nanos,
+    ) -> Option<Vec<LayerOutcome>> {
+        if self.config.path != Path::Atomic || group.len() < 2 {
+            return None;
+        }
+        // A cost beyond a limit's capacity is answered per limit (a denial with no retry).
+        if group
+            .iter()
+            .any(|p| p.cost > p.limit.client.algorithm().quota().limit)
+        {
+            return None;
+        }
+        let budget =
+            Duration::from(deadline.saturating_sub(self.env.monotonic())).min(self.config.timeout);
+        if budget.is_zero() {
+            return None;
+        }
+        let now = self.env.now();
+        let started = self.env.monotonic();
+        let clients: Vec<C> = group
+            .iter()
+            .map(|p| p.limit.client.traced(req.trace))
+            .collect();
+        let items: Vec<AllItem<'_, C>> = group
+            .iter()
+            .zip(&clients)
+            .map(|(p, c)| (c, &p.key, p.cost))
+            .collect();
+        let caller_now = match self.config.time_source {
+            TimeSource::Caller => Some(now),
+            TimeSource::Store => None,
+        };
+        let call = C::apply_all(&items, caller_now)?;
+        let mut permits = Vec::with_capacity(group.len());
+        for p in group {
+            let mut breaker = p.limit.breaker.lock().expect("breaker");
+            // Only while every breaker is closed (a closed breaker's permit changes nothing):
+            // an open or probing one has its own rules, kept by the one-by-one path.
+            if !matches!(breaker.state(), BreakerState::Closed(_)) {
+                return None;
+            }
+            permits.push(breaker.permit(started));
+        }
+        let result = self.env.timeout(budget, call).await;
+        let end = self.env.monotonic();
+        let fail = |reason: FailReason| {
+            if fail_closed {
+                LayerOutcome::FailedClosed(reason)
+            } else {
+                LayerOutcome::FailedOpen(reason)
+            }
+        };
+        let (outcomes, ok) = match result {
+            Some(Ok(all)) => (
+                all.decisions
+                    .iter()
+                    .map(|&decision| LayerOutcome::Decided {
+                        decision,
+                        decided_at: all.store_time,
+                    })
+                    .collect(),
+                true,
+            ),
+            Some(Err(LimitError::Store(StoreError::Full))) => (vec![LayerOutcome::StoreFull], true),
+            Some(Err(e)) => {
+                let (o, ok) = error_outcome(e, now, fail);
+                (vec![o; group.len()], ok)
+            }
+            None => (vec![fail(FailReason::Timeout); group.len()], false),
+        };
+        for (p, permit) in group.iter().zip(permits) {
+            self.finish(p.limit, permit, started, end, ok);
+        }
+        Some(outcomes)
+    }
+}
