@@ -1,5 +1,7 @@
 //! shuttle proofs: the naive path's lost update is found by every shuttle scheduler (DFS,
-//! PCT, random); the atomic path survives all of them with up to 8 gateways.
+//! PCT, random); the atomic path survives all of them with up to 8 gateways. The
+//! all-or-nothing step over overlapping keys (`support/overlap.rs`) survives DFS and PCT
+//! with no deadlock and no counter pollution; deciding limits one by one does not.
 //!
 //! PCT and random run from a fixed seed ([`SEED`]), so every figure they print repeats.
 //!
@@ -9,6 +11,8 @@
 
 #[path = "support/shuttle_model.rs"]
 mod model;
+#[path = "support/overlap.rs"]
+mod overlap;
 
 use model::{Counter, expect_violation, take_last_token};
 use ratelab_store::Path;
@@ -106,4 +110,64 @@ fn atomic_path_clean_under_random_with_eight_gateways() {
         check_random(take_last_token(Path::Atomic, 8, n), 3_000)
     });
     assert_eq!(n, 3_000);
+}
+
+/// The overlapping-keys model (`support/overlap.rs`) as a shuttle test: `gateways` requests
+/// on two keys each, in a cycle, decided by `step`; panics on a violation (shuttle reports a
+/// deadlock itself). Counts executions in `n`.
+fn overlapping(
+    step: overlap::Step,
+    gateways: usize,
+    n: Arc<Counter>,
+) -> impl Fn() + Send + Sync + 'static {
+    use ratelab_sim::harness::shuttle::ShuttleBackend;
+    move || {
+        n.bump();
+        let store = Arc::new(overlap::store::<ShuttleBackend>());
+        let keys = Arc::new(overlap::keys(&*store, gateways));
+        let threads: Vec<_> = (0..gateways)
+            .map(|g| {
+                let (store, keys) = (store.clone(), keys.clone());
+                shuttle::thread::spawn(move || overlap::take(&*store, &keys, g, step))
+            })
+            .collect();
+        let admitted: Vec<bool> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+        if let Some(v) = overlap::violation(&*store, &keys, &admitted) {
+            panic!("{v}");
+        }
+    }
+}
+
+#[test]
+fn all_or_nothing_over_overlapping_keys_clean_under_dfs_and_pct() {
+    let n = Arc::new(Counter::default());
+    shuttle::check_dfs(overlapping(overlap::Step::Together, 2, n.clone()), None);
+    println!(
+        "shuttle dfs (exhaustive), all-or-nothing, 2 gateways on 2 keys: {} executions, 0 \
+         violations, no deadlock",
+        n.get()
+    );
+    assert!(n.get() > 1);
+    let n = Arc::new(Counter::default());
+    check_pct(overlapping(overlap::Step::Together, 3, n.clone()), 2_000, 3);
+    println!(
+        "shuttle pct depth 3, all-or-nothing, 3 gateways on 3 keys in a cycle: {} executions, 0 \
+         violations, no deadlock",
+        n.get()
+    );
+    assert_eq!(n.get(), 2_000);
+}
+
+#[test]
+fn one_by_one_limits_pollute_counters_found_by_pct() {
+    let n = Arc::new(Counter::default());
+    let message = expect_violation(|| {
+        check_pct(overlapping(overlap::Step::OneByOne, 3, n.clone()), 2_000, 3)
+    });
+    println!(
+        "shuttle pct depth 3, one limit at a time, 3 gateways: counter pollution found after {} \
+         executions ({message})",
+        n.get()
+    );
+    assert!(message.contains("counter pollution"), "{message}");
 }

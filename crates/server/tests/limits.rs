@@ -386,3 +386,105 @@ fn limits_file_on_redis() {
         "{err}"
     );
 }
+
+/// A per-IP limit of 5 and a per-tenant limit of 1: every request matches both.
+const POLLUTION: &str = r#"
+[[limit]]
+name = "per-ip"
+algorithm = "token-bucket"
+capacity = 5
+refill_per_sec = 1
+
+[[limit]]
+name = "tenant"
+algorithm = "token-bucket"
+capacity = 1
+refill_per_sec = 1
+key = "header:x-tenant"
+"#;
+
+/// Envoy's ratelimit "counter pollution" (its issue #1060), checked: requests denied by the
+/// tenant limit spend nothing at the per-IP limit, so the client address keeps 4 of its 5.
+fn denials_spend_nothing_elsewhere(s: &Server) {
+    let t1 = [("x-tenant", "t1")];
+    assert_eq!(s.send("GET", "/", &t1).status, 200);
+    for _ in 0..3 {
+        let r = s.send("GET", "/", &t1);
+        assert_eq!(r.status, 429);
+        assert!(
+            r.body.contains(r#""violated-policies":["tenant"]"#),
+            "{}",
+            r.body
+        );
+        // The per-IP limit reports what it holds: the one admitted request's token gone.
+        assert!(
+            r.header("ratelimit").starts_with("\"per-ip\";r=4;"),
+            "{}",
+            r.header("ratelimit")
+        );
+    }
+    let t2: Vec<u16> = (0..5)
+        .map(|i| {
+            s.send("GET", "/", &[("x-tenant", &format!("t2-{i}"))])
+                .status
+        })
+        .collect();
+    assert_eq!(
+        t2,
+        [200, 200, 200, 200, 429],
+        "the per-IP limit kept 4 tokens"
+    );
+}
+
+#[test]
+fn a_denial_by_one_limit_spends_nothing_at_the_others_in_memory() {
+    let file = TempFile::new("limits.toml", POLLUTION);
+    let s = Server::start(&["--limits", file.arg()]);
+    denials_spend_nothing_elsewhere(&s);
+}
+
+#[test]
+fn on_redis_every_limit_is_one_script_call() {
+    let Some(redis) = redis_server::RedisServer::start("on_redis_every_limit_is_one_script_call")
+    else {
+        return;
+    };
+    let url = format!("redis://127.0.0.1:{}", redis.port);
+    let file = TempFile::new("limits.toml", POLLUTION);
+    let s = Server::start(&["--limits", file.arg(), "--redis", &url]);
+    let mut conn = redis::Client::open(url.as_str())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query(&mut conn)
+        .unwrap();
+    denials_spend_nothing_elsewhere(&s);
+    let stats: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut conn)
+        .unwrap();
+    let field = |cmd: &str, name: &str| {
+        stats
+            .lines()
+            .find(|l| l.starts_with(&format!("cmdstat_{cmd}:")))
+            .and_then(|l| {
+                l.split(&format!("{name}="))
+                    .nth(1)?
+                    .split(',')
+                    .next()?
+                    .parse::<u64>()
+                    .ok()
+            })
+            .unwrap_or(0)
+    };
+    // 9 requests, each matching both limits: 9 script runs (the first EVALSHA may miss the
+    // script cache and be retried after SCRIPT LOAD). Commands a script runs are counted
+    // too: one TIME per run, and one GET per key, two keys per run.
+    let runs =
+        field("evalsha", "calls") - field("evalsha", "failed_calls") + field("eval", "calls");
+    assert_eq!(runs, 9, "{stats}");
+    assert_eq!(field("time", "calls"), 9, "{stats}");
+    assert_eq!(field("get", "calls"), 18, "{stats}");
+}

@@ -171,3 +171,83 @@ fn cost_errors_pass_through_both_paths() {
         );
     }
 }
+
+/// One request at several keys, all or nothing: denied by one key, it spends at none; a new
+/// key without room fails the whole step before anything is written; a repeated key is
+/// refused; and the step is one call however many shards it locks.
+#[test]
+fn apply_all_is_all_or_nothing() {
+    use ratelab_store::Item;
+    let loose = TokenBucket::per_second(5, 1).unwrap();
+    let tight = TokenBucket::per_second(1, 1).unwrap();
+    let store: MemoryStore<TokenBucket> = MemoryStore::with_backend(loose, 64, 64 * 4096);
+    let (a, b) = (key("a"), key("b"));
+    let now = Nanos::ZERO;
+    let both = |cost| {
+        [
+            Item {
+                key: &a,
+                algorithm: &loose,
+                cost,
+            },
+            Item {
+                key: &b,
+                algorithm: &tight,
+                cost,
+            },
+        ]
+    };
+    let calls = store.stats().calls;
+    let first = store.apply_all(&both(1), now).unwrap();
+    assert!(first.allowed);
+    assert_eq!(store.stats().calls, calls + 1, "one call for both keys");
+    // b is spent: the next request is denied there and spends nothing at a.
+    for _ in 0..3 {
+        let d = store.apply_all(&both(1), now).unwrap();
+        assert!(!d.allowed);
+    }
+    let a_left = store.apply(&a, now, 1).unwrap();
+    assert_eq!(
+        a_left.remaining, 3,
+        "a spent only by the admitted request and this one"
+    );
+    // Keys in different shards: the step really takes several locks.
+    let keys: Vec<Key> = (0..64).map(|i| key(&format!("s{i}"))).collect();
+    let shards: std::collections::BTreeSet<usize> =
+        keys.iter().map(|k| store.shard_of(k)).collect();
+    assert!(shards.len() > 8);
+    let items: Vec<Item<'_, TokenBucket>> = keys
+        .iter()
+        .map(|k| Item {
+            key: k,
+            algorithm: &tight,
+            cost: 1,
+        })
+        .collect();
+    assert!(store.apply_all(&items, now).unwrap().allowed);
+    assert!(!store.apply_all(&items, now).unwrap().allowed);
+    // Repeated keys are refused.
+    let twice = [both(1)[0].key, both(1)[0].key].map(|k| Item {
+        key: k,
+        algorithm: &loose,
+        cost: 1,
+    });
+    assert_eq!(store.apply_all(&twice, now), Err(LimitError::RepeatedKey));
+
+    // Room for one new key, two asked for: nothing written.
+    let small: MemoryStore<TokenBucket> = MemoryStore::with_backend(loose, 1, 2);
+    small.apply(&key("old"), now, 1).unwrap();
+    let (c, d) = (key("c"), key("d"));
+    let new = [&c, &d].map(|k| Item {
+        key: k,
+        algorithm: &loose,
+        cost: 1,
+    });
+    assert_eq!(
+        small.apply_all(&new, now),
+        Err(LimitError::Store(StoreError::Full))
+    );
+    assert_eq!(small.get(&c, now), Ok(None));
+    assert_eq!(small.get(&d, now), Ok(None));
+    assert_eq!(small.stats().entries, 1);
+}

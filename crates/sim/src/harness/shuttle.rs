@@ -30,6 +30,11 @@ impl Counter {
     pub fn get(&self) -> u64 {
         self.0.load(Ordering::Relaxed)
     }
+
+    /// Counts one more execution (for a model of the caller's own).
+    pub fn bump(&self) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+    }
 }
 
 /// The shuttle test of `race`, counting its executions in `executions`. Panics (which
