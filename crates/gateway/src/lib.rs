@@ -14,8 +14,11 @@
 //!
 //! Those two are the default pair ([`Gateway::new`]). In general a gateway applies a set of
 //! named limits ([`limits`]: a selector, a key, a cost, enforce or shadow mode, each over its
-//! own store client), in order, and [`Gateway::replace_limits`] swaps the set while serving.
-//! A new way to select, key or cost a request goes in [`limits`].
+//! own store client), and [`Gateway::replace_limits`] swaps the set while serving. A
+//! request's enforced limits are decided in one all-or-nothing store step when their store
+//! can ([`StoreClient::apply_all`](ratelab_store::StoreClient::apply_all)), else one by one
+//! in order, stopping at the first denial. A new way to select, key or cost a request goes in
+//! [`limits`].
 //!
 //! Store trouble fails **open** by default: after a short timeout (or at once while the
 //! layer's circuit breaker is open) the request is allowed, marked, and counted by reason.
