@@ -306,15 +306,29 @@ where
     C: StoreClient + 'static,
     E: Env + 'static,
 {
+    let ok = Router::new().fallback(any(|| async { "ok\n" }));
+    app_with(gateway, admin, guard, ok)
+}
+
+/// [`app`] with `inner` behind the limiter instead of the 200 answer (a reverse proxy, say):
+/// `inner` sees only admitted requests.
+pub fn app_with<C, E>(
+    gateway: Arc<Gateway<C, E>>,
+    admin: Vec<IpNet>,
+    guard: Option<Arc<dyn Guard>>,
+    inner: Router,
+) -> Router
+where
+    C: StoreClient + 'static,
+    E: Env + 'static,
+{
     let state = Arc::new(AppState {
         gateway: gateway.clone(),
         metrics: prometheus(),
         admin,
     });
     gateway.export_zeros();
-    let limited = Router::new()
-        .fallback(any(|| async { "ok\n" }))
-        .layer(RateLimitLayer::new(gateway, guard));
+    let limited = inner.layer(RateLimitLayer::new(gateway, guard));
     Router::new()
         .route("/metrics", get(metrics_text::<C, E>))
         .route("/admin/kill-switch", switch_routes(Switch::Kill))

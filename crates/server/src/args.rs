@@ -71,6 +71,13 @@ pub struct ServeArgs {
     /// denied.
     #[arg(long)]
     shadow: bool,
+    /// Forward admitted requests to this http://host[:port][/path] and return its answers
+    /// (default: answer 200 "ok").
+    #[arg(long, value_name = "URL")]
+    upstream: Option<String>,
+    /// How long the upstream has to start answering, ms (default 30000).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=600_000))]
+    upstream_timeout_ms: Option<u64>,
 }
 
 /// The config file, overridden by the flags, validated, then served until Ctrl-C: 0 after a
@@ -95,6 +102,8 @@ pub fn serve_command(args: ServeArgs) -> ExitCode {
         limits,
         reload_interval_ms,
         shadow,
+        upstream,
+        upstream_timeout_ms,
     } = args;
     let fail = |e: String| {
         eprintln!("error: {e}");
@@ -145,6 +154,8 @@ pub fn serve_command(args: ServeArgs) -> ExitCode {
     if shadow {
         f.shadow = Some(true);
     }
+    f.upstream = upstream.or(f.upstream);
+    f.upstream_timeout_ms = upstream_timeout_ms.or(f.upstream_timeout_ms);
     match settings(f).and_then(run) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => fail(e),

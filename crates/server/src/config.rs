@@ -72,6 +72,10 @@ pub struct ServeFile {
     /// Start with the global shadow switch on: every limit evaluated and counted, nothing
     /// denied; default false.
     pub shadow: Option<bool>,
+    /// Forward admitted requests to this `http://host[:port][/path]` (default: answer 200).
+    pub upstream: Option<String>,
+    /// How long the upstream has to start answering, ms (default 30000).
+    pub upstream_timeout_ms: Option<u64>,
 }
 
 /// Reads a config file, with errors naming file, JSON path, line and column.
@@ -137,6 +141,8 @@ pub struct ServeSettings {
     pub reload_interval: Duration,
     /// The global shadow switch at startup.
     pub shadow: bool,
+    /// Where admitted requests go, if anywhere.
+    pub upstream: Option<crate::proxy::Upstream>,
     /// Gateway settings.
     pub gateway: GatewayConfig,
     /// Admin addresses.
@@ -228,6 +234,21 @@ pub fn settings(f: ServeFile) -> Result<ServeSettings, String> {
         limits,
         reload_interval: Duration::from_millis(reload_ms),
         shadow: f.shadow.unwrap_or(false),
+        upstream: match &f.upstream {
+            None => None,
+            Some(url) => {
+                let ms = f.upstream_timeout_ms.unwrap_or(30_000);
+                if !(1..=600_000).contains(&ms) {
+                    return Err(format!(
+                        "upstream_timeout_ms: {ms} is out of range: expected 1 to 600000"
+                    ));
+                }
+                Some(crate::proxy::Upstream::parse(
+                    url,
+                    Duration::from_millis(ms),
+                )?)
+            }
+        },
         gateway: GatewayConfig {
             timeout: Duration::from_millis(timeout_ms),
             breaker,

@@ -18,11 +18,13 @@
 //! | [`limits`] | the limits file: TOML, its JSON Schema, validation with located errors |
 //! | [`serve`] | building the gateway's limits over a store and serving it |
 //! | [`reload`] | hot reload of the limits file, on change and on SIGHUP |
+//! | [`proxy`] | the reverse proxy to `--upstream`, behind the limiter |
 #![warn(missing_docs)]
 
 pub mod args;
 pub mod config;
 pub mod limits;
+pub mod proxy;
 pub mod reload;
 pub mod serve;
 

@@ -3,9 +3,10 @@
 
 use crate::config::{LimitsSource, ServeSettings};
 use crate::limits::FileLimit;
+use crate::proxy::Proxy;
 use crate::reload;
 use ratelab_core::{Nanos, Policy, TokenBucket};
-use ratelab_gateway::http::{TokioEnv, app};
+use ratelab_gateway::http::{TokioEnv, app, app_with};
 use ratelab_gateway::limits::{KeyBy, Limit, LimitSet, LimitSpec, PER_IP, PER_KEY};
 use ratelab_gateway::reqlog::{FileSink, RequestLogLayer};
 use ratelab_gateway::{BreakerConfig, Env, Gateway};
@@ -201,7 +202,15 @@ async fn serve_app<S: Stores>(
     let gw = gateway(s, &stores).await?;
     // The app installs the metrics recorder: switches and reload counters are set after it,
     // so their series show.
-    let app = app(gw.clone(), s.admin.clone(), None);
+    let app = match &s.upstream {
+        Some(up) => app_with(
+            gw.clone(),
+            s.admin.clone(),
+            None,
+            Proxy::new(up.clone()).router(),
+        ),
+        None => app(gw.clone(), s.admin.clone(), None),
+    };
     gw.set_kill_switch(s.kill_switch);
     gw.set_shadow(s.shadow);
     if let LimitsSource::File { path, text, .. } = &s.limits {
@@ -270,8 +279,14 @@ fn banner(listener: &tokio::net::TcpListener, s: &ServeSettings) -> Result<(), S
     // A closed stdout (`ratelab-server | head -1`) must not take the server down.
     let _ = writeln!(
         std::io::stdout(),
-        "ratelab-server: listening on http://{addr}\n{}\n  store: {}; timeout {} ms; fail {}\n  /metrics, /admin/kill-switch, /admin/shadow (admin from {})\n  request log: {}",
+        "ratelab-server: listening on http://{addr}\n{}\n  admitted requests: {}\n  store: {}; timeout {} ms; fail {}\n  /metrics, /admin/kill-switch, /admin/shadow (admin from {})\n  request log: {}",
         describe_limits(s),
+        s.upstream
+            .as_ref()
+            .map_or("answered 200".into(), |u| format!(
+                "forwarded to {}",
+                u.url()
+            )),
         s.redis.as_deref().unwrap_or("in-memory"),
         s.gateway.timeout.as_millis(),
         if s.gateway.fail_open {

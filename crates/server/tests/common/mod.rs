@@ -82,11 +82,25 @@ impl Server {
 
     /// `method path` with `headers`.
     pub fn send(&self, method: &str, path: &str, headers: &[(&str, &str)]) -> Reply {
+        self.send_body(method, path, headers, Vec::new())
+    }
+
+    /// `method path` with `headers` and `body`.
+    pub fn send_body(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Vec<u8>,
+    ) -> Reply {
         self.rt.block_on(async {
-            let mut r = self.http.request(
-                method.parse().unwrap(),
-                format!("http://127.0.0.1:{}{path}", self.port),
-            );
+            let mut r = self
+                .http
+                .request(
+                    method.parse().unwrap(),
+                    format!("http://127.0.0.1:{}{path}", self.port),
+                )
+                .body(body);
             for (n, v) in headers {
                 r = r.header(*n, *v);
             }

@@ -1,0 +1,201 @@
+//! The reverse proxy: the real `ratelab-server` in front of a real upstream HTTP server
+//! started by the test, driven by a real HTTP client.
+
+mod common;
+
+use axum::body::Bytes;
+use axum::extract::Request;
+use common::Server;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// An upstream on a free port, counting the requests that reach it. It answers 201 with what
+/// it received: method, path and query, the headers the test asks about, and the body's length
+/// and checksum; `/big` answers 2 MiB.
+struct Upstream {
+    port: u16,
+    hits: Arc<AtomicU64>,
+    _thread: std::thread::JoinHandle<()>,
+}
+
+fn checksum(bytes: &[u8]) -> u64 {
+    bytes
+        .iter()
+        .fold(0u64, |h, b| h.wrapping_mul(31).wrapping_add(u64::from(*b)))
+}
+
+impl Upstream {
+    fn start() -> Upstream {
+        let hits = Arc::new(AtomicU64::new(0));
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let counter = hits.clone();
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async move {
+                let handler = move |req: Request| {
+                    let counter = counter.clone();
+                    async move {
+                        counter.fetch_add(1, Ordering::SeqCst);
+                        let (parts, body) = req.into_parts();
+                        let body: Bytes = axum::body::to_bytes(body, 64 << 20).await.unwrap();
+                        if parts.uri.path().ends_with("/big") {
+                            return http::Response::builder()
+                                .status(200)
+                                .body(axum::body::Body::from(vec![7u8; 2 << 20]))
+                                .unwrap();
+                        }
+                        let seen = |h: &str| {
+                            parts
+                                .headers
+                                .get(h)
+                                .and_then(|v| v.to_str().ok())
+                                .unwrap_or("-")
+                                .to_owned()
+                        };
+                        let text = format!(
+                            "{} {} x-custom={} x-secret={} keep-alive={} connection={} \
+                             x-forwarded-for={} x-forwarded-host={} len={} sum={}\n",
+                            parts.method,
+                            parts.uri,
+                            seen("x-custom"),
+                            seen("x-secret"),
+                            seen("keep-alive"),
+                            seen("connection"),
+                            seen("x-forwarded-for"),
+                            seen("x-forwarded-host"),
+                            body.len(),
+                            checksum(&body)
+                        );
+                        http::Response::builder()
+                            .status(201)
+                            .header("x-upstream", "yes")
+                            .header("connection", "x-up-secret")
+                            .header("x-up-secret", "1")
+                            .body(axum::body::Body::from(text))
+                            .unwrap()
+                    }
+                };
+                let app = axum::Router::new().fallback(handler);
+                let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+                axum::serve(listener, app).await.unwrap();
+            });
+        });
+        Upstream {
+            port,
+            hits,
+            _thread: thread,
+        }
+    }
+
+    fn hits(&self) -> u64 {
+        self.hits.load(Ordering::SeqCst)
+    }
+}
+
+#[test]
+fn admitted_requests_reach_the_upstream_and_denied_ones_never_do() {
+    let up = Upstream::start();
+    let url = format!("http://127.0.0.1:{}/base", up.port);
+    let s = Server::start(&[
+        "--capacity",
+        "3",
+        "--refill-per-sec",
+        "1",
+        "--upstream",
+        &url,
+    ]);
+
+    let r = s.send(
+        "GET",
+        "/echo/a?b=c&d=e",
+        &[
+            ("x-api-key", "k1"),
+            ("x-custom", "kept"),
+            ("connection", "x-secret"),
+            ("x-secret", "hop"),
+            ("keep-alive", "timeout=5"),
+        ],
+    );
+    assert_eq!(r.status, 201, "{}", r.body);
+    assert!(
+        r.body
+            .starts_with("GET /base/echo/a?b=c&d=e x-custom=kept x-secret=- keep-alive=- "),
+        "{}",
+        r.body
+    );
+    assert!(r.body.contains("x-forwarded-for=127.0.0.1 "), "{}", r.body);
+    assert!(
+        r.body
+            .contains(&format!("x-forwarded-host=127.0.0.1:{} ", s.port)),
+        "{}",
+        r.body
+    );
+    // The upstream's answer, with the RateLimit fields added and its hop-by-hop ones gone.
+    assert_eq!(r.header("x-upstream"), "yes");
+    assert_eq!(
+        r.header("x-up-secret"),
+        "",
+        "named by the upstream's Connection"
+    );
+    assert!(r.header("ratelimit-policy").contains("\"per-key\";q=3"));
+    assert!(r.header("ratelimit").contains("\"per-key\";r=2"));
+
+    // A streamed body, both ways.
+    let body: Vec<u8> = (0..(1u32 << 20)).map(|i| (i % 251) as u8).collect();
+    let posted = s.send_body("POST", "/upload", &[("x-api-key", "k1")], body.clone());
+    assert_eq!(posted.status, 201);
+    assert!(
+        posted
+            .body
+            .ends_with(&format!("len={} sum={}\n", body.len(), checksum(&body))),
+        "{}",
+        posted.body
+    );
+    let big = s.send("GET", "/big", &[("x-api-key", "k1")]);
+    assert_eq!(big.status, 200);
+    assert_eq!(big.body.len(), 2 << 20);
+
+    // Denied: answered by the limiter, never forwarded.
+    let before = up.hits();
+    assert_eq!(before, 3);
+    let denied = s.send("GET", "/echo", &[("x-api-key", "k1")]);
+    assert_eq!(denied.status, 429);
+    assert_eq!(denied.header("content-type"), "application/problem+json");
+    assert_eq!(up.hits(), before, "a denied request reached the upstream");
+}
+
+#[test]
+fn an_unreachable_upstream_is_a_502_with_a_body() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    // Nothing listens there now.
+    let url = format!("http://127.0.0.1:{port}");
+    let s = Server::start(&["--upstream", &url, "--upstream-timeout-ms", "2000"]);
+    let r = s.send("GET", "/x", &[]);
+    assert_eq!(r.status, 502);
+    assert!(
+        r.body.contains(&format!("upstream {url} unreachable")),
+        "{}",
+        r.body
+    );
+    // Still limited and counted on the way.
+    assert!(r.header("ratelimit-policy").contains("per-ip"));
+}
+
+#[test]
+fn a_bad_upstream_url_exits_2() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ratelab-server"))
+        .args(["--upstream", "https://example.com"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("https upstreams are not supported"));
+}
