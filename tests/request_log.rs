@@ -272,7 +272,7 @@ fn every_line_carries_the_decision_the_client_got() {
             let q = &h.requests[trace as usize];
             let want = match q.answer {
                 Some((_, Answer::Allowed { .. })) => "allowed",
-                Some((_, Answer::Denied { .. } | Answer::Full)) => "denied",
+                Some((_, Answer::Denied { .. } | Answer::Full | Answer::Cached { .. })) => "denied",
                 Some((_, Answer::FailedOpen(r))) => {
                     assert_eq!(v["fail_open"], r.name(), "{name}: #{trace}");
                     "failed_open"

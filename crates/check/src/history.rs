@@ -38,6 +38,12 @@ pub enum Answer {
     Rejected,
     /// Denied without a decision: the store had no room for a new key.
     Full,
+    /// Denied by the gateway's local denial cache, without a store call: an earlier answer
+    /// from the store said the key is denied until later.
+    Cached {
+        /// The wait the client was told.
+        retry_after: Nanos,
+    },
     /// The store failed (and the gateway did not fail open).
     Error(ErrorKind),
 }
@@ -417,6 +423,10 @@ impl Fnv {
             Answer::Bypassed => self.u64(4),
             Answer::Rejected => self.u64(5),
             Answer::Full => self.u64(6),
+            Answer::Cached { retry_after } => {
+                self.u64(7);
+                self.u64(retry_after.as_u64());
+            }
         }
     }
 }

@@ -32,6 +32,7 @@
 
 pub mod bloom;
 pub mod breaker;
+pub mod denial_cache;
 #[cfg(feature = "http")]
 pub mod http;
 pub mod ip;

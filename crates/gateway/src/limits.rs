@@ -12,6 +12,7 @@
 //! limit has spent anything.
 
 use crate::breaker::{Breaker, BreakerConfig};
+use crate::denial_cache::DenialCache;
 use crate::ip::{IpNet, edge_network};
 use crate::pipeline::Request;
 use ratelab_core::headers::PolicyName;
@@ -165,6 +166,8 @@ pub struct Limit<C> {
     pub(crate) label: metrics::SharedString,
     pub(crate) client: C,
     pub(crate) breaker: Mutex<Breaker>,
+    /// Its local denial cache, if it has one.
+    pub(crate) cache: Option<DenialCache>,
 }
 
 impl<C> Limit<C> {
@@ -177,7 +180,14 @@ impl<C> Limit<C> {
             spec,
             client,
             breaker: Mutex::new(Breaker::new(breaker)),
+            cache: None,
         }
+    }
+
+    /// The same limit with a local denial cache of `keys` keys (none for 0).
+    pub fn with_denial_cache(mut self, keys: usize) -> Limit<C> {
+        self.cache = (keys > 0).then(|| DenialCache::new(keys));
+        self
     }
 
     /// The spec.

@@ -91,6 +91,10 @@ pub enum LayerOutcome {
     FailedClosed(FailReason),
     /// The store had no room for this new key: denied, nothing spent.
     StoreFull,
+    /// Denied by the gateway's local denial cache, without a store call: the store denied
+    /// this key until later ([`crate::denial_cache`]). The decision is the store's, its waits
+    /// counted down.
+    Cached(Decision),
 }
 
 impl LayerOutcome {
@@ -98,6 +102,7 @@ impl LayerOutcome {
     /// no room for a new key is the server's limit, not the client's quota).
     pub fn over_limit(&self) -> bool {
         matches!(self, LayerOutcome::Decided { decision, .. } if !decision.allowed)
+            || matches!(self, LayerOutcome::Cached(_))
     }
 }
 
@@ -226,6 +231,10 @@ pub struct GatewayConfig {
     pub id_seed: Option<u64>,
     /// The edge limit counts IPv6 clients by this prefix length (1–128; default 64).
     pub ipv6_prefix: u8,
+    /// Keys each limit's local denial cache holds (0, the default: no cache). A key the store
+    /// denied is then answered 429 by the gateway until the store's wait is over, without a
+    /// store call ([`crate::denial_cache`]).
+    pub denial_cache: usize,
     /// Whether answers carry the `RateLimit-Policy`, `RateLimit` and `Retry-After` headers
     /// (default true). A caller that never reads them (a simulation whose clients ignore them)
     /// can skip rendering them; decisions and counters are the same either way.
@@ -245,6 +254,7 @@ impl Default for GatewayConfig {
             name: "gateway".into(),
             id_seed: None,
             ipv6_prefix: DEFAULT_IPV6_PREFIX,
+            denial_cache: 0,
             headers: true,
         }
     }
@@ -269,6 +279,8 @@ pub struct Stats {
     pub fail_closed: AtomicU64,
     /// Requests let through by the kill switch.
     pub bypassed: AtomicU64,
+    /// Requests a limit's denial cache answered, without a store call.
+    pub denial_cache_hits: AtomicU64,
     /// Denials by a shadow limit (or under the global shadow switch), each let through.
     pub shadow_denied: AtomicU64,
     /// Requests rejected as malformed.
@@ -301,6 +313,8 @@ pub struct StatsSnapshot {
     /// See [`Stats`].
     pub bypassed: u64,
     /// See [`Stats`].
+    pub denial_cache_hits: u64,
+    /// See [`Stats`].
     pub shadow_denied: u64,
     /// See [`Stats`].
     pub bad_request: u64,
@@ -332,6 +346,7 @@ impl Stats {
             fail_open_breaker: r(&self.fail_open_breaker),
             fail_closed: r(&self.fail_closed),
             bypassed: r(&self.bypassed),
+            denial_cache_hits: r(&self.denial_cache_hits),
             shadow_denied: r(&self.shadow_denied),
             bad_request: r(&self.bad_request),
             rejected: r(&self.rejected),
@@ -370,6 +385,10 @@ fn describe() {
         "Requests denied because a limit's store had no room for a new key."
     );
     describe_counter!(
+        "ratelab_denial_cache_hits_total",
+        "Requests a limit's local denial cache answered with 429, without a store call."
+    );
+    describe_counter!(
         "ratelab_shadow_denied_total",
         "Requests a limit would have denied, let through because it is in shadow mode."
     );
@@ -406,6 +425,9 @@ fn export_limit_zeros<C>(limits: &LimitSet<C>) {
         }
         metrics::counter!("ratelab_store_full_total", "limit" => label()).increment(0);
         metrics::counter!("ratelab_shadow_denied_total", "limit" => label()).increment(0);
+        if limit.cache.is_some() {
+            metrics::counter!("ratelab_denial_cache_hits_total", "limit" => label()).increment(0);
+        }
     }
 }
 
@@ -416,11 +438,8 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
     pub fn new(config: GatewayConfig, edge: Option<C>, per_key: Option<C>, env: E) -> Self {
         let limit = |name: &str, key_by, client| {
             let name = PolicyName::new(name).expect("static policy names are valid");
-            Arc::new(Limit::new(
-                LimitSpec::new(name, key_by),
-                client,
-                config.breaker,
-            ))
+            let limit = Limit::new(LimitSpec::new(name, key_by), client, config.breaker);
+            Arc::new(limit.with_denial_cache(config.denial_cache))
         };
         let set = edge
             .map(|c| limit(PER_IP, KeyBy::ClientIp, c))
@@ -579,6 +598,7 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
             None => (fail(FailReason::Timeout), false),
         };
         self.finish(layer, permit, started, end, ok);
+        remember(layer, key, cost, started, &outcome);
         outcome
     }
 
@@ -680,7 +700,7 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
         if a.verdict == Verdict::Deny {
             let denied = enforced().find(|r| match r.outcome {
                 LayerOutcome::Decided { decision, .. } => !decision.allowed,
-                LayerOutcome::StoreFull => true,
+                LayerOutcome::StoreFull | LayerOutcome::Cached(_) => true,
                 _ => false,
             });
             return ("denied", denied.map(|r| &*r.name), None, Some(0));
@@ -793,7 +813,20 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
         let enforced: Vec<&Planned<'_, C>> = planned.iter().filter(|p| !shadow(p)).collect();
         let mut fields: Option<Fields> = None;
         let mut denied = false;
-        if let Some(outcomes) = self
+        let now = self.env.monotonic();
+        let cached = enforced.iter().find_map(|p| {
+            let d = p.limit.cache.as_ref()?.lookup(&p.key, p.cost, now)?;
+            Some((p.limit, d))
+        });
+        if let Some((limit, decision)) = cached {
+            // The store denied this key until later: answered here, no store call, nothing
+            // spent at any limit (the store would have denied it all or nothing).
+            bump(&self.stats.denial_cache_hits);
+            metrics::counter!("ratelab_denial_cache_hits_total", "limit" => limit.label.clone())
+                .increment(1);
+            let outcome = LayerOutcome::Cached(decision);
+            denied = self.account(limit, outcome, false, answer, &mut fields) == Step::Refused;
+        } else if let Some(outcomes) = self
             .run_together(&enforced, req, fail_closed, deadline)
             .await
         {
@@ -849,7 +882,7 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
             shadow,
         });
         let refused = match outcome {
-            LayerOutcome::Decided { decision, .. } => {
+            LayerOutcome::Decided { decision, .. } | LayerOutcome::Cached(decision) => {
                 if self.config.headers && !shadow {
                     let quota = limit.client.algorithm().quota();
                     let f = render(&limit.spec.name, quota, &decision);
@@ -913,6 +946,19 @@ enum Step {
     Refused,
     /// A fail-closed route could not reach the store (503).
     Unavailable,
+}
+
+/// Keeps a denial in `limit`'s denial cache, if it has one: the call was sent at `sent`.
+pub(super) fn remember<C>(
+    limit: &Limit<C>,
+    key: &Key,
+    cost: u64,
+    sent: Nanos,
+    outcome: &LayerOutcome,
+) {
+    if let (Some(cache), LayerOutcome::Decided { decision, .. }) = (&limit.cache, outcome) {
+        cache.insert(key, cost, sent, decision);
+    }
 }
 
 /// A store error's outcome for one limit, and whether the store answered (for its breaker).

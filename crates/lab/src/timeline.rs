@@ -58,7 +58,9 @@ fn ms(n: Nanos) -> f64 {
 fn paint(answer: Option<&Answer>) -> (&'static str, &'static str) {
     match answer {
         Some(Answer::Allowed { .. }) => ("#2e7d32", "admitted"),
-        Some(Answer::Denied { .. }) | Some(Answer::Full) => ("#c62828", "denied"),
+        Some(Answer::Denied { .. }) | Some(Answer::Full) | Some(Answer::Cached { .. }) => {
+            ("#c62828", "denied")
+        }
         Some(Answer::FailedOpen(_)) | Some(Answer::Bypassed) => ("#ef6c00", "let through"),
         Some(Answer::Rejected) => ("#6a1b9a", "rejected"),
         Some(Answer::Error(_)) => ("#616161", "error"),

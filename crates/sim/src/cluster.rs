@@ -1065,6 +1065,9 @@ fn layer_answer(o: LayerOutcome) -> Answer {
             FailReason::BreakerOpen => ErrorKind::BreakerOpen,
         }),
         LayerOutcome::StoreFull => Answer::Full,
+        LayerOutcome::Cached(d) => Answer::Cached {
+            retry_after: d.retry_after.unwrap_or(Nanos::ZERO),
+        },
     }
 }
 

@@ -429,6 +429,7 @@ struct Counts {
     bypassed: u64,
     rejected: u64,
     full: u64,
+    cached: u64,
     errors_by_kind: BTreeMap<String, u64>,
     fail_open_by_reason: BTreeMap<String, u64>,
     fail_open_latency_ms: Option<[f64; 3]>,
@@ -449,6 +450,7 @@ impl Counts {
             bypassed: 0,
             rejected: 0,
             full: 0,
+            cached: 0,
             errors_by_kind: BTreeMap::new(),
             fail_open_by_reason: BTreeMap::new(),
             fail_open_latency_ms: None,
@@ -484,6 +486,11 @@ impl Counts {
                     c.denied += 1;
                     g.denied += 1;
                 }
+                Some((_, Answer::Cached { .. })) => {
+                    c.cached += 1;
+                    c.denied += 1;
+                    g.denied += 1;
+                }
                 Some((_, Answer::Error(e))) => {
                     *c.errors_by_kind.entry(e.name().to_owned()).or_insert(0) += 1;
                     g.errors += 1;
@@ -502,10 +509,15 @@ impl Counts {
                 Some((_, Answer::Rejected)) => c.rejected += 1,
                 None => c.all_answered = false,
             }
-            // Bypassed and rejected requests must never reach the store: no store operation
-            // carries their id.
-            if matches!(r.answer, Some((_, Answer::Bypassed | Answer::Rejected)))
-                && r.store_calls_total() > 0
+            // Bypassed, rejected and cache-denied requests must never reach the store: no
+            // store operation carries their id.
+            if matches!(
+                r.answer,
+                Some((
+                    _,
+                    Answer::Bypassed | Answer::Rejected | Answer::Cached { .. }
+                ))
+            ) && r.store_calls_total() > 0
             {
                 c.bypassed_store_calls += 1;
             }

@@ -9,7 +9,7 @@
 //! Otherwise, and whenever one of the limits' breakers is not closed (each limit keeps its
 //! own breaker), the limits are decided one by one in order, stopping at the first denial.
 
-use super::{Gateway, LayerOutcome, Request, error_outcome};
+use super::{Gateway, LayerOutcome, Request, error_outcome, remember};
 use crate::breaker::BreakerState;
 use crate::limits::Planned;
 use crate::{Env, FailReason};
@@ -99,6 +99,9 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
         };
         for (p, permit) in group.iter().zip(permits) {
             self.finish(p.limit, permit, started, end, ok);
+        }
+        for (p, outcome) in group.iter().zip(&outcomes) {
+            remember(p.limit, &p.key, p.cost, started, outcome);
         }
         Some(outcomes)
     }
