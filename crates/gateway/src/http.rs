@@ -3,7 +3,7 @@
 //!
 //! The demo app answers any path with 200 when allowed and 429 when denied, and reserves:
 //!
-//! - `GET /metrics`: Prometheus text (requests by decision, fail-open by reason and layer,
+//! - `GET /metrics`: Prometheus text (requests by decision, fail-open by reason and limit,
 //!   kill switch, breaker transitions, store latency histogram);
 //! - `GET /admin/kill-switch` (`on` / `off`) and `PUT`/`POST /admin/kill-switch` with body
 //!   `on` or `off`, accepted only from the configured admin addresses (loopback by default);

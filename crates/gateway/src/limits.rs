@@ -223,53 +223,72 @@ pub(crate) struct Planned<'s, C> {
 }
 
 /// Every limit of `set` that applies to `req` from `ip`, with its key and cost; `Err` names
-/// the header or key that could not be read.
+/// the header or key an enforced limit could not read. A shadow limit (or every limit, under
+/// the global shadow switch: `shadow_all`) that cannot read its own is left out: it never
+/// refuses a request.
 pub(crate) fn plan<'s, C>(
     set: &'s LimitSet<C>,
     req: &Request<'_>,
     ip: IpAddr,
     api_key: Option<&str>,
     ipv6_prefix: u8,
+    shadow_all: bool,
 ) -> Result<Vec<Planned<'s, C>>, String> {
     let mut planned = Vec::with_capacity(set.len());
     for limit in set {
-        let spec = &limit.spec;
-        if !spec.selector.matches(req, ip) {
+        if !limit.spec.selector.matches(req, ip) {
             continue;
         }
-        let key = match &spec.key_by {
-            KeyBy::ClientIp => format!("ip:{}", edge_network(ip, ipv6_prefix)),
-            KeyBy::ApiKey => match api_key {
-                Some(k) => format!("key:{k}"),
-                None => continue,
-            },
-            KeyBy::Header(name) => match req.headers.get(name) {
-                Some(v) => match std::str::from_utf8(v) {
-                    Ok(v) => format!("h:{v}"),
-                    Err(_) => return Err(format!("{name} is not valid UTF-8")),
-                },
-                None => continue,
-            },
-            KeyBy::Global => "global".to_owned(),
-        };
-        let key = Key::new(&key).map_err(|e| match &spec.key_by {
-            KeyBy::ApiKey => format!("x-api-key: {e}"),
-            KeyBy::Header(name) => format!("{name}: {e}"),
-            _ => format!("limit {}: {e}", spec.name.as_str()),
-        })?;
-        let cost = match &spec.cost {
-            Cost::Request => req.cost,
-            Cost::Fixed(c) => *c,
-            Cost::Header { name, default, max } => match req.headers.get(name) {
-                None => *default,
-                Some(v) => std::str::from_utf8(v)
-                    .ok()
-                    .and_then(|v| v.trim().parse::<u64>().ok())
-                    .filter(|c| (1..=*max).contains(c))
-                    .ok_or_else(|| format!("{name}: expected an integer cost from 1 to {max}"))?,
-            },
-        };
-        planned.push(Planned { limit, key, cost });
+        match plan_one(limit, req, ip, api_key, ipv6_prefix) {
+            Ok(Some(p)) => planned.push(p),
+            Ok(None) => {}
+            Err(_) if shadow_all || limit.spec.mode == Mode::Shadow => {}
+            Err(e) => return Err(e),
+        }
     }
     Ok(planned)
+}
+
+/// `limit`'s key and cost for `req`: `None` when the request lacks the key's header.
+fn plan_one<'s, C>(
+    limit: &'s Arc<Limit<C>>,
+    req: &Request<'_>,
+    ip: IpAddr,
+    api_key: Option<&str>,
+    ipv6_prefix: u8,
+) -> Result<Option<Planned<'s, C>>, String> {
+    let spec = &limit.spec;
+    let key = match &spec.key_by {
+        KeyBy::ClientIp => format!("ip:{}", edge_network(ip, ipv6_prefix)),
+        KeyBy::ApiKey => match api_key {
+            Some(k) => format!("key:{k}"),
+            None => return Ok(None),
+        },
+        KeyBy::Header(name) => match req.headers.get(name) {
+            Some(v) => match std::str::from_utf8(v) {
+                Ok(v) => format!("h:{v}"),
+                Err(_) => return Err(format!("{name} is not valid UTF-8")),
+            },
+            None => return Ok(None),
+        },
+        KeyBy::Global => "global".to_owned(),
+    };
+    let key = Key::new(&key).map_err(|e| match &spec.key_by {
+        KeyBy::ApiKey => format!("x-api-key: {e}"),
+        KeyBy::Header(name) => format!("{name}: {e}"),
+        _ => format!("limit {}: {e}", spec.name.as_str()),
+    })?;
+    let cost = match &spec.cost {
+        Cost::Request => req.cost,
+        Cost::Fixed(c) => *c,
+        Cost::Header { name, default, max } => match req.headers.get(name) {
+            None => *default,
+            Some(v) => std::str::from_utf8(v)
+                .ok()
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .filter(|c| (1..=*max).contains(c))
+                .ok_or_else(|| format!("{name}: expected an integer cost from 1 to {max}"))?,
+        },
+    };
+    Ok(Some(Planned { limit, key, cost }))
 }

@@ -1,24 +1,25 @@
-//! The request pipeline: guard → per-IP edge limit → per-key limit → answer, then the
-//! request's UUIDv7 and its log line (see [`crate::reqlog`] for why the id comes last).
+//! The request pipeline: guard → kill switch → the matching limits (by default the per-IP
+//! edge limit and the per-key limit) → answer, then the request's UUIDv7 and its log line
+//! (see [`crate::reqlog`] for why the id comes last).
 //!
 //! Runtime-agnostic: the store comes in through [`StoreClient`], time and timeouts through
 //! [`Env`]. The same [`Gateway`] runs in the madsim cluster and behind the real HTTP server.
 //!
-//! Failure policy, per limit layer: a request has **one deadline**, its store timeout from
-//! when it started, shared by every layer (a layer gets what the layers before it left); on an
-//! error, a timeout, or while the layer's circuit breaker is open, the request is **allowed**
+//! Failure policy, per limit: a request has **one deadline**, its store timeout from when it
+//! started, shared by every limit (a limit gets what the limits before it left); on an
+//! error, a timeout, or while the limit's circuit breaker is open, the request is **allowed**
 //! (fail open), marked as such, and counted by reason — unless the route is configured
 //! fail-closed, in which case it is refused with 503. The kill switch disables limiting: every
 //! request is allowed without touching the store, and counted as bypassed.
 //!
 //! A full store is not a failure. A store holds a bounded number of keys; when a request
-//! needs a *new* key and the store has no room, that layer **denies** it (429, counted as
+//! needs a *new* key and the store has no room, that limit **denies** it (429, counted as
 //! `store_full`) and spends nothing, while every existing key goes on being limited exactly.
 //! Failing open instead would let anyone who can mint keys (many addresses, or one IPv6
 //! network rotating through its addresses) switch limiting off for everyone; the breaker does
 //! not count it either, since the store answered (nor an unreadable stored value, which fails
 //! that one request open: one key's problem must not open the breaker for all). The edge
-//! layer keys IPv6 clients by their
+//! limit keys IPv6 clients by their
 //! network ([`GatewayConfig::ipv6_prefix`], a /64 by default), so one subscriber's addresses
 //! share one bucket.
 
@@ -75,7 +76,7 @@ pub trait Guard: Send + Sync {
 
 pub use ratelab_store::FailReason;
 
-/// How one limit layer ended.
+/// How one limit ended for one request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LayerOutcome {
     /// The store decided.
@@ -98,7 +99,16 @@ pub enum LayerOutcome {
 }
 
 impl LayerOutcome {
-    /// Whether this layer's limit was exceeded: its store decided and denied (a store with
+    /// A store failure's outcome: refused on a fail-closed route, let through otherwise.
+    pub(crate) fn failed(fail_closed: bool, reason: FailReason) -> LayerOutcome {
+        if fail_closed {
+            LayerOutcome::FailedClosed(reason)
+        } else {
+            LayerOutcome::FailedOpen(reason)
+        }
+    }
+
+    /// Whether the limit was exceeded: its store decided and denied (a store with
     /// no room for a new key is the server's limit, not the client's quota).
     pub fn over_limit(&self) -> bool {
         matches!(self, LayerOutcome::Decided { decision, .. } if !decision.allowed)
@@ -194,7 +204,7 @@ impl Answer {
 }
 
 impl Answer {
-    /// An answer with no layer run, no headers and no id yet.
+    /// An answer with no limit run, no headers and no id yet.
     fn bare(verdict: Verdict, status: u16) -> Answer {
         Answer {
             verdict,
@@ -217,7 +227,7 @@ pub struct GatewayConfig {
     pub time_source: TimeSource,
     /// Per-call timeout.
     pub timeout: Duration,
-    /// Circuit breaker, per layer.
+    /// Circuit breaker, per limit.
     pub breaker: BreakerConfig,
     /// Proxies whose forwarding headers are believed.
     pub trusted_proxies: Vec<IpNet>,
@@ -263,11 +273,11 @@ impl Default for GatewayConfig {
 /// Counters, exact and lock-free; also exported through the `metrics` facade.
 #[derive(Debug, Default)]
 pub struct Stats {
-    /// Requests let through by the limits: admitted, or admitted because a layer failed open.
+    /// Requests let through by the limits: admitted, or admitted because a limit failed open.
     pub allowed: AtomicU64,
     /// Requests denied (429), for any reason.
     pub denied: AtomicU64,
-    /// Of those, requests denied because a layer's store had no room for a new key.
+    /// Of those, requests denied because a limit's store had no room for a new key.
     pub denied_store_full: AtomicU64,
     /// Layers that failed open because of a store error.
     pub fail_open_error: AtomicU64,
@@ -327,7 +337,7 @@ pub struct StatsSnapshot {
 }
 
 impl StatsSnapshot {
-    /// Fail-open layer outcomes of every reason.
+    /// Fail-open limit outcomes of every reason.
     pub fn fail_open(&self) -> u64 {
         self.fail_open_error + self.fail_open_timeout + self.fail_open_breaker
     }
@@ -360,7 +370,7 @@ fn bump(counter: &AtomicU64) {
     counter.fetch_add(1, Ordering::Relaxed);
 }
 
-/// The gateway: layered limits over store clients, with the failure policy above.
+/// The gateway: named limits over store clients, with the failure policy above.
 #[derive(Debug)]
 pub struct Gateway<C, E> {
     config: GatewayConfig,
@@ -539,6 +549,12 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
                 .any(|p| route.starts_with(p.as_str()))
     }
 
+    /// What the limits before now left of the request's timeout (which ends at `deadline`,
+    /// monotonic); never more than the timeout itself, even if the monotonic clock misbehaves.
+    fn budget(&self, deadline: Nanos) -> Duration {
+        Duration::from(deadline.saturating_sub(self.env.monotonic())).min(self.config.timeout)
+    }
+
     /// Runs one limit: breaker, store call bounded by the request's `deadline` (on
     /// [`Env::monotonic`]), failure policy.
     async fn run_layer(
@@ -550,19 +566,10 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
         fail_closed: bool,
         deadline: Nanos,
     ) -> LayerOutcome {
-        let fail = |reason: FailReason| {
-            if fail_closed {
-                LayerOutcome::FailedClosed(reason)
-            } else {
-                LayerOutcome::FailedOpen(reason)
-            }
-        };
-        // What the layers before this one left of the request's timeout; never more than the
-        // timeout itself, even if the monotonic clock misbehaves.
-        let budget =
-            Duration::from(deadline.saturating_sub(self.env.monotonic())).min(self.config.timeout);
+        let fail = |reason| LayerOutcome::failed(fail_closed, reason);
+        let budget = self.budget(deadline);
         if budget.is_zero() {
-            // Spent before this layer: the store is not called, and the breaker, which counts
+            // Spent before this limit: the store is not called, and the breaker, which counts
             // the store's answers, learns nothing.
             return fail(FailReason::Timeout);
         }
@@ -745,16 +752,6 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
                 return bad(answer, "x-api-key is not valid UTF-8".into());
             }
         };
-        // Planned against the set this request started with, before any store call: an
-        // unreadable key or cost refuses the request with nothing spent anywhere.
-        let set = self.limits.load_full();
-        let planned = match plan(&set, &req, ip, api_key, self.config.ipv6_prefix) {
-            Ok(p) => p,
-            Err(e) => {
-                bump(&self.stats.bad_request);
-                return bad(answer, e);
-            }
-        };
         if let Some(reason) = guard.and_then(|g| g.reject(api_key)) {
             bump(&self.stats.rejected);
             metrics::counter!("ratelab_requests_total", "decision" => "rejected").increment(1);
@@ -768,7 +765,21 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
             answer.bypassed = true;
             return answer;
         }
-        let fields = self.run_limits(&planned, &req, &mut answer).await;
+        // Planned against the set this request started with, before any store call: an
+        // unreadable key or cost at an enforced limit refuses the request with nothing spent
+        // anywhere (a shadow limit that cannot read its own skips the request instead).
+        let set = self.limits.load_full();
+        let shadow_all = self.shadow();
+        let planned = match plan(&set, &req, ip, api_key, self.config.ipv6_prefix, shadow_all) {
+            Ok(p) => p,
+            Err(e) => {
+                bump(&self.stats.bad_request);
+                return bad(answer, e);
+            }
+        };
+        let fields = self
+            .run_limits(&planned, &req, shadow_all, &mut answer)
+            .await;
         if answer.verdict == Verdict::Unavailable {
             return answer;
         }
@@ -801,9 +812,9 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
         &self,
         planned: &[Planned<'_, C>],
         req: &Request<'_>,
+        shadow_all: bool,
         answer: &mut Answer,
     ) -> Option<Fields> {
-        let shadow_all = self.shadow();
         let fail_closed = self.fails_closed(req.route);
         let deadline = self
             .env

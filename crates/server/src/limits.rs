@@ -46,9 +46,9 @@ const WINDOW_MS_MAX: u64 = 7 * 24 * 3600 * 1000;
 #[serde(deny_unknown_fields)]
 #[schemars(title = "ratelab limits file")]
 pub struct LimitsFile {
-    /// The limits, in the order a request is checked against them. A request is checked
-    /// against every limit whose `match` it meets; the first enforced limit that denies it
-    /// answers 429, and the limits after it are not consulted.
+    /// The limits. A request is checked against every limit whose `match` it meets: its
+    /// enforced limits all or nothing (if any denies it, it is 429 and spends nothing at
+    /// any), its shadow limits each on its own.
     #[schemars(length(min = 1, max = 256))]
     pub limit: Vec<LimitEntry>,
 }
@@ -121,9 +121,16 @@ pub struct LimitEntry {
     /// Token bucket: its capacity B.
     #[schemars(range(min = 1, max = 1_000_000_000_000u64))]
     pub capacity: Option<u64>,
-    /// Token bucket: its refill R per second.
+    /// Token bucket: its refill R per second (or give `refill` and `refill_period_ms`).
     #[schemars(range(min = 1, max = 1_000_000_000_000u64))]
     pub refill_per_sec: Option<u64>,
+    /// Token bucket: tokens added every `refill_period_ms` (for rates below one per second:
+    /// `refill = 100, refill_period_ms = 3600000` is 100 an hour).
+    #[schemars(range(min = 1, max = 1_000_000_000_000u64))]
+    pub refill: Option<u64>,
+    /// Token bucket: the period of `refill`, ms.
+    #[schemars(range(min = 1, max = 604_800_000u64))]
+    pub refill_period_ms: Option<u64>,
     /// Windows: the most admitted per window.
     #[schemars(range(min = 1, max = 1_000_000_000_000u64))]
     pub limit: Option<u64>,
@@ -364,55 +371,101 @@ fn policy_capacity(p: &Policy) -> u64 {
 
 fn policy(e: &LimitEntry, at: &str) -> Result<Policy, Invalid> {
     let field = |f: &str| format!("{at}.{f}");
-    let given = |f: &str, v: Option<u64>| v.map(|_| f.to_owned());
-    type Fields<'a> = [(&'a str, Option<u64>); 2];
-    let (needed, unused): (Fields<'_>, [Option<String>; 2]) = match e.algorithm {
+    let (name, allowed): (&str, &[&str]) = match e.algorithm {
         AlgorithmName::TokenBucket => (
-            [
-                ("capacity", e.capacity),
-                ("refill_per_sec", e.refill_per_sec),
-            ],
-            [given("limit", e.limit), given("window_ms", e.window_ms)],
+            "token-bucket",
+            &["capacity", "refill_per_sec", "refill", "refill_period_ms"],
         ),
-        AlgorithmName::FixedWindow | AlgorithmName::SlidingWindow => (
-            [("limit", e.limit), ("window_ms", e.window_ms)],
-            [
-                given("capacity", e.capacity),
-                given("refill_per_sec", e.refill_per_sec),
-            ],
-        ),
+        AlgorithmName::FixedWindow => ("fixed-window", &["limit", "window_ms"]),
+        AlgorithmName::SlidingWindow => ("sliding-window", &["limit", "window_ms"]),
     };
-    let algorithm = match e.algorithm {
-        AlgorithmName::TokenBucket => "token-bucket",
-        AlgorithmName::FixedWindow => "fixed-window",
-        AlgorithmName::SlidingWindow => "sliding-window",
+    let given = [
+        ("capacity", e.capacity),
+        ("refill_per_sec", e.refill_per_sec),
+        ("refill", e.refill),
+        ("refill_period_ms", e.refill_period_ms),
+        ("limit", e.limit),
+        ("window_ms", e.window_ms),
+    ];
+    if let Some((f, _)) = given
+        .iter()
+        .find(|(f, v)| v.is_some() && !allowed.contains(f))
+    {
+        return Err((field(f), format!("a {name} limit has no {f}")));
+    }
+    // A parameter that must be given, from 1 to `max`.
+    let need = |f: &str, v: Option<u64>, max: u64| match v {
+        None => Err((at.to_owned(), format!("a {name} limit needs {f}"))),
+        Some(v) if !(1..=max).contains(&v) => Err((field(f), format!("{v}: expected 1 to {max}"))),
+        Some(v) => Ok(v),
     };
-    if let Some(f) = unused.into_iter().flatten().next() {
-        return Err((field(&f), format!("a {algorithm} limit has no {f}")));
-    }
-    let mut values = [0u64; 2];
-    for (slot, (name, value)) in values.iter_mut().zip(&needed) {
-        let max = if *name == "window_ms" {
-            WINDOW_MS_MAX
-        } else {
-            COUNT_MAX
-        };
-        match value {
-            None => return Err((at.to_owned(), format!("a {algorithm} limit needs {name}"))),
-            Some(v) if !(1..=max).contains(v) => {
-                return Err((field(name), format!("{v}: expected 1 to {max}")));
-            }
-            Some(v) => *slot = *v,
-        }
-    }
-    let [a, b] = values;
-    let window = Nanos::from_millis(b);
     let policy = match e.algorithm {
-        AlgorithmName::TokenBucket => TokenBucket::per_second(a, b).map(Policy::TokenBucket),
-        AlgorithmName::FixedWindow => FixedWindow::new(a, window).map(Policy::FixedWindow),
-        AlgorithmName::SlidingWindow => SlidingWindow::new(a, window).map(Policy::SlidingWindow),
+        AlgorithmName::TokenBucket => {
+            let capacity = need("capacity", e.capacity, COUNT_MAX)?;
+            let (amount, period_ms) = match (e.refill_per_sec, e.refill, e.refill_period_ms) {
+                (Some(_), None, None) => {
+                    (need("refill_per_sec", e.refill_per_sec, COUNT_MAX)?, 1_000)
+                }
+                (None, Some(_), Some(_)) => (
+                    need("refill", e.refill, COUNT_MAX)?,
+                    need("refill_period_ms", e.refill_period_ms, WINDOW_MS_MAX)?,
+                ),
+                (None, None, None) => {
+                    return Err((
+                        at.to_owned(),
+                        "a token-bucket limit needs refill_per_sec, or refill and refill_period_ms"
+                            .into(),
+                    ));
+                }
+                (Some(_), _, _) => {
+                    return Err((
+                        field("refill_per_sec"),
+                        "give refill_per_sec, or refill and refill_period_ms, not both".into(),
+                    ));
+                }
+                (None, Some(_), None) => {
+                    return Err((at.to_owned(), "refill needs refill_period_ms".into()));
+                }
+                (None, None, Some(_)) => {
+                    return Err((at.to_owned(), "refill_period_ms needs refill".into()));
+                }
+            };
+            TokenBucket::new(capacity, amount, Nanos::from_millis(period_ms))
+                .map(Policy::TokenBucket)
+        }
+        AlgorithmName::FixedWindow | AlgorithmName::SlidingWindow => {
+            let limit = need("limit", e.limit, COUNT_MAX)?;
+            let window = Nanos::from_millis(need("window_ms", e.window_ms, WINDOW_MS_MAX)?);
+            if e.algorithm == AlgorithmName::FixedWindow {
+                FixedWindow::new(limit, window).map(Policy::FixedWindow)
+            } else {
+                SlidingWindow::new(limit, window).map(Policy::SlidingWindow)
+            }
+        }
     };
     policy.map_err(|err| (at.to_owned(), err.to_string()))
+}
+
+/// Checks that a store on Redis can run every limit of a validated file: token buckets
+/// within the Lua script's exact range. Errors are located like the file's own.
+pub fn check_redis(file: &str, text: &str, limits: &[FileLimit]) -> Result<(), String> {
+    for (i, l) in limits.iter().enumerate() {
+        let (path, msg) = match &l.policy {
+            Policy::TokenBucket(b) => match ratelab_store::redis_store::check_exact(b) {
+                Ok(()) => continue,
+                Err(e) => (format!("limit[{i}]"), e.to_string()),
+            },
+            _ => (
+                format!("limit[{i}].algorithm"),
+                "the Redis store runs token-bucket limits only (fixed and sliding windows need \
+                 the in-memory store)"
+                    .to_owned(),
+            ),
+        };
+        let (line, column) = line_column(text, locate(text, &path).unwrap_or(0));
+        return Err(format!("{file}:{line}:{column}: at {path}: {msg}"));
+    }
+    Ok(())
 }
 
 fn selector(m: Option<&MatchEntry>, at: &str) -> Result<Selector, Invalid> {

@@ -61,7 +61,15 @@ pub fn start<S: Stores>(
     let mut seen = Seen::Bytes(loaded.as_bytes().to_vec());
     let mut pending: Option<Seen> = None;
     // Installed before the server announces itself: SIGHUP's default action ends the process.
-    let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
+    let mut hup = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
+        Ok(h) => Some(h),
+        Err(e) => {
+            eprintln!(
+                "ratelab-server: cannot handle SIGHUP ({e}): the limits file reloads on change only, and SIGHUP stops the server"
+            );
+            None
+        }
+    };
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -123,7 +131,9 @@ async fn apply<S: Stores>(
 ) -> Result<usize, String> {
     let text =
         std::str::from_utf8(bytes).map_err(|e| format!("{}: not UTF-8: {e}", path.display()))?;
-    let parsed = limits::parse(&path.display().to_string(), text)?;
+    let file = path.display().to_string();
+    let parsed = limits::parse(&file, text)?;
+    stores.check(&file, text, &parsed)?;
     let set = file_set(stores, &gateway.limits(), parsed, breaker).await?;
     let n = set.len();
     gateway.replace_limits(set);

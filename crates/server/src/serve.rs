@@ -30,8 +30,7 @@ fn wall_clock() -> Nanos {
 pub trait Stores: Send + Sync + 'static {
     /// A limit's store client.
     type Client: StoreClient + Clone + Send + Sync + 'static;
-    /// A client for the limit called `name` (its Redis key prefix), running `policy`, whose
-    /// keys start with `prefix`.
+    /// A client for a limit running `policy` on the keys under `prefix`.
     fn client(
         &self,
         prefix: &str,
@@ -39,6 +38,13 @@ pub trait Stores: Send + Sync + 'static {
     ) -> impl Future<Output = Result<Self::Client, String>> + Send;
     /// Whether `client` runs exactly `policy` (so a reloaded limit can keep its buckets).
     fn runs(client: &Self::Client, policy: &Policy) -> bool;
+
+    /// Checks that this store can run every limit of a limits file (`file`, `text`), with
+    /// errors located in the file. The default accepts everything.
+    fn check(&self, file: &str, text: &str, limits: &[FileLimit]) -> Result<(), String> {
+        let _ = (file, text, limits);
+        Ok(())
+    }
 }
 
 /// The embedded in-memory store, shared by every limit (each in its own key space), so one
@@ -117,6 +123,10 @@ impl Stores for Redis {
     fn runs(client: &RedisStore, policy: &Policy) -> bool {
         Policy::TokenBucket(*client.algorithm()) == *policy
     }
+
+    fn check(&self, file: &str, text: &str, limits: &[FileLimit]) -> Result<(), String> {
+        crate::limits::check_redis(file, text, limits)
+    }
 }
 
 /// The classic pair when no limits file is given: per-IP, then per-key (`x-api-key`).
@@ -159,8 +169,12 @@ pub async fn file_set<S: Stores>(
             Some(o) if *o.spec() == l.spec => o.clone(),
             Some(o) => Arc::new(Limit::new(l.spec, o.client().clone(), breaker)),
             None => {
+                // The policy's fingerprint in the key space: a limit whose parameters change
+                // starts new buckets (an old state read under new parameters would be wrong),
+                // and the old ones expire by their TTL.
+                let prefix = format!("ratelab:limit:{name}:{:08x}:", fingerprint(&l.policy));
                 let client = stores
-                    .client(&format!("ratelab:limit:{name}:"), l.policy)
+                    .client(&prefix, l.policy)
                     .await
                     .map_err(|e| format!("limit {name}: {e}"))?;
                 Arc::new(Limit::new(l.spec, client, breaker))
@@ -169,6 +183,16 @@ pub async fn file_set<S: Stores>(
         set.push(limit);
     }
     Ok(set)
+}
+
+/// A stable 32-bit fingerprint of a policy's algorithm and parameters (FNV-1a of its
+/// description): the same in every process and release that describes it the same way.
+fn fingerprint(policy: &Policy) -> u32 {
+    let text = format!("{policy:?}");
+    let h = text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    });
+    (h ^ (h >> 32)) as u32
 }
 
 /// The gateway the settings describe, over `stores`.
@@ -181,7 +205,8 @@ pub async fn gateway<S: Stores>(
         LimitsSource::Classic { per_ip, per_key } => {
             classic(stores, *per_ip, *per_key, breaker).await?
         }
-        LimitsSource::File { limits, .. } => {
+        LimitsSource::File { path, text, limits } => {
+            stores.check(&path.display().to_string(), text, limits)?;
             file_set(stores, &Vec::new(), limits.clone(), breaker).await?
         }
     };

@@ -119,7 +119,9 @@ pub trait StoreClient: Clone + Send + Sync {
     /// Atomic path over several limits: one request at every item's key, in one step and one
     /// round trip, all or nothing ([`ratelab_core::all`]). Each item is the client of one
     /// limit (its algorithm and key space) of the *same* store. `None` when this store cannot,
-    /// or the items are not all of one store: the caller then decides them one by one.
+    /// or the items are not all of one store: the caller then decides them one by one. The
+    /// step runs when the future is polled, never before (a caller may drop it unpolled).
+    /// A step that fails with [`StoreError::Corrupt`] wrote nothing.
     fn apply_all<'a>(items: &'a [AllItem<'a, Self>], now: Option<Nanos>) -> Option<AllFuture<'a>> {
         let _ = (items, now);
         None
@@ -354,25 +356,26 @@ where
         {
             return None;
         }
-        let store_time = (first.clock)();
-        let keys: Vec<Key> = items.iter().map(|(c, k, _)| c.key(k)).collect();
-        let parts: Vec<crate::Item<'_, A>> = items
-            .iter()
-            .zip(&keys)
-            .map(|((c, _, cost), key)| crate::Item {
-                key,
-                algorithm: &c.algorithm,
-                cost: *cost,
-            })
-            .collect();
-        let r = first
-            .store
-            .apply_all(&parts, now.unwrap_or(store_time))
-            .map(|d| AllApplied {
-                allowed: d.allowed,
-                decisions: d.parts.into_iter().map(|(_, d)| d).collect(),
-                store_time,
-            });
-        Some(Box::pin(core::future::ready(r)))
+        Some(Box::pin(async move {
+            let store_time = (first.clock)();
+            let keys: Vec<Key> = items.iter().map(|(c, k, _)| c.key(k)).collect();
+            let parts: Vec<crate::Item<'_, A>> = items
+                .iter()
+                .zip(&keys)
+                .map(|((c, _, cost), key)| crate::Item {
+                    key,
+                    algorithm: &c.algorithm,
+                    cost: *cost,
+                })
+                .collect();
+            first
+                .store
+                .apply_all(&parts, now.unwrap_or(store_time))
+                .map(|d| AllApplied {
+                    allowed: d.allowed,
+                    decisions: d.parts.into_iter().map(|(_, d)| d).collect(),
+                    store_time,
+                })
+        }))
     }
 }

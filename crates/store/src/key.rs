@@ -5,7 +5,7 @@ use core::fmt;
 /// Longest key, in bytes.
 pub const MAX_KEY_LEN: usize = 256;
 /// Longest key-space prefix ([`Key::prefixed`]), in bytes.
-pub const MAX_PREFIX_LEN: usize = 80;
+pub const MAX_PREFIX_LEN: usize = 96;
 
 /// A bucket key: 1 to [`MAX_KEY_LEN`] bytes of UTF-8 without control characters.
 ///

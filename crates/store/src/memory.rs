@@ -356,16 +356,21 @@ impl<A: Algorithm, B: SyncBackend> MemoryStore<A, B> {
             if level == 0 {
                 shard.calls += 1;
             }
-            let mut new = 0;
-            for &i in members {
-                states[i] = shard.live(&ctx.probes[i], ctx.now);
-                new += usize::from(!shard.map.contains_key(&ctx.probes[i]));
-            }
-            if new > 0 && shard.map.len() + new > max {
+            let new = |shard: &Shard<A::State>| {
+                members
+                    .iter()
+                    .filter(|&&i| !shard.map.contains_key(&ctx.probes[i]))
+                    .count()
+            };
+            if new(shard) > 0 && shard.map.len() + new(shard) > max {
+                // The sweep may drop this step's own expired keys: count again after it.
                 shard.sweep(ctx.now);
-                if shard.map.len() + new > max {
+                if shard.map.len() + new(shard) > max {
                     *room = false;
                 }
+            }
+            for &i in members {
+                states[i] = shard.live(&ctx.probes[i], ctx.now);
             }
             let (r, writes) = self.nested(ctx, level + 1, states, room, decide);
             for &i in members {

@@ -370,12 +370,16 @@ fn time_args(now: Option<Nanos>) -> (String, String) {
     }
 }
 
+/// A reply field that must not be negative.
+fn non_negative(v: i64) -> Result<u64, StoreError> {
+    u64::try_from(v).map_err(|_| StoreError::Corrupt)
+}
+
 /// One key's four fields of the script's reply.
 fn reply_decision(bucket: &TokenBucket, f: &[i64]) -> Result<(i64, Decision), StoreError> {
     let [flag, remaining, reset, retry] = *f else {
         return Err(StoreError::Corrupt);
     };
-    let non_negative = |v: i64| u64::try_from(v).map_err(|_| StoreError::Corrupt);
     Ok((
         flag,
         Decision {
@@ -436,7 +440,6 @@ impl RedisStore {
             allowed &= flag == 1;
             decisions.push(d);
         }
-        let non_negative = |v: i64| u64::try_from(v).map_err(|_| StoreError::Corrupt);
         Ok(AllApplied {
             allowed,
             decisions,

@@ -15,7 +15,6 @@ use crate::limits::Planned;
 use crate::{Env, FailReason};
 use ratelab_core::{Algorithm, Nanos};
 use ratelab_store::{AllItem, LimitError, Path, StoreClient, StoreError, TimeSource};
-use std::time::Duration;
 
 impl<C: StoreClient, E: Env> Gateway<C, E> {
     /// The outcome at each of `group` (enforced limits, in order) from one all-or-nothing
@@ -39,8 +38,7 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
         {
             return None;
         }
-        let budget =
-            Duration::from(deadline.saturating_sub(self.env.monotonic())).min(self.config.timeout);
+        let budget = self.budget(deadline);
         if budget.is_zero() {
             return None;
         }
@@ -59,7 +57,8 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
             TimeSource::Caller => Some(now),
             TimeSource::Store => None,
         };
-        let call = C::apply_all(&items, caller_now)?;
+        // Permits first, and the call made only once they are all granted: a store may
+        // start the step as soon as it is asked (the in-memory one decides at once).
         let mut permits = Vec::with_capacity(group.len());
         for p in group {
             let mut breaker = p.limit.breaker.lock().expect("breaker");
@@ -70,15 +69,10 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
             }
             permits.push(breaker.permit(started));
         }
+        let call = C::apply_all(&items, caller_now)?;
         let result = self.env.timeout(budget, call).await;
         let end = self.env.monotonic();
-        let fail = |reason: FailReason| {
-            if fail_closed {
-                LayerOutcome::FailedClosed(reason)
-            } else {
-                LayerOutcome::FailedOpen(reason)
-            }
-        };
+        let fail = |reason| LayerOutcome::failed(fail_closed, reason);
         let (outcomes, ok) = match result {
             Some(Ok(all)) => (
                 all.decisions
@@ -91,6 +85,14 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
                 true,
             ),
             Some(Err(LimitError::Store(StoreError::Full))) => (vec![LayerOutcome::StoreFull], true),
+            // One key the store cannot read must not switch off the request's other limits:
+            // nothing was written (every key is read before any is), so decide them one by one.
+            Some(Err(LimitError::Store(StoreError::Corrupt))) => {
+                for (p, permit) in group.iter().zip(permits) {
+                    self.finish(p.limit, permit, started, end, true);
+                }
+                return None;
+            }
             Some(Err(e)) => {
                 let (o, ok) = error_outcome(e, now, fail);
                 (vec![o; group.len()], ok)
