@@ -16,6 +16,7 @@
 //! | [`window`] | the most admitted in any interval of one window length |
 //! | [`answers`] | every request answered exactly once |
 //! | [`liveness`] | after faults heal, a client within the rate is admitted |
+//! | [`cached`] | every 429 from a gateway's denial cache is covered by a denial the store gave it |
 //! | [`cleanup`] | the cleanup job deletes no live bucket; one leader at a time; its liveness |
 //! | [`linearizable`] | the answers are explained by a real-time order of requests under the token bucket's sequential specification |
 //! | [`arrivals`] | a Poisson sender's realised gaps are exponential (Kolmogorov–Smirnov) |
@@ -28,6 +29,7 @@
 
 pub mod answers;
 pub mod arrivals;
+pub mod cached;
 pub mod cleanup;
 pub mod envelope;
 pub mod history;

@@ -658,8 +658,8 @@ impl Op {
     /// the gateway gave for a failure is [`Seen::Unknown`]), and the store's stamp when the
     /// recorder has one (a simulated store's atomic transition). Without stamps, as from a
     /// real store, the check is black-box.
-    /// `None` when the request never reached the per-key layer, or the store refused its new
-    /// key (nothing was applied).
+    /// `None` when the request never reached the per-key layer, the store refused its new
+    /// key, or the gateway's denial cache answered it (nothing was applied).
     pub fn per_key(r: &crate::history::RequestRecord) -> Option<Op> {
         use crate::history::Answer;
         let seen = match r.layers.per_key? {
@@ -677,7 +677,9 @@ impl Op {
                 at: decided_at,
                 retry_after: Some(retry_after),
             },
-            Answer::Full => return None,
+            // Nothing was applied: no room for the key, or the gateway's denial cache answered
+            // without a store call (the report checks those against the store's denials).
+            Answer::Full | Answer::Cached { .. } => return None,
             _ => Seen::Unknown,
         };
         Some(Op {

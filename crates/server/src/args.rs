@@ -78,6 +78,10 @@ pub struct ServeArgs {
     /// How long the upstream has to start answering, ms (default 30000).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=600_000))]
     upstream_timeout_ms: Option<u64>,
+    /// Give each limit a local denial cache of this many keys: a key the store denied is
+    /// answered 429 here until its wait is over, without a store call (default 0: none).
+    #[arg(long, value_name = "KEYS", value_parser = clap::value_parser!(u64).range(0..=10_000_000))]
+    denial_cache: Option<u64>,
 }
 
 /// The config file, overridden by the flags, validated, then served until Ctrl-C: 0 after a
@@ -104,6 +108,7 @@ pub fn serve_command(args: ServeArgs) -> ExitCode {
         shadow,
         upstream,
         upstream_timeout_ms,
+        denial_cache,
     } = args;
     let fail = |e: String| {
         eprintln!("error: {e}");
@@ -156,6 +161,7 @@ pub fn serve_command(args: ServeArgs) -> ExitCode {
     }
     f.upstream = upstream.or(f.upstream);
     f.upstream_timeout_ms = upstream_timeout_ms.or(f.upstream_timeout_ms);
+    f.denial_cache = denial_cache.map(|n| n as usize).or(f.denial_cache);
     match settings(f).and_then(run) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => fail(e),

@@ -76,6 +76,8 @@ pub struct ServeFile {
     pub upstream: Option<String>,
     /// How long the upstream has to start answering, ms (default 30000).
     pub upstream_timeout_ms: Option<u64>,
+    /// Keys each limit's local denial cache holds (default 0: no cache).
+    pub denial_cache: Option<usize>,
 }
 
 /// Reads a config file, with errors naming file, JSON path, line and column.
@@ -270,6 +272,14 @@ pub fn settings(f: ServeFile) -> Result<ServeSettings, String> {
                 Some("naive") => ratelab_store::Path::Naive,
                 Some(other) => {
                     return Err(format!("path: {other:?}: expected \"atomic\" or \"naive\""));
+                }
+            },
+            denial_cache: match f.denial_cache.unwrap_or(0) {
+                n if n <= 10_000_000 => n,
+                n => {
+                    return Err(format!(
+                        "denial_cache: {n} is out of range: expected 0 to 10000000"
+                    ));
                 }
             },
             ..GatewayConfig::default()

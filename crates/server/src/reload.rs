@@ -16,7 +16,7 @@
 use crate::limits;
 use crate::serve::{Stores, file_set};
 use ratelab_gateway::http::TokioEnv;
-use ratelab_gateway::{BreakerConfig, Gateway};
+use ratelab_gateway::{Gateway, GatewayConfig};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -51,7 +51,7 @@ pub fn start<S: Stores>(
     path: PathBuf,
     loaded: &str,
     interval: Duration,
-    breaker: BreakerConfig,
+    config: GatewayConfig,
 ) {
     describe();
     for result in ["applied", "rejected"] {
@@ -94,7 +94,7 @@ pub fn start<S: Stores>(
             }
             pending = None;
             let outcome = match &now {
-                Seen::Bytes(bytes) => apply(&gateway, &stores, &path, bytes, breaker).await,
+                Seen::Bytes(bytes) => apply(&gateway, &stores, &path, bytes, &config).await,
                 Seen::Unreadable(e) => Err(format!("{}: cannot read: {e}", path.display())),
             };
             seen = now;
@@ -127,14 +127,14 @@ async fn apply<S: Stores>(
     stores: &S,
     path: &std::path::Path,
     bytes: &[u8],
-    breaker: BreakerConfig,
+    config: &GatewayConfig,
 ) -> Result<usize, String> {
     let text =
         std::str::from_utf8(bytes).map_err(|e| format!("{}: not UTF-8: {e}", path.display()))?;
     let file = path.display().to_string();
     let parsed = limits::parse(&file, text)?;
     stores.check(&file, text, &parsed)?;
-    let set = file_set(stores, &gateway.limits(), parsed, breaker).await?;
+    let set = file_set(stores, &gateway.limits(), parsed, config).await?;
     let n = set.len();
     gateway.replace_limits(set);
     Ok(n)

@@ -9,7 +9,7 @@ use ratelab_core::{Nanos, Policy, TokenBucket};
 use ratelab_gateway::http::{TokioEnv, app, app_with};
 use ratelab_gateway::limits::{KeyBy, Limit, LimitSet, LimitSpec, PER_IP, PER_KEY};
 use ratelab_gateway::reqlog::{FileSink, RequestLogLayer};
-use ratelab_gateway::{BreakerConfig, Env, Gateway};
+use ratelab_gateway::{Env, Gateway, GatewayConfig};
 use ratelab_store::redis_store::{RedisOptions, RedisStore};
 use ratelab_store::{MemoryStore, SharedClient, StoreClient};
 use std::future::Future;
@@ -129,12 +129,18 @@ impl Stores for Redis {
     }
 }
 
+/// A limit over `client`, with the gateway's breaker and denial-cache settings.
+fn limit<C>(config: &GatewayConfig, spec: LimitSpec, client: C) -> Arc<Limit<C>> {
+    let limit = Limit::new(spec, client, config.breaker);
+    Arc::new(limit.with_denial_cache(config.denial_cache))
+}
+
 /// The classic pair when no limits file is given: per-IP, then per-key (`x-api-key`).
 async fn classic<S: Stores>(
     stores: &S,
     per_ip: TokenBucket,
     per_key: TokenBucket,
-    breaker: BreakerConfig,
+    config: &GatewayConfig,
 ) -> Result<LimitSet<S::Client>, String> {
     let mut set = Vec::new();
     for (name, key_by, bucket, prefix) in [
@@ -146,7 +152,7 @@ async fn classic<S: Stores>(
             ratelab_core::headers::PolicyName::new(name).map_err(|e| e.to_string())?,
             key_by,
         );
-        set.push(Arc::new(Limit::new(spec, client, breaker)));
+        set.push(limit(config, spec, client));
     }
     Ok(set)
 }
@@ -157,7 +163,7 @@ pub async fn file_set<S: Stores>(
     stores: &S,
     old: &LimitSet<S::Client>,
     limits: Vec<FileLimit>,
-    breaker: BreakerConfig,
+    config: &GatewayConfig,
 ) -> Result<LimitSet<S::Client>, String> {
     let mut set = Vec::with_capacity(limits.len());
     for l in limits {
@@ -167,7 +173,7 @@ pub async fn file_set<S: Stores>(
             .find(|o| o.name() == name && S::runs(o.client(), &l.policy));
         let limit = match kept {
             Some(o) if *o.spec() == l.spec => o.clone(),
-            Some(o) => Arc::new(Limit::new(l.spec, o.client().clone(), breaker)),
+            Some(o) => limit(config, l.spec, o.client().clone()),
             None => {
                 // The policy's fingerprint in the key space: a limit whose parameters change
                 // starts new buckets (an old state read under new parameters would be wrong),
@@ -177,7 +183,7 @@ pub async fn file_set<S: Stores>(
                     .client(&prefix, l.policy)
                     .await
                     .map_err(|e| format!("limit {name}: {e}"))?;
-                Arc::new(Limit::new(l.spec, client, breaker))
+                limit(config, l.spec, client)
             }
         };
         set.push(limit);
@@ -200,14 +206,14 @@ pub async fn gateway<S: Stores>(
     s: &ServeSettings,
     stores: &S,
 ) -> Result<Arc<Gateway<S::Client, TokioEnv>>, String> {
-    let breaker = s.gateway.breaker;
+    let config = &s.gateway;
     let set = match &s.limits {
         LimitsSource::Classic { per_ip, per_key } => {
-            classic(stores, *per_ip, *per_key, breaker).await?
+            classic(stores, *per_ip, *per_key, config).await?
         }
         LimitsSource::File { path, text, limits } => {
             stores.check(&path.display().to_string(), text, limits)?;
-            file_set(stores, &Vec::new(), limits.clone(), breaker).await?
+            file_set(stores, &Vec::new(), limits.clone(), config).await?
         }
     };
     Ok(Arc::new(Gateway::with_limits(
@@ -239,14 +245,14 @@ async fn serve_app<S: Stores>(
     gw.set_kill_switch(s.kill_switch);
     gw.set_shadow(s.shadow);
     if let LimitsSource::File { path, text, .. } = &s.limits {
-        let breaker = s.gateway.breaker;
+        let config = s.gateway.clone();
         reload::start(
             gw.clone(),
             stores,
             path.clone(),
             text,
             s.reload_interval,
-            breaker,
+            config,
         );
     }
     banner(&listener, s)?;

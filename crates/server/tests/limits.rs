@@ -513,3 +513,78 @@ fn on_redis_every_limit_is_one_script_call() {
     assert_eq!(field("get", "calls"), 18, "{stats}");
     assert!((9..=10).contains(&field("evalsha", "calls")), "{stats}");
 }
+
+#[test]
+fn the_denial_cache_answers_a_denied_key_without_a_store_call() {
+    let Some(redis) = redis_server::RedisServer::start("the_denial_cache_answers_a_denied_key")
+    else {
+        return;
+    };
+    let url = format!("redis://127.0.0.1:{}", redis.port);
+    let file = TempFile::new("limits.toml", &tenant_limit(1));
+    let s = Server::start(&[
+        "--limits",
+        file.arg(),
+        "--redis",
+        &url,
+        "--denial-cache",
+        "1000",
+    ]);
+    let mut conn = redis::Client::open(url.as_str())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let t = [("x-tenant", "abuser")];
+    assert_eq!(s.send("GET", "/api/x", &t).status, 200);
+    let first = s.send("GET", "/api/x", &t);
+    assert_eq!(first.status, 429, "denied by the store");
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query(&mut conn)
+        .unwrap();
+    for _ in 0..5 {
+        let r = s.send("GET", "/api/x", &t);
+        assert_eq!(r.status, 429);
+        assert!(
+            r.body.contains(r#""violated-policies":["tenant"]"#),
+            "{}",
+            r.body
+        );
+        // The store's wait, counted down: an hour for the one token, never longer.
+        let retry: u64 = r.header("retry-after").parse().unwrap();
+        assert!((3590..=3600).contains(&retry), "{retry}");
+        assert!(
+            r.header("ratelimit").starts_with("\"tenant\";r=0;t="),
+            "{}",
+            r.header("ratelimit")
+        );
+    }
+    let stats: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut conn)
+        .unwrap();
+    assert!(
+        !stats.contains("cmdstat_evalsha"),
+        "a cached denial called the store:\n{stats}"
+    );
+    let m = s.metrics();
+    assert_eq!(
+        series(
+            &m,
+            "ratelab_denial_cache_hits_total",
+            &[r#"limit="tenant""#]
+        ),
+        Some(5.0),
+        "{m}"
+    );
+    // Another key still goes to the store.
+    assert_eq!(
+        s.send("GET", "/api/x", &[("x-tenant", "other")]).status,
+        200
+    );
+    let stats: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(&mut conn)
+        .unwrap();
+    assert!(stats.contains("cmdstat_evalsha:calls=1,"), "{stats}");
+}

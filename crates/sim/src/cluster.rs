@@ -1693,6 +1693,11 @@ async fn start_gateway<S: Script>(
             .any(|c| c.honour_retry_after || c.self_throttle),
         name: format!("gateway-{i}"),
         id_seed: Some(SimRng::new(seed, stream::GATEWAY_IDS + u64::from(i)).next_u64()),
+        denial_cache: sc
+            .spec
+            .gateway
+            .denial_cache
+            .map_or(0, |c| c.keys.get() as usize),
         ..GatewayConfig::default()
     };
     let env = SimEnv {

@@ -204,9 +204,19 @@ fn execute<S: cluster::Script>(
         .unwrap_or(Nanos::ZERO)
         .max(Nanos::from_millis(scenario.spec.duration_ms.get()));
     let mut report = report::build(scenario, seed, &history, &stats, sim, wall.elapsed());
-    if scenario.spec.gateway.guard.is_some() {
+    if scenario.spec.gateway.guard.is_some() || scenario.spec.gateway.denial_cache.is_some() {
         // Absent, not 0, when the two runs cannot be paired: the figure is not measured then.
-        report.store_calls_saved = guard_savings(scenario, seed, &history, paired).ok();
+        report.store_calls_saved = savings(scenario, seed, &history, paired).ok();
+    }
+    if let Some(least) = scenario.spec.expect.store_calls_saved_at_least {
+        // Not measured (no guard or cache, or no pairing) counts as nothing saved.
+        let saved = report.store_calls_saved.unwrap_or(0);
+        if saved < least {
+            report.failures.push(format!(
+                "store_calls_saved = {saved}, expected at least {least}"
+            ));
+            report.passed = false;
+        }
     }
     (report, history)
 }
@@ -221,13 +231,13 @@ fn per_client(h: &History) -> std::collections::BTreeMap<u32, Vec<&history::Requ
     by
 }
 
-/// What the guard saved, measured: the same seed run again without the guard, and, for each
-/// request the guard rejected, the store calls the *same* request (the same client's n-th)
-/// made there — on whichever path the scenario takes, so a naive denial that writes nothing
+/// What the guard and the denial cache saved, measured: the same seed run again without
+/// either, and, for each request the guard rejected or a cache answered, the store calls the
+/// *same* request (the same client's n-th) made there — on whichever path the scenario takes, so a naive denial that writes nothing
 /// counts one call, not two. Requests pair by client and order, and must carry the same keys
 /// (a client draws them from its own stream); an error if they do not (a client that waits
 /// for answers sends differently once it is not rejected).
-fn guard_savings<S: cluster::Script>(
+fn savings<S: cluster::Script>(
     scenario: &Scenario,
     seed: u64,
     guarded: &History,
@@ -236,6 +246,7 @@ fn guard_savings<S: cluster::Script>(
     use ratelab_check::history::Answer;
     let mut spec = scenario.spec.clone();
     spec.gateway.guard = None;
+    spec.gateway.denial_cache = None;
     let unguarded = Scenario::from_spec(&scenario.file, spec).map_err(|e| e.to_string())?;
     let rt = madsim::runtime::Runtime::with_seed_and_config(seed, cluster::net_config(&unguarded));
     let (h, _) = rt.block_on(cluster::simulate_with(
@@ -258,7 +269,12 @@ fn guard_savings<S: cluster::Script>(
         saved += sent
             .iter()
             .zip(other)
-            .filter(|(a, _)| matches!(a.answer, Some((_, Answer::Rejected))))
+            .filter(|(a, _)| {
+                matches!(
+                    a.answer,
+                    Some((_, Answer::Rejected | Answer::Cached { .. }))
+                )
+            })
             .map(|(_, b)| u64::from(b.store_calls_total()))
             .sum::<u64>();
     }

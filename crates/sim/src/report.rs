@@ -47,12 +47,20 @@ pub struct Report {
     /// Requests denied because a layer's store had no room for their new key.
     #[serde(default)]
     pub full: u64,
+    /// Requests a gateway's denial cache answered with 429, without a store call.
+    #[serde(default)]
+    pub cached: u64,
+    /// Of those, answers no earlier store denial on the same key justifies (a denial at
+    /// store time d with wait r covers the key until d + r): a cache bug. Always 0 when the
+    /// cache is right.
+    #[serde(default)]
+    pub cached_unjustified: u64,
     /// Store messages the run's requests caused, every layer and fate.
     #[serde(default)]
     pub store_calls: u64,
-    /// Store calls the guard saved, measured: the same seed run again without the guard, and
-    /// the store calls made there by exactly the requests the guard rejected here (absent
-    /// without a guard).
+    /// Store calls the guard and the denial cache saved, measured: the same seed run again
+    /// without either, and the store calls made there by exactly the requests the guard
+    /// rejected or the cache answered here (absent without a guard or a cache).
     pub store_calls_saved: Option<u64>,
     /// Send-to-answer latency of fail-open answers, ms: p50, p99, max (absent if none).
     pub fail_open_latency_ms: Option<[f64; 3]>,
@@ -370,12 +378,15 @@ pub fn build(
         bypassed: counts.bypassed,
         rejected: counts.rejected,
         full: counts.full,
+        cached: counts.cached,
+        cached_unjustified: ratelab_check::cached::unjustified(&h.requests),
         store_calls: h
             .requests
             .iter()
             .map(|r| u64::from(r.store_calls_total()))
             .sum(),
-        // Measured by the caller against a paired run without the guard (`crate::run`).
+        // Measured by the caller against a paired run without the guard and the denial cache
+        // (`crate::run`).
         store_calls_saved: None,
         fail_open_latency_ms: counts.fail_open_latency_ms,
         gateway_counters,
@@ -572,7 +583,10 @@ fn edge_figures(sc: &Scenario, h: &History) -> Option<EdgeFigures> {
     let by_peer = envelope::edge_admissions(&h.requests, 64);
     let report = envelope::envelope(&by_peer, env);
     let edge_denied = |r: &&ratelab_check::history::RequestRecord| {
-        matches!(r.layers.edge, Some(Answer::Denied { .. } | Answer::Full))
+        matches!(
+            r.layers.edge,
+            Some(Answer::Denied { .. } | Answer::Full | Answer::Cached { .. })
+        )
     };
     Some(EdgeFigures {
         admitted: by_peer.values().map(|v| v.len() as u64).sum(),
@@ -658,6 +672,10 @@ fn check(sc: &Scenario, r: &Report) -> Vec<String> {
         e.rejected_at_most,
         e.rejected_at_least,
     );
+    bound("cached", r.cached, None, e.cached_at_least);
+    bound("cached_unjustified", r.cached_unjustified, Some(0), None);
+    // `store_calls_saved_at_least` is checked by the caller once the paired run has measured
+    // it (`crate::run`).
     bound(
         "breaker_opened",
         r.gateway_counters.breaker_opened,

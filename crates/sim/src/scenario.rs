@@ -451,6 +451,17 @@ pub struct GatewaySpec {
     /// A bloom-filter guard of valid keys: requests with any other key are rejected (403)
     /// before the limits, except the filter's false positives.
     pub guard: Option<GuardSpec>,
+    /// A local denial cache per limit on every gateway: a key the store denied is answered
+    /// 429 by the gateway until the store's wait is over, without a store call.
+    pub denial_cache: Option<DenialCacheSpec>,
+}
+
+/// The gateways' local denial cache.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DenialCacheSpec {
+    /// Keys each limit's cache holds.
+    pub keys: Bounded<1, 10_000_000>,
 }
 
 /// The idle-bucket cleanup job. Every gateway competes for one lease in the store; the holder
@@ -850,6 +861,11 @@ pub struct Expect {
     pub stale_writes_accepted_at_least: Option<u64>,
     /// Cleanup commits the fence rejected as stale: at least.
     pub stale_writes_rejected_at_least: Option<u64>,
+    /// Store calls the guard or the denial cache saved (measured against the same seed run
+    /// without them): at least.
+    pub store_calls_saved_at_least: Option<u64>,
+    /// Requests the gateways' denial caches answered: at least.
+    pub cached_at_least: Option<u64>,
     /// Accepted cleanup commits: at least.
     pub job_runs_at_least: Option<u64>,
     /// Buckets the cleanup job deleted although they were written after the scan that planned
@@ -929,6 +945,8 @@ impl Default for Expect {
             stale_writes_accepted_at_most: None,
             stale_writes_accepted_at_least: None,
             stale_writes_rejected_at_least: None,
+            store_calls_saved_at_least: None,
+            cached_at_least: None,
             job_runs_at_least: None,
             live_buckets_deleted_at_most: None,
             live_buckets_deleted_at_least: None,
