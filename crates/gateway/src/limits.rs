@@ -18,7 +18,7 @@ use crate::pipeline::Request;
 use ratelab_core::headers::PolicyName;
 use ratelab_store::Key;
 use std::net::IpAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// The name of the per-IP limit [`crate::Gateway::new`] builds.
 pub const PER_IP: &str = "per-ip";
@@ -168,6 +168,9 @@ pub struct Limit<C> {
     pub(crate) breaker: Mutex<Breaker>,
     /// Its local denial cache, if it has one.
     pub(crate) cache: Option<DenialCache>,
+    /// Its store-latency histogram, looked up once (on first use: after the server has
+    /// installed its recorder) rather than at every call.
+    latency: OnceLock<metrics::Histogram>,
 }
 
 impl<C> Limit<C> {
@@ -181,7 +184,15 @@ impl<C> Limit<C> {
             client,
             breaker: Mutex::new(Breaker::new(breaker)),
             cache: None,
+            latency: OnceLock::new(),
         }
+    }
+
+    /// Its store-latency histogram.
+    pub(crate) fn latency(&self) -> &metrics::Histogram {
+        self.latency.get_or_init(|| {
+            metrics::histogram!("ratelab_store_latency_seconds", "limit" => self.label.clone())
+        })
     }
 
     /// The same limit with a local denial cache of `keys` keys (none for 0).

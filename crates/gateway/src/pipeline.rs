@@ -39,7 +39,7 @@ use ratelab_core::{Algorithm, Nanos};
 use ratelab_store::{Key, LimitError, Path, StoreClient, StoreError, TimeSource, decide_remote};
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 use uuid::Uuid;
 
@@ -378,6 +378,8 @@ pub struct Gateway<C, E> {
     env: E,
     kill_switch: AtomicBool,
     shadow: AtomicBool,
+    /// `ratelab_requests_total` for `allowed` and `denied`, looked up once.
+    decisions: OnceLock<[metrics::Counter; 2]>,
     stats: Stats,
     ids: Mutex<IdGenerator>,
 }
@@ -472,6 +474,7 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
             env,
             kill_switch: AtomicBool::new(false),
             shadow: AtomicBool::new(false),
+            decisions: OnceLock::new(),
             stats: Stats::default(),
         }
     }
@@ -500,6 +503,15 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
         }
         describe();
         export_limit_zeros(&self.limits.load());
+    }
+
+    /// The `allowed` and `denied` request counters, looked up on first use (after the
+    /// server has installed its recorder) rather than at every request.
+    fn decisions(&self) -> &[metrics::Counter; 2] {
+        self.decisions.get_or_init(|| {
+            ["allowed", "denied"]
+                .map(|d| metrics::counter!("ratelab_requests_total", "decision" => d))
+        })
     }
 
     /// Turns limiting off (`true`) or back on.
@@ -613,7 +625,8 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
     /// record (the breaker counts the store's health: a decision, or an answer about one key,
     /// full or unreadable, is a store that works).
     fn finish(&self, limit: &Limit<C>, permit: Permit, started: Nanos, end: Nanos, ok: bool) {
-        metrics::histogram!("ratelab_store_latency_seconds", "limit" => limit.label.clone())
+        limit
+            .latency()
             .record(end.saturating_sub(started).as_u64() as f64 / 1e9);
         let transition = limit
             .breaker
@@ -795,10 +808,10 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
         }
         if answer.verdict == Verdict::Deny {
             bump(&self.stats.denied);
-            metrics::counter!("ratelab_requests_total", "decision" => "denied").increment(1);
+            self.decisions()[1].increment(1);
         } else {
             bump(&self.stats.allowed);
-            metrics::counter!("ratelab_requests_total", "decision" => "allowed").increment(1);
+            self.decisions()[0].increment(1);
         }
         answer
     }

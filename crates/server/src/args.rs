@@ -82,6 +82,10 @@ pub struct ServeArgs {
     /// answered 429 here until its wait is over, without a store call (default 0: none).
     #[arg(long, value_name = "KEYS", value_parser = clap::value_parser!(u64).range(0..=10_000_000))]
     denial_cache: Option<u64>,
+    /// Runtime worker threads (default: one per core). On a machine that also runs the load
+    /// generator, fewer workers than cores serve more (docs/PERFORMANCE.md).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1024))]
+    workers: Option<u64>,
 }
 
 /// The config file, overridden by the flags, validated, then served until Ctrl-C: 0 after a
@@ -109,6 +113,7 @@ pub fn serve_command(args: ServeArgs) -> ExitCode {
         upstream,
         upstream_timeout_ms,
         denial_cache,
+        workers,
     } = args;
     let fail = |e: String| {
         eprintln!("error: {e}");
@@ -162,6 +167,7 @@ pub fn serve_command(args: ServeArgs) -> ExitCode {
     f.upstream = upstream.or(f.upstream);
     f.upstream_timeout_ms = upstream_timeout_ms.or(f.upstream_timeout_ms);
     f.denial_cache = denial_cache.map(|n| n as usize).or(f.denial_cache);
+    f.workers = workers.map(|n| n as usize).or(f.workers);
     match settings(f).and_then(run) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => fail(e),

@@ -78,6 +78,8 @@ pub struct ServeFile {
     pub upstream_timeout_ms: Option<u64>,
     /// Keys each limit's local denial cache holds (default 0: no cache).
     pub denial_cache: Option<usize>,
+    /// Runtime worker threads (default: one per core).
+    pub workers: Option<usize>,
 }
 
 /// Reads a config file, with errors naming file, JSON path, line and column.
@@ -145,6 +147,8 @@ pub struct ServeSettings {
     pub shadow: bool,
     /// Where admitted requests go, if anywhere.
     pub upstream: Option<crate::proxy::Upstream>,
+    /// Runtime worker threads (`None`: one per core).
+    pub workers: Option<usize>,
     /// Gateway settings.
     pub gateway: GatewayConfig,
     /// Admin addresses.
@@ -236,6 +240,12 @@ pub fn settings(f: ServeFile) -> Result<ServeSettings, String> {
         limits,
         reload_interval: Duration::from_millis(reload_ms),
         shadow: f.shadow.unwrap_or(false),
+        workers: match f.workers {
+            Some(n) if !(1..=1024).contains(&n) => {
+                return Err(format!("workers: {n} is out of range: expected 1 to 1024"));
+            }
+            w => w,
+        },
         upstream: match &f.upstream {
             None => None,
             Some(url) => {

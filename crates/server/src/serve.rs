@@ -339,7 +339,11 @@ fn banner(listener: &tokio::net::TcpListener, s: &ServeSettings) -> Result<(), S
 
 /// Serves until Ctrl-C or SIGTERM.
 pub fn run(s: ServeSettings) -> Result<(), String> {
-    let rt = tokio::runtime::Builder::new_multi_thread()
+    let mut rt = tokio::runtime::Builder::new_multi_thread();
+    if let Some(n) = s.workers {
+        rt.worker_threads(n);
+    }
+    let rt = rt
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start the runtime: {e}"))?;

@@ -332,17 +332,16 @@ where
         cost: u64,
     ) -> impl Future<Output = Result<Applied, LimitError>> + Send {
         let store_time = (self.clock)();
-        let key = self.key(key);
-        let item = crate::Item {
-            key: &key,
-            algorithm: &self.algorithm,
-            cost,
-        };
         let r = self
             .store
-            .apply_all(&[item], now.unwrap_or(store_time))
-            .map(|d| Applied {
-                decision: d.parts[0].1,
+            .apply_with(
+                &self.key(key),
+                &self.algorithm,
+                now.unwrap_or(store_time),
+                cost,
+            )
+            .map(|decision| Applied {
+                decision,
                 store_time,
             });
         core::future::ready(r)

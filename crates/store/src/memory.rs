@@ -530,8 +530,21 @@ impl<A: Algorithm, B: SyncBackend> Store for MemoryStore<A, B> {
     }
 
     fn apply(&self, key: &Key, now: Nanos, cost: u64) -> Result<Decision, LimitError> {
+        self.apply_with(key, &self.algorithm, now, cost)
+    }
+}
+
+impl<A: Algorithm, B: SyncBackend> MemoryStore<A, B> {
+    /// The atomic path ([`Store::apply`]) under `algorithm` instead of the store's own: one
+    /// limit's step in a store that several limits share.
+    pub fn apply_with(
+        &self,
+        key: &Key,
+        algorithm: &A,
+        now: Nanos,
+        cost: u64,
+    ) -> Result<Decision, LimitError> {
         let max = self.max_keys_per_shard;
-        let algorithm = &self.algorithm;
         let (probe, shard) = self.locate(key);
         shard.with(|shard| {
             shard.calls += 1;

@@ -1,0 +1,24 @@
+//! The anchor of the HTTP throughput benchmark (`scripts/bench-http.sh`): the same axum and
+//! tokio stack as `ratelab-server`, answering `ok` with no limiting at all, so the limiter's
+//! own cost is the gap between the two.
+//!
+//! `cargo run --release -p ratelab-server --example bare -- 127.0.0.1:9000 [workers]`
+
+use std::io::Write as _;
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let mut args = std::env::args().skip(1);
+    let listen: std::net::SocketAddr = args.next().unwrap_or("127.0.0.1:0".into()).parse()?;
+    let mut rt = tokio::runtime::Builder::new_multi_thread();
+    if let Some(n) = args.next() {
+        rt.worker_threads(n.parse()?);
+    }
+    rt.enable_all().build()?.block_on(async {
+        let listener = tokio::net::TcpListener::bind(listen).await?;
+        let addr = listener.local_addr()?;
+        writeln!(std::io::stdout(), "bare: listening on http://{addr}")?;
+        let app = axum::Router::new().fallback(|| async { "ok\n" });
+        axum::serve(listener, app).await?;
+        Ok(())
+    })
+}

@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# HTTP throughput, side by side in one run: wrk against a bare axum server (the same HTTP
+# stack with no limiting: the anchor), ratelab-server in memory, nginx limit_req (when
+# installed) enforcing the same policy, and ratelab-server on a private Redis next to
+# redis-benchmark running the same Lua script at the same concurrency. On one hot key and on
+# 10 000 keys. Prints one table and the ratios.
+#
+#   scripts/bench-http.sh [SECONDS] [CONNECTIONS] [WORKERS]
+#
+# (defaults: 5 s, 32 connections, 1 worker thread for each server: wrk takes a core of its own,
+# and nginx runs one worker process).
+#
+# Needs wrk; nginx and redis-server are used when installed. Loopback only.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SECS="${1:-5}"
+CONNS="${2:-32}"
+WORKERS="${3:-1}"
+command -v wrk >/dev/null || { echo "wrk is not installed (Debian: apt-get install wrk)" >&2; exit 2; }
+NGINX="$(command -v nginx || true)"; [ -z "$NGINX" ] && [ -x /usr/sbin/nginx ] && NGINX=/usr/sbin/nginx
+
+cargo build --release -q -p ratelab-server --bin ratelab-server --example bare
+BIN=target/release
+WORK="$(mktemp -d)"
+PIDS=()
+cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$WORK"; }
+trap cleanup EXIT
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_port() { for _ in $(seq 100); do (echo > "/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.05; done; echo "nothing listens on $1" >&2; exit 1; }
+
+# The policy every limiter enforces: one token bucket per x-api-key, B = R = 1 000 000/s, so
+# every request is admitted and each one is a full decision (read, transition, write).
+cat > "$WORK/limits.toml" <<EOF
+[[limit]]
+name = "per-key"
+algorithm = "token-bucket"
+capacity = 1000000
+refill_per_sec = 1000000
+key = "api-key"
+EOF
+
+# wrk: one key, or a random one of 10 000 per request.
+cat > "$WORK/many.lua" <<'EOF'
+math.randomseed(7)
+request = function()
+  return wrk.format(nil, nil, { ["x-api-key"] = "k" .. math.random(10000) })
+end
+EOF
+
+start() { # name, port, command...
+  local port="$2"; shift 2
+  "$@" > "$WORK/$port.log" 2>&1 &
+  PIDS+=($!)
+  wait_port "$port"
+}
+
+P_BARE=$(free_port); start bare "$P_BARE" "$BIN/examples/bare" "127.0.0.1:$P_BARE" "$WORKERS"
+P_MEM=$(free_port); start mem "$P_MEM" "$BIN/ratelab-server" --listen "127.0.0.1:$P_MEM" --limits "$WORK/limits.toml" --workers "$WORKERS"
+if [ -n "$NGINX" ]; then
+  P_NGX=$(free_port)
+  mkdir -p "$WORK/nginx"
+  cat > "$WORK/nginx.conf" <<EOF
+daemon off;
+worker_processes 1;
+pid $WORK/nginx/pid;
+error_log $WORK/nginx/error.log;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path $WORK/nginx; proxy_temp_path $WORK/nginx; fastcgi_temp_path $WORK/nginx;
+  uwsgi_temp_path $WORK/nginx; scgi_temp_path $WORK/nginx;
+  limit_req_zone \$http_x_api_key zone=k:64m rate=1000000r/s;
+  server {
+    listen 127.0.0.1:$P_NGX;
+    location / { limit_req zone=k burst=1000000 nodelay; limit_req_status 429; return 200 "ok\n"; }
+  }
+}
+EOF
+  start nginx "$P_NGX" "$NGINX" -c "$WORK/nginx.conf" -p "$WORK/nginx"
+fi
+REDIS_URL=""
+if command -v redis-server >/dev/null; then
+  P_RDS=$(free_port)
+  start redis "$P_RDS" redis-server --port "$P_RDS" --bind 127.0.0.1 --save "" --appendonly no --dir "$WORK"
+  REDIS_URL="redis://127.0.0.1:$P_RDS"
+  P_RMEM=$(free_port); start ratelab-redis "$P_RMEM" "$BIN/ratelab-server" --listen "127.0.0.1:$P_RMEM" --limits "$WORK/limits.toml" --redis "$REDIS_URL" --workers "$WORKERS"
+fi
+
+# wrk's Requests/sec and its p50 / p99 latency, as "rps p50 p99".
+measure() { # port, keys
+  local extra=(-H "x-api-key: hot")
+  [ "$2" = many ] && extra=(-s "$WORK/many.lua")
+  wrk -t1 -c"$CONNS" -d"${SECS}s" --latency "${extra[@]}" "http://127.0.0.1:$1/" > "$WORK/wrk.out"
+  if grep -q "Non-2xx" "$WORK/wrk.out"; then echo "non-2xx answers from port $1:" >&2; cat "$WORK/wrk.out" >&2; exit 1; fi
+  python3 - "$WORK/wrk.out" <<'EOF'
+import re, sys
+t = open(sys.argv[1]).read()
+def us(v):
+    n, u = re.match(r"([\d.]+)(\w+)", v).groups()
+    return float(n) * {"us": 1, "ms": 1e3, "s": 1e6}[u]
+rps = float(re.search(r"Requests/sec:\s+([\d.]+)", t).group(1))
+p50 = us(re.search(r"\s50%\s+(\S+)", t).group(1))
+p99 = us(re.search(r"\s99%\s+(\S+)", t).group(1))
+print(f"{rps:.0f} {p50:.0f} {p99:.0f}")
+EOF
+}
+
+# redis-benchmark running ratelab's own script (the atomic decision) at the same concurrency.
+redis_benchmark() { # keys
+  local sha range=()
+  sha=$(redis-cli -p "$P_RDS" SCRIPT LOAD "$(cat crates/store/src/token_bucket.lua)")
+  [ "$1" = many ] && range=(-r 10000)
+  redis-benchmark -p "$P_RDS" -c "$CONNS" -n $((SECS * 60000)) "${range[@]}" -q --csv \
+    EVALSHA "$sha" 1 "bench:key:__rand_int__" 1000000 1000000 1000000000 1 "" "" \
+    | python3 -c 'import csv,sys; r=list(csv.reader(sys.stdin))[-1]; print(f"{float(r[1]):.0f} {float(r[4])*1000:.0f} {float(r[6])*1000:.0f}")'
+}
+
+echo "HTTP throughput, wrk -t1 -c$CONNS -d${SECS}s, $WORKERS worker thread(s) per server, $(nproc) cores, $(date -u +%F)"
+printf "| %-34s | %-8s | %10s | %7s | %7s |\n" target keys "req/s" "p50 µs" "p99 µs"
+printf "|%s|%s|%s|%s|%s|\n" "------------------------------------" "----------" "-----------:" "--------:" "--------:"
+declare -A RPS
+row() { # label, keys, "rps p50 p99"
+  read -r r p50 p99 <<< "$3"
+  RPS["$1/$2"]=$r
+  printf "| %-34s | %-8s | %10s | %7s | %7s |\n" "$1" "$2" "$r" "$p50" "$p99"
+}
+for keys in hot many; do
+  row "bare axum (no limiting)" $keys "$(measure "$P_BARE" $keys)"
+  row "ratelab-server, in memory" $keys "$(measure "$P_MEM" $keys)"
+  [ -n "$NGINX" ] && row "nginx limit_req (1 worker)" $keys "$(measure "$P_NGX" $keys)"
+  if [ -n "$REDIS_URL" ]; then
+    row "ratelab-server, on Redis" $keys "$(measure "$P_RMEM" $keys)"
+    row "redis-benchmark, same script" $keys "$(redis_benchmark $keys)"
+  fi
+done
+echo
+ratio() { python3 -c "print(f'{$1 / $2:.2f}')"; }
+for keys in hot many; do
+  echo "$keys: ratelab in memory / bare = $(ratio "${RPS["ratelab-server, in memory/$keys"]}" "${RPS["bare axum (no limiting)/$keys"]}")"
+  [ -n "$NGINX" ] && echo "$keys: ratelab in memory / nginx limit_req = $(ratio "${RPS["ratelab-server, in memory/$keys"]}" "${RPS["nginx limit_req (1 worker)/$keys"]}")"
+  [ -n "$REDIS_URL" ] && echo "$keys: ratelab on Redis / redis-benchmark = $(ratio "${RPS["ratelab-server, on Redis/$keys"]}" "${RPS["redis-benchmark, same script/$keys"]}")"
+done
