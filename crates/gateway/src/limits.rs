@@ -190,9 +190,9 @@ impl<C> Limit<C> {
 
     /// Its store-latency histogram.
     pub(crate) fn latency(&self) -> &metrics::Histogram {
-        self.latency.get_or_init(|| {
-            metrics::histogram!("ratelab_store_latency_seconds", "limit" => self.label.clone())
-        })
+        self.latency.get_or_init(
+            || metrics::histogram!("ratelab_store_latency_seconds", "limit" => self.label.clone()),
+        )
     }
 
     /// The same limit with a local denial cache of `keys` keys (none for 0).
