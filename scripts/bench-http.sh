@@ -20,10 +20,10 @@ command -v wrk >/dev/null || { echo "wrk is not installed (Debian: apt-get insta
 NGINX="$(command -v nginx || true)"; [ -z "$NGINX" ] && [ -x /usr/sbin/nginx ] && NGINX=/usr/sbin/nginx
 
 cargo build --release -q -p ratelab-server --bin ratelab-server --example bare
-BIN=target/release
+BIN="${CARGO_TARGET_DIR:-target}/release"
 WORK="$(mktemp -d)"
 PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$WORK"; }
+cleanup() { for p in ${PIDS[@]+"${PIDS[@]}"}; do kill "$p" 2>/dev/null || true; done; rm -rf "$WORK"; }
 trap cleanup EXIT
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
@@ -92,7 +92,9 @@ measure() { # port, keys
   local extra=(-H "x-api-key: hot")
   [ "$2" = many ] && extra=(-s "$WORK/many.lua")
   wrk -t1 -c"$CONNS" -d"${SECS}s" --latency "${extra[@]}" "http://127.0.0.1:$1/" > "$WORK/wrk.out"
-  if grep -q "Non-2xx" "$WORK/wrk.out"; then echo "non-2xx answers from port $1:" >&2; cat "$WORK/wrk.out" >&2; exit 1; fi
+  if grep -qE "Non-2xx|Socket errors" "$WORK/wrk.out"; then
+    echo "refused: non-2xx answers or socket errors from port $1:" >&2; cat "$WORK/wrk.out" >&2; return 1
+  fi
   python3 - "$WORK/wrk.out" <<'EOF'
 import re, sys
 t = open(sys.argv[1]).read()
@@ -113,31 +115,43 @@ redis_benchmark() { # keys
   [ "$1" = many ] && range=(-r 10000)
   redis-benchmark -p "$P_RDS" -c "$CONNS" -n $((SECS * 60000)) "${range[@]}" -q --csv \
     EVALSHA "$sha" 1 "bench:key:__rand_int__" 1000000 1000000 1000000000 1 "" "" \
-    | python3 -c 'import csv,sys; r=list(csv.reader(sys.stdin))[-1]; print(f"{float(r[1]):.0f} {float(r[4])*1000:.0f} {float(r[6])*1000:.0f}")'
+    | python3 -c '
+import csv, sys
+rows = list(csv.DictReader(sys.stdin))
+r = rows[-1]
+rps, p50, p99 = (float(r[k]) for k in ("rps", "p50_latency_ms", "p99_latency_ms"))
+print(f"{rps:.0f} {p50 * 1000:.0f} {p99 * 1000:.0f}")'
 }
 
 echo "HTTP throughput, wrk -t1 -c$CONNS -d${SECS}s, $WORKERS worker thread(s) per server, $(nproc) cores, $(date -u +%F)"
 printf "| %-34s | %-8s | %10s | %7s | %7s |\n" target keys "req/s" "p50 µs" "p99 µs"
 printf "|%s|%s|%s|%s|%s|\n" "------------------------------------" "----------" "-----------:" "--------:" "--------:"
 declare -A RPS
-row() { # label, keys, "rps p50 p99"
-  read -r r p50 p99 <<< "$3"
-  RPS["$1/$2"]=$r
-  printf "| %-34s | %-8s | %10s | %7s | %7s |\n" "$1" "$2" "$r" "$p50" "$p99"
+row() { # label, keys, command... (printing "rps p50 p99"); a failed measurement ends the run
+  local label="$1" keys="$2" out r p50 p99
+  shift 2
+  out=$("$@") || { echo "refused: $label, $keys" >&2; exit 1; }
+  read -r r p50 p99 <<< "$out"
+  RPS["$label/$keys"]=$r
+  printf "| %-34s | %-8s | %10s | %7s | %7s |\n" "$label" "$keys" "$r" "$p50" "$p99"
 }
 for keys in hot many; do
-  row "bare axum (no limiting)" $keys "$(measure "$P_BARE" $keys)"
-  row "ratelab-server, in memory" $keys "$(measure "$P_MEM" $keys)"
-  [ -n "$NGINX" ] && row "nginx limit_req (1 worker)" $keys "$(measure "$P_NGX" $keys)"
+  row "bare axum (no limiting)" $keys measure "$P_BARE" $keys
+  row "ratelab-server, in memory" $keys measure "$P_MEM" $keys
+  if [ -n "$NGINX" ]; then row "nginx limit_req (1 worker)" $keys measure "$P_NGX" $keys; fi
   if [ -n "$REDIS_URL" ]; then
-    row "ratelab-server, on Redis" $keys "$(measure "$P_RMEM" $keys)"
-    row "redis-benchmark, same script" $keys "$(redis_benchmark $keys)"
+    row "ratelab-server, on Redis" $keys measure "$P_RMEM" $keys
+    row "redis-benchmark, same script" $keys redis_benchmark $keys
   fi
 done
 echo
 ratio() { python3 -c "print(f'{$1 / $2:.2f}')"; }
 for keys in hot many; do
   echo "$keys: ratelab in memory / bare = $(ratio "${RPS["ratelab-server, in memory/$keys"]}" "${RPS["bare axum (no limiting)/$keys"]}")"
-  [ -n "$NGINX" ] && echo "$keys: ratelab in memory / nginx limit_req = $(ratio "${RPS["ratelab-server, in memory/$keys"]}" "${RPS["nginx limit_req (1 worker)/$keys"]}")"
-  [ -n "$REDIS_URL" ] && echo "$keys: ratelab on Redis / redis-benchmark = $(ratio "${RPS["ratelab-server, on Redis/$keys"]}" "${RPS["redis-benchmark, same script/$keys"]}")"
+  if [ -n "$NGINX" ]; then
+    echo "$keys: ratelab in memory / nginx limit_req = $(ratio "${RPS["ratelab-server, in memory/$keys"]}" "${RPS["nginx limit_req (1 worker)/$keys"]}")"
+  fi
+  if [ -n "$REDIS_URL" ]; then
+    echo "$keys: ratelab on Redis / redis-benchmark = $(ratio "${RPS["ratelab-server, on Redis/$keys"]}" "${RPS["redis-benchmark, same script/$keys"]}")"
+  fi
 done

@@ -103,6 +103,19 @@ pub fn admissions(requests: &[RequestRecord]) -> BTreeMap<&str, Vec<Admission>> 
     }))
 }
 
+/// The network an edge limit counts `ip` under, by the checker's own masking: an IPv4
+/// address alone, an IPv6 address by its first `v6_prefix` bits.
+pub fn network(ip: IpAddr, v6_prefix: u8) -> String {
+    match ip.to_canonical() {
+        IpAddr::V4(v4) => format!("{v4}"),
+        IpAddr::V6(v6) => {
+            let bits = u32::from(v6_prefix.clamp(1, 128));
+            let masked = u128::from(v6) & (u128::MAX << (128 - bits));
+            format!("{}/{bits}", std::net::Ipv6Addr::from(masked))
+        }
+    }
+}
+
 /// Groups the requests the **edge** layer admitted by client network, each sorted by time
 /// then id: an IPv4 address alone, an IPv6 address by its first `v6_prefix` bits (the edge's
 /// promise: one subscriber's /64 is one client). The masking is the checker's own. An edge
@@ -112,16 +125,10 @@ pub fn edge_admissions(
     requests: &[RequestRecord],
     v6_prefix: u8,
 ) -> BTreeMap<String, Vec<Admission>> {
-    let network = |ip: IpAddr| match ip.to_canonical() {
-        IpAddr::V4(v4) => format!("{v4}"),
-        IpAddr::V6(v6) => {
-            let bits = u32::from(v6_prefix.clamp(1, 128));
-            let masked = u128::from(v6) & (u128::MAX << (128 - bits));
-            format!("{}/{bits}", std::net::Ipv6Addr::from(masked))
-        }
-    };
     group(requests.iter().filter_map(|r| match r.layers.edge {
-        Some(Answer::Allowed { decided_at, .. }) => Some((network(r.peer), decided_at, r)),
+        Some(Answer::Allowed { decided_at, .. }) => {
+            Some((network(r.peer, v6_prefix), decided_at, r))
+        }
         _ => None,
     }))
 }

@@ -12,19 +12,24 @@
 //! T is kept on the gateway's monotonic clock, never compared with the store's clock: the
 //! cache stores T = s + r, where s is when the gateway *sent* the denied call. The store
 //! decided at or after s, so T is no later than the true d + r, whatever the offset between
-//! the gateway's clock and the store's (and the answer's latency only shortens T). Only the
-//! clocks' rates enter, and a drift of 10⁻⁴ on a wait of seconds is sub-millisecond.
+//! the gateway's clock and the store's (and the answer's latency only shortens T). The two
+//! clocks' rates still enter — NTP slews a clock by up to 500 ppm, 1.8 s over an hour's wait
+//! — so T is shortened by a thousandth of the wait, at least 1 ms. A store whose clock *steps*
+//! forward (a wall clock set ahead), loses its state (a restart, an eviction, a failover) or
+//! decides on the naive path (where a lost update can move TAT earlier) may admit before T;
+//! the cache is not for those (the server refuses it with the naive path).
 //!
 //! Fixed and sliding windows keep this property too (a window's count only grows until the
 //! window ends, and `retry_after` names that end), as does any algorithm whose `retry_after`
 //! is the time until the store admits again whatever happens meanwhile.
 //!
-//! Memory is bounded: at most `capacity` keys per limit; a full cache first drops expired
-//! entries, then the oldest. An evicted key simply goes back to the store.
+//! Memory is bounded: at most `capacity` keys per limit; a full cache drops the key inserted
+//! longest ago (an evicted key simply goes back to the store), and an expired entry is
+//! dropped when it is looked up.
 
 use ratelab_core::{Decision, Nanos};
 use ratelab_store::Key;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 /// One cached denial.
@@ -45,8 +50,8 @@ struct Entry {
 #[derive(Debug, Default)]
 struct Inner {
     entries: BTreeMap<Key, Entry>,
-    /// Keys by insertion, oldest first (with the stamp they were inserted with).
-    order: VecDeque<(Key, u64)>,
+    /// Keys by insertion stamp, oldest first: exactly one per entry.
+    order: BTreeMap<u64, Key>,
     next: u64,
 }
 
@@ -74,6 +79,7 @@ impl DenialCache {
         let e = *inner.entries.get(key)?;
         if now >= e.until {
             inner.entries.remove(key);
+            inner.order.remove(&e.stamp);
             return None;
         }
         if cost < e.cost {
@@ -90,59 +96,43 @@ impl DenialCache {
     }
 
     /// Remembers the store's `decision` for a request of `cost` at `key`, sent at monotonic
-    /// time `sent`. Only a denial with a wait is kept.
+    /// time `sent`. Only a denial with a wait is kept, shortened by a thousandth of the wait
+    /// (at least 1 ms) against clock-rate drift; an entry already held that covers at least as
+    /// long, for costs at least as small, is kept instead.
     pub fn insert(&self, key: &Key, cost: u64, sent: Nanos, decision: &Decision) {
-        let Some(wait) = decision
-            .retry_after
-            .filter(|w| !decision.allowed && *w > Nanos::ZERO)
-        else {
+        let Some(wait) = decision.retry_after.filter(|_| !decision.allowed) else {
             return;
         };
+        let margin = Nanos(wait.as_u64() / 1_000).max(Nanos::from_millis(1));
+        let until = sent.saturating_add(wait.saturating_sub(margin));
+        if until <= sent {
+            return;
+        }
         let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(old) = inner.entries.get(key)
+            && old.until >= until
+            && old.cost <= cost
+        {
+            return;
+        }
         let stamp = inner.next;
         inner.next += 1;
         let entry = Entry {
-            until: sent.saturating_add(wait),
+            until,
             cost,
             decision: *decision,
             sent,
             stamp,
         };
-        if inner.entries.insert(key.clone(), entry).is_none() {
-            while inner.entries.len() > self.capacity {
-                Self::evict(&mut inner, sent);
-            }
+        if let Some(old) = inner.entries.insert(key.clone(), entry) {
+            inner.order.remove(&old.stamp);
         }
-        inner.order.push_back((key.clone(), stamp));
-        // The queue holds one live item per entry plus stale ones; keep it bounded too.
-        if inner.order.len() > 2 * self.capacity {
-            let live: std::collections::BTreeSet<(Key, u64)> = inner
-                .entries
-                .iter()
-                .map(|(k, e)| (k.clone(), e.stamp))
-                .collect();
-            inner.order.retain(|item| live.contains(item));
-        }
-    }
-
-    /// Drops one entry: the oldest expired one among the first few, else the oldest.
-    fn evict(inner: &mut Inner, now: Nanos) {
-        while let Some((key, stamp)) = inner.order.pop_front() {
-            let live = inner.entries.get(&key).is_some_and(|e| e.stamp == stamp);
-            if live {
-                inner.entries.remove(&key);
-                return;
-            }
-        }
-        // No queue left (cannot happen: every entry is queued); drop any expired entry.
-        if let Some(k) = inner
-            .entries
-            .iter()
-            .find(|(_, e)| e.until <= now)
-            .map(|(k, _)| k.clone())
-            .or_else(|| inner.entries.keys().next().cloned())
-        {
-            inner.entries.remove(&k);
+        inner.order.insert(stamp, key.clone());
+        while inner.entries.len() > self.capacity {
+            let Some((_, oldest)) = inner.order.pop_first() else {
+                break;
+            };
+            inner.entries.remove(&oldest);
         }
     }
 
@@ -180,18 +170,19 @@ mod tests {
         let c = DenialCache::new(8);
         let k = Key::new("k").unwrap();
         c.insert(&k, 2, Nanos::from_millis(100), &denial(1_000));
+        // Held until 100 ms + 1 000 ms, less a thousandth of the wait.
         let d = c.lookup(&k, 2, Nanos::from_millis(600)).unwrap();
         assert!(!d.allowed);
-        assert_eq!(d.retry_after, Some(Nanos::from_millis(500)));
+        assert_eq!(d.retry_after, Some(Nanos::from_millis(499)));
         assert_eq!(d.reset_after, Nanos::from_millis(4_500));
         assert_eq!(d.limit, 5);
         assert!(
             c.lookup(&k, 1, Nanos::from_millis(600)).is_none(),
             "a smaller cost may fit"
         );
-        assert!(c.lookup(&k, 3, Nanos::from_millis(1_099)).is_some());
+        assert!(c.lookup(&k, 3, Nanos::from_millis(1_098)).is_some());
         assert!(
-            c.lookup(&k, 2, Nanos::from_millis(1_100)).is_none(),
+            c.lookup(&k, 2, Nanos::from_millis(1_099)).is_none(),
             "T has come"
         );
         assert!(c.is_empty(), "an expired entry is dropped when seen");
@@ -219,6 +210,13 @@ mod tests {
         }
         assert!(c.lookup(&keys[9], 1, Nanos(10)).is_some());
         assert!(c.lookup(&keys[6], 1, Nanos(10)).is_none(), "evicted");
-        assert!(c.inner.lock().unwrap().order.len() <= 6);
+        assert_eq!(c.inner.lock().unwrap().order.len(), 3);
+        // A shorter, costlier denial does not replace one that covers more.
+        let k = &keys[9];
+        c.insert(k, 2, Nanos(0), &denial(1_000));
+        assert!(
+            c.lookup(k, 1, Nanos(10)).is_some(),
+            "the longer entry for cost 1 is kept"
+        );
     }
 }

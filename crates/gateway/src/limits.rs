@@ -15,10 +15,11 @@ use crate::breaker::{Breaker, BreakerConfig};
 use crate::denial_cache::DenialCache;
 use crate::ip::{IpNet, edge_network};
 use crate::pipeline::Request;
+use arc_swap::ArcSwapOption;
 use ratelab_core::headers::PolicyName;
 use ratelab_store::Key;
 use std::net::IpAddr;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 
 /// The name of the per-IP limit [`crate::Gateway::new`] builds.
 pub const PER_IP: &str = "per-ip";
@@ -168,9 +169,10 @@ pub struct Limit<C> {
     pub(crate) breaker: Mutex<Breaker>,
     /// Its local denial cache, if it has one.
     pub(crate) cache: Option<DenialCache>,
-    /// Its store-latency histogram, looked up once (on first use: after the server has
-    /// installed its recorder) rather than at every call.
-    latency: OnceLock<metrics::Histogram>,
+    /// Its store-latency histogram, looked up once rather than at every call, and again by
+    /// [`crate::Gateway::export_zeros`] (a recorder installed after the first request gets it
+    /// from then on).
+    latency: ArcSwapOption<metrics::Histogram>,
 }
 
 impl<C> Limit<C> {
@@ -184,15 +186,26 @@ impl<C> Limit<C> {
             client,
             breaker: Mutex::new(Breaker::new(breaker)),
             cache: None,
-            latency: OnceLock::new(),
+            latency: ArcSwapOption::empty(),
         }
     }
 
     /// Its store-latency histogram.
-    pub(crate) fn latency(&self) -> &metrics::Histogram {
-        self.latency.get_or_init(
-            || metrics::histogram!("ratelab_store_latency_seconds", "limit" => self.label.clone()),
-        )
+    pub(crate) fn latency(&self) -> Arc<metrics::Histogram> {
+        match self.latency.load_full() {
+            Some(h) => h,
+            None => self.refresh_latency(),
+        }
+    }
+
+    /// Looks its histogram up in the recorder installed now.
+    pub(crate) fn refresh_latency(&self) -> Arc<metrics::Histogram> {
+        let h = Arc::new(metrics::histogram!(
+            "ratelab_store_latency_seconds",
+            "limit" => self.label.clone()
+        ));
+        self.latency.store(Some(h.clone()));
+        h
     }
 
     /// The same limit with a local denial cache of `keys` keys (none for 0).

@@ -29,7 +29,7 @@ use crate::limits::{
     Headers, KeyBy, Limit, LimitSet, LimitSpec, Mode, PER_IP, PER_KEY, Planned, plan,
 };
 use crate::reqlog::{IdGenerator, REQUEST_LOG_TARGET};
-use arc_swap::ArcSwap;
+use arc_swap::{ArcSwap, ArcSwapOption};
 
 mod together;
 use core::future::Future;
@@ -39,7 +39,7 @@ use ratelab_core::{Algorithm, Nanos};
 use ratelab_store::{Key, LimitError, Path, StoreClient, StoreError, TimeSource, decide_remote};
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use uuid::Uuid;
 
@@ -378,8 +378,9 @@ pub struct Gateway<C, E> {
     env: E,
     kill_switch: AtomicBool,
     shadow: AtomicBool,
-    /// `ratelab_requests_total` for `allowed` and `denied`, looked up once.
-    decisions: OnceLock<[metrics::Counter; 2]>,
+    /// `ratelab_requests_total` for `allowed` and `denied`, looked up once (and again by
+    /// [`Gateway::export_zeros`]).
+    decisions: ArcSwapOption<[metrics::Counter; 2]>,
     stats: Stats,
     ids: Mutex<IdGenerator>,
 }
@@ -426,6 +427,7 @@ fn describe() {
 /// Each limit's counters at 0.
 fn export_limit_zeros<C>(limits: &LimitSet<C>) {
     for limit in limits {
+        limit.refresh_latency();
         let label = || limit.label.clone();
         for to in ["open", "closed"] {
             metrics::counter!("ratelab_breaker_transitions_total", "to" => to, "limit" => label())
@@ -474,7 +476,7 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
             env,
             kill_switch: AtomicBool::new(false),
             shadow: AtomicBool::new(false),
-            decisions: OnceLock::new(),
+            decisions: ArcSwapOption::empty(),
             stats: Stats::default(),
         }
     }
@@ -502,16 +504,27 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
             metrics::counter!("ratelab_requests_total", "decision" => decision).increment(0);
         }
         describe();
+        self.refresh_decisions();
         export_limit_zeros(&self.limits.load());
     }
 
-    /// The `allowed` and `denied` request counters, looked up on first use (after the
-    /// server has installed its recorder) rather than at every request.
-    fn decisions(&self) -> &[metrics::Counter; 2] {
-        self.decisions.get_or_init(|| {
+    /// The `allowed` and `denied` request counters, looked up on first use rather than at
+    /// every request.
+    fn decisions(&self) -> Arc<[metrics::Counter; 2]> {
+        match self.decisions.load_full() {
+            Some(c) => c,
+            None => self.refresh_decisions(),
+        }
+    }
+
+    /// Looks the request counters up in the recorder installed now.
+    fn refresh_decisions(&self) -> Arc<[metrics::Counter; 2]> {
+        let c = Arc::new(
             ["allowed", "denied"]
-                .map(|d| metrics::counter!("ratelab_requests_total", "decision" => d))
-        })
+                .map(|d| metrics::counter!("ratelab_requests_total", "decision" => d)),
+        );
+        self.decisions.store(Some(c.clone()));
+        c
     }
 
     /// Turns limiting off (`true`) or back on.
@@ -588,8 +601,10 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
         // The decision's time is the gateway's clock; the breaker's cooldown and the latency
         // are intervals, on the monotonic clock: a wall clock set back must not hold the
         // breaker open.
-        let now = self.env.now();
+        // The send time first: a denial cached from this call must never outlast the store's
+        // wait, which runs from a decision made at or after it.
         let started = self.env.monotonic();
+        let now = self.env.now();
         let permit = layer.breaker.lock().expect("breaker").permit(started);
         if permit == Permit::Skip {
             return fail(FailReason::BreakerOpen);
@@ -816,10 +831,11 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
         answer
     }
 
-    /// Runs the planned limits: the enforced ones together in one all-or-nothing step when
-    /// their store can ([`together`]), else one by one in order until one denies (the later
-    /// ones are not consulted and spend nothing); then the shadow ones, each on its own, on
-    /// every request they match. A fail-closed route that cannot reach its store is a 503.
+    /// Runs the planned limits: first each enforced limit's denial cache, which answers a
+    /// key the store denied until its wait is over without any store call; then the enforced
+    /// limits together in one all-or-nothing step when their store can ([`together`]), else
+    /// one by one in order until one denies (the later ones are not consulted and spend
+    /// nothing); then the shadow ones, each on its own, on every request they match. A fail-closed route that cannot reach its store is a 503.
     /// Returns the enforced limits' fields, rendered, when any of them decided.
     async fn run_limits(
         &self,
@@ -843,13 +859,17 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
             Some((p.limit, d))
         });
         if let Some((limit, decision)) = cached {
-            // The store denied this key until later: answered here, no store call, nothing
-            // spent at any limit (the store would have denied it all or nothing).
+            // The store denied this key until later: answered here, with no store call and
+            // nothing spent at any limit (a request the store denies spends nothing).
             bump(&self.stats.denial_cache_hits);
             metrics::counter!("ratelab_denial_cache_hits_total", "limit" => limit.label.clone())
                 .increment(1);
             let outcome = LayerOutcome::Cached(decision);
-            denied = self.account(limit, outcome, false, answer, &mut fields) == Step::Refused;
+            self.account(limit, outcome, false, answer, &mut fields);
+            // Answered without any store call: the shadow limits are not consulted either.
+            answer.verdict = Verdict::Deny;
+            answer.status = 429;
+            return fields;
         } else if let Some(outcomes) = self
             .run_together(&enforced, req, fail_closed, deadline)
             .await

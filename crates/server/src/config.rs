@@ -285,6 +285,12 @@ pub fn settings(f: ServeFile) -> Result<ServeSettings, String> {
                 }
             },
             denial_cache: match f.denial_cache.unwrap_or(0) {
+                n if n > 0 && f.path.as_deref() == Some("naive") => {
+                    return Err(
+                        "denial_cache: the denial cache needs the atomic path (on the naive path a lost update can move a bucket's state earlier, so a store denial holds for no time at all)"
+                            .into(),
+                    );
+                }
                 n if n <= 10_000_000 => n,
                 n => {
                     return Err(format!(

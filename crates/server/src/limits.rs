@@ -47,8 +47,9 @@ const WINDOW_MS_MAX: u64 = 7 * 24 * 3600 * 1000;
 #[schemars(title = "ratelab limits file")]
 pub struct LimitsFile {
     /// The limits. A request is checked against every limit whose `match` it meets: its
-    /// enforced limits all or nothing (if any denies it, it is 429 and spends nothing at
-    /// any), its shadow limits each on its own.
+    /// enforced limits together, all or nothing, whenever their store can (if any denies it,
+    /// it is 429 and spends nothing at any; docs/GATEWAY.md says when it cannot), its shadow
+    /// limits each on its own.
     #[schemars(length(min = 1, max = 256))]
     pub limit: Vec<LimitEntry>,
 }

@@ -6,9 +6,14 @@
 //! Hop-by-hop headers (RFC 9110 §7.6.1: `Connection` and the headers it names,
 //! `Keep-Alive`, `Proxy-Connection`, `TE`, `Trailer`, `Transfer-Encoding`, `Upgrade`, and
 //! `Proxy-Authorization` / `Proxy-Authenticate`) are dropped in both directions; `Host` is
-//! the upstream's; `X-Forwarded-For` gains the client address and `X-Forwarded-Proto` /
-//! `X-Forwarded-Host` say what the client asked for. An upstream that cannot be reached is a
-//! 502 with a body that says why, one that does not answer in time a 504.
+//! the upstream's. What the upstream learns of the client follows the gateway's trust: from
+//! a peer that is a configured trusted proxy, its `X-Forwarded-For` is extended with the
+//! peer and its `X-Forwarded-Proto` / `-Host` kept; from any other peer, the client's own
+//! forwarding headers (`Forwarded`, `X-Forwarded-*`, `X-Real-IP`) are dropped and replaced
+//! by the peer's address, `http`, and the `Host` it asked for — a client cannot choose the
+//! address the upstream sees. An upstream that cannot be reached is a 502, one that does not
+//! send its headers in time a 504; their bodies do not name the upstream (its address stays
+//! internal), and the detail goes to stderr.
 
 use axum::body::Body;
 use axum::extract::{ConnectInfo, Request, State};
@@ -17,6 +22,7 @@ use http::{Response, StatusCode, Uri};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
+use ratelab_gateway::IpNet;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -54,6 +60,11 @@ impl Upstream {
         let Some(authority) = uri.authority() else {
             return Err(format!("upstream {url:?}: expected a host"));
         };
+        if authority.as_str().contains('@') {
+            return Err(format!(
+                "upstream {url:?}: expected no user or password in the URL"
+            ));
+        }
         if uri.query().is_some() {
             return Err(format!("upstream {url:?}: expected no query"));
         }
@@ -70,22 +81,29 @@ impl Upstream {
     }
 }
 
-/// The proxy's state: the upstream and a pooled client.
+/// The proxy's state: the upstream, a pooled client, and the peers whose forwarding
+/// headers are believed.
 #[derive(Clone, Debug)]
 pub struct Proxy {
     upstream: Arc<Upstream>,
     client: Client<HttpConnector, Body>,
+    trusted: Arc<[IpNet]>,
 }
 
+/// The longest the proxy waits to connect: an upstream that does not accept is a 502 soon,
+/// not a 504 at the whole timeout.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+
 impl Proxy {
-    /// A proxy to `upstream`.
-    pub fn new(upstream: Upstream) -> Proxy {
+    /// A proxy to `upstream`, believing forwarding headers from `trusted` peers only.
+    pub fn new(upstream: Upstream, trusted: Vec<IpNet>) -> Proxy {
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
-        connector.set_connect_timeout(Some(upstream.timeout));
+        connector.set_connect_timeout(Some(upstream.timeout.min(CONNECT_TIMEOUT)));
         Proxy {
             upstream: Arc::new(upstream),
             client: Client::builder(TokioExecutor::new()).build(connector),
+            trusted: trusted.into(),
         }
     }
 
@@ -107,14 +125,13 @@ const HOP_BY_HOP: [HeaderName; 8] = [
     header::TRANSFER_ENCODING,
 ];
 
-/// Drops the hop-by-hop headers, and those `Connection` names, from `headers`.
+/// Drops the hop-by-hop headers, and those every `Connection` field names, from `headers`.
 fn strip_hop_by_hop(headers: &mut HeaderMap) {
     let named: Vec<HeaderName> = headers
         .get_all(header::CONNECTION)
         .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .filter_map(|n| HeaderName::from_bytes(n.trim().as_bytes()).ok())
+        .flat_map(|v| v.as_bytes().split(|b| *b == b','))
+        .filter_map(|n| HeaderName::from_bytes(n.trim_ascii()).ok())
         .collect();
     for name in named.iter().chain(&HOP_BY_HOP).chain([&header::UPGRADE]) {
         headers.remove(name);
@@ -131,6 +148,45 @@ fn text(status: StatusCode, body: String) -> Response<Body> {
     r
 }
 
+/// Sets what the upstream learns of the client (see the module docs).
+fn forwarding_headers(headers: &mut HeaderMap, peer: SocketAddr, trusted: bool) {
+    let host = headers.get(header::HOST).cloned();
+    let earlier: Vec<String> = if trusted {
+        headers
+            .get_all("x-forwarded-for")
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .map(str::to_owned)
+            .collect()
+    } else {
+        for name in [
+            "forwarded",
+            "x-forwarded-proto",
+            "x-forwarded-host",
+            "x-real-ip",
+        ] {
+            headers.remove(name);
+        }
+        Vec::new()
+    };
+    headers.remove("x-forwarded-for");
+    let chain = earlier
+        .into_iter()
+        .chain([peer.ip().to_string()])
+        .collect::<Vec<_>>()
+        .join(", ");
+    if let Ok(v) = HeaderValue::from_str(&chain) {
+        headers.insert("x-forwarded-for", v);
+    }
+    if !headers.contains_key("x-forwarded-proto") {
+        headers.insert("x-forwarded-proto", HeaderValue::from_static("http"));
+    }
+    if let (false, Some(h)) = (headers.contains_key("x-forwarded-host"), host) {
+        headers.insert("x-forwarded-host", h);
+    }
+    headers.remove(header::HOST);
+}
+
 /// Forwards one admitted request and streams the upstream's answer back.
 async fn forward(
     State(proxy): State<Proxy>,
@@ -139,7 +195,11 @@ async fn forward(
 ) -> Response<Body> {
     let (mut parts, body) = req.into_parts();
     let up = &proxy.upstream;
-    let path_and_query = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+    let path_and_query = match parts.uri.path_and_query().map(|p| p.as_str()) {
+        Some(p) if p.starts_with('/') => p,
+        // `OPTIONS *` and other non-path targets are not forwarded.
+        _ => return text(StatusCode::BAD_REQUEST, "expected a path\n".into()),
+    };
     let uri = match format!("http://{}{}{path_and_query}", up.authority, up.base).parse::<Uri>() {
         Ok(u) => u,
         Err(e) => {
@@ -149,26 +209,9 @@ async fn forward(
             );
         }
     };
-    let client_host = parts.headers.get(header::HOST).cloned();
     strip_hop_by_hop(&mut parts.headers);
-    parts.headers.remove(header::HOST);
-    let forwarded_for = match parts
-        .headers
-        .get("x-forwarded-for")
-        .and_then(|v| v.to_str().ok())
-    {
-        Some(earlier) => format!("{earlier}, {}", peer.ip()),
-        None => peer.ip().to_string(),
-    };
-    if let Ok(v) = HeaderValue::from_str(&forwarded_for) {
-        parts.headers.insert("x-forwarded-for", v);
-    }
-    parts
-        .headers
-        .insert("x-forwarded-proto", HeaderValue::from_static("http"));
-    if let Some(h) = client_host {
-        parts.headers.insert("x-forwarded-host", h);
-    }
+    let trusted = proxy.trusted.iter().any(|n| n.contains(peer.ip()));
+    forwarding_headers(&mut parts.headers, peer, trusted);
     parts.uri = uri;
     // HTTP/1.1 to the upstream whatever the client spoke: the pooled client's own framing.
     parts.version = http::Version::HTTP_11;
@@ -179,18 +222,21 @@ async fn forward(
             strip_hop_by_hop(&mut parts.headers);
             Response::from_parts(parts, Body::new(body))
         }
-        Ok(Err(e)) => text(
-            StatusCode::BAD_GATEWAY,
-            format!("upstream {} unreachable: {e}\n", up.url()),
-        ),
-        Err(_) => text(
-            StatusCode::GATEWAY_TIMEOUT,
-            format!(
-                "upstream {} did not answer within {} ms\n",
+        Ok(Err(e)) => {
+            eprintln!("ratelab-server: upstream {} unreachable: {e}", up.url());
+            text(StatusCode::BAD_GATEWAY, "upstream unreachable\n".into())
+        }
+        Err(_) => {
+            eprintln!(
+                "ratelab-server: upstream {} sent no answer within {} ms",
                 up.url(),
                 up.timeout.as_millis()
-            ),
-        ),
+            );
+            text(
+                StatusCode::GATEWAY_TIMEOUT,
+                "upstream did not answer in time\n".into(),
+            )
+        }
     }
 }
 
@@ -215,6 +261,11 @@ mod tests {
                 .contains("no query")
         );
         assert!(Upstream::parse("not a url", t).is_err());
+        assert!(
+            Upstream::parse("http://u:p@x", t)
+                .unwrap_err()
+                .contains("no user")
+        );
     }
 
     #[test]

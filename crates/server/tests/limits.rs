@@ -302,12 +302,10 @@ fn a_real_edit_reloads_the_limits_and_a_bad_edit_is_refused() {
     )
     .unwrap();
     s.wait_for("ratelab_limits_reloads_total", &[&reloads("rejected")], 1.0);
-    let err = s.stderr();
-    assert!(
-        err.contains("limits file rejected, keeping the 1 limits running")
-            && err.contains(&format!("{}:5:12: at limit[0].capacity:", file.arg())),
-        "{err}"
-    );
+    s.wait_stderr(&format!(
+        "limits file rejected, keeping the 1 limits running: {}:5:12: at limit[0].capacity:",
+        file.arg()
+    ));
     assert_eq!(burst("c", 6), [200, 200, 200, 200, 200, 429]);
     // Reported once, not at every poll.
     std::thread::sleep(std::time::Duration::from_millis(200));

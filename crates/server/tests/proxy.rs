@@ -59,7 +59,8 @@ impl Upstream {
                         };
                         let text = format!(
                             "{} {} x-custom={} x-secret={} keep-alive={} connection={} \
-                             x-forwarded-for={} x-forwarded-host={} len={} sum={}\n",
+                             x-forwarded-for={} x-forwarded-host={} x-forwarded-proto={} \
+                             forwarded={} len={} sum={}\n",
                             parts.method,
                             parts.uri,
                             seen("x-custom"),
@@ -68,6 +69,8 @@ impl Upstream {
                             seen("connection"),
                             seen("x-forwarded-for"),
                             seen("x-forwarded-host"),
+                            seen("x-forwarded-proto"),
+                            seen("forwarded"),
                             body.len(),
                             checksum(&body)
                         );
@@ -130,6 +133,11 @@ fn admitted_requests_reach_the_upstream_and_denied_ones_never_do() {
     );
     assert!(r.body.contains("x-forwarded-for=127.0.0.1 "), "{}", r.body);
     assert!(
+        r.body.contains("x-forwarded-proto=http forwarded=- "),
+        "{}",
+        r.body
+    );
+    assert!(
         r.body
             .contains(&format!("x-forwarded-host=127.0.0.1:{} ", s.port)),
         "{}",
@@ -144,6 +152,24 @@ fn admitted_requests_reach_the_upstream_and_denied_ones_never_do() {
     );
     assert!(r.header("ratelimit-policy").contains("\"per-key\";q=3"));
     assert!(r.header("ratelimit").contains("\"per-key\";r=2"));
+
+    // A client's own forwarding headers are not believed: the upstream sees its address.
+    let spoofed = s.send(
+        "GET",
+        "/who",
+        &[
+            ("x-api-key", "k2"),
+            ("x-forwarded-for", "6.6.6.6"),
+            ("x-forwarded-proto", "https"),
+            ("forwarded", "for=6.6.6.6"),
+        ],
+    );
+    assert!(
+        spoofed.body.contains("x-forwarded-for=127.0.0.1 ")
+            && spoofed.body.contains("x-forwarded-proto=http forwarded=- "),
+        "{}",
+        spoofed.body
+    );
 
     // A streamed body, both ways.
     let body: Vec<u8> = (0..(1u32 << 20)).map(|i| (i % 251) as u8).collect();
@@ -162,7 +188,7 @@ fn admitted_requests_reach_the_upstream_and_denied_ones_never_do() {
 
     // Denied: answered by the limiter, never forwarded.
     let before = up.hits();
-    assert_eq!(before, 3);
+    assert_eq!(before, 4);
     let denied = s.send("GET", "/echo", &[("x-api-key", "k1")]);
     assert_eq!(denied.status, 429);
     assert_eq!(denied.header("content-type"), "application/problem+json");
@@ -181,11 +207,11 @@ fn an_unreachable_upstream_is_a_502_with_a_body() {
     let s = Server::start(&["--upstream", &url, "--upstream-timeout-ms", "2000"]);
     let r = s.send("GET", "/x", &[]);
     assert_eq!(r.status, 502);
-    assert!(
-        r.body.contains(&format!("upstream {url} unreachable")),
-        "{}",
-        r.body
+    assert_eq!(
+        r.body, "upstream unreachable\n",
+        "the upstream's address stays internal"
     );
+    s.wait_stderr(&format!("upstream {url} unreachable"));
     // Still limited and counted on the way.
     assert!(r.header("ratelimit-policy").contains("per-ip"));
 }
@@ -198,4 +224,26 @@ fn a_bad_upstream_url_exits_2() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("https upstreams are not supported"));
+}
+
+#[test]
+fn a_trusted_proxys_forwarding_headers_are_extended() {
+    let up = Upstream::start();
+    let url = format!("http://127.0.0.1:{}", up.port);
+    let s = Server::start(&["--upstream", &url, "--trusted-proxy", "127.0.0.1"]);
+    let r = s.send(
+        "GET",
+        "/who",
+        &[
+            ("x-forwarded-for", "203.0.113.9"),
+            ("x-forwarded-proto", "https"),
+        ],
+    );
+    assert_eq!(r.status, 201, "{}", r.body);
+    assert!(
+        r.body.contains("x-forwarded-for=203.0.113.9, 127.0.0.1 ")
+            && r.body.contains("x-forwarded-proto=https "),
+        "{}",
+        r.body
+    );
 }

@@ -204,17 +204,26 @@ fn execute<S: cluster::Script>(
         .unwrap_or(Nanos::ZERO)
         .max(Nanos::from_millis(scenario.spec.duration_ms.get()));
     let mut report = report::build(scenario, seed, &history, &stats, sim, wall.elapsed());
-    if scenario.spec.gateway.guard.is_some() || scenario.spec.gateway.denial_cache.is_some() {
-        // Absent, not 0, when the two runs cannot be paired: the figure is not measured then.
-        report.store_calls_saved = savings(scenario, seed, &history, paired).ok();
-    }
+    let gw = &scenario.spec.gateway;
+    let measured = if gw.guard.is_some() || gw.denial_cache.is_some() {
+        savings(scenario, seed, &history, paired)
+    } else {
+        Err("nothing to save: the scenario has no guard and no denial cache".into())
+    };
+    // Absent, not 0, when the two runs cannot be paired: the figure is not measured then.
+    report.store_calls_saved = measured.as_ref().ok().copied();
     if let Some(least) = scenario.spec.expect.store_calls_saved_at_least {
-        // Not measured (no guard or cache, or no pairing) counts as nothing saved.
-        let saved = report.store_calls_saved.unwrap_or(0);
-        if saved < least {
-            report.failures.push(format!(
+        let failure = match measured {
+            Ok(saved) if saved >= least => None,
+            Ok(saved) => Some(format!(
                 "store_calls_saved = {saved}, expected at least {least}"
-            ));
+            )),
+            Err(e) => Some(format!(
+                "store_calls_saved not measured ({e}), expected at least {least}"
+            )),
+        };
+        if let Some(f) = failure {
+            report.failures.push(f);
             report.passed = false;
         }
     }

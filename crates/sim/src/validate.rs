@@ -118,6 +118,14 @@ pub(crate) fn validate(
         ratelab_gateway::bloom::sizing(g.valid_keys.count.get(), g.false_positive_rate.get())
             .map_err(|err| located(vec![key("gateway"), key("guard")], err))?;
     }
+    if spec.gateway.denial_cache.is_some() && spec.store.path == PathName::Naive {
+        return Err(located(
+            vec![key("gateway"), key("denial_cache")],
+            "the denial cache needs the atomic store path (on the naive path a lost update \
+             can move a bucket's state earlier, so a store denial holds for no time at all)"
+                .into(),
+        ));
+    }
     let lat = spec.network.latency;
     if lat.min_us > lat.max_us {
         return Err(located(

@@ -429,21 +429,27 @@ impl RedisStore {
         }
         let mut conn = first.conn.clone();
         let r: Vec<i64> = first.timed(inv.invoke_async(&mut conn)).await?;
+        // A reply this client cannot read comes after the script ran (and may have written):
+        // not `Corrupt`, which promises nothing was written, but a store that misbehaved.
+        let unreadable = |_| LimitError::Store(StoreError::Unavailable);
         if r.len() != 4 * items.len() + 2 {
-            return Err(LimitError::Store(StoreError::Corrupt));
+            return Err(LimitError::Store(StoreError::Unavailable));
         }
         let mut decisions = Vec::with_capacity(items.len());
         let mut allowed = true;
         for (i, (c, _, _)) in items.iter().enumerate() {
             let at = if i == 0 { 0 } else { 4 * i + 2 };
-            let (flag, d) = reply_decision(&c.bucket, &r[at..at + 4])?;
+            let (flag, d) = reply_decision(&c.bucket, &r[at..at + 4]).map_err(unreadable)?;
             allowed &= flag == 1;
             decisions.push(d);
         }
         Ok(AllApplied {
             allowed,
             decisions,
-            store_time: time_ns(non_negative(r[4])?, non_negative(r[5])? / 1_000),
+            store_time: time_ns(
+                non_negative(r[4]).map_err(unreadable)?,
+                non_negative(r[5]).map_err(unreadable)? / 1_000,
+            ),
         })
     }
 }

@@ -42,8 +42,10 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
         if budget.is_zero() {
             return None;
         }
-        let now = self.env.now();
+        // The send time first: a denial cached from this call must never outlast the store's
+        // wait, which runs from a decision made at or after it.
         let started = self.env.monotonic();
+        let now = self.env.now();
         let clients: Vec<C> = group
             .iter()
             .map(|p| p.limit.client.traced(req.trace))

@@ -147,6 +147,19 @@ impl Server {
         self.stderr.lock().unwrap().clone()
     }
 
+    /// Waits (up to 20 s) until the server has written `needle` on stderr.
+    pub fn wait_stderr(&self, needle: &str) {
+        let start = Instant::now();
+        while !self.stderr().contains(needle) {
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "stderr never said {needle:?}:\n{}",
+                self.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
     /// Waits (up to 20 s) until the metric series reaches `value`.
     pub fn wait_for(&self, name: &str, labels: &[&str], value: f64) {
         let start = Instant::now();
