@@ -19,6 +19,7 @@
 
 use crate::{Decision, Quota};
 use core::fmt;
+use core::fmt::Write as _;
 
 /// Longest policy name, in bytes.
 pub const MAX_POLICY_NAME_LEN: usize = 64;
@@ -98,16 +99,17 @@ pub fn render(name: &PolicyName, quota: Quota, decision: &Decision) -> RateLimit
     let mut policy = String::with_capacity(32);
     sf_string(&mut policy, name.as_str());
     // q ≤ 10¹² and w ≤ 100 years in seconds: both inside sf-integer's 15 digits.
-    policy.push_str(&format!(
+    let _ = write!(
+        policy,
         ";q={};w={}",
         quota.limit,
         quota.window.as_secs_ceil().max(1)
-    ));
+    );
 
     let t = decision.reset_after.as_secs_ceil();
     let mut ratelimit = String::with_capacity(32);
     sf_string(&mut ratelimit, name.as_str());
-    ratelimit.push_str(&format!(";r={};t={}", decision.remaining, t));
+    let _ = write!(ratelimit, ";r={};t={}", decision.remaining, t);
 
     let retry_after = decision
         .retry_after

@@ -19,7 +19,7 @@ use crate::pipeline::{Env, Gateway, Guard, Request, Verdict};
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{ConnectInfo, State};
-use axum::routing::{any, get};
+use axum::routing::get;
 use core::future::Future;
 use http::{HeaderMap, HeaderValue, Response, StatusCode};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
@@ -169,6 +169,21 @@ fn text(status: StatusCode, body: String) -> Response<Body> {
     r
 }
 
+const X_REQUEST_ID: http::HeaderName = http::HeaderName::from_static("x-request-id");
+
+/// The header names the gateway answers with, made once: a name from the pipeline is
+/// otherwise parsed again at every insertion.
+fn header_name(name: &'static str) -> http::HeaderName {
+    const POLICY: http::HeaderName = http::HeaderName::from_static("ratelimit-policy");
+    const RATELIMIT: http::HeaderName = http::HeaderName::from_static("ratelimit");
+    match name {
+        "ratelimit-policy" => POLICY,
+        "ratelimit" => RATELIMIT,
+        "retry-after" => http::header::RETRY_AFTER,
+        other => http::HeaderName::from_static(other),
+    }
+}
+
 /// The type URI of the ratelimit-headers draft's problem type for a request over its quota.
 pub const QUOTA_EXCEEDED: &str = "https://iana.org/assignments/http-problem-types#quota-exceeded";
 
@@ -229,8 +244,11 @@ where
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Box::pin(async move {
             let with_id = |mut r: Response<Body>, id: uuid::Uuid| {
-                let v = HeaderValue::from_str(&id.to_string()).expect("a UUID is a valid header");
-                r.headers_mut().insert("x-request-id", v);
+                let mut buf = [0u8; uuid::fmt::Hyphenated::LENGTH];
+                let text = id.hyphenated().encode_lower(&mut buf);
+                if let Ok(v) = HeaderValue::from_str(text) {
+                    r.headers_mut().insert(X_REQUEST_ID, v);
+                }
                 r
             };
             let Some(peer) = req
@@ -278,8 +296,8 @@ where
                 Verdict::Rejected(reason) => text(StatusCode::FORBIDDEN, format!("{reason}\n")),
             };
             for (name, value) in answer.headers {
-                if let Ok(v) = HeaderValue::from_str(&value) {
-                    resp.headers_mut().insert(name, v);
+                if let Ok(v) = HeaderValue::try_from(value) {
+                    resp.headers_mut().insert(header_name(name), v);
                 }
             }
             Ok(with_id(resp, answer.id))
@@ -306,21 +324,33 @@ where
     C: StoreClient + 'static,
     E: Env + 'static,
 {
-    let ok = Router::new().fallback(any(|| async { "ok\n" }));
+    let ok = tower::service_fn(|_: http::Request<Body>| async {
+        Ok::<_, std::convert::Infallible>(text(StatusCode::OK, "ok\n".into()))
+    });
     app_with(gateway, admin, guard, ok)
 }
 
 /// [`app`] with `inner` behind the limiter instead of the 200 answer (a reverse proxy, say):
-/// `inner` sees only admitted requests.
-pub fn app_with<C, E>(
+/// `inner` sees only admitted requests. A service that is cheap to clone (a
+/// `tower::service_fn` over shared state) costs least: the limiter clones it per request.
+pub fn app_with<C, E, S>(
     gateway: Arc<Gateway<C, E>>,
     admin: Vec<IpNet>,
     guard: Option<Arc<dyn Guard>>,
-    inner: Router,
+    inner: S,
 ) -> Router
 where
     C: StoreClient + 'static,
     E: Env + 'static,
+    S: tower::Service<
+            http::Request<Body>,
+            Response = Response<Body>,
+            Error = std::convert::Infallible,
+        > + Clone
+        + Send
+        + Sync
+        + 'static,
+    S::Future: Send + 'static,
 {
     let state = Arc::new(AppState {
         gateway: gateway.clone(),
@@ -328,13 +358,13 @@ where
         admin,
     });
     gateway.export_zeros();
-    let limited = inner.layer(RateLimitLayer::new(gateway, guard));
+    let limited = tower::Layer::layer(&RateLimitLayer::new(gateway, guard), inner);
     Router::new()
         .route("/metrics", get(metrics_text::<C, E>))
         .route("/admin/kill-switch", switch_routes(Switch::Kill))
         .route("/admin/shadow", switch_routes(Switch::Shadow))
         .with_state(state)
-        .merge(limited)
+        .fallback_service(limited)
 }
 
 async fn metrics_text<C, E>(State(s): State<Arc<AppState<C, E>>>) -> Response<Body>

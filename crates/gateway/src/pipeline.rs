@@ -845,17 +845,14 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
         answer: &mut Answer,
     ) -> Option<Fields> {
         let fail_closed = self.fails_closed(req.route);
-        let deadline = self
-            .env
-            .monotonic()
-            .saturating_add(Nanos::from(self.config.timeout));
+        let start = self.env.monotonic();
+        let deadline = start.saturating_add(Nanos::from(self.config.timeout));
         let shadow = |p: &&Planned<'_, C>| shadow_all || p.limit.spec.mode == Mode::Shadow;
         let enforced: Vec<&Planned<'_, C>> = planned.iter().filter(|p| !shadow(p)).collect();
         let mut fields: Option<Fields> = None;
         let mut denied = false;
-        let now = self.env.monotonic();
         let cached = enforced.iter().find_map(|p| {
-            let d = p.limit.cache.as_ref()?.lookup(&p.key, p.cost, now)?;
+            let d = p.limit.cache.as_ref()?.lookup(&p.key, p.cost, start)?;
             Some((p.limit, d))
         });
         if let Some((limit, decision)) = cached {
@@ -932,7 +929,7 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
                     let f = render(&limit.spec.name, quota, &decision);
                     let retry = f.retry_after.as_deref().and_then(|s| s.parse().ok());
                     let all = fields.get_or_insert_with(Fields::default);
-                    all.add(&f.policy, &f.ratelimit);
+                    all.add(f.policy, f.ratelimit);
                     if !decision.allowed {
                         all.retry_after = retry.max(all.retry_after);
                     }
@@ -1045,15 +1042,18 @@ struct Fields {
 }
 
 impl Fields {
-    fn add(&mut self, policy: &str, ratelimit: &str) {
+    fn add(&mut self, policy: String, ratelimit: String) {
         for (list, item) in [
             (&mut self.policies, policy),
             (&mut self.ratelimit, ratelimit),
         ] {
-            if !list.is_empty() {
+            if list.is_empty() {
+                // The first item is the list: no copy.
+                *list = item;
+            } else {
                 list.push_str(", ");
+                list.push_str(&item);
             }
-            list.push_str(item);
         }
     }
 }

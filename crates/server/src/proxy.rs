@@ -16,7 +16,7 @@
 //! internal), and the detail goes to stderr.
 
 use axum::body::Body;
-use axum::extract::{ConnectInfo, Request, State};
+use axum::extract::{ConnectInfo, Request};
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Response, StatusCode, Uri};
 use hyper_util::client::legacy::Client;
@@ -107,9 +107,23 @@ impl Proxy {
         }
     }
 
-    /// The router that forwards every request: the inner service of the limiting layer.
-    pub fn router(self) -> axum::Router {
-        axum::Router::new().fallback(forward).with_state(self)
+    /// The service that forwards every request: the inner service of the limiting layer,
+    /// cloned per request as cheaply as the proxy itself.
+    pub fn service(
+        self,
+    ) -> impl tower::Service<
+        Request,
+        Response = Response<Body>,
+        Error = std::convert::Infallible,
+        Future = impl Send + 'static,
+    > + Clone
+    + Send
+    + Sync
+    + 'static {
+        tower::service_fn(move |req: Request| {
+            let proxy = self.clone();
+            async move { Ok(forward(proxy, req).await) }
+        })
     }
 }
 
@@ -188,11 +202,17 @@ fn forwarding_headers(headers: &mut HeaderMap, peer: SocketAddr, trusted: bool) 
 }
 
 /// Forwards one admitted request and streams the upstream's answer back.
-async fn forward(
-    State(proxy): State<Proxy>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    req: Request,
-) -> Response<Body> {
+async fn forward(proxy: Proxy, req: Request) -> Response<Body> {
+    let Some(peer) = req
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|c| c.0)
+    else {
+        return text(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "the server was started without connection info\n".into(),
+        );
+    };
     let (mut parts, body) = req.into_parts();
     let up = &proxy.upstream;
     let path_and_query = match parts.uri.path_and_query().map(|p| p.as_str()) {

@@ -238,7 +238,7 @@ async fn serve_app<S: Stores>(
             gw.clone(),
             s.admin.clone(),
             None,
-            Proxy::new(up.clone(), s.gateway.trusted_proxies.clone()).router(),
+            Proxy::new(up.clone(), s.gateway.trusted_proxies.clone()).service(),
         ),
         None => app(gw.clone(), s.admin.clone(), None),
     };

@@ -78,9 +78,10 @@ impl Key {
         if let Some((at, _)) = prefix.char_indices().find(|(_, c)| c.is_control()) {
             return Err(KeyError::ControlCharacter { at });
         }
-        Ok(Key {
-            text: format!("{prefix}{}", key.text).into(),
-        })
+        let mut text = String::with_capacity(prefix.len() + key.text.len());
+        text.push_str(prefix);
+        text.push_str(&key.text);
+        Ok(Key { text: text.into() })
     }
 
     /// The key text.
