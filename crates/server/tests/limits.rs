@@ -477,19 +477,10 @@ fn on_redis_every_limit_is_one_script_call() {
     let url = format!("redis://127.0.0.1:{}", redis.port);
     let file = TempFile::new("limits.toml", POLLUTION);
     let s = Server::start(&["--limits", file.arg(), "--redis", &url]);
-    let mut conn = redis::Client::open(url.as_str())
-        .unwrap()
-        .get_connection()
-        .unwrap();
-    let _: () = redis::cmd("CONFIG")
-        .arg("RESETSTAT")
-        .query(&mut conn)
-        .unwrap();
+    let mut conn = connect(&url);
+    reset_stats(&mut conn);
     denials_spend_nothing_elsewhere(&s);
-    let stats: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query(&mut conn)
-        .unwrap();
+    let stats = commandstats(&mut conn);
     let field = |cmd: &str, name: &str| {
         stats
             .lines()
@@ -528,18 +519,12 @@ fn the_denial_cache_answers_a_denied_key_without_a_store_call() {
         "--denial-cache",
         "1000",
     ]);
-    let mut conn = redis::Client::open(url.as_str())
-        .unwrap()
-        .get_connection()
-        .unwrap();
+    let mut conn = connect(&url);
     let t = [("x-tenant", "abuser")];
     assert_eq!(s.send("GET", "/api/x", &t).status, 200);
     let first = s.send("GET", "/api/x", &t);
     assert_eq!(first.status, 429, "denied by the store");
-    let _: () = redis::cmd("CONFIG")
-        .arg("RESETSTAT")
-        .query(&mut conn)
-        .unwrap();
+    reset_stats(&mut conn);
     for _ in 0..5 {
         let r = s.send("GET", "/api/x", &t);
         assert_eq!(r.status, 429);
@@ -557,10 +542,7 @@ fn the_denial_cache_answers_a_denied_key_without_a_store_call() {
             r.header("ratelimit")
         );
     }
-    let stats: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query(&mut conn)
-        .unwrap();
+    let stats = commandstats(&mut conn);
     assert!(
         !stats.contains("cmdstat_evalsha"),
         "a cached denial called the store:\n{stats}"
@@ -580,9 +562,21 @@ fn the_denial_cache_answers_a_denied_key_without_a_store_call() {
         s.send("GET", "/api/x", &[("x-tenant", "other")]).status,
         200
     );
-    let stats: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query(&mut conn)
-        .unwrap();
+    let stats = commandstats(&mut conn);
     assert!(stats.contains("cmdstat_evalsha:calls=1,"), "{stats}");
+}
+
+/// A plain connection to the test's Redis, to read its statistics.
+fn connect(url: &str) -> redis::Connection {
+    redis::Client::open(url).unwrap().get_connection().unwrap()
+}
+
+/// Zeroes the server's command statistics.
+fn reset_stats(conn: &mut redis::Connection) {
+    let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(conn).unwrap();
+}
+
+/// `INFO commandstats`.
+fn commandstats(conn: &mut redis::Connection) -> String {
+    redis::cmd("INFO").arg("commandstats").query(conn).unwrap()
 }

@@ -166,6 +166,20 @@ pub async fn decide_remote<C: StoreClient>(
     }
 }
 
+/// The naive path's read from an in-process store, at the time `clock` gives, which is the
+/// store's clock.
+fn read_now<A: Algorithm>(
+    store: &crate::MemoryStore<A>,
+    key: &Key,
+    clock: &impl Fn() -> Nanos,
+) -> Result<Read<A::State>, StoreError> {
+    let now = clock();
+    crate::Store::get(store, key, now).map(|state| Read {
+        state,
+        store_time: now,
+    })
+}
+
 /// A [`StoreClient`] over an in-process [`MemoryStore`](crate::MemoryStore): every call
 /// completes at once. The store's clock is the `now` the client is given by `clock`.
 #[derive(Debug)]
@@ -207,12 +221,7 @@ where
     }
 
     fn get(&self, key: &Key) -> impl Future<Output = Result<Read<A::State>, StoreError>> + Send {
-        let now = (self.clock)();
-        let r = crate::Store::get(&*self.store, key, now).map(|state| Read {
-            state,
-            store_time: now,
-        });
-        core::future::ready(r)
+        core::future::ready(read_now(&self.store, key, &self.clock))
     }
 
     fn set(
@@ -306,12 +315,7 @@ where
     }
 
     fn get(&self, key: &Key) -> impl Future<Output = Result<Read<A::State>, StoreError>> + Send {
-        let now = (self.clock)();
-        let r = crate::Store::get(&*self.store, &self.key(key), now).map(|state| Read {
-            state,
-            store_time: now,
-        });
-        core::future::ready(r)
+        core::future::ready(read_now(&self.store, &self.key(key), &self.clock))
     }
 
     fn set(
