@@ -17,6 +17,7 @@ SECS="${1:-5}"
 CONNS="${2:-32}"
 WORKERS="${3:-1}"
 command -v wrk >/dev/null || { echo "wrk is not installed (Debian: apt-get install wrk)" >&2; exit 2; }
+command -v curl >/dev/null || { echo "curl is not installed" >&2; exit 2; }
 NGINX="$(command -v nginx || true)"; [ -z "$NGINX" ] && [ -x /usr/sbin/nginx ] && NGINX=/usr/sbin/nginx
 
 cargo build --release -q -p ratelab-server --bin ratelab-server --example bare
@@ -59,7 +60,12 @@ P_BARE=$(free_port); start bare "$P_BARE" "$BIN/examples/bare" "127.0.0.1:$P_BAR
 P_MEM=$(free_port); start mem "$P_MEM" "$BIN/ratelab-server" --listen "127.0.0.1:$P_MEM" --limits "$WORK/limits.toml" --workers "$WORKERS"
 if [ -n "$NGINX" ]; then
   P_NGX=$(free_port)
-  mkdir -p "$WORK/nginx"
+  mkdir -p "$WORK/nginx" "$WORK/www"
+  echo ok > "$WORK/www/ok"
+  chmod a+rx "$WORK" "$WORK/www"; chmod a+r "$WORK/www/ok"  # nginx run as root serves as nobody
+  # nginx answers with a static file held in its open-file cache: a `return` would answer in
+  # the rewrite phase, before limit_req runs, and nothing would be limited. /tight has the
+  # same shape at one request a minute, to show that limit_req runs in it.
   cat > "$WORK/nginx.conf" <<EOF
 daemon off;
 worker_processes 1;
@@ -68,16 +74,22 @@ error_log $WORK/nginx/error.log;
 events { worker_connections 4096; }
 http {
   access_log off;
+  open_file_cache max=16 inactive=60s; open_file_cache_valid 60s;
   client_body_temp_path $WORK/nginx; proxy_temp_path $WORK/nginx; fastcgi_temp_path $WORK/nginx;
   uwsgi_temp_path $WORK/nginx; scgi_temp_path $WORK/nginx;
   limit_req_zone \$http_x_api_key zone=k:64m rate=1000000r/s;
+  limit_req_zone \$http_x_api_key zone=tight:1m rate=1r/m;
   server {
     listen 127.0.0.1:$P_NGX;
-    location / { limit_req zone=k burst=1000000 nodelay; limit_req_status 429; return 200 "ok\n"; }
+    root $WORK/www;
+    location / { limit_req zone=k burst=1000000 nodelay; limit_req_status 429; try_files /ok =404; }
+    location /tight { limit_req zone=tight nodelay; limit_req_status 429; try_files /ok =404; }
   }
 }
 EOF
   start nginx "$P_NGX" "$NGINX" -c "$WORK/nginx.conf" -p "$WORK/nginx"
+  codes=$(for _ in 1 2; do curl -s -o /dev/null -w "%{http_code} " -H "x-api-key: probe" "http://127.0.0.1:$P_NGX/tight"; done)
+  [ "$codes" = "200 429 " ] || { echo "nginx limit_req is not in the answer's path (/tight answered: $codes)" >&2; cat "$WORK/nginx/error.log" >&2; exit 1; }
 fi
 REDIS_URL=""
 if command -v redis-server >/dev/null; then

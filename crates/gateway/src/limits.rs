@@ -190,11 +190,12 @@ impl<C> Limit<C> {
         }
     }
 
-    /// Its store-latency histogram.
-    pub(crate) fn latency(&self) -> Arc<metrics::Histogram> {
-        match self.latency.load_full() {
-            Some(h) => h,
-            None => self.refresh_latency(),
+    /// Records one store call's latency, `seconds`, in its histogram (read without touching
+    /// the histogram's reference count).
+    pub(crate) fn record_latency(&self, seconds: f64) {
+        match &*self.latency.load() {
+            Some(h) => h.record(seconds),
+            None => self.refresh_latency().record(seconds),
         }
     }
 

@@ -574,10 +574,10 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
                 .any(|p| route.starts_with(p.as_str()))
     }
 
-    /// What the limits before now left of the request's timeout (which ends at `deadline`,
-    /// monotonic); never more than the timeout itself, even if the monotonic clock misbehaves.
-    fn budget(&self, deadline: Nanos) -> Duration {
-        Duration::from(deadline.saturating_sub(self.env.monotonic())).min(self.config.timeout)
+    /// What the limits before `now` (monotonic) left of the request's timeout, which ends at
+    /// `deadline`; never more than the timeout itself, even if the monotonic clock misbehaves.
+    fn budget(&self, now: Nanos, deadline: Nanos) -> Duration {
+        Duration::from(deadline.saturating_sub(now)).min(self.config.timeout)
     }
 
     /// Runs one limit: breaker, store call bounded by the request's `deadline` (on
@@ -592,18 +592,18 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
         deadline: Nanos,
     ) -> LayerOutcome {
         let fail = |reason| LayerOutcome::failed(fail_closed, reason);
-        let budget = self.budget(deadline);
-        if budget.is_zero() {
-            // Spent before this limit: the store is not called, and the breaker, which counts
-            // the store's answers, learns nothing.
-            return fail(FailReason::Timeout);
-        }
         // The decision's time is the gateway's clock; the breaker's cooldown and the latency
         // are intervals, on the monotonic clock: a wall clock set back must not hold the
         // breaker open.
         // The send time first: a denial cached from this call must never outlast the store's
         // wait, which runs from a decision made at or after it.
         let started = self.env.monotonic();
+        let budget = self.budget(started, deadline);
+        if budget.is_zero() {
+            // Spent before this limit: the store is not called, and the breaker, which counts
+            // the store's answers, learns nothing.
+            return fail(FailReason::Timeout);
+        }
         let now = self.env.now();
         let permit = layer.breaker.lock().expect("breaker").permit(started);
         if permit == Permit::Skip {
@@ -640,9 +640,7 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
     /// record (the breaker counts the store's health: a decision, or an answer about one key,
     /// full or unreadable, is a store that works).
     fn finish(&self, limit: &Limit<C>, permit: Permit, started: Nanos, end: Nanos, ok: bool) {
-        limit
-            .latency()
-            .record(end.saturating_sub(started).as_u64() as f64 / 1e9);
+        limit.record_latency(end.saturating_sub(started).as_u64() as f64 / 1e9);
         let transition = limit
             .breaker
             .lock()

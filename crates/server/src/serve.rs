@@ -6,7 +6,7 @@ use crate::limits::FileLimit;
 use crate::proxy::Proxy;
 use crate::reload;
 use ratelab_core::{Nanos, Policy, TokenBucket};
-use ratelab_gateway::http::{TokioEnv, app, app_with};
+use ratelab_gateway::http::{TokioEnv, app, app_with, prometheus};
 use ratelab_gateway::limits::{KeyBy, Limit, LimitSet, LimitSpec, PER_IP, PER_KEY};
 use ratelab_gateway::reqlog::{FileSink, RequestLogLayer};
 use ratelab_gateway::{Env, Gateway, GatewayConfig};
@@ -223,6 +223,9 @@ pub async fn gateway<S: Stores>(
     )))
 }
 
+/// How often the metrics recorder drains its histogram samples.
+const METRICS_UPKEEP: Duration = Duration::from_secs(5);
+
 /// Builds the gateway, starts the reloader, then announces the address (so a client that
 /// read the banner finds the server whole, SIGHUP handler included) and serves.
 async fn serve_app<S: Stores>(
@@ -242,6 +245,17 @@ async fn serve_app<S: Stores>(
         ),
         None => app(gw.clone(), s.admin.clone(), None),
     };
+    // The recorder keeps every histogram sample until it is drained, so without scrapes a
+    // busy server would grow by a sample per request: drained on a timer, as the exporter's
+    // own HTTP listener would.
+    tokio::spawn(async {
+        let metrics = prometheus();
+        let mut every = tokio::time::interval(METRICS_UPKEEP);
+        loop {
+            every.tick().await;
+            metrics.run_upkeep();
+        }
+    });
     gw.set_kill_switch(s.kill_switch);
     gw.set_shadow(s.shadow);
     if let LimitsSource::File { path, text, .. } = &s.limits {

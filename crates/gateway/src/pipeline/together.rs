@@ -38,13 +38,13 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
         {
             return None;
         }
-        let budget = self.budget(deadline);
-        if budget.is_zero() {
-            return None;
-        }
         // The send time first: a denial cached from this call must never outlast the store's
         // wait, which runs from a decision made at or after it.
         let started = self.env.monotonic();
+        let budget = self.budget(started, deadline);
+        if budget.is_zero() {
+            return None;
+        }
         let now = self.env.now();
         let clients: Vec<C> = group
             .iter()
