@@ -239,12 +239,18 @@ impl<C> Limit<C> {
 /// unchanged limit's store and breaker.
 pub type LimitSet<C> = Vec<Arc<Limit<C>>>;
 
-/// One matched limit of a planned request.
+/// One limit a request is checked against: the limit, the bucket's key in the limit's key
+/// space, and what the request costs there. [`crate::Gateway::check`] plans these from an
+/// HTTP request; a front end with its own model of requests (Envoy's rate limit service)
+/// plans them itself and calls [`crate::Gateway::check_planned`].
 #[derive(Debug)]
-pub(crate) struct Planned<'s, C> {
-    pub(crate) limit: &'s Arc<Limit<C>>,
-    pub(crate) key: Key,
-    pub(crate) cost: u64,
+pub struct Planned<'s, C> {
+    /// The limit.
+    pub limit: &'s Arc<Limit<C>>,
+    /// The bucket.
+    pub key: Key,
+    /// The request's cost at it.
+    pub cost: u64,
 }
 
 /// Every limit of `set` that applies to `req` from `ip`, with its key and cost; `Err` names

@@ -181,6 +181,8 @@ pub struct LimitResult {
     /// Whether it was only measured (its own shadow mode, or the global shadow switch): its
     /// denial let the request through.
     pub shadow: bool,
+    /// Its position in the request's plan (the order [`Gateway::check_planned`] was given).
+    pub planned: usize,
 }
 
 impl Answer {
@@ -803,8 +805,61 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
                 return bad(answer, e);
             }
         };
+        let fail_closed = self.fails_closed(req.route);
+        self.decide_planned(&planned, (req.trace, fail_closed), shadow_all, answer)
+            .await
+    }
+
+    /// Decides a request whose limits `planned` were planned by its front end rather than
+    /// from an HTTP request (Envoy's rate limit service maps descriptors to limits itself):
+    /// the same steps as [`Gateway::check`] after its planning, then the id and the log line.
+    /// `peer` is the caller's address, for the log; `route` names the request in it and in
+    /// the fail-closed routes; `trace` is carried by every store call; `fail_closed` makes an
+    /// unreachable store a [`Verdict::Unavailable`]. Each result's
+    /// [`LimitResult::planned`] is its position in `planned`.
+    pub async fn check_planned(
+        &self,
+        planned: &[Planned<'_, C>],
+        (peer, route): (IpAddr, &str),
+        trace: u64,
+        fail_closed: bool,
+    ) -> Answer {
+        let req = Request {
+            peer,
+            forwarding: Forwarding::default(),
+            api_key: None,
+            route,
+            method: "",
+            headers: &NoHeaders,
+            cost: 1,
+            trace,
+        };
+        let mut answer = Answer::bare(Verdict::Allow, 200);
+        answer.client_ip = Some(peer);
+        if self.kill_switch() {
+            bump(&self.stats.bypassed);
+            metrics::counter!("ratelab_requests_total", "decision" => "bypassed").increment(1);
+            answer.bypassed = true;
+        } else {
+            let fail_closed = fail_closed || self.fails_closed(route);
+            answer = self
+                .decide_planned(planned, (trace, fail_closed), self.shadow(), answer)
+                .await;
+        }
+        self.log(&req, &mut answer);
+        answer
+    }
+
+    /// Runs `planned` and completes `answer`: its verdict, its fields, the counters.
+    async fn decide_planned(
+        &self,
+        planned: &[Planned<'_, C>],
+        (trace, fail_closed): (u64, bool),
+        shadow_all: bool,
+        mut answer: Answer,
+    ) -> Answer {
         let fields = self
-            .run_limits(&planned, &req, shadow_all, &mut answer)
+            .run_limits(planned, (trace, fail_closed), shadow_all, &mut answer)
             .await;
         if answer.verdict == Verdict::Unavailable {
             return answer;
@@ -833,55 +888,61 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
     /// key the store denied until its wait is over without any store call; then the enforced
     /// limits together in one all-or-nothing step when their store can ([`together`]), else
     /// one by one in order until one denies (the later ones are not consulted and spend
-    /// nothing); then the shadow ones, each on its own, on every request they match. A fail-closed route that cannot reach its store is a 503.
+    /// nothing); then the shadow ones, each on its own, on every request they match. A
+    /// fail-closed request that cannot reach its store is a 503.
     /// Returns the enforced limits' fields, rendered, when any of them decided.
     async fn run_limits(
         &self,
         planned: &[Planned<'_, C>],
-        req: &Request<'_>,
+        (trace, fail_closed): (u64, bool),
         shadow_all: bool,
         answer: &mut Answer,
     ) -> Option<Fields> {
-        let fail_closed = self.fails_closed(req.route);
         let start = self.env.monotonic();
         let deadline = start.saturating_add(Nanos::from(self.config.timeout));
-        let shadow = |p: &&Planned<'_, C>| shadow_all || p.limit.spec.mode == Mode::Shadow;
-        let enforced: Vec<&Planned<'_, C>> = planned.iter().filter(|p| !shadow(p)).collect();
+        let shadow = |p: &Planned<'_, C>| shadow_all || p.limit.spec.mode == Mode::Shadow;
+        let enforced: Vec<(usize, &Planned<'_, C>)> = planned
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| !shadow(p))
+            .collect();
         let mut fields: Option<Fields> = None;
         let mut denied = false;
-        let cached = enforced.iter().find_map(|p| {
+        let cached = enforced.iter().find_map(|(i, p)| {
             let d = p.limit.cache.as_ref()?.lookup(&p.key, p.cost, start)?;
-            Some((p.limit, d))
+            Some((*i, p.limit, d))
         });
-        if let Some((limit, decision)) = cached {
+        if let Some((i, limit, decision)) = cached {
             // The store denied this key until later: answered here, with no store call and
             // nothing spent at any limit (a request the store denies spends nothing).
             bump(&self.stats.denial_cache_hits);
             metrics::counter!("ratelab_denial_cache_hits_total", "limit" => limit.label.clone())
                 .increment(1);
             let outcome = LayerOutcome::Cached(decision);
-            self.account(limit, outcome, false, answer, &mut fields);
+            self.account((i, limit), outcome, false, answer, &mut fields);
             // Answered without any store call: the shadow limits are not consulted either.
             answer.verdict = Verdict::Deny;
             answer.status = 429;
             return fields;
-        } else if let Some(outcomes) = self
-            .run_together(&enforced, req, fail_closed, deadline)
+        }
+        let group: Vec<&Planned<'_, C>> = enforced.iter().map(|(_, p)| *p).collect();
+        if let Some(outcomes) = self
+            .run_together(&group, trace, fail_closed, deadline)
             .await
         {
-            for (p, outcome) in enforced.iter().zip(outcomes) {
-                match self.account(p.limit, outcome, false, answer, &mut fields) {
+            for ((i, p), outcome) in enforced.iter().zip(outcomes) {
+                match self.account((*i, p.limit), outcome, false, answer, &mut fields) {
                     Step::Unavailable => return None,
                     Step::Refused => denied = true,
                     Step::Go => {}
                 }
             }
         } else {
-            for p in &enforced {
+            for (i, p) in &enforced {
                 let outcome = self
-                    .run_layer(p.limit, &p.key, p.cost, req.trace, fail_closed, deadline)
+                    .run_layer(p.limit, &p.key, p.cost, trace, fail_closed, deadline)
                     .await;
-                match self.account(p.limit, outcome, false, answer, &mut fields) {
+                match self.account((*i, p.limit), outcome, false, answer, &mut fields) {
                     Step::Unavailable => return None,
                     Step::Refused => {
                         denied = true;
@@ -892,11 +953,11 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
             }
         }
         // A shadow limit never refuses a request: not for its quota, nor for its store.
-        for p in planned.iter().filter(|p| shadow(p)) {
+        for (i, p) in planned.iter().enumerate().filter(|(_, p)| shadow(p)) {
             let outcome = self
-                .run_layer(p.limit, &p.key, p.cost, req.trace, false, deadline)
+                .run_layer(p.limit, &p.key, p.cost, trace, false, deadline)
                 .await;
-            self.account(p.limit, outcome, true, answer, &mut fields);
+            self.account((i, p.limit), outcome, true, answer, &mut fields);
         }
         if denied {
             answer.verdict = Verdict::Deny;
@@ -909,7 +970,7 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
     /// the response fields; what it means for the request.
     fn account(
         &self,
-        limit: &Limit<C>,
+        (planned, limit): (usize, &Limit<C>),
         outcome: LayerOutcome,
         shadow: bool,
         answer: &mut Answer,
@@ -919,6 +980,7 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
             name: limit.name_arc(),
             outcome,
             shadow,
+            planned,
         });
         let refused = match outcome {
             LayerOutcome::Decided { decision, .. } | LayerOutcome::Cached(decision) => {
@@ -1053,5 +1115,15 @@ impl Fields {
                 list.push_str(&item);
             }
         }
+    }
+}
+
+/// The headers of a request planned by its front end: none.
+#[derive(Debug)]
+struct NoHeaders;
+
+impl crate::limits::Headers for NoHeaders {
+    fn get(&self, _: &str) -> Option<&[u8]> {
+        None
     }
 }

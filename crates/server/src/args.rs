@@ -86,6 +86,18 @@ pub struct ServeArgs {
     /// generator, fewer workers than cores serve more (docs/PERFORMANCE.md).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1024))]
     workers: Option<u64>,
+    /// Also serve Envoy's rate limit service (RLS v3 gRPC) on this address, for the
+    /// limits file's `[[domain]]`s and the `--rls-config` files.
+    #[arg(long, value_name = "ADDR")]
+    grpc_listen: Option<std::net::SocketAddr>,
+    /// An envoyproxy/ratelimit YAML config file (one domain) for the rate limit service
+    /// (repeatable).
+    #[arg(long = "rls-config", value_name = "FILE")]
+    rls_config: Vec<PathBuf>,
+    /// What the rate limit service answers when the store fails: ok (fail open, the
+    /// default) or unavailable (so Envoy's failure_mode_deny decides).
+    #[arg(long, value_parser = ["ok", "unavailable"])]
+    grpc_failure_mode: Option<String>,
 }
 
 /// The config file, overridden by the flags, validated, then served until Ctrl-C: 0 after a
@@ -114,6 +126,9 @@ pub fn serve_command(args: ServeArgs) -> ExitCode {
         upstream_timeout_ms,
         denial_cache,
         workers,
+        grpc_listen,
+        rls_config,
+        grpc_failure_mode,
     } = args;
     let fail = |e: String| {
         eprintln!("error: {e}");
@@ -168,6 +183,11 @@ pub fn serve_command(args: ServeArgs) -> ExitCode {
     f.upstream_timeout_ms = upstream_timeout_ms.or(f.upstream_timeout_ms);
     f.denial_cache = denial_cache.map(|n| n as usize).or(f.denial_cache);
     f.workers = workers.map(|n| n as usize).or(f.workers);
+    f.grpc_listen = grpc_listen.or(f.grpc_listen);
+    if !rls_config.is_empty() {
+        f.rls_config = Some(rls_config);
+    }
+    f.grpc_failure_mode = grpc_failure_mode.or(f.grpc_failure_mode);
     match settings(f).and_then(run) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => fail(e),

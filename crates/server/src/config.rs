@@ -80,6 +80,14 @@ pub struct ServeFile {
     pub denial_cache: Option<usize>,
     /// Runtime worker threads (default: one per core).
     pub workers: Option<usize>,
+    /// Serve Envoy's rate limit service (gRPC) on this address too.
+    pub grpc_listen: Option<SocketAddr>,
+    /// envoyproxy/ratelimit YAML files (one domain each; relative to this file's directory)
+    /// whose domains the rate limit service serves, beside the limits file's `[[domain]]`s.
+    pub rls_config: Option<Vec<PathBuf>>,
+    /// What the rate limit service answers when the store fails: `ok` (fail open, the
+    /// default) or `unavailable` (the gRPC status, so Envoy's `failure_mode_deny` decides).
+    pub grpc_failure_mode: Option<String>,
 }
 
 /// Reads a config file, with errors naming file, JSON path, line and column.
@@ -105,10 +113,14 @@ pub fn read_file(path: &Path) -> Result<ServeFile, String> {
     de.end()
         .map_err(|e| format!("{}:{}:{}: {e}", path.display(), e.line(), e.column()))?;
     let mut parsed = parsed;
-    if let (Some(limits), Some(dir)) = (&parsed.limits, path.parent())
-        && limits.is_relative()
-    {
-        parsed.limits = Some(dir.join(limits));
+    if let Some(dir) = path.parent() {
+        let rebase = |p: &mut PathBuf| {
+            if p.is_relative() {
+                *p = dir.join(&*p);
+            }
+        };
+        parsed.limits.as_mut().map(rebase);
+        parsed.rls_config.iter_mut().flatten().for_each(rebase);
     }
     Ok(parsed)
 }
@@ -131,7 +143,21 @@ pub enum LimitsSource {
         text: String,
         /// Its limits.
         limits: Vec<FileLimit>,
+        /// Its rate limit service domains.
+        domains: Vec<crate::rls::config::Domain>,
     },
+}
+
+/// Envoy's rate limit service, when served.
+#[derive(Debug)]
+pub struct GrpcSettings {
+    /// Its listen address.
+    pub listen: SocketAddr,
+    /// Whether a store failure answers `UNAVAILABLE` (else OK, failing open).
+    pub fail_closed: bool,
+    /// The domains of the envoyproxy/ratelimit YAML files (the limits file's own are in
+    /// [`LimitsSource::File`]).
+    pub yaml_domains: Vec<crate::rls::config::Domain>,
 }
 
 /// Everything `serve` needs, validated.
@@ -159,6 +185,8 @@ pub struct ServeSettings {
     pub redis: Option<String>,
     /// Where the request log goes.
     pub request_log: Option<PathBuf>,
+    /// Envoy's rate limit service, if served.
+    pub grpc: Option<GrpcSettings>,
 }
 
 fn nets(list: &[String], what: &str) -> Result<Vec<IpNet>, String> {
@@ -178,11 +206,12 @@ fn limits_source(f: &ServeFile) -> Result<LimitsSource, String> {
         }
         let text = std::fs::read_to_string(path)
             .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
-        let limits = crate::limits::parse(&path.display().to_string(), &text)?;
+        let (limits, domains) = crate::limits::parse_all(&path.display().to_string(), &text)?;
         return Ok(LimitsSource::File {
             path: path.clone(),
             text,
             limits,
+            domains,
         });
     }
     let per_key = f.per_key.unwrap_or(LimitFile {
@@ -207,6 +236,11 @@ fn limits_source(f: &ServeFile) -> Result<LimitsSource, String> {
 /// Validates a merged file + flags into settings.
 pub fn settings(f: ServeFile) -> Result<ServeSettings, String> {
     let limits = limits_source(&f)?;
+    let limits_domains = match &limits {
+        LimitsSource::File { domains, .. } => domains.clone(),
+        LimitsSource::Classic { .. } => Vec::new(),
+    };
+    let grpc = grpc_settings(&f, &limits_domains)?;
     let reload_ms = f.reload_interval_ms.unwrap_or(1000);
     if !(10..=3_600_000).contains(&reload_ms) {
         return Err(format!(
@@ -306,7 +340,59 @@ pub fn settings(f: ServeFile) -> Result<ServeSettings, String> {
             "admin address",
         )?,
         kill_switch: f.kill_switch.unwrap_or(false),
+        grpc,
         redis: f.redis,
         request_log: f.request_log,
     })
+}
+
+/// The rate limit service's settings: its address, failure mode and YAML domains, which
+/// must not repeat a domain of the limits file (`file_domains`) or of each other.
+fn grpc_settings(
+    f: &ServeFile,
+    file_domains: &[crate::rls::config::Domain],
+) -> Result<Option<GrpcSettings>, String> {
+    let fail_closed = match f.grpc_failure_mode.as_deref() {
+        None | Some("ok") => false,
+        Some("unavailable") => true,
+        Some(other) => {
+            return Err(format!(
+                "grpc_failure_mode: {other:?}: expected \"ok\" or \"unavailable\""
+            ));
+        }
+    };
+    let files = f.rls_config.as_deref().unwrap_or_default();
+    let Some(listen) = f.grpc_listen else {
+        if !files.is_empty() || !file_domains.is_empty() || f.grpc_failure_mode.is_some() {
+            return Err(
+                "rate limit service domains or settings were given without grpc_listen \
+                 (--grpc-listen ADDR) to serve them"
+                    .into(),
+            );
+        }
+        return Ok(None);
+    };
+    let mut yaml_domains: Vec<crate::rls::config::Domain> = Vec::new();
+    for path in files {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+        let d = crate::rls::config::parse_yaml(&path.display().to_string(), &text)?;
+        if file_domains
+            .iter()
+            .chain(&yaml_domains)
+            .any(|o| o.name == d.name)
+        {
+            return Err(format!(
+                "{}: domain {:?} is configured twice: expected each domain once",
+                path.display(),
+                d.name
+            ));
+        }
+        yaml_domains.push(d);
+    }
+    Ok(Some(GrpcSettings {
+        listen,
+        fail_closed,
+        yaml_domains,
+    }))
 }

@@ -19,6 +19,7 @@
 //! | [`serve`] | building the gateway's limits over a store and serving it |
 //! | [`reload`] | hot reload of the limits file, on change and on SIGHUP |
 //! | [`proxy`] | the reverse proxy to `--upstream`, behind the limiter |
+//! | [`rls`] | Envoy's rate limit service (RLS v3 gRPC) and its descriptor trees |
 #![warn(missing_docs)]
 
 pub mod args;
@@ -26,6 +27,7 @@ pub mod config;
 pub mod limits;
 pub mod proxy;
 pub mod reload;
+pub mod rls;
 pub mod serve;
 
 pub use args::{EXIT_BAD_INPUT, ServeArgs, serve_command};

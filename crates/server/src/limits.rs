@@ -50,8 +50,13 @@ pub struct LimitsFile {
     /// enforced limits together, all or nothing, whenever their store can (if any denies it,
     /// it is 429 and spends nothing at any; docs/GATEWAY.md says when it cannot), its shadow
     /// limits each on its own.
-    #[schemars(length(min = 1, max = 256))]
+    #[schemars(length(max = 256))]
+    #[serde(default)]
     pub limit: Vec<LimitEntry>,
+    /// Envoy rate limit service domains (`--grpc-listen`): descriptor trees in
+    /// envoyproxy/ratelimit's model (`crate::rls::config`).
+    #[serde(default)]
+    pub domain: Vec<crate::rls::config::DomainEntry>,
 }
 
 /// A limit's algorithm.
@@ -180,8 +185,16 @@ pub fn load(path: &Path) -> Result<Vec<FileLimit>, String> {
     parse(&path.display().to_string(), &text)
 }
 
-/// Validates the text of a limits file called `file` (for messages).
+/// Validates the text of a limits file called `file` (for messages): its limits.
 pub fn parse(file: &str, text: &str) -> Result<Vec<FileLimit>, String> {
+    parse_all(file, text).map(|(limits, _)| limits)
+}
+
+/// Validates the text of a limits file called `file`: its limits and its domains.
+pub fn parse_all(
+    file: &str,
+    text: &str,
+) -> Result<(Vec<FileLimit>, Vec<crate::rls::config::Domain>), String> {
     let at = |offset: usize, path: &str, msg: &str| {
         let (line, column) = line_column(text, offset);
         let path = if path.is_empty() { "." } else { path };
@@ -199,7 +212,10 @@ pub fn parse(file: &str, text: &str) -> Result<Vec<FileLimit>, String> {
             .unwrap_or(0);
         at(offset, &path, inner.message())
     })?;
-    validate(&parsed).map_err(|(path, msg)| at(locate(text, &path).unwrap_or(0), &path, &msg))
+    let located = |(path, msg): Invalid| at(locate(text, &path).unwrap_or(0), &path, &msg);
+    let limits = validate(&parsed).map_err(located)?;
+    let domains = crate::rls::config::validate(&parsed.domain, "domain").map_err(located)?;
+    Ok((limits, domains))
 }
 
 /// The 1-based line and column (in characters) of byte `offset`.
@@ -241,7 +257,7 @@ fn locate(text: &str, path: &str) -> Option<usize> {
     Some(offset)
 }
 
-type Invalid = (String, String);
+pub(crate) type Invalid = (String, String);
 
 fn header_name(raw: &str, path: String) -> Result<String, Invalid> {
     let token = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
@@ -255,10 +271,11 @@ fn header_name(raw: &str, path: String) -> Result<String, Invalid> {
 }
 
 fn validate(file: &LimitsFile) -> Result<Vec<FileLimit>, Invalid> {
-    if file.limit.is_empty() {
+    if file.limit.is_empty() && file.domain.is_empty() {
         return Err((
             "limit".into(),
-            "expected at least one [[limit]] (to stop limiting, use the kill switch)".into(),
+            "expected at least one [[limit]] or [[domain]] (to stop limiting, use the kill switch)"
+                .into(),
         ));
     }
     if file.limit.len() > MAX_LIMITS {
@@ -370,7 +387,7 @@ fn policy_capacity(p: &Policy) -> u64 {
     p.quota().limit
 }
 
-fn policy(e: &LimitEntry, at: &str) -> Result<Policy, Invalid> {
+pub(crate) fn policy(e: &LimitEntry, at: &str) -> Result<Policy, Invalid> {
     let field = |f: &str| format!("{at}.{f}");
     let (name, allowed): (&str, &[&str]) = match e.algorithm {
         AlgorithmName::TokenBucket => (

@@ -4,7 +4,7 @@
 //! bad input.
 
 use clap::{Parser, Subcommand};
-use ratelab_server::{EXIT_BAD_INPUT, ServeArgs, limits, serve_command};
+use ratelab_server::{EXIT_BAD_INPUT, ServeArgs, limits, rls, serve_command};
 use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -28,9 +28,10 @@ struct Cli {
 enum Command {
     /// Print the limits file's JSON Schema.
     Schema,
-    /// Validate a limits file without serving: 0 when it is valid, 2 with the located error.
+    /// Validate a limits file (TOML), or an envoyproxy/ratelimit config (YAML, for
+    /// `--rls-config`), without serving: 0 when it is valid, 2 with the located error.
     Check {
-        /// The limits file.
+        /// The file.
         file: PathBuf,
     },
 }
@@ -47,15 +48,9 @@ fn main() -> ExitCode {
         Ok(Cli {
             command: Some(Command::Check { file }),
             ..
-        }) => match limits::load(&file) {
-            Ok(l) => {
-                let names: Vec<_> = l.iter().map(|l| l.spec.name.as_str()).collect();
-                println!(
-                    "{}: {} limits: {}",
-                    file.display(),
-                    l.len(),
-                    names.join(", ")
-                );
+        }) => match check(&file) {
+            Ok(said) => {
+                println!("{}: {said}", file.display());
                 ExitCode::SUCCESS
             }
             Err(e) => {
@@ -70,4 +65,35 @@ fn main() -> ExitCode {
             ExitCode::from(code)
         }
     }
+}
+
+/// What a valid limits file or envoyproxy/ratelimit config holds, in a line.
+fn check(file: &std::path::Path) -> Result<String, String> {
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| format!("{}: cannot read: {e}", file.display()))?;
+    let name = file.display().to_string();
+    let yaml = file
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("yaml") || e.eq_ignore_ascii_case("yml"));
+    let (limits, domains) = if yaml {
+        (Vec::new(), vec![rls::config::parse_yaml(&name, &text)?])
+    } else {
+        limits::parse_all(&name, &text)?
+    };
+    let names: Vec<_> = limits.iter().map(|l| l.spec.name.as_str()).collect();
+    let mut said = format!("{} limits: {}", limits.len(), names.join(", "));
+    if limits.is_empty() {
+        said.clear();
+    }
+    if !domains.is_empty() {
+        let leaves: usize = domains.iter().map(rls::config::Domain::limits).sum();
+        let names: Vec<_> = domains.iter().map(|d| d.name.as_str()).collect();
+        let sep = if said.is_empty() { "" } else { "; " };
+        said = format!(
+            "{said}{sep}{} domains ({}) with {leaves} descriptor limits",
+            domains.len(),
+            names.join(", ")
+        );
+    }
+    Ok(said)
 }

@@ -52,6 +52,7 @@ pub fn start<S: Stores>(
     loaded: &str,
     interval: Duration,
     config: GatewayConfig,
+    rls: Option<Rls<S>>,
 ) {
     describe();
     for result in ["applied", "rejected"] {
@@ -94,7 +95,9 @@ pub fn start<S: Stores>(
             }
             pending = None;
             let outcome = match &now {
-                Seen::Bytes(bytes) => apply(&gateway, &stores, &path, bytes, &config).await,
+                Seen::Bytes(bytes) => {
+                    apply(&gateway, &stores, &path, bytes, &config, rls.as_ref()).await
+                }
                 Seen::Unreadable(e) => Err(format!("{}: cannot read: {e}", path.display())),
             };
             seen = now;
@@ -121,21 +124,54 @@ pub fn start<S: Stores>(
     });
 }
 
-/// Validates `bytes` and swaps the new set in; the number of limits applied.
+/// The rate limit service's tables, and the domains of its YAML files (which a reload of the
+/// limits file keeps).
+pub type Rls<S> = (
+    Arc<arc_swap::ArcSwap<crate::rls::Tables<<S as Stores>::Client>>>,
+    Vec<crate::rls::config::Domain>,
+);
+
+/// Validates `bytes` and swaps the new limits in (and the new domains, when the rate limit
+/// service runs); the number of limits applied.
 async fn apply<S: Stores>(
     gateway: &Gateway<S::Client, TokioEnv>,
     stores: &S,
     path: &std::path::Path,
     bytes: &[u8],
     config: &GatewayConfig,
+    rls: Option<&Rls<S>>,
 ) -> Result<usize, String> {
     let text =
         std::str::from_utf8(bytes).map_err(|e| format!("{}: not UTF-8: {e}", path.display()))?;
     let file = path.display().to_string();
-    let parsed = limits::parse(&file, text)?;
+    let (parsed, mut domains) = limits::parse_all(&file, text)?;
     stores.check(&file, text, &parsed)?;
+    let tables = match rls {
+        None if !domains.is_empty() => {
+            return Err(format!(
+                "{file}: [[domain]]s need the rate limit service, which this server does not run (--grpc-listen)"
+            ));
+        }
+        None => None,
+        Some((_, yaml)) => {
+            if let Some(d) = domains
+                .iter()
+                .find(|d| yaml.iter().any(|y| y.name == d.name))
+            {
+                return Err(format!(
+                    "{file}: domain {:?} is also in an --rls-config file: expected each domain once",
+                    d.name
+                ));
+            }
+            domains.extend(yaml.iter().cloned());
+            Some(crate::rls::build(stores, &domains, config).await?)
+        }
+    };
     let set = file_set(stores, &gateway.limits(), parsed, config).await?;
     let n = set.len();
     gateway.replace_limits(set);
+    if let (Some((swap, _)), Some(t)) = (rls, tables) {
+        swap.store(Arc::new(t));
+    }
     Ok(n)
 }

@@ -27,7 +27,7 @@ fn wall_clock() -> Nanos {
 }
 
 /// Where a server's limits keep their buckets: each limit gets a client of its own.
-pub trait Stores: Send + Sync + 'static {
+pub trait Stores: Clone + Send + Sync + 'static {
     /// A limit's store client.
     type Client: StoreClient + Clone + Send + Sync + 'static;
     /// A client for a limit running `policy` on the keys under `prefix`.
@@ -130,7 +130,7 @@ impl Stores for Redis {
 }
 
 /// A limit over `client`, with the gateway's breaker and denial-cache settings.
-fn limit<C>(config: &GatewayConfig, spec: LimitSpec, client: C) -> Arc<Limit<C>> {
+pub(crate) fn limit<C>(config: &GatewayConfig, spec: LimitSpec, client: C) -> Arc<Limit<C>> {
     let limit = Limit::new(spec, client, config.breaker);
     Arc::new(limit.with_denial_cache(config.denial_cache))
 }
@@ -194,7 +194,11 @@ pub async fn file_set<S: Stores>(
 /// A stable 32-bit fingerprint of a policy's algorithm and parameters (FNV-1a of its
 /// description): the same in every process and release that describes it the same way.
 fn fingerprint(policy: &Policy) -> u32 {
-    let text = format!("{policy:?}");
+    fingerprint_text(&format!("{policy:?}"))
+}
+
+/// FNV-1a of `text`, folded to 32 bits: stable across processes and releases.
+pub(crate) fn fingerprint_text(text: &str) -> u32 {
     let h = text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
         (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
     });
@@ -211,7 +215,9 @@ pub async fn gateway<S: Stores>(
         LimitsSource::Classic { per_ip, per_key } => {
             classic(stores, *per_ip, *per_key, config).await?
         }
-        LimitsSource::File { path, text, limits } => {
+        LimitsSource::File {
+            path, text, limits, ..
+        } => {
             stores.check(&path.display().to_string(), text, limits)?;
             file_set(stores, &Vec::new(), limits.clone(), config).await?
         }
@@ -258,6 +264,10 @@ async fn serve_app<S: Stores>(
     });
     gw.set_kill_switch(s.kill_switch);
     gw.set_shadow(s.shadow);
+    let rls = match &s.grpc {
+        Some(g) => Some(rls_service(&gw, &stores, s, g).await?),
+        None => None,
+    };
     if let LimitsSource::File { path, text, .. } = &s.limits {
         let config = s.gateway.clone();
         reload::start(
@@ -267,16 +277,84 @@ async fn serve_app<S: Stores>(
             text,
             s.reload_interval,
             config,
+            rls.as_ref()
+                .map(|(tables, _, yaml)| (tables.clone(), yaml.clone())),
         );
     }
-    banner(&listener, s)?;
-    axum::serve(
+    // One shutdown for both servers: Ctrl-C or SIGTERM stops them together.
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        shutdown().await;
+        let _ = stop.send(true);
+    });
+    let until = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|s| *s).await;
+    };
+    let grpc = match (rls, &s.grpc) {
+        (Some((_, service, _)), Some(g)) => {
+            let listener = tokio::net::TcpListener::bind(g.listen)
+                .await
+                .map_err(|e| format!("cannot listen on {} (gRPC): {e}", g.listen))?;
+            let addr = listener.local_addr().map_err(|e| e.to_string())?;
+            let incoming =
+                tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
+            let server = tonic::transport::Server::builder()
+                .add_service(
+                    crate::rls::proto::envoy::service::ratelimit::v3::rate_limit_service_server::RateLimitServiceServer::new(service),
+                )
+                .serve_with_incoming_shutdown(incoming, until(stopped.clone()));
+            Some((addr, tokio::spawn(server)))
+        }
+        _ => None,
+    };
+    banner(&listener, s, grpc.as_ref().map(|(a, _)| *a))?;
+    let http = axum::serve(
         listener,
         app.into_make_service_with_connect_info::<SocketAddr>(),
     )
-    .with_graceful_shutdown(shutdown())
+    .with_graceful_shutdown(until(stopped))
     .await
-    .map_err(|e| format!("server error: {e}"))
+    .map_err(|e| format!("server error: {e}"));
+    if let Some((_, task)) = grpc {
+        match task.await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return Err(format!("gRPC server error: {e}")),
+            Err(e) => return Err(format!("gRPC server stopped: {e}")),
+        }
+    }
+    http
+}
+
+/// The rate limit service's tables, its service, and the YAML domains (kept across reloads
+/// of the limits file).
+type RlsParts<S> = (
+    Arc<arc_swap::ArcSwap<crate::rls::Tables<<S as Stores>::Client>>>,
+    crate::rls::Rls<S>,
+    Vec<crate::rls::config::Domain>,
+);
+
+/// Builds the rate limit service over the gateway's pipeline and store.
+async fn rls_service<S: Stores>(
+    gw: &Arc<Gateway<S::Client, TokioEnv>>,
+    stores: &S,
+    s: &ServeSettings,
+    g: &crate::config::GrpcSettings,
+) -> Result<RlsParts<S>, String> {
+    let mut domains = match &s.limits {
+        LimitsSource::File { domains, .. } => domains.clone(),
+        LimitsSource::Classic { .. } => Vec::new(),
+    };
+    domains.extend(g.yaml_domains.iter().cloned());
+    let tables = crate::rls::build(stores, &domains, &s.gateway).await?;
+    let tables = Arc::new(arc_swap::ArcSwap::from_pointee(tables));
+    let service = crate::rls::Rls::new(
+        gw.clone(),
+        tables.clone(),
+        stores.clone(),
+        s.gateway.clone(),
+        g.fail_closed,
+    );
+    Ok((tables, service, g.yaml_domains.clone()))
 }
 
 /// Ctrl-C, or the SIGTERM a service manager sends: stop accepting, finish what is in flight.
@@ -305,21 +383,42 @@ fn describe_limits(s: &ServeSettings) -> String {
             per_ip.capacity(),
             per_ip.refill_amount(),
         ),
-        LimitsSource::File { path, limits, .. } => format!(
-            "  limits: {} from {} (reloaded on change and SIGHUP): {}",
+        LimitsSource::File {
+            path,
+            limits,
+            domains,
+            ..
+        } => format!(
+            "  limits: {} from {} (reloaded on change and SIGHUP): {}{}",
             limits.len(),
             path.display(),
             limits
                 .iter()
                 .map(|l| l.spec.name.as_str())
                 .collect::<Vec<_>>()
-                .join(", ")
+                .join(", "),
+            if domains.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "\n  rate limit service domains from it: {}",
+                    domains
+                        .iter()
+                        .map(|d| d.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            }
         ),
     }
 }
 
 /// The startup banner; its first line ends with the address.
-fn banner(listener: &tokio::net::TcpListener, s: &ServeSettings) -> Result<(), String> {
+fn banner(
+    listener: &tokio::net::TcpListener,
+    s: &ServeSettings,
+    grpc: Option<SocketAddr>,
+) -> Result<(), String> {
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
     // A closed stdout (`ratelab-server | head -1`) must not take the server down.
     let _ = writeln!(
@@ -348,6 +447,16 @@ fn banner(listener: &tokio::net::TcpListener, s: &ServeSettings) -> Result<(), S
             .as_ref()
             .map_or("off".into(), |p| p.display().to_string()),
     );
+    if let Some(g) = grpc {
+        let fail = match s.grpc.as_ref().is_some_and(|g| g.fail_closed) {
+            true => "UNAVAILABLE",
+            false => "OK (fail open)",
+        };
+        let _ = writeln!(
+            std::io::stdout(),
+            "  rate limit service (Envoy RLS v3, gRPC): {g}; on store failure: {fail}"
+        );
+    }
     Ok(())
 }
 

@@ -9,7 +9,7 @@
 //! Otherwise, and whenever one of the limits' breakers is not closed (each limit keeps its
 //! own breaker), the limits are decided one by one in order, stopping at the first denial.
 
-use super::{Gateway, LayerOutcome, Request, error_outcome, remember};
+use super::{Gateway, LayerOutcome, error_outcome, remember};
 use crate::breaker::BreakerState;
 use crate::limits::Planned;
 use crate::{Env, FailReason};
@@ -24,7 +24,7 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
     pub(super) async fn run_together(
         &self,
         group: &[&Planned<'_, C>],
-        req: &Request<'_>,
+        trace: u64,
         fail_closed: bool,
         deadline: Nanos,
     ) -> Option<Vec<LayerOutcome>> {
@@ -46,10 +46,7 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
             return None;
         }
         let now = self.env.now();
-        let clients: Vec<C> = group
-            .iter()
-            .map(|p| p.limit.client.traced(req.trace))
-            .collect();
+        let clients: Vec<C> = group.iter().map(|p| p.limit.client.traced(trace)).collect();
         let items: Vec<AllItem<'_, C>> = group
             .iter()
             .zip(&clients)

@@ -1,0 +1,547 @@
+//! Descriptor trees: envoyproxy/ratelimit's configuration model, read from `[[domain]]`
+//! tables of the limits file (TOML) or from envoyproxy/ratelimit's own YAML files unchanged.
+//!
+//! A domain holds descriptors; each has a `key`, an optional `value` (without one, every
+//! distinct value the caller sends gets a bucket of its own), nested `descriptors`, and at
+//! most one of: `rate_limit` (envoyproxy/ratelimit's `unit` and `requests_per_unit`, run as a
+//! token bucket of that capacity refilled at that rate: never more than `requests_per_unit`
+//! at once, exact on the store's clock), `policy` (any ratelab algorithm, as in a
+//! `[[limit]]`), or `unlimited = true`. `shadow_mode` counts the descriptor's denials without
+//! refusing anything.
+//!
+//! ```yaml
+//! domain: edge
+//! descriptors:
+//!   - key: remote_address
+//!     rate_limit: { unit: second, requests_per_unit: 10 }
+//!   - key: path
+//!     value: /login
+//!     rate_limit: { unit: minute, requests_per_unit: 5 }
+//!     descriptors:
+//!       - key: remote_address
+//!         shadow_mode: true
+//!         rate_limit: { unit: minute, requests_per_unit: 2 }
+//! ```
+//!
+//! Checks that need one entry are made while it is read (so an error names the line and
+//! column it was found at); what the YAML form of envoyproxy/ratelimit has and ratelab does
+//! not (`replaces`, wildcard values) is refused with that reason.
+
+use crate::limits::{AlgorithmName, LimitEntry};
+use ratelab_core::{Nanos, Policy, TokenBucket};
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+/// The most descriptors in one domain's tree, counted at every level.
+pub const MAX_DESCRIPTORS: usize = 4096;
+/// The deepest tree.
+pub const MAX_DEPTH: usize = 8;
+
+/// A domain: a tree of descriptors of its own.
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DomainEntry {
+    /// The domain's name, as Envoy's rate limit filter sends it.
+    #[schemars(length(min = 1, max = 64))]
+    pub domain: String,
+    /// Its descriptors.
+    #[serde(default)]
+    pub descriptors: Vec<DescriptorEntry>,
+}
+
+/// The unit of envoyproxy/ratelimit's `rate_limit`.
+#[derive(Clone, Copy, Debug, Deserialize, JsonSchema, PartialEq, Eq, PartialOrd, Ord)]
+#[serde(rename_all = "lowercase")]
+pub enum Unit {
+    /// One second.
+    Second,
+    /// 60 s.
+    Minute,
+    /// 3 600 s.
+    Hour,
+    /// 86 400 s.
+    Day,
+    /// 7 days.
+    Week,
+    /// 30 days.
+    Month,
+    /// 365 days.
+    Year,
+}
+
+impl Unit {
+    /// Its length, seconds (envoyproxy/ratelimit's: a month is 30 days, a year 365).
+    pub fn seconds(self) -> u64 {
+        match self {
+            Unit::Second => 1,
+            Unit::Minute => 60,
+            Unit::Hour => 3_600,
+            Unit::Day => 86_400,
+            Unit::Week => 7 * 86_400,
+            Unit::Month => 30 * 86_400,
+            Unit::Year => 365 * 86_400,
+        }
+    }
+
+    /// The unit of exactly `seconds`, if there is one.
+    pub fn of_seconds(seconds: u64) -> Option<Unit> {
+        [
+            Unit::Second,
+            Unit::Minute,
+            Unit::Hour,
+            Unit::Day,
+            Unit::Week,
+            Unit::Month,
+            Unit::Year,
+        ]
+        .into_iter()
+        .find(|u| u.seconds() == seconds)
+    }
+}
+
+/// envoyproxy/ratelimit's limit: `requests_per_unit` per `unit`.
+#[derive(Clone, Debug, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct RateLimitEntry {
+    /// The unit.
+    pub unit: Unit,
+    /// Requests per unit: the bucket's capacity and its refill per unit.
+    #[schemars(range(min = 1))]
+    pub requests_per_unit: u32,
+    /// A name for the limit (in `RateLimit-Policy`, the response's `current_limit` and the
+    /// metrics); by default one made of the domain and the descriptor's path.
+    pub name: Option<String>,
+}
+
+/// A ratelab algorithm for a descriptor, with the parameters of a `[[limit]]`.
+#[derive(Clone, Debug, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyEntry {
+    /// The algorithm.
+    pub algorithm: AlgorithmName,
+    /// Token bucket: its capacity B.
+    pub capacity: Option<u64>,
+    /// Token bucket: its refill per second.
+    pub refill_per_sec: Option<u64>,
+    /// Token bucket: tokens added every `refill_period_ms`.
+    pub refill: Option<u64>,
+    /// Token bucket: the period of `refill`, ms.
+    pub refill_period_ms: Option<u64>,
+    /// Windows: the most admitted per window.
+    pub limit: Option<u64>,
+    /// Windows: the window, ms.
+    pub window_ms: Option<u64>,
+    /// A name for the limit, as for `rate_limit`.
+    pub name: Option<String>,
+}
+
+/// One descriptor of a domain's tree, as written.
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DescriptorEntry {
+    /// The entry's key.
+    pub key: String,
+    /// The entry's value; without one, each distinct value has its own buckets.
+    pub value: Option<String>,
+    /// envoyproxy/ratelimit's limit.
+    pub rate_limit: Option<RateLimitEntry>,
+    /// A ratelab algorithm instead of `rate_limit`.
+    pub policy: Option<PolicyEntry>,
+    /// Never limited (the answer is OK, with no current limit).
+    #[serde(default)]
+    pub unlimited: bool,
+    /// Counted, never refused.
+    #[serde(default)]
+    pub shadow_mode: bool,
+    /// Accepted for envoyproxy/ratelimit's files, and ignored: ratelab's metrics are per
+    /// limit.
+    pub detailed_metric: Option<bool>,
+    /// envoyproxy/ratelimit's `replaces`: refused (not supported).
+    #[schemars(skip)]
+    pub replaces: Option<serde::de::IgnoredAny>,
+    /// Deeper descriptors, matched by the request's next entry.
+    #[serde(default)]
+    pub descriptors: Vec<DescriptorEntry>,
+}
+
+/// What a descriptor does when a request's entries end at it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Leaf {
+    /// Nothing: it only leads to deeper descriptors.
+    None,
+    /// Never limited.
+    Unlimited,
+    /// Limited by `policy`, under `name`, enforced or shadow.
+    Limited {
+        /// The limit's name.
+        name: String,
+        /// Its algorithm.
+        policy: Policy,
+        /// Whether its denials only count.
+        shadow: bool,
+        /// envoyproxy/ratelimit's description of it, when it is one of theirs.
+        unit: Option<(u32, Unit)>,
+    },
+}
+
+/// A validated descriptor.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Descriptor {
+    /// The entry's key.
+    pub key: String,
+    /// The entry's value, or any.
+    pub value: Option<String>,
+    /// What it limits.
+    pub leaf: Leaf,
+    /// Deeper descriptors.
+    pub children: Vec<Descriptor>,
+}
+
+/// A validated domain.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Domain {
+    /// Its name.
+    pub name: String,
+    /// Its top-level descriptors.
+    pub descriptors: Vec<Descriptor>,
+}
+
+impl Domain {
+    /// How many of its descriptors, at every level, have a limit.
+    pub fn limits(&self) -> usize {
+        fn count(d: &[Descriptor]) -> usize {
+            d.iter()
+                .map(|d| usize::from(matches!(d.leaf, Leaf::Limited { .. })) + count(&d.children))
+                .sum()
+        }
+        count(&self.descriptors)
+    }
+}
+
+/// An error, and the path of the entry it is about.
+pub type Invalid = (String, String);
+
+/// The policy of envoyproxy/ratelimit's `requests_per_unit` per `unit`: a bucket of that many,
+/// refilled at that rate.
+pub fn unit_policy(requests_per_unit: u32, unit: Unit) -> Result<Policy, String> {
+    let n = u64::from(requests_per_unit);
+    TokenBucket::new(n, n, Nanos::from_secs(unit.seconds()))
+        .map(Policy::TokenBucket)
+        .map_err(|e| e.to_string())
+}
+
+/// Validates the domains (at `at`, the path of their list) into trees; limit names are made
+/// unique across all of them.
+pub fn validate(domains: &[DomainEntry], at: &str) -> Result<Vec<Domain>, Invalid> {
+    let mut out: Vec<Domain> = Vec::with_capacity(domains.len());
+    let mut names = std::collections::BTreeSet::new();
+    for (i, d) in domains.iter().enumerate() {
+        let path = format!("{at}[{i}]");
+        let simple = |c: char| c.is_ascii_alphanumeric() || "_-.".contains(c);
+        if d.domain.is_empty() || d.domain.len() > 64 || !d.domain.chars().all(simple) {
+            return Err((
+                format!("{path}.domain"),
+                format!(
+                    "{:?}: expected 1 to 64 letters, digits, `_`, `-` or `.`",
+                    d.domain
+                ),
+            ));
+        }
+        if out.iter().any(|o| o.name == d.domain) {
+            return Err((
+                format!("{path}.domain"),
+                format!(
+                    "{:?} is configured twice: expected each domain once",
+                    d.domain
+                ),
+            ));
+        }
+        let mut count = 0;
+        let descriptors = level(
+            &d.descriptors,
+            &d.domain,
+            &format!("{path}.descriptors"),
+            1,
+            &mut count,
+            &mut names,
+        )?;
+        out.push(Domain {
+            name: d.domain.clone(),
+            descriptors,
+        });
+    }
+    Ok(out)
+}
+
+/// One level of a tree: `entries` at `at`, at depth `depth`, under the path `trail` (for
+/// default names).
+fn level(
+    entries: &[DescriptorEntry],
+    trail: &str,
+    at: &str,
+    depth: usize,
+    count: &mut usize,
+    names: &mut std::collections::BTreeSet<String>,
+) -> Result<Vec<Descriptor>, Invalid> {
+    if depth > MAX_DEPTH && !entries.is_empty() {
+        return Err((
+            at.to_owned(),
+            format!("descriptors nested deeper than {MAX_DEPTH} levels"),
+        ));
+    }
+    let mut out: Vec<Descriptor> = Vec::with_capacity(entries.len());
+    for (i, e) in entries.iter().enumerate() {
+        let path = format!("{at}[{i}]");
+        *count += 1;
+        if *count > MAX_DESCRIPTORS {
+            return Err((
+                path,
+                format!("more than {MAX_DESCRIPTORS} descriptors in one domain"),
+            ));
+        }
+        let d = descriptor(e, trail, &path, depth, count, names)?;
+        if out.iter().any(|o| o.key == d.key && o.value == d.value) {
+            return Err((
+                format!("{path}.key"),
+                format!(
+                    "key {:?}{} appears twice at this level: expected each once",
+                    d.key,
+                    d.value
+                        .as_ref()
+                        .map_or(String::new(), |v| format!(" with value {v:?}"))
+                ),
+            ));
+        }
+        out.push(d);
+    }
+    Ok(out)
+}
+
+fn descriptor(
+    e: &DescriptorEntry,
+    trail: &str,
+    at: &str,
+    depth: usize,
+    count: &mut usize,
+    names: &mut std::collections::BTreeSet<String>,
+) -> Result<Descriptor, Invalid> {
+    let field = |f: &str| format!("{at}.{f}");
+    if e.key.is_empty() || e.key.len() > 128 || e.key.chars().any(char::is_control) {
+        return Err((
+            field("key"),
+            format!(
+                "{:?}: expected 1 to 128 characters, no control characters",
+                e.key
+            ),
+        ));
+    }
+    if let Some(v) = &e.value {
+        if v.len() > 128 || v.chars().any(char::is_control) {
+            return Err((
+                field("value"),
+                format!("{v:?}: expected at most 128 characters, no control characters"),
+            ));
+        }
+        if v.ends_with('*') {
+            return Err((
+                field("value"),
+                format!(
+                    "{v:?}: wildcard values are not supported; leave `value` out for a bucket per value"
+                ),
+            ));
+        }
+    }
+    if e.replaces.is_some() {
+        return Err((
+            field("replaces"),
+            "`replaces` is not supported: every matching descriptor's limit applies".into(),
+        ));
+    }
+    let step = match &e.value {
+        Some(v) => format!("{}_{}", e.key, v),
+        None => e.key.clone(),
+    };
+    let trail = format!("{trail}.{step}");
+    let given = [e.rate_limit.is_some(), e.policy.is_some(), e.unlimited]
+        .iter()
+        .filter(|g| **g)
+        .count();
+    if given > 1 {
+        return Err((
+            at.to_owned(),
+            "give at most one of rate_limit, policy and unlimited".into(),
+        ));
+    }
+    if e.shadow_mode && e.rate_limit.is_none() && e.policy.is_none() {
+        return Err((
+            field("shadow_mode"),
+            "shadow_mode needs a rate_limit or a policy to measure".into(),
+        ));
+    }
+    let leaf = if e.unlimited {
+        Leaf::Unlimited
+    } else if let Some(r) = &e.rate_limit {
+        if r.requests_per_unit == 0 {
+            return Err((
+                field("rate_limit.requests_per_unit"),
+                "0: expected at least 1 (for no requests at all, use a limit of 1 and a long unit; for no limit, unlimited: true)".into(),
+            ));
+        }
+        let policy = unit_policy(r.requests_per_unit, r.unit)
+            .map_err(|m| (field("rate_limit.requests_per_unit"), m))?;
+        Leaf::Limited {
+            name: limit_name(r.name.as_deref(), &trail, &field("rate_limit.name"), names)?,
+            policy,
+            shadow: e.shadow_mode,
+            unit: Some((r.requests_per_unit, r.unit)),
+        }
+    } else if let Some(p) = &e.policy {
+        let entry = LimitEntry {
+            name: "descriptor".into(),
+            algorithm: p.algorithm,
+            capacity: p.capacity,
+            refill_per_sec: p.refill_per_sec,
+            refill: p.refill,
+            refill_period_ms: p.refill_period_ms,
+            limit: p.limit,
+            window_ms: p.window_ms,
+            key: None,
+            mode: None,
+            cost: None,
+            cost_from_header: None,
+            selector: None,
+        };
+        let policy = crate::limits::policy(&entry, &field("policy"))?;
+        Leaf::Limited {
+            name: limit_name(p.name.as_deref(), &trail, &field("policy.name"), names)?,
+            policy,
+            shadow: e.shadow_mode,
+            unit: None,
+        }
+    } else {
+        Leaf::None
+    };
+    let children = level(
+        &e.descriptors,
+        &trail,
+        &field("descriptors"),
+        depth + 1,
+        count,
+        names,
+    )?;
+    Ok(Descriptor {
+        key: e.key.clone(),
+        value: e.value.clone(),
+        leaf,
+        children,
+    })
+}
+
+/// The limit's name: the one given (checked), or one made of `trail`'s letters, digits, `_`,
+/// `-` and `.`, at most 64 of them, made unique with a numeric suffix.
+fn limit_name(
+    given: Option<&str>,
+    trail: &str,
+    at: &str,
+    names: &mut std::collections::BTreeSet<String>,
+) -> Result<String, Invalid> {
+    let simple = |c: char| c.is_ascii_alphanumeric() || "_-.".contains(c);
+    if let Some(n) = given {
+        if n.is_empty() || n.len() > 64 || !n.chars().all(simple) {
+            return Err((
+                at.to_owned(),
+                format!("{n:?}: expected 1 to 64 letters, digits, `_`, `-` or `.`"),
+            ));
+        }
+        names.insert(n.to_owned());
+        return Ok(n.to_owned());
+    }
+    let base: String = trail
+        .chars()
+        .map(|c| if simple(c) { c } else { '_' })
+        .take(56)
+        .collect();
+    let mut name = base.clone();
+    let mut n = 2;
+    while names.contains(&name) {
+        name = format!("{base}-{n}");
+        n += 1;
+    }
+    names.insert(name.clone());
+    Ok(name)
+}
+
+/// envoyproxy/ratelimit's YAML file: one domain.
+pub fn parse_yaml(file: &str, text: &str) -> Result<Domain, String> {
+    let de = serde_yaml::Deserializer::from_str(text);
+    let entry: DomainEntry = serde_path_to_error::deserialize(de).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        let (line, column) = inner.location().map_or((1, 1), |l| (l.line(), l.column()));
+        let path = if path.is_empty() { "." } else { &path };
+        // serde_yaml's message repeats the path and the position given here.
+        let msg = inner.to_string();
+        let msg = msg.strip_prefix(&format!("{path}: ")).unwrap_or(&msg);
+        let msg = match msg.rfind(" at line ") {
+            Some(i) => &msg[..i],
+            None => msg,
+        };
+        format!("{file}:{line}:{column}: at {path}: {msg}")
+    })?;
+    let mut domains = validate(std::slice::from_ref(&entry), "").map_err(|(path, msg)| {
+        let path = path.trim_start_matches("[0]").trim_start_matches('.');
+        let (line, column) = locate_yaml(text, path);
+        format!("{file}:{line}:{column}: at {path}: {msg}")
+    })?;
+    Ok(domains.remove(0))
+}
+
+/// Where the entry at `path` (`descriptors[1].rate_limit.unit`) is in a YAML text, found by
+/// following the path through its block mappings and sequences by indentation; the deepest
+/// part found, or the start.
+fn locate_yaml(text: &str, path: &str) -> (usize, usize) {
+    let lines: Vec<&str> = text.lines().collect();
+    let indent = |l: &str| l.len() - l.trim_start_matches([' ', '-']).len();
+    let mut found = (1, 1);
+    let (mut from, mut to, mut min) = (0usize, lines.len(), 0usize);
+    for part in path.split('.').filter(|p| !p.is_empty()) {
+        let (name, index) = match part.split_once('[') {
+            Some((n, i)) => (n, i.trim_end_matches(']').parse::<usize>().ok()),
+            None => (part, None),
+        };
+        let Some(k) = (from..to).find(|&k| {
+            let l = lines[k].trim_start_matches([' ', '-']);
+            indent(lines[k]) >= min && l.starts_with(&format!("{name}:"))
+        }) else {
+            break;
+        };
+        found = (k + 1, indent(lines[k]) + 1);
+        let own = indent(lines[k]);
+        let end = (k + 1..to)
+            .find(|&j| {
+                !lines[j].trim().is_empty()
+                    && indent(lines[j]) <= own
+                    && !lines[j].trim_start().starts_with('-')
+            })
+            .unwrap_or(to);
+        (from, to, min) = (k + 1, end, own);
+        if let Some(i) = index {
+            let items: Vec<usize> = (from..to)
+                .filter(|&j| lines[j].trim_start().starts_with('-'))
+                .collect();
+            let item_indent = items
+                .first()
+                .map(|&j| lines[j].len() - lines[j].trim_start().len());
+            let items: Vec<usize> = items
+                .into_iter()
+                .filter(|&j| Some(lines[j].len() - lines[j].trim_start().len()) == item_indent)
+                .collect();
+            let Some(&start) = items.get(i) else { break };
+            found = (start + 1, indent(lines[start]) + 1);
+            let end = items.get(i + 1).copied().unwrap_or(to);
+            (from, to) = (start, end);
+            min = 0;
+        }
+    }
+    found
+}
