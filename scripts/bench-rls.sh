@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Envoy's rate limit service, side by side in one run: a gRPC load generator
+# (crates/server/examples/rls_load.rs) against a bare RLS server on the same tonic stack that
+# limits nothing (the anchor), ratelab-server's rate limit service in memory, and the same on
+# a private Redis. On one hot descriptor value and on 10 000. Prints one table and the ratios.
+#
+#   scripts/bench-rls.sh [SECONDS] [CONCURRENCY] [WORKERS]
+#
+# (defaults: 5 s, 32 calls in flight, each on a connection of its own, 1 worker thread for
+# each server: the load generator runs on a core of its own). Loopback only.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SECS="${1:-5}"
+CONC="${2:-32}"
+WORKERS="${3:-1}"
+
+cargo build --release -q -p ratelab-server --bin ratelab-server --example rls_load
+BIN="${CARGO_TARGET_DIR:-target}/release"
+WORK="$(mktemp -d)"
+PIDS=()
+cleanup() { for p in ${PIDS[@]+"${PIDS[@]}"}; do kill "$p" 2>/dev/null || true; done; rm -rf "$WORK"; }
+trap cleanup EXIT
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_port() { for _ in $(seq 100); do (echo > "/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.05; done; echo "nothing listens on $1:" >&2; cat "$WORK/$1.log" >&2; exit 1; }
+start() { # port, command...
+  local port="$1"; shift
+  "$@" > "$WORK/$port.log" 2>&1 &
+  PIDS+=($!)
+  LAST=$!
+  wait_port "$port"
+}
+# CPU time of a process so far, in clock ticks.
+cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+
+# Every call admitted, each a whole decision: a bucket per value of 10⁶, refilled at 10⁶ a
+# second (within the Redis script's exact range).
+cat > "$WORK/limits.toml" <<'TOML'
+[[domain]]
+domain = "bench"
+[[domain.descriptors]]
+key = "key"
+rate_limit = { unit = "second", requests_per_unit = 1000000 }
+TOML
+
+G_BARE=$(free_port); start "$G_BARE" "$BIN/examples/rls_load" bare "127.0.0.1:$G_BARE" "$WORKERS"; PID_BARE=$LAST
+H_MEM=$(free_port); G_MEM=$(free_port)
+start "$G_MEM" "$BIN/ratelab-server" --listen "127.0.0.1:$H_MEM" --grpc-listen "127.0.0.1:$G_MEM" --limits "$WORK/limits.toml" --workers "$WORKERS"
+PID_MEM=$LAST
+G_RDS=""
+if command -v redis-server >/dev/null; then
+  P_RDS=$(free_port)
+  start "$P_RDS" redis-server --port "$P_RDS" --bind 127.0.0.1 --save "" --appendonly no --dir "$WORK"
+  H_RDS=$(free_port); G_RDS=$(free_port)
+  start "$G_RDS" "$BIN/ratelab-server" --listen "127.0.0.1:$H_RDS" --grpc-listen "127.0.0.1:$G_RDS" --limits "$WORK/limits.toml" --redis "redis://127.0.0.1:$P_RDS" --workers "$WORKERS"
+  PID_RDS=$LAST
+fi
+
+echo "ShouldRateLimit, $CONC calls in flight for ${SECS}s, $WORKERS worker thread(s) per server, $(nproc) cores, $(date -u +%F)"
+printf "| %-34s | %-8s | %10s | %7s | %7s | %12s |\n" target keys "calls/s" "p50 µs" "p99 µs" "CPU µs/call"
+printf "|%s|%s|%s|%s|%s|%s|\n" "------------------------------------" "----------" "-----------:" "--------:" "--------:" "-------------:"
+declare -A RATE CPU
+row() { # label, keys (hot|many), port, server pid
+  local out r p50 p99 n=1 t0 t1 us
+  [ "$2" = many ] && n=10000
+  t0=$(cpu "$4")
+  out=$("$BIN/examples/rls_load" load "127.0.0.1:$3" "$SECS" "$CONC" "$n") || { echo "refused: $1, $2" >&2; exit 1; }
+  t1=$(cpu "$4")
+  read -r r p50 p99 <<< "$out"
+  # The server's CPU per call: ticks of 1/CLK_TCK s over the calls made in SECS.
+  us=$(python3 -c "import os; print(f'{($t1 - $t0) / os.sysconf(\"SC_CLK_TCK\") * 1e6 / ($r * $SECS):.1f}')")
+  RATE["$1/$2"]=$r
+  CPU["$1/$2"]=$us
+  printf "| %-34s | %-8s | %10s | %7s | %7s | %12s |\n" "$1" "$2" "$r" "$p50" "$p99" "$us"
+}
+for keys in hot many; do
+  row "bare tonic RLS (no limiting)" $keys "$G_BARE" "$PID_BARE"
+  row "ratelab-server, in memory" $keys "$G_MEM" "$PID_MEM"
+  if [ -n "$G_RDS" ]; then row "ratelab-server, on Redis" $keys "$G_RDS" "$PID_RDS"; fi
+done
+echo
+ratio() { python3 -c "print(f'{$1 / $2:.2f}')"; }
+for keys in hot many; do
+  bare="bare tonic RLS (no limiting)/$keys"
+  echo "$keys: ratelab in memory / bare: calls/s $(ratio "${RATE["ratelab-server, in memory/$keys"]}" "${RATE[$bare]}"), server CPU per call $(ratio "${CPU["ratelab-server, in memory/$keys"]}" "${CPU[$bare]}")"
+  if [ -n "$G_RDS" ]; then
+    echo "$keys: ratelab on Redis / bare: calls/s $(ratio "${RATE["ratelab-server, on Redis/$keys"]}" "${RATE[$bare]}"), server CPU per call $(ratio "${CPU["ratelab-server, on Redis/$keys"]}" "${CPU[$bare]}") (Redis's own CPU not counted)"
+  fi
+done
