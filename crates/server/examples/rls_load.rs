@@ -63,7 +63,11 @@ fn runtime(workers: Option<usize>) -> Result<tokio::runtime::Runtime, Error> {
 
 async fn bare(addr: std::net::SocketAddr) -> Result<(), Error> {
     let listener = tokio::net::TcpListener::bind(addr).await?;
-    writeln!(std::io::stdout(), "bare RLS: listening on {}", listener.local_addr()?)?;
+    writeln!(
+        std::io::stdout(),
+        "bare RLS: listening on {}",
+        listener.local_addr()?
+    )?;
     let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
     tonic::transport::Server::builder()
         .add_service(RateLimitServiceServer::new(Bare))
@@ -144,7 +148,12 @@ async fn load(addr: String, secs: u64, concurrency: usize, keys: u64) -> Result<
 fn main() -> Result<(), Error> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let usage = "usage: rls_load bare ADDR [WORKERS] | rls_load load ADDR SECS CONCURRENCY KEYS";
-    match args.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
+    match args
+        .iter()
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .as_slice()
+    {
         ["bare", addr, rest @ ..] => {
             let workers = rest.first().map(|w| w.parse()).transpose()?;
             runtime(workers)?.block_on(bare(addr.parse()?))
