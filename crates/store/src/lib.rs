@@ -32,6 +32,8 @@ mod key;
 pub mod lease;
 pub mod memory;
 #[cfg(feature = "redis")]
+pub mod redis_conn;
+#[cfg(feature = "redis")]
 pub mod redis_store;
 
 pub use backend::{BackendMutex, StdBackend, SyncBackend};

@@ -21,7 +21,19 @@
 //!
 //! Keys are namespaced (`prefix` + key) and bounded ([`MAX_PREFIX_LEN`] + [`MAX_KEY_LEN`](crate::MAX_KEY_LEN)).
 //! Every call has a timeout; the connection manager reconnects after the server comes back.
+//!
+//! **On Redis Cluster** ([`RedisStore::connect_cluster`]) every decision over one bucket is
+//! one script on the primary of the bucket's slot. A request at several limits whose keys
+//! share a slot is one script, as on one server. Keys in different slots (a per-IP and a
+//! per-key bucket, say) cannot be one script: the request is decided slot by slot, all slots
+//! at once, each slot all or nothing; if any slot denies it, every slot that admitted it is
+//! refunded (`refund.lua` moves the bucket's TAT back by what the request spent), so a denial
+//! by one limit consumes nothing at the others once the refund lands. Between the take and
+//! the refund (one more round trip) another request can see those tokens spent; a refund
+//! that fails (the slot's primary lost) leaves them spent until they refill. The lease, its
+//! token counter and the fenced resources share one hash tag, so their scripts run whole.
 
+use crate::redis_conn::{Conn, slot};
 use crate::{
     AllApplied, AllFuture, AllItem, Applied, FenceVerdict, Key, LeaseClient, LimitError, Read,
     StoreClient, StoreError,
@@ -41,6 +53,8 @@ pub const SCRIPT: &str = include_str!("token_bucket.lua");
 pub const LEASE_SCRIPT: &str = include_str!("lease.lua");
 /// The Lua script of fenced writes.
 pub const FENCE_SCRIPT: &str = include_str!("fence.lua");
+/// The Lua script that gives back what a request spent at a bucket (Redis Cluster).
+pub const REFUND_SCRIPT: &str = include_str!("refund.lua");
 const EXACT: u128 = 1 << 53;
 
 /// Settings of a [`RedisStore`].
@@ -64,12 +78,13 @@ impl Default for RedisOptions {
 /// A token-bucket store on Redis.
 #[derive(Clone)]
 pub struct RedisStore {
-    conn: ConnectionManager,
+    conn: Conn,
     bucket: TokenBucket,
     options: Arc<RedisOptions>,
     script: Arc<redis::Script>,
     lease: Arc<redis::Script>,
     fence: Arc<redis::Script>,
+    refund: Arc<redis::Script>,
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -153,14 +168,60 @@ impl RedisStore {
         let conn = ConnectionManager::new_with_config(client, config)
             .await
             .map_err(|e| RedisSetupError::Connect(e.to_string()))?;
-        Ok(RedisStore {
+        Ok(RedisStore::over(Conn::Single(conn), bucket, options))
+    }
+
+    /// Connects to the Redis Cluster that `seeds` (`redis://127.0.0.1:7000/`, …) belong to,
+    /// for `bucket`. The slot map is read from the first seed that answers and refreshed on
+    /// `MOVED`.
+    pub async fn connect_cluster(
+        seeds: &[String],
+        bucket: TokenBucket,
+        options: RedisOptions,
+    ) -> Result<RedisStore, RedisSetupError> {
+        check_exact(&bucket)?;
+        if options.prefix.len() > MAX_PREFIX_LEN {
+            return Err(RedisSetupError::Prefix(format!(
+                "key prefix is {} bytes: expected at most {MAX_PREFIX_LEN}",
+                options.prefix.len()
+            )));
+        }
+        if seeds.is_empty() {
+            return Err(RedisSetupError::Connect(
+                "no cluster seed nodes given".into(),
+            ));
+        }
+        let client = redis::cluster::ClusterClient::builder(seeds.iter().map(String::as_str))
+            .connection_timeout(options.timeout.max(Duration::from_millis(200)))
+            .response_timeout(options.timeout)
+            .retries(1)
+            .build()
+            .map_err(|e| RedisSetupError::Connect(e.to_string()))?;
+        let conn = tokio::time::timeout(
+            options.timeout.max(Duration::from_secs(2)),
+            client.get_async_connection(),
+        )
+        .await
+        .map_err(|_| RedisSetupError::Connect("the cluster did not answer in time".into()))?
+        .map_err(|e| RedisSetupError::Connect(e.to_string()))?;
+        Ok(RedisStore::over(Conn::Cluster(conn), bucket, options))
+    }
+
+    fn over(conn: Conn, bucket: TokenBucket, options: RedisOptions) -> RedisStore {
+        RedisStore {
             conn,
             bucket,
             options: Arc::new(options),
             script: Arc::new(redis::Script::new(SCRIPT)),
             lease: Arc::new(redis::Script::new(LEASE_SCRIPT)),
             fence: Arc::new(redis::Script::new(FENCE_SCRIPT)),
-        })
+            refund: Arc::new(redis::Script::new(REFUND_SCRIPT)),
+        }
+    }
+
+    /// Whether this store is on a Redis Cluster.
+    pub fn is_cluster(&self) -> bool {
+        self.conn.is_cluster()
     }
 
     /// Another limit's store on the same connection: its own bucket and key prefix. Siblings
@@ -294,14 +355,21 @@ impl RedisStore {
         Ok(token.zip(value))
     }
 
-    /// Deletes every key under the prefix (for tests and benchmarks).
+    /// Deletes every key under the prefix (for tests and benchmarks). On a cluster, `KEYS`
+    /// asks every primary and each key is deleted on its own slot's primary.
     pub async fn clear(&self) -> Result<(), StoreError> {
         let mut conn = self.conn.clone();
         let pattern = format!("{}*", self.options.prefix);
         let keys: Vec<String> = self
             .timed(redis::cmd("KEYS").arg(&pattern).query_async(&mut conn))
             .await?;
-        if !keys.is_empty() {
+        if self.is_cluster() {
+            for k in &keys {
+                let _: () = self
+                    .timed(redis::cmd("DEL").arg(k).query_async(&mut conn))
+                    .await?;
+            }
+        } else if !keys.is_empty() {
             let _: () = self
                 .timed(redis::cmd("DEL").arg(&keys).query_async(&mut conn))
                 .await?;
@@ -370,6 +438,32 @@ fn time_args(now: Option<Nanos>) -> (String, String) {
     }
 }
 
+/// Runs every future at once; their outputs in order.
+async fn futures_join<F: Future>(futures: impl Iterator<Item = F>) -> Vec<F::Output> {
+    let mut pinned: Vec<_> = futures.map(Box::pin).collect();
+    let mut out: Vec<Option<F::Output>> = (0..pinned.len()).map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut pending = false;
+        for (f, o) in pinned.iter_mut().zip(out.iter_mut()) {
+            if o.is_none() {
+                match f.as_mut().poll(cx) {
+                    std::task::Poll::Ready(v) => *o = Some(v),
+                    std::task::Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending {
+            std::task::Poll::Pending
+        } else {
+            std::task::Poll::Ready(())
+        }
+    })
+    .await;
+    out.into_iter()
+        .map(|o| o.expect("every future finished"))
+        .collect()
+}
+
 /// A reply field that must not be negative.
 fn non_negative(v: i64) -> Result<u64, StoreError> {
     u64::try_from(v).map_err(|_| StoreError::Corrupt)
@@ -414,6 +508,101 @@ impl RedisStore {
                 }));
             }
         }
+        if first.is_cluster() {
+            let slots: Vec<u16> = items
+                .iter()
+                .map(|(c, k, _)| slot(c.key(k).as_bytes()))
+                .collect();
+            if slots.iter().any(|s| *s != slots[0]) {
+                return RedisStore::apply_by_slot(items, &slots, now).await;
+            }
+        }
+        RedisStore::apply_one_script(items, now).await
+    }
+
+    /// A request at keys in several cluster slots: each slot's keys in one script, every
+    /// slot at once; if any slot denies, the slots that admitted are refunded. The reply is
+    /// as for one script: every item's decision, allowed only if every slot admitted.
+    async fn apply_by_slot(
+        items: &[AllItem<'_, RedisStore>],
+        slots: &[u16],
+        now: Option<Nanos>,
+    ) -> Result<AllApplied, LimitError> {
+        let mut groups: std::collections::BTreeMap<u16, Vec<usize>> = Default::default();
+        for (i, s) in slots.iter().enumerate() {
+            groups.entry(*s).or_default().push(i);
+        }
+        let calls = groups.values().map(|idx| async move {
+            let part: Vec<AllItem<'_, RedisStore>> = idx.iter().map(|&i| items[i]).collect();
+            RedisStore::apply_one_script(&part, now).await
+        });
+        let results = futures_join(calls).await;
+        let mut decisions = vec![None; items.len()];
+        let mut allowed = true;
+        let mut store_time = Nanos::ZERO;
+        let mut failed = None;
+        for (idx, r) in groups.values().zip(&results) {
+            match r {
+                Ok(all) => {
+                    allowed &= all.allowed;
+                    store_time = store_time.max(all.store_time);
+                    for (&i, d) in idx.iter().zip(&all.decisions) {
+                        decisions[i] = Some(*d);
+                    }
+                }
+                Err(e) => failed = Some(e.clone()),
+            }
+        }
+        if failed.is_some() || !allowed {
+            // Undo every slot that spent: the request is admitted nowhere.
+            let refunds = groups.values().zip(&results).filter_map(|(idx, r)| {
+                let spent = matches!(r, Ok(all) if all.allowed);
+                spent.then_some(idx)
+            });
+            for idx in refunds {
+                for &i in idx {
+                    let (c, k, cost) = items[i];
+                    // A refund that fails leaves the tokens spent until they refill: the
+                    // request stays denied either way.
+                    let _ = c.refund_one(k, cost).await;
+                    if let Some(d) = decisions[i].as_mut() {
+                        d.remaining = (d.remaining + cost).min(c.bucket.capacity());
+                    }
+                }
+            }
+        }
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        Ok(AllApplied {
+            allowed,
+            decisions: decisions
+                .into_iter()
+                .map(|d| d.expect("every slot answered"))
+                .collect(),
+            store_time,
+        })
+    }
+
+    /// Gives back `cost` at `key` (a request admitted here and denied in another slot).
+    async fn refund_one(&self, key: &Key, cost: u64) -> Result<bool, StoreError> {
+        let mut conn = self.conn.clone();
+        let mut inv = self.refund.key(self.key(key));
+        inv.arg(self.bucket.refill_amount())
+            .arg(self.bucket.refill_period().as_u64())
+            .arg(cost);
+        let given: u64 = self.timed(inv.invoke_async(&mut conn)).await?;
+        Ok(given == 1)
+    }
+
+    /// Every item in one script call (their keys in one slot, on a cluster).
+    async fn apply_one_script(
+        items: &[AllItem<'_, RedisStore>],
+        now: Option<Nanos>,
+    ) -> Result<AllApplied, LimitError> {
+        let Some((first, _, _)) = items.first() else {
+            return Err(LimitError::Store(StoreError::Corrupt));
+        };
         let (sec, nsec) = time_args(now);
         let mut inv = first.script.prepare_invoke();
         for (i, (c, k, cost)) in items.iter().enumerate() {

@@ -1,0 +1,220 @@
+//! A private Redis Cluster for one test: three primaries and three replicas from
+//! `redis-server` on free loopback ports, no persistence, a short `cluster-node-timeout`,
+//! created with `redis-cli --cluster create … --cluster-replicas 1 --cluster-yes`, and torn
+//! down when dropped.
+//!
+//! Without `redis-server` and `redis-cli` the tests that need it say so loudly and skip,
+//! unless `RATELAB_REQUIRE_REDIS=1`, in which case they fail. `.ci/run` installs them and sets
+//! that.
+
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// One node.
+pub struct Node {
+    child: Option<Child>,
+    pub port: u16,
+}
+
+pub struct RedisCluster {
+    pub nodes: Vec<Node>,
+    dir: PathBuf,
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn installed() -> bool {
+    ["redis-server", "redis-cli"].iter().all(|c| {
+        Command::new(c)
+            .arg("--version")
+            .stdout(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    })
+}
+
+/// `redis-cli -p PORT args…`, its output.
+pub fn cli(port: u16, args: &[&str]) -> String {
+    let out = Command::new("redis-cli")
+        .args(["-p", &port.to_string()])
+        .args(args)
+        .output()
+        .expect("redis-cli runs");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+impl RedisCluster {
+    /// Starts and creates a cluster, or returns `None` (after saying why) when Redis is not
+    /// installed and not required.
+    pub fn start(test: &str) -> Option<RedisCluster> {
+        if !installed() {
+            if std::env::var("RATELAB_REQUIRE_REDIS").as_deref() == Ok("1") {
+                panic!(
+                    "{test}: redis-server or redis-cli is not installed and RATELAB_REQUIRE_REDIS=1"
+                );
+            }
+            eprintln!(
+                "\n*** SKIPPED {test}: redis-server and redis-cli are not installed. Install them \
+                 (Debian: apt-get install redis-server) to run the Redis Cluster tests; set \
+                 RATELAB_REQUIRE_REDIS=1 to make their absence a failure. ***\n"
+            );
+            return None;
+        }
+        let dir = std::env::temp_dir().join(format!(
+            "ratelab-cluster-{}-{}",
+            std::process::id(),
+            free_port()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut c = RedisCluster {
+            nodes: Vec::new(),
+            dir,
+        };
+        for _ in 0..6 {
+            let port = free_port();
+            let mut node = Node { child: None, port };
+            c.spawn(&mut node);
+            c.nodes.push(node);
+        }
+        let addrs: Vec<String> = c
+            .nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.port))
+            .collect();
+        let out = Command::new("redis-cli")
+            .args(["--cluster", "create"])
+            .args(&addrs)
+            .args(["--cluster-replicas", "1", "--cluster-yes"])
+            .output()
+            .expect("redis-cli runs");
+        assert!(
+            out.status.success(),
+            "redis-cli --cluster create failed: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        c.wait_ok();
+        Some(c)
+    }
+
+    fn spawn(&self, node: &mut Node) {
+        let port = node.port.to_string();
+        let child = Command::new("redis-server")
+            .args([
+                "--port",
+                &port,
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
+            .args(["--cluster-enabled", "yes", "--cluster-node-timeout", "1000"])
+            .args(["--cluster-config-file", &format!("nodes-{port}.conf")])
+            .args(["--dir", self.dir.to_str().unwrap(), "--loglevel", "warning"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-server starts");
+        node.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while cli(node.port, &["PING"]).trim() != "PONG" {
+            assert!(Instant::now() < deadline, "node {port} did not answer PING");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Waits until every live node reports the cluster ok with every slot served.
+    pub fn wait_ok(&self) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let ok = self.nodes.iter().filter(|n| n.child.is_some()).all(|n| {
+                let info = cli(n.port, &["CLUSTER", "INFO"]);
+                info.contains("cluster_state:ok") && info.contains("cluster_slots_ok:16384")
+            });
+            if ok {
+                return;
+            }
+            assert!(Instant::now() < deadline, "the cluster never became ok");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Seed URLs: every node.
+    pub fn seeds(&self) -> Vec<String> {
+        self.nodes
+            .iter()
+            .map(|n| format!("redis://127.0.0.1:{}/", n.port))
+            .collect()
+    }
+
+    /// The port of the primary that serves `key`'s slot.
+    pub fn primary_of(&self, key: &str) -> u16 {
+        let slot: u16 = cli(self.nodes[0].port, &["CLUSTER", "KEYSLOT", key])
+            .trim()
+            .parse()
+            .expect("a slot");
+        for n in self.nodes.iter().filter(|n| n.child.is_some()) {
+            let nodes = cli(n.port, &["CLUSTER", "NODES"]);
+            let mine = nodes.lines().find(|l| l.contains("myself")).unwrap_or("");
+            if mine.contains("master") && mine.split(' ').skip(8).any(|r| in_range(r, slot)) {
+                return n.port;
+            }
+        }
+        panic!("no primary serves slot {slot}");
+    }
+
+    /// Runs `args` on every live primary.
+    pub fn on_primaries(&self, args: &[&str]) {
+        for n in self.nodes.iter().filter(|n| n.child.is_some()) {
+            if cli(n.port, &["ROLE"]).starts_with("master") {
+                cli(n.port, args);
+            }
+        }
+    }
+
+    /// Kills the node on `port` (SIGKILL).
+    pub fn kill(&mut self, port: u16) {
+        let node = self
+            .nodes
+            .iter_mut()
+            .find(|n| n.port == port)
+            .expect("a node");
+        if let Some(mut c) = node.child.take() {
+            c.kill().ok();
+            c.wait().ok();
+        }
+    }
+}
+
+/// Whether a `CLUSTER NODES` slot field (`0-5460`, `42`) holds `slot`.
+fn in_range(field: &str, slot: u16) -> bool {
+    match field.split_once('-') {
+        Some((a, b)) => match (a.parse::<u16>(), b.parse::<u16>()) {
+            (Ok(a), Ok(b)) => (a..=b).contains(&slot),
+            _ => false,
+        },
+        None => field.parse::<u16>() == Ok(slot),
+    }
+}
+
+impl Drop for RedisCluster {
+    fn drop(&mut self) {
+        for n in &mut self.nodes {
+            if let Some(mut c) = n.child.take() {
+                c.kill().ok();
+                c.wait().ok();
+            }
+        }
+        std::fs::remove_dir_all(&self.dir).ok();
+    }
+}
