@@ -47,6 +47,10 @@ pub struct ServeArgs {
     /// Use Redis at this URL as the store (default: in memory).
     #[arg(long)]
     redis: Option<String>,
+    /// Use the Redis Cluster this node belongs to as the store (a seed node's URL;
+    /// repeatable).
+    #[arg(long = "redis-cluster", value_name = "URL")]
+    redis_cluster: Vec<String>,
     /// Start with the kill switch on (limiting off).
     #[arg(long)]
     kill_switch: bool,
@@ -115,6 +119,7 @@ pub fn serve_command(args: ServeArgs) -> ExitCode {
         trusted_proxies,
         fail_closed_routes,
         redis,
+        redis_cluster,
         kill_switch,
         request_log,
         name,
@@ -168,6 +173,9 @@ pub fn serve_command(args: ServeArgs) -> ExitCode {
         f.fail_closed_routes = Some(fail_closed_routes);
     }
     f.redis = redis.or(f.redis);
+    if !redis_cluster.is_empty() {
+        f.redis_cluster = Some(redis_cluster);
+    }
     if kill_switch {
         f.kill_switch = Some(true);
     }

@@ -57,6 +57,8 @@ pub struct ServeFile {
     pub kill_switch: Option<bool>,
     /// A Redis URL: use Redis as the store instead of the embedded in-memory one.
     pub redis: Option<String>,
+    /// Seed nodes of a Redis Cluster (URLs) to use as the store instead.
+    pub redis_cluster: Option<Vec<String>>,
     /// Write the request log (JSON lines) to this file; default: no request log.
     pub request_log: Option<PathBuf>,
     /// This gateway's name in the request log (default "gateway").
@@ -181,8 +183,10 @@ pub struct ServeSettings {
     pub admin: Vec<IpNet>,
     /// Kill switch at startup.
     pub kill_switch: bool,
-    /// Redis URL, if the store is Redis.
+    /// Redis URL, if the store is one Redis server.
     pub redis: Option<String>,
+    /// Seed nodes, if the store is a Redis Cluster.
+    pub redis_cluster: Vec<String>,
     /// Where the request log goes.
     pub request_log: Option<PathBuf>,
     /// Envoy's rate limit service, if served.
@@ -341,6 +345,15 @@ pub fn settings(f: ServeFile) -> Result<ServeSettings, String> {
         )?,
         kill_switch: f.kill_switch.unwrap_or(false),
         grpc,
+        redis_cluster: match (&f.redis, f.redis_cluster) {
+            (Some(_), Some(_)) => {
+                return Err("give one Redis server (redis) or a Redis Cluster's seed nodes (redis_cluster), not both".into());
+            }
+            (_, Some(seeds)) if seeds.is_empty() => {
+                return Err("redis_cluster: expected at least one seed node URL".into());
+            }
+            (_, seeds) => seeds.unwrap_or_default(),
+        },
         redis: f.redis,
         request_log: f.request_log,
     })

@@ -104,6 +104,21 @@ impl Redis {
             .map_err(|e| e.to_string())?;
         Ok(Redis { conn })
     }
+
+    /// Connects to the Redis Cluster of `seeds`, with `timeout` for each call. A request's
+    /// limits whose keys are in different slots are decided slot by slot, refunded where
+    /// admitted when any slot denies (`ratelab_store::redis_store`).
+    pub async fn connect_cluster(seeds: &[String], timeout: Duration) -> Result<Redis, String> {
+        let options = RedisOptions {
+            prefix: "ratelab:".into(),
+            timeout,
+        };
+        let bucket = TokenBucket::per_second(1, 1).map_err(|e| e.to_string())?;
+        let conn = RedisStore::connect_cluster(seeds, bucket, options)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(Redis { conn })
+    }
 }
 
 impl Stores for Redis {
@@ -431,7 +446,11 @@ fn banner(
                 "forwarded to {}",
                 u.url()
             )),
-        s.redis.as_deref().unwrap_or("in-memory"),
+        match (&s.redis, s.redis_cluster.first()) {
+            (Some(url), _) => url.clone(),
+            (None, Some(seed)) => format!("Redis Cluster (seed {seed})"),
+            (None, None) => "in-memory".into(),
+        },
         s.gateway.timeout.as_millis(),
         if s.gateway.fail_open {
             "open"
@@ -485,6 +504,10 @@ pub fn run(s: ServeSettings) -> Result<(), String> {
         match &s.redis {
             Some(url) => {
                 let redis = Redis::connect(url, s.gateway.timeout).await?;
+                serve_app(listener, redis, &s).await
+            }
+            None if !s.redis_cluster.is_empty() => {
+                let redis = Redis::connect_cluster(&s.redis_cluster, s.gateway.timeout).await?;
                 serve_app(listener, redis, &s).await
             }
             None => serve_app(listener, Memory::new(), &s).await,

@@ -7,6 +7,9 @@ mod common;
 #[path = "../../../tests/support/redis_server.rs"]
 mod redis_server;
 
+#[path = "../../../tests/support/redis_cluster.rs"]
+mod redis_cluster;
+
 use common::{Server, series};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -466,6 +469,39 @@ fn a_denial_by_one_limit_spends_nothing_at_the_others_in_memory() {
     let file = TempFile::new("limits.toml", POLLUTION);
     let s = Server::start(&["--limits", file.arg()]);
     denials_spend_nothing_elsewhere(&s);
+}
+
+#[test]
+fn on_a_redis_cluster_a_denial_by_one_limit_spends_nothing_at_the_others() {
+    let Some(cluster) = redis_cluster::RedisCluster::start(
+        "on_a_redis_cluster_a_denial_by_one_limit_spends_nothing_at_the_others",
+    ) else {
+        return;
+    };
+    let file = TempFile::new("limits.toml", POLLUTION);
+    let seed = &cluster.seeds()[0];
+    let s = Server::start(&["--limits", file.arg(), "--redis-cluster", seed]);
+    denials_spend_nothing_elsewhere(&s);
+    // The two limits' buckets are in different slots, so the step was per slot with a
+    // refund: every bucket key, with its slot.
+    let mut slots = std::collections::BTreeMap::new();
+    for n in &cluster.nodes {
+        for key in redis_cluster::cli(n.port, &["KEYS", "ratelab:limit:*"]).lines() {
+            let slot = redis_cluster::cli(n.port, &["CLUSTER", "KEYSLOT", key]);
+            slots.insert(key.to_owned(), slot.trim().to_owned());
+        }
+    }
+    let per_ip: Vec<_> = slots
+        .iter()
+        .filter(|(k, _)| k.contains(":per-ip:"))
+        .collect();
+    let tenant: Vec<_> = slots
+        .iter()
+        .filter(|(k, _)| k.contains(":tenant:"))
+        .collect();
+    assert_eq!(per_ip.len(), 1, "{slots:?}");
+    assert!(!tenant.is_empty(), "{slots:?}");
+    assert!(tenant.iter().all(|(_, s)| *s != per_ip[0].1), "{slots:?}");
 }
 
 #[test]
