@@ -50,7 +50,7 @@ fn cluster_decisions_are_the_cores_and_cross_slot_requests_are_all_or_nothing() 
             .collect();
         let primaries: std::collections::BTreeSet<u16> = keys
             .iter()
-            .map(|k| cluster.primary_of(&format!("conf:{}", k.as_str())))
+            .map(|k| cluster.primary_of(&format!("conf:{}", k.as_str())).unwrap())
             .collect();
         assert_eq!(primaries.len(), 3, "the keys span every primary");
         let mut states = vec![None; keys.len()];

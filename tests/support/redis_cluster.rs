@@ -5,7 +5,7 @@
 //!
 //! Without `redis-server` and `redis-cli` the tests that need it say so loudly and skip,
 //! unless `RATELAB_REQUIRE_REDIS=1`, in which case they fail. `.ci/run` installs them and sets
-//! that.
+//! that. The `ratelab failover` command uses the same code ([`RedisCluster::create`]).
 
 #![allow(dead_code)]
 
@@ -24,12 +24,11 @@ pub struct RedisCluster {
     dir: PathBuf,
 }
 
+/// A port nothing listens on now (0, which no node can use, if none could be found).
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+        .and_then(|l| l.local_addr())
+        .map_or(0, |a| a.port())
 }
 
 fn installed() -> bool {
@@ -42,19 +41,19 @@ fn installed() -> bool {
     })
 }
 
-/// `redis-cli -p PORT args…`, its output.
+/// `redis-cli -p PORT args…`, its output ("" if it could not run).
 pub fn cli(port: u16, args: &[&str]) -> String {
-    let out = Command::new("redis-cli")
+    Command::new("redis-cli")
         .args(["-p", &port.to_string()])
         .args(args)
         .output()
-        .expect("redis-cli runs");
-    String::from_utf8_lossy(&out.stdout).into_owned()
+        .map(|out| String::from_utf8_lossy(&out.stdout).into_owned())
+        .unwrap_or_default()
 }
 
 impl RedisCluster {
-    /// Starts and creates a cluster, or returns `None` (after saying why) when Redis is not
-    /// installed and not required.
+    /// Starts and creates a cluster for test `test`, or returns `None` (after saying why) when
+    /// Redis is not installed and not required.
     pub fn start(test: &str) -> Option<RedisCluster> {
         if !installed() {
             if std::env::var("RATELAB_REQUIRE_REDIS").as_deref() == Ok("1") {
@@ -69,20 +68,33 @@ impl RedisCluster {
             );
             return None;
         }
+        Some(RedisCluster::create().unwrap_or_else(|e| panic!("{test}: {e}")))
+    }
+
+    /// Starts six nodes and makes them a cluster of three primaries with a replica each.
+    pub fn create() -> Result<RedisCluster, String> {
+        if !installed() {
+            return Err(
+                "redis-server and redis-cli are not installed (Debian: apt-get install redis-server)"
+                    .into(),
+            );
+        }
         let dir = std::env::temp_dir().join(format!(
             "ratelab-cluster-{}-{}",
             std::process::id(),
             free_port()
         ));
-        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         let mut c = RedisCluster {
             nodes: Vec::new(),
             dir,
         };
         for _ in 0..6 {
-            let port = free_port();
-            let mut node = Node { child: None, port };
-            c.spawn(&mut node);
+            let mut node = Node {
+                child: None,
+                port: free_port(),
+            };
+            c.spawn(&mut node)?;
             c.nodes.push(node);
         }
         let addrs: Vec<String> = c
@@ -95,17 +107,18 @@ impl RedisCluster {
             .args(&addrs)
             .args(["--cluster-replicas", "1", "--cluster-yes"])
             .output()
-            .expect("redis-cli runs");
-        assert!(
-            out.status.success(),
-            "redis-cli --cluster create failed: {}",
-            String::from_utf8_lossy(&out.stdout)
-        );
-        c.wait_ok();
-        Some(c)
+            .map_err(|e| format!("redis-cli: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "redis-cli --cluster create failed: {}",
+                String::from_utf8_lossy(&out.stdout)
+            ));
+        }
+        c.wait_ok()?;
+        Ok(c)
     }
 
-    fn spawn(&self, node: &mut Node) {
+    fn spawn(&self, node: &mut Node) -> Result<(), String> {
         let port = node.port.to_string();
         let child = Command::new("redis-server")
             .args([
@@ -120,21 +133,30 @@ impl RedisCluster {
             ])
             .args(["--cluster-enabled", "yes", "--cluster-node-timeout", "1000"])
             .args(["--cluster-config-file", &format!("nodes-{port}.conf")])
-            .args(["--dir", self.dir.to_str().unwrap(), "--loglevel", "warning"])
+            .args([
+                "--dir",
+                &self.dir.to_string_lossy(),
+                "--loglevel",
+                "warning",
+            ])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .expect("redis-server starts");
+            .map_err(|e| format!("redis-server: {e}"))?;
         node.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(10);
         while cli(node.port, &["PING"]).trim() != "PONG" {
-            assert!(Instant::now() < deadline, "node {port} did not answer PING");
+            if Instant::now() > deadline {
+                return Err(format!("node {port} did not answer PING"));
+            }
             std::thread::sleep(Duration::from_millis(20));
         }
+        Ok(())
     }
 
-    /// Waits until every live node reports the cluster ok with every slot served.
-    pub fn wait_ok(&self) {
+    /// Waits (up to 30 s) until every live node reports the cluster ok with every slot
+    /// served.
+    pub fn wait_ok(&self) -> Result<(), String> {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             let ok = self.nodes.iter().filter(|n| n.child.is_some()).all(|n| {
@@ -142,9 +164,11 @@ impl RedisCluster {
                 info.contains("cluster_state:ok") && info.contains("cluster_slots_ok:16384")
             });
             if ok {
-                return;
+                return Ok(());
             }
-            assert!(Instant::now() < deadline, "the cluster never became ok");
+            if Instant::now() > deadline {
+                return Err("the cluster never became ok".into());
+            }
             std::thread::sleep(Duration::from_millis(100));
         }
     }
@@ -157,20 +181,20 @@ impl RedisCluster {
             .collect()
     }
 
-    /// The port of the primary that serves `key`'s slot.
-    pub fn primary_of(&self, key: &str) -> u16 {
-        let slot: u16 = cli(self.nodes[0].port, &["CLUSTER", "KEYSLOT", key])
-            .trim()
-            .parse()
-            .expect("a slot");
-        for n in self.nodes.iter().filter(|n| n.child.is_some()) {
-            let nodes = cli(n.port, &["CLUSTER", "NODES"]);
+    /// The port of the live primary that serves `key`'s slot, if one does.
+    pub fn primary_of(&self, key: &str) -> Option<u16> {
+        let live = self.nodes.iter().filter(|n| n.child.is_some());
+        let slot: u16 = live.clone().find_map(|n| {
+            cli(n.port, &["CLUSTER", "KEYSLOT", key])
+                .trim()
+                .parse()
+                .ok()
+        })?;
+        live.map(|n| n.port).find(|&port| {
+            let nodes = cli(port, &["CLUSTER", "NODES"]);
             let mine = nodes.lines().find(|l| l.contains("myself")).unwrap_or("");
-            if mine.contains("master") && mine.split(' ').skip(8).any(|r| in_range(r, slot)) {
-                return n.port;
-            }
-        }
-        panic!("no primary serves slot {slot}");
+            mine.contains("master") && mine.split(' ').skip(8).any(|r| in_range(r, slot))
+        })
     }
 
     /// Runs `args` on every live primary.
@@ -184,12 +208,12 @@ impl RedisCluster {
 
     /// Kills the node on `port` (SIGKILL).
     pub fn kill(&mut self, port: u16) {
-        let node = self
+        if let Some(mut c) = self
             .nodes
             .iter_mut()
             .find(|n| n.port == port)
-            .expect("a node");
-        if let Some(mut c) = node.child.take() {
+            .and_then(|n| n.child.take())
+        {
             c.kill().ok();
             c.wait().ok();
         }

@@ -813,9 +813,10 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
     /// Decides a request whose limits `planned` were planned by its front end rather than
     /// from an HTTP request (Envoy's rate limit service maps descriptors to limits itself):
     /// the same steps as [`Gateway::check`] after its planning, then the id and the log line.
-    /// `peer` is the caller's address, for the log; `route` names the request in it and in
-    /// the fail-closed routes; `trace` is carried by every store call; `fail_closed` makes an
-    /// unreachable store a [`Verdict::Unavailable`]. Each result's
+    /// `peer` is the caller's address and `route` names the request, for the log; `trace` is
+    /// carried by every store call; `fail_closed` alone decides whether an unreachable store
+    /// is a [`Verdict::Unavailable`] (the HTTP settings `fail_open` and `fail_closed_routes`
+    /// do not apply). Each result's
     /// [`LimitResult::planned`] is its position in `planned`.
     pub async fn check_planned(
         &self,
@@ -841,7 +842,6 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
             metrics::counter!("ratelab_requests_total", "decision" => "bypassed").increment(1);
             answer.bypassed = true;
         } else {
-            let fail_closed = fail_closed || self.fails_closed(route);
             answer = self
                 .decide_planned(planned, (trace, fail_closed), self.shadow(), answer)
                 .await;

@@ -121,7 +121,9 @@ pub fn read_file(path: &Path) -> Result<ServeFile, String> {
                 *p = dir.join(&*p);
             }
         };
-        parsed.limits.as_mut().map(rebase);
+        if let Some(limits) = parsed.limits.as_mut() {
+            rebase(limits);
+        }
         parsed.rls_config.iter_mut().flatten().for_each(rebase);
     }
     Ok(parsed)
@@ -389,7 +391,11 @@ fn grpc_settings(
     for path in files {
         let text = std::fs::read_to_string(path)
             .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
-        let d = crate::rls::config::parse_yaml(&path.display().to_string(), &text)?;
+        let file = path.display().to_string();
+        let d = crate::rls::config::parse_yaml(&file, &text)?;
+        if f.redis.is_some() || f.redis_cluster.is_some() {
+            crate::rls::config::check_redis_yaml(&file, &text, &d)?;
+        }
         if file_domains
             .iter()
             .chain(&yaml_domains)

@@ -218,6 +218,11 @@ pub fn parse_all(
     Ok((limits, domains))
 }
 
+/// The 1-based line and column of the value at `path` in the text of a limits file.
+pub(crate) fn position(text: &str, path: &str) -> (usize, usize) {
+    line_column(text, locate(text, path).unwrap_or(0))
+}
+
 /// The 1-based line and column (in characters) of byte `offset`.
 fn line_column(text: &str, offset: usize) -> (usize, usize) {
     let before = &text[..text.floor_char_boundary(offset.min(text.len()))];

@@ -145,7 +145,7 @@ async fn apply<S: Stores>(
         std::str::from_utf8(bytes).map_err(|e| format!("{}: not UTF-8: {e}", path.display()))?;
     let file = path.display().to_string();
     let (parsed, mut domains) = limits::parse_all(&file, text)?;
-    stores.check(&file, text, &parsed)?;
+    stores.check(&file, text, &parsed, &domains)?;
     let tables = match rls {
         None if !domains.is_empty() => {
             return Err(format!(

@@ -39,10 +39,16 @@ pub trait Stores: Clone + Send + Sync + 'static {
     /// Whether `client` runs exactly `policy` (so a reloaded limit can keep its buckets).
     fn runs(client: &Self::Client, policy: &Policy) -> bool;
 
-    /// Checks that this store can run every limit of a limits file (`file`, `text`), with
-    /// errors located in the file. The default accepts everything.
-    fn check(&self, file: &str, text: &str, limits: &[FileLimit]) -> Result<(), String> {
-        let _ = (file, text, limits);
+    /// Checks that this store can run every limit and every domain's limit of a limits file
+    /// (`file`, `text`), with errors located in the file. The default accepts everything.
+    fn check(
+        &self,
+        file: &str,
+        text: &str,
+        limits: &[FileLimit],
+        domains: &[crate::rls::config::Domain],
+    ) -> Result<(), String> {
+        let _ = (file, text, limits, domains);
         Ok(())
     }
 }
@@ -139,8 +145,18 @@ impl Stores for Redis {
         Policy::TokenBucket(*client.algorithm()) == *policy
     }
 
-    fn check(&self, file: &str, text: &str, limits: &[FileLimit]) -> Result<(), String> {
-        crate::limits::check_redis(file, text, limits)
+    fn check(
+        &self,
+        file: &str,
+        text: &str,
+        limits: &[FileLimit],
+        domains: &[crate::rls::config::Domain],
+    ) -> Result<(), String> {
+        crate::limits::check_redis(file, text, limits)?;
+        crate::rls::config::check_redis(domains).map_err(|(path, msg)| {
+            let (line, column) = crate::limits::position(text, &path);
+            format!("{file}:{line}:{column}: at {path}: {msg}")
+        })
     }
 }
 
@@ -231,9 +247,12 @@ pub async fn gateway<S: Stores>(
             classic(stores, *per_ip, *per_key, config).await?
         }
         LimitsSource::File {
-            path, text, limits, ..
+            path,
+            text,
+            limits,
+            domains,
         } => {
-            stores.check(&path.display().to_string(), text, limits)?;
+            stores.check(&path.display().to_string(), text, limits, domains)?;
             file_set(stores, &Vec::new(), limits.clone(), config).await?
         }
     };
@@ -428,17 +447,24 @@ fn describe_limits(s: &ServeSettings) -> String {
     }
 }
 
-/// The startup banner; its first line ends with the address.
+/// The startup banner; its first line ends with the address, its last is the request log's.
 fn banner(
     listener: &tokio::net::TcpListener,
     s: &ServeSettings,
     grpc: Option<SocketAddr>,
 ) -> Result<(), String> {
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    let grpc = grpc.map_or(String::new(), |g| {
+        let fail = match s.grpc.as_ref().is_some_and(|g| g.fail_closed) {
+            true => "UNAVAILABLE",
+            false => "OK (fail open)",
+        };
+        format!("\n  rate limit service (Envoy RLS v3, gRPC): {g}; on store failure: {fail}")
+    });
     // A closed stdout (`ratelab-server | head -1`) must not take the server down.
     let _ = writeln!(
         std::io::stdout(),
-        "ratelab-server: listening on http://{addr}\n{}\n  admitted requests: {}\n  store: {}; timeout {} ms; fail {}\n  /metrics, /admin/kill-switch, /admin/shadow (admin from {})\n  request log: {}",
+        "ratelab-server: listening on http://{addr}\n{}\n  admitted requests: {}\n  store: {}; timeout {} ms; fail {}\n  /metrics, /admin/kill-switch, /admin/shadow (admin from {}){grpc}\n  request log: {}",
         describe_limits(s),
         s.upstream
             .as_ref()
@@ -466,16 +492,6 @@ fn banner(
             .as_ref()
             .map_or("off".into(), |p| p.display().to_string()),
     );
-    if let Some(g) = grpc {
-        let fail = match s.grpc.as_ref().is_some_and(|g| g.fail_closed) {
-            true => "UNAVAILABLE",
-            false => "OK (fail open)",
-        };
-        let _ = writeln!(
-            std::io::stdout(),
-            "  rate limit service (Envoy RLS v3, gRPC): {g}; on store failure: {fail}"
-        );
-    }
     Ok(())
 }
 

@@ -63,7 +63,14 @@ rate_limit = { unit = "hour", requests_per_unit = 4, name = "any-plan" }
 [[domain.descriptors]]
 key = "plan"
 value = "internal"
-unlimited = true
+rate_limit = { unlimited = true }
+
+[[domain]]
+domain = "default/eg/https"
+
+[[domain.descriptors]]
+key = "api"
+rate_limit = { unit = "HOUR", requests_per_unit = 1 }
 "#;
 
 /// A file in a directory of its own, removed when dropped.
@@ -71,10 +78,11 @@ struct Dir(PathBuf);
 
 impl Dir {
     fn new() -> Dir {
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let d = std::env::temp_dir().join(format!(
             "ratelab-rls-{}-{}",
             std::process::id(),
-            redis_server::free_port()
+            NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
         ));
         std::fs::create_dir_all(&d).unwrap();
         Dir(d)
@@ -98,10 +106,26 @@ impl Drop for Dir {
 fn serve(extra: &[&str]) -> (Server, String, Dir) {
     let dir = Dir::new();
     let limits = dir.write("limits.toml", LIMITS);
-    let grpc = format!("127.0.0.1:{}", redis_server::free_port());
-    let mut args = vec!["--limits", &limits, "--grpc-listen", &grpc];
+    let mut args = vec!["--limits", &limits];
     args.extend_from_slice(extra);
-    (Server::start(&args), grpc, dir)
+    let (server, grpc) = serve_grpc(&args);
+    (server, grpc, dir)
+}
+
+/// The server with `args` and its rate limit service on a port of its own choosing, read
+/// off its banner.
+fn serve_grpc(args: &[&str]) -> (Server, String) {
+    let mut all = vec!["--grpc-listen", "127.0.0.1:0"];
+    all.extend_from_slice(args);
+    let server = Server::start(&all);
+    let grpc = server
+        .banner
+        .lines()
+        .find_map(|l| l.split_once("(Envoy RLS v3, gRPC): "))
+        .and_then(|(_, rest)| rest.split(';').next())
+        .unwrap_or_else(|| panic!("no gRPC address in the banner:\n{}", server.banner))
+        .to_owned();
+    (server, grpc)
 }
 
 /// A Python with grpcio and grpc_tools, or `None` (after saying why) when there is none and
@@ -240,6 +264,11 @@ fn grpcio_gets_over_limit_after_exactly_the_capacity_in_memory() {
     let other = grpcio(py, &grpc, (1, 1), "edge", &["api=bob"]);
     assert_eq!(other[0]["code"], "OK");
     assert_eq!(other[0]["statuses"][0]["remaining"], 19);
+    // A descriptor's own hits_addend is its cost: 20 − 7 − 7 leaves 6, too few for a third.
+    let heavy = grpcio(py, &grpc, (3, 1), "edge", &["api=zed@7"]);
+    let codes: Vec<_> = heavy.iter().map(|a| a["code"].as_str().unwrap()).collect();
+    assert_eq!(codes, ["OK", "OK", "OVER_LIMIT"], "{heavy:?}");
+    assert_eq!(heavy[2]["statuses"][0]["remaining"], 6);
 }
 
 #[test]
@@ -274,6 +303,32 @@ fn grpcio_on_a_frozen_redis_gets_ok_or_unavailable_as_configured() {
     check_over_limit_after_the_capacity(&grpcio(py, &open_grpc, (40, 16), "edge", &["api=dave"]));
     let healthy = grpcio(py, &closed_grpc, (1, 1), "edge", &["api=erin"]);
     assert_eq!(healthy[0]["code"], "OK", "{healthy:?}");
+    // All or nothing on Redis too: one script over both buckets.
+    let mut c = Client::connect(&open_grpc);
+    let both: [&[(&str, &str)]; 2] = [&[("wide", "r")], &[("narrow", "r")]];
+    let admitted = (0..6).filter(|_| c.codes("edge", &both)[0] == "OK").count();
+    assert_eq!(admitted, 3);
+    let wide = c.call(request("edge", &[&[("wide", "r")]])).unwrap();
+    assert_eq!(wide.statuses[0].limit_remaining, 100 - 3 - 1);
+    // A limit the Redis script cannot run exactly is refused at startup, located.
+    let dir = Dir::new();
+    let yearly = dir.write(
+        "limits.toml",
+        "[[domain]]\ndomain = \"d\"\n[[domain.descriptors]]\nkey = \"k\"\nrate_limit = { unit = \"year\", requests_per_unit = 1000 }\n",
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_ratelab-server"))
+        .args(["--listen", "127.0.0.1:0", "--grpc-listen", "127.0.0.1:0"])
+        .args(["--limits", &yearly, "--redis", &url])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!(
+            "{yearly}:5:14: at domain[0].descriptors[0].rate_limit: "
+        )),
+        "{err}"
+    );
 
     redis.signal("STOP");
     let open_answers = grpcio(py, &open_grpc, (8, 4), "edge", &["api=frank"]);
@@ -405,6 +460,13 @@ fn the_descriptor_tree_is_walked_as_envoyproxy_ratelimit_walks_it() {
     let r = c.call(request("edge", &[&[("plan", "internal")]])).unwrap();
     assert_eq!(r.statuses[0].current_limit, None);
     assert_eq!(r.statuses[0].limit_remaining, u32::MAX);
+    // Envoy Gateway's domains have slashes; units are in any case.
+    let eg = "default/eg/https";
+    assert_eq!(c.codes(eg, &[&[("api", "a")]]), ["OK", "OK"]);
+    assert_eq!(
+        c.codes(eg, &[&[("api", "a")]]),
+        ["OVER_LIMIT", "OVER_LIMIT"]
+    );
 }
 
 #[test]
@@ -445,6 +507,17 @@ fn the_descriptors_of_one_call_are_decided_all_or_nothing() {
         "\"edge.wide\";q=100;w=3600, \"narrow\";q=3;w=3600"
     );
     assert!(field("retry-after").parse::<u64>().unwrap() >= 1);
+    // A cost beyond a capacity is over the limit before any store call: nothing spent at
+    // the wide limit either.
+    let mut beyond = request("edge", &[&[("wide", "b")], &[("narrow", "b")]]);
+    beyond.descriptors[1].hits_addend = Some(4);
+    let r = c.call(beyond).unwrap();
+    assert_eq!(
+        (r.overall_code, r.statuses[0].code, r.statuses[1].code),
+        (2, 1, 2)
+    );
+    let wide = c.call(request("edge", &[&[("wide", "b")]])).unwrap();
+    assert_eq!(wide.statuses[0].limit_remaining, 99);
 }
 
 #[test]
@@ -466,6 +539,22 @@ fn overrides_costs_and_bad_requests() {
         .clone()
         .unwrap();
     assert_eq!((limit.requests_per_unit, limit.unit), (2, 2));
+    // On an unknown domain an override limits nothing, as envoyproxy/ratelimit.
+    over.domain = "unknown".into();
+    for _ in 0..4 {
+        assert_eq!(c.call(over.clone()).unwrap().overall_code, 1);
+    }
+    // Values too long for a bucket key, or with control characters, are buckets too.
+    let long = "v".repeat(1000);
+    for value in [long.as_str(), "a\u{7}b"] {
+        let left: Vec<u32> = (0..2)
+            .map(|_| {
+                let r = c.call(request("edge", &[&[("api", value)]])).unwrap();
+                r.statuses[0].limit_remaining
+            })
+            .collect();
+        assert_eq!(left, [19, 18], "{value:?}");
+    }
     // The request's hits_addend is every descriptor's cost; a descriptor's own wins.
     let mut heavy = request("edge", &[&[("api", "h")]]);
     heavy.hits_addend = 7;
@@ -490,23 +579,27 @@ fn overrides_costs_and_bad_requests() {
             "descriptors[0].entries[0]: the key is empty",
         ),
         (
-            request("edge", &[&[("api", "a\u{7}b")]]),
-            "descriptors[0]: its bucket key",
+            request("edge", &vec![&[("api", "x")][..]; 65]),
+            "65 descriptors",
+        ),
+        (
+            request("edge", &[&vec![("api", "x"); 17]]),
+            "descriptors[0]: 17 entries",
         ),
     ] {
         let e = c.call(req).unwrap_err();
         assert_eq!(e.code(), tonic::Code::InvalidArgument, "{e:?}");
         assert!(e.message().contains(said), "{e:?}");
     }
-    let mut bad = request("edge", &[&[("api", "x")]]);
-    bad.descriptors[0].limit = Some(RateLimitOverride {
-        requests_per_unit: 0,
-        unit: 1,
-    });
-    assert_eq!(
-        c.call(bad).unwrap_err().code(),
-        tonic::Code::InvalidArgument
-    );
+    for (requests_per_unit, unit) in [(0, 1), (5, 0)] {
+        let mut bad = request("edge", &[&[("api", "x")]]);
+        bad.descriptors[0].limit = Some(RateLimitOverride {
+            requests_per_unit,
+            unit,
+        });
+        let e = c.call(bad).unwrap_err();
+        assert_eq!(e.code(), tonic::Code::InvalidArgument, "{e:?}");
+    }
 }
 
 #[test]
@@ -522,13 +615,7 @@ fn envoyproxy_ratelimit_yaml_loads_unchanged_and_bad_files_are_located() {
         String::from_utf8_lossy(&out.stdout).contains("1 domains (edge) with 4 descriptor limits"),
         "{out:?}"
     );
-    let grpc = format!("127.0.0.1:{}", redis_server::free_port());
-    let server = Server::start(&[
-        "--grpc-listen",
-        &grpc,
-        "--rls-config",
-        sample.to_str().unwrap(),
-    ]);
+    let (server, grpc) = serve_grpc(&["--rls-config", sample.to_str().unwrap()]);
     let mut c = Client::connect(&grpc);
     let login = [("path", "/login"), ("remote_address", "10.0.0.1")];
     for _ in 0..8 {
@@ -558,15 +645,15 @@ fn envoyproxy_ratelimit_yaml_loads_unchanged_and_bad_files_are_located() {
     for (text, said) in [
         (
             "domain: x\ndescriptors:\n  - key: a\n    rate_limit:\n      unit: fortnight\n      requests_per_unit: 3\n",
-            ":5:13: at descriptors[0].rate_limit.unit: unknown variant `fortnight`",
+            ":5:7: at descriptors[0].rate_limit.unit: unknown unit \"fortnight\"",
         ),
         (
             "domain: x\ndescriptors:\n  - key: a\n    value: v*\n    rate_limit: {unit: second, requests_per_unit: 1}\n",
             ":4:5: at descriptors[0].value: \"v*\": wildcard values are not supported",
         ),
         (
-            "domain: x\ndescriptors:\n  - key: a\n  - key: b\n    replaces: [{name: y}]\n",
-            ":5:5: at descriptors[1].replaces: `replaces` is not supported",
+            "domain: x\ndescriptors:\n  - key: a\n  - key: b\n    rate_limit:\n      unit: second\n      requests_per_unit: 1\n      replaces: [{name: y}]\n",
+            ":8:7: at descriptors[1].rate_limit.replaces: `replaces` is not supported",
         ),
         (
             "domain: x\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: 1}\n  - key: a\n",
@@ -598,7 +685,7 @@ fn a_reload_of_the_limits_file_swaps_the_domains_and_a_bad_edit_keeps_them() {
     assert_eq!(c.codes("edge", &[&[("api", "r")]]), ["OK", "OK"]);
     // A good one replaces them: api becomes 1 an hour, a new domain appears.
     let edited = LIMITS.replace("requests_per_unit = 20", "requests_per_unit = 1")
-        + "\n[[domain]]\ndomain = \"added\"\n[[domain.descriptors]]\nkey = \"k\"\nunlimited = true\n";
+        + "\n[[domain]]\ndomain = \"added\"\n[[domain.descriptors]]\nkey = \"k\"\nrate_limit = { unlimited = true }\n";
     dir.write("limits.toml", &edited);
     server.wait_stderr("limits reloaded");
     assert_eq!(c.codes("edge", &[&[("api", "r2")]]), ["OK", "OK"]);

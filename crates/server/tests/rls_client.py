@@ -2,7 +2,7 @@
 
 Generates its stubs from the server's own proto files with grpc_tools, then sends CALLS
 ShouldRateLimit calls from CONCURRENCY threads and prints one JSON line per call, in the
-order the calls were answered:
+order the calls were submitted:
 
     {"ok": true, "code": "OVER_LIMIT", "statuses": [...], "headers": {...}}
     {"ok": false, "error": "UNAVAILABLE", "details": "..."}

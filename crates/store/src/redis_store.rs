@@ -85,6 +85,8 @@ pub struct RedisStore {
     lease: Arc<redis::Script>,
     fence: Arc<redis::Script>,
     refund: Arc<redis::Script>,
+    /// After each decision, wait for this many replicas, for at most this many ms.
+    wait: Option<(u32, u64)>,
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -216,7 +218,17 @@ impl RedisStore {
             lease: Arc::new(redis::Script::new(LEASE_SCRIPT)),
             fence: Arc::new(redis::Script::new(FENCE_SCRIPT)),
             refund: Arc::new(redis::Script::new(REFUND_SCRIPT)),
+            wait: None,
         }
+    }
+
+    /// The same store, answering each atomic decision only once `replicas` replicas hold its
+    /// write (Redis `WAIT`, pipelined after the script), or after `timeout`: a failover then
+    /// loses no acknowledged decision unless the wait timed out, at the cost of a replication
+    /// round trip per decision. Its siblings inherit it.
+    pub fn with_wait(mut self, replicas: u32, timeout: Duration) -> RedisStore {
+        self.wait = Some((replicas, timeout.as_millis().max(1) as u64));
+        self
     }
 
     /// Whether this store is on a Redis Cluster.
@@ -550,7 +562,7 @@ impl RedisStore {
                         decisions[i] = Some(*d);
                     }
                 }
-                Err(e) => failed = Some(e.clone()),
+                Err(e) => failed = Some(*e),
             }
         }
         if failed.is_some() || !allowed {
@@ -604,20 +616,47 @@ impl RedisStore {
             return Err(LimitError::Store(StoreError::Corrupt));
         };
         let (sec, nsec) = time_args(now);
-        let mut inv = first.script.prepare_invoke();
-        for (i, (c, k, cost)) in items.iter().enumerate() {
+        let keys: Vec<String> = items.iter().map(|(c, k, _)| c.key(k)).collect();
+        let mut args: Vec<String> = Vec::with_capacity(4 * items.len() + 2);
+        for (i, (c, _, cost)) in items.iter().enumerate() {
             let b = &c.bucket;
-            inv.key(c.key(k));
-            inv.arg(b.capacity())
-                .arg(b.refill_amount())
-                .arg(b.refill_period().as_u64())
-                .arg(cost);
+            args.extend([
+                b.capacity().to_string(),
+                b.refill_amount().to_string(),
+                b.refill_period().as_u64().to_string(),
+                cost.to_string(),
+            ]);
             if i == 0 {
-                inv.arg(&sec).arg(&nsec);
+                args.extend([sec.clone(), nsec.clone()]);
             }
         }
         let mut conn = first.conn.clone();
-        let r: Vec<i64> = first.timed(inv.invoke_async(&mut conn)).await?;
+        let r: Vec<i64> = match first.wait {
+            None => {
+                let mut inv = first.script.prepare_invoke();
+                for k in &keys {
+                    inv.key(k);
+                }
+                for a in &args {
+                    inv.arg(a);
+                }
+                first.timed(inv.invoke_async(&mut conn)).await?
+            }
+            Some((replicas, ms)) => {
+                // The script and WAIT in one pipeline, which goes to the keys' primary: the
+                // reply comes once `replicas` replicas have the write (or after `ms`). The
+                // script's text is sent whole (EVAL), so no node can lack it.
+                let mut pipe = redis::pipe();
+                pipe.cmd("EVAL")
+                    .arg(SCRIPT)
+                    .arg(keys.len())
+                    .arg(&keys)
+                    .arg(&args);
+                pipe.cmd("WAIT").arg(replicas).arg(ms);
+                let (r, _acked): (Vec<i64>, i64) = first.timed(pipe.query_async(&mut conn)).await?;
+                r
+            }
+        };
         // A reply this client cannot read comes after the script ran (and may have written):
         // not `Corrupt`, which promises nothing was written, but a store that misbehaved.
         let unreadable = |_| LimitError::Store(StoreError::Unavailable);

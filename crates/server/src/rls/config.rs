@@ -5,8 +5,8 @@
 //! distinct value the caller sends gets a bucket of its own), nested `descriptors`, and at
 //! most one of: `rate_limit` (envoyproxy/ratelimit's `unit` and `requests_per_unit`, run as a
 //! token bucket of that capacity refilled at that rate: never more than `requests_per_unit`
-//! at once, exact on the store's clock), `policy` (any ratelab algorithm, as in a
-//! `[[limit]]`), or `unlimited = true`. `shadow_mode` counts the descriptor's denials without
+//! at once, exact on the store's clock; or its `unlimited: true`), or `policy` (any ratelab
+//! algorithm, as in a `[[limit]]`). `shadow_mode` counts the descriptor's denials without
 //! refusing anything.
 //!
 //! ```yaml
@@ -49,8 +49,8 @@ pub struct DomainEntry {
     pub descriptors: Vec<DescriptorEntry>,
 }
 
-/// The unit of envoyproxy/ratelimit's `rate_limit`.
-#[derive(Clone, Copy, Debug, Deserialize, JsonSchema, PartialEq, Eq, PartialOrd, Ord)]
+/// The unit of envoyproxy/ratelimit's `rate_limit`, in any case (`second`, `SECOND`).
+#[derive(Clone, Copy, Debug, JsonSchema, PartialEq, Eq, PartialOrd, Ord)]
 #[serde(rename_all = "lowercase")]
 pub enum Unit {
     /// One second.
@@ -67,6 +67,28 @@ pub enum Unit {
     Month,
     /// 365 days.
     Year,
+}
+
+impl<'de> Deserialize<'de> for Unit {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Unit, D::Error> {
+        let text = String::deserialize(d)?;
+        let all = [
+            Unit::Second,
+            Unit::Minute,
+            Unit::Hour,
+            Unit::Day,
+            Unit::Week,
+            Unit::Month,
+            Unit::Year,
+        ];
+        all.into_iter()
+            .find(|u| format!("{u:?}").eq_ignore_ascii_case(&text))
+            .ok_or_else(|| {
+                serde::de::Error::custom(format!(
+                    "unknown unit {text:?}, expected one of second, minute, hour, day, week, month, year"
+                ))
+            })
+    }
 }
 
 impl Unit {
@@ -99,18 +121,24 @@ impl Unit {
     }
 }
 
-/// envoyproxy/ratelimit's limit: `requests_per_unit` per `unit`.
-#[derive(Clone, Debug, Deserialize, JsonSchema, PartialEq, Eq)]
+/// envoyproxy/ratelimit's limit: `requests_per_unit` per `unit`, or `unlimited`.
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RateLimitEntry {
     /// The unit.
-    pub unit: Unit,
+    pub unit: Option<Unit>,
     /// Requests per unit: the bucket's capacity and its refill per unit.
     #[schemars(range(min = 1))]
-    pub requests_per_unit: u32,
+    pub requests_per_unit: Option<u32>,
     /// A name for the limit (in `RateLimit-Policy`, the response's `current_limit` and the
     /// metrics); by default one made of the domain and the descriptor's path.
     pub name: Option<String>,
+    /// Never limited (the answer is OK, with no current limit).
+    #[serde(default)]
+    pub unlimited: bool,
+    /// envoyproxy/ratelimit's `replaces`: refused (not supported).
+    #[schemars(skip)]
+    pub replaces: Option<serde::de::IgnoredAny>,
 }
 
 /// A ratelab algorithm for a descriptor, with the parameters of a `[[limit]]`.
@@ -147,18 +175,12 @@ pub struct DescriptorEntry {
     pub rate_limit: Option<RateLimitEntry>,
     /// A ratelab algorithm instead of `rate_limit`.
     pub policy: Option<PolicyEntry>,
-    /// Never limited (the answer is OK, with no current limit).
-    #[serde(default)]
-    pub unlimited: bool,
     /// Counted, never refused.
     #[serde(default)]
     pub shadow_mode: bool,
     /// Accepted for envoyproxy/ratelimit's files, and ignored: ratelab's metrics are per
     /// limit.
     pub detailed_metric: Option<bool>,
-    /// envoyproxy/ratelimit's `replaces`: refused (not supported).
-    #[schemars(skip)]
-    pub replaces: Option<serde::de::IgnoredAny>,
     /// Deeper descriptors, matched by the request's next entry.
     #[serde(default)]
     pub descriptors: Vec<DescriptorEntry>,
@@ -181,6 +203,8 @@ pub enum Leaf {
         shadow: bool,
         /// envoyproxy/ratelimit's description of it, when it is one of theirs.
         unit: Option<(u32, Unit)>,
+        /// Where it is in its file (`domain[0].descriptors[2].rate_limit`).
+        at: String,
     },
 }
 
@@ -218,16 +242,34 @@ impl Domain {
     }
 }
 
-/// An error, and the path of the entry it is about.
-pub type Invalid = (String, String);
+use crate::limits::Invalid;
+
+/// Whether `s` is 1 to 64 letters, digits, `_`, `-` or `.` (a limit's name).
+fn simple_name(s: &str) -> bool {
+    let simple = |c: char| c.is_ascii_alphanumeric() || "_-.".contains(c);
+    !s.is_empty() && s.len() <= 64 && s.chars().all(simple)
+}
 
 /// The policy of envoyproxy/ratelimit's `requests_per_unit` per `unit`: a bucket of that many,
 /// refilled at that rate.
+///
+/// The rate `n` per unit is written in lowest terms (`n / g` tokens every `unit / g`, `g` the
+/// greatest common divisor): the same bucket, with the smallest integers, so that the Redis
+/// script's exact range holds for day, week and month limits too.
 pub fn unit_policy(requests_per_unit: u32, unit: Unit) -> Result<Policy, String> {
     let n = u64::from(requests_per_unit);
-    TokenBucket::new(n, n, Nanos::from_secs(unit.seconds()))
+    let period = Nanos::from_secs(unit.seconds()).as_u64();
+    let g = gcd(n, period);
+    TokenBucket::new(n, n / g, Nanos(period / g))
         .map(Policy::TokenBucket)
         .map_err(|e| e.to_string())
+}
+
+fn gcd(mut a: u64, mut b: u64) -> u64 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a.max(1)
 }
 
 /// Validates the domains (at `at`, the path of their list) into trees; limit names are made
@@ -237,12 +279,11 @@ pub fn validate(domains: &[DomainEntry], at: &str) -> Result<Vec<Domain>, Invali
     let mut names = std::collections::BTreeSet::new();
     for (i, d) in domains.iter().enumerate() {
         let path = format!("{at}[{i}]");
-        let simple = |c: char| c.is_ascii_alphanumeric() || "_-.".contains(c);
-        if d.domain.is_empty() || d.domain.len() > 64 || !d.domain.chars().all(simple) {
+        if d.domain.is_empty() || d.domain.len() > 255 || d.domain.chars().any(char::is_control) {
             return Err((
                 format!("{path}.domain"),
                 format!(
-                    "{:?}: expected 1 to 64 letters, digits, `_`, `-` or `.`",
+                    "{:?}: expected 1 to 255 bytes with no control characters",
                     d.domain
                 ),
             ));
@@ -351,50 +392,26 @@ fn descriptor(
             ));
         }
     }
-    if e.replaces.is_some() {
-        return Err((
-            field("replaces"),
-            "`replaces` is not supported: every matching descriptor's limit applies".into(),
-        ));
-    }
     let step = match &e.value {
         Some(v) => format!("{}_{}", e.key, v),
         None => e.key.clone(),
     };
     let trail = format!("{trail}.{step}");
-    let given = [e.rate_limit.is_some(), e.policy.is_some(), e.unlimited]
-        .iter()
-        .filter(|g| **g)
-        .count();
-    if given > 1 {
+    if e.rate_limit.is_some() && e.policy.is_some() {
         return Err((
-            at.to_owned(),
-            "give at most one of rate_limit, policy and unlimited".into(),
+            field("policy"),
+            "give a rate_limit or a policy, not both".into(),
         ));
     }
-    if e.shadow_mode && e.rate_limit.is_none() && e.policy.is_none() {
+    let unlimited = e.rate_limit.as_ref().is_some_and(|r| r.unlimited);
+    if e.shadow_mode && (unlimited || (e.rate_limit.is_none() && e.policy.is_none())) {
         return Err((
             field("shadow_mode"),
             "shadow_mode needs a rate_limit or a policy to measure".into(),
         ));
     }
-    let leaf = if e.unlimited {
-        Leaf::Unlimited
-    } else if let Some(r) = &e.rate_limit {
-        if r.requests_per_unit == 0 {
-            return Err((
-                field("rate_limit.requests_per_unit"),
-                "0: expected at least 1 (for no requests at all, use a limit of 1 and a long unit; for no limit, unlimited: true)".into(),
-            ));
-        }
-        let policy = unit_policy(r.requests_per_unit, r.unit)
-            .map_err(|m| (field("rate_limit.requests_per_unit"), m))?;
-        Leaf::Limited {
-            name: limit_name(r.name.as_deref(), &trail, &field("rate_limit.name"), names)?,
-            policy,
-            shadow: e.shadow_mode,
-            unit: Some((r.requests_per_unit, r.unit)),
-        }
+    let leaf = if let Some(r) = &e.rate_limit {
+        rate_limit_leaf(r, &trail, &field("rate_limit"), e.shadow_mode, names)?
     } else if let Some(p) = &e.policy {
         let entry = LimitEntry {
             name: "descriptor".into(),
@@ -417,6 +434,7 @@ fn descriptor(
             policy,
             shadow: e.shadow_mode,
             unit: None,
+            at: field("policy"),
         }
     } else {
         Leaf::None
@@ -431,9 +449,57 @@ fn descriptor(
     )?;
     Ok(Descriptor {
         key: e.key.clone(),
-        value: e.value.clone(),
+        // An empty value is no value, as for envoyproxy/ratelimit.
+        value: e.value.clone().filter(|v| !v.is_empty()),
         leaf,
         children,
+    })
+}
+
+/// The leaf of envoyproxy/ratelimit's `rate_limit` at `at`.
+fn rate_limit_leaf(
+    r: &RateLimitEntry,
+    trail: &str,
+    at: &str,
+    shadow: bool,
+    names: &mut std::collections::BTreeSet<String>,
+) -> Result<Leaf, Invalid> {
+    let field = |f: &str| format!("{at}.{f}");
+    if r.replaces.is_some() {
+        return Err((
+            field("replaces"),
+            "`replaces` is not supported: every matching descriptor's limit applies".into(),
+        ));
+    }
+    if r.unlimited {
+        if r.unit.is_some() || r.requests_per_unit.is_some() {
+            return Err((
+                field("unlimited"),
+                "an unlimited rate_limit has no unit or requests_per_unit".into(),
+            ));
+        }
+        return Ok(Leaf::Unlimited);
+    }
+    let Some(unit) = r.unit else {
+        return Err((at.to_owned(), "a rate_limit needs a unit".into()));
+    };
+    let n = match r.requests_per_unit {
+        None => return Err((at.to_owned(), "a rate_limit needs requests_per_unit".into())),
+        Some(0) => {
+            return Err((
+                field("requests_per_unit"),
+                "0: expected at least 1 (for no limit, unlimited: true)".into(),
+            ));
+        }
+        Some(n) => n,
+    };
+    let policy = unit_policy(n, unit).map_err(|m| (field("requests_per_unit"), m))?;
+    Ok(Leaf::Limited {
+        name: limit_name(r.name.as_deref(), trail, &field("name"), names)?,
+        policy,
+        shadow,
+        unit: Some((n, unit)),
+        at: at.to_owned(),
     })
 }
 
@@ -447,7 +513,7 @@ fn limit_name(
 ) -> Result<String, Invalid> {
     let simple = |c: char| c.is_ascii_alphanumeric() || "_-.".contains(c);
     if let Some(n) = given {
-        if n.is_empty() || n.len() > 64 || !n.chars().all(simple) {
+        if !simple_name(n) {
             return Err((
                 at.to_owned(),
                 format!("{n:?}: expected 1 to 64 letters, digits, `_`, `-` or `.`"),
@@ -481,7 +547,10 @@ pub fn parse_yaml(file: &str, text: &str) -> Result<Domain, String> {
         let path = if path.is_empty() { "." } else { &path };
         // serde_yaml's message repeats the path and the position given here.
         let msg = inner.to_string();
-        let msg = msg.strip_prefix(&format!("{path}: ")).unwrap_or(&msg);
+        let msg = match msg.split_once(": ") {
+            Some((at, rest)) if path.starts_with(at) => rest,
+            _ => &msg,
+        };
         let msg = match msg.rfind(" at line ") {
             Some(i) => &msg[..i],
             None => msg,
@@ -544,4 +613,42 @@ fn locate_yaml(text: &str, path: &str) -> (usize, usize) {
         }
     }
     found
+}
+
+/// Checks that Redis can run every limit of `domains`: token buckets within the Lua script's
+/// exact range. The error is at the limit's path.
+pub fn check_redis(domains: &[Domain]) -> Result<(), Invalid> {
+    fn walk(d: &[Descriptor]) -> Result<(), Invalid> {
+        for n in d {
+            if let Leaf::Limited { policy, at, .. } = &n.leaf {
+                match policy {
+                    Policy::TokenBucket(b) => ratelab_store::redis_store::check_exact(b)
+                        .map_err(|e| (at.clone(), e.to_string()))?,
+                    _ => {
+                        return Err((
+                            at.clone(),
+                            "the Redis store runs token-bucket limits only (fixed and sliding \
+                             windows need the in-memory store)"
+                                .into(),
+                        ));
+                    }
+                }
+            }
+            walk(&n.children)?;
+        }
+        Ok(())
+    }
+    domains.iter().try_for_each(|d| walk(&d.descriptors))
+}
+
+/// [`check_redis`] for envoyproxy/ratelimit YAML file `file`, with `text`: errors located.
+pub fn check_redis_yaml(file: &str, text: &str, domain: &Domain) -> Result<(), String> {
+    check_redis(std::slice::from_ref(domain)).map_err(|(path, msg)| {
+        let path = path
+            .trim_start_matches("[0]")
+            .trim_start_matches('.')
+            .to_owned();
+        let (line, column) = locate_yaml(text, &path);
+        format!("{file}:{line}:{column}: at {path}: {msg}")
+    })
 }

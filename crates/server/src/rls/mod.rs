@@ -6,13 +6,15 @@
 //! tree, as envoyproxy/ratelimit walks it: at each level the child with the entry's key and
 //! value, else the child with the key and no value; the descriptor's limit is that of the node
 //! its last entry reaches. A descriptor that reaches no limited node is OK and counted in
-//! `ratelab_rls_unmatched_total`. A descriptor's `limit` override replaces the tree's limit
-//! with a token bucket of `requests_per_unit` per `unit` (in a key space of its own per
-//! override). Its cost is its own `hits_addend` if set, else the request's (0 counts as 1).
+//! `ratelab_rls_descriptors_total{result="unmatched"}`. On a configured domain, a
+//! descriptor's `limit` override replaces the tree's limit with a token bucket of
+//! `requests_per_unit` per `unit` (in a key space of its own per override). Its cost is its
+//! own `hits_addend` when above 0, else the request's when above 0, else 1.
 //!
 //! Every limited descriptor of one call is decided by the gateway's pipeline in one
 //! all-or-nothing step ([`Gateway::check_planned`]): a denial by one spends nothing at the
-//! others. The answer has one status per descriptor, in order, and the `RateLimit-Policy`,
+//! others. A cost above a limit's capacity can never be admitted: such a call is answered
+//! OVER_LIMIT before any store call, so it spends nothing anywhere. The answer has one status per descriptor, in order, and the `RateLimit-Policy`,
 //! `RateLimit` and (when over the limit) `Retry-After` fields in `response_headers_to_add`.
 //! When the store fails, the call is answered per `--grpc-failure-mode`: `ok` (fail open,
 //! counted as for HTTP) or the gRPC status `UNAVAILABLE`, so that Envoy's own
@@ -23,69 +25,23 @@ pub mod config;
 use crate::serve::{Stores, fingerprint_text, limit};
 use arc_swap::ArcSwap;
 use config::{Descriptor, Domain, Leaf, Unit};
-use proto::envoy::config::core::v3::HeaderValue;
 use proto::envoy::service::ratelimit::v3::rate_limit_response::{
-    Code, DescriptorStatus, RateLimit, rate_limit::Unit as ProtoUnit,
+    RateLimit, rate_limit::Unit as ProtoUnit,
 };
 use proto::envoy::service::ratelimit::v3::rate_limit_service_server::RateLimitService;
 use proto::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use ratelab_core::{Algorithm, Policy};
 use ratelab_gateway::http::TokioEnv;
 use ratelab_gateway::limits::{KeyBy, Limit, LimitSpec, Mode, Planned};
-use ratelab_gateway::{Answer, Gateway, GatewayConfig, LayerOutcome, Verdict};
-use ratelab_store::Key;
+use ratelab_gateway::{Gateway, GatewayConfig, Verdict};
+use ratelab_store::{Key, StoreClient as _};
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-/// The RLS v3 messages and service, compiled from `proto/` at build time.
-#[allow(missing_docs, clippy::all, clippy::pedantic)]
-pub mod proto {
-    /// Envoy's packages.
-    pub mod envoy {
-        /// `envoy.service`.
-        pub mod service {
-            /// `envoy.service.ratelimit`.
-            pub mod ratelimit {
-                /// `envoy.service.ratelimit.v3`: the service and its messages.
-                pub mod v3 {
-                    tonic::include_proto!("envoy.service.ratelimit.v3");
-                }
-            }
-        }
-        /// `envoy.extensions`.
-        pub mod extensions {
-            /// `envoy.extensions.common`.
-            pub mod common {
-                /// `envoy.extensions.common.ratelimit`.
-                pub mod ratelimit {
-                    /// `envoy.extensions.common.ratelimit.v3`: the descriptor.
-                    pub mod v3 {
-                        tonic::include_proto!("envoy.extensions.common.ratelimit.v3");
-                    }
-                }
-            }
-        }
-        /// `envoy.config`.
-        pub mod config {
-            /// `envoy.config.core`.
-            pub mod core {
-                /// `envoy.config.core.v3`: the header value.
-                pub mod v3 {
-                    tonic::include_proto!("envoy.config.core.v3");
-                }
-            }
-        }
-        /// `envoy.type`.
-        pub mod r#type {
-            /// `envoy.type.v3`: the override's unit.
-            pub mod v3 {
-                tonic::include_proto!("envoy.r#type.v3");
-            }
-        }
-    }
-}
+pub mod proto;
+mod respond;
 
 /// The most distinct `limit` overrides kept per server; a call bringing a new one beyond
 /// them is refused with `RESOURCE_EXHAUSTED`.
@@ -215,6 +171,7 @@ async fn tree<S: Stores>(
             policy,
             shadow,
             unit,
+            ..
         } => {
             let client = stores
                 .client(&prefix(domain, &place, policy), *policy)
@@ -268,7 +225,7 @@ impl<S: Stores> std::fmt::Debug for Rls<S> {
 }
 
 /// One descriptor, resolved.
-enum Resolved<'t, C> {
+pub(crate) enum Resolved<'t, C> {
     /// No limit: OK, counted.
     Unmatched,
     /// Never limited.
@@ -315,7 +272,7 @@ impl<S: Stores> Rls<S> {
         }
     }
 
-    /// The limit of an override, made on first use.
+    /// The limit of an override on a configured domain, made on first use.
     async fn override_limit(
         &self,
         domain: &str,
@@ -342,18 +299,20 @@ impl<S: Stores> Rls<S> {
                 "limit override: requests_per_unit 0: expected at least 1".into(),
             ));
         }
-        let name = format!("{domain}.override-{requests_per_unit}-per-{unit_of:?}").to_lowercase();
+        let name = format!("override-{requests_per_unit}-per-{unit_of:?}");
         let policy = config::unit_policy(requests_per_unit, unit_of).map_err(invalid)?;
         let current = current_limit(&name, &policy, Some((requests_per_unit, unit_of)));
         let id = (domain.to_owned(), requests_per_unit, unit);
         if let Some(l) = self.overrides.lock().expect("overrides").get(&id) {
             return Ok((l.clone(), current));
         }
+        // A store that cannot run the override (beyond the Redis script's exact range) is
+        // the caller's choice of limit: a bad request.
         let client = self
             .stores
             .client(&prefix(domain, "override", &policy), policy)
             .await
-            .map_err(tonic::Status::internal)?;
+            .map_err(|e| invalid(format!("limit override: {e}")))?;
         let spec = LimitSpec::new(
             ratelab_core::headers::PolicyName::new(&name)
                 .map_err(|e| tonic::Status::internal(e.to_string()))?,
@@ -373,7 +332,7 @@ impl<S: Stores> Rls<S> {
         Ok((made, current))
     }
 
-    /// Resolves descriptor `i` of `req` against `trees`.
+    /// Resolves descriptor `i` of `req` against `trees` (its domain's, if configured).
     async fn resolve<'t>(
         &self,
         req: &RateLimitRequest,
@@ -387,29 +346,20 @@ impl<S: Stores> Rls<S> {
                 d.entries.len()
             )));
         }
-        let cost = match d.hits_addend {
-            Some(0) | None if req.hits_addend == 0 => 1,
-            Some(0) | None => u64::from(req.hits_addend),
-            Some(n) => n,
-        };
-        // The bucket: each value with its length, so no two entry lists share one.
-        let mut text = String::new();
-        for (j, e) in d.entries.iter().enumerate() {
-            if e.key.is_empty() {
-                return Err(invalid(format!(
-                    "descriptors[{i}].entries[{j}]: the key is empty"
-                )));
-            }
-            text.push_str(&format!(
-                "{}:{}={}:{}|",
-                e.key.len(),
-                e.key,
-                e.value.len(),
-                e.value
-            ));
+        if let Some(j) = d.entries.iter().position(|e| e.key.is_empty()) {
+            return Err(invalid(format!(
+                "descriptors[{i}].entries[{j}]: the key is empty"
+            )));
         }
-        let key = Key::new(&text)
-            .map_err(|e| invalid(format!("descriptors[{i}]: its bucket key: {e}")))?;
+        let cost = match (d.hits_addend, req.hits_addend) {
+            (Some(n), _) if n > 0 => n,
+            (_, n) if n > 0 => u64::from(n),
+            _ => 1,
+        };
+        // An unknown domain limits nothing, overrides included (as envoyproxy/ratelimit).
+        let Some(mut level) = trees else {
+            return Ok(Resolved::Unmatched);
+        };
         if let Some(o) = &d.limit {
             let (limit, current) = self
                 .override_limit(&req.domain, o.requests_per_unit, o.unit)
@@ -417,13 +367,10 @@ impl<S: Stores> Rls<S> {
             return Ok(Resolved::Limited {
                 limit,
                 current: std::borrow::Cow::Owned(current),
-                key,
+                key: bucket_key(d),
                 cost,
             });
         }
-        let Some(mut level) = trees else {
-            return Ok(Resolved::Unmatched);
-        };
         let mut reached = None;
         for e in &d.entries {
             let exact = level
@@ -441,7 +388,7 @@ impl<S: Stores> Rls<S> {
             Some(Node::Limited { limit, current }) => Resolved::Limited {
                 limit: limit.clone(),
                 current: std::borrow::Cow::Borrowed(current),
-                key,
+                key: bucket_key(d),
                 cost,
             },
             Some(Node::Unlimited) => Resolved::Unlimited,
@@ -470,41 +417,13 @@ impl<S: Stores> Rls<S> {
         for i in 0..req.descriptors.len() {
             resolved.push(self.resolve(req, i, trees).await?);
         }
-        // One planned item per distinct bucket: two descriptors on one bucket spend at it
-        // once, for both costs together.
-        let mut planned: Vec<Planned<'_, S::Client>> = Vec::new();
-        let mut slot: Vec<Option<usize>> = Vec::with_capacity(resolved.len());
-        for r in &resolved {
-            let result = match r {
-                Resolved::Unmatched => "unmatched",
-                Resolved::Unlimited => "unlimited",
-                Resolved::Limited { .. } => "matched",
-            };
-            metrics::counter!("ratelab_rls_descriptors_total", "result" => result).increment(1);
-            slot.push(match r {
-                Resolved::Limited {
-                    limit, key, cost, ..
-                } => Some(
-                    match planned
-                        .iter()
-                        .position(|p| Arc::ptr_eq(p.limit, limit) && &p.key == key)
-                    {
-                        Some(j) => {
-                            planned[j].cost = planned[j].cost.saturating_add(*cost);
-                            j
-                        }
-                        None => {
-                            planned.push(Planned {
-                                limit,
-                                key: key.clone(),
-                                cost: *cost,
-                            });
-                            planned.len() - 1
-                        }
-                    },
-                ),
-                _ => None,
-            });
+        let (planned, slot) = plan(&resolved);
+        // A cost no bucket can ever admit: OVER_LIMIT with nothing spent anywhere.
+        if let Some(j) = planned
+            .iter()
+            .position(|p| p.cost > p.limit.client().algorithm().quota().limit)
+        {
+            return Ok(respond::beyond_capacity(&resolved, &slot, j));
         }
         let trace = self.sequence.fetch_add(1, Ordering::Relaxed);
         let route = format!("/rls/{}", req.domain);
@@ -522,76 +441,75 @@ impl<S: Stores> Rls<S> {
                 "the rate limit store is unavailable",
             ));
         }
-        Ok(respond(&resolved, &slot, answer.as_ref()))
+        Ok(respond::respond(&resolved, &slot, answer.as_ref()))
     }
 }
 
-/// The response: one status per descriptor, in order, and the fields.
-fn respond<C>(
-    resolved: &[Resolved<'_, C>],
-    slot: &[Option<usize>],
-    answer: Option<&Answer>,
-) -> RateLimitResponse {
-    let mut over = false;
-    let statuses = resolved
-        .iter()
-        .zip(slot)
-        .map(|(r, s)| {
-            let (Resolved::Limited { current, .. }, Some(j)) = (r, s) else {
-                return DescriptorStatus {
-                    code: Code::Ok as i32,
-                    current_limit: None,
-                    limit_remaining: if matches!(r, Resolved::Unlimited) {
-                        u32::MAX
-                    } else {
-                        0
-                    },
-                    duration_until_reset: None,
-                };
-            };
-            let result = answer.and_then(|a| a.limits.iter().find(|l| l.planned == *j));
-            let (denied, decision) = match result.map(|l| (l.shadow, l.outcome)) {
-                Some((shadow, LayerOutcome::Decided { decision, .. }))
-                | Some((shadow, LayerOutcome::Cached(decision))) => {
-                    (!decision.allowed && !shadow, Some(decision))
-                }
-                Some((shadow, LayerOutcome::StoreFull)) => (!shadow, None),
-                // Failed open, or not consulted after another descriptor's denial (which
-                // already makes the answer OVER_LIMIT).
-                _ => (false, None),
-            };
-            over |= denied;
-            DescriptorStatus {
-                code: if denied { Code::OverLimit } else { Code::Ok } as i32,
-                current_limit: Some(current.clone().into_owned()),
-                limit_remaining: decision
-                    .map_or(0, |d| u32::try_from(d.remaining).unwrap_or(u32::MAX)),
-                duration_until_reset: decision.map(|d| {
-                    let t = std::time::Duration::from(d.reset_after);
-                    prost_types::Duration {
-                        seconds: i64::try_from(t.as_secs()).unwrap_or(i64::MAX),
-                        nanos: t.subsec_nanos() as i32,
-                    }
-                }),
-            }
-        })
-        .collect();
-    // The gateway's verdict also covers a denial answered from its denial cache.
-    over |= answer.is_some_and(|a| a.verdict == Verdict::Deny);
-    RateLimitResponse {
-        overall_code: if over { Code::OverLimit } else { Code::Ok } as i32,
-        statuses,
-        response_headers_to_add: answer.map_or(Vec::new(), |a| {
-            a.headers
-                .iter()
-                .map(|(k, v)| HeaderValue {
-                    key: (*k).to_owned(),
-                    value: v.clone(),
-                })
-                .collect()
-        }),
-        request_headers_to_add: Vec::new(),
+/// The bucket of a descriptor at its limit: every entry's key and value, each with its
+/// length, so no two entry lists share one. Text too long for a key, or with control
+/// characters, is replaced by its 128-bit SipHash (under a fixed key: the same bucket in
+/// every process).
+fn bucket_key(d: &proto::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor) -> Key {
+    use std::fmt::Write as _;
+    let mut text = String::new();
+    for e in &d.entries {
+        let _ = write!(
+            text,
+            "{}:{}={}:{}|",
+            e.key.len(),
+            e.key,
+            e.value.len(),
+            e.value
+        );
     }
+    Key::new(&text).unwrap_or_else(|_| {
+        let h = siphasher::sip128::Hasher128::finish128(&{
+            let mut s = siphasher::sip128::SipHasher13::new_with_keys(0x7261_7465, 0x006c_6162);
+            std::hash::Hasher::write(&mut s, text.as_bytes());
+            s
+        });
+        Key::new(&format!("h:{:016x}{:016x}", h.h1, h.h2)).expect("a short ASCII key")
+    })
+}
+
+/// One planned item per distinct bucket (two descriptors on one bucket spend at it once, for
+/// both costs together), and each descriptor's item.
+fn plan<'r, C>(resolved: &'r [Resolved<'_, C>]) -> (Vec<Planned<'r, C>>, Vec<Option<usize>>) {
+    let mut planned: Vec<Planned<'r, C>> = Vec::new();
+    let mut slot: Vec<Option<usize>> = Vec::with_capacity(resolved.len());
+    for r in resolved {
+        let result = match r {
+            Resolved::Unmatched => "unmatched",
+            Resolved::Unlimited => "unlimited",
+            Resolved::Limited { .. } => "matched",
+        };
+        metrics::counter!("ratelab_rls_descriptors_total", "result" => result).increment(1);
+        let Resolved::Limited {
+            limit, key, cost, ..
+        } = r
+        else {
+            slot.push(None);
+            continue;
+        };
+        let same = planned
+            .iter()
+            .position(|p| Arc::ptr_eq(p.limit, limit) && &p.key == key);
+        slot.push(Some(match same {
+            Some(j) => {
+                planned[j].cost = planned[j].cost.saturating_add(*cost);
+                j
+            }
+            None => {
+                planned.push(Planned {
+                    limit,
+                    key: key.clone(),
+                    cost: *cost,
+                });
+                planned.len() - 1
+            }
+        }));
+    }
+    (planned, slot)
 }
 
 #[tonic::async_trait]

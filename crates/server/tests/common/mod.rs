@@ -9,6 +9,8 @@ use std::time::{Duration, Instant};
 pub struct Server {
     pub child: Child,
     pub port: u16,
+    /// What it printed on starting.
+    pub banner: String,
     stderr: Arc<Mutex<String>>,
     rt: tokio::runtime::Runtime,
     http: reqwest::Client,
@@ -42,10 +44,24 @@ impl Server {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
+        // The banner, up to its last line (the request log's).
+        let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
         let mut first = String::new();
-        std::io::BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut first)
-            .unwrap();
+        out.read_line(&mut first).unwrap();
+        let mut banner = first.clone();
+        while !first.is_empty()
+            && !banner
+                .lines()
+                .last()
+                .unwrap_or("")
+                .starts_with("  request log:")
+        {
+            let mut line = String::new();
+            if out.read_line(&mut line).unwrap_or(0) == 0 {
+                break;
+            }
+            banner.push_str(&line);
+        }
         let Some(port) = first.trim().rsplit(':').next().and_then(|p| p.parse().ok()) else {
             let out = child.wait_with_output().unwrap();
             panic!(
@@ -74,6 +90,7 @@ impl Server {
         Server {
             child,
             port,
+            banner,
             stderr,
             rt,
             http: reqwest::Client::new(),
