@@ -1,5 +1,5 @@
 //! A private Redis Cluster for one test: three primaries and three replicas from
-//! `redis-server` on free loopback ports, no persistence, a short `cluster-node-timeout`,
+//! `redis-server` on free loopback ports, no persistence, a short `cluster-node-timeout` (500 ms),
 //! created with `redis-cli --cluster create … --cluster-replicas 1 --cluster-yes`, and torn
 //! down when dropped.
 //!
@@ -131,7 +131,10 @@ impl RedisCluster {
                 "--appendonly",
                 "no",
             ])
-            .args(["--cluster-enabled", "yes", "--cluster-node-timeout", "1000"])
+            .args(["--cluster-enabled", "yes", "--cluster-node-timeout", "500"])
+            // A replica that never finished its first sync cannot be promoted: start the sync
+            // at once rather than after the default 5 s wait for more replicas.
+            .args(["--repl-diskless-sync-delay", "0"])
             .args(["--cluster-config-file", &format!("nodes-{port}.conf")])
             .args([
                 "--dir",
@@ -155,13 +158,16 @@ impl RedisCluster {
     }
 
     /// Waits (up to 30 s) until every live node reports the cluster ok with every slot
-    /// served.
+    /// served, and every replica is in sync with its primary (so it can be promoted).
     pub fn wait_ok(&self) -> Result<(), String> {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             let ok = self.nodes.iter().filter(|n| n.child.is_some()).all(|n| {
                 let info = cli(n.port, &["CLUSTER", "INFO"]);
-                info.contains("cluster_state:ok") && info.contains("cluster_slots_ok:16384")
+                let repl = cli(n.port, &["INFO", "replication"]);
+                info.contains("cluster_state:ok")
+                    && info.contains("cluster_slots_ok:16384")
+                    && (repl.contains("role:master") || repl.contains("master_link_status:up"))
             });
             if ok {
                 return Ok(());
@@ -204,6 +210,17 @@ impl RedisCluster {
                 cli(n.port, args);
             }
         }
+    }
+
+    /// Starts the node on `port` again, killed before: it reads its cluster config and
+    /// rejoins (as a replica, if its slots were failed over).
+    pub fn restart(&mut self, port: u16) -> Result<(), String> {
+        let mut node = Node { child: None, port };
+        self.spawn(&mut node)?;
+        if let Some(n) = self.nodes.iter_mut().find(|n| n.port == port) {
+            n.child = node.child.take();
+        }
+        Ok(())
     }
 
     /// Kills the node on `port` (SIGKILL).

@@ -146,6 +146,29 @@ enum Command {
         #[arg(long, conflicts_with = "redis")]
         scenarios_only: bool,
     },
+    /// Measure what a Redis Cluster failover costs a token bucket: on a private local cluster
+    /// (three primaries, three replicas), kill the hot key's primary under load, once without
+    /// and once with WAIT after each decision; failed calls, recovery and overshoot.
+    Failover {
+        /// Concurrent senders on the hot key (1 to 256).
+        #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=256))]
+        senders: u32,
+        /// Seconds of traffic per run (2 to 120).
+        #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u64).range(2..=120))]
+        seconds: u64,
+        /// B (1 to 1000000).
+        #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+        capacity: u64,
+        /// R per second (1 to 1000000).
+        #[arg(long, default_value_t = 1_000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+        refill_per_sec: u64,
+        /// The WAIT run's longest wait for a replica, ms (1 to 1000).
+        #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=1000))]
+        wait_ms: u64,
+        /// Print the reports as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Measure simulator speed: simulated requests and simulated seconds per wall second on
     /// the atomic path (build with --release for meaningful figures).
     Bench {
@@ -248,6 +271,27 @@ fn main() -> ExitCode {
                 },
         } => log_scan(&files, &from, &to, key, decision),
         Command::Check { files } => check(&files),
+        Command::Failover {
+            senders,
+            seconds,
+            capacity,
+            refill_per_sec,
+            wait_ms,
+            json,
+        } => failover(
+            ratelab_lab::failover::FailoverConfig {
+                senders,
+                seconds: seconds as f64,
+                kill_at: 1.0,
+                restart_after: Some((seconds as f64 - 1.0) / 2.0),
+                capacity,
+                refill_per_sec,
+                wait: None,
+                timeout: std::time::Duration::from_millis(50 + 2 * wait_ms),
+            },
+            std::time::Duration::from_millis(wait_ms),
+            json,
+        ),
         Command::Bench {
             redis: Some(url),
             clients,
@@ -767,6 +811,75 @@ fn redis_url(arg: &str) -> Result<(String, Option<real::PrivateRedis>), String> 
     } else {
         Ok((arg.to_owned(), None))
     }
+}
+
+/// `ratelab failover`: the same failover without and with WAIT, side by side.
+fn failover(
+    cfg: ratelab_lab::failover::FailoverConfig,
+    wait: std::time::Duration,
+    json: bool,
+) -> ExitCode {
+    let mut reports = Vec::new();
+    for w in [None, Some(wait)] {
+        let cfg = ratelab_lab::failover::FailoverConfig {
+            wait: w,
+            ..cfg.clone()
+        };
+        eprintln!(
+            "failover{}: {} senders, {} s, kill at {} s …",
+            if w.is_some() { " with WAIT" } else { "" },
+            cfg.senders,
+            cfg.seconds,
+            cfg.kill_at
+        );
+        match tokio_rt().block_on(ratelab_lab::failover::run(&cfg)) {
+            Ok(r) => reports.push(r),
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::from(EXIT_BAD_INPUT);
+            }
+        }
+    }
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&reports).expect("reports serialize")
+        );
+        return ExitCode::SUCCESS;
+    }
+    println!(
+        "B = {}, R = {}/s, {} senders on one hot key; its primary killed {} s in, restarted as a replica {} s later",
+        cfg.capacity,
+        cfg.refill_per_sec,
+        cfg.senders,
+        cfg.kill_at,
+        cfg.restart_after.unwrap_or(0.0)
+    );
+    println!(
+        "| run | decided | admitted | failed | recovered after (ms) | failed after recovery | failed after restart | overshoot | bound | p50 µs | p99 µs |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for r in &reports {
+        println!(
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.0} | {:.0} |",
+            if r.wait {
+                "WAIT 1 after each decision"
+            } else {
+                "asynchronous replication"
+            },
+            r.decided,
+            r.admitted,
+            r.failed,
+            r.recovered_ms.map_or("never".into(), |m| format!("{m:.0}")),
+            r.failed_after_recovery,
+            r.failed_after_restart,
+            r.overshoot,
+            r.bound,
+            r.p50_us,
+            r.p99_us
+        );
+    }
+    ExitCode::SUCCESS
 }
 
 fn tokio_rt() -> tokio::runtime::Runtime {

@@ -13,6 +13,8 @@
 //! - [`fuzz`]: mutation fuzzing of scenario files (`ratelab fuzz`);
 //! - [`probe`]: real limiters ratelab did not write (an HTTP endpoint, a Redis script, the
 //!   read-then-write client) driven from outside and judged by the checkers (`ratelab probe`);
+//! - [`failover`]: what a Redis Cluster failover costs a token bucket, on a real local
+//!   cluster (`ratelab failover`);
 //! - [`timeline`]: one key's requests, the store's applies, the envelope and the faults as a
 //!   self-contained HTML page (`ratelab run --timeline`, and the explorer's shrunk failures).
 //!
@@ -22,6 +24,7 @@
 #![warn(missing_docs)]
 
 pub mod explore;
+pub mod failover;
 pub mod fuzz;
 pub mod matched;
 pub mod output;

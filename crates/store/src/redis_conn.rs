@@ -34,6 +34,29 @@ impl Conn {
     }
 }
 
+impl Conn {
+    /// `WAIT replicas ms` on the node that holds `key` (its slot's primary, on a cluster):
+    /// how many replicas acknowledged every write this connection sent that node before.
+    pub async fn wait(&mut self, key: &str, replicas: u32, ms: u64) -> redis::RedisResult<i64> {
+        let mut cmd = redis::cmd("WAIT");
+        cmd.arg(replicas).arg(ms);
+        match self {
+            Conn::Single(c) => cmd.query_async(c).await,
+            Conn::Cluster(c) => {
+                use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
+                let to = Route::new(slot(key.as_bytes()), SlotAddr::Master);
+                let v = c
+                    .route_command(
+                        cmd,
+                        RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(to)),
+                    )
+                    .await?;
+                Ok(redis::from_redis_value(v)?)
+            }
+        }
+    }
+}
+
 impl ConnectionLike for Conn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match self {

@@ -223,9 +223,10 @@ impl RedisStore {
     }
 
     /// The same store, answering each atomic decision only once `replicas` replicas hold its
-    /// write (Redis `WAIT`, pipelined after the script), or after `timeout`: a failover then
-    /// loses no acknowledged decision unless the wait timed out, at the cost of a replication
-    /// round trip per decision. Its siblings inherit it.
+    /// write (Redis `WAIT` on the keys' primary after the script), or after `timeout`: a
+    /// failover then loses no acknowledged decision unless the wait timed out, at the cost of
+    /// a round trip and a replication round trip per decision. The call's own timeout must
+    /// exceed `timeout`. Its siblings inherit it.
     pub fn with_wait(mut self, replicas: u32, timeout: Duration) -> RedisStore {
         self.wait = Some((replicas, timeout.as_millis().max(1) as u64));
         self
@@ -631,32 +632,19 @@ impl RedisStore {
             }
         }
         let mut conn = first.conn.clone();
-        let r: Vec<i64> = match first.wait {
-            None => {
-                let mut inv = first.script.prepare_invoke();
-                for k in &keys {
-                    inv.key(k);
-                }
-                for a in &args {
-                    inv.arg(a);
-                }
-                first.timed(inv.invoke_async(&mut conn)).await?
-            }
-            Some((replicas, ms)) => {
-                // The script and WAIT in one pipeline, which goes to the keys' primary: the
-                // reply comes once `replicas` replicas have the write (or after `ms`). The
-                // script's text is sent whole (EVAL), so no node can lack it.
-                let mut pipe = redis::pipe();
-                pipe.cmd("EVAL")
-                    .arg(SCRIPT)
-                    .arg(keys.len())
-                    .arg(&keys)
-                    .arg(&args);
-                pipe.cmd("WAIT").arg(replicas).arg(ms);
-                let (r, _acked): (Vec<i64>, i64) = first.timed(pipe.query_async(&mut conn)).await?;
-                r
-            }
-        };
+        let mut inv = first.script.prepare_invoke();
+        for k in &keys {
+            inv.key(k);
+        }
+        for a in &args {
+            inv.arg(a);
+        }
+        let r: Vec<i64> = first.timed(inv.invoke_async(&mut conn)).await?;
+        if let Some((replicas, ms)) = first.wait {
+            // Answered once `replicas` replicas hold the write, or after `ms` either way (the
+            // decision stands; only its durability across a failover is in doubt then).
+            first.timed(conn.wait(&keys[0], replicas, ms)).await?;
+        }
         // A reply this client cannot read comes after the script ran (and may have written):
         // not `Corrupt`, which promises nothing was written, but a store that misbehaved.
         let unreadable = |_| LimitError::Store(StoreError::Unavailable);

@@ -1,0 +1,253 @@
+//! What a Redis Cluster failover costs a token bucket, measured on a real local cluster
+//! (`ratelab failover`).
+//!
+//! Senders decide on one hot key back to back while the primary that owns its slot is killed
+//! (SIGKILL) and its replica is promoted. Every decision is recorded: admitted or denied with
+//! the store's time, or failed. The report gives the failed calls and the window they span,
+//! and the overshoot on the hot key: the largest excess of store-admitted requests over the
+//! envelope B + R·Δt in any interval, as the checkers crate computes it.
+//!
+//! **The bound.** Replication is asynchronous: the promoted replica holds the bucket's state
+//! as of some instant `t_kill − L`, L the replication lag, so it grants again the tokens
+//! spent by the admissions the old primary acknowledged in those last L. Those are at most
+//! what the bucket could admit in L, B + R·L, and the promoted state holds at most B tokens
+//! more than the true one, so the excess over the envelope is at most min(B, B + R·L) = B in
+//! any interval; at steady saturation (the bucket empty at the kill) it is at most R·L + 1.
+//! With `WAIT 1` after each decision ([`RedisStore::with_wait`]) an acknowledged decision is
+//! on the replica before the sender hears of it, so the promoted state lacks no acknowledged
+//! decision (unless the wait timed out) and the excess is 0.
+
+#[path = "../../../tests/support/redis_cluster.rs"]
+#[allow(missing_docs, missing_debug_implementations)]
+mod redis_cluster;
+
+use ratelab_check::envelope::{self, Admission, Envelope};
+use ratelab_core::{Nanos, TokenBucket};
+use ratelab_store::redis_store::{RedisOptions, RedisStore};
+use ratelab_store::{Key, Path, TimeSource, decide_remote};
+use redis_cluster::RedisCluster;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+/// The experiment's settings.
+#[derive(Clone, Debug)]
+pub struct FailoverConfig {
+    /// Concurrent senders on the hot key.
+    pub senders: u32,
+    /// Seconds of traffic.
+    pub seconds: f64,
+    /// Seconds into the traffic at which the hot key's primary is killed.
+    pub kill_at: f64,
+    /// Seconds after the kill at which the killed node is started again (it rejoins as the
+    /// promoted primary's replica), if at all.
+    pub restart_after: Option<f64>,
+    /// B.
+    pub capacity: u64,
+    /// R per second.
+    pub refill_per_sec: u64,
+    /// `WAIT` for one replica after each decision, for at most this long.
+    pub wait: Option<Duration>,
+    /// Each call's timeout.
+    pub timeout: Duration,
+}
+
+impl Default for FailoverConfig {
+    fn default() -> Self {
+        FailoverConfig {
+            senders: 16,
+            seconds: 6.0,
+            kill_at: 2.0,
+            restart_after: Some(4.0),
+            capacity: 100,
+            refill_per_sec: 1_000,
+            wait: None,
+            timeout: Duration::from_millis(50),
+        }
+    }
+}
+
+/// What one run measured.
+#[derive(Clone, Debug, Serialize)]
+pub struct FailoverReport {
+    /// Whether each decision waited for a replica.
+    pub wait: bool,
+    /// Decisions made (admitted or denied).
+    pub decided: u64,
+    /// Of them, admitted.
+    pub admitted: u64,
+    /// Calls that failed (timeout, connection lost, cluster down): a gateway fails these
+    /// open or closed.
+    pub failed: u64,
+    /// The last failure's reason.
+    pub last_error: Option<String>,
+    /// From the kill to the first decision after it (by the promoted primary), ms.
+    pub recovered_ms: Option<f64>,
+    /// Calls that failed after that first decision.
+    pub failed_after_recovery: u64,
+    /// Of them, after the killed node was back as a replica.
+    pub failed_after_restart: u64,
+    /// From the kill to the last failed call, ms (0 if none failed).
+    pub last_failure_ms: f64,
+    /// The largest excess over B + R·Δt in any interval on the hot key.
+    pub overshoot: u64,
+    /// The documented bound on it: B.
+    pub bound: u64,
+    /// Median and 99th percentile latency of decisions before the kill, µs.
+    pub p50_us: f64,
+    /// See `p50_us`.
+    pub p99_us: f64,
+}
+
+/// One call.
+struct Call {
+    sent: Instant,
+    done: Instant,
+    /// `Some((allowed, store time))` when decided.
+    decided: Option<(bool, Nanos)>,
+    /// Why it failed, when it did.
+    error: Option<String>,
+}
+
+/// Runs the experiment on a fresh private cluster.
+pub async fn run(cfg: &FailoverConfig) -> Result<FailoverReport, String> {
+    let cluster = RedisCluster::create()?;
+    let bucket =
+        TokenBucket::per_second(cfg.capacity, cfg.refill_per_sec).map_err(|e| e.to_string())?;
+    let options = RedisOptions {
+        prefix: "failover:".into(),
+        timeout: cfg.timeout,
+    };
+    let mut store = RedisStore::connect_cluster(&cluster.seeds(), bucket, options)
+        .await
+        .map_err(|e| e.to_string())?;
+    if let Some(w) = cfg.wait {
+        store = store.with_wait(1, w);
+    }
+    let key = Key::new("hot").map_err(|e| e.to_string())?;
+    let primary = cluster
+        .primary_of("failover:hot")
+        .ok_or("no primary serves the hot key's slot")?;
+    let start = Instant::now();
+    let until = start + Duration::from_secs_f64(cfg.seconds);
+    let mut tasks = Vec::new();
+    for _ in 0..cfg.senders {
+        let (store, key) = (store.clone(), key.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut calls = Vec::new();
+            while Instant::now() < until {
+                let sent = Instant::now();
+                let r = decide_remote(
+                    &store,
+                    Path::Atomic,
+                    TimeSource::Store,
+                    &key,
+                    Nanos::ZERO,
+                    1,
+                )
+                .await;
+                let done = Instant::now();
+                calls.push(Call {
+                    sent,
+                    done,
+                    decided: r.as_ref().ok().map(|o| (o.decision.allowed, o.decided_at)),
+                    error: r.as_ref().err().map(ToString::to_string),
+                });
+                if r.is_err() {
+                    // A failed call returns at once when the node is gone: pace retries.
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
+            }
+            calls
+        }));
+    }
+    tokio::time::sleep(Duration::from_secs_f64(cfg.kill_at)).await;
+    let mut cluster = cluster;
+    let killed = Instant::now();
+    cluster.kill(primary);
+    let mut restarted = None;
+    if let Some(after) = cfg.restart_after {
+        tokio::time::sleep(Duration::from_secs_f64(after)).await;
+        cluster.restart(primary)?;
+        // Back once it is in sync as a replica.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !redis_cluster::cli(primary, &["INFO", "replication"])
+            .contains("master_link_status:up")
+            && Instant::now() < deadline
+        {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        restarted = Some(Instant::now());
+    }
+    let mut calls = Vec::new();
+    for t in tasks {
+        calls.extend(t.await.map_err(|e| e.to_string())?);
+    }
+    Ok(report(cfg, &bucket, &calls, (killed, restarted)))
+}
+
+fn report(
+    cfg: &FailoverConfig,
+    bucket: &TokenBucket,
+    calls: &[Call],
+    (killed, restarted): (Instant, Option<Instant>),
+) -> FailoverReport {
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let mut adm: Vec<Admission> = calls
+        .iter()
+        .enumerate()
+        .filter_map(|(i, c)| match c.decided {
+            Some((true, at)) => Some(Admission {
+                at,
+                id: i as u64,
+                cost: 1,
+            }),
+            _ => None,
+        })
+        .collect();
+    adm.sort_unstable();
+    let admitted = adm.len() as u64;
+    let by_key = BTreeMap::from([("hot", adm)]);
+    let overshoot = envelope::envelope(&by_key, Envelope::of_bucket(bucket)).max_excess;
+    let failed: Vec<&Call> = calls.iter().filter(|c| c.decided.is_none()).collect();
+    let last_failure_ms = failed
+        .iter()
+        .map(|c| ms(c.done.saturating_duration_since(killed)))
+        .fold(0.0, f64::max);
+    // The first decision of a call sent after the kill.
+    let recovered = calls
+        .iter()
+        .filter(|c| c.decided.is_some() && c.sent >= killed)
+        .map(|c| c.done)
+        .min();
+    let failed_after =
+        |t: Option<Instant>| t.map_or(0, |t| failed.iter().filter(|c| c.sent >= t).count() as u64);
+    let mut before: Vec<f64> = calls
+        .iter()
+        .filter(|c| c.decided.is_some() && c.done < killed)
+        .map(|c| c.done.duration_since(c.sent).as_secs_f64() * 1e6)
+        .collect();
+    before.sort_by(f64::total_cmp);
+    let pct = |p: f64| {
+        let i = ((before.len() as f64 * p).ceil() as usize).clamp(1, before.len().max(1)) - 1;
+        before.get(i).copied().unwrap_or(0.0)
+    };
+    FailoverReport {
+        wait: cfg.wait.is_some(),
+        decided: calls.iter().filter(|c| c.decided.is_some()).count() as u64,
+        admitted,
+        failed: failed.len() as u64,
+        last_error: failed
+            .iter()
+            .max_by_key(|c| c.done)
+            .and_then(|c| c.error.clone()),
+        recovered_ms: recovered.map(|t| ms(t.duration_since(killed))),
+        failed_after_recovery: failed_after(recovered),
+        failed_after_restart: failed_after(restarted),
+        last_failure_ms,
+        overshoot,
+        bound: cfg.capacity,
+        p50_us: pct(0.50),
+        p99_us: pct(0.99),
+    }
+}
