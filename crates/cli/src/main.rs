@@ -168,6 +168,10 @@ enum Command {
         /// Print the reports as JSON.
         #[arg(long)]
         json: bool,
+        /// Instead, measure decisions per second on one private redis-server and on a private
+        /// cluster of three primaries, side by side.
+        #[arg(long)]
+        scale: bool,
     },
     /// Measure simulator speed: simulated requests and simulated seconds per wall second on
     /// the atomic path (build with --release for meaningful figures).
@@ -274,10 +278,17 @@ fn main() -> ExitCode {
         Command::Failover {
             senders,
             seconds,
+            scale: true,
+            ..
+        } => scale(senders, seconds),
+        Command::Failover {
+            senders,
+            seconds,
             capacity,
             refill_per_sec,
             wait_ms,
             json,
+            ..
         } => failover(
             ratelab_lab::failover::FailoverConfig {
                 senders,
@@ -810,6 +821,48 @@ fn redis_url(arg: &str) -> Result<(String, Option<real::PrivateRedis>), String> 
         Ok((server.url(), Some(server)))
     } else {
         Ok((arg.to_owned(), None))
+    }
+}
+
+/// `ratelab failover --scale`: decisions per second on one server and on three primaries.
+fn scale(senders: u32, seconds: u64) -> ExitCode {
+    use ratelab_store::redis_store::{RedisOptions, RedisStore};
+    let keys = 10_000;
+    let one = tokio_rt().block_on(async {
+        let server = real::PrivateRedis::start()?;
+        let bucket = ratelab_core::TokenBucket::per_second(1_000_000, 1_000_000)
+            .map_err(|e| e.to_string())?;
+        let options = RedisOptions {
+            prefix: "scale:".into(),
+            timeout: std::time::Duration::from_millis(500),
+        };
+        let store = RedisStore::connect(&server.url(), bucket, options)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok::<f64, String>(
+            ratelab_lab::failover::throughput(&store, senders, seconds as f64, keys).await,
+        )
+    });
+    let three = tokio_rt().block_on(ratelab_lab::failover::cluster_throughput(
+        senders,
+        seconds as f64,
+        keys,
+    ));
+    match (one, three) {
+        (Ok(one), Ok(three)) => {
+            println!(
+                "{senders} senders over {keys} keys, {seconds} s each, {} cores",
+                std::thread::available_parallelism().map_or(0, |n| n.get())
+            );
+            println!("| store | decisions/s |\n|---|---:|");
+            println!("| one redis-server | {one:.0} |\n| cluster, three primaries | {three:.0} |");
+            println!("three primaries / one: {:.2}", three / one);
+            ExitCode::SUCCESS
+        }
+        (Err(e), _) | (_, Err(e)) => {
+            eprintln!("error: {e}");
+            ExitCode::from(EXIT_BAD_INPUT)
+        }
     }
 }
 

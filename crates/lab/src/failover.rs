@@ -251,3 +251,55 @@ fn report(
         p99_us: pct(0.99),
     }
 }
+
+/// Decisions per second on `store`: `senders` back to back for `seconds`, each on one of
+/// `keys` keys drawn in turn (so a cluster's keys spread over its primaries).
+pub async fn throughput(store: &RedisStore, senders: u32, seconds: f64, keys: u32) -> f64 {
+    let until = Instant::now() + Duration::from_secs_f64(seconds);
+    let start = Instant::now();
+    let tasks: Vec<_> = (0..senders)
+        .map(|s| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                let mut n = 0u64;
+                let mut i = s;
+                while Instant::now() < until {
+                    let Ok(key) = Key::new(&format!("scale:{}", i % keys)) else {
+                        break;
+                    };
+                    i = i.wrapping_add(senders);
+                    let r = decide_remote(
+                        &store,
+                        Path::Atomic,
+                        TimeSource::Store,
+                        &key,
+                        Nanos::ZERO,
+                        1,
+                    )
+                    .await;
+                    n += u64::from(r.is_ok());
+                }
+                n
+            })
+        })
+        .collect();
+    let mut total = 0;
+    for t in tasks {
+        total += t.await.unwrap_or(0);
+    }
+    total as f64 / start.elapsed().as_secs_f64()
+}
+
+/// [`throughput`] on a fresh private cluster of three primaries.
+pub async fn cluster_throughput(senders: u32, seconds: f64, keys: u32) -> Result<f64, String> {
+    let cluster = RedisCluster::create()?;
+    let bucket = TokenBucket::per_second(1_000_000, 1_000_000).map_err(|e| e.to_string())?;
+    let options = RedisOptions {
+        prefix: "scale:".into(),
+        timeout: Duration::from_millis(500),
+    };
+    let store = RedisStore::connect_cluster(&cluster.seeds(), bucket, options)
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(throughput(&store, senders, seconds, keys).await)
+}
