@@ -1,6 +1,7 @@
 //! A Redis Cluster failover under load, on a real local cluster: the hot key's primary is
 //! killed while senders decide on it; the overshoot it causes stays within the documented
-//! bound (B), calls fail only around the failover, and the promoted replica decides after.
+//! bound (B), calls fail at the failover, the replica is promoted and decides, and decisions
+//! go on once the killed node is back as its replica.
 
 #[path = "support/redis_cluster.rs"]
 mod redis_cluster;
@@ -23,7 +24,7 @@ fn a_failover_under_load_stays_within_its_bound_and_recovers() {
             senders: 8,
             seconds: 5.0,
             kill_at: 0.5,
-            restart_after: Some(2.5),
+            restart_after: Some(1.0),
             wait,
             ..FailoverConfig::default()
         };
@@ -35,7 +36,11 @@ fn a_failover_under_load_stays_within_its_bound_and_recovers() {
             r.recovered_ms.is_some(),
             "the promoted replica decided: {r:?}"
         );
-        assert_eq!(r.failed_after_restart, 0, "{r:?}");
+        assert!(r.promoted_ms.is_some(), "the replica was promoted: {r:?}");
+        assert!(
+            r.decided_after_restart > 0,
+            "decisions after the restart: {r:?}"
+        );
         assert!(r.admitted > cfg.capacity, "{r:?}");
     }
 }

@@ -294,7 +294,7 @@ fn main() -> ExitCode {
                 senders,
                 seconds: seconds as f64,
                 kill_at: 1.0,
-                restart_after: Some((seconds as f64 - 1.0) / 2.0),
+                restart_after: Some(2.0),
                 capacity,
                 refill_per_sec,
                 wait: None,
@@ -901,7 +901,7 @@ fn failover(
         return ExitCode::SUCCESS;
     }
     println!(
-        "B = {}, R = {}/s, {} senders on one hot key; its primary killed {} s in, restarted as a replica {} s later",
+        "B = {}, R = {}/s, {} senders on one hot key; its primary killed {} s in, restarted as a replica {} s after the promotion",
         cfg.capacity,
         cfg.refill_per_sec,
         cfg.senders,
@@ -909,12 +909,12 @@ fn failover(
         cfg.restart_after.unwrap_or(0.0)
     );
     println!(
-        "| run | decided | admitted | failed | recovered after (ms) | failed after recovery | failed after restart | overshoot | bound | p50 µs | p99 µs |"
+        "| run | decided | admitted | failed | promoted after (ms) | recovered after (ms) | failed after recovery | failed after restart | overshoot | bound | p50 µs | p99 µs |"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for r in &reports {
         println!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.0} | {:.0} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.0} | {:.0} |",
             if r.wait {
                 "WAIT 1 after each decision"
             } else {
@@ -923,6 +923,7 @@ fn failover(
             r.decided,
             r.admitted,
             r.failed,
+            r.promoted_ms.map_or("never".into(), |m| format!("{m:.0}")),
             r.recovered_ms.map_or("never".into(), |m| format!("{m:.0}")),
             r.failed_after_recovery,
             r.failed_after_restart,

@@ -39,8 +39,8 @@ pub struct FailoverConfig {
     pub seconds: f64,
     /// Seconds into the traffic at which the hot key's primary is killed.
     pub kill_at: f64,
-    /// Seconds after the kill at which the killed node is started again (it rejoins as the
-    /// promoted primary's replica), if at all.
+    /// Seconds after the replica's promotion at which the killed node is started again (it
+    /// rejoins as the promoted primary's replica), if at all.
     pub restart_after: Option<f64>,
     /// B.
     pub capacity: u64,
@@ -87,6 +87,10 @@ pub struct FailoverReport {
     pub failed_after_recovery: u64,
     /// Of them, after the killed node was back as a replica.
     pub failed_after_restart: u64,
+    /// Decisions after the killed node was back as a replica.
+    pub decided_after_restart: u64,
+    /// From the kill to the cluster naming the replica the slot's primary, ms.
+    pub promoted_ms: Option<f64>,
     /// From the kill to the last failed call, ms (0 if none failed).
     pub last_failure_ms: f64,
     /// The largest excess over B + R·Δt in any interval on the hot key.
@@ -165,8 +169,21 @@ pub async fn run(cfg: &FailoverConfig) -> Result<FailoverReport, String> {
     let mut cluster = cluster;
     let killed = Instant::now();
     cluster.kill(primary);
+    // The promotion, as the cluster reports it: another node serves the hot key's slot.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut promoted = None;
+    while Instant::now() < deadline {
+        if cluster
+            .primary_of("failover:hot")
+            .is_some_and(|p| p != primary)
+        {
+            promoted = Some(Instant::now());
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let mut restarted = None;
-    if let Some(after) = cfg.restart_after {
+    if let (Some(after), Some(_)) = (cfg.restart_after, promoted) {
         tokio::time::sleep(Duration::from_secs_f64(after)).await;
         cluster.restart(primary)?;
         // Back once it is in sync as a replica.
@@ -183,7 +200,9 @@ pub async fn run(cfg: &FailoverConfig) -> Result<FailoverReport, String> {
     for t in tasks {
         calls.extend(t.await.map_err(|e| e.to_string())?);
     }
-    Ok(report(cfg, &bucket, &calls, (killed, restarted)))
+    let mut r = report(cfg, &bucket, &calls, (killed, restarted));
+    r.promoted_ms = promoted.map(|t| t.duration_since(killed).as_secs_f64() * 1e3);
+    Ok(r)
 }
 
 fn report(
@@ -244,6 +263,13 @@ fn report(
         recovered_ms: recovered.map(|t| ms(t.duration_since(killed))),
         failed_after_recovery: failed_after(recovered),
         failed_after_restart: failed_after(restarted),
+        decided_after_restart: restarted.map_or(0, |t| {
+            calls
+                .iter()
+                .filter(|c| c.decided.is_some() && c.sent >= t)
+                .count() as u64
+        }),
+        promoted_ms: None,
         last_failure_ms,
         overshoot,
         bound: cfg.capacity,
