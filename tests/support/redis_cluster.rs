@@ -13,10 +13,19 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// One node.
+/// One node, killed when dropped.
 pub struct Node {
     child: Option<Child>,
     pub port: u16,
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            c.kill().ok();
+            c.wait().ok();
+        }
+    }
 }
 
 pub struct RedisCluster {
@@ -31,7 +40,8 @@ fn free_port() -> u16 {
         .map_or(0, |a| a.port())
 }
 
-fn installed() -> bool {
+/// Whether `redis-server` and `redis-cli` are installed.
+pub fn installed() -> bool {
     ["redis-server", "redis-cli"].iter().all(|c| {
         Command::new(c)
             .arg("--version")
@@ -215,6 +225,13 @@ impl RedisCluster {
     /// Starts the node on `port` again, killed before: it reads its cluster config and
     /// rejoins (as a replica, if its slots were failed over).
     pub fn restart(&mut self, port: u16) -> Result<(), String> {
+        if !self
+            .nodes
+            .iter()
+            .any(|n| n.port == port && n.child.is_none())
+        {
+            return Err(format!("no killed node on port {port}"));
+        }
         let mut node = Node { child: None, port };
         self.spawn(&mut node)?;
         if let Some(n) = self.nodes.iter_mut().find(|n| n.port == port) {

@@ -153,14 +153,16 @@ enum Command {
         /// Concurrent senders on the hot key (1 to 256).
         #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=256))]
         senders: u32,
-        /// Seconds of traffic per run (2 to 120).
-        #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u64).range(2..=120))]
+        /// Seconds of traffic per run (6 to 120: the kill is at 1 s, the restart 2 s after the
+        /// promotion).
+        #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u64).range(6..=120))]
         seconds: u64,
         /// B (1 to 1000000).
         #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
         capacity: u64,
-        /// R per second (1 to 1000000).
-        #[arg(long, default_value_t = 1_000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+        /// R per second (1 to 1000000). The default refills B in 5 s, longer than the
+        /// outage, so that a lost write would show as an overshoot.
+        #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
         refill_per_sec: u64,
         /// The WAIT run's longest wait for a replica, ms (1 to 1000).
         #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=1000))]

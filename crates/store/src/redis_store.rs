@@ -228,7 +228,7 @@ impl RedisStore {
     /// a round trip and a replication round trip per decision. The call's own timeout must
     /// exceed `timeout`. Its siblings inherit it.
     pub fn with_wait(mut self, replicas: u32, timeout: Duration) -> RedisStore {
-        self.wait = Some((replicas, timeout.as_millis().max(1) as u64));
+        self.wait = Some((replicas, timeout.as_millis().clamp(1, 60_000) as u64));
         self
     }
 
@@ -451,6 +451,9 @@ fn time_args(now: Option<Nanos>) -> (String, String) {
     }
 }
 
+/// One slot's part of a cross-slot request: its decisions and each key's TAT after it.
+type SlotResult = Result<(AllApplied, Vec<(i64, i64)>), LimitError>;
+
 /// Runs every future at once; their outputs in order.
 async fn futures_join<F: Future>(futures: impl Iterator<Item = F>) -> Vec<F::Output> {
     let mut pinned: Vec<_> = futures.map(Box::pin).collect();
@@ -534,8 +537,11 @@ impl RedisStore {
     }
 
     /// A request at keys in several cluster slots: each slot's keys in one script, every
-    /// slot at once; if any slot denies, the slots that admitted are refunded. The reply is
-    /// as for one script: every item's decision, allowed only if every slot admitted.
+    /// slot at once. If any slot denies, the request is denied — even if another slot could
+    /// not be reached — and every slot that admitted it is refunded, in tasks of their own so
+    /// a dropped call does not cancel them (the denial waits for them briefly: a second round
+    /// trip). The reply is as for one script: every item's decision (a refunded item's
+    /// `remaining` counts its cost back), allowed only if every slot admitted.
     async fn apply_by_slot(
         items: &[AllItem<'_, RedisStore>],
         slots: &[u16],
@@ -547,65 +553,119 @@ impl RedisStore {
         }
         let calls = groups.values().map(|idx| async move {
             let part: Vec<AllItem<'_, RedisStore>> = idx.iter().map(|&i| items[i]).collect();
-            RedisStore::apply_one_script(&part, now).await
+            RedisStore::apply_script(&part, now, true).await
         });
         let results = futures_join(calls).await;
-        let mut decisions = vec![None; items.len()];
-        let mut allowed = true;
-        let mut store_time = Nanos::ZERO;
-        let mut failed = None;
-        for (idx, r) in groups.values().zip(&results) {
-            match r {
-                Ok(all) => {
-                    allowed &= all.allowed;
-                    store_time = store_time.max(all.store_time);
-                    for (&i, d) in idx.iter().zip(&all.decisions) {
-                        decisions[i] = Some(*d);
-                    }
-                }
-                Err(e) => failed = Some(*e),
-            }
-        }
-        if failed.is_some() || !allowed {
-            // Undo every slot that spent: the request is admitted nowhere.
-            let refunds = groups.values().zip(&results).filter_map(|(idx, r)| {
-                let spent = matches!(r, Ok(all) if all.allowed);
-                spent.then_some(idx)
-            });
-            for idx in refunds {
-                for &i in idx {
-                    let (c, k, cost) = items[i];
-                    // A refund that fails leaves the tokens spent until they refill: the
-                    // request stays denied either way.
-                    let _ = c.refund_one(k, cost).await;
-                    if let Some(d) = decisions[i].as_mut() {
-                        d.remaining = (d.remaining + cost).min(c.bucket.capacity());
-                    }
-                }
-            }
-        }
-        if let Some(e) = failed {
+        let denied = results
+            .iter()
+            .any(|r| matches!(r, Ok((all, _)) if !all.allowed));
+        let failed = results.iter().find_map(|r| r.as_ref().err().copied());
+        if let (Some(e), false) = (failed, denied) {
+            // Unreachable somewhere and denied nowhere: the caller's failure policy decides.
+            // The slots that admitted spent, and are given back.
+            RedisStore::refund_admitted(items, &groups, &results, now);
             return Err(e);
         }
+        let refunds = if denied {
+            RedisStore::refund_admitted(items, &groups, &results, now)
+        } else {
+            Vec::new()
+        };
+        let mut decisions: Vec<Option<Decision>> = vec![None; items.len()];
+        let mut store_time = Nanos::ZERO;
+        for (idx, r) in groups.values().zip(&results) {
+            if let Ok((all, _)) = r {
+                store_time = store_time.max(all.store_time);
+                for (&i, d) in idx.iter().zip(&all.decisions) {
+                    decisions[i] = Some(*d);
+                }
+            }
+        }
+        if denied {
+            // The refunds run to the end in their own tasks; the denial waits for them a
+            // quarter of the call's timeout at most, so a client's next request finds them
+            // landed, and a slow refund never turns the denial into a timeout.
+            if let Some(first) = items.first() {
+                let cap = first.0.options.timeout / 4;
+                let _ = tokio::time::timeout(cap, futures_join(refunds.into_iter())).await;
+            }
+            for (idx, r) in groups.values().zip(&results) {
+                if matches!(r, Ok((all, _)) if all.allowed) {
+                    for &i in idx {
+                        let (c, _, cost) = items[i];
+                        if let Some(d) = decisions[i].as_mut() {
+                            d.remaining = (d.remaining + cost).min(c.bucket.capacity());
+                        }
+                    }
+                }
+            }
+        }
+        // A slot that could not be reached reports what a denial by another would: nothing
+        // spent there, nothing known.
+        let unknown = |i: usize| Decision {
+            allowed: true,
+            limit: items[i].0.bucket.capacity(),
+            remaining: 0,
+            reset_after: Nanos::ZERO,
+            retry_after: None,
+        };
         Ok(AllApplied {
-            allowed,
+            allowed: !denied,
             decisions: decisions
                 .into_iter()
-                .map(|d| d.expect("every slot answered"))
+                .enumerate()
+                .map(|(i, d)| d.unwrap_or_else(|| unknown(i)))
                 .collect(),
             store_time,
         })
     }
 
-    /// Gives back `cost` at `key` (a request admitted here and denied in another slot).
-    async fn refund_one(&self, key: &Key, cost: u64) -> Result<bool, StoreError> {
-        let mut conn = self.conn.clone();
-        let mut inv = self.refund.key(self.key(key));
-        inv.arg(self.bucket.refill_amount())
-            .arg(self.bucket.refill_period().as_u64())
-            .arg(cost);
-        let given: u64 = self.timed(inv.invoke_async(&mut conn)).await?;
-        Ok(given == 1)
+    /// Gives back, in the background, what the request spent at every slot that admitted
+    /// it: one refund script per slot. A refund that fails leaves the tokens spent until they
+    /// refill; the request stays denied either way.
+    fn refund_admitted(
+        items: &[AllItem<'_, RedisStore>],
+        groups: &std::collections::BTreeMap<u16, Vec<usize>>,
+        results: &[SlotResult],
+        now: Option<Nanos>,
+    ) -> Vec<tokio::task::JoinHandle<()>> {
+        let (sec, nsec) = time_args(now);
+        let mut tasks = Vec::new();
+        for (idx, r) in groups.values().zip(results) {
+            let Ok((all, tats)) = r else { continue };
+            if !all.allowed {
+                continue;
+            }
+            let first = items[idx[0]].0.clone();
+            let mut keys = Vec::with_capacity(idx.len());
+            let mut args: Vec<u64> = Vec::with_capacity(5 * idx.len());
+            for (&i, (hi, lo)) in idx.iter().zip(tats) {
+                let (c, k, cost) = items[i];
+                keys.push(c.key(k));
+                args.extend([
+                    c.bucket.refill_amount(),
+                    c.bucket.refill_period().as_u64(),
+                    cost,
+                    u64::try_from(*hi).unwrap_or(0),
+                    u64::try_from(*lo).unwrap_or(0),
+                ]);
+            }
+            let (sec, nsec) = (sec.clone(), nsec.clone());
+            tasks.push(tokio::spawn(async move {
+                let mut inv = first.refund.prepare_invoke();
+                inv.arg(sec).arg(nsec);
+                for k in &keys {
+                    inv.key(k);
+                }
+                for a in &args {
+                    inv.arg(a);
+                }
+                let mut conn = first.conn.clone();
+                let _: Result<Vec<i64>, StoreError> =
+                    first.timed(inv.invoke_async(&mut conn)).await;
+            }));
+        }
+        tasks
     }
 
     /// Every item in one script call (their keys in one slot, on a cluster).
@@ -613,6 +673,18 @@ impl RedisStore {
         items: &[AllItem<'_, RedisStore>],
         now: Option<Nanos>,
     ) -> Result<AllApplied, LimitError> {
+        RedisStore::apply_script(items, now, false)
+            .await
+            .map(|(all, _)| all)
+    }
+
+    /// [`RedisStore::apply_one_script`], and with `tat` each key's TAT after the request
+    /// ("hi lo" as integers) for a refund.
+    async fn apply_script(
+        items: &[AllItem<'_, RedisStore>],
+        now: Option<Nanos>,
+        tat: bool,
+    ) -> Result<(AllApplied, Vec<(i64, i64)>), LimitError> {
         let Some((first, _, _)) = items.first() else {
             return Err(LimitError::Store(StoreError::Corrupt));
         };
@@ -631,6 +703,9 @@ impl RedisStore {
                 args.extend([sec.clone(), nsec.clone()]);
             }
         }
+        if tat {
+            args.push("tat".into());
+        }
         let mut conn = first.conn.clone();
         let mut inv = first.script.prepare_invoke();
         for k in &keys {
@@ -640,7 +715,8 @@ impl RedisStore {
             inv.arg(a);
         }
         let r: Vec<i64> = first.timed(inv.invoke_async(&mut conn)).await?;
-        if let Some((replicas, ms)) = first.wait {
+        // A denial wrote nothing: only an admission waits for its replica.
+        if let (Some((replicas, ms)), Some(&1)) = (first.wait, r.first()) {
             // Answered once `replicas` replicas hold the write, or after `ms` either way (the
             // decision stands; only its durability across a failover is in doubt then).
             first.timed(conn.wait(&keys[0], replicas, ms)).await?;
@@ -648,9 +724,11 @@ impl RedisStore {
         // A reply this client cannot read comes after the script ran (and may have written):
         // not `Corrupt`, which promises nothing was written, but a store that misbehaved.
         let unreadable = |_| LimitError::Store(StoreError::Unavailable);
-        if r.len() != 4 * items.len() + 2 {
+        let fields = 4 * items.len() + 2;
+        if r.len() != fields + if tat { 2 * items.len() } else { 0 } {
             return Err(LimitError::Store(StoreError::Unavailable));
         }
+        let tats = r[fields..].chunks(2).map(|p| (p[0], p[1])).collect();
         let mut decisions = Vec::with_capacity(items.len());
         let mut allowed = true;
         for (i, (c, _, _)) in items.iter().enumerate() {
@@ -659,14 +737,15 @@ impl RedisStore {
             allowed &= flag == 1;
             decisions.push(d);
         }
-        Ok(AllApplied {
+        let all = AllApplied {
             allowed,
             decisions,
             store_time: time_ns(
                 non_negative(r[4]).map_err(unreadable)?,
                 non_negative(r[5]).map_err(unreadable)? / 1_000,
             ),
-        })
+        };
+        Ok((all, tats))
     }
 }
 

@@ -11,6 +11,10 @@
 --          spent (remaining is what the key holds now). The request is admitted only if
 --          every key admits it, and then it is spent at every key; otherwise at none.
 --
+-- An optional ARGV after the last key's four, 'tat', appends each key's TAT after this
+-- request as two more integers per key (hi, lo; as stored when the request was admitted): a
+-- caller that may have to give the request back needs them (refund.lua).
+--
 -- The state is the theoretical arrival time TAT, stored as "hi lo": TAT = hi seconds plus
 -- lo / refill_amount nanoseconds, 0 <= lo < 1e9 * refill_amount. Splitting at the second
 -- keeps every intermediate an integer below 2^53, so Lua's doubles compute exactly what the
@@ -136,6 +140,12 @@ for i, k in ipairs(keys) do
   if i == 1 then
     table.insert(reply, ns)
     table.insert(reply, nn)
+  end
+end
+if ARGV[4 * #KEYS + 3] == 'tat' then
+  for _, k in ipairs(keys) do
+    table.insert(reply, k.nh)
+    table.insert(reply, k.nl)
   end
 end
 return reply
