@@ -66,9 +66,9 @@ row() { # label, keys (hot|many), port, server pid
   t0=$(cpu "$4")
   out=$("$BIN/examples/rls_load" load "127.0.0.1:$3" "$SECS" "$CONC" "$n") || { echo "refused: $1, $2" >&2; exit 1; }
   t1=$(cpu "$4")
-  read -r r p50 p99 <<< "$out"
-  # The server's CPU per call: ticks of 1/CLK_TCK s over the calls made in SECS.
-  us=$(python3 -c "import os; print(f'{($t1 - $t0) / os.sysconf(\"SC_CLK_TCK\") * 1e6 / ($r * $SECS):.1f}')")
+  read -r r p50 p99 calls <<< "$out"
+  # The server's CPU per call: ticks of 1/CLK_TCK s over the calls it answered.
+  us=$(python3 -c "import os; print(f'{($t1 - $t0) / os.sysconf(\"SC_CLK_TCK\") * 1e6 / $calls:.1f}')")
   RATE["$1/$2"]=$r
   CPU["$1/$2"]=$us
   printf "| %-34s | %-8s | %10s | %7s | %7s | %12s |\n" "$1" "$2" "$r" "$p50" "$p99" "$us"

@@ -496,6 +496,12 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
         self.limits.store(Arc::new(limits));
     }
 
+    /// Exports every per-limit series of `limits` at 0, for limits a front end holds outside
+    /// the gateway's own set (Envoy's rate limit service's descriptor limits).
+    pub fn export_zeros_for(&self, limits: &LimitSet<C>) {
+        export_limit_zeros(limits);
+    }
+
     /// Registers every counter whose label values are known in advance (the decisions, each
     /// limit's fail-open reasons, full-store refusals and shadow denials, the breakers'
     /// transitions) at 0, so a dashboard or an alert on their rate has a series to watch

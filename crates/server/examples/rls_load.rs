@@ -9,7 +9,7 @@
 //!
 //! `load` keeps CONCURRENCY calls in flight (one connection each) for SECS seconds, each on
 //! the `bench` domain with one descriptor `key=kN`, N drawn from KEYS values by a seeded
-//! generator, and prints `calls/s p50_us p99_us`. A call that fails or answers anything but
+//! generator, and prints `calls/s p50_us p99_us calls`. A call that fails or answers anything but
 //! OK ends it with an error, so every measured call was a whole admitted decision.
 
 use ratelab_server::rls::proto::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
@@ -89,10 +89,15 @@ impl Draw {
 }
 
 async fn load(addr: String, secs: u64, concurrency: usize, keys: u64) -> Result<(), Error> {
-    let until = Instant::now() + Duration::from_secs(secs);
+    // Every connection first, then the clock: the window holds only calls.
+    let mut clients = Vec::with_capacity(concurrency);
+    for _ in 0..concurrency {
+        clients.push(RateLimitServiceClient::connect(format!("http://{addr}")).await?);
+    }
+    let start = Instant::now();
+    let until = start + Duration::from_secs(secs);
     let mut tasks = Vec::with_capacity(concurrency);
-    for t in 0..concurrency {
-        let mut client = RateLimitServiceClient::connect(format!("http://{addr}")).await?;
+    for (t, mut client) in clients.into_iter().enumerate() {
         tasks.push(tokio::spawn(async move {
             let mut draw = Draw(0x9e37_79b9_7f4a_7c15 ^ (t as u64 + 1));
             let mut took = Vec::new();
@@ -121,7 +126,6 @@ async fn load(addr: String, secs: u64, concurrency: usize, keys: u64) -> Result<
             Ok(took)
         }));
     }
-    let start = Instant::now();
     let mut all = Vec::new();
     for t in tasks {
         all.extend(t.await??);
@@ -137,10 +141,11 @@ async fn load(addr: String, secs: u64, concurrency: usize, keys: u64) -> Result<
     }
     writeln!(
         std::io::stdout(),
-        "{:.0} {:.0} {:.0}",
+        "{:.0} {:.0} {:.0} {}",
         all.len() as f64 / elapsed,
         pct(0.50),
-        pct(0.99)
+        pct(0.99),
+        all.len()
     )?;
     Ok(())
 }

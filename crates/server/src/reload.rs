@@ -171,6 +171,7 @@ async fn apply<S: Stores>(
     let n = set.len();
     gateway.replace_limits(set);
     if let (Some((swap, _)), Some(t)) = (rls, tables) {
+        gateway.export_zeros_for(&t.limits());
         swap.store(Arc::new(t));
     }
     Ok(n)

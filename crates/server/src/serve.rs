@@ -380,6 +380,7 @@ async fn rls_service<S: Stores>(
     };
     domains.extend(g.yaml_domains.iter().cloned());
     let tables = crate::rls::build(stores, &domains, &s.gateway).await?;
+    gw.export_zeros_for(&tables.limits());
     let tables = Arc::new(arc_swap::ArcSwap::from_pointee(tables));
     let service = crate::rls::Rls::new(
         gw.clone(),

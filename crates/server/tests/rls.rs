@@ -277,6 +277,13 @@ fn grpcio_shadow_mode_is_never_over_limit_but_counted() {
         return;
     };
     let (server, grpc, _dir) = serve(&[]);
+    // Every descriptor limit's series is there at 0 before any call.
+    let before = series(
+        &server.metrics(),
+        "ratelab_shadow_denied_total",
+        &["limit=\"edge.trial\""],
+    );
+    assert_eq!(before, Some(0.0));
     let answers = grpcio(py, &grpc, (20, 8), "edge", &["trial=carol"]);
     assert_eq!(count(&answers, "OK"), 20, "{answers:?}");
     assert!(answers.iter().all(|a| a["statuses"][0]["code"] == "OK"));
@@ -658,6 +665,10 @@ fn envoyproxy_ratelimit_yaml_loads_unchanged_and_bad_files_are_located() {
         (
             "domain: x\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: 1}\n  - key: a\n",
             ":5:5: at descriptors[1].key: key \"a\" appears twice at this level",
+        ),
+        (
+            "domain: x\ndescriptors:\n  - key: a\n    rate_limit: {unit: second, requests_per_unit: 1, name: n}\n  - key: b\n    rate_limit:\n      name: n\n      unit: second\n      requests_per_unit: 1\n",
+            ":7:7: at descriptors[1].rate_limit.name: \"n\" names two limits",
         ),
     ] {
         let file = dir.write("bad.yaml", text);

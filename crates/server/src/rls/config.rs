@@ -519,7 +519,12 @@ fn limit_name(
                 format!("{n:?}: expected 1 to 64 letters, digits, `_`, `-` or `.`"),
             ));
         }
-        names.insert(n.to_owned());
+        if !names.insert(n.to_owned()) {
+            return Err((
+                at.to_owned(),
+                format!("{n:?} names two limits: expected unique names (they label the metrics)"),
+            ));
+        }
         return Ok(n.to_owned());
     }
     let base: String = trail

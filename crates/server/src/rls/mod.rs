@@ -78,6 +78,23 @@ pub struct Tables<C> {
 }
 
 impl<C> Tables<C> {
+    /// Every limit of every tree.
+    pub fn limits(&self) -> Vec<Arc<Limit<C>>> {
+        fn walk<C>(trees: &[Tree<C>], out: &mut Vec<Arc<Limit<C>>>) {
+            for t in trees {
+                if let Node::Limited { limit, .. } = &t.node {
+                    out.push(limit.clone());
+                }
+                walk(&t.children, out);
+            }
+        }
+        let mut out = Vec::new();
+        for trees in self.domains.values() {
+            walk(trees, &mut out);
+        }
+        out
+    }
+
     /// How many domains it serves.
     pub fn len(&self) -> usize {
         self.domains.len()
