@@ -44,6 +44,12 @@ fn cluster_decisions_are_the_cores_and_cross_slot_requests_are_all_or_nothing() 
         let bucket = TokenBucket::per_second(5, 20).unwrap();
         let store = connect(&cluster, bucket, "conf:").await;
         assert!(store.is_cluster());
+        // A cluster URL names it too, by any of its nodes.
+        let url = format!("redis+cluster://127.0.0.1:{}", cluster.nodes[4].port);
+        let by_url = RedisStore::connect(&url, bucket, RedisOptions::default())
+            .await
+            .unwrap();
+        assert!(by_url.is_cluster());
         // Keys on every primary: each decision exactly the core's, on both paths.
         let keys: Vec<Key> = (0..12)
             .map(|i| Key::new(&format!("k{i}")).unwrap())

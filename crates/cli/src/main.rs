@@ -1068,6 +1068,12 @@ fn redis_bench(url: &str, clients: u64, seconds: u64) -> ExitCode {
         ));
     }
     let clients = clients as usize;
+    if ratelab_store::redis_conn::cluster_seeds(url).is_some() {
+        return fail(format!(
+            "{url}: the Redis benchmark runs beside redis-benchmark on one server; for a \
+             cluster, `ratelab failover --scale` measures one server against three primaries"
+        ));
+    }
     let (url, server) = match redis_url(url) {
         Ok(u) => u,
         Err(e) => return fail(e),

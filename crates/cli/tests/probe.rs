@@ -12,6 +12,9 @@
 #[path = "../../../tests/support/redis_server.rs"]
 mod redis_server;
 
+#[path = "../../../tests/support/redis_cluster.rs"]
+mod redis_cluster;
+
 use redis_server::{RedisServer, free_port};
 use serde_json::Value;
 use std::path::PathBuf;
@@ -202,6 +205,42 @@ fn ratelab_serve_on_redis_passes_atomic_and_the_probe_catches_its_naive_path() {
         "{html:.400}"
     );
     assert!(html.contains(r#"class="violation""#) && html.contains(r#"class="request""#));
+}
+
+#[test]
+fn probe_redis_on_a_cluster_url_passes_the_atomic_script_and_catches_get_set() {
+    let Some(cluster) = redis_cluster::RedisCluster::start("probe_redis_on_a_cluster") else {
+        return;
+    };
+    let hosts: Vec<String> = cluster
+        .nodes
+        .iter()
+        .take(2)
+        .map(|n| format!("127.0.0.1:{}", n.port))
+        .collect();
+    let url = format!("redis+cluster://{}", hosts.join(","));
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../store/src/token_bucket.lua");
+    let mut args = vec!["redis", &url, "--script", script.to_str().unwrap()];
+    args.extend(["--keys-template", "{key}"]);
+    args.extend([
+        "--args-template",
+        "{capacity},{amount},{period_ns},{cost},,",
+    ]);
+    args.extend(["--reply", "allowed=0,remaining=1,retry_after_ns=3"]);
+    args.extend(["--policy", "token-bucket:5,2"]);
+    args.extend(LADDER);
+    let (code, r) = probe(&args);
+    assert_passes(code, &r);
+
+    let mut args = vec!["redis", &url, "--pattern", "get-set"];
+    args.extend(["--policy", "token-bucket:5,2", "--retry-probes", "0"]);
+    args.extend(LADDER);
+    let (code, r) = probe(&args);
+    assert_eq!(
+        code, 1,
+        "the lost update goes unnoticed on a cluster: {r:#}"
+    );
+    assert!(u(&r, "/envelope/max_excess") > 0, "{r:#}");
 }
 
 #[test]

@@ -3,6 +3,9 @@
 //! connection, which routes each command by its first key's hash slot, follows `MOVED` and
 //! `ASK` redirections and refreshes its slot map after them). Scripts run by `EVALSHA` are
 //! reloaded on `NOSCRIPT` by the node that lacks them, on either kind.
+//!
+//! A cluster is named by the URL `redis+cluster://HOST:PORT[,HOST:PORT…]` (its seed nodes),
+//! so every command that takes a Redis URL takes a cluster too.
 
 use redis::aio::{ConnectionLike, ConnectionManager};
 use redis::cluster_async::ClusterConnection;
@@ -27,7 +30,68 @@ impl std::fmt::Debug for Conn {
     }
 }
 
+/// The scheme of a cluster URL.
+pub const CLUSTER_SCHEME: &str = "redis+cluster://";
+
+/// The seed node URLs of a cluster URL, or `None` for one server's URL.
+pub fn cluster_seeds(url: &str) -> Option<Vec<String>> {
+    let hosts = url.strip_prefix(CLUSTER_SCHEME)?;
+    Some(
+        hosts
+            .trim_end_matches('/')
+            .split(',')
+            .filter(|h| !h.is_empty())
+            .map(|h| format!("redis://{h}/"))
+            .collect(),
+    )
+}
+
 impl Conn {
+    /// Connects to `url`: one server (`redis://…`), reconnecting after it comes back, or a
+    /// cluster (`redis+cluster://…`); `timeout` bounds the connection and each reply.
+    pub async fn open(url: &str, timeout: std::time::Duration) -> Result<Conn, String> {
+        use std::time::Duration;
+        match cluster_seeds(url) {
+            Some(seeds) => Conn::open_cluster(&seeds, timeout).await,
+            None => {
+                let client = redis::Client::open(url).map_err(|e| e.to_string())?;
+                let config = redis::aio::ConnectionManagerConfig::new()
+                    .set_connection_timeout(Some(timeout.max(Duration::from_millis(200))))
+                    .set_response_timeout(Some(timeout))
+                    .set_number_of_retries(1);
+                ConnectionManager::new_with_config(client, config)
+                    .await
+                    .map(Conn::Single)
+                    .map_err(|e| e.to_string())
+            }
+        }
+    }
+
+    /// Connects to the cluster that `seeds` belong to.
+    pub async fn open_cluster(
+        seeds: &[String],
+        timeout: std::time::Duration,
+    ) -> Result<Conn, String> {
+        use std::time::Duration;
+        if seeds.is_empty() {
+            return Err("no cluster seed nodes given".into());
+        }
+        let client = redis::cluster::ClusterClient::builder(seeds.iter().map(String::as_str))
+            .connection_timeout(timeout.max(Duration::from_millis(200)))
+            .response_timeout(timeout)
+            .retries(1)
+            .build()
+            .map_err(|e| e.to_string())?;
+        tokio::time::timeout(
+            timeout.max(Duration::from_secs(2)),
+            client.get_async_connection(),
+        )
+        .await
+        .map_err(|_| "the cluster did not answer in time".to_owned())?
+        .map(Conn::Cluster)
+        .map_err(|e| e.to_string())
+    }
+
     /// Whether this is a cluster.
     pub fn is_cluster(&self) -> bool {
         matches!(self, Conn::Cluster(_))

@@ -22,15 +22,17 @@
 //! Keys are namespaced (`prefix` + key) and bounded ([`MAX_PREFIX_LEN`] + [`MAX_KEY_LEN`](crate::MAX_KEY_LEN)).
 //! Every call has a timeout; the connection manager reconnects after the server comes back.
 //!
-//! **On Redis Cluster** ([`RedisStore::connect_cluster`]) every decision over one bucket is
+//! **On Redis Cluster** ([`RedisStore::connect_cluster`], or a `redis+cluster://` URL) every
+//! decision over one bucket is
 //! one script on the primary of the bucket's slot. A request at several limits whose keys
 //! share a slot is one script, as on one server. Keys in different slots (a per-IP and a
 //! per-key bucket, say) cannot be one script: the request is decided slot by slot, all slots
 //! at once, each slot all or nothing; if any slot denies it, every slot that admitted it is
-//! refunded (`refund.lua` moves the bucket's TAT back by what the request spent), so a denial
-//! by one limit consumes nothing at the others once the refund lands. Between the take and
-//! the refund (one more round trip) another request can see those tokens spent; a refund
-//! that fails (the slot's primary lost) leaves them spent until they refill. The lease, its
+//! refunded (`refund.lua` moves the bucket's TAT back by what the request spent, as far as it
+//! is still outstanding and the bucket still holds the request's write), so a denial by one
+//! limit consumes nothing at the others once the refund lands. Between the take and the
+//! refund (one more round trip) another request can see those tokens spent; a refund that
+//! fails (the slot's primary lost) leaves them spent until they refill. The lease, its
 //! token counter and the fenced resources share one hash tag, so their scripts run whole.
 
 use crate::redis_conn::{Conn, slot};
@@ -40,7 +42,6 @@ use crate::{
 };
 use core::future::Future;
 use ratelab_core::{Decision, Nanos, TokenBucket, TokenBucketState};
-use redis::aio::ConnectionManager;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -148,7 +149,8 @@ fn store_err(e: &redis::RedisError) -> StoreError {
 }
 
 impl RedisStore {
-    /// Connects to `url` (`redis://127.0.0.1:6379/`) for `bucket`.
+    /// Connects to `url` for `bucket`: one server (`redis://127.0.0.1:6379/`) or a cluster
+    /// (`redis+cluster://127.0.0.1:7000,127.0.0.1:7001`).
     pub async fn connect(
         url: &str,
         bucket: TokenBucket,
@@ -161,16 +163,10 @@ impl RedisStore {
                 options.prefix.len()
             )));
         }
-        let client =
-            redis::Client::open(url).map_err(|e| RedisSetupError::Connect(e.to_string()))?;
-        let config = redis::aio::ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(options.timeout.max(Duration::from_millis(200))))
-            .set_response_timeout(Some(options.timeout))
-            .set_number_of_retries(1);
-        let conn = ConnectionManager::new_with_config(client, config)
+        let conn = Conn::open(url, options.timeout)
             .await
-            .map_err(|e| RedisSetupError::Connect(e.to_string()))?;
-        Ok(RedisStore::over(Conn::Single(conn), bucket, options))
+            .map_err(RedisSetupError::Connect)?;
+        Ok(RedisStore::over(conn, bucket, options))
     }
 
     /// Connects to the Redis Cluster that `seeds` (`redis://127.0.0.1:7000/`, …) belong to,
@@ -193,20 +189,10 @@ impl RedisStore {
                 "no cluster seed nodes given".into(),
             ));
         }
-        let client = redis::cluster::ClusterClient::builder(seeds.iter().map(String::as_str))
-            .connection_timeout(options.timeout.max(Duration::from_millis(200)))
-            .response_timeout(options.timeout)
-            .retries(1)
-            .build()
-            .map_err(|e| RedisSetupError::Connect(e.to_string()))?;
-        let conn = tokio::time::timeout(
-            options.timeout.max(Duration::from_secs(2)),
-            client.get_async_connection(),
-        )
-        .await
-        .map_err(|_| RedisSetupError::Connect("the cluster did not answer in time".into()))?
-        .map_err(|e| RedisSetupError::Connect(e.to_string()))?;
-        Ok(RedisStore::over(Conn::Cluster(conn), bucket, options))
+        let conn = Conn::open_cluster(seeds, options.timeout)
+            .await
+            .map_err(RedisSetupError::Connect)?;
+        Ok(RedisStore::over(conn, bucket, options))
     }
 
     fn over(conn: Conn, bucket: TokenBucket, options: RedisOptions) -> RedisStore {

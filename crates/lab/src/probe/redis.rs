@@ -22,6 +22,7 @@
 use super::Target;
 use ratelab_check::probe::{Claim, Fields, Outcome};
 use ratelab_core::{Nanos, TokenBucket};
+use ratelab_store::redis_conn::Conn;
 use ratelab_store::redis_store::{RedisOptions, RedisStore};
 use ratelab_store::{Key, Path, TimeSource, decide_remote};
 use std::sync::Arc;
@@ -137,7 +138,7 @@ pub struct ScriptSpec {
 /// A probe target calling a Lua script.
 #[derive(Clone)]
 pub struct ScriptTarget {
-    conns: Arc<Vec<redis::aio::MultiplexedConnection>>,
+    conns: Arc<Vec<Conn>>,
     script: Arc<redis::Script>,
     spec: Arc<ScriptSpec>,
     claim: Claim,
@@ -158,13 +159,13 @@ impl ScriptTarget {
         for t in spec.keys.iter().chain(&spec.args) {
             check_template(t)?;
         }
-        let client = redis::Client::open(spec.url.as_str())
-            .map_err(|e| format!("Redis URL {:?}: {e}", spec.url))?;
+        // One server or a cluster (`redis+cluster://…`): a cluster routes each call to its
+        // first key's slot, so a script over several keys needs them in one slot.
         let mut conns = Vec::new();
         for _ in 0..spec.connections.max(1) {
             let conn = tokio::time::timeout(
                 Duration::from_secs(5),
-                client.get_multiplexed_async_connection(),
+                Conn::open(spec.url.as_str(), Duration::from_secs(5)),
             )
             .await
             .map_err(|_| format!("{}: no connection within 5 s", spec.url))?
