@@ -211,3 +211,37 @@ fn on_a_cluster_the_naive_path_still_loses_updates_and_the_atomic_one_does_not()
         );
     });
 }
+
+#[test]
+fn with_wait_a_failover_never_grants_a_fencing_token_twice() {
+    let Some(mut cluster) = RedisCluster::start("cluster_lease_failover") else {
+        return;
+    };
+    let rt = runtime();
+    rt.block_on(async {
+        let store = connect(&cluster, TokenBucket::per_second(5, 20).unwrap(), "fo:")
+            .await
+            .with_wait(1, Duration::from_millis(200));
+        let ttl = Nanos::from_millis(100);
+        let mut last = 0;
+        for _ in 0..5 {
+            tokio::time::sleep(Duration::from_millis(120)).await;
+            last = store.acquire("job", "a", ttl).await.unwrap().unwrap();
+        }
+        // The lease's primary dies; its replica, which acknowledged every grant, takes over.
+        let primary = cluster.primary_of("fo:{lease:job}:token").unwrap();
+        cluster.kill(primary);
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        let next = loop {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no grant after the failover"
+            );
+            if let Ok(Some(t)) = store.acquire("job", "b", ttl).await {
+                break t;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        assert!(next > last, "token {next} granted again after {last}");
+    });
+}

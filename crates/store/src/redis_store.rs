@@ -211,7 +211,8 @@ impl RedisStore {
     /// The same store, answering each atomic decision only once `replicas` replicas hold its
     /// write (Redis `WAIT` on the keys' primary after the script), or after `timeout`: a
     /// failover then loses no acknowledged decision unless the wait timed out, at the cost of
-    /// a round trip and a replication round trip per decision. The call's own timeout must
+    /// a round trip and a replication round trip per decision. Lease grants wait the same way,
+    /// so a promoted replica cannot grant a fencing token again. The call's own timeout must
     /// exceed `timeout`. Its siblings inherit it.
     pub fn with_wait(mut self, replicas: u32, timeout: Duration) -> RedisStore {
         self.wait = Some((replicas, timeout.as_millis().clamp(1, 60_000) as u64));
@@ -307,7 +308,16 @@ impl RedisStore {
         for a in args {
             inv.arg(*a);
         }
-        self.timed(inv.invoke_async(&mut conn)).await
+        let got: u64 = self.timed(inv.invoke_async(&mut conn)).await?;
+        // A grant is answered once a replica holds the token counter (with `with_wait`): a
+        // replica promoted after it cannot grant the same token again.
+        if let (Some((replicas, ms)), true) =
+            (self.wait, args.first() == Some(&"acquire") && got > 0)
+        {
+            let key = self.lease_key(name, ":token")?;
+            self.timed(conn.wait(&key, replicas, ms)).await?;
+        }
+        Ok(got)
     }
 
     /// Writes `value` to `resource`, guarded by lease `lease`, if `token` is at least the
