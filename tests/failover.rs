@@ -40,7 +40,10 @@ fn a_failover_under_load_stays_within_its_bound_and_recovers() {
         assert!(r.overshoot <= r.bound, "{r:?}");
         assert!(r.failed > 0, "the kill was felt: {r:?}");
         assert!(r.promoted_ms.is_some(), "the replica was promoted: {r:?}");
-        assert!(r.recovered_ms.is_some(), "the promoted replica decided: {r:?}");
+        assert!(
+            r.recovered_ms.is_some(),
+            "the promoted replica decided: {r:?}"
+        );
         assert!(r.admitted > plain.capacity, "{r:?}");
     }
 }
