@@ -22,13 +22,7 @@ NGINX="$(command -v nginx || true)"; [ -z "$NGINX" ] && [ -x /usr/sbin/nginx ] &
 
 cargo build --release -q -p ratelab-server --bin ratelab-server --example bare
 BIN="${CARGO_TARGET_DIR:-target}/release"
-WORK="$(mktemp -d)"
-PIDS=()
-cleanup() { for p in ${PIDS[@]+"${PIDS[@]}"}; do kill "$p" 2>/dev/null || true; done; rm -rf "$WORK"; }
-trap cleanup EXIT
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_port() { for _ in $(seq 100); do (echo > "/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.05; done; echo "nothing listens on $1" >&2; exit 1; }
+. scripts/bench-lib.sh
 
 # The policy every limiter enforces: one token bucket per x-api-key, B = R = 1 000 000/s, so
 # every request is admitted and each one is a full decision (read, transition, write).
@@ -49,15 +43,9 @@ request = function()
 end
 EOF
 
-start() { # name, port, command...
-  local port="$2"; shift 2
-  "$@" > "$WORK/$port.log" 2>&1 &
-  PIDS+=($!)
-  wait_port "$port"
-}
 
-P_BARE=$(free_port); start bare "$P_BARE" "$BIN/examples/bare" "127.0.0.1:$P_BARE" "$WORKERS"
-P_MEM=$(free_port); start mem "$P_MEM" "$BIN/ratelab-server" --listen "127.0.0.1:$P_MEM" --limits "$WORK/limits.toml" --workers "$WORKERS"
+P_BARE=$(free_port); start "$P_BARE" "$BIN/examples/bare" "127.0.0.1:$P_BARE" "$WORKERS"
+P_MEM=$(free_port); start "$P_MEM" "$BIN/ratelab-server" --listen "127.0.0.1:$P_MEM" --limits "$WORK/limits.toml" --workers "$WORKERS"
 if [ -n "$NGINX" ]; then
   P_NGX=$(free_port)
   mkdir -p "$WORK/nginx" "$WORK/www"
@@ -87,16 +75,16 @@ http {
   }
 }
 EOF
-  start nginx "$P_NGX" "$NGINX" -c "$WORK/nginx.conf" -p "$WORK/nginx"
+  start "$P_NGX" "$NGINX" -c "$WORK/nginx.conf" -p "$WORK/nginx"
   codes=$(for _ in 1 2; do curl -s -o /dev/null -w "%{http_code} " -H "x-api-key: probe" "http://127.0.0.1:$P_NGX/tight"; done)
   [ "$codes" = "200 429 " ] || { echo "nginx limit_req is not in the answer's path (/tight answered: $codes)" >&2; cat "$WORK/nginx/error.log" >&2; exit 1; }
 fi
 REDIS_URL=""
 if command -v redis-server >/dev/null; then
   P_RDS=$(free_port)
-  start redis "$P_RDS" redis-server --port "$P_RDS" --bind 127.0.0.1 --save "" --appendonly no --dir "$WORK"
+  start "$P_RDS" redis-server --port "$P_RDS" --bind 127.0.0.1 --save "" --appendonly no --dir "$WORK"
   REDIS_URL="redis://127.0.0.1:$P_RDS"
-  P_RMEM=$(free_port); start ratelab-redis "$P_RMEM" "$BIN/ratelab-server" --listen "127.0.0.1:$P_RMEM" --limits "$WORK/limits.toml" --redis "$REDIS_URL" --workers "$WORKERS"
+  P_RMEM=$(free_port); start "$P_RMEM" "$BIN/ratelab-server" --listen "127.0.0.1:$P_RMEM" --limits "$WORK/limits.toml" --redis "$REDIS_URL" --workers "$WORKERS"
 fi
 
 # wrk's Requests/sec and its p50 / p99 latency, as "rps p50 p99".

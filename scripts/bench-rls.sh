@@ -16,20 +16,7 @@ WORKERS="${3:-1}"
 
 cargo build --release -q -p ratelab-server --bin ratelab-server --example rls_load
 BIN="${CARGO_TARGET_DIR:-target}/release"
-WORK="$(mktemp -d)"
-PIDS=()
-cleanup() { for p in ${PIDS[@]+"${PIDS[@]}"}; do kill "$p" 2>/dev/null || true; done; rm -rf "$WORK"; }
-trap cleanup EXIT
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_port() { for _ in $(seq 100); do (echo > "/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.05; done; echo "nothing listens on $1:" >&2; cat "$WORK/$1.log" >&2; exit 1; }
-start() { # port, command...
-  local port="$1"; shift
-  "$@" > "$WORK/$port.log" 2>&1 &
-  PIDS+=($!)
-  LAST=$!
-  wait_port "$port"
-}
+. scripts/bench-lib.sh
 # CPU time of a process so far, in clock ticks.
 cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 

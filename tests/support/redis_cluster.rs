@@ -33,11 +33,31 @@ pub struct RedisCluster {
     dir: PathBuf,
 }
 
-/// A port nothing listens on now (0, which no node can use, if none could be found).
+/// A port nothing listens on now, never handed out before in this process, with its cluster
+/// bus port (port + 10 000) free of every port handed out too: the tests of one binary start
+/// clusters at once. 0, which no node can use, if none was found.
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map_or(0, |a| a.port())
+    use std::sync::Mutex;
+    static GIVEN: Mutex<Vec<u16>> = Mutex::new(Vec::new());
+    let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+    for _ in 0..100 {
+        let Ok(port) = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+        else {
+            continue;
+        };
+        let bus = u32::from(port) + 10_000;
+        let clash = given
+            .iter()
+            .any(|&g| g == port || u32::from(g) + 10_000 == u32::from(port) || u32::from(g) == bus);
+        if bus <= 65_535 && !clash && std::net::TcpListener::bind(("127.0.0.1", bus as u16)).is_ok()
+        {
+            given.push(port);
+            return port;
+        }
+    }
+    0
 }
 
 /// Whether `redis-server` and `redis-cli` are installed.

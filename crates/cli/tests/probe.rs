@@ -207,6 +207,21 @@ fn ratelab_serve_on_redis_passes_atomic_and_the_probe_catches_its_naive_path() {
     assert!(html.contains(r#"class="violation""#) && html.contains(r#"class="request""#));
 }
 
+/// `ratelab probe redis URL` running ratelab's own token-bucket script, B = 5, R = 2/s.
+fn probe_atomic_script(url: &str) -> (i32, Value) {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../store/src/token_bucket.lua");
+    let mut args = vec!["redis", url, "--script", script.to_str().unwrap()];
+    args.extend(["--keys-template", "{key}"]);
+    args.extend([
+        "--args-template",
+        "{capacity},{amount},{period_ns},{cost},,",
+    ]);
+    args.extend(["--reply", "allowed=0,remaining=1,retry_after_ns=3"]);
+    args.extend(["--policy", "token-bucket:5,2"]);
+    args.extend(LADDER);
+    probe(&args)
+}
+
 #[test]
 fn probe_redis_on_a_cluster_url_passes_the_atomic_script_and_catches_get_set() {
     let Some(cluster) = redis_cluster::RedisCluster::start("probe_redis_on_a_cluster") else {
@@ -219,17 +234,7 @@ fn probe_redis_on_a_cluster_url_passes_the_atomic_script_and_catches_get_set() {
         .map(|n| format!("127.0.0.1:{}", n.port))
         .collect();
     let url = format!("redis+cluster://{}", hosts.join(","));
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../store/src/token_bucket.lua");
-    let mut args = vec!["redis", &url, "--script", script.to_str().unwrap()];
-    args.extend(["--keys-template", "{key}"]);
-    args.extend([
-        "--args-template",
-        "{capacity},{amount},{period_ns},{cost},,",
-    ]);
-    args.extend(["--reply", "allowed=0,remaining=1,retry_after_ns=3"]);
-    args.extend(["--policy", "token-bucket:5,2"]);
-    args.extend(LADDER);
-    let (code, r) = probe(&args);
+    let (code, r) = probe_atomic_script(&url);
     assert_passes(code, &r);
 
     let mut args = vec!["redis", &url, "--pattern", "get-set"];
@@ -249,17 +254,7 @@ fn probe_redis_passes_the_atomic_script_and_catches_the_read_then_write_client()
         return;
     };
     let url = redis.url();
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../store/src/token_bucket.lua");
-    let mut args = vec!["redis", &url, "--script", script.to_str().unwrap()];
-    args.extend(["--keys-template", "{key}"]);
-    args.extend([
-        "--args-template",
-        "{capacity},{amount},{period_ns},{cost},,",
-    ]);
-    args.extend(["--reply", "allowed=0,remaining=1,retry_after_ns=3"]);
-    args.extend(["--policy", "token-bucket:5,2"]);
-    args.extend(LADDER);
-    let (code, r) = probe(&args);
+    let (code, r) = probe_atomic_script(&url);
     assert_passes(code, &r);
     assert_retry_after_exact(&r);
 

@@ -30,7 +30,7 @@ mod redis_cluster;
 use ratelab_check::envelope::{self, Admission, Envelope};
 use ratelab_core::{Nanos, TokenBucket};
 use ratelab_store::redis_store::{RedisOptions, RedisStore};
-use ratelab_store::{Key, Path, TimeSource, decide_remote};
+use ratelab_store::{Key, LimitError, Outcome, Path, TimeSource, decide_remote};
 use redis_cluster::RedisCluster;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -124,13 +124,7 @@ pub async fn run(cfg: &FailoverConfig) -> Result<FailoverReport, String> {
     let cluster = RedisCluster::create()?;
     let bucket =
         TokenBucket::per_second(cfg.capacity, cfg.refill_per_sec).map_err(|e| e.to_string())?;
-    let options = RedisOptions {
-        prefix: "failover:".into(),
-        timeout: cfg.timeout,
-    };
-    let mut store = RedisStore::connect_cluster(&cluster.seeds(), bucket, options)
-        .await
-        .map_err(|e| e.to_string())?;
+    let mut store = connect(&cluster, bucket, "failover:", cfg.timeout).await?;
     if let Some(w) = cfg.wait {
         store = store.with_wait(1, w);
     }
@@ -147,15 +141,7 @@ pub async fn run(cfg: &FailoverConfig) -> Result<FailoverReport, String> {
             let mut calls = Vec::new();
             while Instant::now() < until {
                 let sent = Instant::now();
-                let r = decide_remote(
-                    &store,
-                    Path::Atomic,
-                    TimeSource::Store,
-                    &key,
-                    Nanos::ZERO,
-                    1,
-                )
-                .await;
+                let r = decide(&store, &key).await;
                 let done = Instant::now();
                 calls.push(Call {
                     sent,
@@ -302,15 +288,7 @@ pub async fn throughput(store: &RedisStore, senders: u32, seconds: f64, keys: u3
                         break;
                     };
                     i = i.wrapping_add(senders);
-                    let r = decide_remote(
-                        &store,
-                        Path::Atomic,
-                        TimeSource::Store,
-                        &key,
-                        Nanos::ZERO,
-                        1,
-                    )
-                    .await;
+                    let r = decide(&store, &key).await;
                     n += u64::from(r.is_ok());
                 }
                 n
@@ -328,12 +306,27 @@ pub async fn throughput(store: &RedisStore, senders: u32, seconds: f64, keys: u3
 pub async fn cluster_throughput(senders: u32, seconds: f64, keys: u32) -> Result<f64, String> {
     let cluster = RedisCluster::create()?;
     let bucket = TokenBucket::per_second(1_000_000, 1_000_000).map_err(|e| e.to_string())?;
-    let options = RedisOptions {
-        prefix: "scale:".into(),
-        timeout: Duration::from_millis(500),
-    };
-    let store = RedisStore::connect_cluster(&cluster.seeds(), bucket, options)
-        .await
-        .map_err(|e| e.to_string())?;
+    let store = connect(&cluster, bucket, "scale:", Duration::from_millis(500)).await?;
     Ok(throughput(&store, senders, seconds, keys).await)
+}
+
+/// A store for `bucket` on `cluster`, under `prefix`.
+async fn connect(
+    cluster: &RedisCluster,
+    bucket: TokenBucket,
+    prefix: &str,
+    timeout: Duration,
+) -> Result<RedisStore, String> {
+    let options = RedisOptions {
+        prefix: prefix.into(),
+        timeout,
+    };
+    RedisStore::connect_cluster(&cluster.seeds(), bucket, options)
+        .await
+        .map_err(|e| e.to_string())
+}
+
+/// One atomic decision on the store's clock, at cost 1.
+async fn decide(store: &RedisStore, key: &Key) -> Result<Outcome, LimitError> {
+    decide_remote(store, Path::Atomic, TimeSource::Store, key, Nanos::ZERO, 1).await
 }

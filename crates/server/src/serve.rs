@@ -98,13 +98,10 @@ pub struct Redis {
 }
 
 impl Redis {
-    /// Connects to `url`, with `timeout` for each call.
+    /// Connects to `url` (one server, or a cluster's `redis+cluster://` URL), with `timeout`
+    /// for each call.
     pub async fn connect(url: &str, timeout: Duration) -> Result<Redis, String> {
-        let options = RedisOptions {
-            prefix: "ratelab:".into(),
-            timeout,
-        };
-        let bucket = TokenBucket::per_second(1, 1).map_err(|e| e.to_string())?;
+        let (bucket, options) = Redis::setup(timeout)?;
         let conn = RedisStore::connect(url, bucket, options)
             .await
             .map_err(|e| e.to_string())?;
@@ -115,15 +112,24 @@ impl Redis {
     /// limits whose keys are in different slots are decided slot by slot, refunded where
     /// admitted when any slot denies (`ratelab_store::redis_store`).
     pub async fn connect_cluster(seeds: &[String], timeout: Duration) -> Result<Redis, String> {
-        let options = RedisOptions {
-            prefix: "ratelab:".into(),
-            timeout,
-        };
-        let bucket = TokenBucket::per_second(1, 1).map_err(|e| e.to_string())?;
+        let (bucket, options) = Redis::setup(timeout)?;
         let conn = RedisStore::connect_cluster(seeds, bucket, options)
             .await
             .map_err(|e| e.to_string())?;
         Ok(Redis { conn })
+    }
+
+    /// The shared connection's own bucket (never used: every limit's sibling brings its own)
+    /// and options.
+    fn setup(timeout: Duration) -> Result<(TokenBucket, RedisOptions), String> {
+        let options = RedisOptions {
+            prefix: "ratelab:".into(),
+            timeout,
+        };
+        Ok((
+            TokenBucket::per_second(1, 1).map_err(|e| e.to_string())?,
+            options,
+        ))
     }
 }
 

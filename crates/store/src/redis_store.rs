@@ -137,6 +137,19 @@ pub fn check_exact(bucket: &TokenBucket) -> Result<(), RedisSetupError> {
     Ok(())
 }
 
+/// A store for `bucket` under `prefix` is possible: the bucket within the script's exact
+/// range, the prefix within its bound.
+fn check_setup(bucket: &TokenBucket, prefix: &str) -> Result<(), RedisSetupError> {
+    check_exact(bucket)?;
+    if prefix.len() > MAX_PREFIX_LEN {
+        return Err(RedisSetupError::Prefix(format!(
+            "key prefix is {} bytes: expected at most {MAX_PREFIX_LEN}",
+            prefix.len()
+        )));
+    }
+    Ok(())
+}
+
 fn store_err(e: &redis::RedisError) -> StoreError {
     if e.is_timeout() {
         StoreError::Timeout
@@ -156,13 +169,7 @@ impl RedisStore {
         bucket: TokenBucket,
         options: RedisOptions,
     ) -> Result<RedisStore, RedisSetupError> {
-        check_exact(&bucket)?;
-        if options.prefix.len() > MAX_PREFIX_LEN {
-            return Err(RedisSetupError::Prefix(format!(
-                "key prefix is {} bytes: expected at most {MAX_PREFIX_LEN}",
-                options.prefix.len()
-            )));
-        }
+        check_setup(&bucket, &options.prefix)?;
         let conn = Conn::open(url, options.timeout)
             .await
             .map_err(RedisSetupError::Connect)?;
@@ -177,18 +184,7 @@ impl RedisStore {
         bucket: TokenBucket,
         options: RedisOptions,
     ) -> Result<RedisStore, RedisSetupError> {
-        check_exact(&bucket)?;
-        if options.prefix.len() > MAX_PREFIX_LEN {
-            return Err(RedisSetupError::Prefix(format!(
-                "key prefix is {} bytes: expected at most {MAX_PREFIX_LEN}",
-                options.prefix.len()
-            )));
-        }
-        if seeds.is_empty() {
-            return Err(RedisSetupError::Connect(
-                "no cluster seed nodes given".into(),
-            ));
-        }
+        check_setup(&bucket, &options.prefix)?;
         let conn = Conn::open_cluster(seeds, options.timeout)
             .await
             .map_err(RedisSetupError::Connect)?;
@@ -232,13 +228,7 @@ impl RedisStore {
         bucket: TokenBucket,
         prefix: &str,
     ) -> Result<RedisStore, RedisSetupError> {
-        check_exact(&bucket)?;
-        if prefix.len() > MAX_PREFIX_LEN {
-            return Err(RedisSetupError::Prefix(format!(
-                "key prefix is {} bytes: expected at most {MAX_PREFIX_LEN}",
-                prefix.len()
-            )));
-        }
+        check_setup(&bucket, prefix)?;
         Ok(RedisStore {
             bucket,
             options: Arc::new(RedisOptions {

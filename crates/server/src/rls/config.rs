@@ -72,16 +72,8 @@ pub enum Unit {
 impl<'de> Deserialize<'de> for Unit {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Unit, D::Error> {
         let text = String::deserialize(d)?;
-        let all = [
-            Unit::Second,
-            Unit::Minute,
-            Unit::Hour,
-            Unit::Day,
-            Unit::Week,
-            Unit::Month,
-            Unit::Year,
-        ];
-        all.into_iter()
+        Unit::ALL
+            .into_iter()
             .find(|u| format!("{u:?}").eq_ignore_ascii_case(&text))
             .ok_or_else(|| {
                 serde::de::Error::custom(format!(
@@ -92,6 +84,17 @@ impl<'de> Deserialize<'de> for Unit {
 }
 
 impl Unit {
+    /// Every unit, shortest first.
+    pub const ALL: [Unit; 7] = [
+        Unit::Second,
+        Unit::Minute,
+        Unit::Hour,
+        Unit::Day,
+        Unit::Week,
+        Unit::Month,
+        Unit::Year,
+    ];
+
     /// Its length, seconds (envoyproxy/ratelimit's: a month is 30 days, a year 365).
     pub fn seconds(self) -> u64 {
         match self {
@@ -107,17 +110,7 @@ impl Unit {
 
     /// The unit of exactly `seconds`, if there is one.
     pub fn of_seconds(seconds: u64) -> Option<Unit> {
-        [
-            Unit::Second,
-            Unit::Minute,
-            Unit::Hour,
-            Unit::Day,
-            Unit::Week,
-            Unit::Month,
-            Unit::Year,
-        ]
-        .into_iter()
-        .find(|u| u.seconds() == seconds)
+        Unit::ALL.into_iter().find(|u| u.seconds() == seconds)
     }
 }
 

@@ -1,0 +1,18 @@
+# What the bench scripts share (sourced, not run): a work directory removed at exit with
+# every process started in it, free loopback ports, and starting a server on one.
+WORK="$(mktemp -d)"
+PIDS=()
+cleanup() { for p in ${PIDS[@]+"${PIDS[@]}"}; do kill "$p" 2>/dev/null || true; done; rm -rf "$WORK"; }
+trap cleanup EXIT
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_port() { for _ in $(seq 100); do (echo > "/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.05; done; echo "nothing listens on $1:" >&2; cat "$WORK/$1.log" >&2; exit 1; }
+# start PORT COMMAND...: runs COMMAND (its output in $WORK/PORT.log), its pid in LAST, and
+# waits until something listens on PORT.
+start() {
+  local port="$1"; shift
+  "$@" > "$WORK/$port.log" 2>&1 &
+  PIDS+=($!)
+  LAST=$!
+  wait_port "$port"
+}
