@@ -303,10 +303,15 @@ fn validate(file: &LimitsFile) -> Result<Vec<FileLimit>, Invalid> {
     Ok(out)
 }
 
+/// Whether `s` is 1 to 64 letters, digits, `_`, `-` or `.` (a limit's name).
+pub(crate) fn simple_name(s: &str) -> bool {
+    let simple = |c: char| c.is_ascii_alphanumeric() || "_-.".contains(c);
+    !s.is_empty() && s.len() <= 64 && s.chars().all(simple)
+}
+
 fn validate_limit(e: &LimitEntry, at: &str) -> Result<FileLimit, Invalid> {
     let field = |f: &str| format!("{at}.{f}");
-    let simple = |c: char| c.is_ascii_alphanumeric() || "_-.".contains(c);
-    if e.name.is_empty() || e.name.len() > 64 || !e.name.chars().all(simple) {
+    if !simple_name(&e.name) {
         return Err((
             field("name"),
             format!(
@@ -473,22 +478,36 @@ pub(crate) fn policy(e: &LimitEntry, at: &str) -> Result<Policy, Invalid> {
 /// within the Lua script's exact range. Errors are located like the file's own.
 pub fn check_redis(file: &str, text: &str, limits: &[FileLimit]) -> Result<(), String> {
     for (i, l) in limits.iter().enumerate() {
-        let (path, msg) = match &l.policy {
-            Policy::TokenBucket(b) => match ratelab_store::redis_store::check_exact(b) {
-                Ok(()) => continue,
-                Err(e) => (format!("limit[{i}]"), e.to_string()),
-            },
-            _ => (
-                format!("limit[{i}].algorithm"),
-                "the Redis store runs token-bucket limits only (fixed and sliding windows need \
-                 the in-memory store)"
-                    .to_owned(),
-            ),
+        let (path, msg) = match redis_can_run(&l.policy) {
+            Ok(()) => continue,
+            Err(RedisRefusal::Range(msg)) => (format!("limit[{i}]"), msg),
+            Err(RedisRefusal::Algorithm(msg)) => (format!("limit[{i}].algorithm"), msg),
         };
         let (line, column) = line_column(text, locate(text, &path).unwrap_or(0));
         return Err(format!("{file}:{line}:{column}: at {path}: {msg}"));
     }
     Ok(())
+}
+
+/// Why the Redis store cannot run a policy.
+pub(crate) enum RedisRefusal {
+    /// A token bucket beyond the Lua script's exact range.
+    Range(String),
+    /// Not a token bucket.
+    Algorithm(String),
+}
+
+/// Whether the Redis store can run `policy`: a token bucket within the script's exact range.
+pub(crate) fn redis_can_run(policy: &Policy) -> Result<(), RedisRefusal> {
+    match policy {
+        Policy::TokenBucket(b) => ratelab_store::redis_store::check_exact(b)
+            .map_err(|e| RedisRefusal::Range(e.to_string())),
+        _ => Err(RedisRefusal::Algorithm(
+            "the Redis store runs token-bucket limits only (fixed and sliding windows need the \
+             in-memory store)"
+                .into(),
+        )),
+    }
 }
 
 fn selector(m: Option<&MatchEntry>, at: &str) -> Result<Selector, Invalid> {

@@ -230,7 +230,7 @@ pub async fn file_set<S: Stores>(
 
 /// A stable 32-bit fingerprint of a policy's algorithm and parameters (FNV-1a of its
 /// description): the same in every process and release that describes it the same way.
-fn fingerprint(policy: &Policy) -> u32 {
+pub(crate) fn fingerprint(policy: &Policy) -> u32 {
     fingerprint_text(&format!("{policy:?}"))
 }
 

@@ -235,13 +235,7 @@ impl Domain {
     }
 }
 
-use crate::limits::Invalid;
-
-/// Whether `s` is 1 to 64 letters, digits, `_`, `-` or `.` (a limit's name).
-fn simple_name(s: &str) -> bool {
-    let simple = |c: char| c.is_ascii_alphanumeric() || "_-.".contains(c);
-    !s.is_empty() && s.len() <= 64 && s.chars().all(simple)
-}
+use crate::limits::{Invalid, RedisRefusal, redis_can_run, simple_name};
 
 /// The policy of envoyproxy/ratelimit's `requests_per_unit` per `unit`: a bucket of that many,
 /// refilled at that rate.
@@ -619,18 +613,9 @@ pub fn check_redis(domains: &[Domain]) -> Result<(), Invalid> {
     fn walk(d: &[Descriptor]) -> Result<(), Invalid> {
         for n in d {
             if let Leaf::Limited { policy, at, .. } = &n.leaf {
-                match policy {
-                    Policy::TokenBucket(b) => ratelab_store::redis_store::check_exact(b)
-                        .map_err(|e| (at.clone(), e.to_string()))?,
-                    _ => {
-                        return Err((
-                            at.clone(),
-                            "the Redis store runs token-bucket limits only (fixed and sliding \
-                             windows need the in-memory store)"
-                                .into(),
-                        ));
-                    }
-                }
+                redis_can_run(policy).map_err(|r| match r {
+                    RedisRefusal::Range(m) | RedisRefusal::Algorithm(m) => (at.clone(), m),
+                })?;
             }
             walk(&n.children)?;
         }

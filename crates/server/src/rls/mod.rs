@@ -22,7 +22,7 @@
 
 pub mod config;
 
-use crate::serve::{Stores, fingerprint_text, limit};
+use crate::serve::{Stores, fingerprint, fingerprint_text, limit};
 use arc_swap::ArcSwap;
 use config::{Descriptor, Domain, Leaf, Unit};
 use proto::envoy::service::ratelimit::v3::rate_limit_response::{
@@ -147,7 +147,7 @@ fn prefix(domain: &str, place: &str, policy: &Policy) -> String {
     format!(
         "ratelab:rls:{:08x}{:08x}:",
         fingerprint_text(&format!("{domain}\u{0}{place}")),
-        fingerprint_text(&format!("{policy:?}"))
+        fingerprint(policy)
     )
 }
 
