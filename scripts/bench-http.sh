@@ -5,10 +5,12 @@
 # redis-benchmark running the same Lua script at the same concurrency. On one hot key and on
 # 10 000 keys. Prints one table and the ratios.
 #
-#   scripts/bench-http.sh [SECONDS] [CONNECTIONS] [WORKERS]
+#   scripts/bench-http.sh [SECONDS] [CONNECTIONS] [WORKERS] [ROUNDS]
 #
 # (defaults: 5 s, 32 connections, 1 worker thread for each server: wrk takes a core of its own,
-# and nginx runs one worker process).
+# and nginx runs one worker process; 3 rounds). Each round measures every target once, in
+# turn, so a slow spell of the machine falls on all of them alike; each row is the round with
+# the median throughput.
 #
 # Needs wrk; nginx and redis-server are used when installed. Loopback only.
 set -euo pipefail
@@ -16,6 +18,7 @@ cd "$(dirname "$0")/.."
 SECS="${1:-5}"
 CONNS="${2:-32}"
 WORKERS="${3:-1}"
+ROUNDS="${4:-3}"
 command -v wrk >/dev/null || { echo "wrk is not installed (Debian: apt-get install wrk)" >&2; exit 2; }
 command -v curl >/dev/null || { echo "curl is not installed" >&2; exit 2; }
 NGINX="$(command -v nginx || true)"; [ -z "$NGINX" ] && [ -x /usr/sbin/nginx ] && NGINX=/usr/sbin/nginx
@@ -123,26 +126,36 @@ rps, p50, p99 = (float(r[k]) for k in ("rps", "p50_latency_ms", "p99_latency_ms"
 print(f"{rps:.0f} {p50 * 1000:.0f} {p99 * 1000:.0f}")'
 }
 
-echo "HTTP throughput, wrk -t1 -c$CONNS -d${SECS}s, $WORKERS worker thread(s) per server, $(nproc) cores, $(date -u +%F)"
+echo "HTTP throughput, wrk -t1 -c$CONNS -d${SECS}s, $WORKERS worker thread(s) per server, $(nproc) cores, median of $ROUNDS rounds, $(date -u +%F)"
 printf "| %-34s | %-8s | %10s | %7s | %7s |\n" target keys "req/s" "p50 µs" "p99 µs"
 printf "|%s|%s|%s|%s|%s|\n" "------------------------------------" "----------" "-----------:" "--------:" "--------:"
-declare -A RPS
-row() { # label, keys, command... (printing "rps p50 p99"); a failed measurement ends the run
-  local label="$1" keys="$2" out r p50 p99
+declare -A RPS RUNS
+ORDER=()
+take() { # label, keys, command... (printing "rps p50 p99"); a failed measurement ends the run
+  local label="$1" keys="$2" out
   shift 2
   out=$("$@") || { echo "refused: $label, $keys" >&2; exit 1; }
-  read -r r p50 p99 <<< "$out"
-  RPS["$label/$keys"]=$r
-  printf "| %-34s | %-8s | %10s | %7s | %7s |\n" "$label" "$keys" "$r" "$p50" "$p99"
+  [ -n "${RUNS["$label/$keys"]:-}" ] || ORDER+=("$label/$keys")
+  RUNS["$label/$keys"]+="$out;"
 }
 for keys in hot many; do
-  row "bare axum (no limiting)" $keys measure "$P_BARE" $keys
-  row "ratelab-server, in memory" $keys measure "$P_MEM" $keys
-  if [ -n "$NGINX" ]; then row "nginx limit_req (1 worker)" $keys measure "$P_NGX" $keys; fi
-  if [ -n "$REDIS_URL" ]; then
-    row "ratelab-server, on Redis" $keys measure "$P_RMEM" $keys
-    row "redis-benchmark, same script" $keys redis_benchmark $keys
-  fi
+  for _ in $(seq "$ROUNDS"); do
+    take "bare axum (no limiting)" $keys measure "$P_BARE" $keys
+    take "ratelab-server, in memory" $keys measure "$P_MEM" $keys
+    if [ -n "$NGINX" ]; then take "nginx limit_req (1 worker)" $keys measure "$P_NGX" $keys; fi
+    if [ -n "$REDIS_URL" ]; then
+      take "ratelab-server, on Redis" $keys measure "$P_RMEM" $keys
+      take "redis-benchmark, same script" $keys redis_benchmark $keys
+    fi
+  done
+done
+for entry in "${ORDER[@]}"; do
+  read -r r p50 p99 < <(python3 -c '
+import sys
+runs = sorted((tuple(map(float, r.split())) for r in sys.argv[1].split(";") if r), key=lambda t: t[0])
+print(*(f"{v:.0f}" for v in runs[len(runs) // 2]))' "${RUNS[$entry]}")
+  RPS["$entry"]=$r
+  printf "| %-34s | %-8s | %10s | %7s | %7s |\n" "${entry%/*}" "${entry##*/}" "$r" "$p50" "$p99"
 done
 echo
 ratio() { python3 -c "print(f'{$1 / $2:.2f}')"; }

@@ -96,27 +96,114 @@ fn sf_string(out: &mut String, s: &str) {
 
 /// Renders the fields for `decision` under policy `name` advertising `quota`.
 pub fn render(name: &PolicyName, quota: Quota, decision: &Decision) -> RateLimitFields {
-    let mut policy = String::with_capacity(32);
-    sf_string(&mut policy, name.as_str());
-    // q ≤ 10¹² and w ≤ 100 years in seconds: both inside sf-integer's 15 digits.
-    let _ = write!(
-        policy,
-        ";q={};w={}",
-        quota.limit,
-        quota.window.as_secs_ceil().max(1)
-    );
+    PolicyFields::new(name, quota).render(decision)
+}
 
-    let t = decision.reset_after.as_secs_ceil();
-    let mut ratelimit = String::with_capacity(32);
-    sf_string(&mut ratelimit, name.as_str());
-    let _ = write!(ratelimit, ";r={};t={}", decision.remaining, t);
+/// The parts of a policy's fields that do not change from one decision to the next, rendered
+/// once: the whole `RateLimit-Policy` item and the quoted name that starts a `RateLimit` item.
+/// A limiter renders each limit's once and each decision's from it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PolicyFields {
+    policy: String,
+    quoted: String,
+}
 
-    let retry_after = decision
-        .retry_after
-        .map(|after| after.as_secs_ceil().max(1).to_string());
-    RateLimitFields {
-        policy,
-        ratelimit,
-        retry_after,
+impl PolicyFields {
+    /// The fields of policy `name` advertising `quota`.
+    pub fn new(name: &PolicyName, quota: Quota) -> PolicyFields {
+        let mut quoted = String::with_capacity(name.as_str().len() + 2);
+        sf_string(&mut quoted, name.as_str());
+        let mut policy = quoted.clone();
+        // q ≤ 10¹² and w ≤ 100 years in seconds: both inside sf-integer's 15 digits.
+        let _ = write!(
+            policy,
+            ";q={};w={}",
+            quota.limit,
+            quota.window.as_secs_ceil().max(1)
+        );
+        PolicyFields { policy, quoted }
+    }
+
+    /// The `RateLimit-Policy` item.
+    pub fn policy(&self) -> &str {
+        &self.policy
+    }
+
+    /// The `RateLimit` item for `decision`.
+    pub fn ratelimit(&self, decision: &Decision) -> String {
+        let (r, t) = (decision.remaining, decision.reset_after.as_secs_ceil());
+        // The exact length: a string whose capacity is its length becomes a header value
+        // without another allocation.
+        let mut out = String::with_capacity(self.quoted.len() + 6 + digits(r) + digits(t));
+        out.push_str(&self.quoted);
+        out.push_str(";r=");
+        push_u64(&mut out, r);
+        out.push_str(";t=");
+        push_u64(&mut out, t);
+        out
+    }
+
+    /// The `Retry-After` delay-seconds for `decision`: present only on a denial.
+    pub fn retry_after(decision: &Decision) -> Option<u64> {
+        decision
+            .retry_after
+            .map(|after| after.as_secs_ceil().max(1))
+    }
+
+    /// All three fields for `decision`.
+    pub fn render(&self, decision: &Decision) -> RateLimitFields {
+        RateLimitFields {
+            policy: self.policy.clone(),
+            ratelimit: self.ratelimit(decision),
+            retry_after: Self::retry_after(decision).map(|s| s.to_string()),
+        }
+    }
+}
+
+/// How many decimal digits `n` has.
+fn digits(n: u64) -> usize {
+    n.checked_ilog10().map_or(1, |d| d as usize + 1)
+}
+
+/// Appends `n` in decimal.
+fn push_u64(out: &mut String, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    for &d in &digits[at..] {
+        out.push(char::from(d));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::push_u64;
+
+    #[test]
+    fn integers_are_written_as_display_writes_them() {
+        for n in [
+            0,
+            1,
+            9,
+            10,
+            99,
+            100,
+            12_345,
+            1_000_000_000_000,
+            u64::MAX - 1,
+            u64::MAX,
+        ] {
+            let mut s = String::from("x");
+            push_u64(&mut s, n);
+            assert_eq!(s, format!("x{n}"));
+            assert_eq!(super::digits(n), n.to_string().len());
+        }
     }
 }

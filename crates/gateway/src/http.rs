@@ -175,14 +175,19 @@ impl<S, C, E> std::fmt::Debug for RateLimitService<S, C, E> {
 fn text(status: StatusCode, body: String) -> Response<Body> {
     let mut r = Response::new(Body::from(body));
     *r.status_mut() = status;
-    r.headers_mut().insert(
-        http::header::CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
+    r.headers_mut()
+        .insert(http::header::CONTENT_TYPE, TEXT_PLAIN);
     r
 }
 
+// Content types, made at compile time rather than checked byte by byte at every answer.
+const TEXT_PLAIN: HeaderValue = HeaderValue::from_static("text/plain; charset=utf-8");
+const PROBLEM_JSON: HeaderValue = HeaderValue::from_static("application/problem+json");
+
 const X_REQUEST_ID: http::HeaderName = http::HeaderName::from_static("x-request-id");
+// The request headers the gateway reads on every request, parsed once.
+const X_API_KEY: http::HeaderName = http::HeaderName::from_static("x-api-key");
+const X_FORWARDED_FOR: http::HeaderName = http::HeaderName::from_static("x-forwarded-for");
 
 /// The header names the gateway answers with, made once: a name from the pipeline is
 /// otherwise parsed again at every insertion.
@@ -215,14 +220,12 @@ fn quota_exceeded(violated: &[&str]) -> Response<Body> {
     }
     let mut r = Response::new(Body::from(format!("{body}\n")));
     *r.status_mut() = StatusCode::TOO_MANY_REQUESTS;
-    r.headers_mut().insert(
-        http::header::CONTENT_TYPE,
-        HeaderValue::from_static("application/problem+json"),
-    );
+    r.headers_mut()
+        .insert(http::header::CONTENT_TYPE, PROBLEM_JSON);
     r
 }
 
-fn header_str<'a>(h: &'a HeaderMap, name: &str) -> Result<Option<&'a str>, String> {
+fn header_str<'a>(h: &'a HeaderMap, name: &http::HeaderName) -> Result<Option<&'a str>, String> {
     match h.get(name) {
         None => Ok(None),
         Some(v) => v
@@ -278,14 +281,23 @@ where
             let mut request = Request {
                 peer,
                 forwarding: Forwarding::default(),
-                api_key: h.get("x-api-key").map(HeaderValue::as_bytes),
+                api_key: h.get(X_API_KEY).map(HeaderValue::as_bytes),
                 route: req.uri().path(),
                 method: req.method().as_str(),
                 headers: h,
                 cost: 1,
                 trace,
             };
-            match (header_str(h, "forwarded"), header_str(h, "x-forwarded-for")) {
+            // Forwarding headers are only ever believed from a trusted proxy: with none
+            // configured they are not read at all.
+            let forwarding = |name| match layer.gateway.config().trusted_proxies.is_empty() {
+                true => Ok(None),
+                false => header_str(h, name),
+            };
+            match (
+                forwarding(&http::header::FORWARDED),
+                forwarding(&X_FORWARDED_FOR),
+            ) {
                 (Ok(forwarded), Ok(x_forwarded_for)) => {
                     request.forwarding = Forwarding {
                         forwarded,
@@ -338,7 +350,10 @@ where
     E: Env + 'static,
 {
     let ok = tower::service_fn(|_: http::Request<Body>| async {
-        Ok::<_, std::convert::Infallible>(text(StatusCode::OK, "ok\n".into()))
+        let mut r = Response::new(Body::from("ok\n"));
+        r.headers_mut()
+            .insert(http::header::CONTENT_TYPE, TEXT_PLAIN);
+        Ok::<_, std::convert::Infallible>(r)
     });
     app_with(gateway, admin, guard, ok)
 }

@@ -16,8 +16,9 @@ use crate::denial_cache::DenialCache;
 use crate::ip::{IpNet, edge_network};
 use crate::pipeline::Request;
 use arc_swap::ArcSwapOption;
-use ratelab_core::headers::PolicyName;
-use ratelab_store::Key;
+use ratelab_core::Algorithm;
+use ratelab_core::headers::{PolicyFields, PolicyName};
+use ratelab_store::{Key, StoreClient};
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 
@@ -173,6 +174,16 @@ pub struct Limit<C> {
     /// [`crate::Gateway::export_zeros`] (a recorder installed after the first request gets it
     /// from then on).
     latency: ArcSwapOption<metrics::Histogram>,
+    /// Its response fields' fixed parts, rendered on first use.
+    fields: std::sync::OnceLock<PolicyFields>,
+}
+
+impl<C: StoreClient> Limit<C> {
+    /// Its response fields' fixed parts: its name and its algorithm's quota.
+    pub(crate) fn policy_fields(&self) -> &PolicyFields {
+        self.fields
+            .get_or_init(|| PolicyFields::new(&self.spec.name, self.client.algorithm().quota()))
+    }
 }
 
 impl<C> Limit<C> {
@@ -187,6 +198,7 @@ impl<C> Limit<C> {
             breaker: Mutex::new(Breaker::new(breaker)),
             cache: None,
             latency: ArcSwapOption::empty(),
+            fields: std::sync::OnceLock::new(),
         }
     }
 
@@ -289,22 +301,28 @@ fn plan_one<'s, C>(
     ipv6_prefix: u8,
 ) -> Result<Option<Planned<'s, C>>, String> {
     let spec = &limit.spec;
+    let joined = |kind: &str, value: &str| {
+        let mut key = String::with_capacity(kind.len() + value.len());
+        key.push_str(kind);
+        key.push_str(value);
+        key
+    };
     let key = match &spec.key_by {
         KeyBy::ClientIp => format!("ip:{}", edge_network(ip, ipv6_prefix)),
         KeyBy::ApiKey => match api_key {
-            Some(k) => format!("key:{k}"),
+            Some(k) => joined("key:", k),
             None => return Ok(None),
         },
         KeyBy::Header(name) => match req.headers.get(name) {
             Some(v) => match std::str::from_utf8(v) {
-                Ok(v) => format!("h:{v}"),
+                Ok(v) => joined("h:", v),
                 Err(_) => return Err(format!("{name} is not valid UTF-8")),
             },
             None => return Ok(None),
         },
         KeyBy::Global => "global".to_owned(),
     };
-    let key = Key::new(&key).map_err(|e| match &spec.key_by {
+    let key = Key::from_string(key).map_err(|e| match &spec.key_by {
         KeyBy::ApiKey => format!("x-api-key: {e}"),
         KeyBy::Header(name) => format!("{name}: {e}"),
         _ => format!("limit {}: {e}", spec.name.as_str()),

@@ -34,8 +34,8 @@ use arc_swap::{ArcSwap, ArcSwapOption};
 mod together;
 use core::future::Future;
 use ratelab_core::Decision;
-use ratelab_core::headers::{PolicyName, render};
-use ratelab_core::{Algorithm, Nanos};
+use ratelab_core::Nanos;
+use ratelab_core::headers::{PolicyFields, PolicyName};
 use ratelab_store::{Key, LimitError, Path, StoreClient, StoreError, TimeSource, decide_remote};
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -907,16 +907,12 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
         let start = self.env.monotonic();
         let deadline = start.saturating_add(Nanos::from(self.config.timeout));
         let shadow = |p: &Planned<'_, C>| shadow_all || p.limit.spec.mode == Mode::Shadow;
-        let enforced: Vec<(usize, &Planned<'_, C>)> = planned
-            .iter()
-            .enumerate()
-            .filter(|(_, p)| !shadow(p))
-            .collect();
+        let enforced = || planned.iter().enumerate().filter(|(_, p)| !shadow(p));
         let mut fields: Option<Fields> = None;
         let mut denied = false;
-        let cached = enforced.iter().find_map(|(i, p)| {
+        let cached = enforced().find_map(|(i, p)| {
             let d = p.limit.cache.as_ref()?.lookup(&p.key, p.cost, start)?;
-            Some((*i, p.limit, d))
+            Some((i, p.limit, d))
         });
         if let Some((i, limit, decision)) = cached {
             // The store denied this key until later: answered here, with no store call and
@@ -931,24 +927,28 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
             answer.status = 429;
             return fields;
         }
-        let group: Vec<&Planned<'_, C>> = enforced.iter().map(|(_, p)| *p).collect();
+        // One limit alone is decided on its own: no group to gather.
+        let group: Vec<&Planned<'_, C>> = match enforced().nth(1) {
+            Some(_) => enforced().map(|(_, p)| p).collect(),
+            None => Vec::new(),
+        };
         if let Some(outcomes) = self
             .run_together(&group, trace, fail_closed, deadline)
             .await
         {
-            for ((i, p), outcome) in enforced.iter().zip(outcomes) {
-                match self.account((*i, p.limit), outcome, false, answer, &mut fields) {
+            for ((i, p), outcome) in enforced().zip(outcomes) {
+                match self.account((i, p.limit), outcome, false, answer, &mut fields) {
                     Step::Unavailable => return None,
                     Step::Refused => denied = true,
                     Step::Go => {}
                 }
             }
         } else {
-            for (i, p) in &enforced {
+            for (i, p) in enforced() {
                 let outcome = self
                     .run_layer(p.limit, &p.key, p.cost, trace, fail_closed, deadline)
                     .await;
-                match self.account((*i, p.limit), outcome, false, answer, &mut fields) {
+                match self.account((i, p.limit), outcome, false, answer, &mut fields) {
                     Step::Unavailable => return None,
                     Step::Refused => {
                         denied = true;
@@ -991,13 +991,11 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
         let refused = match outcome {
             LayerOutcome::Decided { decision, .. } | LayerOutcome::Cached(decision) => {
                 if self.config.headers && !shadow {
-                    let quota = limit.client.algorithm().quota();
-                    let f = render(&limit.spec.name, quota, &decision);
-                    let retry = f.retry_after.as_deref().and_then(|s| s.parse().ok());
+                    let f = limit.policy_fields();
                     let all = fields.get_or_insert_with(Fields::default);
-                    all.add(f.policy, f.ratelimit);
+                    all.add(f.policy(), f.ratelimit(&decision));
                     if !decision.allowed {
-                        all.retry_after = retry.max(all.retry_after);
+                        all.retry_after = PolicyFields::retry_after(&decision).max(all.retry_after);
                     }
                 }
                 !decision.allowed
@@ -1108,17 +1106,18 @@ struct Fields {
 }
 
 impl Fields {
-    fn add(&mut self, policy: String, ratelimit: String) {
-        for (list, item) in [
-            (&mut self.policies, policy),
-            (&mut self.ratelimit, ratelimit),
-        ] {
-            if list.is_empty() {
-                // The first item is the list: no copy.
-                *list = item;
-            } else {
+    fn add(&mut self, policy: &str, ratelimit: String) {
+        if self.policies.is_empty() {
+            self.policies = policy.to_owned();
+            // The first item is the list: no copy.
+            self.ratelimit = ratelimit;
+        } else {
+            for (list, item) in [
+                (&mut self.policies, policy),
+                (&mut self.ratelimit, &*ratelimit),
+            ] {
                 list.push_str(", ");
-                list.push_str(&item);
+                list.push_str(item);
             }
         }
     }

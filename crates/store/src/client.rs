@@ -299,7 +299,7 @@ impl<A: Algorithm, F: Fn() -> Nanos> SharedClient<A, F> {
 
     fn key(&self, key: &Key) -> Key {
         // The prefix was checked when the client was made.
-        Key::prefixed(&self.prefix, key).unwrap_or_else(|_| key.clone())
+        Key::joined(&self.prefix, key)
     }
 }
 

@@ -56,16 +56,27 @@ impl std::error::Error for KeyError {}
 impl Key {
     /// Validates `key`.
     pub fn new(key: &str) -> Result<Key, KeyError> {
+        Key::check(key)?;
+        Ok(Key { text: key.into() })
+    }
+
+    /// [`Key::new`] on a key already in a `String` of its own, which becomes the key's.
+    pub fn from_string(key: String) -> Result<Key, KeyError> {
+        Key::check(&key)?;
+        Ok(Key {
+            text: key.into_boxed_str(),
+        })
+    }
+
+    /// Length and control characters, as [`Key::new`] checks them.
+    fn check(key: &str) -> Result<(), KeyError> {
         if key.is_empty() {
             return Err(KeyError::Empty);
         }
         if key.len() > MAX_KEY_LEN {
             return Err(KeyError::TooLong { len: key.len() });
         }
-        if let Some((at, _)) = key.char_indices().find(|(_, c)| c.is_control()) {
-            return Err(KeyError::ControlCharacter { at });
-        }
-        Ok(Key { text: key.into() })
+        control_at(key).map_or(Ok(()), |at| Err(KeyError::ControlCharacter { at }))
     }
 
     /// `key` in the key space `prefix` names (a store shared by several limits gives each
@@ -75,19 +86,35 @@ impl Key {
         if prefix.len() > MAX_PREFIX_LEN {
             return Err(KeyError::TooLong { len: prefix.len() });
         }
-        if let Some((at, _)) = prefix.char_indices().find(|(_, c)| c.is_control()) {
+        if let Some(at) = control_at(prefix) {
             return Err(KeyError::ControlCharacter { at });
         }
+        Ok(Key::joined(prefix, key))
+    }
+
+    /// `key` under a `prefix` that [`Key::prefixed`] already accepted.
+    pub(crate) fn joined(prefix: &str, key: &Key) -> Key {
         let mut text = String::with_capacity(prefix.len() + key.text.len());
         text.push_str(prefix);
         text.push_str(&key.text);
-        Ok(Key { text: text.into() })
+        Key { text: text.into() }
     }
 
     /// The key text.
     pub fn as_str(&self) -> &str {
         &self.text
     }
+}
+
+/// The byte offset of the first control character in `s` (`char::is_control`), if any. Text
+/// of printable ASCII, the usual key, is told by one pass over its bytes.
+fn control_at(s: &str) -> Option<usize> {
+    if s.bytes().all(|b| (0x20..0x7f).contains(&b)) {
+        return None;
+    }
+    s.char_indices()
+        .find(|(_, c)| c.is_control())
+        .map(|(at, _)| at)
 }
 
 impl fmt::Debug for Key {

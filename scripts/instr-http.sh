@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# The limiter's own cost in instructions, side by side in one run: valgrind's callgrind counts
+# the user-space instructions a bare axum server (the anchor) and ratelab-server in memory
+# spend per request under the same wrk load. Counts are repeatable where wrk's requests per
+# second move by ±10 % from run to run; the kernel's share of each request (its TCP path) is
+# not counted, and is the same for both.
+#
+#   scripts/instr-http.sh [SECONDS] [CONNECTIONS]      (defaults: 5 s, 8 connections)
+#
+# Needs valgrind and wrk. Loopback only.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SECS="${1:-5}"
+CONNS="${2:-8}"
+for tool in valgrind callgrind_control callgrind_annotate wrk; do
+  command -v "$tool" >/dev/null || { echo "$tool is not installed (Debian: apt-get install valgrind wrk)" >&2; exit 2; }
+done
+
+cargo build --release -q -p ratelab-server --bin ratelab-server --example bare
+BIN="${CARGO_TARGET_DIR:-target}/release"
+. scripts/bench-lib.sh
+
+# The same policy as scripts/bench-http.sh: every request admitted, each a whole decision.
+cat > "$WORK/limits.toml" <<EOF
+[[limit]]
+name = "per-key"
+algorithm = "token-bucket"
+capacity = 1000000
+refill_per_sec = 1000000
+key = "api-key"
+EOF
+cat > "$WORK/many.lua" <<'EOF'
+math.randomseed(7)
+request = function()
+  return wrk.format(nil, nil, { ["x-api-key"] = "k" .. math.random(10000) })
+end
+EOF
+
+# Instructions per request of the server on PORT (started under callgrind, its pid in LAST)
+# over a wrk run on KEYS (hot or many), after a warm-up; counters are zeroed in between.
+per_request() { # port, pid, keys
+  local extra=(-H "x-api-key: hot") out n total
+  [ "$3" = many ] && extra=(-s "$WORK/many.lua")
+  wrk -t1 -c"$CONNS" -d1s "${extra[@]}" "http://127.0.0.1:$1/" > /dev/null
+  callgrind_control -z "$2" > /dev/null 2>&1
+  wrk -t1 -c"$CONNS" -d"${SECS}s" "${extra[@]}" "http://127.0.0.1:$1/" > "$WORK/wrk.out"
+  callgrind_control -d "$2" > /dev/null 2>&1
+  if grep -qE "Non-2xx|Socket errors" "$WORK/wrk.out"; then
+    echo "refused: non-2xx answers or socket errors from port $1:" >&2; cat "$WORK/wrk.out" >&2; exit 1
+  fi
+  n=$(awk '/requests in/ {print $1}' "$WORK/wrk.out")
+  # The newest dump holds the load window alone.
+  out=$(ls -t "$WORK/cg.$2".* | head -1)
+  total=$(callgrind_annotate "$out" | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}')
+  echo $((total / n))
+}
+
+P_BARE=$(free_port)
+start "$P_BARE" valgrind --tool=callgrind --callgrind-out-file="$WORK/cg.%p" "$BIN/examples/bare" "127.0.0.1:$P_BARE" 1
+BARE_PID=$LAST
+P_MEM=$(free_port)
+start "$P_MEM" valgrind --tool=callgrind --callgrind-out-file="$WORK/cg.%p" "$BIN/ratelab-server" --listen "127.0.0.1:$P_MEM" --limits "$WORK/limits.toml" --workers 1
+MEM_PID=$LAST
+
+echo "User-space instructions per request (callgrind), wrk -t1 -c$CONNS -d${SECS}s, $(date -u +%F)"
+printf "| %-26s | %-5s | %12s |\n" target keys "instr/req"
+printf "|%s|%s|%s|\n" "----------------------------" "-------" "-------------:"
+declare -A INSTR
+for keys in hot many; do
+  INSTR[bare/$keys]=$(per_request "$P_BARE" "$BARE_PID" $keys)
+  INSTR[mem/$keys]=$(per_request "$P_MEM" "$MEM_PID" $keys)
+  printf "| %-26s | %-5s | %12s |\n" "bare axum (no limiting)" $keys "${INSTR[bare/$keys]}" \
+    "ratelab-server, in memory" $keys "${INSTR[mem/$keys]}"
+done
+echo
+for keys in hot many; do
+  b=${INSTR[bare/$keys]} m=${INSTR[mem/$keys]}
+  echo "$keys: ratelab in memory / bare = $(python3 -c "print(f'{$m / $b:.2f}')"); the limiter's own: $((m - b)) instructions per request"
+done
