@@ -218,6 +218,7 @@ fn a_skewed_gateways_requests_are_found_where_its_clock_put_them() {
             rate: None,
             extra_latency: None,
             restart_after_ms: None,
+            promote_after_ms: None,
             gateways: None,
             drift_ppm: None,
             node: None,

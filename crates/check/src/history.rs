@@ -346,6 +346,8 @@ pub struct History {
     pub event_count: u64,
     /// Store operations applied whose reply was lost.
     pub applied_replies_lost: u64,
+    /// Writes a failover lost: applied by the primary, never copied to the promoted replica.
+    pub lost_to_failover: u64,
     keep_events: bool,
     keep_writes: bool,
     hash: Fnv,
@@ -566,6 +568,12 @@ impl History {
         {
             w.full_at = Some(full_at);
         }
+    }
+
+    /// Takes back the per-key write of `key` the store made at `at`, which a failover lost:
+    /// the bucket writes are the surviving store's.
+    pub fn retract_write(&mut self, key: &str, at: Nanos) {
+        self.writes.retain(|w| !(w.key == key && w.at == at));
     }
 
     /// Records one store message's handling.

@@ -105,6 +105,7 @@ impl Scenario {
                     time_source: TimeSourceName::default(),
                     timeout_ms: Bounded::new(50).expect("default timeout"),
                     max_keys: Bounded::new(1 << 20).expect("default key bound"),
+                    replica: None,
                 },
                 gateway: GatewaySpec::default(),
                 network: NetworkSpec::default(),
@@ -247,6 +248,20 @@ impl ScenarioBuilder {
             min_us: bounded(e, "network.latency.min_us", min_us),
             max_us: bounded(e, "network.latency.max_us", max_us),
         };
+        self
+    }
+
+    /// A replica of the store, each write copied to it `min_us` to `max_us` later; with
+    /// `wait`, an acknowledged write's reply waits for its copy.
+    pub fn replica_lag_us(mut self, min_us: u64, max_us: u64, wait: bool) -> Self {
+        let e = &mut self.error;
+        self.spec.store.replica = Some(ReplicaSpec {
+            lag: LatencyRange {
+                min_us: bounded(e, "store.replica.lag.min_us", min_us),
+                max_us: bounded(e, "store.replica.lag.max_us", max_us),
+            },
+            wait,
+        });
         self
     }
 
@@ -452,6 +467,7 @@ impl Fault {
                 rate: None,
                 extra_latency: None,
                 restart_after_ms: None,
+                promote_after_ms: None,
                 gateways: None,
                 gateway: None,
                 offset_ms: None,
@@ -474,6 +490,16 @@ impl Fault {
         let mut f = Fault::new(FaultKind::StoreCrash);
         f.spec.at_ms = Some(bounded(&mut f.error, "at_ms", at_ms));
         f.spec.restart_after_ms = Some(bounded(&mut f.error, "restart_after_ms", restart_after_ms));
+        f
+    }
+
+    /// The store's primary dies at `at_ms`, and its replica (see
+    /// [`ScenarioBuilder::replica_lag_us`]) is promoted `promote_after_ms` later with the
+    /// writes that had reached it.
+    pub fn store_failover(at_ms: u64, promote_after_ms: u64) -> Fault {
+        let mut f = Fault::new(FaultKind::StoreFailover);
+        f.spec.at_ms = Some(bounded(&mut f.error, "at_ms", at_ms));
+        f.spec.promote_after_ms = Some(bounded(&mut f.error, "promote_after_ms", promote_after_ms));
         f
     }
 

@@ -8,7 +8,9 @@
 //!   decides store-side faults per message from the scenario's plan and its own seeded
 //!   stream: answer with an error (not applied), drop (not applied: the caller times out),
 //!   apply but lose the reply, or delay the reply. A crash kills the node; the restart runs
-//!   its init again with an empty store: all state is lost.
+//!   its init again with an empty store: all state is lost. With `store.replica`, every write
+//!   is copied to a replica after a lag (`replica.rs`), and a failover kills the node and
+//!   restarts it from the replica's copies.
 //! - Each **gateway node** decides requests over a [`StoreClient`] whose implementation here
 //!   sends raw endpoint messages to the store node (`transport.rs`), on either path, bounded
 //!   by the request's deadline on the node's timeout queue (`timeouts.rs`), reading its own
@@ -22,9 +24,11 @@
 
 use crate::dilation::{self, dilate, sleep};
 use crate::planted::{Counters, PlantedBug, StorePolicy, counted_decision};
+use crate::replica::{Copied, Replica, Restored};
 use crate::rng::{SimRng, stream};
 use crate::scenario::{
-    ClientSpec, FaultKind, FaultSpec, GatewayChoice, NodeName, Pattern, Scenario, ms,
+    ClientSpec, FaultKind, FaultSpec, GatewayChoice, NodeName, Pattern, Scenario, TokenSourceName,
+    ms,
 };
 use crate::timeouts::Timeouts;
 use crate::transport::{self, Fate, Link, Lost};
@@ -44,7 +48,7 @@ use ratelab_gateway::{
 };
 use ratelab_store::{
     Applied, Fence, FenceVerdict, HashSeed, Key, LeaseClient, LeaseTable, LimitError, MemoryStore,
-    Read, Store, StoreClient, StoreError,
+    Read, Store, StoreClient, StoreError, TokenSource,
 };
 use serde::{Deserialize, Serialize};
 use std::future::Future;
@@ -330,6 +334,9 @@ impl StorePlan {
 /// What the store does with one message's reply.
 type Reply<S> = Fate<Result<StoreReply<S>, WireError>>;
 
+/// The store's replica, shared by every incarnation of the store node and the failover.
+type SharedReplica<S> = Arc<Mutex<Replica<<S as Algorithm>::State>>>;
+
 struct StoreNode<S: Script> {
     /// The per-key policy's buckets.
     store: MemoryStore<S>,
@@ -346,6 +353,10 @@ struct StoreNode<S: Script> {
     fence_learns_grants: bool,
     /// Whether writes' full-again times are recorded (for the cleanup job's checker).
     track_full: bool,
+    /// The replica every write is copied to, if the scenario has one (it outlives the node).
+    replica: Option<SharedReplica<S>>,
+    /// Whether an acknowledged write's reply waits for its copy to reach the replica.
+    wait: bool,
     shared: Arc<Shared>,
     plan: Arc<StorePlan>,
     rng: Arc<Mutex<SimRng>>,
@@ -363,8 +374,10 @@ impl<S: Script> StoreNode<S> {
             if matches!(verdict, Verdict::Error | Verdict::Drop) {
                 return refuse(verdict);
             }
-            return deliver(verdict, self.apply_job(req.call, now));
+            let (reply, copied) = self.apply_job(req.call, now);
+            return deliver(self.waited(verdict, copied, now), reply);
         }
+        let counter = matches!(req.call, StoreCall::Incr { .. } | StoreCall::Expire { .. });
         let (layer, key, op) = match &req.call {
             StoreCall::Get { layer, key } => (*layer, key.clone(), StoreOp::Get),
             StoreCall::Set { layer, key, .. } => (*layer, key.clone(), StoreOp::Set),
@@ -385,6 +398,8 @@ impl<S: Script> StoreNode<S> {
             return refuse(verdict);
         }
         let (reply, op) = self.apply(req.call, now);
+        let copied = self.replicate_write(layer, &key, counter, op, reply.is_ok(), now);
+        let verdict = self.waited(verdict, copied, now);
         let full_at = self.full_at(layer, &key, op, reply.is_ok(), now);
         let fate = match verdict {
             // A refusal (a full store, a bad key) applied nothing, whatever became of its reply.
@@ -402,6 +417,55 @@ impl<S: Script> StoreNode<S> {
         deliver(verdict, reply)
     }
 
+    /// Copies what a served call wrote to the replica, if there is one: a plain counter's
+    /// entry after `INCRBY` or `EXPIRE`, a key's entry after a write or an admitted decision.
+    /// Returns when the copy arrives.
+    fn replicate_write(
+        &self,
+        layer: Layer,
+        key: &str,
+        counter: bool,
+        op: StoreOp,
+        ok: bool,
+        now: Nanos,
+    ) -> Option<Nanos> {
+        let replica = self.replica.as_ref()?;
+        if !ok {
+            return None;
+        }
+        let copy = if counter {
+            let entry = self.counters.lock().expect("counters").entry(key);
+            Copied::Counter {
+                key: key.to_owned(),
+                entry,
+            }
+        } else if matches!(op, StoreOp::Set | StoreOp::Apply { allowed: true }) {
+            let k = Key::new(key).ok()?;
+            Copied::Key {
+                layer,
+                key: key.to_owned(),
+                entry: self.store_for(layer).ok()?.entry(&k),
+            }
+        } else {
+            return None;
+        };
+        Some(replica.lock().expect("replica").ship(now, copy))
+    }
+
+    /// `verdict` for a reply whose write's copy reaches the replica at `copied`: held until
+    /// then when writes wait for the replica.
+    fn waited(&self, verdict: Verdict, copied: Option<Nanos>, now: Nanos) -> Verdict {
+        let Some(arrives) = copied.filter(|_| self.wait) else {
+            return verdict;
+        };
+        let hold = arrives.saturating_sub(now);
+        match verdict {
+            Verdict::Serve => Verdict::Delay(hold),
+            Verdict::Delay(d) => Verdict::Delay(d.max(hold)),
+            other => other,
+        }
+    }
+
     /// When a per-key state this call wrote is full again, read off the state now stored: a
     /// token bucket's theoretical arrival time, the end of a fixed window, the end of the
     /// window after a sliding window's (when its count stops weighing); `None` for other calls.
@@ -415,9 +479,32 @@ impl<S: Script> StoreNode<S> {
         Store::algorithm(&self.store).full_at(&state)
     }
 
-    /// Applies one of the cleanup job's calls; the lease table and the fence record what they
-    /// did.
+    /// Applies one of the cleanup job's calls, and copies what it changed to the replica, if
+    /// there is one; returns the reply and when the copy arrives.
     fn apply_job(
+        &self,
+        call: StoreCall<S::State>,
+        now: Nanos,
+    ) -> (Result<StoreReply<S::State>, WireError>, Option<Nanos>) {
+        let reply = self.run_job(call, now);
+        let wrote = matches!(
+            reply,
+            Ok(StoreReply::Granted(Some(_))
+                | StoreReply::Done(true)
+                | StoreReply::Fenced { accepted: true, .. })
+        );
+        let Some(replica) = self.replica.as_ref().filter(|_| wrote) else {
+            return (reply, None);
+        };
+        let (leases, fence) = self.job.lock().expect("store job state").clone();
+        let copy = Copied::Job { leases, fence };
+        let arrives = replica.lock().expect("replica").ship(now, copy);
+        (reply, Some(arrives))
+    }
+
+    /// Runs one of the cleanup job's calls; the lease table and the fence record what they
+    /// did.
+    fn run_job(
         &self,
         call: StoreCall<S::State>,
         now: Nanos,
@@ -493,6 +580,17 @@ impl<S: Script> StoreNode<S> {
                         if gone {
                             removed.push(k.as_str().to_owned());
                         }
+                    }
+                }
+                if let Some(replica) = &self.replica {
+                    let mut replica = replica.lock().expect("replica");
+                    for key in &removed {
+                        let copy = Copied::Key {
+                            layer: Layer::PerKey,
+                            key: key.clone(),
+                            entry: None,
+                        };
+                        replica.ship(now, copy);
                     }
                 }
                 self.shared.record(|h, _| {
@@ -1009,6 +1107,7 @@ struct SimGateway<S: Script> {
 struct Cluster<S: Script> {
     sc: Arc<Scenario>,
     shared: Arc<Shared>,
+    replica: Option<SharedReplica<S>>,
     gateways: Vec<Arc<SimGateway<S>>>,
     guard: Option<ratelab_gateway::bloom::KeyGuard>,
 }
@@ -1295,8 +1394,41 @@ async fn fault_main<S: Script>(cluster: Arc<Cluster<S>>, f: FaultSpec, store: No
     match f.kind {
         FaultKind::StoreCrash => {
             handle.kill(store.id());
+            // Every copy goes down with the primary.
+            if let Some(r) = &cluster.replica {
+                r.lock().expect("replica").clear();
+            }
             let down = Duration::from_millis(f.restart_after_ms.map_or(0, |v| v.get()));
             sleep(down).await;
+            handle.restart(store.id());
+        }
+        FaultKind::StoreFailover => {
+            let kill = shared.now();
+            handle.kill(store.id());
+            let lost = cluster
+                .replica
+                .as_ref()
+                .map_or_else(Vec::new, |r| r.lock().expect("replica").promote(kill));
+            shared.record(|h, t| {
+                h.lost_to_failover += lost.len() as u64;
+                // The cleanup checker judges deletions by the bucket writes the surviving
+                // store holds.
+                for (at, copy) in &lost {
+                    if let Copied::Key {
+                        layer: Layer::PerKey,
+                        key,
+                        ..
+                    } = copy
+                    {
+                        h.retract_write(key, *at);
+                    }
+                }
+                let n = lost.len();
+                h.fault(t, format!("{kind}: {n} writes not on the replica are lost"));
+            });
+            let down = Duration::from_millis(f.promote_after_ms.map_or(0, |v| v.get()));
+            sleep(down).await;
+            // The restart starts from the replica's copies: the promotion.
             handle.restart(store.id());
         }
         FaultKind::Partition => {
@@ -1474,7 +1606,14 @@ pub(crate) async fn simulate_with<S: Script>(
             History::new(keep_events)
         }),
     });
-    let store_node = start_store_node(&handle, &sc, seed, &shared, &plug);
+    let replica: Option<SharedReplica<S>> = sc.spec.store.replica.map(|r| {
+        let lag = (r.lag.min_us.get() * 1_000, r.lag.max_us.get() * 1_000);
+        Arc::new(Mutex::new(Replica::new(
+            lag,
+            SimRng::new(seed, stream::REPLICA),
+        )))
+    });
+    let store_node = start_store_node(&handle, &sc, seed, (&shared, &replica), &plug);
     let mut gateways = Vec::new();
     let mut job_clients = Vec::new();
     for i in 0..sc.spec.gateways.get() as u32 {
@@ -1496,6 +1635,7 @@ pub(crate) async fn simulate_with<S: Script>(
     let cluster = Arc::new(Cluster {
         sc: sc.clone(),
         shared: shared.clone(),
+        replica,
         gateways,
         guard,
     });
@@ -1561,23 +1701,34 @@ fn drain_time(sc: &Scenario) -> Duration {
 }
 
 /// Creates the store node: one store per layer, the lease table and fence, and the receive
-/// loops; a restart runs this init again, with every store empty.
+/// loops. A restart runs this init again: with every store empty after a crash, from the
+/// replica's copies after a failover.
 fn start_store_node<S: Script>(
     handle: &Handle,
     sc: &Scenario,
     seed: u64,
-    shared: &Arc<Shared>,
+    (shared, replica): (&Arc<Shared>, &Option<SharedReplica<S>>),
     plug: &Plug<S>,
 ) -> NodeHandle {
     let (script, edge) = (plug.script.clone(), plug.edge.clone());
     let fence_learns_grants = sc.spec.planted_bug != Some(PlantedBug::FenceForgetsGrants);
     let plan = Arc::new(StorePlan::new(&sc.spec.faults));
     let rng = Arc::new(Mutex::new(SimRng::new(seed, stream::STORE)));
-    let fencing = sc.spec.cleanup_job.is_none_or(|j| j.fencing);
-    let blind_delete = sc.spec.cleanup_job.is_some_and(|j| j.blind_delete);
-    let track_full = sc.spec.cleanup_job.is_some();
+    let job = sc.spec.cleanup_job;
+    let fencing = job.is_none_or(|j| j.fencing);
+    let blind_delete = job.is_some_and(|j| j.blind_delete);
+    let track_full = job.is_some();
+    let tokens = match job.map(|j| j.tokens) {
+        Some(TokenSourceName::Counter) => TokenSource::Counter,
+        _ => TokenSource::StoreClock,
+    };
+    // A store that restarts grants no lease for one lease length: its predecessor may have
+    // granted one it lost.
+    let grace = job.map_or(Nanos::ZERO, |j| ms(j.lease_ms.get()));
     let max_keys = sc.spec.store.max_keys.get() as usize;
-    let shared = shared.clone();
+    let wait = sc.spec.store.replica.is_some_and(|r| r.wait);
+    let (shared, replica) = (shared.clone(), replica.clone());
+    let started = Arc::new(std::sync::atomic::AtomicBool::new(false));
     handle
         .create_node()
         .name("store")
@@ -1585,21 +1736,37 @@ fn start_store_node<S: Script>(
         .init(move || {
             // Fixed hash keys per run: the same keys land in the same shards every time.
             let hash_seed = SimRng::new(seed, stream::STORE_HASH).next_u64();
+            let store = sim_store(script.clone(), max_keys, hash_seed);
+            let edge = edge.clone().map(|p| sim_store(p, max_keys, hash_seed ^ 1));
+            let mut counters = Counters::default();
+            let fence = if fencing {
+                Fence::new()
+            } else {
+                Fence::unchecked()
+            };
+            let mut job = (LeaseTable::with_tokens(tokens), fence);
+            if let Some(r) = &replica {
+                r.lock().expect("replica").replay(Restored {
+                    per_key: &store,
+                    edge: edge.as_ref(),
+                    counters: &mut counters,
+                    job: &mut job,
+                });
+            }
+            let restarted = started.swap(true, std::sync::atomic::Ordering::Relaxed);
+            if restarted && tokens == TokenSource::StoreClock {
+                job.0.hold_grants_until(shared.now().saturating_add(grace));
+            }
             let node = Arc::new(StoreNode {
-                store: sim_store(script.clone(), max_keys, hash_seed),
-                counters: Mutex::new(Counters::default()),
-                job: Mutex::new((
-                    LeaseTable::new(),
-                    if fencing {
-                        Fence::new()
-                    } else {
-                        Fence::unchecked()
-                    },
-                )),
-                edge: edge.clone().map(|p| sim_store(p, max_keys, hash_seed ^ 1)),
+                store,
+                counters: Mutex::new(counters),
+                job: Mutex::new(job),
+                edge,
                 blind_delete,
                 fence_learns_grants,
                 track_full,
+                replica: replica.clone(),
+                wait,
                 shared: shared.clone(),
                 plan: plan.clone(),
                 rng: rng.clone(),

@@ -12,7 +12,8 @@
 //! Every failure names its seed and the commands that replay it ([`replay_commands`]).
 //!
 //! Where things are: the scenario format and its checks (`scenario`, `validate`); the cluster
-//! and its fault injection (`cluster`: a new fault kind goes there and in `scenario`); time
+//! and its fault injection (`cluster`: a new fault kind goes there and in `scenario`); the
+//! store's replica, its lag and what a failover promotes (`replica`); time
 //! ([`dilation`]: physical time on madsim's clock); the messages between gateways and the
 //! store (`transport`) and each gateway's timeouts (`timeouts`); the report (`report`, which
 //! calls the checkers in `ratelab-check`, and `eligible`: which keys the liveness phase holds
@@ -50,6 +51,7 @@ pub mod limiter;
 pub mod locate;
 pub mod parallel;
 pub mod planted;
+mod replica;
 pub mod report;
 pub mod rng;
 pub mod scenario;

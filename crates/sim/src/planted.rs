@@ -157,6 +157,23 @@ impl Counters {
         e.0
     }
 
+    /// `key`'s count and expiry as held (what a replica copies after each write).
+    pub fn entry(&self, key: &str) -> Option<(u64, Option<Nanos>)> {
+        self.map.get(key).copied()
+    }
+
+    /// Sets `key`'s count and expiry as a replica applies a copied entry (`None`: deleted).
+    pub fn restore(&mut self, key: &str, entry: Option<(u64, Option<Nanos>)>) {
+        match entry {
+            Some(e) => {
+                self.map.insert(key.to_owned(), e);
+            }
+            None => {
+                self.map.remove(key);
+            }
+        }
+    }
+
     /// `EXPIRE key ttl`: whether the key exists.
     pub fn expire(&mut self, key: &str, ttl: Nanos, now: Nanos) -> bool {
         match self.map.get_mut(key) {

@@ -17,6 +17,8 @@ pub mod stream {
     pub const STORE: u64 = 1;
     /// The store's hash keys.
     pub const STORE_HASH: u64 = 2;
+    /// The replica's lag, per write.
+    pub const REPLICA: u64 = 3;
     /// Client `i` uses `CLIENTS + i`.
     pub const CLIENTS: u64 = 1 << 32;
     /// Gateway `i`'s request-id seed comes from `GATEWAY_IDS + i`.

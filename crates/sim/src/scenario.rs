@@ -426,6 +426,24 @@ pub struct StoreSpec {
     /// denied.
     #[serde(default = "default_max_keys")]
     pub max_keys: Bounded<64, 16_777_216>,
+    /// A replica of the store, replicated asynchronously, which a `store_failover` promotes
+    /// (default: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replica: Option<ReplicaSpec>,
+}
+
+/// The store's replica: every write is copied to it after a lag, in order, as Redis
+/// replicates a primary; a `store_failover` promotes it with the copies that had arrived.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReplicaSpec {
+    /// How long each write's copy takes to reach the replica, drawn uniformly per write.
+    pub lag: LatencyRange,
+    /// Whether each acknowledged write's reply waits until its copy is on the replica, as
+    /// `WAIT 1 0` after it would: admitted decisions, naive-path writes and lease calls
+    /// (default false). A failover then loses no acknowledged write.
+    #[serde(default)]
+    pub wait: bool,
 }
 
 fn default_max_keys() -> Bounded<64, 16_777_216> {
@@ -491,6 +509,25 @@ pub struct JobSpec {
     /// Most keys one commit deletes (default 1000).
     #[serde(default = "default_batch")]
     pub batch: Bounded<1, 100_000>,
+    /// Where the lease's fencing tokens come from (default `store_clock`).
+    #[serde(default)]
+    pub tokens: TokenSourceName,
+}
+
+/// Where the lease's fencing tokens come from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum TokenSourceName {
+    /// The store's clock: each token is the later of the last one plus one and the store's
+    /// time in ns, so a store that lost its counter (a crash, a promoted replica that missed
+    /// the last grants) still issues larger tokens; and a store that restarts or is promoted
+    /// grants nothing for one lease length, while a lease its predecessor granted may be live.
+    #[default]
+    StoreClock,
+    /// A counter in the store, one more than the last grant, with no wait after a restart:
+    /// the canary. A crash or a failover that loses the last grants rolls it back, and two
+    /// leaders hold the same token.
+    Counter,
 }
 
 fn default_batch() -> Bounded<1, 100_000> {
@@ -669,8 +706,13 @@ pub enum FaultKind {
     LostReplies,
     /// The store delays its replies in the window by `extra_latency` (uniform).
     StoreLatency,
-    /// The store crashes at `at_ms`, losing all state, and restarts `restart_after_ms` later.
+    /// The store crashes at `at_ms`, losing all state (its replica's too), and restarts
+    /// `restart_after_ms` later.
     StoreCrash,
+    /// The store's primary dies at `at_ms`; its replica (`store.replica`) is promoted
+    /// `promote_after_ms` later with the writes whose copies had reached it by `at_ms`. The
+    /// writes still on their way are lost.
+    StoreFailover,
     /// `gateways` cannot reach the store (both directions) in the window.
     Partition,
     /// `rate` of all messages are lost in the window.
@@ -692,6 +734,7 @@ impl FaultKind {
             FaultKind::LostReplies => "lost_replies",
             FaultKind::StoreLatency => "store_latency",
             FaultKind::StoreCrash => "store_crash",
+            FaultKind::StoreFailover => "store_failover",
             FaultKind::Partition => "partition",
             FaultKind::PacketLoss => "packet_loss",
             FaultKind::Clock => "clock",
@@ -709,6 +752,9 @@ impl FaultSpec {
         match self.kind {
             FaultKind::Clock => None,
             FaultKind::StoreCrash => Some((at, at + self.restart_after_ms.map_or(0, |v| v.get()))),
+            FaultKind::StoreFailover => {
+                Some((at, at + self.promote_after_ms.map_or(0, |v| v.get())))
+            }
             _ => Some((at, self.until_ms.map_or(0, |v| v.get()))),
         }
     }
@@ -730,6 +776,8 @@ pub struct FaultSpec {
     pub extra_latency: Option<LatencyRange>,
     /// store_crash: downtime before the restart, in ms.
     pub restart_after_ms: Option<Ms>,
+    /// store_failover: time from the primary's death to the replica's promotion, in ms.
+    pub promote_after_ms: Option<Ms>,
     /// partition: the gateway indexes cut off from the store.
     pub gateways: Option<Vec<u32>>,
     /// clock: the gateway index.

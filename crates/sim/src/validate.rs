@@ -20,6 +20,7 @@ fn fault_fields(kind: FaultKind) -> (&'static [&'static str], &'static [&'static
         }
         StoreLatency => (&["at_ms", "until_ms", "extra_latency"], &[]),
         StoreCrash => (&["at_ms", "restart_after_ms"], &[]),
+        StoreFailover => (&["at_ms", "promote_after_ms"], &[]),
         Partition => (&["at_ms", "until_ms", "gateways"], &[]),
         Clock => (&["gateway"], &["offset_ms", "drift_ppm"]),
         Pause => (&["at_ms", "until_ms", "node"], &[]),
@@ -314,6 +315,7 @@ pub(crate) fn validate(
                 ("rate", f.rate.is_some()),
                 ("extra_latency", f.extra_latency.is_some()),
                 ("restart_after_ms", f.restart_after_ms.is_some()),
+                ("promote_after_ms", f.promote_after_ms.is_some()),
                 ("gateways", f.gateways.is_some()),
                 ("gateway", f.gateway.is_some()),
                 ("offset_ms", f.offset_ms.is_some()),
@@ -340,6 +342,14 @@ pub(crate) fn validate(
             return Err(located(
                 at("extra_latency"),
                 "max_us is below min_us".into(),
+            ));
+        }
+        if f.kind == FaultKind::StoreFailover && spec.store.replica.is_none() {
+            return Err(located(
+                at("kind"),
+                "a store_failover promotes the store's replica: expected `store.replica` \
+                 (its `lag`, and whether writes `wait` for it)"
+                    .into(),
             ));
         }
         let check_gateway = |g: u32, path: Vec<PathSeg>| {
@@ -401,18 +411,37 @@ pub(crate) fn validate(
             ),
         ));
     }
-    if spec.cleanup_job.is_some()
-        && let Some(i) = spec
-            .faults
-            .iter()
-            .position(|f| f.kind == FaultKind::StoreCrash)
+    // The store is down once at a time: a restart or a promotion while it is already up
+    // again would start a second store.
+    let mut outages: Vec<(u64, u64, usize)> = spec
+        .faults
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| matches!(f.kind, FaultKind::StoreCrash | FaultKind::StoreFailover))
+        .filter_map(|(i, f)| f.window_ms().map(|(from, until)| (from, until, i)))
+        .collect();
+    outages.sort_unstable();
+    if let Some(w) = outages.windows(2).find(|w| w[1].0 <= w[0].1) {
+        let (first, second) = (&spec.faults[w[0].2], &spec.faults[w[1].2]);
+        return Err(located(
+            vec![key("faults"), PathSeg::Index(w[1].2), key("at_ms")],
+            format!(
+                "this {} begins at {} ms, while the store is still down from the {} at \
+                 faults[{}] (until {} ms): expected store outages that do not overlap",
+                second.kind.name(),
+                w[1].0,
+                first.kind.name(),
+                w[0].2,
+                w[0].1
+            ),
+        ));
+    }
+    if let Some(r) = spec.store.replica
+        && r.lag.min_us > r.lag.max_us
     {
         return Err(located(
-            vec![key("faults"), PathSeg::Index(i), key("kind")],
-            "a store_crash with a cleanup_job: the simulated store loses its lease table and \
-             token counter in a crash, so tokens repeat and the fencing checker fails by \
-             design (a real deployment must keep the counter durable)"
-                .into(),
+            vec![key("store"), key("replica"), key("lag"), key("max_us")],
+            "max_us is below min_us".into(),
         ));
     }
     let e = &spec.expect;

@@ -4,7 +4,12 @@
 //!
 //! Safety checkers judge each *epoch* of the store apart: a store crash loses every bucket,
 //! and what a restarted store admits is held to a fresh envelope (a limiter that keeps its
-//! state in memory promises nothing across a crash). Within an epoch:
+//! state in memory promises nothing across a crash). A failover (`store_failover`) keeps the
+//! replica's state, a little behind the primary's: the bounds hold across it with an
+//! allowance, per key, of the admissions it can have lost, at most min(B, the cost admitted
+//! in the replica's largest lag before the primary died, up to the promotion) — the bound
+//! docs/CLUSTER.md derives. The linearizability checker starts afresh at a promotion from a
+//! bucket in an unknown state. Within an epoch:
 //!
 //! - `envelope` (token bucket): per key, admitted cost in any interval Δt ≤ B + R·Δt (on the
 //!   store's clock);
@@ -28,7 +33,7 @@ use crate::{Report, Scenario};
 use ratelab_check::Admission;
 use ratelab_check::envelope::{self, Envelope};
 use ratelab_check::history::History;
-use ratelab_check::linearizable::{self, Op, Seen, Spec, Verdict};
+use ratelab_check::linearizable::{self, Initial, Op, Seen, Spec, Verdict};
 use ratelab_check::window;
 use ratelab_core::{Nanos, Policy};
 use serde::{Deserialize, Serialize};
@@ -71,23 +76,91 @@ impl Failure {
     }
 }
 
-/// When each epoch of the store begins: 0, and each crash's restart.
-fn epochs(sc: &Scenario) -> Vec<Nanos> {
-    let mut starts = vec![Nanos::ZERO];
+/// When each epoch of the store begins, and whether its buckets start full: 0; each crash
+/// and its restart (full: every bucket was lost); with `failovers`, each failover and its
+/// promotion (unknown: the replica's state, behind the primary's).
+fn epochs(sc: &Scenario, failovers: bool) -> Vec<(Nanos, Initial)> {
+    let mut starts = vec![(Nanos::ZERO, Initial::Full)];
     for f in &sc.spec().faults {
-        if f.kind == FaultKind::StoreCrash {
-            let at = f.at_ms.map_or(0, |v| v.get()) + f.restart_after_ms.map_or(0, |v| v.get());
-            starts.push(Nanos::from_millis(f.at_ms.map_or(0, |v| v.get())));
-            starts.push(Nanos::from_millis(at));
-        }
+        let (initial, down) = match f.kind {
+            FaultKind::StoreCrash => (Initial::Full, f.restart_after_ms),
+            FaultKind::StoreFailover if failovers => (Initial::Unknown, f.promote_after_ms),
+            _ => continue,
+        };
+        let at = f.at_ms.map_or(0, |v| v.get());
+        starts.push((Nanos::from_millis(at), initial));
+        starts.push((
+            Nanos::from_millis(at + down.map_or(0, |v| v.get())),
+            initial,
+        ));
     }
-    starts.sort_unstable();
-    starts.dedup();
+    starts.sort_unstable_by_key(|&(t, i)| (t, i == Initial::Full));
+    // Where a crash and a failover start together, the crash's fresh start wins.
+    starts.dedup_by(|later, first| {
+        later.0 == first.0 && {
+            first.1 = later.1;
+            true
+        }
+    });
     starts
 }
 
-fn epoch_of(starts: &[Nanos], t: Nanos) -> usize {
-    starts.partition_point(|&s| s <= t).saturating_sub(1)
+fn epoch_of(starts: &[(Nanos, Initial)], t: Nanos) -> usize {
+    starts.partition_point(|&(s, _)| s <= t).saturating_sub(1)
+}
+
+/// The failovers of `sc` whose replica can have missed admissions: from the replica's
+/// largest lag before each primary's death to its promotion, in ns.
+fn failover_windows(sc: &Scenario) -> Vec<(Nanos, Nanos)> {
+    let Some(replica) = sc.spec().store.replica else {
+        return Vec::new();
+    };
+    let lag = Nanos(replica.lag.max_us.get() * 1_000);
+    sc.spec()
+        .faults
+        .iter()
+        .filter(|f| f.kind == FaultKind::StoreFailover)
+        .filter_map(|f| f.window_ms())
+        .map(|(kill, promoted)| {
+            let kill = Nanos::from_millis(kill);
+            (kill.saturating_sub(lag), Nanos::from_millis(promoted))
+        })
+        .collect()
+}
+
+/// What `failovers` can have re-granted on one key whose admissions are `adm`: per failover,
+/// at most min(B, the cost admitted in its window).
+fn failover_allowance(adm: &[Admission], failovers: &[(Nanos, Nanos)], burst: u64) -> u64 {
+    failovers
+        .iter()
+        .map(|&(from, to)| {
+            let lost: u64 = adm
+                .iter()
+                .filter(|a| a.at >= from && a.at <= to)
+                .map(|a| a.cost)
+                .sum();
+            lost.min(burst)
+        })
+        .sum()
+}
+
+/// The excess over `env` on each key of `by_key` beyond what the failovers allow; `None`
+/// when every key is within its allowance. Returns the excess, the key and its allowance.
+fn beyond_allowance(
+    by_key: &BTreeMap<&str, Vec<Admission>>,
+    env: Envelope,
+    failovers: &[(Nanos, Nanos)],
+) -> Option<(u64, Option<String>, u64)> {
+    if failovers.is_empty() {
+        let e = envelope::envelope(by_key, env);
+        return (e.max_excess > 0).then(|| (e.max_excess, e.witness.map(|w| w.key), 0));
+    }
+    by_key.iter().find_map(|(&key, adm)| {
+        let one = BTreeMap::from([(key, adm.clone())]);
+        let excess = envelope::envelope(&one, env).max_excess;
+        let allowed = failover_allowance(adm, failovers, env.burst);
+        (excess > allowed).then(|| (excess, Some(key.to_owned()), allowed))
+    })
 }
 
 /// What the checkers find in one run.
@@ -100,15 +173,18 @@ pub struct Judged {
     pub unknown_keys: u64,
 }
 
-/// Per store epoch and key: the admissions (each sorted by time), and, when `with_ops`, the
-/// per-key layer's operations.
+/// Per store epoch (crashes only) and key: the admissions (each sorted by time); and, when
+/// `with_ops`, per epoch (failovers too) and key, the per-key layer's operations, with how
+/// each such epoch starts.
 type Grouped<'h> = (
     BTreeMap<usize, BTreeMap<&'h str, Vec<Admission>>>,
     BTreeMap<(usize, &'h str), Vec<Op>>,
+    Vec<(Nanos, Initial)>,
 );
 
 fn grouped<'h>(sc: &Scenario, h: &'h History, with_ops: bool) -> Grouped<'h> {
-    let starts = epochs(sc);
+    let crashes = epochs(sc, false);
+    let starts = epochs(sc, true);
     let mut admitted: BTreeMap<usize, BTreeMap<&str, Vec<Admission>>> = BTreeMap::new();
     let mut ops: BTreeMap<(usize, &str), Vec<Op>> = BTreeMap::new();
     for r in &h.requests {
@@ -117,7 +193,7 @@ fn grouped<'h>(sc: &Scenario, h: &'h History, with_ops: bool) -> Grouped<'h> {
         };
         if let Seen::Allowed { at, .. } = op.seen {
             admitted
-                .entry(epoch_of(&starts, at))
+                .entry(epoch_of(&crashes, at))
                 .or_default()
                 .entry(r.key.as_str())
                 .or_default()
@@ -148,7 +224,7 @@ fn grouped<'h>(sc: &Scenario, h: &'h History, with_ops: bool) -> Grouped<'h> {
             adm.sort_unstable();
         }
     }
-    (admitted, ops)
+    (admitted, ops, starts)
 }
 
 /// The failures the checkers find in one run.
@@ -156,7 +232,8 @@ pub fn judge(sc: &Scenario, report: &Report, h: &History) -> Judged {
     let mut out = Vec::new();
     // Only the token bucket has a linearizability specification here.
     let bucket = matches!(sc.policy(), Policy::TokenBucket(_));
-    let (admitted, ops) = grouped(sc, h, bucket);
+    let (admitted, ops, starts) = grouped(sc, h, bucket);
+    let failovers = failover_windows(sc);
     let (bound, env) = match *sc.policy() {
         Policy::TokenBucket(b) => ("envelope", Envelope::of_bucket(&b)),
         ref window => {
@@ -171,24 +248,25 @@ pub fn judge(sc: &Scenario, report: &Report, h: &History) -> Judged {
         }
     };
     for (epoch, by_key) in &admitted {
-        let e = envelope::envelope(by_key, env);
-        if e.max_excess > 0 {
+        if let Some((excess, key, allowed)) = beyond_allowance(by_key, env, &failovers) {
             out.push(Failure::new(
                 Class::Safety,
                 bound,
                 format!(
-                    "epoch {epoch}: {} admitted beyond the bound{}",
-                    e.max_excess,
-                    e.witness
-                        .map(|w| format!(" on key {:?}", w.key))
-                        .unwrap_or_default()
+                    "epoch {epoch}: {excess} admitted beyond the bound{}{}",
+                    key.map(|k| format!(" on key {k:?}")).unwrap_or_default(),
+                    if allowed > 0 {
+                        format!(", where its failovers allow {allowed}")
+                    } else {
+                        String::new()
+                    }
                 ),
             ));
         }
     }
     let mut unknown_keys = 0;
     if let Policy::TokenBucket(bucket) = *sc.policy() {
-        unknown_keys = linearizability(&bucket, &ops, &mut out);
+        unknown_keys = linearizability(&bucket, &ops, &starts, &mut out);
     }
     others(report, &mut out);
     Judged {
@@ -200,7 +278,7 @@ pub fn judge(sc: &Scenario, report: &Report, h: &History) -> Judged {
 /// The exact window promise ([`crate::Claim::AnyWindow`]): per store epoch and key, at most
 /// `limit` admitted in any interval of one `window`.
 pub fn any_window(sc: &Scenario, h: &History, limit: u64, window: Nanos) -> Vec<Failure> {
-    let (admitted, _) = grouped(sc, h, false);
+    let (admitted, _, _) = grouped(sc, h, false);
     admitted
         .iter()
         .filter_map(|(epoch, by_key)| {
@@ -225,6 +303,7 @@ pub fn any_window(sc: &Scenario, h: &History, limit: u64, window: Nanos) -> Vec<
 fn linearizability(
     bucket: &ratelab_core::TokenBucket,
     ops: &BTreeMap<(usize, &str), Vec<Op>>,
+    starts: &[(Nanos, Initial)],
     out: &mut Vec<Failure>,
 ) -> u64 {
     let spec = Spec {
@@ -234,7 +313,23 @@ fn linearizability(
     };
     let mut unknown = 0;
     for ((epoch, key), ops) in ops {
-        match linearizable::check_key(&spec, ops, LINEARIZABILITY_BUDGET) {
+        let (start, initial) = starts
+            .get(*epoch)
+            .copied()
+            .unwrap_or((Nanos::ZERO, Initial::Full));
+        // A promoted bucket's state is unknown at the promotion, not before: every operation
+        // of the epoch took effect after it began, whenever it was sent.
+        let ops: Vec<Op> = match initial {
+            Initial::Unknown => ops
+                .iter()
+                .map(|&o| Op {
+                    call: o.call.max(start),
+                    ..o
+                })
+                .collect(),
+            Initial::Full => ops.clone(),
+        };
+        match linearizable::check_key_from(&spec, &ops, LINEARIZABILITY_BUDGET, initial) {
             Verdict::Violation(v) => {
                 out.push(Failure::new(
                     Class::Safety,
@@ -364,4 +459,82 @@ pub fn explorer_expectation(sc: &Scenario, report: &Report, h: &History) -> Opti
     let found = judge(sc, report, h).failures;
     let problems = held_to(want, &found);
     Some(Expected { found, problems })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn adm(at_ms: u64, cost: u64) -> Admission {
+        Admission {
+            at: Nanos::from_millis(at_ms),
+            id: at_ms,
+            cost,
+        }
+    }
+
+    /// B = 2, one token per 100 ms.
+    const ENV: Envelope = Envelope {
+        burst: 2,
+        amount: 1,
+        period: 100_000_000,
+    };
+
+    #[test]
+    fn a_failover_allows_what_was_admitted_in_its_window_capped_at_b() {
+        let a = [adm(10, 1), adm(95, 1), adm(99, 1), adm(150, 1), adm(400, 1)];
+        let window = [(Nanos::from_millis(90), Nanos::from_millis(200))];
+        assert_eq!(failover_allowance(&a, &window, 5), 3);
+        assert_eq!(failover_allowance(&a, &window, 2), 2);
+        assert_eq!(failover_allowance(&a, &[], 5), 0);
+    }
+
+    #[test]
+    fn excess_within_the_allowance_passes_and_beyond_it_fails() {
+        // Four at once on a bucket of two: excess 2.
+        let burst = vec![adm(100, 1), adm(100, 1), adm(100, 1), adm(100, 1)];
+        let by_key = BTreeMap::from([("k", burst)]);
+        let (excess, key, allowed) = beyond_allowance(&by_key, ENV, &[]).unwrap();
+        assert_eq!((excess, key.as_deref(), allowed), (2, Some("k"), 0));
+        // A failover whose window holds the burst allows min(B, 4) = 2: within it.
+        let covering = [(Nanos::from_millis(50), Nanos::from_millis(150))];
+        assert_eq!(beyond_allowance(&by_key, ENV, &covering), None);
+        // One whose window misses it allows nothing.
+        let elsewhere = [(Nanos::from_millis(500), Nanos::from_millis(600))];
+        let (excess, _, allowed) = beyond_allowance(&by_key, ENV, &elsewhere).unwrap();
+        assert_eq!((excess, allowed), (2, 0));
+    }
+
+    #[test]
+    fn a_promotion_starts_an_epoch_from_an_unknown_bucket_and_a_crash_from_a_full_one() {
+        let sc = crate::Scenario::builder("epochs")
+            .duration_ms(1_000)
+            .token_bucket(2, 10)
+            .replica_lag_us(100, 200, false)
+            .client(crate::scenario::Client::key("k").constant(10))
+            .fault(crate::scenario::Fault::store_failover(100, 50))
+            .fault(crate::scenario::Fault::store_crash(500, 20))
+            .build()
+            .unwrap();
+        let ms = Nanos::from_millis;
+        assert_eq!(
+            epochs(&sc, true),
+            vec![
+                (ms(0), Initial::Full),
+                (ms(100), Initial::Unknown),
+                (ms(150), Initial::Unknown),
+                (ms(500), Initial::Full),
+                (ms(520), Initial::Full),
+            ]
+        );
+        assert_eq!(
+            epochs(&sc, false),
+            vec![
+                (ms(0), Initial::Full),
+                (ms(500), Initial::Full),
+                (ms(520), Initial::Full)
+            ]
+        );
+        assert_eq!(failover_windows(&sc), vec![(Nanos(99_800_000), ms(150))]);
+    }
 }

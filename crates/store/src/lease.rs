@@ -40,16 +40,56 @@ struct Slot {
     last_token: u64,
 }
 
+/// Where a [`LeaseTable`]'s fencing tokens come from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum TokenSource {
+    /// One more than the last token granted under the name. A store that loses its last
+    /// grants (a crash without persistence, a promoted replica the grants had not reached)
+    /// counts again from an older value, and grants a token someone already holds.
+    #[default]
+    Counter,
+    /// The later of one more than the last token and the store's clock in ns at the grant.
+    /// A store that lost its last grants still grants a larger token than any of them, as
+    /// long as its clock is ahead of every earlier grant's: a restart or a promotion takes far
+    /// longer than the clock error between a primary and its replica. Pair it with
+    /// [`LeaseTable::hold_grants_until`] after a restart, so a lost grant's lease has lapsed
+    /// before the next one.
+    StoreClock,
+}
+
 /// The store's leases, by name.
 #[derive(Clone, Debug, Default)]
 pub struct LeaseTable {
     slots: BTreeMap<String, Slot>,
+    tokens: TokenSource,
+    /// No grant before this (store clock): the grace period of a store that restarted.
+    grants_from: Nanos,
 }
 
 impl LeaseTable {
-    /// An empty table.
+    /// An empty table whose tokens count up ([`TokenSource::Counter`]).
     pub fn new() -> LeaseTable {
         LeaseTable::default()
+    }
+
+    /// An empty table whose tokens come from `tokens`.
+    pub fn with_tokens(tokens: TokenSource) -> LeaseTable {
+        LeaseTable {
+            tokens,
+            ..LeaseTable::default()
+        }
+    }
+
+    /// Where its tokens come from.
+    pub fn tokens(&self) -> TokenSource {
+        self.tokens
+    }
+
+    /// Grants nothing before `at` (store clock): what a store does after a restart or a
+    /// promotion, for the longest lease it grants, while a lease its predecessor granted and
+    /// then lost may still be live. Renewals and releases of the leases it holds go on.
+    pub fn hold_grants_until(&mut self, at: Nanos) {
+        self.grants_from = self.grants_from.max(at);
     }
 
     fn live(&self, name: &str, now: Nanos) -> Option<&Holder> {
@@ -64,11 +104,15 @@ impl LeaseTable {
     /// token, larger than every token granted before under `name`. `None` if it is held (by
     /// anyone, `owner` included: a holder renews instead).
     pub fn acquire(&mut self, name: &str, owner: &str, ttl: Nanos, now: Nanos) -> Option<u64> {
-        if self.live(name, now).is_some() {
+        if self.live(name, now).is_some() || now < self.grants_from {
             return None;
         }
+        let tokens = self.tokens;
         let slot = self.slots.entry(name.to_owned()).or_default();
-        slot.last_token += 1;
+        slot.last_token = match tokens {
+            TokenSource::Counter => slot.last_token + 1,
+            TokenSource::StoreClock => (slot.last_token + 1).max(now.as_u64()),
+        };
         slot.holder = Some(Holder {
             owner: owner.to_owned(),
             token: slot.last_token,
@@ -278,6 +322,34 @@ mod tests {
         assert_eq!(t.acquire("job", "a", TTL, Nanos::from_millis(99)), None);
         assert_eq!(t.acquire("job", "b", TTL, Nanos::from_millis(100)), Some(2));
         assert_eq!(t.holder("job", Nanos::from_millis(150)).unwrap().owner, "b");
+    }
+
+    #[test]
+    fn clock_tokens_outgrow_a_lost_counter_and_a_restart_holds_grants_for_a_lease() {
+        let mut before = LeaseTable::with_tokens(TokenSource::StoreClock);
+        let t1 = before.acquire("job", "a", TTL, Nanos(5_000)).unwrap();
+        // Two grants in the same nanosecond still differ.
+        let t2 = before
+            .acquire("job", "b", TTL, Nanos(5_000).saturating_add(TTL))
+            .unwrap();
+        assert!(t1 >= 5_000 && t2 > t1, "{t1} {t2}");
+        // The table is lost (a crash): its successor starts empty, later on the same clock.
+        let restart = Nanos::from_millis(300);
+        let mut after = LeaseTable::with_tokens(TokenSource::StoreClock);
+        let end = restart.saturating_add(TTL);
+        after.hold_grants_until(end);
+        assert_eq!(after.acquire("job", "c", TTL, restart), None);
+        assert_eq!(
+            after.acquire("job", "c", TTL, Nanos(end.as_u64() - 1)),
+            None
+        );
+        let t3 = after.acquire("job", "c", TTL, end).unwrap();
+        assert!(t3 > t2, "{t3} after {t2}");
+        // A counter, lost the same way, repeats a token.
+        let mut counted = LeaseTable::new();
+        assert_eq!(counted.acquire("job", "a", TTL, Nanos(0)), Some(1));
+        let mut lost = LeaseTable::new();
+        assert_eq!(lost.acquire("job", "b", TTL, restart), Some(1));
     }
 
     #[test]

@@ -43,7 +43,7 @@ pub use client::{
 };
 pub use error::{FailReason, LimitError, StoreError};
 pub use key::{Key, KeyError, MAX_KEY_LEN, MAX_PREFIX_LEN};
-pub use lease::{Fence, FenceVerdict, LeaseClient, LeaseTable, LocalLeases};
+pub use lease::{Fence, FenceVerdict, LeaseClient, LeaseTable, LocalLeases, TokenSource};
 pub use memory::{HashSeed, Item, MemoryStore, StoreStats};
 
 use core::fmt;

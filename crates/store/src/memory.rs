@@ -418,6 +418,27 @@ impl<A: Algorithm, B: SyncBackend> MemoryStore<A, B> {
         keys
     }
 
+    /// `key`'s entry as held, live or expired: its state and when it expires (what a replica
+    /// copies after each write).
+    pub fn entry(&self, key: &Key) -> Option<(A::State, Nanos)> {
+        let (probe, shard) = self.locate(key);
+        shard.with(|shard| shard.map.get(&probe).map(|e| (e.state, e.expires_at)))
+    }
+
+    /// Writes `key`'s entry as a replica applies a copied one: `state`, expiring at
+    /// `expires_at`, at `now` (a full store refuses a new key, as for any write).
+    pub fn restore(
+        &self,
+        key: &Key,
+        state: A::State,
+        expires_at: Nanos,
+        now: Nanos,
+    ) -> Result<(), StoreError> {
+        let max = self.max_keys_per_shard;
+        let (probe, shard) = self.locate(key);
+        shard.with(|shard| shard.put(&probe, state, expires_at, now, max))
+    }
+
     /// Deletes `key`'s entry, live or not; whether there was one.
     pub fn remove(&self, key: &Key) -> bool {
         let (probe, shard) = self.locate(key);

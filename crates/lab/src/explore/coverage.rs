@@ -12,7 +12,7 @@ use ratelab_sim::scenario::{FaultKind, ms};
 use ratelab_sim::{Report, Scenario};
 
 /// Every probe, by name.
-pub const PROBES: [&str; 11] = [
+pub const PROBES: [&str; 12] = [
     "denial-during-partition",
     "fail-open",
     "breaker-opened-and-closed",
@@ -24,6 +24,7 @@ pub const PROBES: [&str; 11] = [
     "kill-switch-bypass",
     "store-full",
     "cleanup-deleted-a-bucket",
+    "failover-lost-writes",
 ];
 
 /// The probes one run reached, in [`PROBES`] order.
@@ -73,6 +74,7 @@ pub fn reached(sc: &Scenario, report: &Report, h: &History) -> Vec<&'static str>
                         .any(|r| r.written_at.is_some_and(|w| w < at))
             }),
             "lost-reply-applied" => h.applied_replies_lost > 0,
+            "failover-lost-writes" => h.lost_to_failover > 0,
             "kill-switch-bypass" => report.bypassed > 0,
             "store-full" => report.full > 0,
             "cleanup-deleted-a-bucket" => job.is_some_and(|j| j.keys_removed > 0),

@@ -37,17 +37,10 @@ impl Draw {
 /// bug, when the seed drew none), apart from the scenario's.
 pub const SUT_STREAM: u64 = EXPLORE_STREAM + 1;
 
-/// A cleanup job for seed `seed`, drawn as [`draw`] draws one, from [`SUT_STREAM`]; `None` when
-/// the scenario crashes its store (the validator refuses a job beside a crash).
-pub fn cleanup_job(seed: u64, spec: &Value) -> Option<Value> {
-    (!crashes(spec)).then(|| job(&mut Draw(SimRng::new(seed, SUT_STREAM))))
-}
-
-/// Whether a drawn scenario crashes its store.
-fn crashes(spec: &Value) -> bool {
-    spec["faults"]
-        .as_array()
-        .is_some_and(|fs| fs.iter().any(|f| f["kind"] == "store_crash"))
+/// A cleanup job for seed `seed`, drawn as [`draw`] draws one, from [`SUT_STREAM`]. Its lease
+/// tokens come from the store's clock, so it may run beside any store fault.
+pub fn cleanup_job(seed: u64) -> Value {
+    job(&mut Draw(SimRng::new(seed, SUT_STREAM)))
 }
 
 /// A cleanup job's parameters.
@@ -173,10 +166,9 @@ pub fn draw(seed: u64) -> Value {
         "clients": clients,
         "faults": faults(&mut d, duration, gateways),
     });
-    // A crash loses the lease table with the buckets, so the validator refuses a cleanup
-    // job beside a crash (a deployment keeps the token counter durable).
-    let crash = crashes(&spec);
-    if d.chance(0.2) && !crash {
+    // The job's tokens come from the store's clock: a crash or a failover that loses the
+    // lease table does not roll them back.
+    if d.chance(0.2) {
         spec["cleanup_job"] = job(&mut d);
     }
     if probe {
@@ -192,6 +184,33 @@ pub fn draw(seed: u64) -> Value {
                 "keys".into(),
                 json!({ "prefix": "u", "count": d.int(65, 400) }),
             );
+        }
+    }
+    // Sometimes a replicated store, and then sometimes a failover to its replica (drawn last
+    // too).
+    if d.chance(0.25) {
+        let lo = d.int(0, 2_000);
+        let hi = lo + d.int(0, 20_000);
+        // Writes wait for the replica only where a wait on each layer still fits in the
+        // deadline beside the round trips, as anyone would configure it.
+        let headroom = (timeout_ms * 1_000).saturating_sub(8 * lat_max);
+        let wait = d.chance(0.3) && 3 * hi < headroom;
+        spec["store"]["replica"] = json!({ "lag": { "min_us": lo, "max_us": hi }, "wait": wait });
+        if d.chance(0.6) {
+            let at = d.int(0, duration - 1);
+            let promote = d.int(1, 500);
+            // The store is down once at a time: no failover while a crash has it down.
+            let overlaps = spec["faults"].as_array().is_some_and(|fs| {
+                fs.iter().any(|f| {
+                    let from = f["at_ms"].as_u64().unwrap_or(0);
+                    let until = from + f["restart_after_ms"].as_u64().unwrap_or(0);
+                    f["kind"] == "store_crash" && at <= until && from <= at + promote
+                })
+            });
+            if let (false, Some(fs)) = (overlaps, spec["faults"].as_array_mut()) {
+                fs.push(json!({ "kind": "store_failover", "at_ms": at,
+                                "promote_after_ms": promote }));
+            }
         }
     }
     spec

@@ -114,15 +114,12 @@ impl Sut {
     /// Puts this system into the scenario seed `seed` drew. A planted bug of one algorithm
     /// recasts the drawn policy as that algorithm, at the same capacity and rate; a bug of the
     /// cleanup job brings a job (drawn from the seed's own stream for it) when the seed drew
-    /// none and the scenario does not crash its store.
+    /// none.
     fn adjust(self, spec: &mut serde_json::Value, seed: u64) {
         let with_job = |spec: &mut serde_json::Value| {
-            if spec.get("cleanup_job").is_none()
-                && let Some(job) = generate::cleanup_job(seed, spec)
-            {
-                spec["cleanup_job"] = job;
+            if spec.get("cleanup_job").is_none() {
+                spec["cleanup_job"] = generate::cleanup_job(seed);
             }
-            spec.get("cleanup_job").is_some()
         };
         let recast = |spec: &mut serde_json::Value, alg| {
             let (_, capacity, rate) = generate::policy_parts(&spec["policy"]);
@@ -144,23 +141,20 @@ impl Sut {
                 spec["planted_bug"] = "incr_then_expire".into();
             }
             Sut::FenceForgetsGrants => {
-                if with_job(spec) {
-                    spec["planted_bug"] = "fence_forgets_grants".into();
-                }
+                with_job(spec);
+                spec["planted_bug"] = "fence_forgets_grants".into();
             }
             Sut::Correct => {}
             Sut::Naive => spec["store"]["path"] = "naive".into(),
             Sut::GatewayClock => spec["store"]["time_source"] = "gateway".into(),
             Sut::BlindCleanup => {
-                if with_job(spec) {
-                    spec["cleanup_job"]["blind_delete"] = true.into();
-                }
+                with_job(spec);
+                spec["cleanup_job"]["blind_delete"] = true.into();
             }
             Sut::UnfencedCleanup => {
-                if with_job(spec) {
-                    spec["cleanup_job"]["blind_delete"] = true.into();
-                    spec["cleanup_job"]["fencing"] = false.into();
-                }
+                with_job(spec);
+                spec["cleanup_job"]["blind_delete"] = true.into();
+                spec["cleanup_job"]["fencing"] = false.into();
             }
         }
     }
