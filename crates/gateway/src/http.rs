@@ -288,11 +288,20 @@ where
                 cost: 1,
                 trace,
             };
-            // Forwarding headers are only ever believed from a trusted proxy: with none
-            // configured they are not read at all.
-            let forwarding = |name| match layer.gateway.config().trusted_proxies.is_empty() {
-                true => Ok(None),
-                false => header_str(h, name),
+            // Forwarding headers are only ever believed from a trusted proxy: from any other
+            // peer they are not read at all (nor refused when unreadable).
+            let trusted = layer
+                .gateway
+                .config()
+                .trusted_proxies
+                .iter()
+                .any(|n| n.contains(peer));
+            let forwarding = |name| {
+                if trusted {
+                    header_str(h, name)
+                } else {
+                    Ok(None)
+                }
             };
             match (
                 forwarding(&http::header::FORWARDED),

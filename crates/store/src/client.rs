@@ -335,18 +335,20 @@ where
         now: Option<Nanos>,
         cost: u64,
     ) -> impl Future<Output = Result<Applied, LimitError>> + Send {
-        let store_time = (self.clock)();
+        // The store's clock is read under the key's lock, as a script reads `TIME`: two
+        // racing decisions on one key never see their times in the other order.
+        let store_time = std::cell::Cell::new(Nanos::ZERO);
+        let clock = || {
+            let t = (self.clock)();
+            store_time.set(t);
+            now.unwrap_or(t)
+        };
         let r = self
             .store
-            .apply_with(
-                &self.key(key),
-                &self.algorithm,
-                now.unwrap_or(store_time),
-                cost,
-            )
+            .apply_with_clock(&self.key(key), &self.algorithm, clock, cost)
             .map(|decision| Applied {
                 decision,
-                store_time,
+                store_time: store_time.get(),
             });
         core::future::ready(r)
     }

@@ -565,9 +565,23 @@ impl<A: Algorithm, B: SyncBackend> MemoryStore<A, B> {
         now: Nanos,
         cost: u64,
     ) -> Result<Decision, LimitError> {
+        self.apply_with_clock(key, algorithm, || now, cost)
+    }
+
+    /// [`MemoryStore::apply_with`] at the time `clock` reads once the key's shard is locked:
+    /// the store's own clock, read where Redis reads `TIME`, inside the step. Decisions on
+    /// one key then see their times in the order they are made, however many threads race.
+    pub fn apply_with_clock(
+        &self,
+        key: &Key,
+        algorithm: &A,
+        clock: impl FnOnce() -> Nanos,
+        cost: u64,
+    ) -> Result<Decision, LimitError> {
         let max = self.max_keys_per_shard;
         let (probe, shard) = self.locate(key);
         shard.with(|shard| {
+            let now = clock();
             shard.calls += 1;
             let entry = shard.map.get_mut(&probe);
             let state = entry
