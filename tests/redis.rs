@@ -689,7 +689,8 @@ fn redis_leases_grant_growing_tokens_and_the_fence_rejects_a_stale_one() {
         let store = connect(&server, "lease:").await;
         let ttl = Nanos::from_millis(200);
         let a = store.acquire("cleanup", "a", ttl).await.unwrap().unwrap();
-        assert_eq!(a, 1);
+        // A token is the server's clock in µs (or one more than the last, if that is later).
+        assert!(a > 1_700_000_000_000_000, "{a}");
         assert_eq!(store.acquire("cleanup", "b", ttl).await, Ok(None), "held");
         assert_eq!(
             store.renew("cleanup", "b", a, ttl).await,
@@ -709,13 +710,13 @@ fn redis_leases_grant_growing_tokens_and_the_fence_rejects_a_stale_one() {
             "lapsed"
         );
         let b = store.acquire("cleanup", "b", ttl).await.unwrap().unwrap();
-        assert_eq!(b, 2);
+        assert!(b >= a + 300_000, "{b} at least 300 ms of µs after {a}");
         // Stale from the moment b is granted, before b has written anything.
         assert_eq!(
             store
                 .fenced_set("cleanup", "ledger", a, "a's early stale sweep")
                 .await,
-            Ok(FenceVerdict::Stale { highest: 2 })
+            Ok(FenceVerdict::Stale { highest: b })
         );
         assert_eq!(
             store.fenced_set("cleanup", "ledger", b, "b swept").await,
@@ -725,15 +726,26 @@ fn redis_leases_grant_growing_tokens_and_the_fence_rejects_a_stale_one() {
             store
                 .fenced_set("cleanup", "ledger", a, "a's stale sweep")
                 .await,
-            Ok(FenceVerdict::Stale { highest: 2 })
+            Ok(FenceVerdict::Stale { highest: b })
         );
         assert_eq!(
             store.fenced_get("cleanup", "ledger").await,
-            Ok(Some((2, "b swept".into())))
+            Ok(Some((b, "b swept".into())))
         );
         assert_eq!(store.release("cleanup", "a", a).await, Ok(false));
         assert_eq!(store.release("cleanup", "b", b).await, Ok(true));
-        assert_eq!(store.acquire("cleanup", "a", ttl).await, Ok(Some(3)));
+        let c = store.acquire("cleanup", "a", ttl).await.unwrap().unwrap();
+        assert!(c > b, "{c} after {b}");
+        // A lost token (a restart without persistence) does not bring tokens back down.
+        store.release("cleanup", "a", c).await.unwrap();
+        let mut raw = redis::Client::open(server.url())
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap();
+        let _: () = redis::cmd("FLUSHALL").query_async(&mut raw).await.unwrap();
+        let d = store.acquire("cleanup", "b", ttl).await.unwrap().unwrap();
+        assert!(d > c, "{d} after a flush, {c} before it");
     });
 }
 
@@ -808,23 +820,27 @@ fn a_stalled_leaders_commit_is_rejected_on_redis() {
                 .iter()
                 .all(|t| *t == Tick::Follower)
         );
-        assert_eq!(
-            ticks.last(),
-            Some(&Tick::Ran {
-                token: 2,
-                verdict: FenceVerdict::Accepted
-            })
-        );
-        assert_eq!(
-            stalled,
-            Tick::Ran {
-                token: 1,
-                verdict: FenceVerdict::Stale { highest: 2 }
-            }
+        let Some(&Tick::Ran {
+            token: b_token,
+            verdict: FenceVerdict::Accepted,
+        }) = ticks.last()
+        else {
+            panic!("b's last tick: {:?}", ticks.last());
+        };
+        let Tick::Ran {
+            token: a_token,
+            verdict: FenceVerdict::Stale { highest },
+        } = stalled
+        else {
+            panic!("a's stalled tick: {stalled:?}");
+        };
+        assert!(
+            a_token < b_token && highest == b_token,
+            "{a_token} {b_token} {highest}"
         );
         assert_eq!(
             store.fenced_get("cleanup", "ledger").await,
-            Ok(Some((2, "swept by b".into())))
+            Ok(Some((b_token, "swept by b".into())))
         );
         assert_eq!(a.token(), None, "a stale verdict drops leadership");
     });

@@ -15,9 +15,10 @@
 //! [`RedisStore`] implements [`crate::LeaseClient`], and
 //! [`RedisStore::fenced_set`] is a protected resource that refuses stale tokens: below the
 //! highest it has written, or below the lease's last grant. A lease's keys and its resources
-//! share a hash tag (`{lease:NAME}`), so the scripts also run on Redis Cluster. The token
-//! counter has no expiry; it must survive as long as any resource that checks its tokens (with
-//! Redis persistence off, a restart resets it along with the resources).
+//! share a hash tag (`{lease:NAME}`), so the scripts also run on Redis Cluster. A token is the
+//! later of one more than the last one and the server's clock in µs, so a server that lost the
+//! last token (a restart with persistence off, a promoted replica that missed the last grant)
+//! still grants a larger one; `with_wait` also makes each grant wait for a replica.
 //!
 //! Keys are namespaced (`prefix` + key) and bounded ([`MAX_PREFIX_LEN`] + [`MAX_KEY_LEN`](crate::MAX_KEY_LEN)).
 //! Every call has a timeout; the connection manager reconnects after the server comes back.
