@@ -460,6 +460,7 @@ impl<S: Script> StoreNode<S> {
         };
         let hold = arrives.saturating_sub(now);
         match verdict {
+            Verdict::Serve if hold == Nanos::ZERO => Verdict::Serve,
             Verdict::Serve => Verdict::Delay(hold),
             Verdict::Delay(d) => Verdict::Delay(d.max(hold)),
             other => other,
@@ -1755,7 +1756,15 @@ fn start_store_node<S: Script>(
             }
             let restarted = started.swap(true, std::sync::atomic::Ordering::Relaxed);
             if restarted && tokens == TokenSource::StoreClock {
-                job.0.hold_grants_until(shared.now().saturating_add(grace));
+                let now = shared.now();
+                job.0.hold_grants_until(now.saturating_add(grace));
+                // With no live holder, a grant may have been lost: every token from before
+                // now is stale, so a leader that lost its lease to that grant is refused
+                // even while no one holds the lease. (A live holder is the latest grantee:
+                // nobody could be granted over it.)
+                if job.0.holder(JOB_LEASE, now).is_none() {
+                    job.1.learn(now.as_u64());
+                }
             }
             let node = Arc::new(StoreNode {
                 store,

@@ -20,6 +20,7 @@ use crate::rng::SimRng;
 use ratelab_check::history::Layer;
 use ratelab_core::{Algorithm, Nanos};
 use ratelab_store::{Fence, Key, LeaseTable, MemoryStore};
+use std::collections::{BTreeMap, VecDeque};
 
 /// What one write left behind, as its copy carries it.
 #[derive(Clone, Debug)]
@@ -47,13 +48,40 @@ struct Shipped<S> {
     copy: Copied<S>,
 }
 
-/// The replica: every copy shipped since the run began (or since the last crash lost them
-/// all), in stream order.
+/// What a copy overwrites on the replica: one key of one layer, one counter, or the job's
+/// state.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Slot {
+    Key(u8, String),
+    Counter(String),
+    Job,
+}
+
+impl<S> Copied<S> {
+    fn slot(&self) -> Slot {
+        match self {
+            Copied::Key { layer, key, .. } => {
+                let layer = match layer {
+                    Layer::PerKey => 0,
+                    Layer::Edge => 1,
+                };
+                Slot::Key(layer, key.clone())
+            }
+            Copied::Counter { key, .. } => Slot::Counter(key.clone()),
+            Copied::Job { .. } => Slot::Job,
+        }
+    }
+}
+
+/// The replica: the latest copy it holds of each slot, and the copies still on their way, in
+/// stream order. A copy that has arrived replaces the slot's older one, so the replica keeps
+/// one copy per key rather than one per write.
 #[derive(Debug)]
 pub(crate) struct Replica<S> {
     lag: (u64, u64),
     rng: SimRng,
-    log: Vec<Shipped<S>>,
+    held: BTreeMap<Slot, (Nanos, Copied<S>)>,
+    on_the_way: VecDeque<Shipped<S>>,
 }
 
 /// The stores a replay fills: what the store node starts from.
@@ -70,16 +98,18 @@ impl<S: Copy> Replica<S> {
         Replica {
             lag,
             rng,
-            log: Vec::new(),
+            held: BTreeMap::new(),
+            on_the_way: VecDeque::new(),
         }
     }
 
     /// Ships `copy` of a write made at `now`; returns when it arrives on the replica.
     pub(crate) fn ship(&mut self, now: Nanos, copy: Copied<S>) -> Nanos {
+        self.settle(now);
         let lag = Nanos(self.rng.between(self.lag.0, self.lag.1));
-        let behind = self.log.last().map_or(Nanos::ZERO, |s| s.arrives);
+        let behind = self.on_the_way.back().map_or(Nanos::ZERO, |s| s.arrives);
         let arrives = now.saturating_add(lag).max(behind);
-        self.log.push(Shipped {
+        self.on_the_way.push_back(Shipped {
             at: now,
             arrives,
             copy,
@@ -87,43 +117,45 @@ impl<S: Copy> Replica<S> {
         arrives
     }
 
+    /// Takes in every copy that has arrived by `now`.
+    fn settle(&mut self, now: Nanos) {
+        while self.on_the_way.front().is_some_and(|s| s.arrives <= now) {
+            if let Some(s) = self.on_the_way.pop_front() {
+                self.held.insert(s.copy.slot(), (s.at, s.copy));
+            }
+        }
+    }
+
     /// Promotes the replica as the primary dies at `kill`: the copies that had not arrived
     /// by then are dropped. Returns the lost writes, each with the time it was made.
     pub(crate) fn promote(&mut self, kill: Nanos) -> Vec<(Nanos, Copied<S>)> {
-        let kept = self.log.partition_point(|s| s.arrives <= kill);
-        self.log
-            .split_off(kept)
-            .into_iter()
-            .map(|s| (s.at, s.copy))
-            .collect()
+        self.settle(kill);
+        self.on_the_way.drain(..).map(|s| (s.at, s.copy)).collect()
     }
 
     /// Forgets every copy: a crash that takes the replica down with the primary.
     pub(crate) fn clear(&mut self) {
-        self.log.clear();
+        self.held.clear();
+        self.on_the_way.clear();
     }
 
-    /// Applies every copy the replica holds, in stream order, to empty stores.
+    /// Applies every copy the replica holds to empty stores (after [`Replica::promote`], or
+    /// at the first start, when it holds none).
     pub(crate) fn replay<A: Algorithm<State = S>>(&self, into: Restored<'_, A>) {
-        for s in &self.log {
-            match &s.copy {
+        for (at, copy) in self.held.values() {
+            match copy {
                 Copied::Key { layer, key, entry } => {
                     let store = match layer {
                         Layer::PerKey => Some(into.per_key),
                         Layer::Edge => into.edge,
                     };
-                    let (Some(store), Ok(k)) = (store, Key::new(key)) else {
+                    let (Some(store), Ok(k), Some((state, expires_at))) =
+                        (store, Key::new(key), entry)
+                    else {
                         continue;
                     };
-                    match entry {
-                        // The primary held it, so the replica, as large, has room for it.
-                        Some((state, expires_at)) => {
-                            let _ = store.restore(&k, *state, *expires_at, s.at);
-                        }
-                        None => {
-                            store.remove(&k);
-                        }
-                    }
+                    // The primary held it, so the replica, as large, has room for it.
+                    let _ = store.restore(&k, *state, *expires_at, *at);
                 }
                 Copied::Counter { key, entry } => into.counters.restore(key, *entry),
                 Copied::Job { leases, fence } => *into.job = (leases.clone(), *fence),
@@ -147,23 +179,22 @@ mod tests {
     #[test]
     fn copies_arrive_in_order_and_a_promotion_keeps_only_those_that_arrived() {
         let mut r = Replica::new((1_000, 9_000), SimRng::new(7, 1));
-        let mut last = Nanos::ZERO;
+        let mut arrivals = Vec::new();
         for i in 0..50 {
-            let at = r.ship(Nanos(i * 100), counter("c", i));
-            assert!(
-                at >= last && at >= Nanos(i * 100 + 1_000),
-                "{at:?} after {last:?}"
-            );
-            last = at;
+            let at = r.ship(Nanos(i * 100), counter(&format!("c{}", i % 5), i));
+            assert!(at >= Nanos(i * 100 + 1_000));
+            assert!(arrivals.last().is_none_or(|&last| at >= last), "{at:?}");
+            arrivals.push(at);
         }
-        let arrived = r.log.iter().filter(|s| s.arrives <= Nanos(3_000)).count();
+        let arrived = arrivals.iter().filter(|&&a| a <= Nanos(3_000)).count();
         let lost = r.promote(Nanos(3_000));
         assert_eq!(lost.len(), 50 - arrived);
         // The lost are the last writes, in order.
         assert!(lost.windows(2).all(|w| w[0].0 < w[1].0));
-        assert_eq!(r.log.len(), arrived);
+        // What arrived is held once per counter: the latest of each.
+        assert_eq!(r.held.len(), arrived.min(5));
         r.clear();
-        assert!(r.promote(Nanos(u64::MAX)).is_empty());
+        assert!(r.promote(Nanos(u64::MAX)).is_empty() && r.held.is_empty());
     }
 
     #[test]

@@ -28,7 +28,7 @@
 //!
 //! Each failure carries a detail naming what witnessed it.
 
-use crate::scenario::FaultKind;
+use crate::scenario::{FaultKind, PathName, ms};
 use crate::{Report, Scenario};
 use ratelab_check::Admission;
 use ratelab_check::envelope::{self, Envelope};
@@ -109,34 +109,49 @@ fn epoch_of(starts: &[(Nanos, Initial)], t: Nanos) -> usize {
     starts.partition_point(|&(s, _)| s <= t).saturating_sub(1)
 }
 
-/// The failovers of `sc` whose replica can have missed admissions: from the replica's
-/// largest lag before each primary's death to its promotion, in ns.
-fn failover_windows(sc: &Scenario) -> Vec<(Nanos, Nanos)> {
-    let Some(replica) = sc.spec().store.replica else {
+/// A failover, as the checkers see it: the primary died at `kill` and the replica took over
+/// at `promoted`; an admission decided from `lost_from` on may not have reached the replica.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Failover {
+    lost_from: Nanos,
+    kill: Nanos,
+    promoted: Nanos,
+}
+
+/// The failovers of `sc` that can lose acknowledged admissions: none when every write waits
+/// for the replica. An admission's write reaches the replica at most its largest lag after
+/// it was decided, and on the naive path the write follows the decision within the
+/// request's deadline.
+fn failovers(sc: &Scenario) -> Vec<Failover> {
+    let spec = sc.spec();
+    let Some(replica) = spec.store.replica.filter(|r| !r.wait) else {
         return Vec::new();
     };
-    let lag = Nanos(replica.lag.max_us.get() * 1_000);
-    sc.spec()
-        .faults
+    let mut behind = Nanos(replica.lag.max_us.get() * 1_000);
+    if spec.store.path == PathName::Naive {
+        behind = behind.saturating_add(ms(spec.store.timeout_ms.get()));
+    }
+    spec.faults
         .iter()
         .filter(|f| f.kind == FaultKind::StoreFailover)
         .filter_map(|f| f.window_ms())
-        .map(|(kill, promoted)| {
-            let kill = Nanos::from_millis(kill);
-            (kill.saturating_sub(lag), Nanos::from_millis(promoted))
+        .map(|(kill, promoted)| Failover {
+            lost_from: ms(kill).saturating_sub(behind),
+            kill: ms(kill),
+            promoted: ms(promoted),
         })
         .collect()
 }
 
 /// What `failovers` can have re-granted on one key whose admissions are `adm`: per failover,
-/// at most min(B, the cost admitted in its window).
-fn failover_allowance(adm: &[Admission], failovers: &[(Nanos, Nanos)], burst: u64) -> u64 {
+/// at most min(`burst`, the cost admitted from what it can have lost to the promotion).
+fn failover_allowance(adm: &[Admission], failovers: &[Failover], burst: u64) -> u64 {
     failovers
         .iter()
-        .map(|&(from, to)| {
+        .map(|f| {
             let lost: u64 = adm
                 .iter()
-                .filter(|a| a.at >= from && a.at <= to)
+                .filter(|a| a.at >= f.lost_from && a.at <= f.promoted)
                 .map(|a| a.cost)
                 .sum();
             lost.min(burst)
@@ -144,23 +159,61 @@ fn failover_allowance(adm: &[Admission], failovers: &[(Nanos, Nanos)], burst: u6
         .sum()
 }
 
-/// The excess over `env` on each key of `by_key` beyond what the failovers allow; `None`
-/// when every key is within its allowance. Returns the excess, the key and its allowance.
+/// The first key of `by_key` beyond its bound: its excess (`excess` of its admissions), and
+/// what its failovers allow. Each primary's lifetime, between failovers, must hold the
+/// bound exactly (one store, one state); across failovers a key may exceed it by its
+/// allowance and no more.
 fn beyond_allowance(
     by_key: &BTreeMap<&str, Vec<Admission>>,
-    env: Envelope,
-    failovers: &[(Nanos, Nanos)],
-) -> Option<(u64, Option<String>, u64)> {
-    if failovers.is_empty() {
-        let e = envelope::envelope(by_key, env);
-        return (e.max_excess > 0).then(|| (e.max_excess, e.witness.map(|w| w.key), 0));
-    }
+    failovers: &[Failover],
+    burst: u64,
+    excess: &dyn Fn(&str, &[Admission]) -> u64,
+) -> Option<(u64, String, u64)> {
     by_key.iter().find_map(|(&key, adm)| {
-        let one = BTreeMap::from([(key, adm.clone())]);
-        let excess = envelope::envelope(&one, env).max_excess;
-        let allowed = failover_allowance(adm, failovers, env.burst);
-        (excess > allowed).then(|| (excess, Some(key.to_owned()), allowed))
+        let mut from = Nanos::ZERO;
+        for life in failovers
+            .iter()
+            .map(|f| (f.kill, f.promoted))
+            .chain([(Nanos(u64::MAX), Nanos(u64::MAX))])
+        {
+            let lived: Vec<Admission> = adm
+                .iter()
+                .filter(|a| a.at >= from && a.at <= life.0)
+                .copied()
+                .collect();
+            let e = excess(key, &lived);
+            if e > 0 {
+                return Some((e, key.to_owned(), 0));
+            }
+            from = life.1;
+        }
+        let allowed = failover_allowance(adm, failovers, burst);
+        let e = excess(key, adm);
+        (e > allowed).then(|| (e, key.to_owned(), allowed))
     })
+}
+
+/// The excess of one key's admissions over `env`.
+fn envelope_excess(env: Envelope) -> impl Fn(&str, &[Admission]) -> u64 {
+    move |key, adm| {
+        let one = BTreeMap::from([(key, adm.to_vec())]);
+        envelope::envelope(&one, env).max_excess
+    }
+}
+
+/// A failure of bound `bound` on `key` in `epoch`: `what` happened, where its failovers
+/// allowed `allowed`.
+fn beyond(bound: &str, epoch: usize, key: &str, what: String, allowed: u64) -> Failure {
+    let allowance = if allowed > 0 {
+        format!(", where its failovers allow {allowed}")
+    } else {
+        String::new()
+    };
+    Failure::new(
+        Class::Safety,
+        bound,
+        format!("epoch {epoch}: {what} on key {key:?}{allowance}"),
+    )
 }
 
 /// What the checkers find in one run.
@@ -233,7 +286,9 @@ pub fn judge(sc: &Scenario, report: &Report, h: &History) -> Judged {
     // Only the token bucket has a linearizability specification here.
     let bucket = matches!(sc.policy(), Policy::TokenBucket(_));
     let (admitted, ops, starts) = grouped(sc, h, bucket);
-    let failovers = failover_windows(sc);
+    let failovers = failovers(sc);
+    // What a failover can re-grant on a key: the policy's own B or L, at most.
+    let lost_cap = Envelope::of(sc.policy()).burst;
     let (bound, env) = match *sc.policy() {
         Policy::TokenBucket(b) => ("envelope", Envelope::of_bucket(&b)),
         ref window => {
@@ -248,20 +303,21 @@ pub fn judge(sc: &Scenario, report: &Report, h: &History) -> Judged {
         }
     };
     for (epoch, by_key) in &admitted {
-        if let Some((excess, key, allowed)) = beyond_allowance(by_key, env, &failovers) {
-            out.push(Failure::new(
-                Class::Safety,
-                bound,
-                format!(
-                    "epoch {epoch}: {excess} admitted beyond the bound{}{}",
-                    key.map(|k| format!(" on key {k:?}")).unwrap_or_default(),
-                    if allowed > 0 {
-                        format!(", where its failovers allow {allowed}")
-                    } else {
-                        String::new()
-                    }
-                ),
-            ));
+        let found = if failovers.is_empty() {
+            let e = envelope::envelope(by_key, env);
+            (e.max_excess > 0).then(|| {
+                (
+                    e.max_excess,
+                    e.witness.map_or_else(String::new, |w| w.key),
+                    0,
+                )
+            })
+        } else {
+            beyond_allowance(by_key, &failovers, lost_cap, &envelope_excess(env))
+        };
+        if let Some((excess, key, allowed)) = found {
+            let what = format!("{excess} admitted beyond the bound");
+            out.push(beyond(bound, *epoch, &key, what, allowed));
         }
     }
     let mut unknown_keys = 0;
@@ -279,21 +335,30 @@ pub fn judge(sc: &Scenario, report: &Report, h: &History) -> Judged {
 /// `limit` admitted in any interval of one `window`.
 pub fn any_window(sc: &Scenario, h: &History, limit: u64, window: Nanos) -> Vec<Failure> {
     let (admitted, _, _) = grouped(sc, h, false);
+    let failovers = failovers(sc);
+    let over = |key: &str, adm: &[Admission]| {
+        let one = BTreeMap::from([(key, adm.to_vec())]);
+        window::window_spike(&one, window)
+            .max_in_window
+            .saturating_sub(limit)
+    };
     admitted
         .iter()
         .filter_map(|(epoch, by_key)| {
-            let s = window::window_spike(by_key, window);
-            (s.max_in_window > limit).then(|| {
-                Failure::new(
-                    Class::Safety,
-                    "window",
-                    format!(
-                        "epoch {epoch}: {} admitted in the window of {window} from {} on key {:?}, \
-                         against at most {limit}",
-                        s.max_in_window, s.from, s.key
-                    ),
-                )
-            })
+            let (key, allowed) = if failovers.is_empty() {
+                let s = window::window_spike(by_key, window);
+                (s.max_in_window > limit).then_some((s.key, 0))?
+            } else {
+                let (_, key, allowed) = beyond_allowance(by_key, &failovers, limit, &over)?;
+                (key, allowed)
+            };
+            let one = BTreeMap::from([(key.as_str(), by_key[key.as_str()].clone())]);
+            let s = window::window_spike(&one, window);
+            let what = format!(
+                "{} admitted in the window of {window} from {}, against at most {limit}",
+                s.max_in_window, s.from
+            );
+            Some(beyond("window", *epoch, &key, what, allowed))
         })
         .collect()
 }
@@ -480,29 +545,42 @@ mod tests {
         period: 100_000_000,
     };
 
+    fn failover(lost_from: u64, kill: u64, promoted: u64) -> Failover {
+        Failover {
+            lost_from: Nanos::from_millis(lost_from),
+            kill: Nanos::from_millis(kill),
+            promoted: Nanos::from_millis(promoted),
+        }
+    }
+
     #[test]
     fn a_failover_allows_what_was_admitted_in_its_window_capped_at_b() {
         let a = [adm(10, 1), adm(95, 1), adm(99, 1), adm(150, 1), adm(400, 1)];
-        let window = [(Nanos::from_millis(90), Nanos::from_millis(200))];
-        assert_eq!(failover_allowance(&a, &window, 5), 3);
-        assert_eq!(failover_allowance(&a, &window, 2), 2);
+        let f = [failover(90, 100, 200)];
+        assert_eq!(failover_allowance(&a, &f, 5), 3);
+        assert_eq!(failover_allowance(&a, &f, 2), 2);
         assert_eq!(failover_allowance(&a, &[], 5), 0);
     }
 
     #[test]
-    fn excess_within_the_allowance_passes_and_beyond_it_fails() {
-        // Four at once on a bucket of two: excess 2.
-        let burst = vec![adm(100, 1), adm(100, 1), adm(100, 1), adm(100, 1)];
+    fn excess_across_a_failover_passes_within_its_allowance_and_excess_within_a_life_fails() {
+        let excess = envelope_excess(ENV);
+        // Two admitted just before the kill, their writes lost, and two more at the
+        // promotion: four in 10 ms on a bucket of two, across the failover.
+        let across = vec![adm(95, 1), adm(99, 1), adm(200, 1), adm(201, 1)];
+        let by_key = BTreeMap::from([("k", across.clone())]);
+        assert_eq!(excess("k", &across), 1);
+        let f = [failover(90, 100, 200)];
+        assert_eq!(beyond_allowance(&by_key, &f, ENV.burst, &excess), None);
+        // A failover elsewhere allows nothing here.
+        let elsewhere = [failover(500, 510, 600)];
+        let (e, key, allowed) = beyond_allowance(&by_key, &elsewhere, ENV.burst, &excess).unwrap();
+        assert_eq!((e, key.as_str(), allowed), (1, "k", 0));
+        // Four at once within one primary's life fail, whatever a failover allows later.
+        let burst = vec![adm(10, 1), adm(10, 1), adm(10, 1), adm(10, 1), adm(95, 1)];
         let by_key = BTreeMap::from([("k", burst)]);
-        let (excess, key, allowed) = beyond_allowance(&by_key, ENV, &[]).unwrap();
-        assert_eq!((excess, key.as_deref(), allowed), (2, Some("k"), 0));
-        // A failover whose window holds the burst allows min(B, 4) = 2: within it.
-        let covering = [(Nanos::from_millis(50), Nanos::from_millis(150))];
-        assert_eq!(beyond_allowance(&by_key, ENV, &covering), None);
-        // One whose window misses it allows nothing.
-        let elsewhere = [(Nanos::from_millis(500), Nanos::from_millis(600))];
-        let (excess, _, allowed) = beyond_allowance(&by_key, ENV, &elsewhere).unwrap();
-        assert_eq!((excess, allowed), (2, 0));
+        let (e, _, allowed) = beyond_allowance(&by_key, &f, ENV.burst, &excess).unwrap();
+        assert_eq!((e, allowed), (3, 0));
     }
 
     #[test]
@@ -535,6 +613,13 @@ mod tests {
                 (ms(520), Initial::Full)
             ]
         );
-        assert_eq!(failover_windows(&sc), vec![(Nanos(99_800_000), ms(150))]);
+        assert_eq!(
+            failovers(&sc),
+            vec![Failover {
+                lost_from: Nanos(99_800_000),
+                kill: ms(100),
+                promoted: ms(150)
+            }]
+        );
     }
 }

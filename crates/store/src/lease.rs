@@ -328,7 +328,7 @@ mod tests {
     fn clock_tokens_outgrow_a_lost_counter_and_a_restart_holds_grants_for_a_lease() {
         let mut before = LeaseTable::with_tokens(TokenSource::StoreClock);
         let t1 = before.acquire("job", "a", TTL, Nanos(5_000)).unwrap();
-        // Two grants in the same nanosecond still differ.
+        // A later grant's token is larger, whatever the clock says.
         let t2 = before
             .acquire("job", "b", TTL, Nanos(5_000).saturating_add(TTL))
             .unwrap();
