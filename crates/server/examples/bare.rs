@@ -9,10 +9,9 @@ use std::io::Write as _;
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
     let listen: std::net::SocketAddr = args.next().unwrap_or("127.0.0.1:0".into()).parse()?;
-    let mut rt = tokio::runtime::Builder::new_multi_thread();
-    if let Some(n) = args.next() {
-        rt.worker_threads(n.parse()?);
-    }
+    // The same runtime as `ratelab-server --workers N` (one worker: the current-thread runtime).
+    let workers = args.next().map(|n| n.parse()).transpose()?;
+    let mut rt = ratelab_server::serve::runtime_for(workers);
     rt.enable_all().build()?.block_on(async {
         let listener = tokio::net::TcpListener::bind(listen).await?;
         let addr = listener.local_addr()?;

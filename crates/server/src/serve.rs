@@ -502,12 +502,25 @@ fn banner(
     Ok(())
 }
 
+/// The runtime for `workers` worker threads: one is tokio's current-thread runtime, which
+/// serves more than a one-worker multi-thread runtime (no hand-off between the I/O driver
+/// and the worker; measured in docs/PERFORMANCE.md); more, or the default of one per core,
+/// the multi-thread runtime.
+pub fn runtime_for(workers: Option<usize>) -> tokio::runtime::Builder {
+    match workers {
+        Some(1) => tokio::runtime::Builder::new_current_thread(),
+        Some(n) => {
+            let mut rt = tokio::runtime::Builder::new_multi_thread();
+            rt.worker_threads(n);
+            rt
+        }
+        None => tokio::runtime::Builder::new_multi_thread(),
+    }
+}
+
 /// Serves until Ctrl-C or SIGTERM.
 pub fn run(s: ServeSettings) -> Result<(), String> {
-    let mut rt = tokio::runtime::Builder::new_multi_thread();
-    if let Some(n) = s.workers {
-        rt.worker_threads(n);
-    }
+    let mut rt = runtime_for(s.workers);
     let rt = rt
         .enable_all()
         .build()
