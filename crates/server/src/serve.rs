@@ -502,10 +502,10 @@ fn banner(
     Ok(())
 }
 
-/// The runtime for `workers` worker threads: one is tokio's current-thread runtime, which
-/// serves more than a one-worker multi-thread runtime (no hand-off between the I/O driver
-/// and the worker; measured in docs/PERFORMANCE.md); more, or the default of one per core,
-/// the multi-thread runtime.
+/// The runtime for `workers` worker threads: one is tokio's current-thread runtime (no
+/// hand-off between the I/O driver and a worker; docs/PERFORMANCE.md found it no worse than a
+/// one-worker multi-thread runtime, within the runs' spread); more, or the default of one
+/// per core, the multi-thread runtime.
 pub fn runtime_for(workers: Option<usize>) -> tokio::runtime::Builder {
     match workers {
         Some(1) => tokio::runtime::Builder::new_current_thread(),

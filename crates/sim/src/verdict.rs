@@ -131,7 +131,8 @@ fn failovers(sc: &Scenario) -> Vec<Failover> {
     if spec.store.path == PathName::Naive {
         behind = behind.saturating_add(ms(spec.store.timeout_ms.get()));
     }
-    spec.faults
+    let mut out: Vec<Failover> = spec
+        .faults
         .iter()
         .filter(|f| f.kind == FaultKind::StoreFailover)
         .filter_map(|f| f.window_ms())
@@ -140,7 +141,10 @@ fn failovers(sc: &Scenario) -> Vec<Failover> {
             kill: ms(kill),
             promoted: ms(promoted),
         })
-        .collect()
+        .collect();
+    // In time order, whatever the file's order: the lifetimes between them are consecutive.
+    out.sort_unstable_by_key(|f| f.kill);
+    out
 }
 
 /// What `failovers` can have re-granted on one key whose admissions are `adm`: per failover,
