@@ -27,24 +27,8 @@ cargo build --release -q -p ratelab-server --bin ratelab-server --example bare
 BIN="${CARGO_TARGET_DIR:-target}/release"
 . scripts/bench-lib.sh
 
-# The policy every limiter enforces: one token bucket per x-api-key, B = R = 1 000 000/s, so
-# every request is admitted and each one is a full decision (read, transition, write).
-cat > "$WORK/limits.toml" <<EOF
-[[limit]]
-name = "per-key"
-algorithm = "token-bucket"
-capacity = 1000000
-refill_per_sec = 1000000
-key = "api-key"
-EOF
-
-# wrk: one key, or a random one of 10 000 per request.
-cat > "$WORK/many.lua" <<'EOF'
-math.randomseed(7)
-request = function()
-  return wrk.format(nil, nil, { ["x-api-key"] = "k" .. math.random(10000) })
-end
-EOF
+# The policy and the load every target gets (scripts/bench-lib.sh).
+write_http_load
 
 
 P_BARE=$(free_port); start "$P_BARE" "$BIN/examples/bare" "127.0.0.1:$P_BARE" "$WORKERS"

@@ -16,3 +16,24 @@ start() {
   LAST=$!
   wait_port "$port"
 }
+
+# The HTTP benches' policy and load (bench-http.sh, instr-http.sh): one token bucket per
+# x-api-key, B = R = 1 000 000/s, so every request is admitted and each one is a whole
+# decision ($WORK/limits.toml); and a wrk script sending a random one of 10 000 keys per
+# request ($WORK/many.lua).
+write_http_load() {
+  cat > "$WORK/limits.toml" <<EOF
+[[limit]]
+name = "per-key"
+algorithm = "token-bucket"
+capacity = 1000000
+refill_per_sec = 1000000
+key = "api-key"
+EOF
+  cat > "$WORK/many.lua" <<'EOF'
+math.randomseed(7)
+request = function()
+  return wrk.format(nil, nil, { ["x-api-key"] = "k" .. math.random(10000) })
+end
+EOF
+}

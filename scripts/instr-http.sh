@@ -20,21 +20,8 @@ cargo build --release -q -p ratelab-server --bin ratelab-server --example bare
 BIN="${CARGO_TARGET_DIR:-target}/release"
 . scripts/bench-lib.sh
 
-# The same policy as scripts/bench-http.sh: every request admitted, each a whole decision.
-cat > "$WORK/limits.toml" <<EOF
-[[limit]]
-name = "per-key"
-algorithm = "token-bucket"
-capacity = 1000000
-refill_per_sec = 1000000
-key = "api-key"
-EOF
-cat > "$WORK/many.lua" <<'EOF'
-math.randomseed(7)
-request = function()
-  return wrk.format(nil, nil, { ["x-api-key"] = "k" .. math.random(10000) })
-end
-EOF
+# The policy and the load every target gets (scripts/bench-lib.sh).
+write_http_load
 
 # Instructions per request of the server on PORT (started under callgrind, its pid in LAST)
 # over a wrk run on KEYS (hot or many), after a warm-up; counters are zeroed in between.
