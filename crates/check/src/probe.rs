@@ -304,10 +304,18 @@ pub fn judge(h: &ProbeHistory, j: &Judging) -> ProbeVerdict {
     };
     let mut spans: BTreeMap<&str, Vec<Span>> = BTreeMap::new();
     let mut ops: BTreeMap<&str, Vec<Op>> = BTreeMap::new();
+    // The limiter's clock may lag a request's send by up to the resolution, so each request is
+    // judged as sent that much earlier. The probe's clock starts at its first send, so the
+    // judging runs on a timeline shifted later by the resolution, where `sent − resolution`
+    // never falls before 0 (a clamp there would take the allowance from the run's first
+    // requests); only differences matter to the checks, and the witness is shifted back.
+    let shift = j.clock_resolution.as_u64();
+    let later = |t: Nanos| Nanos(t.as_u64().saturating_add(shift));
     for o in &h.observations {
-        let from = Nanos(o.sent.as_u64().saturating_sub(j.clock_resolution.as_u64()));
+        let from = o.sent;
+        let answered = later(o.answered);
         let precision = Precision {
-            decided_within: Nanos(o.answered.as_u64().saturating_sub(from.as_u64())),
+            decided_within: Nanos(answered.as_u64().saturating_sub(from.as_u64())),
             retry_after_unit: Nanos(o.fields.retry_after_unit.as_u64().max(1)),
         };
         let seen = match o.outcome {
@@ -315,7 +323,7 @@ pub fn judge(h: &ProbeHistory, j: &Judging) -> ProbeVerdict {
                 v.admitted += o.cost;
                 spans.entry(&o.key).or_default().push(Span {
                     from,
-                    to: o.answered,
+                    to: answered,
                     id: o.id,
                     cost: o.cost,
                 });
@@ -337,12 +345,11 @@ pub fn judge(h: &ProbeHistory, j: &Judging) -> ProbeVerdict {
                 Seen::Unknown
             }
         };
-        // The limiter's clock may lag its requests' sends: each operation is taken as sent
-        // that much earlier (fewer real-time constraints, so never a false alarm).
+        // Each operation taken as sent earlier: fewer real-time constraints, never a false alarm.
         ops.entry(&o.key).or_default().push(Op {
             id: o.id,
             call: from,
-            ret: (seen != Seen::Unknown).then_some(o.answered),
+            ret: (seen != Seen::Unknown).then_some(answered),
             cost: o.cost,
             seen,
             stamp: None,
@@ -354,6 +361,10 @@ pub fn judge(h: &ProbeHistory, j: &Judging) -> ProbeVerdict {
     }
     let env = j.claim.envelope();
     v.envelope = envelope::envelope_spans(&spans, env);
+    if let Some(w) = v.envelope.witness.as_mut() {
+        w.from = Nanos(w.from.as_u64().saturating_sub(shift));
+        w.to = Nanos(w.to.as_u64().saturating_sub(shift));
+    }
     v.allowance = spans
         .values()
         .map(|s| {
@@ -702,6 +713,38 @@ mod tests {
             v.failures().len(),
             1,
             "only the missing decision is reported"
+        );
+    }
+
+    #[test]
+    fn the_first_requests_of_a_run_get_the_whole_clock_resolution() {
+        // B = 1 at 20/s on a clock up to 25 ms behind: the first request, sent 1 ms into the
+        // run, may have been stamped at -24 ms, so a second admission answered at 28.2 ms is
+        // within the claim; a run's start is no reason to judge its first requests tighter.
+        let claim = Claim::TokenBucket {
+            capacity: 1,
+            amount: 1,
+            period: Nanos::from_millis(50),
+        };
+        let h = ProbeHistory {
+            observations: vec![
+                seen(0, 1_000, 1_200, Outcome::Allowed),
+                seen(1, 28_000, 28_200, Outcome::Allowed),
+            ],
+            retry_probes: Vec::new(),
+        };
+        let mut j = judging(claim);
+        j.clock_resolution = Nanos::from_millis(25);
+        let v = judge(&h, &j);
+        assert_eq!(v.failures(), Vec::<String>::new());
+        // With a resolution that cannot explain it, the same history is an excess, and the
+        // witness is on the probe's clock.
+        j.clock_resolution = Nanos::from_millis(1);
+        let v = judge(&h, &j);
+        let w = v.envelope.witness.expect("an excess");
+        assert_eq!(
+            (w.admitted, w.bound, w.from, w.to),
+            (2, 1, Nanos(0), Nanos(28_200_000))
         );
     }
 
