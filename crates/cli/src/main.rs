@@ -106,6 +106,10 @@ enum Command {
         /// sender).
         #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=256))]
         max_concurrency: u32,
+        /// The concurrency ladder given step by step instead (comma separated, each 1 to 256).
+        #[arg(long, value_delimiter = ',', conflicts_with = "max_concurrency",
+              value_parser = clap::value_parser!(u32).range(1..=256))]
+        concurrency: Vec<u32>,
         /// One-way store latencies, µs (comma separated, each at most 10000000); a store
         /// round trip is twice one.
         #[arg(long, value_delimiter = ',', default_values_t = vec![100u64, 500, 1_500, 4_000, 10_000],
@@ -129,10 +133,15 @@ enum Command {
         /// The README whose marked headline table is rewritten.
         #[arg(long, default_value = "README.md")]
         readme: PathBuf,
-        /// Run the ladder on a real Redis instead: a URL, or `auto` for a private
-        /// redis-server on a free loopback port.
+        /// Run the ladder on a real Redis instead: a URL (`redis+cluster://HOST:PORT,…` for a
+        /// Redis Cluster), `auto` for a private redis-server on a free loopback port, or
+        /// `auto-cluster` for a private local cluster of three primaries and three replicas.
         #[arg(long)]
         redis: Option<String>,
+        /// With a cluster in --redis: the doc whose `sweep:redis-cluster` block is rewritten
+        /// (the results go to `OUT/overshoot-redis-cluster.{json,csv}`).
+        #[arg(long, default_value = "docs/CLUSTER.md")]
+        cluster_doc: PathBuf,
         /// With --redis: repetitions of the real ladder (1 to 20).
         #[arg(long, default_value_t = 3, requires = "redis",
               value_parser = clap::value_parser!(u32).range(1..=20))]
@@ -321,6 +330,7 @@ fn main() -> ExitCode {
         } => bench(gateways, seconds, rate, runs, print_scenario),
         Command::Sweep {
             max_concurrency,
+            concurrency,
             latencies_us,
             seeds,
             seconds,
@@ -329,6 +339,7 @@ fn main() -> ExitCode {
             writeup,
             readme,
             redis,
+            cluster_doc,
             redis_runs,
             resimulate_redis,
             scenarios_only,
@@ -339,18 +350,33 @@ fn main() -> ExitCode {
             }
             let threads =
                 threads.map_or_else(ratelab_sim::parallel::default_threads, |t| t as usize);
+            let concurrency = if concurrency.is_empty() {
+                (0..=max_concurrency.ilog2()).map(|i| 1 << i).collect()
+            } else {
+                concurrency
+                    .into_iter()
+                    .collect::<std::collections::BTreeSet<u32>>()
+                    .into_iter()
+                    .collect()
+            };
             let cfg = ratelab_lab::sweep::SweepConfig {
-                concurrency: (0..=max_concurrency.ilog2()).map(|i| 1 << i).collect(),
+                concurrency,
                 latencies_us,
                 seeds: (1..=seeds).collect(),
                 duration_ms: seconds * 1000,
                 ..Default::default()
             };
             if resimulate_redis {
-                return resimulate_real(&cfg, threads, &out, &writeup);
+                return resimulate_real(&cfg, threads, &out, &writeup, &cluster_doc);
             }
             match redis {
-                Some(url) => real_sweep(&cfg, &url, redis_runs, threads, &out, &writeup),
+                Some(url) => {
+                    let docs = RealDocs {
+                        writeup: &writeup,
+                        cluster_doc: &cluster_doc,
+                    };
+                    real_sweep(&cfg, &url, redis_runs, threads, &out, docs)
+                }
                 None => sweep(&cfg, threads, scenarios_only, &out, &writeup, &readme),
             }
         }
@@ -826,6 +852,50 @@ fn redis_url(arg: &str) -> Result<(String, Option<real::PrivateRedis>), String> 
     }
 }
 
+/// What a private store for the real ladder keeps alive.
+enum PrivateStore {
+    Server(#[allow(dead_code)] real::PrivateRedis),
+    Cluster(#[allow(dead_code)] ratelab_lab::failover::LocalCluster),
+}
+
+/// Whether the ladder's `--redis` names a cluster (`auto-cluster` or a `redis+cluster://` URL).
+fn ladder_kind(arg: &str) -> ratelab_lab::matched::RealStore {
+    use ratelab_lab::matched::RealStore;
+    if arg == "auto-cluster" || ratelab_store::redis_conn::cluster_seeds(arg).is_some() {
+        RealStore::Cluster
+    } else {
+        RealStore::Server
+    }
+}
+
+/// Resolves the ladder's `--redis`: [`redis_url`], or `auto-cluster` for a private local
+/// cluster (kept alive by the returned guard).
+fn ladder_store(arg: &str) -> Result<(String, Option<PrivateStore>), String> {
+    if arg == "auto-cluster" {
+        let cluster = ratelab_lab::failover::LocalCluster::start()?;
+        return Ok((cluster.url(), Some(PrivateStore::Cluster(cluster))));
+    }
+    let (url, server) = redis_url(arg)?;
+    Ok((url, server.map(PrivateStore::Server)))
+}
+
+/// The docs a real ladder rewrites: the write-up for one server, the cluster doc for a
+/// cluster.
+#[derive(Clone, Copy)]
+struct RealDocs<'a> {
+    writeup: &'a std::path::Path,
+    cluster_doc: &'a std::path::Path,
+}
+
+impl RealDocs<'_> {
+    fn for_store(&self, store: ratelab_lab::matched::RealStore) -> &std::path::Path {
+        match store {
+            ratelab_lab::matched::RealStore::Server => self.writeup,
+            ratelab_lab::matched::RealStore::Cluster => self.cluster_doc,
+        }
+    }
+}
+
 /// `ratelab failover --scale`: decisions per second on one server and on three primaries.
 fn scale(senders: u32, seconds: u64) -> ExitCode {
     use ratelab_store::redis_store::{RedisOptions, RedisStore};
@@ -960,16 +1030,18 @@ fn real_sweep(
     runs: u32,
     threads: usize,
     out: &std::path::Path,
-    writeup: &std::path::Path,
+    docs: RealDocs<'_>,
 ) -> ExitCode {
     let fail = |e: String| {
         eprintln!("error: {e}");
         ExitCode::from(EXIT_BAD_INPUT)
     };
-    if let Err(e) = std::fs::read_to_string(writeup) {
-        return fail(format!("{}: {e}", writeup.display()));
+    let kind = ladder_kind(url);
+    let doc = docs.for_store(kind);
+    if let Err(e) = std::fs::read_to_string(doc) {
+        return fail(format!("{}: {e}", doc.display()));
     }
-    let (url, _server) = match redis_url(url) {
+    let (url, _store) = match ladder_store(url) {
         Ok(u) => u,
         Err(e) => return fail(e),
     };
@@ -996,36 +1068,54 @@ fn real_sweep(
         points.len(),
         started.elapsed().as_secs_f64()
     );
-    write_matched(points, cfg, threads, out, writeup)
+    write_matched(kind, points, cfg, threads, out, docs.for_store(kind))
 }
 
-/// `sweep --resimulate-redis`: the committed real runs, simulated again.
+/// `sweep --resimulate-redis`: the committed real runs, simulated again: one server's, and a
+/// cluster's when it was measured.
 fn resimulate_real(
     cfg: &ratelab_lab::sweep::SweepConfig,
     threads: usize,
     out: &std::path::Path,
     writeup: &std::path::Path,
+    cluster_doc: &std::path::Path,
 ) -> ExitCode {
-    let path = out.join("overshoot-redis.json");
-    let committed = std::fs::read_to_string(&path)
-        .map_err(|e| e.to_string())
-        .and_then(|t| {
-            serde_json::from_str::<ratelab_lab::matched::RealLadder>(&t).map_err(|e| e.to_string())
-        });
-    match committed {
-        Ok(l) => write_matched(l.real, cfg, threads, out, writeup),
-        Err(e) => {
-            eprintln!(
-                "error: {}: {e} (run `ratelab sweep --redis auto` to measure it)",
-                path.display()
-            );
-            ExitCode::from(EXIT_BAD_INPUT)
+    use ratelab_lab::matched::{RealLadder, RealStore};
+    let docs = RealDocs {
+        writeup,
+        cluster_doc,
+    };
+    for (kind, measure) in [
+        (RealStore::Server, "auto"),
+        (RealStore::Cluster, "auto-cluster"),
+    ] {
+        let path = out.join(format!("{}.json", kind.results_stem()));
+        if kind == RealStore::Cluster && !path.exists() {
+            continue;
+        }
+        let committed = std::fs::read_to_string(&path)
+            .map_err(|e| e.to_string())
+            .and_then(|t| serde_json::from_str::<RealLadder>(&t).map_err(|e| e.to_string()));
+        let code = match committed {
+            Ok(l) => write_matched(kind, l.real, cfg, threads, out, docs.for_store(kind)),
+            Err(e) => {
+                eprintln!(
+                    "error: {}: {e} (run `ratelab sweep --redis {measure}` to measure it)",
+                    path.display()
+                );
+                ExitCode::from(EXIT_BAD_INPUT)
+            }
+        };
+        if code != ExitCode::SUCCESS {
+            return code;
         }
     }
+    ExitCode::SUCCESS
 }
 
 /// Simulates the ladder at `points`' round trips, prints the comparison and writes it.
 fn write_matched(
+    kind: ratelab_lab::matched::RealStore,
     points: Vec<ratelab_lab::matched::RealPoint>,
     cfg: &ratelab_lab::sweep::SweepConfig,
     threads: usize,
@@ -1036,7 +1126,7 @@ fn write_matched(
         eprintln!("error: {e}");
         ExitCode::from(EXIT_BAD_INPUT)
     };
-    let ladder = match ratelab_lab::matched::simulate(points, cfg, &cfg.seeds, threads) {
+    let ladder = match ratelab_lab::matched::simulate(kind, points, cfg, &cfg.seeds, threads) {
         Ok(l) => l,
         Err(e) => return fail(e),
     };

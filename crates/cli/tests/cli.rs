@@ -2,6 +2,8 @@
 
 #[path = "../../../tests/support/docs.rs"]
 mod docs;
+#[path = "../../../tests/support/redis_cluster.rs"]
+mod redis_cluster;
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
@@ -780,4 +782,76 @@ fn the_cluster_doc_shows_the_simulated_failovers_today() {
         list.join(", ")
     ));
     docs::check_block("docs/CLUSTER.md", "failover-sim", &block);
+}
+
+/// The overshoot ladder on a real local Redis Cluster, short: the naive path loses updates at
+/// 256 senders on one key, the atomic path at no point, and the files and doc block are
+/// written for a cluster (`sweep --redis redis+cluster://…`).
+#[test]
+fn the_real_ladder_runs_on_a_cluster_and_catches_the_naive_path() {
+    let Some(cluster) = redis_cluster::RedisCluster::start("the_real_ladder_runs_on_a_cluster")
+    else {
+        return;
+    };
+    let hosts: Vec<String> = cluster
+        .nodes
+        .iter()
+        .map(|n| format!("127.0.0.1:{}", n.port))
+        .collect();
+    let url = format!("redis+cluster://{}", hosts.join(","));
+    let dir = std::env::temp_dir().join(format!("ratelab-cli-ladder-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let doc = dir.join("CLUSTER.md");
+    std::fs::write(
+        &doc,
+        "# x\n<!-- BEGIN sweep:redis-cluster -->\n<!-- END sweep:redis-cluster -->\n",
+    )
+    .unwrap();
+    let o = ratelab(&[
+        "sweep",
+        "--redis",
+        &url,
+        "--concurrency",
+        "256,32",
+        "--seconds",
+        "1",
+        "--redis-runs",
+        "1",
+        "--seeds",
+        "1",
+        "--out",
+        dir.to_str().unwrap(),
+        "--cluster-doc",
+        doc.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let l: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.join("overshoot-redis-cluster.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(l["store"], "cluster");
+    let real = l["real"].as_array().unwrap();
+    let at = |path: &str, c: u64| {
+        real.iter()
+            .find(|p| p["path"] == path && p["concurrency"] == c)
+            .unwrap_or_else(|| panic!("{path} at {c} in {real:?}"))
+    };
+    for c in [32, 256] {
+        let a = at("atomic", c);
+        assert_eq!(a["excess"], 0, "the atomic path on a cluster leaked: {a}");
+        assert!(a["admitted"].as_u64().unwrap() > 0, "{a}");
+        assert_eq!(a["errors"], 0, "{a}");
+    }
+    let naive = at("naive", 256);
+    assert!(
+        naive["excess"].as_u64().unwrap() > 0,
+        "the lost update went unseen on a cluster: {naive}"
+    );
+    let text = std::fs::read_to_string(&doc).unwrap();
+    assert!(
+        text.contains("Real: a Redis Cluster through the cluster client"),
+        "{text}"
+    );
+    assert!(text.contains("| 256 |"), "{text}");
+    std::fs::remove_dir_all(&dir).ok();
 }

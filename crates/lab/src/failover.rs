@@ -310,6 +310,50 @@ pub async fn cluster_throughput(senders: u32, seconds: f64, keys: u32) -> Result
     Ok(throughput(&store, senders, seconds, keys).await)
 }
 
+/// A private local Redis Cluster (three primaries, three replicas on free loopback ports, no
+/// persistence), stopped when dropped: what `ratelab sweep --redis auto-cluster` runs on.
+pub struct LocalCluster {
+    ports: Vec<u16>,
+    _cluster: RedisCluster,
+}
+
+impl LocalCluster {
+    /// Creates one, or explains why not (no `redis-server` or `redis-cli`, or a cluster that
+    /// never became ok).
+    pub fn start() -> Result<LocalCluster, String> {
+        if !redis_cluster::installed() {
+            return Err(
+                "redis-server and redis-cli are needed for a private cluster \
+                        (Debian: apt-get install redis-server), or pass a redis+cluster:// URL"
+                    .into(),
+            );
+        }
+        let cluster = RedisCluster::create()?;
+        Ok(LocalCluster {
+            ports: cluster.nodes.iter().map(|n| n.port).collect(),
+            _cluster: cluster,
+        })
+    }
+
+    /// Its URL, `redis+cluster://` with every node as a seed.
+    pub fn url(&self) -> String {
+        let hosts: Vec<String> = self
+            .ports
+            .iter()
+            .map(|p| format!("127.0.0.1:{p}"))
+            .collect();
+        format!("redis+cluster://{}", hosts.join(","))
+    }
+}
+
+impl std::fmt::Debug for LocalCluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LocalCluster")
+            .field("ports", &self.ports)
+            .finish()
+    }
+}
+
 /// A store for `bucket` on `cluster`, under `prefix`.
 async fn connect(
     cluster: &RedisCluster,

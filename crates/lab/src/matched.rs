@@ -85,9 +85,49 @@ pub struct Replayed {
     pub trace_hash: String,
 }
 
+/// The kind of real store a ladder ran on.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RealStore {
+    /// One redis-server.
+    #[default]
+    Server,
+    /// A Redis Cluster: each point's key on its slot's primary, through the cluster client.
+    Cluster,
+}
+
+impl RealStore {
+    /// How the comparison's table names it.
+    pub fn describe(self) -> &'static str {
+        match self {
+            RealStore::Server => "one redis-server on loopback",
+            RealStore::Cluster => "a Redis Cluster through the cluster client",
+        }
+    }
+
+    /// The results files' name, without extension: `docs/results/STEM.json` and `.csv`.
+    pub fn results_stem(self) -> &'static str {
+        match self {
+            RealStore::Server => "overshoot-redis",
+            RealStore::Cluster => "overshoot-redis-cluster",
+        }
+    }
+
+    /// The name of the docs block the table goes in (`<!-- BEGIN sweep:NAME -->`).
+    pub fn block(self) -> &'static str {
+        match self {
+            RealStore::Server => "redis",
+            RealStore::Cluster => "redis-cluster",
+        }
+    }
+}
+
 /// The real ladder and the simulated one at its round trips.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct RealLadder {
+    /// What the real runs ran on (absent in files from before clusters: one server).
+    #[serde(default)]
+    pub store: RealStore,
     /// Every real run.
     pub real: Vec<RealPoint>,
     /// The simulated runs' settings (their latencies are the matched ones).
@@ -166,6 +206,7 @@ pub fn matched_latency_us(real: &[RealPoint], path: &str, c: u32) -> Option<u64>
 /// rate, the real runs' duration, `seeds`, on `threads` worker threads. An error, before any
 /// run, if a point cannot be simulated (a hand-edited results file, say).
 pub fn simulate(
+    store: RealStore,
     real: Vec<RealPoint>,
     base: &SweepConfig,
     seeds: &[u64],
@@ -230,6 +271,7 @@ pub fn simulate(
     .into_iter()
     .collect::<Result<Vec<_>, _>>()?;
     Ok(RealLadder {
+        store,
         real,
         sim_config,
         sim,
@@ -391,12 +433,13 @@ pub fn real_table(l: &RealLadder) -> String {
     let runs = l.real.iter().map(|p| p.run).max().map_or(0, |r| r + 1);
     let seconds = l.real.first().map_or(0, |p| p.seconds);
     let mut out = format!(
-        "Real: one redis-server on loopback, Redis `TIME`, {seconds} s per point, {runs} runs. \
+        "Real: {}, Redis `TIME`, {seconds} s per point, {runs} runs. \
          Simulated: the same policy (B = {}, R = {}/s), {} req/s per sender and duration, each \
          path over a link of half the round trip the real runs measured; Poisson arrivals over \
          {} seeds, and each real run replayed: its reads at the times the real store ran them, over a link of half its own race window.\n\n\
          | concurrent | offered | real round trip µs | race window µs real / sim | reads < 10 µs apart at the store, real / Poisson | KS from Poisson: sender starts / reads at the store (0.999 critical) | real naive excess (min–max) | sim naive excess, Poisson (min–max) | agree (±) | sim naive excess, real arrivals (min–max) | agree (±) | atomic excess real / sim |\n\
          |---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|---:|\n",
+        l.store.describe(),
         l.sim_config.capacity,
         l.sim_config.refill_per_sec,
         l.sim_config.rate_per_client,

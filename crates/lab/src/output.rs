@@ -544,20 +544,23 @@ pub fn model_figures(s: &Sweep) -> String {
     )
 }
 
-/// Writes the real ladder's files and rewrites its block in the write-up.
+/// Writes the real ladder's files (`STEM.json`, `STEM.csv`, by
+/// [`crate::matched::RealStore::results_stem`]) and rewrites its block (by
+/// [`crate::matched::RealStore::block`]) in `writeup`.
 pub fn write_real(ladder: &RealLadder, results_dir: &Path, writeup: &Path) -> Res<Vec<String>> {
     std::fs::create_dir_all(results_dir).map_err(io_err(results_dir))?;
-    let json = results_dir.join("overshoot-redis.json");
+    let stem = ladder.store.results_stem();
+    let json = results_dir.join(format!("{stem}.json"));
     std::fs::write(
         &json,
         // One line: the recorded reads are tens of thousands of numbers.
         serde_json::to_string(ladder).map_err(|e| e.to_string())? + "\n",
     )
     .map_err(io_err(&json))?;
-    let csv_path = results_dir.join("overshoot-redis.csv");
+    let csv_path = results_dir.join(format!("{stem}.csv"));
     std::fs::write(&csv_path, real_csv(&ladder.real)).map_err(io_err(&csv_path))?;
     let text = std::fs::read_to_string(writeup).map_err(io_err(writeup))?;
-    let text = replace_marked(&text, "redis", &real_table(ladder))?;
+    let text = replace_marked(&text, ladder.store.block(), &real_table(ladder))?;
     std::fs::write(writeup, text).map_err(io_err(writeup))?;
     Ok(vec![
         json.display().to_string(),

@@ -5,6 +5,7 @@
 //! points gives exactly their rows of `overshoot.json`. When a change moves a figure, this
 //! fails until `cargo run --release -p ratelab -- sweep` has regenerated the results.
 
+use ratelab_lab::matched::{RealLadder, RealStore};
 use ratelab_lab::output::cited_scenarios;
 use ratelab_lab::sweep::{self, Sweep};
 use ratelab_sim::{RunOptions, Scenario};
@@ -90,17 +91,38 @@ fn sweep_points_rerun_to_their_committed_rows() {
     }
 }
 
-const REGENERATE_REDIS: &str =
-    "regenerate with `cargo run --release -p ratelab -- sweep --redis auto`";
+/// The real ladders committed: one server's, and a Redis Cluster's, each with the command
+/// that measures it again.
+const LADDERS: [(RealStore, &str); 2] = [
+    (
+        RealStore::Server,
+        "regenerate with `cargo run --release -p ratelab -- sweep --redis auto`",
+    ),
+    (
+        RealStore::Cluster,
+        "regenerate with `cargo run --release -p ratelab -- sweep --redis auto-cluster`",
+    ),
+];
 
-/// The simulated half of the real-Redis comparison is today's simulator: a spread of its
+fn committed_ladder(store: RealStore) -> RealLadder {
+    let file = format!("docs/results/{}.json", store.results_stem());
+    let l: RealLadder =
+        serde_json::from_str(&read(&file)).unwrap_or_else(|e| panic!("{file} parses: {e}"));
+    assert_eq!(l.store, store, "{file} names the store it ran on");
+    l
+}
+
+/// The simulated half of each real-Redis comparison is today's simulator: a spread of its
 /// Poisson runs, and of its replays of the recorded real arrivals, rerun to their committed
-/// rows (the real half is a measurement of a real server and is not rerun here).
+/// rows (the real half is a measurement of a real store and is not rerun here).
 #[test]
-fn the_simulated_side_of_the_redis_ladder_reruns_to_its_committed_rows() {
-    let l: ratelab_lab::matched::RealLadder =
-        serde_json::from_str(&read("docs/results/overshoot-redis.json"))
-            .expect("overshoot-redis.json parses");
+fn the_simulated_side_of_the_redis_ladders_reruns_to_its_committed_rows() {
+    for (store, regenerate) in LADDERS {
+        simulated_side_reruns(&committed_ladder(store), regenerate);
+    }
+}
+
+fn simulated_side_reruns(l: &RealLadder, regenerate: &str) {
     let picked: Vec<_> = l
         .sim
         .iter()
@@ -122,7 +144,7 @@ fn the_simulated_side_of_the_redis_ladder_reruns_to_its_committed_rows() {
         assert_eq!(
             as_committed(&got),
             as_committed(want),
-            "{} path, {} senders, {} µs: {REGENERATE_REDIS}",
+            "{} path, {} senders, {} µs: {regenerate}",
             want.path,
             want.concurrency,
             want.latency_us
@@ -149,10 +171,36 @@ fn the_simulated_side_of_the_redis_ladder_reruns_to_its_committed_rows() {
         assert_eq!(
             as_committed(&got),
             as_committed(want),
-            "replay of {} run {} at {} senders: {REGENERATE_REDIS}",
+            "replay of {} run {} at {} senders: {regenerate}",
             want.path,
             want.run,
             want.concurrency
+        );
+    }
+}
+
+/// docs/CLUSTER.md quotes the committed cluster ladder exactly (one server's block is checked
+/// with the write-up's, in sweep_shape.rs), and each ladder's CSV is its real runs.
+#[test]
+fn the_cluster_ladder_in_the_docs_is_the_committed_one() {
+    let l = committed_ladder(RealStore::Cluster);
+    let doc = read("docs/CLUSTER.md");
+    let regenerated = ratelab_lab::output::replace_marked(
+        &doc,
+        RealStore::Cluster.block(),
+        &ratelab_lab::matched::real_table(&l),
+    )
+    .expect("docs/CLUSTER.md has the sweep:redis-cluster block");
+    assert!(
+        regenerated == doc,
+        "docs/CLUSTER.md: sweep:redis-cluster is stale: {}",
+        LADDERS[1].1
+    );
+    for (store, regenerate) in LADDERS {
+        assert_eq!(
+            read(&format!("docs/results/{}.csv", store.results_stem())),
+            ratelab_lab::output::real_csv(&committed_ladder(store).real),
+            "{regenerate}"
         );
     }
 }
