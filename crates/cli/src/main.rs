@@ -163,8 +163,8 @@ enum Command {
         #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=256))]
         senders: u32,
         /// Seconds of traffic per run (6 to 120: the kill is at 1 s, the restart 2 s after the
-        /// promotion).
-        #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u64).range(6..=120))]
+        /// promotion; with --scale, 1 to 120 per measurement).
+        #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u64).range(1..=120))]
         seconds: u64,
         /// B (1 to 1000000).
         #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
@@ -183,6 +183,14 @@ enum Command {
         /// cluster of three primaries, side by side.
         #[arg(long)]
         scale: bool,
+        /// Where the results go: `OUT/failover-real.json` (or `OUT/cluster-scale.json` with
+        /// --scale).
+        #[arg(long, default_value = "docs/results")]
+        out: PathBuf,
+        /// The doc whose `figures:failover-real` (or `figures:cluster-scale`) block is
+        /// rewritten.
+        #[arg(long, default_value = "docs/CLUSTER.md")]
+        doc: PathBuf,
     },
     /// Measure simulator speed: simulated requests and simulated seconds per wall second on
     /// the atomic path (build with --release for meaningful figures).
@@ -201,7 +209,9 @@ enum Command {
         #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
         runs: u32,
         /// Benchmark the atomic path on a real Redis instead, beside redis-benchmark running
-        /// the same script: a URL, or `auto` for a private redis-server.
+        /// the same script: a URL (`redis+cluster://HOST:PORT,…` for a Redis Cluster, where
+        /// redis-benchmark runs with `--cluster`), `auto` for a private redis-server, or
+        /// `auto-cluster` for a private local cluster.
         #[arg(long)]
         redis: Option<String>,
         /// Concurrent clients for the Redis benchmark (1 to 1024).
@@ -290,8 +300,17 @@ fn main() -> ExitCode {
             senders,
             seconds,
             scale: true,
+            out,
+            doc,
             ..
-        } => scale(senders, seconds),
+        } => scale(senders, seconds, &out, &doc),
+        Command::Failover { seconds, .. } if seconds < 6 => {
+            eprintln!(
+                "error: invalid value '{seconds}' for '--seconds': a failover run needs 6 to 120 \
+                 (the kill is at 1 s, the restart 2 s after the promotion)"
+            );
+            ExitCode::from(EXIT_BAD_INPUT)
+        }
         Command::Failover {
             senders,
             seconds,
@@ -299,6 +318,8 @@ fn main() -> ExitCode {
             refill_per_sec,
             wait_ms,
             json,
+            out,
+            doc,
             ..
         } => failover(
             ratelab_lab::failover::FailoverConfig {
@@ -313,6 +334,7 @@ fn main() -> ExitCode {
             },
             std::time::Duration::from_millis(wait_ms),
             json,
+            (&out, &doc),
         ),
         Command::Bench {
             redis: Some(url),
@@ -852,7 +874,7 @@ fn redis_url(arg: &str) -> Result<(String, Option<real::PrivateRedis>), String> 
     }
 }
 
-/// What a private store for the real ladder keeps alive.
+/// What a private store for the real ladder or the benchmark keeps alive.
 enum PrivateStore {
     Server(#[allow(dead_code)] real::PrivateRedis),
     Cluster(#[allow(dead_code)] ratelab_lab::failover::LocalCluster),
@@ -868,9 +890,9 @@ fn ladder_kind(arg: &str) -> ratelab_lab::matched::RealStore {
     }
 }
 
-/// Resolves the ladder's `--redis`: [`redis_url`], or `auto-cluster` for a private local
-/// cluster (kept alive by the returned guard).
-fn ladder_store(arg: &str) -> Result<(String, Option<PrivateStore>), String> {
+/// Resolves a `--redis` of the ladder or the benchmark: [`redis_url`], or `auto-cluster` for
+/// a private local cluster (kept alive by the returned guard).
+fn redis_store_arg(arg: &str) -> Result<(String, Option<PrivateStore>), String> {
     if arg == "auto-cluster" {
         let cluster = ratelab_lab::failover::LocalCluster::start()?;
         return Ok((cluster.url(), Some(PrivateStore::Cluster(cluster))));
@@ -897,7 +919,7 @@ impl RealDocs<'_> {
 }
 
 /// `ratelab failover --scale`: decisions per second on one server and on three primaries.
-fn scale(senders: u32, seconds: u64) -> ExitCode {
+fn scale(senders: u32, seconds: u64, out: &std::path::Path, doc: &std::path::Path) -> ExitCode {
     use ratelab_store::redis_store::{RedisOptions, RedisStore};
     let keys = 10_000;
     let one = tokio_rt().block_on(async {
@@ -920,18 +942,55 @@ fn scale(senders: u32, seconds: u64) -> ExitCode {
         seconds as f64,
         keys,
     ));
-    match (one, three) {
-        (Ok(one), Ok(three)) => {
-            println!(
-                "{senders} senders over {keys} keys, {seconds} s each, {} cores",
-                std::thread::available_parallelism().map_or(0, |n| n.get())
-            );
-            println!("| store | decisions/s |\n|---|---:|");
-            println!("| one redis-server | {one:.0} |\n| cluster, three primaries | {three:.0} |");
-            println!("three primaries / one: {:.2}", three / one);
+    let (one_server, three_primaries) = match (one, three) {
+        (Ok(one), Ok(three)) => (one, three),
+        (Err(e), _) | (_, Err(e)) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(EXIT_BAD_INPUT);
+        }
+    };
+    let results = ratelab_lab::failover::ScaleResults {
+        senders,
+        seconds,
+        keys,
+        cores: std::thread::available_parallelism().map_or(0, |n| n.get()),
+        one_server,
+        three_primaries,
+    };
+    let table = ratelab_lab::failover::scale_table(&results);
+    println!("{table}");
+    write_results(&results, out, "cluster-scale", doc, &table)
+}
+
+/// Writes `results` to `OUT/NAME.json` and `table` into `doc`'s `figures:NAME` block.
+fn write_results<T: serde::Serialize>(
+    results: &T,
+    out: &std::path::Path,
+    name: &str,
+    doc: &std::path::Path,
+    table: &str,
+) -> ExitCode {
+    let json = out.join(format!("{name}.json"));
+    let written = std::fs::create_dir_all(out)
+        .and_then(|()| {
+            std::fs::write(
+                &json,
+                serde_json::to_string_pretty(results).expect("results serialize") + "\n",
+            )
+        })
+        .map_err(|e| format!("{}: {e}", json.display()))
+        .and_then(|()| std::fs::read_to_string(doc).map_err(|e| format!("{}: {e}", doc.display())))
+        .and_then(|text| {
+            ratelab_lab::output::replace_block(&text, &format!("figures:{name}"), table)
+                .map_err(|e| format!("{}: {e}", doc.display()))
+        })
+        .and_then(|text| std::fs::write(doc, text).map_err(|e| format!("{}: {e}", doc.display())));
+    match written {
+        Ok(()) => {
+            eprintln!("wrote {} and {}", json.display(), doc.display());
             ExitCode::SUCCESS
         }
-        (Err(e), _) | (_, Err(e)) => {
+        Err(e) => {
             eprintln!("error: {e}");
             ExitCode::from(EXIT_BAD_INPUT)
         }
@@ -943,8 +1002,9 @@ fn failover(
     cfg: ratelab_lab::failover::FailoverConfig,
     wait: std::time::Duration,
     json: bool,
+    (out, doc): (&std::path::Path, &std::path::Path),
 ) -> ExitCode {
-    let mut reports = Vec::new();
+    let mut runs = Vec::new();
     for w in [None, Some(wait)] {
         let cfg = ratelab_lab::failover::FailoverConfig {
             wait: w,
@@ -958,54 +1018,34 @@ fn failover(
             cfg.kill_at
         );
         match tokio_rt().block_on(ratelab_lab::failover::run(&cfg)) {
-            Ok(r) => reports.push(r),
+            Ok(r) => runs.push(r),
             Err(e) => {
                 eprintln!("error: {e}");
                 return ExitCode::from(EXIT_BAD_INPUT);
             }
         }
     }
+    let results = ratelab_lab::failover::FailoverResults {
+        senders: cfg.senders,
+        seconds: cfg.seconds,
+        kill_at: cfg.kill_at,
+        restart_after: cfg.restart_after,
+        capacity: cfg.capacity,
+        refill_per_sec: cfg.refill_per_sec,
+        wait_ms: wait.as_millis() as u64,
+        cores: std::thread::available_parallelism().map_or(0, |n| n.get()),
+        runs,
+    };
+    let table = ratelab_lab::failover::failover_table(&results);
     if json {
         println!(
             "{}",
-            serde_json::to_string_pretty(&reports).expect("reports serialize")
+            serde_json::to_string_pretty(&results).expect("results serialize")
         );
-        return ExitCode::SUCCESS;
+    } else {
+        println!("{table}");
     }
-    println!(
-        "B = {}, R = {}/s, {} senders on one hot key; its primary killed {} s in, restarted as a replica {} s after the promotion",
-        cfg.capacity,
-        cfg.refill_per_sec,
-        cfg.senders,
-        cfg.kill_at,
-        cfg.restart_after.unwrap_or(0.0)
-    );
-    println!(
-        "| run | decided | admitted | failed | promoted after (ms) | recovered after (ms) | failed after recovery | failed after restart | overshoot | bound | p50 µs | p99 µs |"
-    );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
-    for r in &reports {
-        println!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.0} | {:.0} |",
-            if r.wait {
-                "WAIT 1 after each decision"
-            } else {
-                "asynchronous replication"
-            },
-            r.decided,
-            r.admitted,
-            r.failed,
-            r.promoted_ms.map_or("never".into(), |m| format!("{m:.0}")),
-            r.recovered_ms.map_or("never".into(), |m| format!("{m:.0}")),
-            r.failed_after_recovery,
-            r.failed_after_restart,
-            r.overshoot,
-            r.bound,
-            r.p50_us,
-            r.p99_us
-        );
-    }
-    ExitCode::SUCCESS
+    write_results(&results, out, "failover-real", doc, &table)
 }
 
 fn tokio_rt() -> tokio::runtime::Runtime {
@@ -1041,7 +1081,7 @@ fn real_sweep(
     if let Err(e) = std::fs::read_to_string(doc) {
         return fail(format!("{}: {e}", doc.display()));
     }
-    let (url, _store) = match ladder_store(url) {
+    let (url, _store) = match redis_store_arg(url) {
         Ok(u) => u,
         Err(e) => return fail(e),
     };
@@ -1158,25 +1198,27 @@ fn redis_bench(url: &str, clients: u64, seconds: u64) -> ExitCode {
         ));
     }
     let clients = clients as usize;
-    if ratelab_store::redis_conn::cluster_seeds(url).is_some() {
-        return fail(format!(
-            "{url}: the Redis benchmark runs beside redis-benchmark on one server; for a \
-             cluster, `ratelab failover --scale` measures one server against three primaries"
-        ));
-    }
-    let (url, server) = match redis_url(url) {
+    let (url, store) = match redis_store_arg(url) {
         Ok(u) => u,
         Err(e) => return fail(e),
     };
-    let Some(port) = server
-        .as_ref()
-        .map(|s| s.port)
-        .or_else(|| url.rsplit(':').next()?.trim_end_matches('/').parse().ok())
+    // One server's port, or a cluster's first seed's (where redis-benchmark starts).
+    let first = ratelab_store::redis_conn::cluster_seeds(&url)
+        .and_then(|s| s.into_iter().next())
+        .unwrap_or_else(|| url.clone());
+    let Some(port) = first
+        .trim_end_matches('/')
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
     else {
         return fail(format!("cannot find the port in {url}"));
     };
-    let result = tokio_rt().block_on(real::bench(&url, port, clients, seconds as f64));
-    drop(server);
+    let result = tokio_rt().block_on(async {
+        let target = real::BenchTarget::of(&url, port).await?;
+        real::bench(&target, clients, seconds as f64).await
+    });
+    drop(store);
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => fail(e),

@@ -463,25 +463,30 @@ impl Throughput {
     }
 }
 
-/// Runs `redis-benchmark` with the same script by EVALSHA at `clients` connections.
+/// Runs `redis-benchmark` with the same script by EVALSHA at `clients` connections against
+/// `target` (on a cluster, `--cluster`: each connection sends keys of its node's slots).
 pub fn redis_benchmark(
-    port: u16,
+    target: &BenchTarget,
     sha: &str,
     bucket: &TokenBucket,
     clients: usize,
     requests: u64,
 ) -> Result<Throughput, String> {
-    let out = Command::new("redis-benchmark")
-        .args([
-            "-h",
-            "127.0.0.1",
-            "-p",
-            &port.to_string(),
-            "-c",
-            &clients.to_string(),
-            "-n",
-            &requests.to_string(),
-        ])
+    let mut cmd = Command::new("redis-benchmark");
+    cmd.args([
+        "-h",
+        "127.0.0.1",
+        "-p",
+        &target.port.to_string(),
+        "-c",
+        &clients.to_string(),
+        "-n",
+        &requests.to_string(),
+    ]);
+    if target.is_cluster() {
+        cmd.arg("--cluster");
+    }
+    let out = cmd
         .args([
             "-r",
             "1000",
@@ -489,7 +494,11 @@ pub fn redis_benchmark(
             "EVALSHA",
             sha,
             "1",
-            "ratelab:bench:key:__rand_int__",
+            if target.is_cluster() {
+                "ratelab:bench:{tag}:key:__rand_int__"
+            } else {
+                "ratelab:bench:key:__rand_int__"
+            },
         ])
         .args([
             bucket.capacity().to_string(),
@@ -530,39 +539,100 @@ pub fn redis_benchmark(
     })
 }
 
-/// Loads the script and returns its SHA1.
-pub async fn load_script(url: &str) -> Result<String, String> {
-    let client = redis::Client::open(url).map_err(|e| e.to_string())?;
-    let mut conn = client
-        .get_multiplexed_async_connection()
-        .await
-        .map_err(|e| e.to_string())?;
-    redis::cmd("SCRIPT")
-        .arg("LOAD")
-        .arg(SCRIPT)
-        .query_async(&mut conn)
-        .await
-        .map_err(|e| e.to_string())
+/// What `ratelab bench --redis` measures: one server, or a Redis Cluster's primaries.
+#[derive(Clone, Debug)]
+pub struct BenchTarget {
+    /// The URL `RedisStore` connects to (`redis+cluster://…` for a cluster).
+    pub url: String,
+    /// The port `redis-benchmark` is pointed at (a seed node, for a cluster).
+    pub port: u16,
+    /// Every node that serves commands: the server, or each primary.
+    pub nodes: Vec<String>,
 }
 
-/// Calls the server has served of `command` (from `INFO commandstats`).
-pub async fn command_calls(url: &str, command: &str) -> Result<u64, String> {
-    let client = redis::Client::open(url).map_err(|e| e.to_string())?;
-    let mut conn = client
+impl BenchTarget {
+    /// The target `url` names, with `port` its (first) node's port; a cluster's primaries
+    /// are read from `CLUSTER NODES` of its first seed.
+    pub async fn of(url: &str, port: u16) -> Result<BenchTarget, String> {
+        let nodes = match ratelab_store::redis_conn::cluster_seeds(url) {
+            None => vec![url.to_owned()],
+            Some(seeds) => {
+                let seed = seeds.first().ok_or("a cluster URL without nodes")?;
+                let text: String = redis::cmd("CLUSTER")
+                    .arg("NODES")
+                    .query_async(&mut connect(seed).await?)
+                    .await
+                    .map_err(|e| format!("{seed}: CLUSTER NODES: {e}"))?;
+                let primaries: Vec<String> = text
+                    .lines()
+                    .filter(|l| {
+                        let flags = l.split(' ').nth(2).unwrap_or("");
+                        flags.split(',').any(|f| f == "master") && !flags.contains("fail")
+                    })
+                    .filter_map(|l| {
+                        let addr = l.split(' ').nth(1)?.split('@').next()?;
+                        Some(format!("redis://{addr}/"))
+                    })
+                    .collect();
+                if primaries.is_empty() {
+                    return Err(format!("{seed}: the cluster has no live primary"));
+                }
+                primaries
+            }
+        };
+        Ok(BenchTarget {
+            url: url.to_owned(),
+            port,
+            nodes,
+        })
+    }
+
+    /// Whether it is a cluster.
+    pub fn is_cluster(&self) -> bool {
+        ratelab_store::redis_conn::cluster_seeds(&self.url).is_some()
+    }
+
+    /// Loads the script on every node; its SHA1.
+    pub async fn load_script(&self) -> Result<String, String> {
+        let mut sha = String::new();
+        for node in &self.nodes {
+            sha = redis::cmd("SCRIPT")
+                .arg("LOAD")
+                .arg(SCRIPT)
+                .query_async(&mut connect(node).await?)
+                .await
+                .map_err(|e| format!("{node}: {e}"))?;
+        }
+        Ok(sha)
+    }
+
+    /// Calls of `command` every node has served (from `INFO commandstats`).
+    pub async fn command_calls(&self, command: &str) -> Result<u64, String> {
+        let prefix = format!("cmdstat_{command}:calls=");
+        let mut total = 0;
+        for node in &self.nodes {
+            let info: String = redis::cmd("INFO")
+                .arg("commandstats")
+                .query_async(&mut connect(node).await?)
+                .await
+                .map_err(|e| format!("{node}: {e}"))?;
+            total += info
+                .lines()
+                .find_map(|l| l.strip_prefix(&prefix))
+                .and_then(|v| v.split(',').next()?.parse::<u64>().ok())
+                .unwrap_or(0);
+        }
+        Ok(total)
+    }
+}
+
+/// A plain connection to one node.
+async fn connect(url: &str) -> Result<redis::aio::MultiplexedConnection, String> {
+    redis::Client::open(url)
+        .map_err(|e| format!("{url}: {e}"))?
         .get_multiplexed_async_connection()
         .await
-        .map_err(|e| e.to_string())?;
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(&mut conn)
-        .await
-        .map_err(|e| e.to_string())?;
-    let prefix = format!("cmdstat_{command}:calls=");
-    Ok(info
-        .lines()
-        .find_map(|l| l.strip_prefix(&prefix))
-        .and_then(|v| v.split(',').next()?.parse().ok())
-        .unwrap_or(0))
+        .map_err(|e| format!("{url}: {e}"))
 }
 
 /// `ratelab bench --redis`: the atomic path beside `redis-benchmark` running the same script,
@@ -570,7 +640,8 @@ pub async fn command_calls(url: &str, command: &str) -> Result<u64, String> {
 /// denials (the naive path then skips its `SET`) and one where every decision is admitted
 /// (the naive path always writes). Every figure comes from decisions that returned; a
 /// measurement with any failed call is refused.
-pub async fn bench(url: &str, port: u16, clients: usize, secs: f64) -> Result<(), String> {
+pub async fn bench(target: &BenchTarget, clients: usize, secs: f64) -> Result<(), String> {
+    let url = target.url.as_str();
     let tight = TokenBucket::per_second(100, 50).map_err(|e| e.to_string())?;
     let open = TokenBucket::per_second(1_000_000, 1_000_000).map_err(|e| e.to_string())?;
     let connect = |bucket: TokenBucket, prefix: &str| {
@@ -595,8 +666,8 @@ pub async fn bench(url: &str, port: u16, clients: usize, secs: f64) -> Result<()
             throughput(&store, path, clients, secs).await.clean(what)
         }
     };
-    let sha = load_script(url).await?;
-    let calls = |c: &'static str| command_calls(url, c);
+    let sha = target.load_script().await?;
+    let calls = |c: &'static str| target.command_calls(c);
     let before = (calls("evalsha").await?, calls("eval").await?);
     let ours = measure(&tight_store, Path::Atomic, "atomic path").await?;
     let after = (calls("evalsha").await?, calls("eval").await?);
@@ -604,7 +675,7 @@ pub async fn bench(url: &str, port: u16, clients: usize, secs: f64) -> Result<()
     let per_decision = scripts as f64 / ours.decisions as f64;
     let naive = measure(&tight_store, Path::Naive, "naive path").await?;
     let n = (ours.per_sec * secs).max(10_000.0) as u64;
-    let theirs = redis_benchmark(port, &sha, &tight, clients, n)?;
+    let theirs = redis_benchmark(target, &sha, &tight, clients, n)?;
     let open_atomic = measure(
         &open_store,
         Path::Atomic,

@@ -786,7 +786,8 @@ fn the_cluster_doc_shows_the_simulated_failovers_today() {
 
 /// The overshoot ladder on a real local Redis Cluster, short: the naive path loses updates at
 /// 256 senders on one key, the atomic path at no point, and the files and doc block are
-/// written for a cluster (`sweep --redis redis+cluster://…`).
+/// written for a cluster (`sweep --redis redis+cluster://…`); then `bench --redis` on the
+/// same cluster.
 #[test]
 fn the_real_ladder_runs_on_a_cluster_and_catches_the_naive_path() {
     let Some(cluster) = redis_cluster::RedisCluster::start("the_real_ladder_runs_on_a_cluster")
@@ -854,4 +855,17 @@ fn the_real_ladder_runs_on_a_cluster_and_catches_the_naive_path() {
     );
     assert!(text.contains("| 256 |"), "{text}");
     std::fs::remove_dir_all(&dir).ok();
+    // The benchmark takes the same cluster: the script on every primary, redis-benchmark in
+    // its cluster mode beside it, one script call per decision over all primaries.
+    let o = ratelab(&["bench", "--redis", &url, "--seconds", "1", "--clients", "8"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("redis-benchmark, same script by EVALSHA"),
+        "{out}"
+    );
+    assert!(
+        out.contains("script calls (EVALSHA + EVAL) per atomic decision: 1.000"),
+        "{out}"
+    );
 }

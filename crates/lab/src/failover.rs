@@ -15,13 +15,24 @@
 //! as of some instant `t_kill − L`, L the replication lag, so it grants again the tokens
 //! spent by the admissions the old primary acknowledged in those last L. Those are at most
 //! what the bucket could admit in L, B + R·L, and the promoted state holds at most B tokens
-//! more than the true one, so the excess over the envelope is at most min(B, B + R·L) = B in
-//! any interval; at steady saturation (the bucket empty at the kill) it is at most R·L + 1.
+//! more than the true one, so the excess over the envelope is at most min(B, A_L) in any
+//! interval, A_L the admissions acknowledged in the last L before the kill; at steady
+//! saturation (the bucket empty at the kill) A_L ≤ R·L + 1.
+//!
+//! The run measures both sides of that bound rather than assuming them. Until the kill, a
+//! probe writes a marker key in the hot key's slot on the primary every 2 ms and reads the
+//! replica (`READONLY`) back to back until the marker shows there: L is the largest time from
+//! the write's acknowledgement to its being read on the replica (an upper estimate: it
+//! includes a read's round trip). A_L is then counted from the history: admissions sent
+//! before the kill whose answer came at most L before it or later. The reported bound is
+//! min(B, A_L).
+//!
 //! With `WAIT 1` after each admitted decision ([`RedisStore::with_wait`]) an acknowledged
 //! decision is on the replica before the sender hears of it, so the promoted state lacks no
-//! acknowledged decision and the excess is 0 — unless the wait timed out or covered nothing
-//! (a connection replaced between the script and the `WAIT`), which the store does not
-//! report.
+//! acknowledged decision and the bound is 0 — unless a wait before the kill came back short
+//! ([`RedisStore::waits_short`]; the bound is then that of asynchronous replication), or
+//! covered nothing (a connection replaced between the script and the `WAIT`), which no
+//! reply shows.
 
 #[path = "../../../tests/support/redis_cluster.rs"]
 #[allow(missing_docs, missing_debug_implementations)]
@@ -29,11 +40,14 @@ mod redis_cluster;
 
 use ratelab_check::envelope::{self, Admission, Envelope};
 use ratelab_core::{Nanos, TokenBucket};
+use ratelab_store::redis_conn::slot;
 use ratelab_store::redis_store::{RedisOptions, RedisStore};
 use ratelab_store::{Key, LimitError, Outcome, Path, TimeSource, decide_remote};
 use redis_cluster::RedisCluster;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// The experiment's settings.
@@ -74,7 +88,7 @@ impl Default for FailoverConfig {
 }
 
 /// What one run measured.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct FailoverReport {
     /// Whether each decision waited for a replica.
     pub wait: bool,
@@ -101,7 +115,17 @@ pub struct FailoverReport {
     pub last_failure_ms: f64,
     /// The largest excess over B + R·Δt in any interval on the hot key.
     pub overshoot: u64,
-    /// The documented bound on it: B.
+    /// The largest replication lag the probe measured before the kill, µs (`None` if no
+    /// sample completed).
+    pub replica_lag_max_us: Option<f64>,
+    /// Lag samples taken.
+    pub lag_samples: u64,
+    /// Admissions acknowledged within that lag of the kill (A_L): those a promotion can lose.
+    pub at_risk: u64,
+    /// Waits that came back with no replica before the kill (the run with WAIT).
+    pub waits_short_before_kill: u64,
+    /// The bound on the overshoot derived from the measured lag: min(B, A_L); 0 with WAIT
+    /// when every wait before the kill was acknowledged. Without a lag sample, B.
     pub bound: u64,
     /// Median and 99th percentile latency of decisions before the kill, µs.
     pub p50_us: f64,
@@ -157,7 +181,12 @@ pub async fn run(cfg: &FailoverConfig) -> Result<FailoverReport, String> {
             calls
         }));
     }
+    let stop_probe = Arc::new(AtomicBool::new(false));
+    let probe = tokio::spawn(probe_lag(primary, "failover:hot", stop_probe.clone()));
     tokio::time::sleep(Duration::from_secs_f64(cfg.kill_at)).await;
+    stop_probe.store(true, Ordering::Relaxed);
+    let lags = probe.await.map_err(|e| e.to_string())??;
+    let waits_short_before_kill = store.waits_short();
     let mut cluster = cluster;
     cluster.kill(primary);
     let killed = Instant::now();
@@ -196,7 +225,104 @@ pub async fn run(cfg: &FailoverConfig) -> Result<FailoverReport, String> {
     }
     let mut r = report(cfg, &bucket, &calls, (killed, restarted));
     r.promoted_ms = promoted.map(|t| t.duration_since(killed).as_secs_f64() * 1e3);
+    r.lag_samples = lags.len() as u64;
+    let lag = lags.iter().max().copied();
+    r.replica_lag_max_us = lag.map(|l| l.as_secs_f64() * 1e6);
+    r.waits_short_before_kill = waits_short_before_kill;
+    r.at_risk = lag.map_or(0, |l| at_risk(&calls, killed, l));
+    r.bound = match lag {
+        None => cfg.capacity,
+        Some(_) if cfg.wait.is_some() && waits_short_before_kill == 0 => 0,
+        Some(_) => cfg.capacity.min(r.at_risk),
+    };
     Ok(r)
+}
+
+/// Admissions sent before the kill whose answer came no earlier than `lag` before it: the
+/// old primary acknowledged them within the replication lag of its death, so the replica may
+/// lack them. (A call sent before the kill can only have been decided by the old primary: its
+/// timeout is far shorter than a promotion.)
+fn at_risk(calls: &[Call], killed: Instant, lag: Duration) -> u64 {
+    let from = killed.checked_sub(lag).unwrap_or(killed);
+    calls
+        .iter()
+        .filter(|c| matches!(c.decided, Some((true, _))) && c.sent < killed && c.done >= from)
+        .count() as u64
+}
+
+/// Measures the replication lag of `primary` (a node's port) to its replica until `stop`:
+/// every 2 ms a marker in `key`'s slot is written on the primary, then read on the replica
+/// (`READONLY`) back to back until it shows there; each sample is the time from the write's
+/// acknowledgement to that read's answer. A sample the replica does not show within 100 ms
+/// counts as 100 ms.
+async fn probe_lag(
+    primary: u16,
+    key: &str,
+    stop: Arc<AtomicBool>,
+) -> Result<Vec<Duration>, String> {
+    let replica = replica_of(primary)?;
+    let marker = same_slot_key(key);
+    let open = |port: u16| async move {
+        redis::Client::open(format!("redis://127.0.0.1:{port}/"))
+            .map_err(|e| e.to_string())?
+            .get_multiplexed_async_connection()
+            .await
+            .map_err(|e| format!("lag probe, node {port}: {e}"))
+    };
+    let (mut w, mut r) = (open(primary).await?, open(replica).await?);
+    let () = redis::cmd("READONLY")
+        .query_async(&mut r)
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut lags = Vec::new();
+    let mut n: u64 = 0;
+    while !stop.load(Ordering::Relaxed) {
+        n += 1;
+        let set: redis::RedisResult<()> = redis::cmd("SET")
+            .arg(&marker)
+            .arg(n)
+            .query_async(&mut w)
+            .await;
+        if set.is_err() {
+            break;
+        }
+        let acked = Instant::now();
+        let give_up = acked + Duration::from_millis(100);
+        loop {
+            let seen: Option<u64> = redis::cmd("GET")
+                .arg(&marker)
+                .query_async(&mut r)
+                .await
+                .unwrap_or(None);
+            let now = Instant::now();
+            if seen == Some(n) || now >= give_up {
+                lags.push(now.duration_since(acked));
+                break;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    Ok(lags)
+}
+
+/// The port of `primary`'s replica, from its `INFO replication`.
+fn replica_of(primary: u16) -> Result<u16, String> {
+    let info = redis_cluster::cli(primary, &["INFO", "replication"]);
+    info.lines()
+        .find(|l| l.starts_with("slave0:"))
+        .and_then(|l| l.split(',').find_map(|f| f.strip_prefix("port=")))
+        .and_then(|p| p.trim().parse().ok())
+        .ok_or_else(|| format!("node {primary} has no replica: {info}"))
+}
+
+/// A key of the same hash slot as `key` (so on the same primary, in the same replication
+/// stream).
+fn same_slot_key(key: &str) -> String {
+    let want = slot(key.as_bytes());
+    (0u64..)
+        .map(|i| format!("failover:lag:{i}"))
+        .find(|k| slot(k.as_bytes()) == want)
+        .expect("every slot has a key of this shape")
 }
 
 fn report(
@@ -266,6 +392,10 @@ fn report(
         promoted_ms: None,
         last_failure_ms,
         overshoot,
+        replica_lag_max_us: None,
+        lag_samples: 0,
+        at_risk: 0,
+        waits_short_before_kill: 0,
         bound: cfg.capacity,
         p50_us: pct(0.50),
         p99_us: pct(0.99),
@@ -373,4 +503,131 @@ async fn connect(
 /// One atomic decision on the store's clock, at cost 1.
 async fn decide(store: &RedisStore, key: &Key) -> Result<Outcome, LimitError> {
     decide_remote(store, Path::Atomic, TimeSource::Store, key, Nanos::ZERO, 1).await
+}
+
+/// `ratelab failover`'s results, as committed in `docs/results/failover.json`: the settings
+/// and the run without and with `WAIT`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct FailoverResults {
+    /// Senders on the hot key.
+    pub senders: u32,
+    /// Seconds of traffic per run.
+    pub seconds: f64,
+    /// Seconds in at which the primary was killed.
+    pub kill_at: f64,
+    /// Seconds after the promotion at which the killed node was started again.
+    pub restart_after: Option<f64>,
+    /// B.
+    pub capacity: u64,
+    /// R per second.
+    pub refill_per_sec: u64,
+    /// The WAIT run's longest wait, ms.
+    pub wait_ms: u64,
+    /// Cores of the machine.
+    pub cores: usize,
+    /// The runs: asynchronous replication, then `WAIT 1`.
+    pub runs: Vec<FailoverReport>,
+}
+
+/// The docs' table of a [`FailoverResults`] (docs/CLUSTER.md, block `figures:failover-real`).
+pub fn failover_table(r: &FailoverResults) -> String {
+    let opt = |v: Option<f64>| v.map_or("never".to_owned(), |m| format!("{m:.0}"));
+    let mut out = format!(
+        "B = {}, R = {}/s, {} senders on one hot key, {} s per run on {} cores; the key's primary \
+         killed {} s in{}.\n\n\
+         | run | decided | admitted | failed | promoted after (ms) | recovered after (ms) | failed after recovery | failed after restart | replica lag, max µs (samples) | admissions at risk | waits short | overshoot | bound | p50 µs | p99 µs |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        r.capacity,
+        r.refill_per_sec,
+        r.senders,
+        r.seconds,
+        r.cores,
+        r.kill_at,
+        r.restart_after.map_or(String::new(), |a| format!(
+            ", restarted {a} s after the promotion"
+        )),
+    );
+    for run in &r.runs {
+        out.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} ({}) | {} | {} | {} | {} | {:.0} | {:.0} |\n",
+            if run.wait {
+                format!("WAIT 1 (at most {} ms) after each admission", r.wait_ms)
+            } else {
+                "asynchronous replication".to_owned()
+            },
+            run.decided,
+            run.admitted,
+            run.failed,
+            opt(run.promoted_ms),
+            opt(run.recovered_ms),
+            run.failed_after_recovery,
+            run.failed_after_restart,
+            opt(run.replica_lag_max_us),
+            run.lag_samples,
+            run.at_risk,
+            if run.wait {
+                run.waits_short_before_kill.to_string()
+            } else {
+                "–".to_owned()
+            },
+            run.overshoot,
+            run.bound,
+            run.p50_us,
+            run.p99_us,
+        ));
+    }
+    if let (Some(a), Some(w)) = (
+        r.runs.iter().find(|x| !x.wait),
+        r.runs.iter().find(|x| x.wait),
+    ) {
+        let ratio = |x: f64, y: f64| if y > 0.0 { x / y } else { 0.0 };
+        out.push_str(&format!(
+            "\nWAIT against asynchronous replication: {:.2}× the decisions, {:.2}× the p50 and \
+             {:.2}× the p99 before the kill; overshoot {} against {}.\n",
+            ratio(w.decided as f64, a.decided as f64),
+            ratio(w.p50_us, a.p50_us),
+            ratio(w.p99_us, a.p99_us),
+            w.overshoot,
+            a.overshoot,
+        ));
+    }
+    out
+}
+
+/// `ratelab failover --scale`'s results, as committed in `docs/results/cluster-scale.json`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ScaleResults {
+    /// Concurrent senders.
+    pub senders: u32,
+    /// Seconds per measurement.
+    pub seconds: u64,
+    /// Keys the senders spread over.
+    pub keys: u32,
+    /// Cores of the machine.
+    pub cores: usize,
+    /// Decisions per second on one redis-server.
+    pub one_server: f64,
+    /// Decisions per second on a cluster of three primaries.
+    pub three_primaries: f64,
+}
+
+/// The docs' table of a [`ScaleResults`] (docs/CLUSTER.md, block `figures:cluster-scale`).
+pub fn scale_table(s: &ScaleResults) -> String {
+    format!(
+        "{} senders over {} keys, {} s each, {} cores.\n\n\
+         | store | decisions/s |\n|---|---:|\n\
+         | one redis-server | {:.0} |\n| cluster, three primaries | {:.0} |\n\n\
+         Three primaries / one: {:.2}.\n",
+        s.senders,
+        s.keys,
+        s.seconds,
+        s.cores,
+        s.one_server,
+        s.three_primaries,
+        if s.one_server > 0.0 {
+            s.three_primaries / s.one_server
+        } else {
+            0.0
+        },
+    )
 }

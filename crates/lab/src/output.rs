@@ -377,8 +377,13 @@ pub fn plot_algorithms(runs: &[AlgorithmRun], path: &Path) -> Res<()> {
 
 /// Replaces the text between `<!-- BEGIN sweep:NAME -->` and `<!-- END sweep:NAME -->`.
 pub fn replace_marked(text: &str, name: &str, content: &str) -> Res<String> {
-    let begin = format!("<!-- BEGIN sweep:{name} -->");
-    let end = format!("<!-- END sweep:{name} -->");
+    replace_block(text, &format!("sweep:{name}"), content)
+}
+
+/// Replaces the text between `<!-- BEGIN TAG -->` and `<!-- END TAG -->` with `content`.
+pub fn replace_block(text: &str, tag: &str, content: &str) -> Res<String> {
+    let begin = format!("<!-- BEGIN {tag} -->");
+    let end = format!("<!-- END {tag} -->");
     let b = text
         .find(&begin)
         .ok_or_else(|| format!("marker {begin} not found"))?;

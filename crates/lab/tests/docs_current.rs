@@ -204,3 +204,41 @@ fn the_cluster_ladder_in_the_docs_is_the_committed_one() {
         );
     }
 }
+
+/// docs/CLUSTER.md quotes the committed real-cluster runs exactly: the failover
+/// (`cargo run --release -p ratelab -- failover`) and the scale measurement
+/// (`cargo run --release -p ratelab -- failover --scale --senders 32 --seconds 5`).
+#[test]
+fn the_cluster_doc_quotes_the_committed_failover_and_scale_runs() {
+    use ratelab_lab::failover::{FailoverResults, ScaleResults, failover_table, scale_table};
+    let doc = read("docs/CLUSTER.md");
+    let failover: FailoverResults = serde_json::from_str(&read("docs/results/failover-real.json"))
+        .expect("failover-real.json parses");
+    assert_eq!(failover.runs.len(), 2, "a run without and one with WAIT");
+    let scale: ScaleResults = serde_json::from_str(&read("docs/results/cluster-scale.json"))
+        .expect("cluster-scale.json parses");
+    for (tag, table, command) in [
+        (
+            "figures:failover-real",
+            failover_table(&failover),
+            "cargo run --release -p ratelab -- failover",
+        ),
+        (
+            "figures:cluster-scale",
+            scale_table(&scale),
+            "cargo run --release -p ratelab -- failover --scale --senders 32 --seconds 5",
+        ),
+    ] {
+        let regenerated = ratelab_lab::output::replace_block(&doc, tag, &table)
+            .unwrap_or_else(|e| panic!("docs/CLUSTER.md: {e}"));
+        assert!(
+            regenerated == doc,
+            "docs/CLUSTER.md: {tag} is stale: regenerate with `{command}`"
+        );
+    }
+    // Each run's bound is the one derived from what it measured.
+    for r in &failover.runs {
+        assert!(r.overshoot <= r.bound, "{r:?}");
+        assert!(r.bound <= r.at_risk.min(failover.capacity), "{r:?}");
+    }
+}

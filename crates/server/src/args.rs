@@ -51,6 +51,10 @@ pub struct ServeArgs {
     /// repeatable).
     #[arg(long = "redis-cluster", value_name = "URL")]
     redis_cluster: Vec<String>,
+    /// With Redis: answer each admission only once a replica holds its write (WAIT 1 MS
+    /// after the script), or after MS either way; below the timeout.
+    #[arg(long = "redis-wait", value_name = "MS")]
+    redis_wait_ms: Option<u64>,
     /// Start with the kill switch on (limiting off).
     #[arg(long)]
     kill_switch: bool,
@@ -120,6 +124,7 @@ pub fn serve_command(args: ServeArgs) -> ExitCode {
         fail_closed_routes,
         redis,
         redis_cluster,
+        redis_wait_ms,
         kill_switch,
         request_log,
         name,
@@ -176,6 +181,7 @@ pub fn serve_command(args: ServeArgs) -> ExitCode {
     if !redis_cluster.is_empty() {
         f.redis_cluster = Some(redis_cluster);
     }
+    f.redis_wait_ms = redis_wait_ms.or(f.redis_wait_ms);
     if kill_switch {
         f.kill_switch = Some(true);
     }

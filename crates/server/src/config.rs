@@ -59,6 +59,11 @@ pub struct ServeFile {
     pub redis: Option<String>,
     /// Seed nodes of a Redis Cluster (URLs) to use as the store instead.
     pub redis_cluster: Option<Vec<String>>,
+    /// With Redis: answer each admission only once one replica holds its write (Redis
+    /// `WAIT 1 MS` after the script), or after this many ms either way, so a failover loses
+    /// no acknowledged admission unless a wait ran out; must be below `timeout_ms`. Default:
+    /// no wait.
+    pub redis_wait_ms: Option<u64>,
     /// Write the request log (JSON lines) to this file; default: no request log.
     pub request_log: Option<PathBuf>,
     /// This gateway's name in the request log (default "gateway").
@@ -189,6 +194,8 @@ pub struct ServeSettings {
     pub redis: Option<String>,
     /// Seed nodes, if the store is a Redis Cluster.
     pub redis_cluster: Vec<String>,
+    /// With Redis: how long each admission waits for a replica to hold its write.
+    pub redis_wait: Option<Duration>,
     /// Where the request log goes.
     pub request_log: Option<PathBuf>,
     /// Envoy's rate limit service, if served.
@@ -259,6 +266,20 @@ pub fn settings(f: ServeFile) -> Result<ServeSettings, String> {
             "timeout_ms: {timeout_ms} is out of range: expected 1 to 60000"
         ));
     }
+    let redis_wait = match f.redis_wait_ms {
+        None => None,
+        Some(_) if f.redis.is_none() && f.redis_cluster.is_none() => {
+            return Err("redis_wait_ms: needs a Redis store (redis or redis_cluster)".into());
+        }
+        Some(ms) if ms == 0 || ms >= timeout_ms => {
+            return Err(format!(
+                "redis_wait_ms: {ms} is out of range: expected 1 to timeout_ms - 1 ({}), so a \
+                 wait ends before the call's timeout",
+                timeout_ms - 1
+            ));
+        }
+        Some(ms) => Some(Duration::from_millis(ms)),
+    };
     let ipv6_prefix = f
         .ipv6_prefix
         .unwrap_or(ratelab_gateway::ip::DEFAULT_IPV6_PREFIX);
@@ -357,6 +378,7 @@ pub fn settings(f: ServeFile) -> Result<ServeSettings, String> {
             (_, seeds) => seeds.unwrap_or_default(),
         },
         redis: f.redis,
+        redis_wait,
         request_log: f.request_log,
     })
 }

@@ -119,6 +119,17 @@ impl Redis {
         Ok(Redis { conn })
     }
 
+    /// The same store, answering each admission only once a replica holds its write, or
+    /// after `wait` ([`RedisStore::with_wait`]).
+    pub fn with_wait(self, wait: Option<Duration>) -> Redis {
+        match wait {
+            Some(w) => Redis {
+                conn: self.conn.with_wait(1, w),
+            },
+            None => self,
+        }
+    }
+
     /// The shared connection's own bucket (never used: every limit's sibling brings its own)
     /// and options.
     fn setup(timeout: Duration) -> Result<(TokenBucket, RedisOptions), String> {
@@ -483,7 +494,10 @@ fn banner(
             (Some(url), _) => url.clone(),
             (None, Some(seed)) => format!("Redis Cluster (seed {seed})"),
             (None, None) => "in-memory".into(),
-        },
+        } + &s.redis_wait.map_or(String::new(), |w| format!(
+            ", each admission waits for a replica up to {} ms",
+            w.as_millis()
+        )),
         s.gateway.timeout.as_millis(),
         if s.gateway.fail_open {
             "open"
@@ -539,11 +553,15 @@ pub fn run(s: ServeSettings) -> Result<(), String> {
             .map_err(|e| format!("cannot listen on {}: {e}", s.listen))?;
         match &s.redis {
             Some(url) => {
-                let redis = Redis::connect(url, s.gateway.timeout).await?;
+                let redis = Redis::connect(url, s.gateway.timeout)
+                    .await?
+                    .with_wait(s.redis_wait);
                 serve_app(listener, redis, &s).await
             }
             None if !s.redis_cluster.is_empty() => {
-                let redis = Redis::connect_cluster(&s.redis_cluster, s.gateway.timeout).await?;
+                let redis = Redis::connect_cluster(&s.redis_cluster, s.gateway.timeout)
+                    .await?
+                    .with_wait(s.redis_wait);
                 serve_app(listener, redis, &s).await
             }
             None => serve_app(listener, Memory::new(), &s).await,

@@ -605,6 +605,81 @@ fn the_denial_cache_answers_a_denied_key_without_a_store_call() {
     assert!(stats.contains("cmdstat_evalsha:calls=1,"), "{stats}");
 }
 
+/// `--redis-wait MS`: each admission is answered after a `WAIT 1 MS` on its primary, and a
+/// denial (which wrote nothing) waits for nothing. With no replica every wait runs out, and
+/// the admission stands.
+#[test]
+fn with_redis_wait_each_admission_waits_for_a_replica_and_denials_do_not() {
+    let Some(redis) = redis_server::RedisServer::start("with_redis_wait_each_admission_waits")
+    else {
+        return;
+    };
+    let url = format!("redis://127.0.0.1:{}", redis.port);
+    let file = TempFile::new("limits.toml", &tenant_limit(3));
+    let s = Server::start(&[
+        "--limits",
+        file.arg(),
+        "--redis",
+        &url,
+        "--redis-wait",
+        "30",
+        "--timeout-ms",
+        "500",
+    ]);
+    let mut conn = connect(&url);
+    reset_stats(&mut conn);
+    let t = [("x-tenant", "waits")];
+    for i in 0..5 {
+        let started = std::time::Instant::now();
+        let r = s.send("GET", "/api/x", &t);
+        let took = started.elapsed();
+        if i < 3 {
+            assert_eq!(r.status, 200, "admission {i}");
+            assert!(
+                took >= std::time::Duration::from_millis(30),
+                "admission {i} was answered before its wait ran out ({took:?}): no replica \
+                 could have acknowledged it"
+            );
+        } else {
+            assert_eq!(r.status, 429, "request {i}");
+        }
+    }
+    // Five script runs (one TIME each; the first EVALSHA may miss the script cache), three
+    // admissions written (SET), three waits.
+    let stats = commandstats(&mut conn);
+    assert!(stats.contains("cmdstat_time:calls=5,"), "{stats}");
+    assert!(stats.contains("cmdstat_set:calls=3,"), "{stats}");
+    assert!(stats.contains("cmdstat_wait:calls=3,"), "{stats}");
+}
+
+#[test]
+fn redis_wait_is_refused_without_redis_or_beyond_the_timeout() {
+    let file = TempFile::new("limits.toml", &tenant_limit(3));
+    for (args, says) in [
+        (vec!["--redis-wait", "5"], "needs a Redis store"),
+        (
+            vec![
+                "--redis",
+                "redis://127.0.0.1:1",
+                "--redis-wait",
+                "50",
+                "--timeout-ms",
+                "50",
+            ],
+            "redis_wait_ms: 50 is out of range: expected 1 to timeout_ms - 1 (49)",
+        ),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_ratelab-server"))
+            .args(["--limits", file.arg(), "--listen", "127.0.0.1:0"])
+            .args(&args)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+}
+
 /// A plain connection to the test's Redis, to read its statistics.
 fn connect(url: &str) -> redis::Connection {
     redis::Client::open(url).unwrap().get_connection().unwrap()

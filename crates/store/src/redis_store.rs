@@ -89,6 +89,8 @@ pub struct RedisStore {
     refund: Arc<redis::Script>,
     /// After each decision, wait for this many replicas, for at most this many ms.
     wait: Option<(u32, u64)>,
+    /// Waits that ended with fewer replicas than asked for (shared by siblings).
+    waits_short: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -202,6 +204,7 @@ impl RedisStore {
             fence: Arc::new(redis::Script::new(FENCE_SCRIPT)),
             refund: Arc::new(redis::Script::new(REFUND_SCRIPT)),
             wait: None,
+            waits_short: Arc::default(),
         }
     }
 
@@ -214,6 +217,20 @@ impl RedisStore {
     pub fn with_wait(mut self, replicas: u32, timeout: Duration) -> RedisStore {
         self.wait = Some((replicas, timeout.as_millis().clamp(1, 60_000) as u64));
         self
+    }
+
+    /// How many waits of [`RedisStore::with_wait`] (by this store and its siblings) ended
+    /// with fewer replicas than asked for: their writes' survival of a failover is in doubt.
+    pub fn waits_short(&self) -> u64 {
+        self.waits_short.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Counts a wait's answer: `acked` replicas of the `asked`.
+    fn waited(&self, asked: u32, acked: i64) {
+        if acked < i64::from(asked) {
+            self.waits_short
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
     }
 
     /// Whether this store is on a Redis Cluster.
@@ -306,7 +323,8 @@ impl RedisStore {
             (self.wait, args.first() == Some(&"acquire") && got > 0)
         {
             let key = self.lease_key(name, ":token")?;
-            self.timed(conn.wait(&key, replicas, ms)).await?;
+            let acked = self.timed(conn.wait(&key, replicas, ms)).await?;
+            self.waited(replicas, acked);
         }
         Ok(got)
     }
@@ -706,7 +724,8 @@ impl RedisStore {
         if let (Some((replicas, ms)), Some(&1)) = (first.wait, r.first()) {
             // Answered once `replicas` replicas hold the write, or after `ms` either way (the
             // decision stands; only its durability across a failover is in doubt then).
-            first.timed(conn.wait(&keys[0], replicas, ms)).await?;
+            let acked = first.timed(conn.wait(&keys[0], replicas, ms)).await?;
+            first.waited(replicas, acked);
         }
         // A reply this client cannot read comes after the script ran (and may have written):
         // not `Corrupt`, which promises nothing was written, but a store that misbehaved.
