@@ -81,6 +81,13 @@ fn a_bounded_campaign_finds_nothing_wrong_with_the_correct_limiter() {
         r.found
     );
     assert!(r.fault_coverage.len() >= 8, "{:?}", r.fault_coverage);
+    // Failovers to a lagging replica are among the draws, and the correct limiter passes
+    // beside them (within each failover's allowance).
+    assert!(
+        r.fault_coverage.get("store_failover").is_some_and(|&n| n > 0),
+        "{:?}",
+        r.fault_coverage
+    );
 }
 
 fn root() -> std::path::PathBuf {
