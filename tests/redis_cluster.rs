@@ -144,6 +144,49 @@ fn cluster_decisions_are_the_cores_and_cross_slot_requests_are_all_or_nothing() 
         assert_eq!(again.decision.limit, 5);
         let items = [(&wide, &key, 1), (&narrow, &key, 1)];
         assert!(RedisStore::apply_all(&items, now).unwrap().await.is_ok());
+
+        // Concurrent cross-slot requests: refunds race with other requests' spends. A refund
+        // gives back only a spend still standing, so a race may cost a phantom denial, never
+        // an admission beyond a limit: 96 requests at once from 4 clients, each at its own
+        // narrow limit (3) and one shared wide limit (8), on the store's clock, one token an
+        // hour.
+        let hourly = |b| TokenBucket::new(b, 1, Nanos::from_millis(3_600_000)).unwrap();
+        let shared = store.sibling(hourly(8), "shared:").unwrap();
+        let own = store.sibling(hourly(3), "own:").unwrap();
+        let one = Key::new("all").unwrap();
+        let clients: Vec<Key> = (0..4)
+            .map(|i| Key::new(&format!("c{i}")).unwrap())
+            .collect();
+        for c in &clients {
+            assert_ne!(
+                slot(format!("own:{}", c.as_str()).as_bytes()),
+                slot(b"shared:all")
+            );
+        }
+        let tasks: Vec<_> = (0..96)
+            .map(|i| {
+                let (shared, own, one) = (shared.clone(), own.clone(), one.clone());
+                let client = clients[i % clients.len()].clone();
+                tokio::spawn(async move {
+                    let items = [(&shared, &one, 1), (&own, &client, 1)];
+                    let all = RedisStore::apply_all(&items, None).unwrap().await;
+                    (i % 4, all.is_ok_and(|a| a.allowed))
+                })
+            })
+            .collect();
+        let mut per_client = [0u32; 4];
+        for t in tasks {
+            let (c, admitted) = t.await.unwrap();
+            per_client[c] += u32::from(admitted);
+        }
+        let total: u32 = per_client.iter().sum();
+        println!("concurrent cross-slot requests admitted per client: {per_client:?}");
+        assert!(per_client.iter().all(|&n| n <= 3), "{per_client:?}");
+        assert!(
+            total <= 8,
+            "the shared limit admitted {total}: {per_client:?}"
+        );
+        assert!(total > 0, "{per_client:?}");
     });
 }
 

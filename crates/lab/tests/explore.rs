@@ -84,7 +84,9 @@ fn a_bounded_campaign_finds_nothing_wrong_with_the_correct_limiter() {
     // Failovers to a lagging replica are among the draws, and the correct limiter passes
     // beside them (within each failover's allowance).
     assert!(
-        r.fault_coverage.get("store_failover").is_some_and(|&n| n > 0),
+        r.fault_coverage
+            .get("store_failover")
+            .is_some_and(|&n| n > 0),
         "{:?}",
         r.fault_coverage
     );
