@@ -31,8 +31,10 @@ BIN="${CARGO_TARGET_DIR:-target}/release"
 write_http_load
 
 
-P_BARE=$(free_port); start "$P_BARE" "$BIN/examples/bare" "127.0.0.1:$P_BARE" "$WORKERS"
-P_MEM=$(free_port); start "$P_MEM" "$BIN/ratelab-server" --listen "127.0.0.1:$P_MEM" --limits "$WORK/limits.toml" --workers "$WORKERS"
+# The process serving each port, whose CPU per request is measured.
+declare -A PID_OF
+P_BARE=$(free_port); start "$P_BARE" "$BIN/examples/bare" "127.0.0.1:$P_BARE" "$WORKERS"; PID_OF[$P_BARE]=$LAST
+P_MEM=$(free_port); start "$P_MEM" "$BIN/ratelab-server" --listen "127.0.0.1:$P_MEM" --limits "$WORK/limits.toml" --workers "$WORKERS"; PID_OF[$P_MEM]=$LAST
 if [ -n "$NGINX" ]; then
   P_NGX=$(free_port)
   mkdir -p "$WORK/nginx" "$WORK/www"
@@ -62,27 +64,35 @@ http {
   }
 }
 EOF
-  start "$P_NGX" "$NGINX" -c "$WORK/nginx.conf" -p "$WORK/nginx"
+  start "$P_NGX" "$NGINX" -c "$WORK/nginx.conf" -p "$WORK/nginx"; PID_OF[$P_NGX]=$LAST
   codes=$(for _ in 1 2; do curl -s -o /dev/null -w "%{http_code} " -H "x-api-key: probe" "http://127.0.0.1:$P_NGX/tight"; done)
   [ "$codes" = "200 429 " ] || { echo "nginx limit_req is not in the answer's path (/tight answered: $codes)" >&2; cat "$WORK/nginx/error.log" >&2; exit 1; }
 fi
 REDIS_URL=""
 if command -v redis-server >/dev/null; then
   P_RDS=$(free_port)
-  start "$P_RDS" redis-server --port "$P_RDS" --bind 127.0.0.1 --save "" --appendonly no --dir "$WORK"
+  start "$P_RDS" redis-server --port "$P_RDS" --bind 127.0.0.1 --save "" --appendonly no --dir "$WORK"; PID_REDIS=$LAST
   REDIS_URL="redis://127.0.0.1:$P_RDS"
-  P_RMEM=$(free_port); start "$P_RMEM" "$BIN/ratelab-server" --listen "127.0.0.1:$P_RMEM" --limits "$WORK/limits.toml" --redis "$REDIS_URL" --workers "$WORKERS"
+  P_RMEM=$(free_port); start "$P_RMEM" "$BIN/ratelab-server" --listen "127.0.0.1:$P_RMEM" --limits "$WORK/limits.toml" --redis "$REDIS_URL" --workers "$WORKERS"; PID_OF[$P_RMEM]=$LAST
 fi
 
-# wrk's Requests/sec and its p50 / p99 latency, as "rps p50 p99".
+# wrk's Requests/sec and its p50 / p99 latency, and the CPU per request of the server (with
+# its children) and of redis-server (on the Redis target, else "–"), in µs (from
+# /proc/PID/stat), as "rps p50 p99 server_cpu redis_cpu".
 measure() { # port, keys
-  local extra=(-H "x-api-key: hot")
+  local extra=(-H "x-api-key: hot") s0 s1 r0=0 r1=0 redis_cpu="–" n
   [ "$2" = many ] && extra=(-s "$WORK/many.lua")
+  s0=$(tree_cpu "${PID_OF[$1]}")
+  [ "$1" = "${P_RMEM:-}" ] && r0=$(cpu "$PID_REDIS")
   wrk -t1 -c"$CONNS" -d"${SECS}s" --latency "${extra[@]}" "http://127.0.0.1:$1/" > "$WORK/wrk.out"
+  s1=$(tree_cpu "${PID_OF[$1]}")
+  [ "$1" = "${P_RMEM:-}" ] && r1=$(cpu "$PID_REDIS")
   if grep -qE "Non-2xx|Socket errors" "$WORK/wrk.out"; then
     echo "refused: non-2xx answers or socket errors from port $1:" >&2; cat "$WORK/wrk.out" >&2; return 1
   fi
-  python3 - "$WORK/wrk.out" <<'EOF'
+  n=$(grep -oE "^ *[0-9]+ requests in" "$WORK/wrk.out" | grep -oE "[0-9]+")
+  [ "$1" = "${P_RMEM:-}" ] && redis_cpu=$(us_per $((r1 - r0)) "$n")
+  python3 - "$WORK/wrk.out" "$(us_per $((s1 - s0)) "$n")" "$redis_cpu" <<'EOF'
 import re, sys
 t = open(sys.argv[1]).read()
 def us(v):
@@ -91,31 +101,33 @@ def us(v):
 rps = float(re.search(r"Requests/sec:\s+([\d.]+)", t).group(1))
 p50 = us(re.search(r"\s50%\s+(\S+)", t).group(1))
 p99 = us(re.search(r"\s99%\s+(\S+)", t).group(1))
-print(f"{rps:.0f} {p50:.0f} {p99:.0f}")
+print(f"{rps:.0f} {p50:.0f} {p99:.0f} {sys.argv[2]} {sys.argv[3]}")
 EOF
 }
 
 # redis-benchmark running ratelab's own script (the atomic decision) at the same concurrency.
 redis_benchmark() { # keys
-  local sha range=()
+  local sha range=() r0 r1 n=$((SECS * 60000)) out
   sha=$(redis-cli -p "$P_RDS" SCRIPT LOAD "$(cat crates/store/src/token_bucket.lua)")
   [ "$1" = many ] && range=(-r 10000)
-  redis-benchmark -p "$P_RDS" -c "$CONNS" -n $((SECS * 60000)) "${range[@]}" -q --csv \
-    EVALSHA "$sha" 1 "bench:key:__rand_int__" 1000000 1000000 1000000000 1 "" "" \
-    | python3 -c '
+  r0=$(cpu "$PID_REDIS")
+  out=$(redis-benchmark -p "$P_RDS" -c "$CONNS" -n "$n" "${range[@]}" -q --csv \
+    EVALSHA "$sha" 1 "bench:key:__rand_int__" 1000000 1000000 1000000000 1 "" "")
+  r1=$(cpu "$PID_REDIS")
+  python3 -c '
 import csv, sys
 rows = list(csv.DictReader(sys.stdin))
 r = rows[-1]
 rps, p50, p99 = (float(r[k]) for k in ("rps", "p50_latency_ms", "p99_latency_ms"))
-print(f"{rps:.0f} {p50 * 1000:.0f} {p99 * 1000:.0f}")'
+print(f"{rps:.0f} {p50 * 1000:.0f} {p99 * 1000:.0f} – {sys.argv[1]}")' "$(us_per $((r1 - r0)) "$n")" <<< "$out"
 }
 
 echo "HTTP throughput, wrk -t1 -c$CONNS -d${SECS}s, $WORKERS worker thread(s) per server, $(nproc) cores, median of $ROUNDS rounds, $(date -u +%F)"
-printf "| %-34s | %-8s | %10s | %7s | %7s |\n" target keys "req/s" "p50 µs" "p99 µs"
-printf "|%s|%s|%s|%s|%s|\n" "------------------------------------" "----------" "-----------:" "--------:" "--------:"
+printf "| %-34s | %-8s | %10s | %7s | %7s | %10s | %10s |\n" target keys "req/s" "p50 µs" "p99 µs" "server CPU µs/req" "Redis CPU µs/req"
+printf "|%s|%s|%s|%s|%s|%s|%s|\n" "------------------------------------" "----------" "-----------:" "--------:" "--------:" "-----------:" "-----------:"
 declare -A RPS RUNS
 ORDER=()
-take() { # label, keys, command... (printing "rps p50 p99"); a failed measurement ends the run
+take() { # label, keys, command... (printing "rps p50 p99 server_cpu redis_cpu"); a failed measurement ends the run
   local label="$1" keys="$2" out
   shift 2
   out=$("$@") || { echo "refused: $label, $keys" >&2; exit 1; }
@@ -134,12 +146,12 @@ for keys in hot many; do
   done
 done
 for entry in "${ORDER[@]}"; do
-  read -r r p50 p99 < <(python3 -c '
+  read -r r p50 p99 scpu rcpu < <(python3 -c '
 import sys
-runs = sorted((tuple(map(float, r.split())) for r in sys.argv[1].split(";") if r), key=lambda t: t[0])
-print(*(f"{v:.0f}" for v in runs[len(runs) // 2]))' "${RUNS[$entry]}")
+runs = sorted((r.split() for r in sys.argv[1].split(";") if r), key=lambda t: float(t[0]))
+print(*runs[len(runs) // 2])' "${RUNS[$entry]}")
   RPS["$entry"]=$r
-  printf "| %-34s | %-8s | %10s | %7s | %7s |\n" "${entry%/*}" "${entry##*/}" "$r" "$p50" "$p99"
+  printf "| %-34s | %-8s | %10s | %7s | %7s | %10s | %10s |\n" "${entry%/*}" "${entry##*/}" "$r" "$p50" "$p99" "$scpu" "$rcpu"
 done
 echo
 ratio() { python3 -c "print(f'{$1 / $2:.2f}')"; }

@@ -17,8 +17,6 @@ WORKERS="${3:-1}"
 cargo build --release -q -p ratelab-server --bin ratelab-server --example rls_load
 BIN="${CARGO_TARGET_DIR:-target}/release"
 . scripts/bench-lib.sh
-# CPU time of a process so far, in clock ticks.
-cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
 # Every call admitted, each a whole decision: a bucket per value of 10⁶, refilled at 10⁶ a
 # second (within the Redis script's exact range).
