@@ -90,7 +90,8 @@ measure() { # port, keys
   if grep -qE "Non-2xx|Socket errors" "$WORK/wrk.out"; then
     echo "refused: non-2xx answers or socket errors from port $1:" >&2; cat "$WORK/wrk.out" >&2; return 1
   fi
-  n=$(grep -oE "^ *[0-9]+ requests in" "$WORK/wrk.out" | grep -oE "[0-9]+")
+  n=$(grep -oE "^ *[0-9]+ requests in" "$WORK/wrk.out" | grep -oE "[0-9]+" || true)
+  [ "${n:-0}" -gt 0 ] || { echo "refused: no requests answered on port $1:" >&2; cat "$WORK/wrk.out" >&2; return 1; }
   [ "$1" = "${P_RMEM:-}" ] && redis_cpu=$(us_per $((r1 - r0)) "$n")
   python3 - "$WORK/wrk.out" "$(us_per $((s1 - s0)) "$n")" "$redis_cpu" <<'EOF'
 import re, sys

@@ -9,6 +9,7 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 wait_port() { for _ in $(seq 100); do (echo > "/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.05; done; echo "nothing listens on $1:" >&2; cat "$WORK/$1.log" >&2; exit 1; }
 # CPU time of a process so far, in clock ticks; tree_cpu adds its children's (nginx's worker).
 cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+command -v pgrep >/dev/null || { echo "pgrep is not installed (Debian: apt-get install procps)" >&2; exit 2; }
 tree_cpu() { local t; t=$(cpu "$1"); for c in $(pgrep -P "$1" || true); do t=$((t + $(cpu "$c"))); done; echo "$t"; }
 # µs of CPU per request: clock ticks ($1) over requests ($2).
 us_per() { python3 -c "import os; print(f'{$1 * 1e6 / os.sysconf(\"SC_CLK_TCK\") / $2:.1f}')"; }

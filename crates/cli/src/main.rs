@@ -101,60 +101,7 @@ enum Command {
     },
     /// The overshoot experiment: naive vs atomic across concurrency and store round trip,
     /// plus the algorithm comparison. Writes docs/results/ and the figures in the docs.
-    Sweep {
-        /// Concurrency ladder: powers of two from 1 up to this (1 to 256, one gateway per
-        /// sender).
-        #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=256))]
-        max_concurrency: u32,
-        /// The concurrency ladder given step by step instead (comma separated, each 1 to 256).
-        #[arg(long, value_delimiter = ',', conflicts_with = "max_concurrency",
-              value_parser = clap::value_parser!(u32).range(1..=256))]
-        concurrency: Vec<u32>,
-        /// One-way store latencies, µs (comma separated, each at most 10000000); a store
-        /// round trip is twice one.
-        #[arg(long, value_delimiter = ',', default_values_t = vec![100u64, 500, 1_500, 4_000, 10_000],
-              value_parser = clap::value_parser!(u64).range(0..=10_000_000))]
-        latencies_us: Vec<u64>,
-        /// Seeds per point: 1 to N (N from 1 to 100).
-        #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=100))]
-        seeds: u64,
-        /// Simulated seconds per run (1 to 60).
-        #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..=60))]
-        seconds: u64,
-        /// Worker threads (1 to 64; default: every core).
-        #[arg(long, value_parser = clap::value_parser!(u64).range(1..=64))]
-        threads: Option<u64>,
-        /// Where the CSV, JSON and SVG files go.
-        #[arg(long, default_value = "docs/results")]
-        out: PathBuf,
-        /// The write-up whose marked figures are rewritten.
-        #[arg(long, default_value = "docs/WRITEUP.md")]
-        writeup: PathBuf,
-        /// The README whose marked headline table is rewritten.
-        #[arg(long, default_value = "README.md")]
-        readme: PathBuf,
-        /// Run the ladder on a real Redis instead: a URL (`redis+cluster://HOST:PORT,…` for a
-        /// Redis Cluster), `auto` for a private redis-server on a free loopback port, or
-        /// `auto-cluster` for a private local cluster of three primaries and three replicas.
-        #[arg(long)]
-        redis: Option<String>,
-        /// With a cluster in --redis: the doc whose `sweep:redis-cluster` block is rewritten
-        /// (the results go to `OUT/overshoot-redis-cluster.{json,csv}`).
-        #[arg(long, default_value = "docs/CLUSTER.md")]
-        cluster_doc: PathBuf,
-        /// With --redis: repetitions of the real ladder (1 to 20).
-        #[arg(long, default_value_t = 3, requires = "redis",
-              value_parser = clap::value_parser!(u32).range(1..=20))]
-        redis_runs: u32,
-        /// Keep the committed real-Redis runs (`OUT/overshoot-redis.json`) and rerun only
-        /// their simulated side (after a change to the simulator).
-        #[arg(long, conflicts_with_all = ["redis", "scenarios_only"])]
-        resimulate_redis: bool,
-        /// Keep the committed ladder (`OUT/overshoot.json`) and rerun only the scenarios the
-        /// docs cite: `gateway.json` and their tables (after editing a scenario).
-        #[arg(long, conflicts_with = "redis")]
-        scenarios_only: bool,
-    },
+    Sweep(Box<SweepArgs>),
     /// Measure what a Redis Cluster failover costs a token bucket: on a private local cluster
     /// (three primaries, three replicas), kill the hot key's primary under load, once without
     /// and once with WAIT after each decision; failed calls, recovery and overshoot.
@@ -350,58 +297,7 @@ fn main() -> ExitCode {
             print_scenario,
             ..
         } => bench(gateways, seconds, rate, runs, print_scenario),
-        Command::Sweep {
-            max_concurrency,
-            concurrency,
-            latencies_us,
-            seeds,
-            seconds,
-            threads,
-            out,
-            writeup,
-            readme,
-            redis,
-            cluster_doc,
-            redis_runs,
-            resimulate_redis,
-            scenarios_only,
-        } => {
-            if latencies_us.is_empty() {
-                eprintln!("error: --latencies-us needs 1 or more values");
-                return ExitCode::from(EXIT_BAD_INPUT);
-            }
-            let threads =
-                threads.map_or_else(ratelab_sim::parallel::default_threads, |t| t as usize);
-            let concurrency = if concurrency.is_empty() {
-                (0..=max_concurrency.ilog2()).map(|i| 1 << i).collect()
-            } else {
-                concurrency
-                    .into_iter()
-                    .collect::<std::collections::BTreeSet<u32>>()
-                    .into_iter()
-                    .collect()
-            };
-            let cfg = ratelab_lab::sweep::SweepConfig {
-                concurrency,
-                latencies_us,
-                seeds: (1..=seeds).collect(),
-                duration_ms: seconds * 1000,
-                ..Default::default()
-            };
-            if resimulate_redis {
-                return resimulate_real(&cfg, threads, &out, &writeup, &cluster_doc);
-            }
-            match redis {
-                Some(url) => {
-                    let docs = RealDocs {
-                        writeup: &writeup,
-                        cluster_doc: &cluster_doc,
-                    };
-                    real_sweep(&cfg, &url, redis_runs, threads, &out, docs)
-                }
-                None => sweep(&cfg, threads, scenarios_only, &out, &writeup, &readme),
-            }
-        }
+        Command::Sweep(args) => sweep_command(*args),
         Command::Serve(args) => ratelab_server::serve_command(*args),
         Command::Probe { command } => probe::probe_command(command),
         Command::Explore(args) => explore::explore_command(*args),
@@ -864,6 +760,118 @@ fn sweep(
     ExitCode::SUCCESS
 }
 
+/// `ratelab sweep`'s flags.
+#[derive(clap::Args, Debug)]
+struct SweepArgs {
+    /// Concurrency ladder: powers of two from 1 up to this (1 to 256, one gateway per
+    /// sender).
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=256))]
+    max_concurrency: u32,
+    /// The concurrency ladder given step by step instead (comma separated, each 1 to 256).
+    #[arg(long, value_delimiter = ',', conflicts_with = "max_concurrency",
+          value_parser = clap::value_parser!(u32).range(1..=256))]
+    concurrency: Vec<u32>,
+    /// One-way store latencies, µs (comma separated, each at most 10000000); a store
+    /// round trip is twice one.
+    #[arg(long, value_delimiter = ',', default_values_t = vec![100u64, 500, 1_500, 4_000, 10_000],
+          value_parser = clap::value_parser!(u64).range(0..=10_000_000))]
+    latencies_us: Vec<u64>,
+    /// Seeds per point: 1 to N (N from 1 to 100).
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=100))]
+    seeds: u64,
+    /// Simulated seconds per run (1 to 60).
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..=60))]
+    seconds: u64,
+    /// Worker threads (1 to 64; default: every core).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=64))]
+    threads: Option<u64>,
+    /// Where the CSV, JSON and SVG files go.
+    #[arg(long, default_value = "docs/results")]
+    out: PathBuf,
+    /// The write-up whose marked figures are rewritten.
+    #[arg(long, default_value = "docs/WRITEUP.md")]
+    writeup: PathBuf,
+    /// The README whose marked headline table is rewritten.
+    #[arg(long, default_value = "README.md")]
+    readme: PathBuf,
+    /// Run the ladder on a real Redis instead: a URL (`redis+cluster://HOST:PORT,…` for a
+    /// Redis Cluster), `auto` for a private redis-server on a free loopback port, or
+    /// `auto-cluster` for a private local cluster of three primaries and three replicas.
+    #[arg(long)]
+    redis: Option<String>,
+    /// With a cluster in --redis: the doc whose `sweep:redis-cluster` block is rewritten
+    /// (the results go to `OUT/overshoot-redis-cluster.{json,csv}`).
+    #[arg(long, default_value = "docs/CLUSTER.md")]
+    cluster_doc: PathBuf,
+    /// With --redis: repetitions of the real ladder (1 to 20).
+    #[arg(long, default_value_t = 3, requires = "redis",
+          value_parser = clap::value_parser!(u32).range(1..=20))]
+    redis_runs: u32,
+    /// Keep the committed real-Redis runs (`OUT/overshoot-redis.json`) and rerun only
+    /// their simulated side (after a change to the simulator).
+    #[arg(long, conflicts_with_all = ["redis", "scenarios_only"])]
+    resimulate_redis: bool,
+    /// Keep the committed ladder (`OUT/overshoot.json`) and rerun only the scenarios the
+    /// docs cite: `gateway.json` and their tables (after editing a scenario).
+    #[arg(long, conflicts_with = "redis")]
+    scenarios_only: bool,
+}
+
+/// `ratelab sweep`: the simulated ladder, the real one on Redis, or the committed real runs
+/// simulated again.
+fn sweep_command(args: SweepArgs) -> ExitCode {
+    let SweepArgs {
+        max_concurrency,
+        concurrency,
+        latencies_us,
+        seeds,
+        seconds,
+        threads,
+        out,
+        writeup,
+        readme,
+        redis,
+        cluster_doc,
+        redis_runs,
+        resimulate_redis,
+        scenarios_only,
+    } = args;
+    if latencies_us.is_empty() {
+        eprintln!("error: --latencies-us needs 1 or more values");
+        return ExitCode::from(EXIT_BAD_INPUT);
+    }
+    let threads = threads.map_or_else(ratelab_sim::parallel::default_threads, |t| t as usize);
+    let concurrency = if concurrency.is_empty() {
+        (0..=max_concurrency.ilog2()).map(|i| 1 << i).collect()
+    } else {
+        concurrency
+            .into_iter()
+            .collect::<std::collections::BTreeSet<u32>>()
+            .into_iter()
+            .collect()
+    };
+    let cfg = ratelab_lab::sweep::SweepConfig {
+        concurrency,
+        latencies_us,
+        seeds: (1..=seeds).collect(),
+        duration_ms: seconds * 1000,
+        ..Default::default()
+    };
+    if resimulate_redis {
+        return resimulate_real(&cfg, threads, &out, &writeup, &cluster_doc);
+    }
+    match redis {
+        Some(url) => {
+            let docs = RealDocs {
+                writeup: &writeup,
+                cluster_doc: &cluster_doc,
+            };
+            real_sweep(&cfg, &url, redis_runs, threads, &out, docs)
+        }
+        None => sweep(&cfg, threads, scenarios_only, &out, &writeup, &readme),
+    }
+}
+
 /// Resolves `--redis`: `auto` starts a private server (kept alive by the returned guard).
 fn redis_url(arg: &str) -> Result<(String, Option<real::PrivateRedis>), String> {
     if arg == "auto" {
@@ -921,6 +929,10 @@ impl RealDocs<'_> {
 /// `ratelab failover --scale`: decisions per second on one server and on three primaries.
 fn scale(senders: u32, seconds: u64, out: &std::path::Path, doc: &std::path::Path) -> ExitCode {
     use ratelab_store::redis_store::{RedisOptions, RedisStore};
+    if let Err(e) = check_block(doc, "cluster-scale") {
+        eprintln!("error: {e}");
+        return ExitCode::from(EXIT_BAD_INPUT);
+    }
     let keys = 10_000;
     let one = tokio_rt().block_on(async {
         let server = real::PrivateRedis::start()?;
@@ -960,6 +972,15 @@ fn scale(senders: u32, seconds: u64, out: &std::path::Path, doc: &std::path::Pat
     let table = ratelab_lab::failover::scale_table(&results);
     println!("{table}");
     write_results(&results, out, "cluster-scale", doc, &table)
+}
+
+/// Checks, before a measurement, that its results will have a place: `doc` has a
+/// `figures:NAME` block.
+fn check_block(doc: &std::path::Path, name: &str) -> Result<(), String> {
+    let text = std::fs::read_to_string(doc).map_err(|e| format!("{}: {e}", doc.display()))?;
+    ratelab_lab::output::replace_block(&text, &format!("figures:{name}"), "")
+        .map(|_| ())
+        .map_err(|e| format!("{}: {e}", doc.display()))
 }
 
 /// Writes `results` to `OUT/NAME.json` and `table` into `doc`'s `figures:NAME` block.
@@ -1004,6 +1025,10 @@ fn failover(
     json: bool,
     (out, doc): (&std::path::Path, &std::path::Path),
 ) -> ExitCode {
+    if let Err(e) = check_block(doc, "failover-real") {
+        eprintln!("error: {e}");
+        return ExitCode::from(EXIT_BAD_INPUT);
+    }
     let mut runs = Vec::new();
     for w in [None, Some(wait)] {
         let cfg = ratelab_lab::failover::FailoverConfig {

@@ -566,8 +566,13 @@ impl BenchTarget {
                 let primaries: Vec<String> = text
                     .lines()
                     .filter(|l| {
-                        let flags = l.split(' ').nth(2).unwrap_or("");
-                        flags.split(',').any(|f| f == "master") && !flags.contains("fail")
+                        // A live primary with an address: not failing, nor still joining.
+                        let flags: Vec<&str> =
+                            l.split(' ').nth(2).unwrap_or("").split(',').collect();
+                        flags.contains(&"master")
+                            && !flags
+                                .iter()
+                                .any(|f| matches!(*f, "fail" | "fail?" | "noaddr" | "handshake"))
                     })
                     .filter_map(|l| {
                         let addr = l.split(' ').nth(1)?.split('@').next()?;

@@ -25,12 +25,14 @@
 //! the write's acknowledgement to its being read on the replica (an upper estimate: it
 //! includes a read's round trip). A_L is then counted from the history: admissions sent
 //! before the kill whose answer came at most L before it or later. The reported bound is
-//! min(B, A_L).
+//! min(B, A_L); a marker the replica does not show within 100 ms leaves the lag unknown, and
+//! the bound B.
 //!
 //! With `WAIT 1` after each admitted decision ([`RedisStore::with_wait`]) an acknowledged
 //! decision is on the replica before the sender hears of it, so the promoted state lacks no
 //! acknowledged decision and the bound is 0 — unless a wait before the kill came back short
-//! ([`RedisStore::waits_short`]; the bound is then that of asynchronous replication), or
+//! ([`RedisStore::waits_short`]; the bound is then that of asynchronous replication, with a
+//! lag of at least the wait), or
 //! covered nothing (a connection replaced between the script and the `WAIT`), which no
 //! reply shows.
 
@@ -120,12 +122,15 @@ pub struct FailoverReport {
     pub replica_lag_max_us: Option<f64>,
     /// Lag samples taken.
     pub lag_samples: u64,
+    /// Markers the replica did not show within the probe's patience (100 ms): when any, the
+    /// lag is unknown and the bound is B.
+    pub lag_samples_given_up: u64,
     /// Admissions acknowledged within that lag of the kill (A_L): those a promotion can lose.
     pub at_risk: u64,
     /// Waits that came back with no replica before the kill (the run with WAIT).
     pub waits_short_before_kill: u64,
     /// The bound on the overshoot derived from the measured lag: min(B, A_L); 0 with WAIT
-    /// when every wait before the kill was acknowledged. Without a lag sample, B.
+    /// when every wait before the kill was acknowledged. With the lag unknown, B.
     pub bound: u64,
     /// Median and 99th percentile latency of decisions before the kill, µs.
     pub p50_us: f64,
@@ -154,7 +159,7 @@ pub async fn run(cfg: &FailoverConfig) -> Result<FailoverReport, String> {
     }
     let key = Key::new("hot").map_err(|e| e.to_string())?;
     let primary = cluster
-        .primary_of("failover:hot")
+        .primary_of(HOT)
         .ok_or("no primary serves the hot key's slot")?;
     let start = Instant::now();
     let until = start + Duration::from_secs_f64(cfg.seconds);
@@ -182,22 +187,22 @@ pub async fn run(cfg: &FailoverConfig) -> Result<FailoverReport, String> {
         }));
     }
     let stop_probe = Arc::new(AtomicBool::new(false));
-    let probe = tokio::spawn(probe_lag(primary, "failover:hot", stop_probe.clone()));
+    let probe = tokio::spawn(probe_lag(primary, HOT, stop_probe.clone()));
     tokio::time::sleep(Duration::from_secs_f64(cfg.kill_at)).await;
     stop_probe.store(true, Ordering::Relaxed);
     let lags = probe.await.map_err(|e| e.to_string())??;
     let waits_short_before_kill = store.waits_short();
     let mut cluster = cluster;
+    // The kill is sent now and the process reaped after it: admissions answered from here
+    // on were decided no later than the death.
+    let kill_sent = Instant::now();
     cluster.kill(primary);
     let killed = Instant::now();
     // The promotion, as the cluster reports it: another node serves the hot key's slot.
     let deadline = Instant::now() + Duration::from_secs(30);
     let mut promoted = None;
     while Instant::now() < deadline {
-        if cluster
-            .primary_of("failover:hot")
-            .is_some_and(|p| p != primary)
-        {
+        if cluster.primary_of(HOT).is_some_and(|p| p != primary) {
             promoted = Some(Instant::now());
             break;
         }
@@ -225,43 +230,76 @@ pub async fn run(cfg: &FailoverConfig) -> Result<FailoverReport, String> {
     }
     let mut r = report(cfg, &bucket, &calls, (killed, restarted));
     r.promoted_ms = promoted.map(|t| t.duration_since(killed).as_secs_f64() * 1e3);
-    r.lag_samples = lags.len() as u64;
-    let lag = lags.iter().max().copied();
+    r.lag_samples = lags.samples.len() as u64;
+    r.lag_samples_given_up = lags.gave_up;
+    let lag = lags.samples.iter().max().copied();
     r.replica_lag_max_us = lag.map(|l| l.as_secs_f64() * 1e6);
     r.waits_short_before_kill = waits_short_before_kill;
-    r.at_risk = lag.map_or(0, |l| at_risk(&calls, killed, l));
-    r.bound = match lag {
-        None => cfg.capacity,
-        Some(_) if cfg.wait.is_some() && waits_short_before_kill == 0 => 0,
-        Some(_) => cfg.capacity.min(r.at_risk),
+    // A wait that came back short shows a lag at least that long.
+    let lag = match (lag, cfg.wait) {
+        (Some(l), Some(w)) if waits_short_before_kill > 0 => Some(l.max(w)),
+        (l, _) => l,
     };
+    r.at_risk = lag.map_or(0, |l| at_risk(&calls, kill_sent, l));
+    r.bound = derived_bound(
+        cfg.capacity,
+        &lags,
+        cfg.wait.is_some() && waits_short_before_kill == 0,
+        r.at_risk,
+    );
     Ok(r)
 }
 
-/// Admissions sent before the kill whose answer came no earlier than `lag` before it: the
-/// old primary acknowledged them within the replication lag of its death, so the replica may
-/// lack them. (A call sent before the kill can only have been decided by the old primary: its
-/// timeout is far shorter than a promotion.)
-fn at_risk(calls: &[Call], killed: Instant, lag: Duration) -> u64 {
-    let from = killed.checked_sub(lag).unwrap_or(killed);
+/// The hot key as stored (the store's prefix, then the key).
+const HOT: &str = "failover:hot";
+
+/// The bound on the overshoot from what the run measured: B when the lag is unknown (no
+/// sample, or a sample the replica never showed); 0 when every admission before the kill
+/// waited for the replica and got it; else min(B, the admissions at risk).
+fn derived_bound(capacity: u64, lags: &LagSamples, all_waited: bool, at_risk: u64) -> u64 {
+    if lags.samples.is_empty() || lags.gave_up > 0 {
+        capacity
+    } else if all_waited {
+        0
+    } else {
+        capacity.min(at_risk)
+    }
+}
+
+/// Admissions sent before the kill whose answer came no earlier than `lag` before the kill
+/// was sent: the old primary acknowledged them within the replication lag of its death, so
+/// the replica may lack them. (A call sent before the kill can only have been decided by the
+/// old primary: its timeout is far shorter than a promotion.)
+fn at_risk(calls: &[Call], kill_sent: Instant, lag: Duration) -> u64 {
+    let from = kill_sent.checked_sub(lag).unwrap_or(kill_sent);
     calls
         .iter()
-        .filter(|c| matches!(c.decided, Some((true, _))) && c.sent < killed && c.done >= from)
+        .filter(|c| matches!(c.decided, Some((true, _))) && c.sent < kill_sent && c.done >= from)
         .count() as u64
 }
+
+/// The replica lag samples of a run.
+#[derive(Debug, Default)]
+struct LagSamples {
+    /// From a write's acknowledgement on the primary to its being read on the replica.
+    samples: Vec<Duration>,
+    /// Samples the replica did not show within the probe's patience: the lag is unknown.
+    gave_up: u64,
+}
+
+/// How long the probe waits for the replica to show one marker.
+const PATIENCE: Duration = Duration::from_millis(100);
 
 /// Measures the replication lag of `primary` (a node's port) to its replica until `stop`:
 /// every 2 ms a marker in `key`'s slot is written on the primary, then read on the replica
 /// (`READONLY`) back to back until it shows there; each sample is the time from the write's
-/// acknowledgement to that read's answer. A sample the replica does not show within 100 ms
-/// counts as 100 ms.
-async fn probe_lag(
-    primary: u16,
-    key: &str,
-    stop: Arc<AtomicBool>,
-) -> Result<Vec<Duration>, String> {
-    let replica = replica_of(primary)?;
-    let marker = same_slot_key(key);
+/// acknowledgement to that read's answer. A marker the replica does not show within
+/// [`PATIENCE`] is counted as given up.
+async fn probe_lag(primary: u16, key: &str, stop: Arc<AtomicBool>) -> Result<LagSamples, String> {
+    let info = redis_cluster::cli(primary, &["INFO", "replication"]);
+    let replica =
+        replica_port(&info).ok_or_else(|| format!("node {primary} has no replica: {info}"))?;
+    let marker = marker_key(key)?;
     let open = |port: u16| async move {
         redis::Client::open(format!("redis://127.0.0.1:{port}/"))
             .map_err(|e| e.to_string())?
@@ -274,7 +312,7 @@ async fn probe_lag(
         .query_async(&mut r)
         .await
         .map_err(|e| e.to_string())?;
-    let mut lags = Vec::new();
+    let mut lags = LagSamples::default();
     let mut n: u64 = 0;
     while !stop.load(Ordering::Relaxed) {
         n += 1;
@@ -287,16 +325,19 @@ async fn probe_lag(
             break;
         }
         let acked = Instant::now();
-        let give_up = acked + Duration::from_millis(100);
         loop {
             let seen: Option<u64> = redis::cmd("GET")
                 .arg(&marker)
                 .query_async(&mut r)
                 .await
                 .unwrap_or(None);
-            let now = Instant::now();
-            if seen == Some(n) || now >= give_up {
-                lags.push(now.duration_since(acked));
+            let waited = acked.elapsed();
+            if seen == Some(n) {
+                lags.samples.push(waited);
+                break;
+            }
+            if waited >= PATIENCE {
+                lags.gave_up += 1;
                 break;
             }
         }
@@ -305,24 +346,23 @@ async fn probe_lag(
     Ok(lags)
 }
 
-/// The port of `primary`'s replica, from its `INFO replication`.
-fn replica_of(primary: u16) -> Result<u16, String> {
-    let info = redis_cluster::cli(primary, &["INFO", "replication"]);
+/// The port of a primary's first replica, from its `INFO replication` text.
+fn replica_port(info: &str) -> Option<u16> {
     info.lines()
         .find(|l| l.starts_with("slave0:"))
         .and_then(|l| l.split(',').find_map(|f| f.strip_prefix("port=")))
         .and_then(|p| p.trim().parse().ok())
-        .ok_or_else(|| format!("node {primary} has no replica: {info}"))
 }
 
-/// A key of the same hash slot as `key` (so on the same primary, in the same replication
-/// stream).
-fn same_slot_key(key: &str) -> String {
-    let want = slot(key.as_bytes());
-    (0u64..)
-        .map(|i| format!("failover:lag:{i}"))
-        .find(|k| slot(k.as_bytes()) == want)
-        .expect("every slot has a key of this shape")
+/// A key of the same hash slot as `key`, which has no hash tag of its own: `key` as the hash
+/// tag of another (so on the same primary, in the same replication stream).
+fn marker_key(key: &str) -> Result<String, String> {
+    let marker = format!("{{{key}}}:lag");
+    if slot(marker.as_bytes()) == slot(key.as_bytes()) {
+        Ok(marker)
+    } else {
+        Err(format!("no marker key in the slot of {key}"))
+    }
 }
 
 fn report(
@@ -394,6 +434,7 @@ fn report(
         overshoot,
         replica_lag_max_us: None,
         lag_samples: 0,
+        lag_samples_given_up: 0,
         at_risk: 0,
         waits_short_before_kill: 0,
         bound: cfg.capacity,
@@ -535,7 +576,7 @@ pub fn failover_table(r: &FailoverResults) -> String {
     let mut out = format!(
         "B = {}, R = {}/s, {} senders on one hot key, {} s per run on {} cores; the key's primary \
          killed {} s in{}.\n\n\
-         | run | decided | admitted | failed | promoted after (ms) | recovered after (ms) | failed after recovery | failed after restart | replica lag, max µs (samples) | admissions at risk | waits short | overshoot | bound | p50 µs | p99 µs |\n\
+         | run | decided | admitted | failed | promoted after (ms) | recovered after (ms) | failed after recovery | failed after restart | replica lag, max µs (samples, given up) | admissions at risk | waits short | overshoot | bound | p50 µs | p99 µs |\n\
          |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
         r.capacity,
         r.refill_per_sec,
@@ -549,7 +590,7 @@ pub fn failover_table(r: &FailoverResults) -> String {
     );
     for run in &r.runs {
         out.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} ({}) | {} | {} | {} | {} | {:.0} | {:.0} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} ({}, {}) | {} | {} | {} | {} | {:.0} | {:.0} |\n",
             if run.wait {
                 format!("WAIT 1 (at most {} ms) after each admission", r.wait_ms)
             } else {
@@ -564,6 +605,7 @@ pub fn failover_table(r: &FailoverResults) -> String {
             run.failed_after_restart,
             opt(run.replica_lag_max_us),
             run.lag_samples,
+            run.lag_samples_given_up,
             run.at_risk,
             if run.wait {
                 run.waits_short_before_kill.to_string()
@@ -630,4 +672,77 @@ pub fn scale_table(s: &ScaleResults) -> String {
             0.0
         },
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(sent: Instant, done: Instant, admitted: Option<bool>) -> Call {
+        Call {
+            sent,
+            done,
+            decided: admitted.map(|a| (a, Nanos::ZERO)),
+            error: None,
+        }
+    }
+
+    #[test]
+    fn admissions_at_risk_are_those_answered_within_the_lag_of_the_kill() {
+        let kill = Instant::now() + Duration::from_secs(1);
+        let ms = Duration::from_millis;
+        let calls = [
+            // Answered 5 ms before the kill: on the replica by then.
+            call(kill - ms(6), kill - ms(5), Some(true)),
+            // Answered within the last millisecond: at risk.
+            call(kill - ms(2), kill - Duration::from_micros(500), Some(true)),
+            // Sent before, answered after the kill was sent: at risk.
+            call(kill - ms(1), kill + ms(1), Some(true)),
+            // A denial wrote nothing; a failure decided nothing.
+            call(kill - ms(1), kill, Some(false)),
+            call(kill - ms(1), kill, None),
+            // Sent after the kill: decided by the promoted replica.
+            call(kill + ms(1), kill + ms(2), Some(true)),
+        ];
+        assert_eq!(at_risk(&calls, kill, ms(1)), 2);
+        assert_eq!(at_risk(&calls, kill, ms(10)), 3);
+        assert_eq!(at_risk(&calls, kill, Duration::ZERO), 1);
+    }
+
+    #[test]
+    fn the_bound_is_b_when_the_lag_is_unknown_and_zero_only_when_every_wait_held() {
+        let measured = LagSamples {
+            samples: vec![Duration::from_micros(300)],
+            gave_up: 0,
+        };
+        let unknown = LagSamples {
+            samples: vec![Duration::from_micros(300)],
+            gave_up: 1,
+        };
+        assert_eq!(derived_bound(100, &measured, false, 2), 2);
+        assert_eq!(derived_bound(100, &measured, false, 500), 100);
+        assert_eq!(derived_bound(100, &measured, true, 2), 0);
+        assert_eq!(derived_bound(100, &unknown, false, 2), 100);
+        assert_eq!(derived_bound(100, &unknown, true, 0), 100);
+        assert_eq!(derived_bound(100, &LagSamples::default(), true, 0), 100);
+    }
+
+    #[test]
+    fn the_replica_port_is_read_from_info_replication() {
+        let info = "# Replication\r\nrole:master\r\nconnected_slaves:1\r\n\
+                    slave0:ip=127.0.0.1,port=40123,state=online,offset=1234,lag=0\r\n";
+        assert_eq!(replica_port(info), Some(40123));
+        assert_eq!(
+            replica_port("# Replication\r\nrole:master\r\nconnected_slaves:0\r\n"),
+            None
+        );
+    }
+
+    #[test]
+    fn the_lag_marker_shares_the_hot_keys_slot() {
+        let marker = marker_key(HOT).unwrap();
+        assert_ne!(marker, HOT);
+        assert_eq!(slot(marker.as_bytes()), slot(HOT.as_bytes()));
+        assert!(marker_key("{a}b").is_err());
+    }
 }

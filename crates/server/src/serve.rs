@@ -39,6 +39,12 @@ pub trait Stores: Clone + Send + Sync + 'static {
     /// Whether `client` runs exactly `policy` (so a reloaded limit can keep its buckets).
     fn runs(client: &Self::Client, policy: &Policy) -> bool;
 
+    /// When admissions wait for a replica: how many waits so far came back with none (the
+    /// admission stands, but a failover may lose it). `None` when nothing waits.
+    fn waits_short(&self) -> Option<u64> {
+        None
+    }
+
     /// Checks that this store can run every limit and every domain's limit of a limits file
     /// (`file`, `text`), with errors located in the file. The default accepts everything.
     fn check(
@@ -95,6 +101,8 @@ impl Stores for Memory {
 #[derive(Clone, Debug)]
 pub struct Redis {
     conn: RedisStore,
+    /// Whether admissions wait for a replica.
+    waits: bool,
 }
 
 impl Redis {
@@ -105,7 +113,7 @@ impl Redis {
         let conn = RedisStore::connect(url, bucket, options)
             .await
             .map_err(|e| e.to_string())?;
-        Ok(Redis { conn })
+        Ok(Redis { conn, waits: false })
     }
 
     /// Connects to the Redis Cluster of `seeds`, with `timeout` for each call. A request's
@@ -116,7 +124,7 @@ impl Redis {
         let conn = RedisStore::connect_cluster(seeds, bucket, options)
             .await
             .map_err(|e| e.to_string())?;
-        Ok(Redis { conn })
+        Ok(Redis { conn, waits: false })
     }
 
     /// The same store, answering each admission only once a replica holds its write, or
@@ -125,6 +133,7 @@ impl Redis {
         match wait {
             Some(w) => Redis {
                 conn: self.conn.with_wait(1, w),
+                waits: true,
             },
             None => self,
         }
@@ -160,6 +169,10 @@ impl Stores for Redis {
 
     fn runs(client: &RedisStore, policy: &Policy) -> bool {
         Policy::TokenBucket(*client.algorithm()) == *policy
+    }
+
+    fn waits_short(&self) -> Option<u64> {
+        self.waits.then(|| self.conn.waits_short())
     }
 
     fn check(
@@ -281,7 +294,7 @@ pub async fn gateway<S: Stores>(
 }
 
 /// How often the metrics recorder drains its histogram samples.
-const METRICS_UPKEEP: Duration = Duration::from_secs(5);
+const METRICS_UPKEEP: Duration = Duration::from_secs(1);
 
 /// Builds the gateway, starts the reloader, then announces the address (so a client that
 /// read the banner finds the server whole, SIGHUP handler included) and serves.
@@ -305,12 +318,24 @@ async fn serve_app<S: Stores>(
     // The recorder keeps every histogram sample until it is drained, so without scrapes a
     // busy server would grow by a sample per request: drained on a timer, as the exporter's
     // own HTTP listener would.
-    tokio::spawn(async {
+    // Counts kept by the store itself are copied on the same timer.
+    if stores.waits_short().is_some() {
+        metrics::describe_counter!(
+            "ratelab_redis_waits_short_total",
+            "Admissions whose wait for a replica came back with none (--redis-wait): they \
+             stand, but a failover may lose them."
+        );
+    }
+    let counted = stores.clone();
+    tokio::spawn(async move {
         let metrics = prometheus();
         let mut every = tokio::time::interval(METRICS_UPKEEP);
         loop {
             every.tick().await;
             metrics.run_upkeep();
+            if let Some(n) = counted.waits_short() {
+                metrics::counter!("ratelab_redis_waits_short_total").absolute(n);
+            }
         }
     });
     gw.set_kill_switch(s.kill_switch);
