@@ -1051,13 +1051,10 @@ fn failover(
         }
     }
     let results = ratelab_lab::failover::FailoverResults {
-        senders: cfg.senders,
-        seconds: cfg.seconds,
-        kill_at: cfg.kill_at,
-        restart_after: cfg.restart_after,
-        capacity: cfg.capacity,
-        refill_per_sec: cfg.refill_per_sec,
-        wait_ms: wait.as_millis() as u64,
+        config: ratelab_lab::failover::FailoverConfig {
+            wait: Some(wait),
+            ..cfg
+        },
         cores: std::thread::available_parallelism().map_or(0, |n| n.get()),
         runs,
     };

@@ -53,7 +53,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// The experiment's settings.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct FailoverConfig {
     /// Concurrent senders on the hot key.
     pub senders: u32,
@@ -550,20 +550,8 @@ async fn decide(store: &RedisStore, key: &Key) -> Result<Outcome, LimitError> {
 /// and the run without and with `WAIT`.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct FailoverResults {
-    /// Senders on the hot key.
-    pub senders: u32,
-    /// Seconds of traffic per run.
-    pub seconds: f64,
-    /// Seconds in at which the primary was killed.
-    pub kill_at: f64,
-    /// Seconds after the promotion at which the killed node was started again.
-    pub restart_after: Option<f64>,
-    /// B.
-    pub capacity: u64,
-    /// R per second.
-    pub refill_per_sec: u64,
-    /// The WAIT run's longest wait, ms.
-    pub wait_ms: u64,
+    /// The settings of both runs (`wait`: the WAIT run's).
+    pub config: FailoverConfig,
     /// Cores of the machine.
     pub cores: usize,
     /// The runs: asynchronous replication, then `WAIT 1`.
@@ -571,8 +559,10 @@ pub struct FailoverResults {
 }
 
 /// The docs' table of a [`FailoverResults`] (docs/CLUSTER.md, block `figures:failover-real`).
-pub fn failover_table(r: &FailoverResults) -> String {
+pub fn failover_table(results: &FailoverResults) -> String {
+    let r = &results.config;
     let opt = |v: Option<f64>| v.map_or("never".to_owned(), |m| format!("{m:.0}"));
+    let wait_ms = r.wait.map_or(0, |w| w.as_millis());
     let mut out = format!(
         "B = {}, R = {}/s, {} senders on one hot key, {} s per run on {} cores; the key's primary \
          killed {} s in{}.\n\n\
@@ -582,17 +572,17 @@ pub fn failover_table(r: &FailoverResults) -> String {
         r.refill_per_sec,
         r.senders,
         r.seconds,
-        r.cores,
+        results.cores,
         r.kill_at,
         r.restart_after.map_or(String::new(), |a| format!(
             ", restarted {a} s after the promotion"
         )),
     );
-    for run in &r.runs {
+    for run in &results.runs {
         out.push_str(&format!(
             "| {} | {} | {} | {} | {} | {} | {} | {} | {} ({}, {}) | {} | {} | {} | {} | {:.0} | {:.0} |\n",
             if run.wait {
-                format!("WAIT 1 (at most {} ms) after each admission", r.wait_ms)
+                format!("WAIT 1 (at most {wait_ms} ms) after each admission")
             } else {
                 "asynchronous replication".to_owned()
             },
@@ -619,8 +609,8 @@ pub fn failover_table(r: &FailoverResults) -> String {
         ));
     }
     if let (Some(a), Some(w)) = (
-        r.runs.iter().find(|x| !x.wait),
-        r.runs.iter().find(|x| x.wait),
+        results.runs.iter().find(|x| !x.wait),
+        results.runs.iter().find(|x| x.wait),
     ) {
         let ratio = |x: f64, y: f64| if y > 0.0 { x / y } else { 0.0 };
         out.push_str(&format!(
