@@ -336,3 +336,83 @@ fn a_failover_under_load_stays_within_its_bound_and_recovers() {
         assert!(r.admitted > plain.capacity, "{r:?}");
     }
 }
+
+/// A bucket whose slot moves to another primary while it is in use: decisions follow the
+/// `ASK` redirection while the slot is migrating (the key already on the new primary, which
+/// has never run the script) and the `MOVED` one after, and the bucket's state moves with it.
+#[test]
+fn decisions_follow_a_slot_migration_through_ask_and_moved() {
+    let Some(cluster) = RedisCluster::start("cluster_migration") else {
+        return;
+    };
+    let rt = runtime();
+    rt.block_on(async {
+        let hourly = TokenBucket::new(10, 1, Nanos::from_millis(3_600_000)).unwrap();
+        let store = connect(&cluster, hourly, "mig:").await;
+        let key = Key::new("moving").unwrap();
+        let stored = "mig:moving";
+        let from = cluster.primary_of(stored).unwrap();
+        let to = cluster
+            .nodes
+            .iter()
+            .map(|n| n.port)
+            .find(|&p| p != from && redis_cluster::cli(p, &["ROLE"]).starts_with("master"))
+            .unwrap();
+        let id = |port: u16| {
+            redis_cluster::cli(port, &["CLUSTER", "MYID"])
+                .trim()
+                .to_owned()
+        };
+        let s = slot(stored.as_bytes()).to_string();
+        let remaining = || async {
+            store
+                .apply(&key, None, 1)
+                .await
+                .map(|a| a.decision.remaining)
+        };
+        assert_eq!(remaining().await, Ok(9));
+        assert_eq!(remaining().await, Ok(8));
+
+        // Migrating: the key goes to the new primary; the old one answers ASK for it.
+        let (to_id, from_id) = (id(to), id(from));
+        assert_eq!(
+            redis_cluster::cli(to, &["CLUSTER", "SETSLOT", &s, "IMPORTING", &from_id]).trim(),
+            "OK"
+        );
+        assert_eq!(
+            redis_cluster::cli(from, &["CLUSTER", "SETSLOT", &s, "MIGRATING", &to_id]).trim(),
+            "OK"
+        );
+        let to_port = to.to_string();
+        assert_eq!(
+            redis_cluster::cli(
+                from,
+                &["MIGRATE", "127.0.0.1", &to_port, stored, "0", "5000"]
+            )
+            .trim(),
+            "OK"
+        );
+        assert!(
+            redis_cluster::cli(from, &["GET", stored]).contains("ASK"),
+            "the old primary redirects the key"
+        );
+        assert_eq!(
+            remaining().await,
+            Ok(7),
+            "decided on the new primary, by ASK"
+        );
+
+        // Migrated: every primary names the new owner; the old one now answers MOVED.
+        for n in &cluster.nodes {
+            if redis_cluster::cli(n.port, &["ROLE"]).starts_with("master") {
+                redis_cluster::cli(n.port, &["CLUSTER", "SETSLOT", &s, "NODE", &to_id]);
+            }
+        }
+        assert_eq!(
+            remaining().await,
+            Ok(6),
+            "decided on the new primary, after MOVED"
+        );
+        assert_eq!(cluster.primary_of(stored), Some(to));
+    });
+}
