@@ -12,6 +12,9 @@
 #[path = "support/redis_server.rs"]
 mod redis_server;
 
+#[path = "support/multi_conformance.rs"]
+mod multi_conformance;
+
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use ratelab_core::{Algorithm, Nanos, TokenBucket};
@@ -244,108 +247,17 @@ fn lua_script_decides_exactly_as_the_core() {
 /// core's all-or-nothing decision, field for field, spending at every key or at none.
 #[test]
 fn lua_script_decides_several_limits_exactly_as_the_core() {
-    use ratelab_core::all::{Effect, Part, decide_all};
     let Some(server) = RedisServer::start("lua_script_decides_several_limits_exactly_as_the_core")
     else {
         return;
     };
-    let rt = runtime();
-    let bucket = (
-        1u64..=6,
-        1u64..=1_000,
-        prop_oneof![Just(1_000_000_000u64), 1u64..=10_000_000_000],
-    )
-        .prop_filter_map("exact in Lua", |(c, a, p)| {
-            let b = TokenBucket::new(c, a, Nanos(p)).ok()?;
-            ratelab_store::redis_store::check_exact(&b).ok().map(|()| b)
+    let url = server.url();
+    let n =
+        multi_conformance::several_limits_decide_as_the_core(&runtime(), 48, |bucket, prefix| {
+            RedisStore::connect(&url, bucket, options(prefix))
         });
-    let strategy = (
-        prop::collection::vec(bucket, 2..=3),
-        prop::collection::vec(
-            (
-                0u64..2_000_000_000,
-                prop::collection::vec((any::<bool>(), 1u64..=3), 3),
-            ),
-            1..40,
-        ),
-    );
-    let mut runner = TestRunner::new(Config {
-        cases: 48,
-        failure_persistence: None,
-        ..Config::default()
-    });
-    let case = std::sync::atomic::AtomicU64::new(0);
-    runner
-        .run(&strategy, |(buckets, ops)| {
-            let case = case.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
-            rt.block_on(async {
-                let first = RedisStore::connect(
-                    &server.url(),
-                    buckets[0],
-                    options(&format!("multi{case}:0:")),
-                )
-                .await
-                .unwrap();
-                let stores: Vec<RedisStore> = buckets
-                    .iter()
-                    .enumerate()
-                    .map(|(i, b)| first.sibling(*b, &format!("multi{case}:{i}:")).unwrap())
-                    .collect();
-                let key = Key::new("k").unwrap();
-                let mut states = vec![None; buckets.len()];
-                let mut t = EPOCH_NS;
-                for (n, (gap, hits)) in ops.iter().enumerate() {
-                    t += gap;
-                    let matched: Vec<(usize, u64)> = hits
-                        .iter()
-                        .take(buckets.len())
-                        .enumerate()
-                        .filter(|(_, (m, _))| *m)
-                        .map(|(i, &(_, c))| (i, c.min(buckets[i].capacity())))
-                        .collect();
-                    if matched.is_empty() {
-                        continue;
-                    }
-                    let items: Vec<_> = matched
-                        .iter()
-                        .map(|&(i, c)| (&stores[i], &key, c))
-                        .collect();
-                    let got = RedisStore::apply_all(&items, Some(Nanos(t)))
-                        .expect("siblings are one store")
-                        .await
-                        .unwrap();
-                    let parts: Vec<Part<'_, TokenBucket>> = matched
-                        .iter()
-                        .map(|&(i, c)| Part {
-                            algorithm: &buckets[i],
-                            state: states[i],
-                            cost: c,
-                        })
-                        .collect();
-                    let want = decide_all(&parts, Nanos(t)).unwrap();
-                    prop_assert_eq!(got.allowed, want.allowed, "op {} of {:?}", n, ops);
-                    let decisions: Vec<_> = want.parts.iter().map(|(_, d)| *d).collect();
-                    prop_assert_eq!(
-                        &got.decisions,
-                        &decisions,
-                        "op {} of {:?} under {:?}",
-                        n,
-                        ops,
-                        buckets
-                    );
-                    for (&(i, _), (effect, _)) in matched.iter().zip(&want.parts) {
-                        if let Effect::Spent(s) = effect {
-                            states[i] = Some(*s);
-                        }
-                    }
-                }
-                Ok(())
-            })
-        })
-        .unwrap();
     println!(
-        "the Lua script over several keys and the core agreed on {} generated request sequences",
-        case.into_inner()
+        "the Lua script over several keys and the core agreed on {n} generated request sequences"
     );
 }
 

@@ -14,6 +14,9 @@
 #[path = "support/redis_cluster.rs"]
 mod redis_cluster;
 
+#[path = "support/multi_conformance.rs"]
+mod multi_conformance;
+
 use ratelab_core::{Algorithm, Nanos, TokenBucket};
 use ratelab_lab::failover::{FailoverConfig, run};
 use ratelab_store::redis_conn::slot;
@@ -415,4 +418,35 @@ fn decisions_follow_a_slot_migration_through_ask_and_moved() {
         );
         assert_eq!(cluster.primary_of(stored), Some(to));
     });
+}
+
+/// The several-limits property of `tests/redis.rs`, on a cluster: the limits' keys fall in
+/// different slots, so requests are decided slot by slot and refunded where another slot
+/// denies, and still answer exactly as the core's all-or-nothing decision.
+#[test]
+fn cross_slot_decisions_over_several_limits_are_the_cores() {
+    let Some(cluster) = RedisCluster::start("cluster_several_limits") else {
+        return;
+    };
+    let seeds = cluster.seeds();
+    let n =
+        multi_conformance::several_limits_decide_as_the_core(&runtime(), 24, |bucket, prefix| {
+            let options = RedisOptions {
+                prefix: prefix.into(),
+                timeout: Duration::from_millis(500),
+            };
+            let seeds = seeds.clone();
+            async move { RedisStore::connect_cluster(&seeds, bucket, options).await }
+        });
+    println!("the cluster and the core agreed on {n} generated request sequences");
+    assert!(n >= 24, "{n}");
+    // Case N's limits keep key "k" under multiN:0:, multiN:1: (and multiN:2:): in every case
+    // the first two are in different slots, so each case exercised the per-slot path.
+    for case in 1..=n {
+        assert_ne!(
+            slot(format!("multi{case}:0:k").as_bytes()),
+            slot(format!("multi{case}:1:k").as_bytes()),
+            "case {case}"
+        );
+    }
 }

@@ -31,7 +31,8 @@
 //! at once, each slot all or nothing; if any slot denies it, every slot that admitted it is
 //! refunded (`refund.lua` moves the bucket's TAT back by what the request spent, as far as it
 //! is still outstanding and the bucket still holds the request's write), so a denial by one
-//! limit consumes nothing at the others once the refund lands. Between the take and the
+//! limit consumes nothing at the others once the refund lands, and reports what it holds
+//! without the request, as one script reports a limit it left unspent. Between the take and the
 //! refund (one more round trip) another request can see those tokens spent; a refund that
 //! fails (the slot's primary lost) leaves them spent until they refill. The lease, its
 //! token counter and the fenced resources share one hash tag, so their scripts run whole.
@@ -42,7 +43,7 @@ use crate::{
     StoreClient, StoreError,
 };
 use core::future::Future;
-use ratelab_core::{Decision, Nanos, TokenBucket, TokenBucketState};
+use ratelab_core::{Algorithm, Decision, Nanos, TokenBucket, TokenBucketState};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -485,6 +486,26 @@ async fn futures_join<F: Future>(futures: impl Iterator<Item = F>) -> Vec<F::Out
         .collect()
 }
 
+/// What a bucket that admitted `cost` (its TAT after the spend: `tat`, "hi lo" as integers)
+/// answers once the spend is undone: the decision at cost 0 on the state before it (the TAT
+/// less the spend), at `now`. `None` for a TAT this bucket cannot hold.
+fn held_decision(
+    bucket: &TokenBucket,
+    (hi, lo): (i64, i64),
+    cost: u64,
+    now: Nanos,
+) -> Option<Decision> {
+    let tat = u128::try_from(hi)
+        .ok()?
+        .checked_mul(units(bucket))?
+        .checked_add(u128::try_from(lo).ok()?)?;
+    let spent = u128::from(cost) * u128::from(bucket.refill_period().as_u64());
+    let before = TokenBucketState {
+        tat_scaled: tat.checked_sub(spent)?,
+    };
+    bucket.transition(Some(before), now, 0).ok().map(|(_, d)| d)
+}
+
 /// A reply field that must not be negative.
 fn non_negative(v: i64) -> Result<u64, StoreError> {
     u64::try_from(v).map_err(|_| StoreError::Corrupt)
@@ -594,13 +615,22 @@ impl RedisStore {
                 let cap = first.0.options.timeout / 4;
                 let _ = tokio::time::timeout(cap, futures_join(refunds.into_iter())).await;
             }
+            // A slot that admitted reports what it holds once its spend is undone, as one
+            // script's all-or-nothing step reports a limit that was not spent: the decision
+            // at cost 0 on the state before the request.
             for (idx, r) in groups.values().zip(&results) {
-                if matches!(r, Ok((all, _)) if all.allowed) {
-                    for &i in idx {
-                        let (c, _, cost) = items[i];
-                        if let Some(d) = decisions[i].as_mut() {
-                            d.remaining = (d.remaining + cost).min(c.bucket.capacity());
-                        }
+                let Ok((all, tats)) = r else { continue };
+                if !all.allowed {
+                    continue;
+                }
+                let at = now.unwrap_or(all.store_time);
+                for (&i, &tat) in idx.iter().zip(tats) {
+                    let (c, _, cost) = items[i];
+                    if let Some(d) = decisions[i].as_mut() {
+                        *d = held_decision(&c.bucket, tat, cost, at).unwrap_or(Decision {
+                            remaining: (d.remaining + cost).min(c.bucket.capacity()),
+                            ..*d
+                        });
                     }
                 }
             }
