@@ -52,7 +52,7 @@ pub struct ServeArgs {
     #[arg(long = "redis-cluster", value_name = "URL")]
     redis_cluster: Vec<String>,
     /// With Redis: answer each admission only once a replica holds its write (WAIT 1 MS
-    /// after the script), or after MS either way; below the timeout.
+    /// after the script), or after MS either way; at most half of --timeout-ms.
     #[arg(long = "redis-wait", value_name = "MS")]
     redis_wait_ms: Option<u64>,
     /// Start with the kill switch on (limiting off).

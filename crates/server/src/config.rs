@@ -61,8 +61,8 @@ pub struct ServeFile {
     pub redis_cluster: Option<Vec<String>>,
     /// With Redis: answer each admission only once one replica holds its write (Redis
     /// `WAIT 1 MS` after the script), or after this many ms either way, so a failover loses
-    /// no acknowledged admission unless a wait ran out; must be below `timeout_ms`. Default:
-    /// no wait.
+    /// no acknowledged admission unless a wait ran out; at most half of `timeout_ms`.
+    /// Default: no wait.
     pub redis_wait_ms: Option<u64>,
     /// Write the request log (JSON lines) to this file; default: no request log.
     pub request_log: Option<PathBuf>,
