@@ -35,12 +35,16 @@ fn runtime() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
-async fn connect(cluster: &RedisCluster, bucket: TokenBucket, prefix: &str) -> RedisStore {
-    let options = RedisOptions {
+/// The tests' store settings: keys under `prefix`, 500 ms per call.
+fn options(prefix: &str) -> RedisOptions {
+    RedisOptions {
         prefix: prefix.into(),
         timeout: Duration::from_millis(500),
-    };
-    RedisStore::connect_cluster(&cluster.seeds(), bucket, options)
+    }
+}
+
+async fn connect(cluster: &RedisCluster, bucket: TokenBucket, prefix: &str) -> RedisStore {
+    RedisStore::connect_cluster(&cluster.seeds(), bucket, options(prefix))
         .await
         .unwrap()
 }
@@ -431,10 +435,7 @@ fn cross_slot_decisions_over_several_limits_are_the_cores() {
     let seeds = cluster.seeds();
     let n =
         multi_conformance::several_limits_decide_as_the_core(&runtime(), 24, |bucket, prefix| {
-            let options = RedisOptions {
-                prefix: prefix.into(),
-                timeout: Duration::from_millis(500),
-            };
+            let options = options(prefix);
             let seeds = seeds.clone();
             async move { RedisStore::connect_cluster(&seeds, bucket, options).await }
         });
