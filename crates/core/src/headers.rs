@@ -177,9 +177,8 @@ fn push_u64(out: &mut String, mut n: u64) {
             break;
         }
     }
-    for &d in &digits[at..] {
-        out.push(char::from(d));
-    }
+    // ASCII digits: always valid UTF-8.
+    out.push_str(std::str::from_utf8(&digits[at..]).unwrap_or_default());
 }
 
 #[cfg(test)]

@@ -22,10 +22,10 @@ use axum::extract::{ConnectInfo, State};
 use axum::routing::get;
 use core::future::Future;
 use http::{HeaderMap, HeaderValue, Response, StatusCode};
-use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use ratelab_core::Nanos;
 use ratelab_store::StoreClient;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
@@ -34,6 +34,12 @@ use std::time::Duration;
 /// The tokio environment: wall-clock time since the Unix epoch, tokio timeouts.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct TokioEnv;
+
+/// The monotonic clock's start, and the Unix time then.
+fn epoch() -> &'static (std::time::Instant, Nanos) {
+    static EPOCH: OnceLock<(std::time::Instant, Nanos)> = OnceLock::new();
+    EPOCH.get_or_init(|| (std::time::Instant::now(), TokioEnv.now()))
+}
 
 impl Env for TokioEnv {
     fn now(&self) -> Nanos {
@@ -44,8 +50,13 @@ impl Env for TokioEnv {
     }
 
     fn monotonic(&self) -> Nanos {
-        static START: OnceLock<std::time::Instant> = OnceLock::new();
-        Nanos::from(START.get_or_init(std::time::Instant::now).elapsed())
+        Nanos::from(epoch().0.elapsed())
+    }
+
+    /// The Unix time the monotonic clock started at, plus the reading: a wall clock stepped
+    /// since start does not move it (the request ids stay in order).
+    fn unix_at(&self, monotonic: Nanos) -> Nanos {
+        epoch().1.saturating_add(monotonic)
     }
 
     async fn timeout<F: Future + Send>(&self, after: Duration, fut: F) -> Option<F::Output>
@@ -69,12 +80,6 @@ impl Env for TokioEnv {
     }
 }
 
-/// The store-latency histogram's bucket bounds, seconds: 25 µs to 1 s.
-pub const STORE_LATENCY_BUCKETS: [f64; 14] = [
-    0.000_025, 0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1,
-    0.25, 1.0,
-];
-
 impl Headers for HeaderMap {
     fn get(&self, name: &str) -> Option<&[u8]> {
         HeaderMap::get(self, name).map(HeaderValue::as_bytes)
@@ -86,16 +91,9 @@ pub fn prometheus() -> PrometheusHandle {
     static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
     HANDLE
         .get_or_init(|| {
-            // Store latency as a histogram (aggregable across gateways, unlike a summary's
-            // quantiles), with buckets for sub-millisecond calls up to 1 s (longer calls, past
-            // any sensible timeout, fall in +Inf).
-            let recorder = PrometheusBuilder::new()
-                .set_buckets_for_metric(
-                    Matcher::Full("ratelab_store_latency_seconds".into()),
-                    &STORE_LATENCY_BUCKETS,
-                )
-                .expect("the bucket list is not empty")
-                .build_recorder();
+            // Store latency, a histogram (aggregable across gateways, unlike a summary's
+            // quantiles), is counted and rendered apart ([`crate::latency`]).
+            let recorder = PrometheusBuilder::new().build_recorder();
             let handle = recorder.handle();
             // Another recorder may already be installed (an embedding app's); then this handle
             // renders only what it sees, which is nothing, and says so in /metrics.
@@ -253,97 +251,147 @@ where
     fn call(&mut self, req: http::Request<Body>) -> Self::Future {
         // The ready clone serves this call; the fresh clone waits for the next poll_ready.
         let clone = self.inner.clone();
-        let mut inner = std::mem::replace(&mut self.inner, clone);
+        let inner = std::mem::replace(&mut self.inner, clone);
         let layer = self.layer.clone();
-        let trace = layer
-            .sequence
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        Box::pin(async move {
-            let with_id = |mut r: Response<Body>, id: uuid::Uuid| {
-                let mut buf = [0u8; uuid::fmt::Hyphenated::LENGTH];
-                let text = id.hyphenated().encode_lower(&mut buf);
-                if let Ok(v) = HeaderValue::from_str(text) {
-                    r.headers_mut().insert(X_REQUEST_ID, v);
-                }
-                r
-            };
-            let Some(peer) = req
-                .extensions()
-                .get::<ConnectInfo<SocketAddr>>()
-                .map(|c| c.0.ip())
-            else {
-                return Ok(text(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "the server was started without connection info (into_make_service_with_connect_info)\n".into(),
-                ));
-            };
-            let h = req.headers();
-            let mut request = Request {
-                peer,
-                forwarding: Forwarding::default(),
-                api_key: h.get(X_API_KEY).map(HeaderValue::as_bytes),
-                route: req.uri().path(),
-                method: req.method().as_str(),
-                headers: h,
-                cost: 1,
-                trace,
-            };
-            // Forwarding headers are only ever believed from a trusted proxy: from any other
-            // peer they are not read at all (nor refused when unreadable).
-            let trusted = layer
-                .gateway
-                .config()
-                .trusted_proxies
-                .iter()
-                .any(|n| n.contains(peer));
-            let forwarding = |name| {
-                if trusted {
-                    header_str(h, name)
-                } else {
-                    Ok(None)
-                }
-            };
-            match (
-                forwarding(&http::header::FORWARDED),
-                forwarding(&X_FORWARDED_FOR),
-            ) {
-                (Ok(forwarded), Ok(x_forwarded_for)) => {
-                    request.forwarding = Forwarding {
-                        forwarded,
-                        x_forwarded_for,
-                    }
-                }
-                (Err(e), _) | (_, Err(e)) => {
-                    let answer = layer.gateway.refuse(request, e.clone());
-                    return Ok(with_id(text(StatusCode::BAD_REQUEST, e + "\n"), answer.id));
-                }
-            };
-            let answer = layer.gateway.check(request, layer.guard.as_deref()).await;
-            let mut resp = match &answer.verdict {
-                Verdict::Allow => inner.call(req).await?,
-                Verdict::Deny => quota_exceeded(&answer.violated_policies()),
-                Verdict::Unavailable => text(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "rate limiter unavailable\n".into(),
-                ),
-                Verdict::BadRequest(reason) => text(StatusCode::BAD_REQUEST, format!("{reason}\n")),
-                Verdict::Rejected(reason) => text(StatusCode::FORBIDDEN, format!("{reason}\n")),
-            };
-            for (name, value) in answer.headers {
-                if let Ok(v) = HeaderValue::try_from(value) {
-                    resp.headers_mut().insert(header_name(name), v);
-                }
-            }
-            Ok(with_id(resp, answer.id))
-        })
+        let peer = req
+            .extensions()
+            .get::<ConnectInfo<SocketAddr>>()
+            .map(|c| c.0.ip());
+        Box::pin(async move { layer.limited(peer, req, inner).await })
     }
 }
 
-/// State of the demo app's reserved routes.
-struct AppState<C, E> {
+impl<C, E> RateLimitLayer<C, E>
+where
+    C: StoreClient + 'static,
+    E: Env + 'static,
+{
+    /// Decides `req` from the client at `peer` and answers it: `inner`'s answer when it is
+    /// admitted, the refusal otherwise, with the request id and the RateLimit fields. With no
+    /// `peer` (a server started without connection info) the answer is a 500 that says so.
+    pub(crate) async fn limited<B, S>(
+        &self,
+        peer: Option<IpAddr>,
+        req: http::Request<B>,
+        mut inner: S,
+    ) -> Result<Response<Body>, S::Error>
+    where
+        S: tower::Service<http::Request<B>, Response = Response<Body>>,
+    {
+        let trace = self
+            .sequence
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let with_id = |mut r: Response<Body>, id: uuid::Uuid| {
+            let mut buf = [0u8; uuid::fmt::Hyphenated::LENGTH];
+            let text = id.hyphenated().encode_lower(&mut buf);
+            if let Ok(v) = HeaderValue::from_str(text) {
+                r.headers_mut().insert(X_REQUEST_ID, v);
+            }
+            r
+        };
+        let Some(peer) = peer else {
+            return Ok(text(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "the server was started without connection info (into_make_service_with_connect_info)\n".into(),
+            ));
+        };
+        // The body is not borrowed while the request is decided: only the head is.
+        let (parts, body) = req.into_parts();
+        let h = &parts.headers;
+        let mut request = Request {
+            peer,
+            forwarding: Forwarding::default(),
+            api_key: h.get(X_API_KEY).map(HeaderValue::as_bytes),
+            route: parts.uri.path(),
+            method: parts.method.as_str(),
+            headers: h,
+            cost: 1,
+            trace,
+        };
+        // Forwarding headers are only ever believed from a trusted proxy: from any other
+        // peer they are not read at all (nor refused when unreadable).
+        let trusted = self
+            .gateway
+            .config()
+            .trusted_proxies
+            .iter()
+            .any(|n| n.contains(peer));
+        let forwarding = |name| {
+            if trusted {
+                header_str(h, name)
+            } else {
+                Ok(None)
+            }
+        };
+        match (
+            forwarding(&http::header::FORWARDED),
+            forwarding(&X_FORWARDED_FOR),
+        ) {
+            (Ok(forwarded), Ok(x_forwarded_for)) => {
+                request.forwarding = Forwarding {
+                    forwarded,
+                    x_forwarded_for,
+                }
+            }
+            (Err(e), _) | (_, Err(e)) => {
+                let answer = self.gateway.refuse(request, e.clone());
+                return Ok(with_id(text(StatusCode::BAD_REQUEST, e + "\n"), answer.id));
+            }
+        };
+        let answer = self.gateway.check(request, self.guard.as_deref()).await;
+        let mut resp = match &answer.verdict {
+            Verdict::Allow => {
+                std::future::poll_fn(|cx| inner.poll_ready(cx)).await?;
+                inner.call(http::Request::from_parts(parts, body)).await?
+            }
+            Verdict::Deny => quota_exceeded(&answer.violated_policies()),
+            Verdict::Unavailable => text(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "rate limiter unavailable\n".into(),
+            ),
+            Verdict::BadRequest(reason) => text(StatusCode::BAD_REQUEST, format!("{reason}\n")),
+            Verdict::Rejected(reason) => text(StatusCode::FORBIDDEN, format!("{reason}\n")),
+        };
+        for (name, value) in answer.headers {
+            if let Ok(v) = HeaderValue::try_from(value) {
+                resp.headers_mut().insert(header_name(name), v);
+            }
+        }
+        Ok(with_id(resp, answer.id))
+    }
+}
+
+/// State of the reserved routes.
+pub(crate) struct AppState<C, E> {
     gateway: Arc<Gateway<C, E>>,
     metrics: PrometheusHandle,
     admin: Vec<IpNet>,
+}
+
+impl<C, E> AppState<C, E> {
+    /// The state of `gateway`'s reserved routes, admin from `admin`; installs the metrics
+    /// recorder.
+    pub(crate) fn new(gateway: Arc<Gateway<C, E>>, admin: Vec<IpNet>) -> Self {
+        AppState {
+            gateway,
+            metrics: prometheus(),
+            admin,
+        }
+    }
+}
+
+/// The reserved routes, `/metrics`, `/admin/kill-switch` and `/admin/shadow`
+/// ([`crate::front::RESERVED`]), served with `ConnectInfo<SocketAddr>`.
+pub(crate) fn reserved_routes<C, E>(state: Arc<AppState<C, E>>) -> Router
+where
+    C: StoreClient + 'static,
+    E: Env + 'static,
+{
+    Router::new()
+        .route("/metrics", get(metrics_text::<C, E>))
+        .route("/admin/kill-switch", switch_routes(Switch::Kill))
+        .route("/admin/shadow", switch_routes(Switch::Shadow))
+        .with_state(state)
 }
 
 /// The demo app: every path answers 200 through the limiter; `/metrics`,
@@ -358,13 +406,26 @@ where
     C: StoreClient + 'static,
     E: Env + 'static,
 {
-    let ok = tower::service_fn(|_: http::Request<Body>| async {
+    let ok = answer_ok();
+    app_with(gateway, admin, guard, ok)
+}
+
+/// The demo app's inner service: 200, `ok`, whatever the request.
+pub fn answer_ok<B>() -> impl tower::Service<
+    http::Request<B>,
+    Response = Response<Body>,
+    Error = std::convert::Infallible,
+    Future = impl Future<Output = Result<Response<Body>, std::convert::Infallible>> + Send + 'static,
+> + Clone
++ Send
++ Sync
++ 'static {
+    tower::service_fn(|_: http::Request<B>| async {
         let mut r = Response::new(Body::from("ok\n"));
         r.headers_mut()
             .insert(http::header::CONTENT_TYPE, TEXT_PLAIN);
         Ok::<_, std::convert::Infallible>(r)
-    });
-    app_with(gateway, admin, guard, ok)
+    })
 }
 
 /// [`app`] with `inner` behind the limiter instead of the 200 answer (a reverse proxy, say):
@@ -389,19 +450,10 @@ where
         + 'static,
     S::Future: Send + 'static,
 {
-    let state = Arc::new(AppState {
-        gateway: gateway.clone(),
-        metrics: prometheus(),
-        admin,
-    });
+    let state = Arc::new(AppState::new(gateway.clone(), admin));
     gateway.export_zeros();
     let limited = tower::Layer::layer(&RateLimitLayer::new(gateway, guard), inner);
-    Router::new()
-        .route("/metrics", get(metrics_text::<C, E>))
-        .route("/admin/kill-switch", switch_routes(Switch::Kill))
-        .route("/admin/shadow", switch_routes(Switch::Shadow))
-        .with_state(state)
-        .fallback_service(limited)
+    reserved_routes(state).fallback_service(limited)
 }
 
 async fn metrics_text<C, E>(State(s): State<Arc<AppState<C, E>>>) -> Response<Body>
@@ -409,7 +461,10 @@ where
     C: StoreClient + 'static,
     E: Env + 'static,
 {
-    let mut r = text(StatusCode::OK, s.metrics.render());
+    let mut r = text(
+        StatusCode::OK,
+        s.metrics.render() + &crate::latency::render(),
+    );
     r.headers_mut().insert(
         http::header::CONTENT_TYPE,
         HeaderValue::from_static("text/plain; version=0.0.4"),

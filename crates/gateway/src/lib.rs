@@ -34,8 +34,11 @@ pub mod bloom;
 pub mod breaker;
 pub mod denial_cache;
 #[cfg(feature = "http")]
+pub mod front;
+#[cfg(feature = "http")]
 pub mod http;
 pub mod ip;
+pub mod latency;
 pub mod limits;
 mod pipeline;
 pub mod reqlog;

@@ -15,7 +15,6 @@ use crate::breaker::{Breaker, BreakerConfig};
 use crate::denial_cache::DenialCache;
 use crate::ip::{IpNet, edge_network};
 use crate::pipeline::Request;
-use arc_swap::ArcSwapOption;
 use ratelab_core::Algorithm;
 use ratelab_core::headers::{PolicyFields, PolicyName};
 use ratelab_store::{Key, StoreClient};
@@ -170,10 +169,8 @@ pub struct Limit<C> {
     pub(crate) breaker: Mutex<Breaker>,
     /// Its local denial cache, if it has one.
     pub(crate) cache: Option<DenialCache>,
-    /// Its store-latency histogram, looked up once rather than at every call, and again by
-    /// [`crate::Gateway::export_zeros`] (a recorder installed after the first request gets it
-    /// from then on).
-    latency: ArcSwapOption<metrics::Histogram>,
+    /// Its store-latency histogram (its name's, [`crate::latency`]).
+    latency: Arc<crate::latency::Histogram>,
     /// Its response fields' fixed parts, rendered on first use.
     fields: std::sync::OnceLock<PolicyFields>,
 }
@@ -191,34 +188,20 @@ impl<C> Limit<C> {
     pub fn new(spec: LimitSpec, client: C, breaker: BreakerConfig) -> Limit<C> {
         let name = Arc::<str>::from(spec.name.as_str());
         Limit {
+            latency: crate::latency::for_limit(&name),
             label: metrics::SharedString::from(name.clone()),
             name,
             spec,
             client,
             breaker: Mutex::new(Breaker::new(breaker)),
             cache: None,
-            latency: ArcSwapOption::empty(),
             fields: std::sync::OnceLock::new(),
         }
     }
 
-    /// Records one store call's latency, `seconds`, in its histogram (read without touching
-    /// the histogram's reference count).
-    pub(crate) fn record_latency(&self, seconds: f64) {
-        match &*self.latency.load() {
-            Some(h) => h.record(seconds),
-            None => self.refresh_latency().record(seconds),
-        }
-    }
-
-    /// Looks its histogram up in the recorder installed now.
-    pub(crate) fn refresh_latency(&self) -> Arc<metrics::Histogram> {
-        let h = Arc::new(metrics::histogram!(
-            "ratelab_store_latency_seconds",
-            "limit" => self.label.clone()
-        ));
-        self.latency.store(Some(h.clone()));
-        h
+    /// Records one store call's latency, `nanos` nanoseconds, in its histogram.
+    pub(crate) fn record_latency(&self, nanos: u64) {
+        self.latency.record(nanos);
     }
 
     /// The same limit with a local denial cache of `keys` keys (none for 0).

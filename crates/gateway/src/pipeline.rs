@@ -57,6 +57,13 @@ pub trait Env: Send + Sync {
     fn monotonic(&self) -> Nanos {
         self.now()
     }
+    /// Unix time at the [`Env::monotonic`] reading `monotonic`, for the id of a request that
+    /// started then. Defaults to a fresh [`Env::unix_now`]; an environment whose monotonic
+    /// clock runs from a known Unix time computes it without reading a clock again.
+    fn unix_at(&self, monotonic: Nanos) -> Nanos {
+        let _ = monotonic;
+        self.unix_now()
+    }
     /// Runs `fut` for at most `after`; `None` if it did not finish in time.
     fn timeout<F: Future + Send>(
         &self,
@@ -389,7 +396,7 @@ pub struct Gateway<C, E> {
 
 /// The `# HELP` text and unit of every metric the gateway exports.
 fn describe() {
-    use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
+    use metrics::{describe_counter, describe_gauge};
     describe_counter!("ratelab_requests_total", "Requests answered, by decision.");
     describe_counter!(
         "ratelab_fail_open_total",
@@ -419,17 +426,12 @@ fn describe() {
         "ratelab_shadow",
         "1 while the global shadow switch only measures every limit."
     );
-    describe_histogram!(
-        "ratelab_store_latency_seconds",
-        Unit::Seconds,
-        "Time of each store call, by limit."
-    );
+    // The store-latency histogram is rendered apart: crate::latency.
 }
 
 /// Each limit's counters at 0.
 fn export_limit_zeros<C>(limits: &LimitSet<C>) {
     for limit in limits {
-        limit.refresh_latency();
         let label = || limit.label.clone();
         for to in ["open", "closed"] {
             metrics::counter!("ratelab_breaker_transitions_total", "to" => to, "limit" => label())
@@ -516,12 +518,13 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
         export_limit_zeros(&self.limits.load());
     }
 
-    /// The `allowed` and `denied` request counters, looked up on first use rather than at
-    /// every request.
-    fn decisions(&self) -> Arc<[metrics::Counter; 2]> {
-        match self.decisions.load_full() {
-            Some(c) => c,
-            None => self.refresh_decisions(),
+    /// Counts an answered request as allowed or denied, on counters looked up on first use
+    /// rather than at every request.
+    fn count_decision(&self, denied: bool) {
+        let at = usize::from(denied);
+        match &*self.decisions.load() {
+            Some(c) => c[at].increment(1),
+            None => self.refresh_decisions()[at].increment(1),
         }
     }
 
@@ -589,7 +592,10 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
     }
 
     /// Runs one limit: breaker, store call bounded by the request's `deadline` (on
-    /// [`Env::monotonic`]), failure policy.
+    /// [`Env::monotonic`]), failure policy. `started` is a monotonic reading taken just
+    /// before (the request's start, or the previous limit's end); returns the outcome and the
+    /// reading taken when it ended.
+    #[allow(clippy::too_many_arguments)]
     async fn run_layer(
         &self,
         layer: &Limit<C>,
@@ -597,25 +603,27 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
         cost: u64,
         trace: u64,
         fail_closed: bool,
-        deadline: Nanos,
-    ) -> LayerOutcome {
+        (started, deadline): (Nanos, Nanos),
+    ) -> (LayerOutcome, Nanos) {
         let fail = |reason| LayerOutcome::failed(fail_closed, reason);
         // The decision's time is the gateway's clock; the breaker's cooldown and the latency
         // are intervals, on the monotonic clock: a wall clock set back must not hold the
         // breaker open.
         // The send time first: a denial cached from this call must never outlast the store's
         // wait, which runs from a decision made at or after it.
-        let started = self.env.monotonic();
         let budget = self.budget(started, deadline);
         if budget.is_zero() {
             // Spent before this limit: the store is not called, and the breaker, which counts
             // the store's answers, learns nothing.
-            return fail(FailReason::Timeout);
+            return (fail(FailReason::Timeout), started);
         }
-        let now = self.env.now();
+        // The gateway's clock is read only when the decision runs on it: on the store's
+        // clock (the default) the store reads its own.
+        let caller = self.config.time_source == TimeSource::Caller;
+        let now = if caller { self.env.now() } else { Nanos::ZERO };
         let permit = layer.breaker.lock().expect("breaker").permit(started);
         if permit == Permit::Skip {
-            return fail(FailReason::BreakerOpen);
+            return (fail(FailReason::BreakerOpen), started);
         }
         let client = layer.client.traced(trace);
         let call = decide_remote(
@@ -636,19 +644,19 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
                 },
                 true,
             ),
-            Some(Err(e)) => error_outcome(e, now, fail),
+            Some(Err(e)) => error_outcome(e, if caller { now } else { self.env.now() }, fail),
             None => (fail(FailReason::Timeout), false),
         };
         self.finish(layer, permit, started, end, ok);
         remember(layer, key, cost, started, &outcome);
-        outcome
+        (outcome, end)
     }
 
     /// After a store call for `limit` from `started` to `end`: its latency, and its breaker's
     /// record (the breaker counts the store's health: a decision, or an answer about one key,
     /// full or unreadable, is a store that works).
     fn finish(&self, limit: &Limit<C>, permit: Permit, started: Nanos, end: Nanos, ok: bool) {
-        limit.record_latency(end.saturating_sub(started).as_u64() as f64 / 1e9);
+        limit.record_latency(end.saturating_sub(started).as_u64());
         let transition = limit
             .breaker
             .lock()
@@ -671,8 +679,11 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
 
     /// Decides `req`, then mints its id and emits its log line.
     pub async fn check(&self, req: Request<'_>, guard: Option<&dyn Guard>) -> Answer {
-        let mut answer = self.decide(req, guard).await;
-        self.log(&req, &mut answer);
+        // One monotonic reading starts the request: its deadline, its first store call, and
+        // the time in its id.
+        let start = self.env.monotonic();
+        let mut answer = self.decide(req, guard, start).await;
+        self.log(&req, &mut answer, start);
         answer
     }
 
@@ -681,13 +692,15 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
     pub fn refuse(&self, req: Request<'_>, reason: String) -> Answer {
         bump(&self.stats.bad_request);
         let mut answer = Answer::bare(Verdict::BadRequest(reason), 400);
-        self.log(&req, &mut answer);
+        self.log(&req, &mut answer, self.env.monotonic());
         answer
     }
 
     /// Mints the answer's id and emits its log line, in one critical section: ids are issued
     /// and written in the same order, so the log is sorted by id.
-    fn log(&self, req: &Request<'_>, answer: &mut Answer) {
+    /// The id's time is Unix time at `start`, the request's monotonic start
+    /// ([`Env::unix_at`]).
+    fn log(&self, req: &Request<'_>, answer: &mut Answer, start: Nanos) {
         let (decision, layer, fail_open, remaining) = Self::summary(answer);
         // Only a key the pipeline accepted is logged (bounded, no control characters): every
         // answer but a 400 got past the key's validation.
@@ -697,7 +710,7 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
             .and_then(|k| std::str::from_utf8(k).ok());
         let ip = answer.client_ip.unwrap_or(req.peer);
         let mut ids = self.ids.lock().unwrap_or_else(|e| e.into_inner());
-        let id = ids.next(self.env.unix_now().as_u64() / 1_000_000);
+        let id = ids.next(self.env.unix_at(start).as_u64() / 1_000_000);
         tracing::info!(
             target: REQUEST_LOG_TARGET,
             id = %id,
@@ -763,7 +776,7 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
         }
     }
 
-    async fn decide(&self, req: Request<'_>, guard: Option<&dyn Guard>) -> Answer {
+    async fn decide(&self, req: Request<'_>, guard: Option<&dyn Guard>, start: Nanos) -> Answer {
         let mut answer = Answer::bare(Verdict::Allow, 200);
         let bad = |mut a: Answer, reason: String| {
             a.status = 400;
@@ -812,8 +825,13 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
             }
         };
         let fail_closed = self.fails_closed(req.route);
-        self.decide_planned(&planned, (req.trace, fail_closed), shadow_all, answer)
-            .await
+        self.decide_planned(
+            &planned,
+            (req.trace, fail_closed, start),
+            shadow_all,
+            answer,
+        )
+        .await
     }
 
     /// Decides a request whose limits `planned` were planned by its front end rather than
@@ -841,6 +859,7 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
             cost: 1,
             trace,
         };
+        let start = self.env.monotonic();
         let mut answer = Answer::bare(Verdict::Allow, 200);
         answer.client_ip = Some(peer);
         if self.kill_switch() {
@@ -849,10 +868,10 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
             answer.bypassed = true;
         } else {
             answer = self
-                .decide_planned(planned, (trace, fail_closed), self.shadow(), answer)
+                .decide_planned(planned, (trace, fail_closed, start), self.shadow(), answer)
                 .await;
         }
-        self.log(&req, &mut answer);
+        self.log(&req, &mut answer, start);
         answer
     }
 
@@ -860,12 +879,17 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
     async fn decide_planned(
         &self,
         planned: &[Planned<'_, C>],
-        (trace, fail_closed): (u64, bool),
+        (trace, fail_closed, start): (u64, bool, Nanos),
         shadow_all: bool,
         mut answer: Answer,
     ) -> Answer {
         let fields = self
-            .run_limits(planned, (trace, fail_closed), shadow_all, &mut answer)
+            .run_limits(
+                planned,
+                (trace, fail_closed, start),
+                shadow_all,
+                &mut answer,
+            )
             .await;
         if answer.verdict == Verdict::Unavailable {
             return answer;
@@ -882,10 +906,10 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
         }
         if answer.verdict == Verdict::Deny {
             bump(&self.stats.denied);
-            self.decisions()[1].increment(1);
+            self.count_decision(true);
         } else {
             bump(&self.stats.allowed);
-            self.decisions()[0].increment(1);
+            self.count_decision(false);
         }
         answer
     }
@@ -900,12 +924,13 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
     async fn run_limits(
         &self,
         planned: &[Planned<'_, C>],
-        (trace, fail_closed): (u64, bool),
+        (trace, fail_closed, start): (u64, bool, Nanos),
         shadow_all: bool,
         answer: &mut Answer,
     ) -> Option<Fields> {
-        let start = self.env.monotonic();
         let deadline = start.saturating_add(Nanos::from(self.config.timeout));
+        // The latest monotonic reading: each limit starts at the end of the one before.
+        let mut at = start;
         let shadow = |p: &Planned<'_, C>| shadow_all || p.limit.spec.mode == Mode::Shadow;
         let enforced = || planned.iter().enumerate().filter(|(_, p)| !shadow(p));
         let mut fields: Option<Fields> = None;
@@ -943,11 +968,13 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
                     Step::Go => {}
                 }
             }
+            at = self.env.monotonic();
         } else {
             for (i, p) in enforced() {
-                let outcome = self
-                    .run_layer(p.limit, &p.key, p.cost, trace, fail_closed, deadline)
+                let (outcome, end) = self
+                    .run_layer(p.limit, &p.key, p.cost, trace, fail_closed, (at, deadline))
                     .await;
+                at = end;
                 match self.account((i, p.limit), outcome, false, answer, &mut fields) {
                     Step::Unavailable => return None,
                     Step::Refused => {
@@ -960,9 +987,10 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
         }
         // A shadow limit never refuses a request: not for its quota, nor for its store.
         for (i, p) in planned.iter().enumerate().filter(|(_, p)| shadow(p)) {
-            let outcome = self
-                .run_layer(p.limit, &p.key, p.cost, trace, false, deadline)
+            let (outcome, end) = self
+                .run_layer(p.limit, &p.key, p.cost, trace, false, (at, deadline))
                 .await;
+            at = end;
             self.account((i, p.limit), outcome, true, answer, &mut fields);
         }
         if denied {

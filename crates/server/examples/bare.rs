@@ -1,6 +1,7 @@
-//! The anchor of the HTTP throughput benchmark (`scripts/bench-http.sh`): the same axum and
-//! tokio stack as `ratelab-server`, answering `ok` with no limiting at all, so the limiter's
-//! own cost is the gap between the two.
+//! The anchor of the HTTP throughput benchmark (`scripts/bench-http.sh`): the same front end
+//! as `ratelab-server` (hyper's HTTP/1.1 connections, served by
+//! [`ratelab_gateway::front::serve`] on the same runtime), answering `ok` with no limiting at
+//! all, so the limiter's own cost is the gap between the two.
 //!
 //! `cargo run --release -p ratelab-server --example bare -- 127.0.0.1:9000 [workers]`
 
@@ -16,8 +17,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let listener = tokio::net::TcpListener::bind(listen).await?;
         let addr = listener.local_addr()?;
         writeln!(std::io::stdout(), "bare: listening on http://{addr}")?;
-        let app = axum::Router::new().fallback(|| async { "ok\n" });
-        axum::serve(listener, app).await?;
+        // The server's own answer to an admitted request, with nothing in front of it.
+        let ok = hyper_util::service::TowerToHyperService::new(ratelab_gateway::http::answer_ok::<
+            hyper::body::Incoming,
+        >());
+        let forever = std::future::pending::<()>();
+        ratelab_gateway::front::serve(listener, |_| ok.clone(), forever).await;
         Ok(())
     })
 }

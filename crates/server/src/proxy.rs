@@ -107,12 +107,13 @@ impl Proxy {
         }
     }
 
-    /// The service that forwards every request: the inner service of the limiting layer,
-    /// cloned per request as cheaply as the proxy itself.
+    /// The service that forwards every request (its body streamed as hyper reads it): the
+    /// inner service of the server's front, cloned per request as cheaply as the proxy
+    /// itself. Admitted requests reach it with the client's address as `ConnectInfo`.
     pub fn service(
         self,
     ) -> impl tower::Service<
-        Request,
+        http::Request<hyper::body::Incoming>,
         Response = Response<Body>,
         Error = std::convert::Infallible,
         Future = impl Send + 'static,
@@ -120,9 +121,9 @@ impl Proxy {
     + Send
     + Sync
     + 'static {
-        tower::service_fn(move |req: Request| {
+        tower::service_fn(move |req: http::Request<hyper::body::Incoming>| {
             let proxy = self.clone();
-            async move { Ok(forward(proxy, req).await) }
+            async move { Ok(forward(proxy, req.map(Body::new)).await) }
         })
     }
 }

@@ -6,7 +6,8 @@ use crate::limits::FileLimit;
 use crate::proxy::Proxy;
 use crate::reload;
 use ratelab_core::{Nanos, Policy, TokenBucket};
-use ratelab_gateway::http::{TokioEnv, app, app_with, prometheus};
+use ratelab_gateway::front::{FrontEnd, serve};
+use ratelab_gateway::http::{TokioEnv, answer_ok, prometheus};
 use ratelab_gateway::limits::{KeyBy, Limit, LimitSet, LimitSpec, PER_IP, PER_KEY};
 use ratelab_gateway::reqlog::{FileSink, RequestLogLayer};
 use ratelab_gateway::{Env, Gateway, GatewayConfig};
@@ -304,17 +305,9 @@ async fn serve_app<S: Stores>(
     s: &ServeSettings,
 ) -> Result<(), String> {
     let gw = gateway(s, &stores).await?;
-    // The app installs the metrics recorder: switches and reload counters are set after it,
-    // so their series show.
-    let app = match &s.upstream {
-        Some(up) => app_with(
-            gw.clone(),
-            s.admin.clone(),
-            None,
-            Proxy::new(up.clone(), s.gateway.trusted_proxies.clone()).service(),
-        ),
-        None => app(gw.clone(), s.admin.clone(), None),
-    };
+    // The metrics recorder first: switches and reload counters are set after it, so their
+    // series show.
+    prometheus();
     // The recorder keeps every histogram sample until it is drained, so without scrapes a
     // busy server would grow by a sample per request: drained on a timer, as the exporter's
     // own HTTP listener would.
@@ -384,13 +377,18 @@ async fn serve_app<S: Stores>(
         _ => None,
     };
     banner(&listener, s, grpc.as_ref().map(|(a, _)| *a))?;
-    let http = axum::serve(
-        listener,
-        app.into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .with_graceful_shutdown(until(stopped))
-    .await
-    .map_err(|e| format!("server error: {e}"));
+    let (admin, stop) = (s.admin.clone(), until(stopped));
+    match &s.upstream {
+        Some(up) => {
+            let proxy = Proxy::new(up.clone(), s.gateway.trusted_proxies.clone()).service();
+            let front = FrontEnd::new(gw, admin, None, proxy).with_peer_extension();
+            serve(listener, |peer| front.connection(peer), stop).await;
+        }
+        None => {
+            let front = FrontEnd::new(gw, admin, None, answer_ok());
+            serve(listener, |peer| front.connection(peer), stop).await;
+        }
+    }
     if let Some((_, task)) = grpc {
         match task.await {
             Ok(Ok(())) => {}
@@ -398,7 +396,7 @@ async fn serve_app<S: Stores>(
             Err(e) => return Err(format!("gRPC server stopped: {e}")),
         }
     }
-    http
+    Ok(())
 }
 
 /// The rate limit service's tables, its service, and the YAML domains (kept across reloads

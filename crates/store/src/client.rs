@@ -345,7 +345,7 @@ where
         };
         let r = self
             .store
-            .apply_with_clock(&self.key(key), &self.algorithm, clock, cost)
+            .apply_with_clock_in(&self.prefix, key, &self.algorithm, clock, cost)
             .map(|decision| Applied {
                 decision,
                 store_time: store_time.get(),

@@ -76,10 +76,22 @@ impl Hash for Slot {
     }
 }
 
-/// A lookup by a borrowed key and its hash, without building a [`Slot`].
+/// A lookup by a borrowed key (`prefix` then `key`, the stored key being their
+/// concatenation) and its hash, without building a [`Slot`] or joining the two.
 struct Probe<'a> {
     hash: u64,
+    prefix: &'a str,
     key: &'a Key,
+}
+
+impl Probe<'_> {
+    /// The stored key: built only when a new entry is inserted.
+    fn owned(&self) -> Key {
+        match self.prefix {
+            "" => self.key.clone(),
+            prefix => Key::joined(prefix, self.key),
+        }
+    }
 }
 
 impl Hash for Probe<'_> {
@@ -90,7 +102,10 @@ impl Hash for Probe<'_> {
 
 impl Equivalent<Slot> for Probe<'_> {
     fn equivalent(&self, slot: &Slot) -> bool {
-        *self.key == slot.key
+        let (stored, key) = (slot.key.as_str(), self.key.as_str());
+        stored.len() == self.prefix.len() + key.len()
+            && stored.starts_with(self.prefix)
+            && stored.ends_with(key)
     }
 }
 
@@ -241,15 +256,32 @@ impl<A: Algorithm, B: SyncBackend> MemoryStore<A, B> {
     }
 
     fn hash(&self, key: &Key) -> u64 {
+        self.hash_in("", key)
+    }
+
+    /// The hash of `key` under `prefix`: the hash of their concatenation (the hasher reads
+    /// a stream of bytes), computed without joining them.
+    fn hash_in(&self, prefix: &str, key: &Key) -> u64 {
         let mut h = SipHasher13::new_with_keys(self.seed.0, self.seed.1);
+        h.write(prefix.as_bytes());
         h.write(key.as_str().as_bytes());
         h.finish()
     }
 
     /// The key's hash and its shard.
     fn locate<'k>(&self, key: &'k Key) -> (Probe<'k>, &B::Mutex<Shard<A::State>>) {
-        let hash = self.hash(key);
-        (Probe { hash, key }, &self.shards[self.shard_index(hash)])
+        self.locate_in("", key)
+    }
+
+    /// The hash and shard of `key` under `prefix`.
+    fn locate_in<'k>(
+        &self,
+        prefix: &'k str,
+        key: &'k Key,
+    ) -> (Probe<'k>, &B::Mutex<Shard<A::State>>) {
+        let hash = self.hash_in(prefix, key);
+        let probe = Probe { hash, prefix, key };
+        (probe, &self.shards[self.shard_index(hash)])
     }
 
     /// The shard a hash lives in.
@@ -287,6 +319,7 @@ impl<A: Algorithm, B: SyncBackend> MemoryStore<A, B> {
             .iter()
             .map(|it| Probe {
                 hash: self.hash(it.key),
+                prefix: "",
                 key: it.key,
             })
             .collect();
@@ -519,7 +552,7 @@ impl<S: Copy> Shard<S> {
         }
         let slot = Slot {
             hash: probe.hash,
-            key: probe.key.clone(),
+            key: probe.owned(),
         };
         self.map.insert(slot, Entry { state, expires_at });
         Ok(())
@@ -578,8 +611,22 @@ impl<A: Algorithm, B: SyncBackend> MemoryStore<A, B> {
         clock: impl FnOnce() -> Nanos,
         cost: u64,
     ) -> Result<Decision, LimitError> {
+        self.apply_with_clock_in("", key, algorithm, clock, cost)
+    }
+
+    /// [`MemoryStore::apply_with_clock`] at the key `prefix` followed by `key`, which a
+    /// prefixed client ([`crate::SharedClient`]) calls without joining the two: the prefix
+    /// must be one [`Key::prefixed`] accepts.
+    pub fn apply_with_clock_in(
+        &self,
+        prefix: &str,
+        key: &Key,
+        algorithm: &A,
+        clock: impl FnOnce() -> Nanos,
+        cost: u64,
+    ) -> Result<Decision, LimitError> {
         let max = self.max_keys_per_shard;
-        let (probe, shard) = self.locate(key);
+        let (probe, shard) = self.locate_in(prefix, key);
         shard.with(|shard| {
             let now = clock();
             shard.calls += 1;
@@ -636,6 +683,40 @@ mod tests {
             shards_of(&MemoryStore::new(bucket)),
             shards_of(&MemoryStore::new(bucket))
         );
+    }
+
+    #[test]
+    fn a_prefixed_decision_is_the_decision_at_the_joined_key() {
+        use crate::Store;
+        let bucket = TokenBucket::per_second(3, 1).unwrap();
+        let store = MemoryStore::seeded(bucket, 1);
+        let (prefix, key) = ("limit:a:", Key::new("k").unwrap());
+        let joined = Key::prefixed(prefix, &key).unwrap();
+        assert_eq!(store.hash_in(prefix, &key), store.hash(&joined));
+        let at = |ms| move || Nanos::from_millis(ms);
+        let d = store
+            .apply_with_clock_in(prefix, &key, &bucket, at(0), 1)
+            .unwrap();
+        assert_eq!(d.remaining, 2);
+        // The same entry under its joined name, and under the prefixed one again.
+        assert_eq!(store.apply(&joined, Nanos::ZERO, 1).unwrap().remaining, 1);
+        let d = store
+            .apply_with_clock_in(prefix, &key, &bucket, at(0), 1)
+            .unwrap();
+        assert_eq!(d.remaining, 0);
+        // A key that is only a suffix or a prefix of the stored one is another bucket.
+        let near = store
+            .apply_with_clock_in("limit:", &Key::new("a:k").unwrap(), &bucket, at(0), 1)
+            .unwrap();
+        assert!(
+            !near.allowed,
+            "limit: + a:k is the same text: the same, spent bucket"
+        );
+        let other = store
+            .apply_with_clock_in("limit:b:", &key, &bucket, at(0), 1)
+            .unwrap();
+        assert_eq!(other.remaining, 2);
+        assert_eq!(store.apply(&key, Nanos::ZERO, 1).unwrap().remaining, 2);
     }
 
     #[test]
