@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# HTTP throughput, side by side in one run: wrk against a bare axum server (the same HTTP
+# HTTP throughput, side by side in one run: wrk against a bare server (the same HTTP front
 # stack with no limiting: the anchor), ratelab-server in memory, nginx limit_req (when
 # installed) enforcing the same policy, and ratelab-server on a private Redis next to
 # redis-benchmark running the same Lua script at the same concurrency. On one hot key and on
@@ -137,7 +137,7 @@ take() { # label, keys, command... (printing "rps p50 p99 server_cpu redis_cpu")
 }
 for keys in hot many; do
   for _ in $(seq "$ROUNDS"); do
-    take "bare axum (no limiting)" $keys measure "$P_BARE" $keys
+    take "bare front (no limiting)" $keys measure "$P_BARE" $keys
     take "ratelab-server, in memory" $keys measure "$P_MEM" $keys
     if [ -n "$NGINX" ]; then take "nginx limit_req (1 worker)" $keys measure "$P_NGX" $keys; fi
     if [ -n "$REDIS_URL" ]; then
@@ -157,7 +157,7 @@ done
 echo
 ratio() { python3 -c "print(f'{$1 / $2:.2f}')"; }
 for keys in hot many; do
-  echo "$keys: ratelab in memory / bare = $(ratio "${RPS["ratelab-server, in memory/$keys"]}" "${RPS["bare axum (no limiting)/$keys"]}")"
+  echo "$keys: ratelab in memory / bare = $(ratio "${RPS["ratelab-server, in memory/$keys"]}" "${RPS["bare front (no limiting)/$keys"]}")"
   if [ -n "$NGINX" ]; then
     echo "$keys: ratelab in memory / nginx limit_req = $(ratio "${RPS["ratelab-server, in memory/$keys"]}" "${RPS["nginx limit_req (1 worker)/$keys"]}")"
   fi

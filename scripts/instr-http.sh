@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The limiter's own cost in instructions, side by side in one run: valgrind's callgrind counts
-# the user-space instructions a bare axum server (the anchor) and ratelab-server in memory
-# spend per request under the same wrk load. Counts are repeatable where wrk's requests per
+# the user-space instructions a bare server on the same HTTP front (the anchor) and
+# ratelab-server in memory spend per request under the same wrk load. Counts are repeatable where wrk's requests per
 # second move by ±10 % from run to run; the kernel's share of each request (its TCP path) is
 # not counted, and is the same for both.
 #
@@ -56,7 +56,7 @@ declare -A INSTR
 for keys in hot many; do
   INSTR[bare/$keys]=$(per_request "$P_BARE" "$BARE_PID" $keys)
   INSTR[mem/$keys]=$(per_request "$P_MEM" "$MEM_PID" $keys)
-  printf "| %-26s | %-5s | %12s |\n" "bare axum (no limiting)" $keys "${INSTR[bare/$keys]}" \
+  printf "| %-26s | %-5s | %12s |\n" "bare front (no limiting)" $keys "${INSTR[bare/$keys]}" \
     "ratelab-server, in memory" $keys "${INSTR[mem/$keys]}"
 done
 echo

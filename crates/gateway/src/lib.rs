@@ -27,7 +27,9 @@
 //!
 //! [`Gateway`] is runtime-agnostic: stores come in through
 //! [`StoreClient`](ratelab_store::StoreClient) and time through [`Env`], so the same code runs
-//! in the madsim cluster and behind the real HTTP server ([`http`], feature `http`).
+//! in the madsim cluster and behind the real HTTP server ([`http`], feature `http`: the tower
+//! layer and the axum app; [`front`]: the HTTP/1.1 front end `ratelab-server` runs).
+//! [`latency`] keeps the store-latency histogram every store call records.
 #![warn(missing_docs)]
 
 pub mod bloom;

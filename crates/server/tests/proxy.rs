@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// An upstream on a free port, counting the requests that reach it. It answers 201 with what
 /// it received: method, path and query, the headers the test asks about, and the body's length
-/// and checksum; `/big` answers 2 MiB.
+/// and checksum; `/big` answers 2 MiB, and `/slow` answers after 600 ms.
 struct Upstream {
     port: u16,
     hits: Arc<AtomicU64>,
@@ -43,6 +43,9 @@ impl Upstream {
                         counter.fetch_add(1, Ordering::SeqCst);
                         let (parts, body) = req.into_parts();
                         let body: Bytes = axum::body::to_bytes(body, 64 << 20).await.unwrap();
+                        if parts.uri.path().ends_with("/slow") {
+                            tokio::time::sleep(std::time::Duration::from_millis(600)).await;
+                        }
                         if parts.uri.path().ends_with("/big") {
                             return http::Response::builder()
                                 .status(200)
@@ -246,4 +249,51 @@ fn a_trusted_proxys_forwarding_headers_are_extended() {
         "{}",
         r.body
     );
+}
+
+#[test]
+fn sigterm_stops_accepting_and_lets_the_request_in_flight_finish() {
+    use std::io::{Read as _, Write as _};
+    let up = Upstream::start();
+    let url = format!("http://127.0.0.1:{}/base", up.port);
+    let mut s = Server::start(&["--upstream", &url]);
+    let port = s.port;
+    // A request the upstream holds for 600 ms, on a connection of its own.
+    let in_flight = std::thread::spawn(move || {
+        let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        c.write_all(b"GET /slow HTTP/1.1\r\nhost: t\r\nx-api-key: k\r\n\r\n")
+            .unwrap();
+        let mut answer = String::new();
+        c.read_to_string(&mut answer).unwrap();
+        answer
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while up.hits() == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the request never reached the upstream"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let term = std::process::Command::new("kill")
+        .args(["-TERM", &s.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(term.success());
+    // The answer in flight arrives whole, and the connection is closed after it.
+    let answer = in_flight.join().unwrap();
+    assert!(answer.starts_with("HTTP/1.1 201"), "{answer}");
+    assert!(answer.contains("GET /base/slow"), "{answer}");
+    let status = loop {
+        if let Some(status) = s.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the server did not stop"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert!(status.success(), "{status}");
+    assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_err());
 }
