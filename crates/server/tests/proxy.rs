@@ -275,8 +275,9 @@ fn sigterm_stops_accepting_and_lets_the_request_in_flight_finish() {
         );
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
-    let term = std::process::Command::new("kill")
-        .args(["-TERM", &s.child.id().to_string()])
+    // The shell's own `kill`: no procps needed.
+    let term = std::process::Command::new("sh")
+        .args(["-c", &format!("kill -TERM {}", s.child.id())])
         .status()
         .unwrap();
     assert!(term.success());
