@@ -6,11 +6,17 @@
 //! The front is what `ratelab-server` serves, and it is leaner per request:
 //!
 //! - the client's address is the connection's, known once per connection, not inserted into
-//!   every request's extensions (`ConnectInfo`) and read back;
+//!   every request's extensions (`ConnectInfo`) and read back (only an inner service that
+//!   asks for it, the reverse proxy, gets it as an extension:
+//!   [`FrontEnd::with_peer_extension`]);
 //! - a request goes straight to the limiter: only the reserved paths (`/metrics`,
 //!   `/admin/kill-switch`, `/admin/shadow`) are routed, through the same axum routes as
 //!   [`crate::http::app`];
-//! - the request body is handed to the inner service as hyper produced it, unboxed.
+//! - the request body is handed to the inner service as hyper produced it (hyper's
+//!   `Incoming`), not boxed on the way.
+//!
+//! It speaks HTTP/1.1 only (`axum::serve` also took HTTP/2 from clients that start with it
+//! in cleartext).
 //!
 //! [`serve`] takes any per-connection hyper service, so the benchmark's bare anchor
 //! (`ratelab-server`'s `bare` example) runs the very same stack without the limiter, and the
@@ -32,9 +38,15 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// The paths the front routes to the admin and metrics endpoints; every other path is
-/// limited.
-pub const RESERVED: [&str; 3] = ["/metrics", "/admin/kill-switch", "/admin/shadow"];
+/// The metrics endpoint's path.
+pub const METRICS_PATH: &str = "/metrics";
+/// The kill switch's path.
+pub const KILL_SWITCH_PATH: &str = "/admin/kill-switch";
+/// The global shadow switch's path.
+pub const SHADOW_PATH: &str = "/admin/shadow";
+/// The paths the front routes to the admin and metrics endpoints (the routes of
+/// [`crate::http::app`] are made from the same constants); every other path is limited.
+pub const RESERVED: [&str; 3] = [METRICS_PATH, KILL_SWITCH_PATH, SHADOW_PATH];
 
 /// What every connection's [`Front`] shares.
 struct Shared<C, E, S> {

@@ -27,6 +27,7 @@ use ratelab_core::Nanos;
 use ratelab_store::StoreClient;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -35,11 +36,20 @@ use std::time::Duration;
 #[derive(Clone, Copy, Debug, Default)]
 pub struct TokioEnv;
 
-/// The monotonic clock's start, and the Unix time then.
-fn epoch() -> &'static (std::time::Instant, Nanos) {
-    static EPOCH: OnceLock<(std::time::Instant, Nanos)> = OnceLock::new();
-    EPOCH.get_or_init(|| (std::time::Instant::now(), TokioEnv.now()))
+/// The monotonic clock's start.
+fn epoch() -> std::time::Instant {
+    static EPOCH: OnceLock<std::time::Instant> = OnceLock::new();
+    *EPOCH.get_or_init(std::time::Instant::now)
 }
+
+/// Unix time minus the monotonic reading, nanoseconds, as last read off the wall clock; and
+/// the monotonic reading it was read at (0: never).
+static UNIX_OFFSET: AtomicU64 = AtomicU64::new(0);
+static ANCHORED_AT: AtomicU64 = AtomicU64::new(0);
+
+/// How often [`TokioEnv::unix_at`] reads the wall clock again, so that a clock corrected
+/// since (by NTP, say) is followed within this long.
+const REANCHOR_NS: u64 = 1_000_000_000;
 
 impl Env for TokioEnv {
     fn now(&self) -> Nanos {
@@ -50,13 +60,22 @@ impl Env for TokioEnv {
     }
 
     fn monotonic(&self) -> Nanos {
-        Nanos::from(epoch().0.elapsed())
+        Nanos::from(epoch().elapsed())
     }
 
-    /// The Unix time the monotonic clock started at, plus the reading: a wall clock stepped
-    /// since start does not move it (the request ids stay in order).
+    /// The reading plus the wall clock's offset from the monotonic clock, read again at most
+    /// once a second: one wall-clock read a second rather than one a request. (Ids stay in
+    /// order across a corrected clock: the id generator never goes back.)
     fn unix_at(&self, monotonic: Nanos) -> Nanos {
-        epoch().1.saturating_add(monotonic)
+        let m = monotonic.as_u64();
+        let anchored = ANCHORED_AT.load(Ordering::Relaxed);
+        if anchored == 0 || m.saturating_sub(anchored) >= REANCHOR_NS {
+            let (wall, mono) = (self.now(), self.monotonic());
+            UNIX_OFFSET.store(wall.saturating_sub(mono).as_u64(), Ordering::Relaxed);
+            ANCHORED_AT.store(mono.as_u64().max(1), Ordering::Relaxed);
+        }
+        let offset = UNIX_OFFSET.load(Ordering::Relaxed);
+        Nanos::from(Duration::from_nanos(offset.saturating_add(m)))
     }
 
     async fn timeout<F: Future + Send>(&self, after: Duration, fut: F) -> Option<F::Output>
@@ -387,10 +406,11 @@ where
     C: StoreClient + 'static,
     E: Env + 'static,
 {
+    use crate::front::{KILL_SWITCH_PATH, METRICS_PATH, SHADOW_PATH};
     Router::new()
-        .route("/metrics", get(metrics_text::<C, E>))
-        .route("/admin/kill-switch", switch_routes(Switch::Kill))
-        .route("/admin/shadow", switch_routes(Switch::Shadow))
+        .route(METRICS_PATH, get(metrics_text::<C, E>))
+        .route(KILL_SWITCH_PATH, switch_routes(Switch::Kill))
+        .route(SHADOW_PATH, switch_routes(Switch::Shadow))
         .with_state(state)
 }
 
@@ -545,6 +565,26 @@ where
         }
     }
     switch_state(&s.gateway, switch)
+}
+
+#[cfg(test)]
+mod clock_tests {
+    use super::*;
+
+    #[test]
+    fn unix_time_at_a_monotonic_reading_is_the_wall_clock_then() {
+        let env = TokioEnv;
+        for _ in 0..3 {
+            let (before, at, after) = (env.now(), env.monotonic(), env.now());
+            let unix = env.unix_at(at);
+            let slack = Nanos::from_millis(50);
+            assert!(
+                unix.saturating_add(slack) >= before,
+                "{unix:?} < {before:?}"
+            );
+            assert!(unix <= after.saturating_add(slack), "{unix:?} > {after:?}");
+        }
+    }
 }
 
 #[cfg(test)]

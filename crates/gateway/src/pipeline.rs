@@ -592,10 +592,7 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
     }
 
     /// Runs one limit: breaker, store call bounded by the request's `deadline` (on
-    /// [`Env::monotonic`]), failure policy. `started` is a monotonic reading taken just
-    /// before (the request's start, or the previous limit's end); returns the outcome and the
-    /// reading taken when it ended.
-    #[allow(clippy::too_many_arguments)]
+    /// [`Env::monotonic`]), failure policy.
     async fn run_layer(
         &self,
         layer: &Limit<C>,
@@ -603,19 +600,20 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
         cost: u64,
         trace: u64,
         fail_closed: bool,
-        (started, deadline): (Nanos, Nanos),
-    ) -> (LayerOutcome, Nanos) {
+        deadline: Nanos,
+    ) -> LayerOutcome {
         let fail = |reason| LayerOutcome::failed(fail_closed, reason);
         // The decision's time is the gateway's clock; the breaker's cooldown and the latency
         // are intervals, on the monotonic clock: a wall clock set back must not hold the
         // breaker open.
         // The send time first: a denial cached from this call must never outlast the store's
         // wait, which runs from a decision made at or after it.
+        let started = self.env.monotonic();
         let budget = self.budget(started, deadline);
         if budget.is_zero() {
             // Spent before this limit: the store is not called, and the breaker, which counts
             // the store's answers, learns nothing.
-            return (fail(FailReason::Timeout), started);
+            return fail(FailReason::Timeout);
         }
         // The gateway's clock is read only when the decision runs on it: on the store's
         // clock (the default) the store reads its own.
@@ -623,7 +621,7 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
         let now = if caller { self.env.now() } else { Nanos::ZERO };
         let permit = layer.breaker.lock().expect("breaker").permit(started);
         if permit == Permit::Skip {
-            return (fail(FailReason::BreakerOpen), started);
+            return fail(FailReason::BreakerOpen);
         }
         let client = layer.client.traced(trace);
         let call = decide_remote(
@@ -649,7 +647,7 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
         };
         self.finish(layer, permit, started, end, ok);
         remember(layer, key, cost, started, &outcome);
-        (outcome, end)
+        outcome
     }
 
     /// After a store call for `limit` from `started` to `end`: its latency, and its breaker's
@@ -929,8 +927,6 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
         answer: &mut Answer,
     ) -> Option<Fields> {
         let deadline = start.saturating_add(Nanos::from(self.config.timeout));
-        // The latest monotonic reading: each limit starts at the end of the one before.
-        let mut at = start;
         let shadow = |p: &Planned<'_, C>| shadow_all || p.limit.spec.mode == Mode::Shadow;
         let enforced = || planned.iter().enumerate().filter(|(_, p)| !shadow(p));
         let mut fields: Option<Fields> = None;
@@ -968,13 +964,11 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
                     Step::Go => {}
                 }
             }
-            at = self.env.monotonic();
         } else {
             for (i, p) in enforced() {
-                let (outcome, end) = self
-                    .run_layer(p.limit, &p.key, p.cost, trace, fail_closed, (at, deadline))
+                let outcome = self
+                    .run_layer(p.limit, &p.key, p.cost, trace, fail_closed, deadline)
                     .await;
-                at = end;
                 match self.account((i, p.limit), outcome, false, answer, &mut fields) {
                     Step::Unavailable => return None,
                     Step::Refused => {
@@ -987,10 +981,9 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
         }
         // A shadow limit never refuses a request: not for its quota, nor for its store.
         for (i, p) in planned.iter().enumerate().filter(|(_, p)| shadow(p)) {
-            let (outcome, end) = self
-                .run_layer(p.limit, &p.key, p.cost, trace, false, (at, deadline))
+            let outcome = self
+                .run_layer(p.limit, &p.key, p.cost, trace, false, deadline)
                 .await;
-            at = end;
             self.account((i, p.limit), outcome, true, answer, &mut fields);
         }
         if denied {

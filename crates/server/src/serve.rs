@@ -294,7 +294,7 @@ pub async fn gateway<S: Stores>(
     )))
 }
 
-/// How often the metrics recorder drains its histogram samples.
+/// How often the metrics recorder is tidied and the store's own counts are copied into it.
 const METRICS_UPKEEP: Duration = Duration::from_secs(1);
 
 /// Builds the gateway, starts the reloader, then announces the address (so a client that
@@ -308,10 +308,10 @@ async fn serve_app<S: Stores>(
     // The metrics recorder first: switches and reload counters are set after it, so their
     // series show.
     prometheus();
-    // The recorder keeps every histogram sample until it is drained, so without scrapes a
-    // busy server would grow by a sample per request: drained on a timer, as the exporter's
-    // own HTTP listener would.
-    // Counts kept by the store itself are copied on the same timer.
+    // The recorder's upkeep runs on a timer, as the exporter's own HTTP listener would run it
+    // (the store-latency histogram, counted on every request, is kept apart:
+    // ratelab_gateway::latency). Counts kept by the store itself are copied on the same
+    // timer.
     if stores.waits_short().is_some() {
         metrics::describe_counter!(
             "ratelab_redis_waits_short_total",

@@ -617,7 +617,7 @@ impl<A: Algorithm, B: SyncBackend> MemoryStore<A, B> {
     /// [`MemoryStore::apply_with_clock`] at the key `prefix` followed by `key`, which a
     /// prefixed client ([`crate::SharedClient`]) calls without joining the two: the prefix
     /// must be one [`Key::prefixed`] accepts.
-    pub fn apply_with_clock_in(
+    pub(crate) fn apply_with_clock_in(
         &self,
         prefix: &str,
         key: &Key,

@@ -45,17 +45,17 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
         if budget.is_zero() {
             return None;
         }
-        let now = self.env.now();
+        // The gateway's clock only when the step runs on it: on the store's clock the store
+        // reads its own.
+        let caller = self.config.time_source == TimeSource::Caller;
+        let now = if caller { self.env.now() } else { Nanos::ZERO };
         let clients: Vec<C> = group.iter().map(|p| p.limit.client.traced(trace)).collect();
         let items: Vec<AllItem<'_, C>> = group
             .iter()
             .zip(&clients)
             .map(|(p, c)| (c, &p.key, p.cost))
             .collect();
-        let caller_now = match self.config.time_source {
-            TimeSource::Caller => Some(now),
-            TimeSource::Store => None,
-        };
+        let caller_now = caller.then_some(now);
         // Permits first, and the call made only once they are all granted: a store may
         // start the step as soon as it is asked (the in-memory one decides at once).
         let mut permits = Vec::with_capacity(group.len());
@@ -93,7 +93,7 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
                 return None;
             }
             Some(Err(e)) => {
-                let (o, ok) = error_outcome(e, now, fail);
+                let (o, ok) = error_outcome(e, if caller { now } else { self.env.now() }, fail);
                 (vec![o; group.len()], ok)
             }
             None => (vec![fail(FailReason::Timeout); group.len()], false),
