@@ -457,6 +457,22 @@ fn time_args(now: Option<Nanos>) -> (String, String) {
     }
 }
 
+/// Runs `cmd`, an `EVALSHA` of `script`; a server without the script (`NOSCRIPT`: restarted,
+/// flushed, or a cluster node that never ran it) gets it loaded, and `cmd` runs again.
+async fn evalsha<T: redis::FromRedisValue>(
+    conn: &mut Conn,
+    script: &redis::Script,
+    cmd: &redis::Cmd,
+) -> redis::RedisResult<T> {
+    match cmd.query_async(conn).await {
+        Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
+            script.load_async(conn).await?;
+            cmd.query_async(conn).await
+        }
+        other => other,
+    }
+}
+
 /// One slot's part of a cross-slot request: its decisions and each key's TAT after it.
 type SlotResult = Result<(AllApplied, Vec<(i64, i64)>), LimitError>;
 
@@ -723,33 +739,35 @@ impl RedisStore {
         let Some((first, _, _)) = items.first() else {
             return Err(LimitError::Store(StoreError::Corrupt));
         };
-        let (sec, nsec) = time_args(now);
         let keys: Vec<String> = items.iter().map(|(c, k, _)| c.key(k)).collect();
-        let mut args: Vec<String> = Vec::with_capacity(4 * items.len() + 2);
+        // The command is written once, its integers straight into its buffer: the same
+        // arguments `ScriptInvocation` would send, without a string per argument and a copy
+        // of each.
+        let mut cmd = redis::cmd("EVALSHA");
+        cmd.arg(first.script.get_hash()).arg(keys.len());
+        for k in &keys {
+            cmd.arg(k);
+        }
         for (i, (c, _, cost)) in items.iter().enumerate() {
             let b = &c.bucket;
-            args.extend([
-                b.capacity().to_string(),
-                b.refill_amount().to_string(),
-                b.refill_period().as_u64().to_string(),
-                cost.to_string(),
-            ]);
+            cmd.arg(b.capacity())
+                .arg(b.refill_amount())
+                .arg(b.refill_period().as_u64())
+                .arg(*cost);
             if i == 0 {
-                args.extend([sec.clone(), nsec.clone()]);
+                match now {
+                    Some(n) => cmd
+                        .arg(n.as_u64() / 1_000_000_000)
+                        .arg(n.as_u64() % 1_000_000_000),
+                    None => cmd.arg("").arg(""),
+                };
             }
         }
         if tat {
-            args.push("tat".into());
+            cmd.arg("tat");
         }
         let mut conn = first.conn.clone();
-        let mut inv = first.script.prepare_invoke();
-        for k in &keys {
-            inv.key(k);
-        }
-        for a in &args {
-            inv.arg(a);
-        }
-        let r: Vec<i64> = first.timed(inv.invoke_async(&mut conn)).await?;
+        let r: Vec<i64> = first.timed(evalsha(&mut conn, &first.script, &cmd)).await?;
         // A denial wrote nothing: only an admission waits for its replica.
         if let (Some((replicas, ms)), Some(&1)) = (first.wait, r.first()) {
             // Answered once `replicas` replicas hold the write, or after `ms` either way (the
