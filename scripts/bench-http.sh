@@ -155,13 +155,24 @@ print(*runs[len(runs) // 2])' "${RUNS[$entry]}")
   printf "| %-34s | %-8s | %10s | %7s | %7s | %10s | %10s |\n" "${entry%/*}" "${entry##*/}" "$r" "$p50" "$p99" "$scpu" "$rcpu"
 done
 echo
-ratio() { python3 -c "print(f'{$1 / $2:.2f}')"; }
+# The ratio of the two rows' medians, and the median of the rounds' own ratios (each round
+# measures both targets back to back, so a slow spell of the machine falls on both) with
+# their range.
+ratio() { # label A, label B (each with /keys)
+  python3 - "${RUNS[$1]}" "${RUNS[$2]}" "${RPS[$1]}" "${RPS[$2]}" <<'EOF'
+import statistics, sys
+rps = lambda runs: [float(r.split()[0]) for r in runs.split(";") if r]
+per_round = sorted(a / b for a, b in zip(rps(sys.argv[1]), rps(sys.argv[2])))
+print(f"{float(sys.argv[3]) / float(sys.argv[4]):.2f} (rounds: median "
+      f"{statistics.median(per_round):.2f}, {per_round[0]:.2f}-{per_round[-1]:.2f})")
+EOF
+}
 for keys in hot many; do
-  echo "$keys: ratelab in memory / bare = $(ratio "${RPS["ratelab-server, in memory/$keys"]}" "${RPS["bare front (no limiting)/$keys"]}")"
+  echo "$keys: ratelab in memory / bare = $(ratio "ratelab-server, in memory/$keys" "bare front (no limiting)/$keys")"
   if [ -n "$NGINX" ]; then
-    echo "$keys: ratelab in memory / nginx limit_req = $(ratio "${RPS["ratelab-server, in memory/$keys"]}" "${RPS["nginx limit_req (1 worker)/$keys"]}")"
+    echo "$keys: ratelab in memory / nginx limit_req = $(ratio "ratelab-server, in memory/$keys" "nginx limit_req (1 worker)/$keys")"
   fi
   if [ -n "$REDIS_URL" ]; then
-    echo "$keys: ratelab on Redis / redis-benchmark = $(ratio "${RPS["ratelab-server, on Redis/$keys"]}" "${RPS["redis-benchmark, same script/$keys"]}")"
+    echo "$keys: ratelab on Redis / redis-benchmark = $(ratio "ratelab-server, on Redis/$keys" "redis-benchmark, same script/$keys")"
   fi
 done
