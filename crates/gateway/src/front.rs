@@ -213,8 +213,10 @@ pub async fn serve<F, T, B>(
             Err(e) if connection_error(&e) => continue,
             Err(e) => {
                 eprintln!("accept error: {e}; accepting again in 1 s");
-                tokio::time::sleep(Duration::from_secs(1)).await;
-                continue;
+                tokio::select! {
+                    () = tokio::time::sleep(Duration::from_secs(1)) => continue,
+                    () = &mut shutdown => break,
+                }
             }
         };
         let _ = stream.set_nodelay(true);
