@@ -160,11 +160,12 @@ echo
 # their range.
 ratio() { # label A, label B (each with /keys)
   python3 - "${RUNS[$1]}" "${RUNS[$2]}" "${RPS[$1]}" "${RPS[$2]}" <<'EOF'
-import statistics, sys
+import sys
 rps = lambda runs: [float(r.split()[0]) for r in runs.split(";") if r]
 per_round = sorted(a / b for a, b in zip(rps(sys.argv[1]), rps(sys.argv[2])))
+# The same median as the rows': the middle one, the upper of two.
 print(f"{float(sys.argv[3]) / float(sys.argv[4]):.2f} (rounds: median "
-      f"{statistics.median(per_round):.2f}, {per_round[0]:.2f}-{per_round[-1]:.2f})")
+      f"{per_round[len(per_round) // 2]:.2f}, {per_round[0]:.2f}-{per_round[-1]:.2f})")
 EOF
 }
 for keys in hot many; do

@@ -22,7 +22,7 @@
 //! (`ratelab-server`'s `bare` example) runs the very same stack without the limiter, and the
 //! gap between the two is the limiter's own cost.
 
-use crate::http::{AppState, RateLimitLayer, reserved_routes};
+use crate::http::{AppState, RESERVED, RateLimitLayer, reserved_routes};
 use crate::ip::IpNet;
 use crate::pipeline::{Env, Gateway, Guard};
 use axum::Router;
@@ -38,41 +38,33 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// The metrics endpoint's path.
-pub const METRICS_PATH: &str = "/metrics";
-/// The kill switch's path.
-pub const KILL_SWITCH_PATH: &str = "/admin/kill-switch";
-/// The global shadow switch's path.
-pub const SHADOW_PATH: &str = "/admin/shadow";
-/// The paths the front routes to the admin and metrics endpoints (the routes of
-/// [`crate::http::app`] are made from the same constants); every other path is limited.
-pub const RESERVED: [&str; 3] = [METRICS_PATH, KILL_SWITCH_PATH, SHADOW_PATH];
-
 /// What every connection's [`Front`] shares.
 struct Shared<C, E, S> {
     layer: RateLimitLayer<C, E>,
     inner: S,
     reserved: Router,
-    /// Whether admitted requests carry the client's address as a `ConnectInfo` extension
-    /// (an inner service that needs it, such as a reverse proxy, asks for it).
-    peer_extension: bool,
 }
 
 /// The gateway in front of `inner`, for one connection: made by [`FrontEnd::connection`].
 pub struct Front<C, E, S> {
     shared: Arc<Shared<C, E, S>>,
     peer: SocketAddr,
+    peer_extension: bool,
 }
 
 /// Makes a [`Front`] for each accepted connection.
 pub struct FrontEnd<C, E, S> {
     shared: Arc<Shared<C, E, S>>,
+    /// Whether admitted requests carry the client's address as a `ConnectInfo` extension
+    /// (an inner service that needs it, such as a reverse proxy, asks for it).
+    peer_extension: bool,
 }
 
 impl<C, E, S> Clone for FrontEnd<C, E, S> {
     fn clone(&self) -> Self {
         FrontEnd {
             shared: self.shared.clone(),
+            peer_extension: self.peer_extension,
         }
     }
 }
@@ -91,32 +83,21 @@ where
         inner: S,
     ) -> Self {
         let state = Arc::new(AppState::new(gateway.clone(), admin));
-        gateway.export_zeros();
         FrontEnd {
             shared: Arc::new(Shared {
                 layer: RateLimitLayer::new(gateway, guard),
                 inner,
                 reserved: reserved_routes(state),
-                peer_extension: false,
             }),
+            peer_extension: false,
         }
     }
 
     /// The same front, whose admitted requests carry the client's address as a
     /// `ConnectInfo<SocketAddr>` extension for the inner service.
-    pub fn with_peer_extension(self) -> Self
-    where
-        S: Clone,
-    {
-        let s = &self.shared;
-        FrontEnd {
-            shared: Arc::new(Shared {
-                layer: s.layer.clone(),
-                inner: s.inner.clone(),
-                reserved: s.reserved.clone(),
-                peer_extension: true,
-            }),
-        }
+    pub fn with_peer_extension(mut self) -> Self {
+        self.peer_extension = true;
+        self
     }
 
     /// The service for the connection from `peer`.
@@ -124,6 +105,7 @@ where
         Front {
             shared: self.shared.clone(),
             peer,
+            peer_extension: self.peer_extension,
         }
     }
 }
@@ -139,7 +121,7 @@ impl<C, E, S> std::fmt::Debug for Front<C, E, S> {
 impl<C, E, S> std::fmt::Debug for FrontEnd<C, E, S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("FrontEnd")
-            .field("peer_extension", &self.shared.peer_extension)
+            .field("peer_extension", &self.peer_extension)
             .finish_non_exhaustive()
     }
 }
@@ -163,7 +145,7 @@ where
 
     fn call(&self, mut req: Request<Incoming>) -> BoxFuture {
         let reserved = RESERVED.contains(&req.uri().path());
-        if reserved || self.shared.peer_extension {
+        if reserved || self.peer_extension {
             req.extensions_mut().insert(ConnectInfo(self.peer));
         }
         if reserved {
@@ -175,7 +157,9 @@ where
         let shared = self.shared.clone();
         let peer = self.peer.ip();
         Box::pin(async move {
-            let inner = shared.inner.clone();
+            // A clone of the inner service, readied here: `limited` calls it when admitted.
+            let mut inner = shared.inner.clone();
+            std::future::poll_fn(|cx| tower::Service::poll_ready(&mut inner, cx)).await?;
             shared.layer.limited(Some(peer), req, inner).await
         })
     }

@@ -286,7 +286,7 @@ where
     E: Env + 'static,
 {
     /// Decides `req` from the client at `peer` and answers it: `inner`'s answer when it is
-    /// admitted, the refusal otherwise, with the request id and the RateLimit fields. With no
+    /// admitted (`inner` comes ready: polled ready by its caller), the refusal otherwise, with the request id and the RateLimit fields. With no
     /// `peer` (a server started without connection info) the answer is a 500 that says so.
     pub(crate) async fn limited<B, S>(
         &self,
@@ -359,10 +359,7 @@ where
         };
         let answer = self.gateway.check(request, self.guard.as_deref()).await;
         let mut resp = match &answer.verdict {
-            Verdict::Allow => {
-                std::future::poll_fn(|cx| inner.poll_ready(cx)).await?;
-                inner.call(http::Request::from_parts(parts, body)).await?
-            }
+            Verdict::Allow => inner.call(http::Request::from_parts(parts, body)).await?,
             Verdict::Deny => quota_exceeded(&answer.violated_policies()),
             Verdict::Unavailable => text(
                 StatusCode::SERVICE_UNAVAILABLE,
@@ -380,6 +377,16 @@ where
     }
 }
 
+/// The metrics endpoint's path.
+pub const METRICS_PATH: &str = "/metrics";
+/// The kill switch's path.
+pub const KILL_SWITCH_PATH: &str = "/admin/kill-switch";
+/// The global shadow switch's path.
+pub const SHADOW_PATH: &str = "/admin/shadow";
+/// The paths the front routes to the admin and metrics endpoints (the routes of [`app`] and
+/// [`crate::front`] are made from the same constants); every other path is limited.
+pub const RESERVED: [&str; 3] = [METRICS_PATH, KILL_SWITCH_PATH, SHADOW_PATH];
+
 /// State of the reserved routes.
 pub(crate) struct AppState<C, E> {
     gateway: Arc<Gateway<C, E>>,
@@ -389,24 +396,29 @@ pub(crate) struct AppState<C, E> {
 
 impl<C, E> AppState<C, E> {
     /// The state of `gateway`'s reserved routes, admin from `admin`; installs the metrics
-    /// recorder.
-    pub(crate) fn new(gateway: Arc<Gateway<C, E>>, admin: Vec<IpNet>) -> Self {
+    /// recorder and exports the gateway's counters at zero in it.
+    pub(crate) fn new(gateway: Arc<Gateway<C, E>>, admin: Vec<IpNet>) -> Self
+    where
+        C: StoreClient,
+        E: Env,
+    {
+        let metrics = prometheus();
+        gateway.export_zeros();
         AppState {
             gateway,
-            metrics: prometheus(),
+            metrics,
             admin,
         }
     }
 }
 
 /// The reserved routes, `/metrics`, `/admin/kill-switch` and `/admin/shadow`
-/// ([`crate::front::RESERVED`]), served with `ConnectInfo<SocketAddr>`.
+/// ([`RESERVED`]), served with `ConnectInfo<SocketAddr>`.
 pub(crate) fn reserved_routes<C, E>(state: Arc<AppState<C, E>>) -> Router
 where
     C: StoreClient + 'static,
     E: Env + 'static,
 {
-    use crate::front::{KILL_SWITCH_PATH, METRICS_PATH, SHADOW_PATH};
     Router::new()
         .route(METRICS_PATH, get(metrics_text::<C, E>))
         .route(KILL_SWITCH_PATH, switch_routes(Switch::Kill))
@@ -471,7 +483,6 @@ where
     S::Future: Send + 'static,
 {
     let state = Arc::new(AppState::new(gateway.clone(), admin));
-    gateway.export_zeros();
     let limited = tower::Layer::layer(&RateLimitLayer::new(gateway, guard), inner);
     reserved_routes(state).fallback_service(limited)
 }

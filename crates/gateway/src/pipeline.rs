@@ -507,7 +507,8 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
     /// Registers every counter whose label values are known in advance (the decisions, each
     /// limit's fail-open reasons, full-store refusals and shadow denials, the breakers'
     /// transitions) at 0, so a dashboard or an alert on their rate has a series to watch
-    /// before the first event. [`crate::http::app`] calls it; an app that embeds the tower
+    /// before the first event. [`crate::http::app`] and the HTTP front end
+    /// ([`crate::front::FrontEnd::new`]) call it; an app that embeds the tower
     /// layer calls it once its own metrics recorder is installed.
     pub fn export_zeros(&self) {
         for decision in ["allowed", "denied", "rejected", "bypassed", "fail_closed"] {
@@ -642,7 +643,7 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
                 },
                 true,
             ),
-            Some(Err(e)) => error_outcome(e, if caller { now } else { self.env.now() }, fail),
+            Some(Err(e)) => error_outcome(e, || if caller { now } else { self.env.now() }, fail),
             None => (fail(FailReason::Timeout), false),
         };
         self.finish(layer, permit, started, end, ok);
@@ -677,8 +678,7 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
 
     /// Decides `req`, then mints its id and emits its log line.
     pub async fn check(&self, req: Request<'_>, guard: Option<&dyn Guard>) -> Answer {
-        // One monotonic reading starts the request: its deadline, its first store call, and
-        // the time in its id.
+        // One monotonic reading starts the request: its deadline and the time in its id.
         let start = self.env.monotonic();
         let mut answer = self.decide(req, guard, start).await;
         self.log(&req, &mut answer, start);
@@ -1088,9 +1088,10 @@ pub(super) fn remember<C>(
 }
 
 /// A store error's outcome for one limit, and whether the store answered (for its breaker).
+/// `now`, the gateway's clock, is read only for the one outcome that carries a time.
 fn error_outcome(
     e: LimitError,
-    now: Nanos,
+    now: impl FnOnce() -> Nanos,
     fail: impl Fn(FailReason) -> LayerOutcome,
 ) -> (LayerOutcome, bool) {
     match e {
@@ -1108,7 +1109,7 @@ fn error_outcome(
                     reset_after: Nanos::ZERO,
                     retry_after: None,
                 },
-                decided_at: now,
+                decided_at: now(),
             },
             true,
         ),

@@ -446,15 +446,15 @@ fn ttl_ms(ttl: Nanos) -> String {
     ttl.as_u64().div_ceil(1_000_000).max(1).to_string()
 }
 
-/// The script's time arguments: `now` in seconds and nanoseconds, or empty for `TIME`.
-fn time_args(now: Option<Nanos>) -> (String, String) {
+/// Appends a script's time arguments to `cmd`: `now` in seconds and nanoseconds, or empty
+/// for the script to read `TIME`.
+fn push_time(cmd: &mut redis::Cmd, now: Option<Nanos>) {
     match now {
-        Some(n) => (
-            (n.as_u64() / 1_000_000_000).to_string(),
-            (n.as_u64() % 1_000_000_000).to_string(),
-        ),
-        None => (String::new(), String::new()),
-    }
+        Some(n) => cmd
+            .arg(n.as_u64() / 1_000_000_000)
+            .arg(n.as_u64() % 1_000_000_000),
+        None => cmd.arg("").arg(""),
+    };
 }
 
 /// Runs `cmd`, an `EVALSHA` of `script`; a server without the script (`NOSCRIPT`: restarted,
@@ -680,7 +680,6 @@ impl RedisStore {
         results: &[SlotResult],
         now: Option<Nanos>,
     ) -> Vec<tokio::task::JoinHandle<()>> {
-        let (sec, nsec) = time_args(now);
         let mut tasks = Vec::new();
         for (idx, r) in groups.values().zip(results) {
             let Ok((all, tats)) = r else { continue };
@@ -688,32 +687,25 @@ impl RedisStore {
                 continue;
             }
             let first = items[idx[0]].0.clone();
-            let mut keys = Vec::with_capacity(idx.len());
-            let mut args: Vec<u64> = Vec::with_capacity(5 * idx.len());
-            for (&i, (hi, lo)) in idx.iter().zip(tats) {
-                let (c, k, cost) = items[i];
-                keys.push(c.key(k));
-                args.extend([
-                    c.bucket.refill_amount(),
-                    c.bucket.refill_period().as_u64(),
-                    cost,
-                    u64::try_from(*hi).unwrap_or(0),
-                    u64::try_from(*lo).unwrap_or(0),
-                ]);
+            let mut cmd = redis::cmd("EVALSHA");
+            cmd.arg(first.refund.get_hash()).arg(idx.len());
+            for &i in idx {
+                let (c, k, _) = items[i];
+                cmd.arg(c.key(k));
             }
-            let (sec, nsec) = (sec.clone(), nsec.clone());
+            push_time(&mut cmd, now);
+            for (&i, (hi, lo)) in idx.iter().zip(tats) {
+                let (c, _, cost) = items[i];
+                cmd.arg(c.bucket.refill_amount())
+                    .arg(c.bucket.refill_period().as_u64())
+                    .arg(cost)
+                    .arg(u64::try_from(*hi).unwrap_or(0))
+                    .arg(u64::try_from(*lo).unwrap_or(0));
+            }
             tasks.push(tokio::spawn(async move {
-                let mut inv = first.refund.prepare_invoke();
-                inv.arg(sec).arg(nsec);
-                for k in &keys {
-                    inv.key(k);
-                }
-                for a in &args {
-                    inv.arg(a);
-                }
                 let mut conn = first.conn.clone();
                 let _: Result<Vec<i64>, StoreError> =
-                    first.timed(inv.invoke_async(&mut conn)).await;
+                    first.timed(evalsha(&mut conn, &first.refund, &cmd)).await;
             }));
         }
         tasks
@@ -755,12 +747,7 @@ impl RedisStore {
                 .arg(b.refill_period().as_u64())
                 .arg(*cost);
             if i == 0 {
-                match now {
-                    Some(n) => cmd
-                        .arg(n.as_u64() / 1_000_000_000)
-                        .arg(n.as_u64() % 1_000_000_000),
-                    None => cmd.arg("").arg(""),
-                };
+                push_time(&mut cmd, now);
             }
         }
         if tat {

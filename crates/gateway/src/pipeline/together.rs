@@ -93,7 +93,7 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
                 return None;
             }
             Some(Err(e)) => {
-                let (o, ok) = error_outcome(e, if caller { now } else { self.env.now() }, fail);
+                let (o, ok) = error_outcome(e, || if caller { now } else { self.env.now() }, fail);
                 (vec![o; group.len()], ok)
             }
             None => (vec![fail(FailReason::Timeout); group.len()], false),
