@@ -26,11 +26,16 @@
 //! Memory is bounded: at most `capacity` keys per limit; a full cache drops the key inserted
 //! longest ago (an evicted key simply goes back to the store), and an expired entry is
 //! dropped when it is looked up.
+//!
+//! A cache that holds no key answers a lookup without taking its lock: the count of keys
+//! held is kept beside the map. A lookup that races an insert and misses it goes to the
+//! store, which decides the request as it would have without a cache.
 
 use ratelab_core::{Decision, Nanos};
 use ratelab_store::Key;
 use std::collections::BTreeMap;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// One cached denial.
 #[derive(Clone, Copy, Debug)]
@@ -60,6 +65,8 @@ struct Inner {
 pub struct DenialCache {
     capacity: usize,
     inner: Mutex<Inner>,
+    /// How many keys `inner` holds, written under its lock after every change.
+    held: AtomicUsize,
 }
 
 impl DenialCache {
@@ -68,6 +75,7 @@ impl DenialCache {
         DenialCache {
             capacity: capacity.max(1),
             inner: Mutex::new(Inner::default()),
+            held: AtomicUsize::new(0),
         }
     }
 
@@ -75,11 +83,15 @@ impl DenialCache {
     /// store's, its waits counted down to `now`. `None` when the key is not denied for that
     /// cost any more (or never was).
     pub fn lookup(&self, key: &Key, cost: u64, now: Nanos) -> Option<Decision> {
+        if self.held.load(Ordering::Relaxed) == 0 {
+            return None;
+        }
         let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         let e = *inner.entries.get(key)?;
         if now >= e.until {
             inner.entries.remove(key);
             inner.order.remove(&e.stamp);
+            self.held.store(inner.entries.len(), Ordering::Relaxed);
             return None;
         }
         if cost < e.cost {
@@ -134,15 +146,12 @@ impl DenialCache {
             };
             inner.entries.remove(&oldest);
         }
+        self.held.store(inner.entries.len(), Ordering::Relaxed);
     }
 
     /// Keys held now.
     pub fn len(&self) -> usize {
-        self.inner
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .entries
-            .len()
+        self.held.load(Ordering::Relaxed)
     }
 
     /// Whether no key is held.
@@ -211,6 +220,11 @@ mod tests {
         assert!(c.lookup(&keys[9], 1, Nanos(10)).is_some());
         assert!(c.lookup(&keys[6], 1, Nanos(10)).is_none(), "evicted");
         assert_eq!(c.inner.lock().unwrap().order.len(), 3);
+        assert_eq!(
+            c.len(),
+            c.inner.lock().unwrap().entries.len(),
+            "the count held is the map's"
+        );
         // A shorter, costlier denial does not replace one that covers more.
         let k = &keys[9];
         c.insert(k, 2, Nanos(0), &denial(1_000));

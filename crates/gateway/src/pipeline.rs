@@ -626,7 +626,7 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
         }
         let client = layer.client.traced(trace);
         let call = decide_remote(
-            &client,
+            &*client,
             self.config.path,
             self.config.time_source,
             key,

@@ -853,11 +853,11 @@ impl<S: Script> StoreClient for RpcStore<S> {
         &self.algorithm
     }
 
-    fn traced(&self, request: u64) -> Self {
-        RpcStore {
+    fn traced(&self, request: u64) -> std::borrow::Cow<'_, Self> {
+        std::borrow::Cow::Owned(RpcStore {
             request,
             ..self.clone()
-        }
+        })
     }
 
     fn get(&self, key: &Key) -> impl Future<Output = Result<Read<S::State>, StoreError>> + Send {

@@ -11,6 +11,7 @@
 use crate::{Key, LimitError, Path, StoreError};
 use core::future::Future;
 use ratelab_core::{Algorithm, Decision, Nanos};
+use std::borrow::Cow;
 use std::sync::Arc;
 
 /// Whose clock a transition reads.
@@ -88,10 +89,11 @@ pub trait StoreClient: Clone + Send + Sync {
     fn algorithm(&self) -> &Self::Algorithm;
 
     /// A client whose calls carry `request` as their trace id, so the store's log of a call can
-    /// be joined to the request it served. The default ignores it.
-    fn traced(&self, request: u64) -> Self {
+    /// be joined to the request it served. The default ignores it and lends this client, with
+    /// no copy.
+    fn traced(&self, request: u64) -> Cow<'_, Self> {
         let _ = request;
-        self.clone()
+        Cow::Borrowed(self)
     }
 
     /// Naive path, step 1.

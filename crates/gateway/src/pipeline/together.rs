@@ -49,11 +49,11 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
         // reads its own.
         let caller = self.config.time_source == TimeSource::Caller;
         let now = if caller { self.env.now() } else { Nanos::ZERO };
-        let clients: Vec<C> = group.iter().map(|p| p.limit.client.traced(trace)).collect();
+        let clients: Vec<_> = group.iter().map(|p| p.limit.client.traced(trace)).collect();
         let items: Vec<AllItem<'_, C>> = group
             .iter()
             .zip(&clients)
-            .map(|(p, c)| (c, &p.key, p.cost))
+            .map(|(p, c)| (&**c, &p.key, p.cost))
             .collect();
         let caller_now = caller.then_some(now);
         // Permits first, and the call made only once they are all granted: a store may
