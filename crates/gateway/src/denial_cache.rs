@@ -27,8 +27,9 @@
 //! longest ago (an evicted key simply goes back to the store), and an expired entry is
 //! dropped when it is looked up.
 //!
-//! A cache that holds no key answers a lookup without taking its lock: the count of keys
-//! held is kept beside the map. A lookup that races an insert and misses it goes to the
+//! A cache that holds no key (none denied yet, or every one looked up after it expired, or
+//! evicted) answers a lookup without taking its lock: the count of keys held is kept beside
+//! the map. A lookup that races an insert and misses it goes to the
 //! store, which decides the request as it would have without a cache.
 
 use ratelab_core::{Decision, Nanos};
@@ -149,7 +150,8 @@ impl DenialCache {
         self.held.store(inner.entries.len(), Ordering::Relaxed);
     }
 
-    /// Keys held now.
+    /// Keys held, as of the last change, read without the lock (an expired key counts until
+    /// it is looked up or evicted).
     pub fn len(&self) -> usize {
         self.held.load(Ordering::Relaxed)
     }
@@ -203,6 +205,10 @@ mod tests {
         c.insert(&k, 1, Nanos::ZERO, &admitted);
         c.insert(&k, 1, Nanos::ZERO, &denial(0));
         assert!(c.is_empty());
+        // Emptied, it answers again once a denial is kept.
+        c.insert(&k, 1, Nanos::from_millis(2_000), &denial(1_000));
+        assert_eq!(c.len(), 1);
+        assert!(c.lookup(&k, 1, Nanos::from_millis(2_500)).is_some());
     }
 
     #[test]
