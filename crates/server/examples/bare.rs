@@ -10,9 +10,11 @@ use std::io::Write as _;
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
     let listen: std::net::SocketAddr = args.next().unwrap_or("127.0.0.1:0".into()).parse()?;
-    // The same runtime as `ratelab-server --workers N` (one worker: the current-thread runtime).
+    // The same runtime as `ratelab-server --workers N` in memory (one worker: the
+    // current-thread runtime).
     let workers = args.next().map(|n| n.parse()).transpose()?;
-    let mut rt = ratelab_server::serve::runtime_for(workers);
+    let mut rt =
+        ratelab_server::serve::runtime_for(workers, ratelab_server::serve::StoreKind::Local);
     rt.enable_all().build()?.block_on(async {
         let listener = tokio::net::TcpListener::bind(listen).await?;
         let addr = listener.local_addr()?;

@@ -539,25 +539,47 @@ fn banner(
     Ok(())
 }
 
-/// The runtime for `workers` worker threads: one is tokio's current-thread runtime (no
-/// hand-off between the I/O driver and a worker; docs/PERFORMANCE.md found it no worse than a
-/// one-worker multi-thread runtime, within the runs' spread); more, or the default of one
-/// per core, the multi-thread runtime.
-pub fn runtime_for(workers: Option<usize>) -> tokio::runtime::Builder {
-    match workers {
-        Some(1) => tokio::runtime::Builder::new_current_thread(),
-        Some(n) => {
+/// Where the limiter's state lives, as far as the runtime's flavour is concerned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StoreKind {
+    /// In this process: a decision completes on its first poll.
+    Local,
+    /// Across the network (Redis): a decision waits for a reply.
+    Remote,
+}
+
+/// The runtime for `workers` worker threads over a store of `kind`. More than one worker, or
+/// the default of one per core, is tokio's multi-thread runtime. One worker is, by
+/// measurement (docs/PERFORMANCE.md):
+///
+/// - in memory, tokio's current-thread runtime: no hand-off between the I/O driver and a
+///   worker, and no store to wait for;
+/// - on Redis, the multi-thread runtime with one worker. A task woken by the running one
+///   runs next there (its LIFO slot), so the Redis connection's task writes the commands
+///   of the requests read so far while the rest are still being read: Redis starts on them
+///   sooner, and works while the server does. On the current-thread runtime it runs only
+///   after every request read in the same turn, and the two wait for each other.
+pub fn runtime_for(workers: Option<usize>, kind: StoreKind) -> tokio::runtime::Builder {
+    match (workers, kind) {
+        (Some(1), StoreKind::Local) => tokio::runtime::Builder::new_current_thread(),
+        (Some(n), _) => {
             let mut rt = tokio::runtime::Builder::new_multi_thread();
             rt.worker_threads(n);
             rt
         }
-        None => tokio::runtime::Builder::new_multi_thread(),
+        (None, _) => tokio::runtime::Builder::new_multi_thread(),
     }
 }
 
 /// Serves until Ctrl-C or SIGTERM.
 pub fn run(s: ServeSettings) -> Result<(), String> {
-    let mut rt = runtime_for(s.workers);
+    let remote = s.redis.is_some() || !s.redis_cluster.is_empty();
+    let kind = if remote {
+        StoreKind::Remote
+    } else {
+        StoreKind::Local
+    };
+    let mut rt = runtime_for(s.workers, kind);
     let rt = rt
         .enable_all()
         .build()
@@ -590,4 +612,29 @@ pub fn run(s: ServeSettings) -> Result<(), String> {
             None => serve_app(listener, Memory::new(), &s).await,
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{StoreKind, runtime_for};
+    use tokio::runtime::RuntimeFlavor;
+
+    #[test]
+    fn one_worker_is_the_current_thread_runtime_in_memory_and_one_multi_thread_worker_on_redis() {
+        let built = |workers, kind| runtime_for(workers, kind).build().expect("a runtime");
+        let flavour = |workers, kind| built(workers, kind).handle().runtime_flavor();
+        assert_eq!(
+            flavour(Some(1), StoreKind::Local),
+            RuntimeFlavor::CurrentThread
+        );
+        let remote = built(Some(1), StoreKind::Remote);
+        assert_eq!(remote.handle().runtime_flavor(), RuntimeFlavor::MultiThread);
+        assert_eq!(remote.metrics().num_workers(), 1);
+        assert_eq!(
+            flavour(Some(2), StoreKind::Local),
+            RuntimeFlavor::MultiThread
+        );
+        assert_eq!(built(Some(3), StoreKind::Remote).metrics().num_workers(), 3);
+        assert_eq!(flavour(None, StoreKind::Local), RuntimeFlavor::MultiThread);
+    }
 }
