@@ -548,6 +548,18 @@ pub enum StoreKind {
     Remote,
 }
 
+impl StoreKind {
+    /// The store `ratelab-server` runs on: Redis when given a server's URL or a cluster's
+    /// seed nodes, else memory.
+    pub fn of(redis: Option<&str>, redis_cluster: &[String]) -> StoreKind {
+        if redis.is_some() || !redis_cluster.is_empty() {
+            StoreKind::Remote
+        } else {
+            StoreKind::Local
+        }
+    }
+}
+
 /// The runtime for `workers` worker threads over a store of `kind`. More than one worker, or
 /// the default of one per core, is tokio's multi-thread runtime. One worker is, by
 /// measurement (docs/PERFORMANCE.md):
@@ -573,12 +585,7 @@ pub fn runtime_for(workers: Option<usize>, kind: StoreKind) -> tokio::runtime::B
 
 /// Serves until Ctrl-C or SIGTERM.
 pub fn run(s: ServeSettings) -> Result<(), String> {
-    let remote = s.redis.is_some() || !s.redis_cluster.is_empty();
-    let kind = if remote {
-        StoreKind::Remote
-    } else {
-        StoreKind::Local
-    };
+    let kind = StoreKind::of(s.redis.as_deref(), &s.redis_cluster);
     let mut rt = runtime_for(s.workers, kind);
     let rt = rt
         .enable_all()
@@ -620,6 +627,17 @@ mod tests {
     use tokio::runtime::RuntimeFlavor;
 
     #[test]
+    fn a_redis_url_or_cluster_seeds_make_the_store_remote() {
+        assert_eq!(StoreKind::of(None, &[]), StoreKind::Local);
+        assert_eq!(
+            StoreKind::of(Some("redis://127.0.0.1:6379"), &[]),
+            StoreKind::Remote
+        );
+        let seeds = ["redis://127.0.0.1:7000/".to_owned()];
+        assert_eq!(StoreKind::of(None, &seeds), StoreKind::Remote);
+    }
+
+    #[test]
     fn one_worker_is_the_current_thread_runtime_in_memory_and_one_multi_thread_worker_on_redis() {
         let built = |workers, kind| runtime_for(workers, kind).build().expect("a runtime");
         let flavour = |workers, kind| built(workers, kind).handle().runtime_flavor();
@@ -636,5 +654,6 @@ mod tests {
         );
         assert_eq!(built(Some(3), StoreKind::Remote).metrics().num_workers(), 3);
         assert_eq!(flavour(None, StoreKind::Local), RuntimeFlavor::MultiThread);
+        assert_eq!(flavour(None, StoreKind::Remote), RuntimeFlavor::MultiThread);
     }
 }

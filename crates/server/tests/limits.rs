@@ -384,7 +384,8 @@ fn limits_file_on_redis() {
     };
     let url = format!("redis://127.0.0.1:{}", redis.port);
     let file = TempFile::new("limits.toml", &tenant_limit(2));
-    let s = Server::start(&["--limits", file.arg(), "--redis", &url]);
+    // One worker: on Redis, the one-worker multi-thread runtime.
+    let s = Server::start(&["--limits", file.arg(), "--redis", &url, "--workers", "1"]);
     let statuses: Vec<u16> = (0..3)
         .map(|_| s.send("GET", "/api/x", &[("x-tenant", "r")]).status)
         .collect();
