@@ -539,54 +539,26 @@ fn banner(
     Ok(())
 }
 
-/// Where the limiter's state lives, as far as the runtime's flavour is concerned.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum StoreKind {
-    /// In this process: a decision completes on its first poll.
-    Local,
-    /// Across the network (Redis): a decision waits for a reply.
-    Remote,
-}
-
-impl StoreKind {
-    /// The store `ratelab-server` runs on: Redis when given a server's URL or a cluster's
-    /// seed nodes, else memory.
-    pub fn of(redis: Option<&str>, redis_cluster: &[String]) -> StoreKind {
-        if redis.is_some() || !redis_cluster.is_empty() {
-            StoreKind::Remote
-        } else {
-            StoreKind::Local
-        }
-    }
-}
-
-/// The runtime for `workers` worker threads over a store of `kind`. More than one worker, or
-/// the default of one per core, is tokio's multi-thread runtime. One worker is, by
-/// measurement (docs/PERFORMANCE.md):
-///
-/// - in memory, tokio's current-thread runtime: no hand-off between the I/O driver and a
-///   worker, and no store to wait for;
-/// - on Redis, the multi-thread runtime with one worker. A task woken by the running one
-///   runs next there (its LIFO slot), so the Redis connection's task writes the commands
-///   of the requests read so far while the rest are still being read: Redis starts on them
-///   sooner, and works while the server does. On the current-thread runtime it runs only
-///   after every request read in the same turn, and the two wait for each other.
-pub fn runtime_for(workers: Option<usize>, kind: StoreKind) -> tokio::runtime::Builder {
-    match (workers, kind) {
-        (Some(1), StoreKind::Local) => tokio::runtime::Builder::new_current_thread(),
-        (Some(n), _) => {
+/// The runtime for `workers` worker threads (the default: one per core), on Redis or in
+/// memory. One worker is tokio's current-thread runtime in memory, and a one-worker
+/// multi-thread runtime on Redis, where the Redis connection's task then runs as soon as a
+/// request wakes it (docs/PERFORMANCE.md measures both).
+pub fn runtime_for(workers: Option<usize>, on_redis: bool) -> tokio::runtime::Builder {
+    match workers {
+        Some(1) if !on_redis => tokio::runtime::Builder::new_current_thread(),
+        Some(n) => {
             let mut rt = tokio::runtime::Builder::new_multi_thread();
             rt.worker_threads(n);
             rt
         }
-        (None, _) => tokio::runtime::Builder::new_multi_thread(),
+        None => tokio::runtime::Builder::new_multi_thread(),
     }
 }
 
 /// Serves until Ctrl-C or SIGTERM.
 pub fn run(s: ServeSettings) -> Result<(), String> {
-    let kind = StoreKind::of(s.redis.as_deref(), &s.redis_cluster);
-    let mut rt = runtime_for(s.workers, kind);
+    let on_redis = s.redis.is_some() || !s.redis_cluster.is_empty();
+    let mut rt = runtime_for(s.workers, on_redis);
     let rt = rt
         .enable_all()
         .build()
@@ -623,37 +595,20 @@ pub fn run(s: ServeSettings) -> Result<(), String> {
 
 #[cfg(test)]
 mod tests {
-    use super::{StoreKind, runtime_for};
+    use super::runtime_for;
     use tokio::runtime::RuntimeFlavor;
 
     #[test]
-    fn a_redis_url_or_cluster_seeds_make_the_store_remote() {
-        assert_eq!(StoreKind::of(None, &[]), StoreKind::Local);
-        assert_eq!(
-            StoreKind::of(Some("redis://127.0.0.1:6379"), &[]),
-            StoreKind::Remote
-        );
-        let seeds = ["redis://127.0.0.1:7000/".to_owned()];
-        assert_eq!(StoreKind::of(None, &seeds), StoreKind::Remote);
-    }
-
-    #[test]
     fn one_worker_is_the_current_thread_runtime_in_memory_and_one_multi_thread_worker_on_redis() {
-        let built = |workers, kind| runtime_for(workers, kind).build().expect("a runtime");
-        let flavour = |workers, kind| built(workers, kind).handle().runtime_flavor();
-        assert_eq!(
-            flavour(Some(1), StoreKind::Local),
-            RuntimeFlavor::CurrentThread
-        );
-        let remote = built(Some(1), StoreKind::Remote);
-        assert_eq!(remote.handle().runtime_flavor(), RuntimeFlavor::MultiThread);
-        assert_eq!(remote.metrics().num_workers(), 1);
-        assert_eq!(
-            flavour(Some(2), StoreKind::Local),
-            RuntimeFlavor::MultiThread
-        );
-        assert_eq!(built(Some(3), StoreKind::Remote).metrics().num_workers(), 3);
-        assert_eq!(flavour(None, StoreKind::Local), RuntimeFlavor::MultiThread);
-        assert_eq!(flavour(None, StoreKind::Remote), RuntimeFlavor::MultiThread);
+        let built = |workers, on_redis| runtime_for(workers, on_redis).build().expect("a runtime");
+        let flavour = |workers, on_redis| built(workers, on_redis).handle().runtime_flavor();
+        assert_eq!(flavour(Some(1), false), RuntimeFlavor::CurrentThread);
+        let redis = built(Some(1), true);
+        assert_eq!(redis.handle().runtime_flavor(), RuntimeFlavor::MultiThread);
+        assert_eq!(redis.metrics().num_workers(), 1);
+        assert_eq!(flavour(Some(2), false), RuntimeFlavor::MultiThread);
+        assert_eq!(built(Some(3), true).metrics().num_workers(), 3);
+        assert_eq!(flavour(None, false), RuntimeFlavor::MultiThread);
+        assert_eq!(flavour(None, true), RuntimeFlavor::MultiThread);
     }
 }

@@ -109,12 +109,13 @@ impl Conn {
             Conn::Cluster(c) => {
                 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, SlotAddr};
                 let to = Route::new(slot(key.as_bytes()), SlotAddr::Master);
-                let v = c
-                    .route_command(
-                        cmd,
-                        RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(to)),
-                    )
-                    .await?;
+                // Boxed: the routed command is a large future, and every caller's future
+                // (each decision's, waiting or not) would otherwise make room for it.
+                let v = Box::pin(c.route_command(
+                    cmd,
+                    RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(to)),
+                ))
+                .await?;
                 Ok(redis::from_redis_value(v)?)
             }
         }

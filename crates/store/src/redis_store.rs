@@ -759,11 +759,7 @@ impl RedisStore {
         if let (Some((replicas, ms)), Some(&1)) = (first.wait, r.first()) {
             // Answered once `replicas` replicas hold the write, or after `ms` either way (the
             // decision stands; only its durability across a failover is in doubt then).
-            // Boxed: a cluster's routed command is a large future, and every caller's future
-            // would carry its room on every decision, waiting or not.
-            let acked = first
-                .timed(Box::pin(conn.wait(&keys[0], replicas, ms)))
-                .await?;
+            let acked = first.timed(conn.wait(&keys[0], replicas, ms)).await?;
             first.waited(replicas, acked);
         }
         // A reply this client cannot read comes after the script ran (and may have written):
