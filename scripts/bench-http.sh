@@ -23,8 +23,9 @@ command -v wrk >/dev/null || { echo "wrk is not installed (Debian: apt-get insta
 command -v curl >/dev/null || { echo "curl is not installed" >&2; exit 2; }
 NGINX="$(command -v nginx || true)"; [ -z "$NGINX" ] && [ -x /usr/sbin/nginx ] && NGINX=/usr/sbin/nginx
 
-cargo build --release -q -p ratelab-server --bin ratelab-server --example bare
-BIN="${CARGO_TARGET_DIR:-target}/release"
+# The production profile: the server as deployed (Cargo.toml).
+cargo build --profile production -q -p ratelab-server --bin ratelab-server --example bare
+BIN="${CARGO_TARGET_DIR:-target}/production"
 . scripts/bench-lib.sh
 
 # The policy and the load every target gets (scripts/bench-lib.sh).

@@ -14,8 +14,9 @@ SECS="${1:-5}"
 CONC="${2:-32}"
 WORKERS="${3:-1}"
 
-cargo build --release -q -p ratelab-server --bin ratelab-server --example rls_load
-BIN="${CARGO_TARGET_DIR:-target}/release"
+# The production profile: the server as deployed (Cargo.toml).
+cargo build --profile production -q -p ratelab-server --bin ratelab-server --example rls_load
+BIN="${CARGO_TARGET_DIR:-target}/production"
 . scripts/bench-lib.sh
 
 # Every call admitted, each a whole decision: a bucket per value of 10⁶, refilled at 10⁶ a

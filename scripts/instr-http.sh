@@ -16,8 +16,9 @@ for tool in valgrind callgrind_control callgrind_annotate wrk; do
   command -v "$tool" >/dev/null || { echo "$tool is not installed (Debian: apt-get install valgrind wrk)" >&2; exit 2; }
 done
 
-cargo build --release -q -p ratelab-server --bin ratelab-server --example bare
-BIN="${CARGO_TARGET_DIR:-target}/release"
+# The production profile: the server as deployed (Cargo.toml).
+cargo build --profile production -q -p ratelab-server --bin ratelab-server --example bare
+BIN="${CARGO_TARGET_DIR:-target}/production"
 . scripts/bench-lib.sh
 
 # The policy and the load every target gets (scripts/bench-lib.sh).

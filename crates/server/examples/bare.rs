@@ -3,9 +3,13 @@
 //! [`ratelab_gateway::front::serve`] on the same runtime), answering `ok` with no limiting at
 //! all, so the limiter's own cost is the gap between the two.
 //!
-//! `cargo run --release -p ratelab-server --example bare -- 127.0.0.1:9000 [workers]`
+//! `cargo run --profile production -p ratelab-server --example bare -- 127.0.0.1:9000 [workers]`
 
 use std::io::Write as _;
+
+/// The server's allocator, so that the gap to it is the limiter's alone.
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);

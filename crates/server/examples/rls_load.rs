@@ -3,8 +3,8 @@
 //! limiting anything, so the limiter's own cost is the gap between the two.
 //!
 //! ```sh
-//! cargo run --release -p ratelab-server --example rls_load -- bare 127.0.0.1:9000 [workers]
-//! cargo run --release -p ratelab-server --example rls_load -- load 127.0.0.1:9000 SECS CONCURRENCY KEYS
+//! cargo run --profile production -p ratelab-server --example rls_load -- bare 127.0.0.1:9000 [workers]
+//! cargo run --profile production -p ratelab-server --example rls_load -- load 127.0.0.1:9000 SECS CONCURRENCY KEYS
 //! ```
 //!
 //! `load` keeps CONCURRENCY calls in flight (one connection each) for SECS seconds, each on
@@ -26,6 +26,10 @@ use ratelab_server::rls::proto::envoy::service::ratelimit::v3::{
 };
 use std::io::Write as _;
 use std::time::{Duration, Instant};
+
+/// The server's allocator, so that the gap to the bare anchor is the limiter's alone.
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 
