@@ -37,10 +37,48 @@ capacity = 1000000
 refill_per_sec = 1000000
 key = "api-key"
 EOF
+  # The 10 000 requests are formatted once, when wrk's thread starts, so that each request
+  # costs wrk one draw rather than formatting a request: on 2 cores the load generator's own
+  # CPU is taken from the servers'.
   cat > "$WORK/many.lua" <<'EOF'
 math.randomseed(7)
-request = function()
-  return wrk.format(nil, nil, { ["x-api-key"] = "k" .. math.random(10000) })
+local requests = {}
+init = function()
+  for i = 1, 10000 do requests[i] = wrk.format(nil, nil, { ["x-api-key"] = "k" .. i }) end
 end
+request = function()
+  return requests[math.random(10000)]
+end
+EOF
+}
+
+# wrk's Requests/sec and its p50 / p99 latency, and the CPU per request of the server (with
+# its children) and of redis-server (on the Redis target, else "–"), in µs (from
+# /proc/PID/stat), as "rps p50 p99 server_cpu redis_cpu". Reads CONNS, SECS, PID_OF (the pid
+# serving each port), and P_RMEM and PID_REDIS when a server on Redis is measured.
+measure() { # port, keys
+  local extra=(-H "x-api-key: hot") s0 s1 r0=0 r1=0 redis_cpu="–" n
+  [ "$2" = many ] && extra=(-s "$WORK/many.lua")
+  s0=$(tree_cpu "${PID_OF[$1]}")
+  [ "$1" = "${P_RMEM:-}" ] && r0=$(cpu "$PID_REDIS")
+  wrk -t1 -c"$CONNS" -d"${SECS}s" --latency "${extra[@]}" "http://127.0.0.1:$1/" > "$WORK/wrk.out"
+  s1=$(tree_cpu "${PID_OF[$1]}")
+  [ "$1" = "${P_RMEM:-}" ] && r1=$(cpu "$PID_REDIS")
+  if grep -qE "Non-2xx|Socket errors" "$WORK/wrk.out"; then
+    echo "refused: non-2xx answers or socket errors from port $1:" >&2; cat "$WORK/wrk.out" >&2; return 1
+  fi
+  n=$(grep -oE "^ *[0-9]+ requests in" "$WORK/wrk.out" | grep -oE "[0-9]+" || true)
+  [ "${n:-0}" -gt 0 ] || { echo "refused: no requests answered on port $1:" >&2; cat "$WORK/wrk.out" >&2; return 1; }
+  [ "$1" = "${P_RMEM:-}" ] && redis_cpu=$(us_per $((r1 - r0)) "$n")
+  python3 - "$WORK/wrk.out" "$(us_per $((s1 - s0)) "$n")" "$redis_cpu" <<'EOF'
+import re, sys
+t = open(sys.argv[1]).read()
+def us(v):
+    n, u = re.match(r"([\d.]+)(\w+)", v).groups()
+    return float(n) * {"us": 1, "ms": 1e3, "s": 1e6}[u]
+rps = float(re.search(r"Requests/sec:\s+([\d.]+)", t).group(1))
+p50 = us(re.search(r"\s50%\s+(\S+)", t).group(1))
+p99 = us(re.search(r"\s99%\s+(\S+)", t).group(1))
+print(f"{rps:.0f} {p50:.0f} {p99:.0f} {sys.argv[2]} {sys.argv[3]}")
 EOF
 }
