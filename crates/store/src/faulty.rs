@@ -16,6 +16,7 @@ use core::future::Future;
 use rand_chacha::ChaCha8Rng;
 use rand_core::{Rng as _, SeedableRng};
 use ratelab_core::{Algorithm, Nanos};
+use std::borrow::Cow;
 use std::sync::{Arc, Mutex};
 
 /// What fraction of calls meet each fault (the rest are served). Fractions from 0 to 1.
@@ -99,6 +100,19 @@ impl<C: StoreClient> StoreClient for FaultyClient<C> {
         self.inner.algorithm()
     }
 
+    /// The wrapped client's traced copy, wrapped: its calls draw from the same fault stream.
+    fn traced(&self, request: u64) -> Cow<'_, Self> {
+        match self.inner.traced(request) {
+            Cow::Borrowed(_) => Cow::Borrowed(self),
+            Cow::Owned(inner) => Cow::Owned(FaultyClient {
+                inner,
+                plan: self.plan,
+                rng: self.rng.clone(),
+                fates: self.fates.clone(),
+            }),
+        }
+    }
+
     fn get(
         &self,
         key: &Key,
@@ -156,5 +170,132 @@ impl<C: StoreClient> StoreClient for FaultyClient<C> {
                 r
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{LocalClient, MemoryStore};
+    use ratelab_core::TokenBucket;
+
+    type Clock = fn() -> Nanos;
+
+    fn epoch() -> Nanos {
+        Nanos::ZERO
+    }
+
+    /// Runs a future that completes on its first poll (every call here reaches an in-process
+    /// store).
+    fn now<F: Future>(f: F) -> F::Output {
+        let mut f = std::pin::pin!(f);
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        match f.as_mut().poll(&mut cx) {
+            std::task::Poll::Ready(out) => out,
+            std::task::Poll::Pending => panic!("an in-process call did not complete at once"),
+        }
+    }
+
+    /// A client whose traced copies are its own (as an RPC client's are): each apply notes
+    /// the trace id it carried.
+    #[derive(Clone, Debug)]
+    struct Tracing {
+        inner: LocalClient<TokenBucket, Clock>,
+        trace: Option<u64>,
+        seen: Arc<Mutex<Vec<Option<u64>>>>,
+    }
+
+    impl StoreClient for Tracing {
+        type Algorithm = TokenBucket;
+
+        fn algorithm(&self) -> &TokenBucket {
+            self.inner.algorithm()
+        }
+
+        fn traced(&self, request: u64) -> Cow<'_, Self> {
+            Cow::Owned(Tracing {
+                trace: Some(request),
+                ..self.clone()
+            })
+        }
+
+        fn get(
+            &self,
+            key: &Key,
+        ) -> impl Future<Output = Result<Read<ratelab_core::TokenBucketState>, StoreError>> + Send
+        {
+            self.inner.get(key)
+        }
+
+        fn set(
+            &self,
+            key: &Key,
+            state: ratelab_core::TokenBucketState,
+            ttl: Nanos,
+        ) -> impl Future<Output = Result<(), StoreError>> + Send {
+            self.inner.set(key, state, ttl)
+        }
+
+        fn apply(
+            &self,
+            key: &Key,
+            now: Option<Nanos>,
+            cost: u64,
+        ) -> impl Future<Output = Result<Applied, LimitError>> + Send {
+            self.seen.lock().expect("seen").push(self.trace);
+            self.inner.apply(key, now, cost)
+        }
+    }
+
+    fn store() -> Arc<MemoryStore<TokenBucket>> {
+        Arc::new(MemoryStore::new(
+            TokenBucket::per_second(1000, 1000).expect("a valid bucket"),
+        ))
+    }
+
+    #[test]
+    fn a_traced_copy_carries_the_trace_to_the_store_and_draws_from_the_same_stream() {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let inner = Tracing {
+            inner: LocalClient::new(store(), epoch as Clock),
+            trace: None,
+            seen: seen.clone(),
+        };
+        let plan = FaultPlan {
+            error: 0.5,
+            ..FaultPlan::default()
+        };
+        let faulty = FaultyClient::new(inner, plan, 7);
+        let key = Key::new("k").expect("a valid key");
+        let traced = faulty.traced(42);
+        assert!(matches!(traced, Cow::Owned(_)), "the inner copy is wrapped");
+        for _ in 0..20 {
+            let _ = now(traced.apply(&key, None, 1));
+        }
+        let _ = now(faulty.apply(&key, None, 1));
+        // One stream of fates, drawn by the copy and the original alike.
+        let fates = faulty.fates();
+        assert_eq!(fates.len(), 21);
+        assert_eq!(traced.fates(), fates);
+        // Only the served calls reached the store: the copy's with the trace, the original's
+        // without.
+        let served = |calls: &[Fate]| calls.iter().filter(|f| **f == Fate::Served).count();
+        assert!((1..20).contains(&served(&fates[..20])), "{fates:?}");
+        let seen = seen.lock().expect("seen").clone();
+        let mut expected = vec![Some(42); served(&fates[..20])];
+        if fates[20] == Fate::Served {
+            expected.push(None);
+        }
+        assert_eq!(seen, expected);
+    }
+
+    #[test]
+    fn a_client_that_lends_itself_is_lent_with_its_wrapper() {
+        let faulty = FaultyClient::new(
+            LocalClient::new(store(), epoch as Clock),
+            FaultPlan::default(),
+            7,
+        );
+        assert!(matches!(faulty.traced(42), Cow::Borrowed(_)));
     }
 }
