@@ -236,14 +236,14 @@ mod tests {
             self.inner.set(key, state, ttl)
         }
 
-        fn apply(
+        async fn apply(
             &self,
             key: &Key,
-            now: Option<Nanos>,
+            at: Option<Nanos>,
             cost: u64,
-        ) -> impl Future<Output = Result<Applied, LimitError>> + Send {
+        ) -> Result<Applied, LimitError> {
             self.seen.lock().expect("seen").push(self.trace);
-            self.inner.apply(key, now, cost)
+            self.inner.apply(key, at, cost).await
         }
     }
 
