@@ -7,19 +7,21 @@
 #
 #   scripts/ab-http.sh A_BINARY B_BINARY [SECONDS] [CONNECTIONS] [ROUNDS]
 #
-# (defaults: 3 s, 32 connections, 3 rounds; one worker thread per server). Build A from
-# another commit with, say, `git worktree add /tmp/a COMMIT && (cd /tmp/a && cargo build
+# (defaults: 3 s, 32 connections, 4 rounds; one worker thread per server). Each ratio is the
+# median of the rounds' own (of an even number of rounds, the upper of the middle two). Build A
+# from another commit with, say, `git worktree add /tmp/a COMMIT && (cd /tmp/a && cargo build
 # --profile production -p ratelab-server)` (or `--release` before the production profile).
 #
 # Needs wrk and redis-server. Loopback only.
 set -euo pipefail
-cd "$(dirname "$0")/.."
 [ $# -ge 2 ] || { echo "usage: scripts/ab-http.sh A_BINARY B_BINARY [SECONDS] [CONNECTIONS] [ROUNDS]" >&2; exit 2; }
-A="$1"; B="$2"
+for bin in "$1" "$2"; do [ -x "$bin" ] || { echo "$bin is not an executable" >&2; exit 2; }; done
+# Paths as given, from where the script was called.
+A="$(realpath "$1")"; B="$(realpath "$2")"
 SECS="${3:-3}"
 CONNS="${4:-32}"
-ROUNDS="${5:-3}"
-for bin in "$A" "$B"; do [ -x "$bin" ] || { echo "$bin is not an executable" >&2; exit 2; }; done
+ROUNDS="${5:-4}"
+cd "$(dirname "$0")/.."
 for tool in wrk redis-server; do
   command -v "$tool" >/dev/null || { echo "$tool is not installed (Debian: apt-get install $tool)" >&2; exit 2; }
 done

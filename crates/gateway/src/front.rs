@@ -165,19 +165,30 @@ where
     }
 }
 
+/// How a connection writes its answers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Writes {
+    /// Each answer's head and body copied into one buffer and written with one `write`: for
+    /// small answers (a limiter's own 200 and 429) fewer instructions per request than
+    /// [`Writes::Vectored`] (docs/PERFORMANCE.md). Each body chunk is copied, and the buffer
+    /// grows to hold the largest chunk.
+    Flat,
+    /// The head and the body's chunks written from their own buffers with `writev`, never
+    /// copied: for large or streamed bodies (a reverse proxy's).
+    Vectored,
+}
+
 /// Serves HTTP/1.1 on `listener` until `shutdown` completes, with the service
-/// `service_for(peer)` on each connection; then stops accepting and waits for the requests
-/// in flight (each connection closes after its current answer).
+/// `service_for(peer)` on each connection, answers written as `writes` says; then stops
+/// accepting and waits for the requests in flight (each connection closes after its current
+/// answer).
 ///
-/// Accepted sockets get `TCP_NODELAY`: an answer is written as soon as it is ready. Each
-/// answer's head and body are copied into one buffer and written with one `write` rather than
-/// a `writev` of their separate buffers: for the small answers a limiter gives (200, 429) that
-/// is fewer instructions per request in hyper (docs/PERFORMANCE.md); a large proxied body pays
-/// one copy of each chunk. An accept
+/// Accepted sockets get `TCP_NODELAY`: an answer is written as soon as it is ready. An accept
 /// error that concerns one connection is skipped; any other (out of file descriptors, say)
 /// is reported on standard error and the loop waits a second before accepting again.
 pub async fn serve<F, T, B>(
     listener: tokio::net::TcpListener,
+    writes: Writes,
     service_for: F,
     shutdown: impl Future<Output = ()>,
 ) where
@@ -209,7 +220,7 @@ pub async fn serve<F, T, B>(
         };
         let _ = stream.set_nodelay(true);
         let conn = hyper::server::conn::http1::Builder::new()
-            .writev(false)
+            .writev(writes == Writes::Vectored)
             .serve_connection(hyper_util::rt::TokioIo::new(stream), service_for(peer));
         let conn = graceful.watch(conn);
         tokio::spawn(async move {

@@ -27,7 +27,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             hyper::body::Incoming,
         >());
         let forever = std::future::pending::<()>();
-        ratelab_gateway::front::serve(listener, |_| ok.clone(), forever).await;
+        // Written as ratelab-server writes its own answers.
+        let writes = ratelab_gateway::front::Writes::Flat;
+        ratelab_gateway::front::serve(listener, writes, |_| ok.clone(), forever).await;
         Ok(())
     })
 }

@@ -6,7 +6,7 @@ use crate::limits::FileLimit;
 use crate::proxy::Proxy;
 use crate::reload;
 use ratelab_core::{Nanos, Policy, TokenBucket};
-use ratelab_gateway::front::{FrontEnd, serve};
+use ratelab_gateway::front::{FrontEnd, Writes, serve};
 use ratelab_gateway::http::{TokioEnv, answer_ok, prometheus};
 use ratelab_gateway::limits::{KeyBy, Limit, LimitSet, LimitSpec, PER_IP, PER_KEY};
 use ratelab_gateway::reqlog::{FileSink, RequestLogLayer};
@@ -382,11 +382,13 @@ async fn serve_app<S: Stores>(
         Some(up) => {
             let proxy = Proxy::new(up.clone(), s.gateway.trusted_proxies.clone()).service();
             let front = FrontEnd::new(gw, admin, None, proxy).with_peer_extension();
-            serve(listener, |peer| front.connection(peer), stop).await;
+            // The upstream's bodies are streamed through as they come, uncopied.
+            let writes = Writes::Vectored;
+            serve(listener, writes, |peer| front.connection(peer), stop).await;
         }
         None => {
             let front = FrontEnd::new(gw, admin, None, answer_ok());
-            serve(listener, |peer| front.connection(peer), stop).await;
+            serve(listener, Writes::Flat, |peer| front.connection(peer), stop).await;
         }
     }
     if let Some((_, task)) = grpc {

@@ -288,14 +288,4 @@ mod tests {
         }
         assert_eq!(seen, expected);
     }
-
-    #[test]
-    fn a_client_that_lends_itself_is_lent_with_its_wrapper() {
-        let faulty = FaultyClient::new(
-            LocalClient::new(store(), epoch as Clock),
-            FaultPlan::default(),
-            7,
-        );
-        assert!(matches!(faulty.traced(42), Cow::Borrowed(_)));
-    }
 }
