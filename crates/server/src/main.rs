@@ -9,9 +9,8 @@ use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-/// mimalloc: the request path allocates a few small blocks and one large future per request,
-/// and mimalloc's thread-local free lists serve them with less work than glibc's bins
-/// (docs/PERFORMANCE.md measures it).
+/// mimalloc: the request path allocates a few small blocks and one large future per request
+/// (docs/PERFORMANCE.md measures the server with it and with glibc's allocator side by side).
 #[global_allocator]
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
