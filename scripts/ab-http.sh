@@ -7,8 +7,8 @@
 #
 #   scripts/ab-http.sh A_BINARY B_BINARY [SECONDS] [CONNECTIONS] [ROUNDS]
 #
-# (defaults: 3 s, 32 connections, 4 rounds; one worker thread per server). Each ratio is the
-# median of the rounds' own (of an even number of rounds, the upper of the middle two). Build A
+# (defaults: 3 s, 32 connections, 5 rounds; one worker thread per server). Each ratio is the
+# median of the rounds' own (of an even number of rounds, the mean of the middle two). Build A
 # from another commit with, say, `git worktree add /tmp/a COMMIT && (cd /tmp/a && cargo build
 # --profile production -p ratelab-server)` (or `--release` before the production profile).
 #
@@ -20,7 +20,7 @@ for bin in "$1" "$2"; do [ -x "$bin" ] || { echo "$bin is not an executable" >&2
 A="$(realpath "$1")"; B="$(realpath "$2")"
 SECS="${3:-3}"
 CONNS="${4:-32}"
-ROUNDS="${5:-4}"
+ROUNDS="${5:-5}"
 cd "$(dirname "$0")/.."
 for tool in wrk redis-server; do
   command -v "$tool" >/dev/null || { echo "$tool is not installed (Debian: apt-get install $tool)" >&2; exit 2; }
@@ -72,10 +72,12 @@ span = lambda xs, f: f"{f(min(xs))}–{f(max(xs))}"
 rps = lambda rs: [float(r[0]) for r in rs]
 cpu = lambda rs: [float(r[3]) for r in rs]
 ratios = sorted(y / x for x, y in zip(rps(a), rps(b)))
+mid = len(ratios) // 2
+median = ratios[mid] if len(ratios) % 2 else (ratios[mid - 1] + ratios[mid]) / 2
 whole = lambda v: f"{v:,.0f}".replace(",", " ")
 print(f"| {store} | {keys} | {span(rps(a), whole)} | {span(rps(b), whole)} | "
       f"{span(cpu(a), str)} | {span(cpu(b), str)} | "
-      f"{ratios[len(ratios) // 2]:.2f} ({ratios[0]:.2f}–{ratios[-1]:.2f}) |")
+      f"{median:.2f} ({ratios[0]:.2f}–{ratios[-1]:.2f}) |")
 EOF
   done
 done

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The limiter's own cost in instructions, side by side in one run: valgrind's callgrind counts
 # the user-space instructions a bare server on the same HTTP front (the anchor) and
-# ratelab-server in memory spend per request under the same wrk load. Counts are repeatable where wrk's requests per
-# second move by ±10 % from run to run; the kernel's share of each request (its TCP path) is
-# not counted, and is the same for both.
+# ratelab-server in memory spend per request under the same wrk load. Counts move by a few
+# per cent from run to run, where wrk's requests per second move by 10 % or more; the kernel's
+# share of each request (its TCP path) is not counted, and is the same for both.
 #
 #   scripts/instr-http.sh [SECONDS] [CONNECTIONS]      (defaults: 5 s, 8 connections)
 #

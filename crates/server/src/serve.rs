@@ -382,7 +382,8 @@ async fn serve_app<S: Stores>(
         Some(up) => {
             let proxy = Proxy::new(up.clone(), s.gateway.trusted_proxies.clone()).service();
             let front = FrontEnd::new(gw, admin, None, proxy).with_peer_extension();
-            // The upstream's bodies are streamed through as they come, uncopied.
+            // The upstream's bodies are streamed through as they come, uncopied (the
+            // limiter's own answers on this connection are written the same way).
             let writes = Writes::Vectored;
             serve(listener, writes, |peer| front.connection(peer), stop).await;
         }
