@@ -29,8 +29,7 @@ done
 write_http_load
 
 declare -A PID_OF PORT
-P_RDS=$(free_port)
-start "$P_RDS" redis-server --port "$P_RDS" --bind 127.0.0.1 --save "" --appendonly no --dir "$WORK"; PID_REDIS=$LAST
+start_redis
 for build in A B; do
   bin=$A; [ $build = B ] && bin=$B
   p=$(free_port); start "$p" "$bin" --listen "127.0.0.1:$p" --limits "$WORK/limits.toml" --workers 1
@@ -47,8 +46,7 @@ for round in $(seq "$ROUNDS"); do
     for store in memory redis; do
       for build in $order; do
         p=${PORT[$build/$store]}
-        rds=""; [ $store = redis ] && rds=$p
-        out=$(P_RMEM=$rds measure "$p" $keys) || { echo "refused: build $build, $store, $keys" >&2; exit 1; }
+        out=$(measure "$p" $keys $store) || { echo "refused: build $build, $store, $keys" >&2; exit 1; }
         RUNS[$store/$keys/$build]+="$out;"
       done
     done
@@ -63,15 +61,16 @@ echo "| store | keys | req/s, A | req/s, B | server CPU µs/req, A | server CPU 
 echo "|---|---|---:|---:|---:|---:|---|"
 for store in memory redis; do
   for keys in hot many; do
-    python3 - "$store" "$keys" "${RUNS[$store/$keys/A]}" "${RUNS[$store/$keys/B]}" <<'EOF'
+    python3 - "$store" "$keys" "${RUNS[$store/$keys/A]}" "${RUNS[$store/$keys/B]}" \
+      "$(round_ratios "${RUNS[$store/$keys/A]}" "${RUNS[$store/$keys/B]}")" <<'EOF'
 import sys
-store, keys, a, b = sys.argv[1:]
+store, keys, a, b, rounds = sys.argv[1:]
 runs = lambda s: [r.split() for r in s.split(";") if r]
 a, b = runs(a), runs(b)
 span = lambda xs, f: f"{f(min(xs))}–{f(max(xs))}"
 rps = lambda rs: [float(r[0]) for r in rs]
 cpu = lambda rs: [float(r[3]) for r in rs]
-ratios = sorted(y / x for x, y in zip(rps(a), rps(b)))
+ratios = [float(r) for r in rounds.split()]
 mid = len(ratios) // 2
 median = ratios[mid] if len(ratios) % 2 else (ratios[mid - 1] + ratios[mid]) / 2
 whole = lambda v: f"{v:,.0f}".replace(",", " ")

@@ -23,10 +23,8 @@ command -v wrk >/dev/null || { echo "wrk is not installed (Debian: apt-get insta
 command -v curl >/dev/null || { echo "curl is not installed" >&2; exit 2; }
 NGINX="$(command -v nginx || true)"; [ -z "$NGINX" ] && [ -x /usr/sbin/nginx ] && NGINX=/usr/sbin/nginx
 
-# The production profile: the server as deployed (Cargo.toml).
-cargo build --profile production -q -p ratelab-server --bin ratelab-server --example bare
-BIN="${CARGO_TARGET_DIR:-target}/production"
 . scripts/bench-lib.sh
+build_server bare
 
 # The policy and the load every target gets (scripts/bench-lib.sh).
 write_http_load
@@ -71,8 +69,7 @@ EOF
 fi
 REDIS_URL=""
 if command -v redis-server >/dev/null; then
-  P_RDS=$(free_port)
-  start "$P_RDS" redis-server --port "$P_RDS" --bind 127.0.0.1 --save "" --appendonly no --dir "$WORK"; PID_REDIS=$LAST
+  start_redis
   REDIS_URL="redis://127.0.0.1:$P_RDS"
   P_RMEM=$(free_port); start "$P_RMEM" "$BIN/ratelab-server" --listen "127.0.0.1:$P_RMEM" --limits "$WORK/limits.toml" --redis "$REDIS_URL" --workers "$WORKERS"; PID_OF[$P_RMEM]=$LAST
 fi
@@ -112,7 +109,7 @@ for keys in hot many; do
     take "ratelab-server, in memory" $keys measure "$P_MEM" $keys
     if [ -n "$NGINX" ]; then take "nginx limit_req (1 worker)" $keys measure "$P_NGX" $keys; fi
     if [ -n "$REDIS_URL" ]; then
-      take "ratelab-server, on Redis" $keys measure "$P_RMEM" $keys
+      take "ratelab-server, on Redis" $keys measure "$P_RMEM" $keys redis
       take "redis-benchmark, same script" $keys redis_benchmark $keys
     fi
   done
@@ -130,12 +127,11 @@ echo
 # measures both targets back to back, so a slow spell of the machine falls on both) with
 # their range.
 ratio() { # label A, label B (each with /keys)
-  python3 - "${RUNS[$1]}" "${RUNS[$2]}" "${RPS[$1]}" "${RPS[$2]}" <<'EOF'
+  python3 - "$(round_ratios "${RUNS[$2]}" "${RUNS[$1]}")" "${RPS[$1]}" "${RPS[$2]}" <<'EOF'
 import sys
-rps = lambda runs: [float(r.split()[0]) for r in runs.split(";") if r]
-per_round = sorted(a / b for a, b in zip(rps(sys.argv[1]), rps(sys.argv[2])))
+per_round = [float(r) for r in sys.argv[1].split()]
 # The same median as the rows': the middle one, the upper of two.
-print(f"{float(sys.argv[3]) / float(sys.argv[4]):.2f} (rounds: median "
+print(f"{float(sys.argv[2]) / float(sys.argv[3]):.2f} (rounds: median "
       f"{per_round[len(per_round) // 2]:.2f}, {per_round[0]:.2f}-{per_round[-1]:.2f})")
 EOF
 }

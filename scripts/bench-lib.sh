@@ -1,5 +1,7 @@
 # What the bench scripts share (sourced, not run): a work directory removed at exit with
-# every process started in it, free loopback ports, and starting a server on one.
+# every process started in it, free loopback ports, starting a server on one (and a private
+# redis-server), building the server, the HTTP benches' load, measuring one wrk run, and the
+# rounds' ratios of two targets.
 WORK="$(mktemp -d)"
 PIDS=()
 # Each process is waited for before the directory goes: one still writing there (valgrind's
@@ -30,7 +32,32 @@ start() {
   wait_port "$port"
 }
 
-# The HTTP benches' policy and load (bench-http.sh, instr-http.sh): one token bucket per
+# build_server EXAMPLE: builds ratelab-server and the example EXAMPLE (a bench's anchor) with
+# the production profile, the server as deployed (Cargo.toml); their directory in BIN.
+build_server() {
+  cargo build --profile production -q -p ratelab-server --bin ratelab-server --example "$1"
+  BIN="${CARGO_TARGET_DIR:-target}/production"
+}
+
+# start_redis: a private redis-server, no persistence, on a free port (P_RDS, its pid in
+# PID_REDIS).
+start_redis() {
+  P_RDS=$(free_port)
+  start "$P_RDS" redis-server --port "$P_RDS" --bind 127.0.0.1 --save "" --appendonly no --dir "$WORK"
+  PID_REDIS=$LAST
+}
+
+# round_ratios A_RUNS B_RUNS: B / A in each round, sorted, space-separated. Each argument holds
+# one target's runs as `measure` prints them, each ended by ";", in round order.
+round_ratios() {
+  python3 - "$1" "$2" <<'EOF'
+import sys
+rps = lambda runs: [float(r.split()[0]) for r in runs.split(";") if r]
+print(*sorted(b / a for a, b in zip(rps(sys.argv[1]), rps(sys.argv[2]))))
+EOF
+}
+
+# The HTTP benches' policy and load (bench-http.sh, instr-http.sh, ab-http.sh): one token bucket per
 # x-api-key, B = R = 1 000 000/s, so every request is admitted and each one is a whole
 # decision ($WORK/limits.toml); and a wrk script sending a random one of 10 000 keys per
 # request ($WORK/many.lua).
@@ -61,21 +88,21 @@ EOF
 # wrk's Requests/sec and its p50 / p99 latency, and the CPU per request of the server (with
 # its children) and of redis-server (on the Redis target, else "–"), in µs (from
 # /proc/PID/stat), as "rps p50 p99 server_cpu redis_cpu". Reads CONNS, SECS, PID_OF (the pid
-# serving each port), and P_RMEM and PID_REDIS when a server on Redis is measured.
-measure() { # port, keys
+# serving each port), and PID_REDIS when the third argument is `redis` (a server on Redis).
+measure() { # port, keys[, redis]
   local extra=(-H "x-api-key: hot") s0 s1 r0=0 r1=0 redis_cpu="–" n
   [ "$2" = many ] && extra=(-s "$WORK/many.lua")
   s0=$(tree_cpu "${PID_OF[$1]}")
-  [ "$1" = "${P_RMEM:-}" ] && r0=$(cpu "$PID_REDIS")
+  [ "${3:-}" = redis ] && r0=$(cpu "$PID_REDIS")
   wrk -t1 -c"$CONNS" -d"${SECS}s" --latency "${extra[@]}" "http://127.0.0.1:$1/" > "$WORK/wrk.out"
   s1=$(tree_cpu "${PID_OF[$1]}")
-  [ "$1" = "${P_RMEM:-}" ] && r1=$(cpu "$PID_REDIS")
+  [ "${3:-}" = redis ] && r1=$(cpu "$PID_REDIS")
   if grep -qE "Non-2xx|Socket errors" "$WORK/wrk.out"; then
     echo "refused: non-2xx answers or socket errors from port $1:" >&2; cat "$WORK/wrk.out" >&2; return 1
   fi
   n=$(grep -oE "^ *[0-9]+ requests in" "$WORK/wrk.out" | grep -oE "[0-9]+" || true)
   [ "${n:-0}" -gt 0 ] || { echo "refused: no requests answered on port $1:" >&2; cat "$WORK/wrk.out" >&2; return 1; }
-  [ "$1" = "${P_RMEM:-}" ] && redis_cpu=$(us_per $((r1 - r0)) "$n")
+  [ "${3:-}" = redis ] && redis_cpu=$(us_per $((r1 - r0)) "$n")
   python3 - "$WORK/wrk.out" "$(us_per $((s1 - s0)) "$n")" "$redis_cpu" <<'EOF'
 import re, sys
 t = open(sys.argv[1]).read()

@@ -14,10 +14,8 @@ SECS="${1:-5}"
 CONC="${2:-32}"
 WORKERS="${3:-1}"
 
-# The production profile: the server as deployed (Cargo.toml).
-cargo build --profile production -q -p ratelab-server --bin ratelab-server --example rls_load
-BIN="${CARGO_TARGET_DIR:-target}/production"
 . scripts/bench-lib.sh
+build_server rls_load
 
 # Every call admitted, each a whole decision: a bucket per value of 10⁶, refilled at 10⁶ a
 # second (within the Redis script's exact range).
@@ -35,8 +33,7 @@ start "$G_MEM" "$BIN/ratelab-server" --listen "127.0.0.1:$H_MEM" --grpc-listen "
 PID_MEM=$LAST
 G_RDS=""
 if command -v redis-server >/dev/null; then
-  P_RDS=$(free_port)
-  start "$P_RDS" redis-server --port "$P_RDS" --bind 127.0.0.1 --save "" --appendonly no --dir "$WORK"
+  start_redis
   H_RDS=$(free_port); G_RDS=$(free_port)
   start "$G_RDS" "$BIN/ratelab-server" --listen "127.0.0.1:$H_RDS" --grpc-listen "127.0.0.1:$G_RDS" --limits "$WORK/limits.toml" --redis "redis://127.0.0.1:$P_RDS" --workers "$WORKERS"
   PID_RDS=$LAST

@@ -16,10 +16,8 @@ for tool in valgrind callgrind_control callgrind_annotate wrk; do
   command -v "$tool" >/dev/null || { echo "$tool is not installed (Debian: apt-get install valgrind wrk)" >&2; exit 2; }
 done
 
-# The production profile: the server as deployed (Cargo.toml).
-cargo build --profile production -q -p ratelab-server --bin ratelab-server --example bare
-BIN="${CARGO_TARGET_DIR:-target}/production"
 . scripts/bench-lib.sh
+build_server bare
 
 # The policy and the load every target gets (scripts/bench-lib.sh).
 write_http_load

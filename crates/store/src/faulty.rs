@@ -185,14 +185,12 @@ mod tests {
         Nanos::ZERO
     }
 
-    /// Runs a future that completes on its first poll (every call here reaches an in-process
-    /// store).
-    fn now<F: Future>(f: F) -> F::Output {
-        let mut f = std::pin::pin!(f);
-        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-        match f.as_mut().poll(&mut cx) {
-            std::task::Poll::Ready(out) => out,
-            std::task::Poll::Pending => panic!("an in-process call did not complete at once"),
+    /// Every future here completes at once (the store is in-process).
+    fn ready<F: Future>(f: F) -> F::Output {
+        use std::task::{Context, Poll, Waker};
+        match std::pin::pin!(f).poll(&mut Context::from_waker(Waker::noop())) {
+            Poll::Ready(v) => v,
+            Poll::Pending => panic!("an in-process call was pending"),
         }
     }
 
@@ -270,9 +268,9 @@ mod tests {
         let traced = faulty.traced(42);
         assert!(matches!(traced, Cow::Owned(_)), "the inner copy is wrapped");
         for _ in 0..20 {
-            let _ = now(traced.apply(&key, None, 1));
+            let _ = ready(traced.apply(&key, None, 1));
         }
-        let _ = now(faulty.apply(&key, None, 1));
+        let _ = ready(faulty.apply(&key, None, 1));
         // One stream of fates, drawn by the copy and the original alike.
         let fates = faulty.fates();
         assert_eq!(fates.len(), 21);
