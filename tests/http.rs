@@ -416,3 +416,124 @@ async fn failing_store_fails_open_except_on_fail_closed_routes() {
         "{metrics}"
     );
 }
+
+/// Serves `gw` on the server's own front (not axum's) on a free loopback port, admin open to
+/// loopback; returns its base URL.
+async fn serve_front<C: ratelab_store::StoreClient + 'static>(
+    gw: Arc<Gateway<C, TokioEnv>>,
+) -> String {
+    use ratelab_gateway::front::{FrontEnd, Writes, serve};
+    let admin: Vec<IpNet> = vec!["127.0.0.0/8".parse().unwrap()];
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let front = FrontEnd::new(gw, admin, None, ratelab_gateway::http::answer_ok());
+    tokio::spawn(async move {
+        let forever = std::future::pending::<()>();
+        serve(
+            listener,
+            Writes::Flat,
+            |peer| front.connection(peer),
+            forever,
+        )
+        .await;
+    });
+    format!("http://{addr}")
+}
+
+/// The front decides a request over an in-process store in the call itself (its calls
+/// complete at once), and over any other store in a future it awaits. The two ways answer
+/// the same requests alike: status, body and every field but the date and the request id
+/// (present in both), with the RateLimit items' `t` allowed one second apart (the two
+/// servers' clocks are read microseconds apart).
+#[tokio::test]
+async fn the_front_answers_alike_whether_it_decides_in_place_or_awaits_its_store() {
+    use ratelab_store::StoreClient;
+    use ratelab_store::faulty::{FaultPlan, FaultyClient};
+    // A fault-free FaultyClient is the same store reached through a client that may wait.
+    let awaited = |cap| FaultyClient::new(client_of(cap, 1), FaultPlan::default(), 1);
+    const {
+        assert!(
+            Local::IMMEDIATE,
+            "the in-process client is decided in place"
+        );
+        assert!(
+            !FaultyClient::<Local>::IMMEDIATE,
+            "a client that may wait is awaited"
+        );
+    }
+    let config = GatewayConfig {
+        trusted_proxies: vec!["127.0.0.0/8".parse().unwrap()],
+        ..GatewayConfig::default()
+    };
+    let in_place = serve_front(Arc::new(Gateway::new(
+        config.clone(),
+        Some(client_of(4, 1)),
+        Some(client_of(2, 1)),
+        TokioEnv,
+    )))
+    .await;
+    let through_future = serve_front(Arc::new(Gateway::new(
+        config,
+        Some(awaited(4)),
+        Some(awaited(2)),
+        TokioEnv,
+    )))
+    .await;
+    let c = http();
+    // Admitted, admitted, denied by the key's limit; another key denied by the address's;
+    // an unreadable key; an unreadable forwarding header from a trusted proxy.
+    let long = "k".repeat(300);
+    let requests: Vec<(&str, &[u8])> = vec![
+        ("x-api-key", b"ana"),
+        ("x-api-key", b"ana"),
+        ("x-api-key", b"ana"),
+        ("x-api-key", b"ben"),
+        ("x-api-key", b"ben"),
+        ("x-api-key", long.as_bytes()),
+        ("forwarded", b"for=\xff"),
+    ];
+    let mut statuses = Vec::new();
+    for (name, value) in requests {
+        let value = reqwest::header::HeaderValue::from_bytes(value).unwrap();
+        let mut answers = Vec::new();
+        for url in [&in_place, &through_future] {
+            let r = c
+                .get(format!("{url}/orders"))
+                .header(name, value.clone())
+                .send()
+                .await
+                .unwrap();
+            assert!(header(&r, "x-request-id").is_some(), "{name}: {value:?}");
+            let mut fields: Vec<(String, String)> = r
+                .headers()
+                .iter()
+                .filter(|(n, _)| !["date", "x-request-id"].contains(&n.as_str()))
+                .map(|(n, v)| (n.to_string(), v.to_str().unwrap().to_owned()))
+                .collect();
+            fields.sort();
+            answers.push((r.status(), fields, r.text().await.unwrap()));
+        }
+        let (a, b) = (&answers[0], &answers[1]);
+        assert_eq!((a.0, &a.2), (b.0, &b.2), "{name}: {value:?}");
+        let names = |f: &[(String, String)]| f.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>();
+        assert_eq!(names(&a.1), names(&b.1), "{name}: {value:?}");
+        for ((n, va), (_, vb)) in a.1.iter().zip(&b.1) {
+            if n == "ratelimit" {
+                let (ia, ib) = (ratelimit_items(va), ratelimit_items(vb));
+                assert_eq!(ia.len(), ib.len(), "{va} / {vb}");
+                for ((na, ra, ta), (nb, rb, tb)) in ia.iter().zip(&ib) {
+                    assert_eq!((na, ra), (nb, rb), "{va} / {vb}");
+                    assert!((ta - tb).abs() <= 1, "{va} / {vb}");
+                }
+            } else if n == "retry-after" {
+                let (ta, tb): (i64, i64) = (va.parse().unwrap(), vb.parse().unwrap());
+                assert!((ta - tb).abs() <= 1, "{va} / {vb}");
+            } else {
+                assert_eq!(va, vb, "{n}");
+            }
+        }
+        statuses.push(a.0.as_u16());
+    }
+    // The sequence meant what it says: both ways admitted, denied and refused alike.
+    assert_eq!(statuses, [200, 200, 429, 200, 429, 400, 400]);
+}

@@ -13,7 +13,13 @@
 //!   `/admin/kill-switch`, `/admin/shadow`) are routed, through the same axum routes as
 //!   [`crate::http::app`];
 //! - the request body is handed to the inner service as hyper produced it (hyper's
-//!   `Incoming`), not boxed on the way.
+//!   `Incoming`), not boxed on the way;
+//! - over a store whose calls complete at once (the in-memory store:
+//!   [`StoreClient::IMMEDIATE`], under an environment whose timeouts poll first:
+//!   [`Env::POLLS_FIRST`]) a request is decided in the service's call itself, on its stack,
+//!   and its answer's future ([`FrontFuture`]) is the refusal, ready, or the inner service's
+//!   own call; over any other store (Redis) the decision is a future of its own, boxed. Both
+//!   run the same [`Gateway::check`].
 //!
 //! It speaks HTTP/1.1 only (`axum::serve` also took HTTP/2 from clients that start with it
 //! in cleartext).
@@ -22,9 +28,9 @@
 //! (`ratelab-server`'s `bare` example) runs the very same stack without the limiter, and the
 //! gap between the two is the limiter's own cost.
 
-use crate::http::{AppState, RESERVED, RateLimitLayer, reserved_routes};
+use crate::http::{AppState, Decided, RESERVED, RateLimitLayer, finish, refusal, reserved_routes};
 use crate::ip::IpNet;
-use crate::pipeline::{Env, Gateway, Guard};
+use crate::pipeline::{Answer, Env, Gateway, Guard};
 use axum::Router;
 use axum::body::Body;
 use axum::extract::ConnectInfo;
@@ -36,6 +42,7 @@ use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 /// What every connection's [`Front`] shares.
@@ -128,6 +135,97 @@ impl<C, E, S> std::fmt::Debug for FrontEnd<C, E, S> {
 
 type BoxFuture = Pin<Box<dyn Future<Output = Result<Response<Body>, Infallible>> + Send>>;
 
+pin_project_lite::pin_project! {
+    /// The future of a [`Front`]'s answer. A request decided in the call (an in-memory
+    /// store's) is answered without a future of its own: its refusal is ready, and an admitted
+    /// one is the inner service's call, which gets the answer's fields when it completes.
+    /// Anything that waits before its decision (a remote store's call, the reserved routes)
+    /// is boxed.
+    pub struct FrontFuture<F> {
+        #[pin]
+        state: State<F>,
+    }
+}
+
+pin_project_lite::pin_project! {
+    #[project = StateProj]
+    enum State<F> {
+        // The answer, made in the call (taken when returned).
+        Ready { response: Option<Response<Body>> },
+        // An admitted request's inner call, and the answer whose fields its response gets.
+        Admitted { #[pin] call: F, answer: Option<Answer> },
+        // Anything else.
+        Boxed { future: BoxFuture },
+    }
+}
+
+impl<F> FrontFuture<F> {
+    fn ready(response: Response<Body>) -> Self {
+        FrontFuture {
+            state: State::Ready {
+                response: Some(response),
+            },
+        }
+    }
+
+    fn admitted(call: F, answer: Answer) -> Self {
+        FrontFuture {
+            state: State::Admitted {
+                call,
+                answer: Some(answer),
+            },
+        }
+    }
+
+    fn boxed(
+        future: impl Future<Output = Result<Response<Body>, Infallible>> + Send + 'static,
+    ) -> Self {
+        FrontFuture {
+            state: State::Boxed {
+                future: Box::pin(future),
+            },
+        }
+    }
+}
+
+impl<F> std::fmt::Debug for FrontFuture<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self.state {
+            State::Ready { .. } => "FrontFuture::Ready",
+            State::Admitted { .. } => "FrontFuture::Admitted",
+            State::Boxed { .. } => "FrontFuture::Boxed",
+        })
+    }
+}
+
+impl<F> Future for FrontFuture<F>
+where
+    F: Future<Output = Result<Response<Body>, Infallible>>,
+{
+    type Output = Result<Response<Body>, Infallible>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        // Each answer is taken once: a future polled again after it completed stays pending,
+        // as the contract allows.
+        match self.project().state.project() {
+            StateProj::Ready { response } => match response.take() {
+                Some(r) => Poll::Ready(Ok(r)),
+                None => Poll::Pending,
+            },
+            StateProj::Admitted { call, answer } => {
+                let Poll::Ready(Ok(resp)) = call.poll(cx) else {
+                    return Poll::Pending;
+                };
+                match answer.take() {
+                    Some(a) => Poll::Ready(Ok(finish(resp, a))),
+                    None => Poll::Pending,
+                }
+            }
+            StateProj::Boxed { future } => future.as_mut().poll(cx),
+        }
+    }
+}
+
 impl<C, E, S> hyper::service::Service<Request<Incoming>> for Front<C, E, S>
 where
     C: StoreClient + 'static,
@@ -141,27 +239,74 @@ where
 {
     type Response = Response<Body>;
     type Error = Infallible;
-    type Future = BoxFuture;
+    type Future = FrontFuture<S::Future>;
 
-    fn call(&self, mut req: Request<Incoming>) -> BoxFuture {
+    fn call(&self, mut req: Request<Incoming>) -> Self::Future {
         let reserved = RESERVED.contains(&req.uri().path());
         if reserved || self.peer_extension {
             req.extensions_mut().insert(ConnectInfo(self.peer));
         }
         if reserved {
             let mut router = self.shared.reserved.clone();
-            return Box::pin(
-                async move { tower::Service::call(&mut router, req.map(Body::new)).await },
-            );
+            return FrontFuture::boxed(async move {
+                tower::Service::call(&mut router, req.map(Body::new)).await
+            });
+        }
+        let peer = self.peer.ip();
+        if C::IMMEDIATE && E::POLLS_FIRST {
+            return self.decided_now(peer, req);
         }
         let shared = self.shared.clone();
-        let peer = self.peer.ip();
-        Box::pin(async move {
+        FrontFuture::boxed(async move {
             // A clone of the inner service, readied here: `limited` calls it when admitted.
             let mut inner = shared.inner.clone();
             std::future::poll_fn(|cx| tower::Service::poll_ready(&mut inner, cx)).await?;
             shared.layer.limited(Some(peer), req, inner).await
         })
+    }
+}
+
+impl<C, E, S> Front<C, E, S>
+where
+    C: StoreClient + 'static,
+    E: Env + 'static,
+    S: tower::Service<Request<Incoming>, Response = Response<Body>, Error = Infallible>
+        + Clone
+        + Send
+        + Sync
+        + 'static,
+    S::Future: Send + 'static,
+{
+    /// Decides `req` from `peer` here, in the call (the store's calls complete at once), and
+    /// answers it: only an admitted request's inner call is left to wait for.
+    fn decided_now(
+        &self,
+        peer: std::net::IpAddr,
+        req: Request<Incoming>,
+    ) -> FrontFuture<S::Future> {
+        let (parts, body) = req.into_parts();
+        let answer = match self.shared.layer.decide_now(peer, &parts) {
+            Decided::Answered(answer) => answer,
+            Decided::Refused(refused) => return FrontFuture::ready(refused),
+        };
+        if let Some(refused) = refusal(&answer) {
+            return FrontFuture::ready(finish(refused, answer));
+        }
+        let req = Request::from_parts(parts, body);
+        let mut inner = self.shared.inner.clone();
+        let noop = &mut Context::from_waker(std::task::Waker::noop());
+        match tower::Service::poll_ready(&mut inner, noop) {
+            Poll::Ready(Ok(())) => {
+                FrontFuture::admitted(tower::Service::call(&mut inner, req), answer)
+            }
+            Poll::Ready(Err(never)) => match never {},
+            // Not ready yet: waited for in a future of its own.
+            Poll::Pending => FrontFuture::boxed(async move {
+                std::future::poll_fn(|cx| tower::Service::poll_ready(&mut inner, cx)).await?;
+                let resp = tower::Service::call(&mut inner, req).await?;
+                Ok(finish(resp, answer))
+            }),
+        }
     }
 }
 

@@ -15,7 +15,7 @@
 
 use crate::ip::{Forwarding, IpNet};
 use crate::limits::Headers;
-use crate::pipeline::{Env, Gateway, Guard, Request, Verdict};
+use crate::pipeline::{Answer, Env, Gateway, Guard, Request, Verdict};
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{ConnectInfo, State};
@@ -52,6 +52,9 @@ static ANCHORED_AT: AtomicU64 = AtomicU64::new(0);
 const REANCHOR_NS: u64 = 1_000_000_000;
 
 impl Env for TokioEnv {
+    // `timeout` polls the call first, and a call that completes then needs no timer.
+    const POLLS_FIRST: bool = true;
+
     fn now(&self) -> Nanos {
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -286,8 +289,9 @@ where
     E: Env + 'static,
 {
     /// Decides `req` from the client at `peer` and answers it: `inner`'s answer when it is
-    /// admitted (`inner` comes ready: polled ready by its caller), the refusal otherwise, with the request id and the RateLimit fields. With no
-    /// `peer` (a server started without connection info) the answer is a 500 that says so.
+    /// admitted (`inner` comes ready: polled ready by its caller), the refusal otherwise, with
+    /// the request id and the RateLimit fields. With no `peer` (a server started without
+    /// connection info) the answer is a 500 that says so.
     pub(crate) async fn limited<B, S>(
         &self,
         peer: Option<IpAddr>,
@@ -297,17 +301,6 @@ where
     where
         S: tower::Service<http::Request<B>, Response = Response<Body>>,
     {
-        let trace = self
-            .sequence
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let with_id = |mut r: Response<Body>, id: uuid::Uuid| {
-            let mut buf = [0u8; uuid::fmt::Hyphenated::LENGTH];
-            let text = id.hyphenated().encode_lower(&mut buf);
-            if let Ok(v) = HeaderValue::from_str(text) {
-                r.headers_mut().insert(X_REQUEST_ID, v);
-            }
-            r
-        };
         let Some(peer) = peer else {
             return Ok(text(
                 StatusCode::INTERNAL_SERVER_ERROR,
@@ -316,6 +309,45 @@ where
         };
         // The body is not borrowed while the request is decided: only the head is.
         let (parts, body) = req.into_parts();
+        let answer = match self.head(peer, &parts) {
+            Head::Decide(request) => self.gateway.check(request, self.guard.as_deref()).await,
+            Head::Refused(refusal) => return Ok(refusal),
+        };
+        let resp = match refusal(&answer) {
+            Some(refusal) => refusal,
+            None => inner.call(http::Request::from_parts(parts, body)).await?,
+        };
+        Ok(finish(resp, answer))
+    }
+
+    /// Decides the request whose head is `parts`, from the client at `peer`, in this call: for
+    /// a store whose calls complete at once under an environment whose timeouts poll first
+    /// ([`StoreClient::IMMEDIATE`], [`Env::POLLS_FIRST`]), where the decision completes in one
+    /// poll and needs no future of its own.
+    pub(crate) fn decide_now(&self, peer: IpAddr, parts: &http::request::Parts) -> Decided {
+        let request = match self.head(peer, parts) {
+            Head::Decide(request) => request,
+            Head::Refused(refusal) => return Decided::Refused(refusal),
+        };
+        let check = std::pin::pin!(self.gateway.check(request, self.guard.as_deref()));
+        match check.poll(&mut Context::from_waker(std::task::Waker::noop())) {
+            Poll::Ready(answer) => Decided::Answered(answer),
+            // Ruled out by the two contracts above: nothing in a decision waits but the
+            // store's calls, each under the environment's timeout.
+            Poll::Pending => {
+                debug_assert!(false, "a decision over an immediate store waited");
+                Decided::Refused(text(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "the rate limiter's decision did not complete at once\n".into(),
+                ))
+            }
+        }
+    }
+
+    /// The request the gateway decides for the head `parts` from `peer`, numbered for the
+    /// store calls' trace ids; or the 400 (counted and logged) of a forwarding header a
+    /// trusted proxy sent unreadable.
+    fn head<'a>(&self, peer: IpAddr, parts: &'a http::request::Parts) -> Head<'a> {
         let h = &parts.headers;
         let mut request = Request {
             peer,
@@ -325,7 +357,7 @@ where
             method: parts.method.as_str(),
             headers: h,
             cost: 1,
-            trace,
+            trace: self.sequence.fetch_add(1, Ordering::Relaxed),
         };
         // Forwarding headers are only ever believed from a trusted proxy: from any other
         // peer they are not read at all (nor refused when unreadable).
@@ -335,46 +367,77 @@ where
             .trusted_proxies
             .iter()
             .any(|n| n.contains(peer));
-        let forwarding = |name| {
-            if trusted {
-                header_str(h, name)
-            } else {
-                Ok(None)
-            }
-        };
+        if !trusted {
+            return Head::Decide(request);
+        }
         match (
-            forwarding(&http::header::FORWARDED),
-            forwarding(&X_FORWARDED_FOR),
+            header_str(h, &http::header::FORWARDED),
+            header_str(h, &X_FORWARDED_FOR),
         ) {
             (Ok(forwarded), Ok(x_forwarded_for)) => {
                 request.forwarding = Forwarding {
                     forwarded,
                     x_forwarded_for,
-                }
+                };
+                Head::Decide(request)
             }
             (Err(e), _) | (_, Err(e)) => {
                 let answer = self.gateway.refuse(request, e.clone());
-                return Ok(with_id(text(StatusCode::BAD_REQUEST, e + "\n"), answer.id));
-            }
-        };
-        let answer = self.gateway.check(request, self.guard.as_deref()).await;
-        let mut resp = match &answer.verdict {
-            Verdict::Allow => inner.call(http::Request::from_parts(parts, body)).await?,
-            Verdict::Deny => quota_exceeded(&answer.violated_policies()),
-            Verdict::Unavailable => text(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "rate limiter unavailable\n".into(),
-            ),
-            Verdict::BadRequest(reason) => text(StatusCode::BAD_REQUEST, format!("{reason}\n")),
-            Verdict::Rejected(reason) => text(StatusCode::FORBIDDEN, format!("{reason}\n")),
-        };
-        for (name, value) in answer.headers {
-            if let Ok(v) = HeaderValue::try_from(value) {
-                resp.headers_mut().insert(header_name(name), v);
+                Head::Refused(with_id(text(StatusCode::BAD_REQUEST, e + "\n"), answer.id))
             }
         }
-        Ok(with_id(resp, answer.id))
     }
+}
+
+/// A request decided in the call ([`RateLimitLayer::decide_now`]).
+pub(crate) enum Decided {
+    /// The gateway's answer: the response is still to make.
+    Answered(Answer),
+    /// The response already made (a forwarding header the gateway could not read).
+    Refused(Response<Body>),
+}
+
+/// What the gateway makes of a request's head ([`RateLimitLayer::head`]).
+enum Head<'a> {
+    /// The request to decide.
+    Decide(Request<'a>),
+    /// The answer already made.
+    Refused(Response<Body>),
+}
+
+/// The gateway's own answer to a request it did not admit; `None` when admitted (the inner
+/// service answers).
+pub(crate) fn refusal(answer: &Answer) -> Option<Response<Body>> {
+    Some(match &answer.verdict {
+        Verdict::Allow => return None,
+        Verdict::Deny => quota_exceeded(&answer.violated_policies()),
+        Verdict::Unavailable => text(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "rate limiter unavailable\n".into(),
+        ),
+        Verdict::BadRequest(reason) => text(StatusCode::BAD_REQUEST, format!("{reason}\n")),
+        Verdict::Rejected(reason) => text(StatusCode::FORBIDDEN, format!("{reason}\n")),
+    })
+}
+
+/// `resp` with the answer's fields and its request id.
+pub(crate) fn finish(mut resp: Response<Body>, answer: Answer) -> Response<Body> {
+    for (name, value) in answer.headers {
+        if let Ok(v) = HeaderValue::try_from(value) {
+            resp.headers_mut().insert(header_name(name), v);
+        }
+    }
+    with_id(resp, answer.id)
+}
+
+/// `r` with the request id `id`.
+fn with_id(mut r: Response<Body>, id: uuid::Uuid) -> Response<Body> {
+    let mut buf = [0u8; uuid::fmt::Hyphenated::LENGTH];
+    let text = id.hyphenated().encode_lower(&mut buf);
+    if let Ok(v) = HeaderValue::from_str(text) {
+        r.headers_mut().insert(X_REQUEST_ID, v);
+    }
+    r
 }
 
 /// The metrics endpoint's path.

@@ -64,6 +64,11 @@ pub trait Env: Send + Sync {
         let _ = monotonic;
         self.unix_now()
     }
+    /// Whether [`Env::timeout`] polls `fut` before anything else and completes when `fut` does
+    /// in that first poll, so that a decision over a store whose calls complete at once
+    /// ([`StoreClient::IMMEDIATE`]) completes in one poll ([`crate::front`] then decides it
+    /// in place). `false` unless an environment guarantees it.
+    const POLLS_FIRST: bool = false;
     /// Runs `fut` for at most `after`; `None` if it did not finish in time.
     fn timeout<F: Future + Send>(
         &self,

@@ -85,6 +85,11 @@ pub trait StoreClient: Clone + Send + Sync {
     /// The algorithm whose state the store holds.
     type Algorithm: Algorithm + Send + Sync;
 
+    /// Whether every future this client returns is ready when first polled (a store in this
+    /// process, behind no network): a caller may then run a whole decision over it in one
+    /// poll, without boxing it to wait. A client that may ever wait leaves it `false`.
+    const IMMEDIATE: bool = false;
+
     /// The algorithm and policy in force.
     fn algorithm(&self) -> &Self::Algorithm;
 
@@ -218,6 +223,9 @@ where
 {
     type Algorithm = A;
 
+    // Every call completes in the call: each future returned is `core::future::ready`.
+    const IMMEDIATE: bool = true;
+
     fn algorithm(&self) -> &A {
         crate::Store::algorithm(&*self.store)
     }
@@ -311,6 +319,9 @@ where
     F: Fn() -> Nanos + Clone + Send + Sync,
 {
     type Algorithm = A;
+
+    // Every call completes in the call: each future returned is `core::future::ready`.
+    const IMMEDIATE: bool = true;
 
     fn algorithm(&self) -> &A {
         &self.algorithm
