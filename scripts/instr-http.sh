@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # The limiter's own cost in instructions, side by side in one run: valgrind's callgrind counts
-# the user-space instructions a bare server on the same HTTP front (the anchor) and
-# ratelab-server in memory spend per request under the same wrk load. Counts move by a few
+# the user-space instructions a bare server on the same HTTP front (the anchor),
+# ratelab-server in memory and ratelab-server on a private redis-server (when installed)
+# spend per request under the same wrk load (redis-server's own are not counted). Counts move by a few
 # per cent from run to run, where wrk's requests per second move by 10 % or more; the kernel's
 # share of each request (its TCP path) is not counted, and is the same for both.
 #
 #   scripts/instr-http.sh [SECONDS] [CONNECTIONS]      (defaults: 5 s, 8 connections)
 #
-# Needs valgrind and wrk. Loopback only.
+# Needs valgrind and wrk; redis-server for the Redis rows. Loopback only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECS="${1:-5}"
@@ -47,6 +48,13 @@ BARE_PID=$LAST
 P_MEM=$(free_port)
 start "$P_MEM" valgrind --tool=callgrind --callgrind-out-file="$WORK/cg.%p" "$BIN/ratelab-server" --listen "127.0.0.1:$P_MEM" --limits "$WORK/limits.toml" --workers 1
 MEM_PID=$LAST
+REDIS_PID=
+if command -v redis-server >/dev/null; then
+  start_redis
+  P_REDIS=$(free_port)
+  start "$P_REDIS" valgrind --tool=callgrind --callgrind-out-file="$WORK/cg.%p" "$BIN/ratelab-server" --listen "127.0.0.1:$P_REDIS" --limits "$WORK/limits.toml" --workers 1 --redis "redis://127.0.0.1:$P_RDS/"
+  REDIS_PID=$LAST
+fi
 
 echo "User-space instructions per request (callgrind), wrk -t1 -c$CONNS -d${SECS}s, $(date -u +%F)"
 printf "| %-26s | %-5s | %12s |\n" target keys "instr/req"
@@ -57,9 +65,17 @@ for keys in hot many; do
   INSTR[mem/$keys]=$(per_request "$P_MEM" "$MEM_PID" $keys)
   printf "| %-26s | %-5s | %12s |\n" "bare front (no limiting)" $keys "${INSTR[bare/$keys]}" \
     "ratelab-server, in memory" $keys "${INSTR[mem/$keys]}"
+  if [ -n "$REDIS_PID" ]; then
+    INSTR[redis/$keys]=$(per_request "$P_REDIS" "$REDIS_PID" $keys)
+    printf "| %-26s | %-5s | %12s |\n" "ratelab-server, on Redis" $keys "${INSTR[redis/$keys]}"
+  fi
 done
 echo
 for keys in hot many; do
   b=${INSTR[bare/$keys]} m=${INSTR[mem/$keys]}
   echo "$keys: ratelab in memory / bare = $(python3 -c "print(f'{$m / $b:.2f}')"); the limiter's own: $((m - b)) instructions per request"
+  if [ -n "$REDIS_PID" ]; then
+    r=${INSTR[redis/$keys]}
+    echo "$keys: ratelab on Redis - in memory = $((r - m)) instructions per request (the Redis client's)"
+  fi
 done

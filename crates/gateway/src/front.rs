@@ -212,15 +212,15 @@ where
                 Some(r) => Poll::Ready(Ok(r)),
                 None => Poll::Pending,
             },
-            StateProj::Admitted { call, answer } => {
-                let Poll::Ready(Ok(resp)) = call.poll(cx) else {
-                    return Poll::Pending;
-                };
-                match answer.take() {
-                    Some(a) => Poll::Ready(Ok(finish(resp, a))),
-                    None => Poll::Pending,
+            StateProj::Admitted { call, answer } => match (call.poll(cx), answer.take()) {
+                (Poll::Ready(Ok(resp)), Some(a)) => Poll::Ready(Ok(finish(resp, a))),
+                (Poll::Ready(Err(never)), _) => match never {},
+                (Poll::Pending, a) => {
+                    *answer = a;
+                    Poll::Pending
                 }
-            }
+                (Poll::Ready(Ok(_)), None) => Poll::Pending,
+            },
             StateProj::Boxed { future } => future.as_mut().poll(cx),
         }
     }
@@ -254,7 +254,31 @@ where
         }
         let peer = self.peer.ip();
         if C::IMMEDIATE && E::POLLS_FIRST {
-            return self.decided_now(peer, req);
+            // Decided here, in the call (the store's calls complete at once): only an
+            // admitted request's inner call is left to wait for.
+            let (parts, body) = req.into_parts();
+            let answer = match self.shared.layer.decide_now(peer, &parts) {
+                Decided::Answered(answer) => answer,
+                Decided::Refused(refused) => return FrontFuture::ready(refused),
+            };
+            if let Some(refused) = refusal(&answer) {
+                return FrontFuture::ready(finish(refused, answer));
+            }
+            let req = Request::from_parts(parts, body);
+            let mut inner = self.shared.inner.clone();
+            let noop = &mut Context::from_waker(std::task::Waker::noop());
+            return match tower::Service::poll_ready(&mut inner, noop) {
+                Poll::Ready(Ok(())) => {
+                    FrontFuture::admitted(tower::Service::call(&mut inner, req), answer)
+                }
+                Poll::Ready(Err(never)) => match never {},
+                // Not ready yet: waited for in a future of its own.
+                Poll::Pending => FrontFuture::boxed(async move {
+                    std::future::poll_fn(|cx| tower::Service::poll_ready(&mut inner, cx)).await?;
+                    let resp = tower::Service::call(&mut inner, req).await?;
+                    Ok(finish(resp, answer))
+                }),
+            };
         }
         let shared = self.shared.clone();
         FrontFuture::boxed(async move {
@@ -263,50 +287,6 @@ where
             std::future::poll_fn(|cx| tower::Service::poll_ready(&mut inner, cx)).await?;
             shared.layer.limited(Some(peer), req, inner).await
         })
-    }
-}
-
-impl<C, E, S> Front<C, E, S>
-where
-    C: StoreClient + 'static,
-    E: Env + 'static,
-    S: tower::Service<Request<Incoming>, Response = Response<Body>, Error = Infallible>
-        + Clone
-        + Send
-        + Sync
-        + 'static,
-    S::Future: Send + 'static,
-{
-    /// Decides `req` from `peer` here, in the call (the store's calls complete at once), and
-    /// answers it: only an admitted request's inner call is left to wait for.
-    fn decided_now(
-        &self,
-        peer: std::net::IpAddr,
-        req: Request<Incoming>,
-    ) -> FrontFuture<S::Future> {
-        let (parts, body) = req.into_parts();
-        let answer = match self.shared.layer.decide_now(peer, &parts) {
-            Decided::Answered(answer) => answer,
-            Decided::Refused(refused) => return FrontFuture::ready(refused),
-        };
-        if let Some(refused) = refusal(&answer) {
-            return FrontFuture::ready(finish(refused, answer));
-        }
-        let req = Request::from_parts(parts, body);
-        let mut inner = self.shared.inner.clone();
-        let noop = &mut Context::from_waker(std::task::Waker::noop());
-        match tower::Service::poll_ready(&mut inner, noop) {
-            Poll::Ready(Ok(())) => {
-                FrontFuture::admitted(tower::Service::call(&mut inner, req), answer)
-            }
-            Poll::Ready(Err(never)) => match never {},
-            // Not ready yet: waited for in a future of its own.
-            Poll::Pending => FrontFuture::boxed(async move {
-                std::future::poll_fn(|cx| tower::Service::poll_ready(&mut inner, cx)).await?;
-                let resp = tower::Service::call(&mut inner, req).await?;
-                Ok(finish(resp, answer))
-            }),
-        }
     }
 }
 
