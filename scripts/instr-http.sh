@@ -2,9 +2,10 @@
 # The limiter's own cost in instructions, side by side in one run: valgrind's callgrind counts
 # the user-space instructions a bare server on the same HTTP front (the anchor),
 # ratelab-server in memory and ratelab-server on a private redis-server (when installed)
-# spend per request under the same wrk load (redis-server's own are not counted). Counts move by a few
-# per cent from run to run, where wrk's requests per second move by 10 % or more; the kernel's
-# share of each request (its TCP path) is not counted, and is the same for both.
+# spend per request under the same wrk load (redis-server's own are not counted). Counts
+# move by a few per cent from run to run, where wrk's requests per second move by 10 % or
+# more. The kernel's share of each request is not counted: its HTTP socket's TCP path is
+# the same for every target, and on Redis the Redis socket's is left out too.
 #
 #   scripts/instr-http.sh [SECONDS] [CONNECTIONS]      (defaults: 5 s, 8 connections)
 #

@@ -443,14 +443,22 @@ async fn serve_front<C: ratelab_store::StoreClient + 'static>(
 /// The front decides a request over an in-process store in the call itself (its calls
 /// complete at once), and over any other store in a future it awaits. The two ways answer
 /// the same requests alike: status, body and every field but the date and the request id
-/// (present in both), with the RateLimit items' `t` allowed one second apart (the two
-/// servers' clocks are read microseconds apart).
+/// (present in both), with the RateLimit items' `t` allowed one second apart (each request
+/// reaches the two servers one round trip apart). The buckets refill one token an hour, so a
+/// stalled machine cannot refill one between the two.
 #[tokio::test]
 async fn the_front_answers_alike_whether_it_decides_in_place_or_awaits_its_store() {
     use ratelab_store::StoreClient;
     use ratelab_store::faulty::{FaultPlan, FaultyClient};
+    let hourly = |capacity| {
+        let b = TokenBucket::new(capacity, 1, Nanos::from_secs(3600)).unwrap();
+        LocalClient::new(
+            Arc::new(MemoryStore::new(Policy::TokenBucket(b))),
+            wall as Clock,
+        )
+    };
     // A fault-free FaultyClient is the same store reached through a client that may wait.
-    let awaited = |cap| FaultyClient::new(client_of(cap, 1), FaultPlan::default(), 1);
+    let awaited = |cap| FaultyClient::new(hourly(cap), FaultPlan::default(), 1);
     const {
         assert!(
             Local::IMMEDIATE,
@@ -467,8 +475,8 @@ async fn the_front_answers_alike_whether_it_decides_in_place_or_awaits_its_store
     };
     let in_place = serve_front(Arc::new(Gateway::new(
         config.clone(),
-        Some(client_of(4, 1)),
-        Some(client_of(2, 1)),
+        Some(hourly(4)),
+        Some(hourly(2)),
         TokioEnv,
     )))
     .await;

@@ -19,7 +19,9 @@
 //!   [`Env::POLLS_FIRST`]) a request is decided in the service's call itself, on its stack,
 //!   and its answer's future ([`FrontFuture`]) is the refusal, ready, or the inner service's
 //!   own call; over any other store (Redis) the decision is a future of its own, boxed. Both
-//!   run the same [`Gateway::check`].
+//!   run the same [`Gateway::check`]. Decided in the call, a request is decided before the
+//!   inner service is polled ready, so one the inner service keeps waiting has been counted
+//!   already (the `ok` answer and the reverse proxy are always ready).
 //!
 //! It speaks HTTP/1.1 only (`axum::serve` also took HTTP/2 from clients that start with it
 //! in cleartext).
@@ -156,6 +158,8 @@ pin_project_lite::pin_project! {
         Admitted { #[pin] call: F, answer: Option<Answer> },
         // Anything else.
         Boxed { future: BoxFuture },
+        // Answered.
+        Done,
     }
 }
 
@@ -194,6 +198,7 @@ impl<F> std::fmt::Debug for FrontFuture<F> {
             State::Ready { .. } => "FrontFuture::Ready",
             State::Admitted { .. } => "FrontFuture::Admitted",
             State::Boxed { .. } => "FrontFuture::Boxed",
+            State::Done => "FrontFuture::Done",
         })
     }
 }
@@ -205,23 +210,24 @@ where
     type Output = Result<Response<Body>, Infallible>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        // Each answer is taken once: a future polled again after it completed stays pending,
-        // as the contract allows.
-        match self.project().state.project() {
-            StateProj::Ready { response } => match response.take() {
-                Some(r) => Poll::Ready(Ok(r)),
-                None => Poll::Pending,
-            },
-            StateProj::Admitted { call, answer } => match (call.poll(cx), answer.take()) {
-                (Poll::Ready(Ok(resp)), Some(a)) => Poll::Ready(Ok(finish(resp, a))),
-                (Poll::Ready(Err(never)), _) => match never {},
-                (Poll::Pending, a) => {
-                    *answer = a;
-                    Poll::Pending
-                }
-                (Poll::Ready(Ok(_)), None) => Poll::Pending,
-            },
-            StateProj::Boxed { future } => future.as_mut().poll(cx),
+        let mut state = self.project().state;
+        let response = match state.as_mut().project() {
+            StateProj::Ready { response } => response.take(),
+            StateProj::Admitted { call, answer } => {
+                let Ok(resp) = std::task::ready!(call.poll(cx));
+                answer.take().map(|a| finish(resp, a))
+            }
+            StateProj::Boxed { future } => {
+                let Ok(resp) = std::task::ready!(future.as_mut().poll(cx));
+                Some(resp)
+            }
+            // Polled again after it completed: it stays pending, as the contract allows.
+            StateProj::Done => return Poll::Pending,
+        };
+        state.set(State::Done);
+        match response {
+            Some(r) => Poll::Ready(Ok(r)),
+            None => Poll::Pending,
         }
     }
 }

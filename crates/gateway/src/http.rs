@@ -333,9 +333,14 @@ where
         match check.poll(&mut Context::from_waker(std::task::Waker::noop())) {
             Poll::Ready(answer) => Decided::Answered(answer),
             // Ruled out by the two contracts above: nothing in a decision waits but the
-            // store's calls, each under the environment's timeout.
+            // store's calls, each under the environment's timeout. A store that breaks its
+            // contract loses this decision half made; it is reported.
             Poll::Pending => {
                 debug_assert!(false, "a decision over an immediate store waited");
+                eprintln!(
+                    "a store client that declares its calls complete at once \
+                     (StoreClient::IMMEDIATE) waited: the request was answered 500"
+                );
                 Decided::Refused(text(
                     StatusCode::INTERNAL_SERVER_ERROR,
                     "the rate limiter's decision did not complete at once\n".into(),
@@ -393,7 +398,8 @@ where
 pub(crate) enum Decided {
     /// The gateway's answer: the response is still to make.
     Answered(Answer),
-    /// The response already made (a forwarding header the gateway could not read).
+    /// The response already made: a forwarding header the gateway could not read (400), or
+    /// a decision that did not complete at once (500, when a store breaks its contract).
     Refused(Response<Body>),
 }
 

@@ -87,7 +87,9 @@ pub trait StoreClient: Clone + Send + Sync {
 
     /// Whether every future this client returns is ready when first polled (a store in this
     /// process, behind no network): a caller may then run a whole decision over it in one
-    /// poll, without boxing it to wait. A client that may ever wait leaves it `false`.
+    /// poll, without boxing it to wait. A client that may ever wait leaves it `false`: a
+    /// caller that trusted it would have to give up a decision half made (a breaker's probe
+    /// handed out and never recorded, the request neither logged nor counted).
     const IMMEDIATE: bool = false;
 
     /// The algorithm and policy in force.
@@ -320,7 +322,8 @@ where
 {
     type Algorithm = A;
 
-    // Every call completes in the call: each future returned is `core::future::ready`.
+    // Every call completes in the call: each future returned is `core::future::ready`, or
+    // (`apply_all`) an async block that awaits nothing.
     const IMMEDIATE: bool = true;
 
     fn algorithm(&self) -> &A {
