@@ -16,9 +16,13 @@ fn wall() -> Nanos {
 }
 
 fn client_of(capacity: u64, per_sec: u64) -> Local {
-    let b = TokenBucket::per_second(capacity, per_sec).unwrap();
+    client_with(TokenBucket::per_second(capacity, per_sec).unwrap())
+}
+
+/// A client of a store of its own, running `bucket`.
+fn client_with(bucket: TokenBucket) -> Local {
     LocalClient::new(
-        Arc::new(MemoryStore::new(Policy::TokenBucket(b))),
+        Arc::new(MemoryStore::new(Policy::TokenBucket(bucket))),
         wall as Clock,
     )
 }
@@ -450,13 +454,8 @@ async fn serve_front<C: ratelab_store::StoreClient + 'static>(
 async fn the_front_answers_alike_whether_it_decides_in_place_or_awaits_its_store() {
     use ratelab_store::StoreClient;
     use ratelab_store::faulty::{FaultPlan, FaultyClient};
-    let hourly = |capacity| {
-        let b = TokenBucket::new(capacity, 1, Nanos::from_secs(3600)).unwrap();
-        LocalClient::new(
-            Arc::new(MemoryStore::new(Policy::TokenBucket(b))),
-            wall as Clock,
-        )
-    };
+    let hourly =
+        |capacity| client_with(TokenBucket::new(capacity, 1, Nanos::from_secs(3600)).unwrap());
     // A fault-free FaultyClient is the same store reached through a client that may wait.
     let awaited = |cap| FaultyClient::new(hourly(cap), FaultPlan::default(), 1);
     const {
