@@ -870,3 +870,155 @@ fn a_corrupt_stored_bucket_is_a_typed_error_on_both_paths() {
         assert!(ok.is_ok(), "{ok:?}");
     });
 }
+
+/// A script call on the lane echoing `n`: its reply, or `None` if the call failed.
+async fn lane_call(
+    lane: &ratelab_store::redis_lane::Lane,
+    n: i64,
+) -> Option<ratelab_store::redis_lane::Reply> {
+    let mut echo = redis::cmd("EVAL");
+    echo.arg("return {tonumber(ARGV[1]), tonumber(ARGV[1]) * 2}")
+        .arg(0)
+        .arg(n);
+    let rx = lane.call(&echo).ok()?;
+    tokio::time::timeout(Duration::from_secs(5), rx)
+        .await
+        .expect("answered or failed, never hung")
+        .ok()
+}
+
+/// The lane, the connection the script calls take: 16 tasks × 100 calls at once each get
+/// their own reply (a script echoing its argument); a killed server fails the calls at once
+/// and the lane reconnects to the restarted one; a frozen server's connection is dropped once
+/// it has been silent for the stall bound, its call failed, never left hanging.
+#[test]
+fn the_lane_answers_every_call_its_own_reply_and_outlives_kill_restart_and_freeze() {
+    use ratelab_store::redis_lane::{Lane, Reply, Target};
+    let Some(mut server) = RedisServer::start("the_lane_answers_every_call_its_own_reply") else {
+        return;
+    };
+    let rt = runtime();
+    rt.block_on(async {
+        let stall = Duration::from_millis(300);
+        let target = Target::of(&server.url(), Duration::from_millis(500)).expect("plain TCP");
+        let lane = Arc::new(Lane::new(target, stall));
+        let tasks: Vec<_> = (0..16)
+            .map(|t| {
+                let lane = lane.clone();
+                tokio::spawn(async move {
+                    for i in 0..100 {
+                        let n = t * 1000 + i;
+                        let got = lane_call(&lane, n).await;
+                        assert_eq!(got, Some(Reply::Ints(vec![n, 2 * n])), "call {n}");
+                    }
+                })
+            })
+            .collect();
+        for t in tasks {
+            t.await.unwrap();
+        }
+
+        server.kill();
+        let started = std::time::Instant::now();
+        assert_eq!(lane_call(&lane, 1).await, None, "killed: the call fails");
+        assert!(started.elapsed() < Duration::from_secs(1), "at once");
+        server.restart();
+        let mut back = None;
+        for _ in 0..40 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            back = lane_call(&lane, 7).await;
+            if back.is_some() {
+                break;
+            }
+        }
+        assert_eq!(back, Some(Reply::Ints(vec![7, 14])), "reconnected");
+
+        server.signal("STOP");
+        let started = std::time::Instant::now();
+        let frozen = lane_call(&lane, 8).await;
+        let took = started.elapsed();
+        server.signal("CONT");
+        assert_eq!(frozen, None, "frozen: the call fails");
+        assert!(
+            took >= stall && took < 4 * stall,
+            "dropped after the stall bound: {took:?}"
+        );
+        let mut back = None;
+        for _ in 0..40 {
+            back = lane_call(&lane, 9).await;
+            if back.is_some() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert_eq!(
+            back,
+            Some(Reply::Ints(vec![9, 18])),
+            "a new connection after the freeze"
+        );
+    });
+}
+
+/// A server behind a password, on database 3: the lane authenticates and selects it (the
+/// bucket's key lands in database 3), and after `SCRIPT FLUSH` the decision reloads its
+/// script and goes on.
+#[test]
+fn the_store_authenticates_selects_its_database_and_reloads_a_flushed_script() {
+    let Some(server) = RedisServer::start("the_store_authenticates_selects_its_database") else {
+        return;
+    };
+    let rt = runtime();
+    rt.block_on(async {
+        let mut admin = redis::Client::open(server.url())
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap();
+        let () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("requirepass")
+            .arg("s3cret")
+            .query_async(&mut admin)
+            .await
+            .unwrap();
+        let url = format!("redis://:s3cret@127.0.0.1:{}/3", server.port);
+        let bucket = TokenBucket::per_second(2, 1).unwrap();
+        let store = RedisStore::connect(&url, bucket, options("auth:"))
+            .await
+            .unwrap();
+        let key = Key::new("alice").unwrap();
+        let mut db3 = redis::Client::open(url.as_str())
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap();
+        let allowed = |store: &RedisStore| {
+            let (store, key) = (store.clone(), key.clone());
+            async move { store.apply(&key, None, 1).await.unwrap().decision.allowed }
+        };
+        assert!(allowed(&store).await);
+        let exists: bool = redis::cmd("EXISTS")
+            .arg("auth:alice")
+            .query_async(&mut db3)
+            .await
+            .unwrap();
+        assert!(exists, "the bucket is in database 3");
+        let () = redis::cmd("SCRIPT")
+            .arg("FLUSH")
+            .query_async(&mut db3)
+            .await
+            .unwrap();
+        assert!(allowed(&store).await, "the script was loaded again");
+        assert!(
+            !allowed(&store).await,
+            "and the bucket kept its state: B = 2 spent"
+        );
+        let wrong = format!("redis://:wrong@127.0.0.1:{}/3", server.port);
+        assert!(
+            RedisStore::connect(&wrong, bucket, options("auth:"))
+                .await
+                .is_err(),
+            "a wrong password is refused at connect"
+        );
+    });
+}

@@ -542,13 +542,13 @@ fn banner(
     Ok(())
 }
 
-/// The runtime for `workers` worker threads (the default: one per core), on Redis or in
-/// memory. One worker is tokio's current-thread runtime in memory, and a one-worker
-/// multi-thread runtime on Redis, where the Redis connection's task then runs as soon as a
-/// request wakes it (docs/PERFORMANCE.md measures both).
-pub fn runtime_for(workers: Option<usize>, on_redis: bool) -> tokio::runtime::Builder {
+/// The runtime for `workers` worker threads (the default: one per core). One worker is
+/// tokio's current-thread runtime, in memory and on Redis: a task woken by the running one
+/// waits behind the tasks already ready, so on Redis the calls of one scheduler turn leave in
+/// one write (docs/PERFORMANCE.md measures both flavours).
+pub fn runtime_for(workers: Option<usize>) -> tokio::runtime::Builder {
     match workers {
-        Some(1) if !on_redis => tokio::runtime::Builder::new_current_thread(),
+        Some(1) => tokio::runtime::Builder::new_current_thread(),
         Some(n) => {
             let mut rt = tokio::runtime::Builder::new_multi_thread();
             rt.worker_threads(n);
@@ -560,8 +560,7 @@ pub fn runtime_for(workers: Option<usize>, on_redis: bool) -> tokio::runtime::Bu
 
 /// Serves until Ctrl-C or SIGTERM.
 pub fn run(s: ServeSettings) -> Result<(), String> {
-    let on_redis = s.redis.is_some() || !s.redis_cluster.is_empty();
-    let mut rt = runtime_for(s.workers, on_redis);
+    let mut rt = runtime_for(s.workers);
     let rt = rt
         .enable_all()
         .build()
@@ -602,16 +601,18 @@ mod tests {
     use tokio::runtime::RuntimeFlavor;
 
     #[test]
-    fn one_worker_is_the_current_thread_runtime_in_memory_and_one_multi_thread_worker_on_redis() {
-        let built = |workers, on_redis| runtime_for(workers, on_redis).build().expect("a runtime");
-        let flavour = |workers, on_redis| built(workers, on_redis).handle().runtime_flavor();
-        assert_eq!(flavour(Some(1), false), RuntimeFlavor::CurrentThread);
-        let redis = built(Some(1), true);
-        assert_eq!(redis.handle().runtime_flavor(), RuntimeFlavor::MultiThread);
-        assert_eq!(redis.metrics().num_workers(), 1);
-        assert_eq!(flavour(Some(2), false), RuntimeFlavor::MultiThread);
-        assert_eq!(built(Some(3), true).metrics().num_workers(), 3);
-        assert_eq!(flavour(None, false), RuntimeFlavor::MultiThread);
-        assert_eq!(flavour(None, true), RuntimeFlavor::MultiThread);
+    fn one_worker_is_the_current_thread_runtime_more_are_multi_thread() {
+        let built = |workers| runtime_for(workers).build().expect("a runtime");
+        assert_eq!(
+            built(Some(1)).handle().runtime_flavor(),
+            RuntimeFlavor::CurrentThread
+        );
+        let three = built(Some(3));
+        assert_eq!(three.handle().runtime_flavor(), RuntimeFlavor::MultiThread);
+        assert_eq!(three.metrics().num_workers(), 3);
+        assert_eq!(
+            built(None).handle().runtime_flavor(),
+            RuntimeFlavor::MultiThread
+        );
     }
 }

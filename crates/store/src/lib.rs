@@ -34,6 +34,8 @@ pub mod memory;
 #[cfg(feature = "redis")]
 pub mod redis_conn;
 #[cfg(feature = "redis")]
+pub mod redis_lane;
+#[cfg(feature = "redis")]
 pub mod redis_store;
 
 pub use backend::{BackendMutex, StdBackend, SyncBackend};

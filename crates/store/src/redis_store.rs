@@ -38,6 +38,7 @@
 //! token counter and the fenced resources share one hash tag, so their scripts run whole.
 
 use crate::redis_conn::{Conn, slot};
+use crate::redis_lane::{Lane, Reply, Target};
 use crate::{
     AllApplied, AllFuture, AllItem, Applied, FenceVerdict, Key, LeaseClient, LimitError, Read,
     StoreClient, StoreError,
@@ -82,6 +83,10 @@ impl Default for RedisOptions {
 #[derive(Clone)]
 pub struct RedisStore {
     conn: Conn,
+    /// The lean connection the script calls take, on one server over plain TCP
+    /// ([`crate::redis_lane`]); everything else, and every call on a cluster, goes through
+    /// `conn`.
+    lane: Option<Arc<Lane>>,
     bucket: TokenBucket,
     options: Arc<RedisOptions>,
     script: Arc<redis::Script>,
@@ -154,6 +159,12 @@ fn check_setup(bucket: &TokenBucket, prefix: &str) -> Result<(), RedisSetupError
     Ok(())
 }
 
+/// How long a lane's server may leave calls unanswered before the connection is remade:
+/// twenty call timeouts, and at least a second.
+fn stall_bound(timeout: Duration) -> Duration {
+    (timeout * 20).max(Duration::from_secs(1))
+}
+
 fn store_err(e: &redis::RedisError) -> StoreError {
     if e.is_timeout() {
         StoreError::Timeout
@@ -177,7 +188,15 @@ impl RedisStore {
         let conn = Conn::open(url, options.timeout)
             .await
             .map_err(RedisSetupError::Connect)?;
-        Ok(RedisStore::over(conn, bucket, options))
+        let lane = match &conn {
+            Conn::Single(_) => Target::of(url, options.timeout.max(Duration::from_millis(200)))
+                .map(|t| Arc::new(Lane::new(t, stall_bound(options.timeout)))),
+            Conn::Cluster(_) => None,
+        };
+        Ok(RedisStore {
+            lane,
+            ..RedisStore::over(conn, bucket, options)
+        })
     }
 
     /// Connects to the Redis Cluster that `seeds` (`redis://127.0.0.1:7000/`, …) belong to,
@@ -198,6 +217,7 @@ impl RedisStore {
     fn over(conn: Conn, bucket: TokenBucket, options: RedisOptions) -> RedisStore {
         RedisStore {
             conn,
+            lane: None,
             bucket,
             options: Arc::new(options),
             script: Arc::new(redis::Script::new(SCRIPT)),
@@ -214,7 +234,8 @@ impl RedisStore {
     /// failover then loses no acknowledged decision unless the wait timed out, at the cost of
     /// a round trip and a replication round trip per decision. Lease grants wait the same way,
     /// so a promoted replica cannot grant a fencing token again. The call's own timeout must
-    /// exceed `timeout`. Its siblings inherit it.
+    /// exceed `timeout`. Its siblings inherit it. The script and its `WAIT` then share the
+    /// general connection (`WAIT` counts the writes of its own connection), not the lane.
     pub fn with_wait(mut self, replicas: u32, timeout: Duration) -> RedisStore {
         self.wait = Some((replicas, timeout.as_millis().clamp(1, 60_000) as u64));
         self
@@ -271,6 +292,44 @@ impl RedisStore {
             Ok(Err(e)) => Err(store_err(&e)),
             Err(_) => Err(StoreError::Timeout),
         }
+    }
+
+    /// Runs `cmd`, an `EVALSHA` of the bucket script, on the lane within the call's timeout;
+    /// on `NOSCRIPT` the script is loaded (through the general connection: a loaded script
+    /// is the server's, not a connection's) and `cmd` runs once more.
+    async fn on_lane(&self, lane: &Lane, cmd: &redis::Cmd) -> Result<Vec<i64>, StoreError> {
+        let call = async {
+            let mut loaded = false;
+            loop {
+                let reply = lane
+                    .call(cmd)
+                    .map_err(|_| StoreError::Unavailable)?
+                    .await
+                    .map_err(|_| StoreError::Unavailable)?;
+                let Reply::Error(text) = reply else {
+                    return match reply {
+                        Reply::Ints(v) => Ok(v),
+                        _ => Err(StoreError::Unavailable),
+                    };
+                };
+                match text.split(' ').next() {
+                    Some("NOSCRIPT") if !loaded => {
+                        let mut conn = self.conn.clone();
+                        self.script
+                            .load_async(&mut conn)
+                            .await
+                            .map_err(|e| store_err(&e))?;
+                        loaded = true;
+                    }
+                    // The script refused a stored value it cannot read.
+                    Some("CORRUPT") => return Err(StoreError::Corrupt),
+                    _ => return Err(StoreError::Unavailable),
+                }
+            }
+        };
+        tokio::time::timeout(self.options.timeout, call)
+            .await
+            .unwrap_or(Err(StoreError::Timeout))
     }
 
     /// Encodes a core state as the script's "hi lo".
@@ -754,7 +813,10 @@ impl RedisStore {
             cmd.arg("tat");
         }
         let mut conn = first.conn.clone();
-        let r: Vec<i64> = first.timed(evalsha(&mut conn, &first.script, &cmd)).await?;
+        let r: Vec<i64> = match (&first.lane, first.wait) {
+            (Some(lane), None) => first.on_lane(lane, &cmd).await?,
+            _ => first.timed(evalsha(&mut conn, &first.script, &cmd)).await?,
+        };
         // A denial wrote nothing: only an admission waits for its replica.
         if let (Some((replicas, ms)), Some(&1)) = (first.wait, r.first()) {
             // Answered once `replicas` replicas hold the write, or after `ms` either way (the

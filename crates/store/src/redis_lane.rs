@@ -1,0 +1,921 @@
+//! The lane: a lean pipelined connection to one `redis-server` for the atomic path's script
+//! call, the one command a limiter sends per request.
+//!
+//! redis-rs's multiplexed connection serves every command shape: each call goes through a
+//! channel to the connection's task, a general RESP parser builds a tree of values, and a
+//! response timer runs beside the caller's own. A decision needs none of that. On the lane a
+//! caller encodes its command straight into the connection's output buffer under a lock,
+//! queues a one-shot reply slot behind it, and awaits the slot; one task per connection writes
+//! and reads, and reads a reply by the shape the scripts answer with (an array of integers,
+//! or an error).
+//!
+//! **Writes are batched like Nagle's algorithm.** While commands are in flight (written and
+//! not yet answered), new ones wait in the buffer; the next write goes out when the last reply
+//! of the batch comes in, or at once when nothing is in flight. Under load each write carries
+//! every command queued meanwhile — one system call on each side for many calls, and Redis
+//! runs a batch while the server prepares the next; when idle, a call goes out at once.
+//!
+//! **Failures.** The connection is made on demand (plain TCP, with `AUTH` and `SELECT` from
+//! the URL first) and remade on the next call after it is lost. When it is lost, closed by
+//! the server, unreadable, or silent for [`Lane::stall`] while calls wait, every waiting call
+//! fails ([`LaneError::Down`]) and its unsent commands are dropped, never sent later. After a
+//! failed connect, calls fail at once for a short backoff rather than each trying again. A
+//! caller that gives up (its timeout) leaves its slot behind; the reply, when it comes, is
+//! dropped. The buffer is bounded ([`MAX_WAITING`] calls): beyond it calls fail at once.
+
+use parking_lot::Mutex;
+use std::collections::VecDeque;
+use std::future::poll_fn;
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+use tokio::net::TcpStream;
+use tokio::sync::oneshot;
+
+/// Most calls waiting on one lane (sent or not yet sent); beyond, calls fail at once.
+pub const MAX_WAITING: usize = 1 << 16;
+/// How long calls fail at once after a connect failed.
+const BACKOFF: Duration = Duration::from_millis(100);
+/// Longest reply the lane reads (bulk string or error line), in bytes.
+const MAX_LINE: usize = 64 * 1024;
+/// Longest array reply the lane reads.
+const MAX_ARRAY: usize = 1 << 16;
+/// Deepest nesting of arrays the lane reads.
+const MAX_DEPTH: usize = 8;
+
+/// A reply, by the shapes the scripts answer with.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Reply {
+    /// An array of integers.
+    Ints(Vec<i64>),
+    /// An error reply, its text (`NOSCRIPT No matching script…`, `CORRUPT …`).
+    Error(String),
+    /// Any other well-formed reply (a status, a bulk string, nil, a mixed array).
+    Other,
+}
+
+impl Reply {
+    /// An error reply's code: its first word (`NOSCRIPT`, `CORRUPT`, `ERR`).
+    pub fn error_code(&self) -> Option<&str> {
+        match self {
+            Reply::Error(text) => text.split(' ').next(),
+            _ => None,
+        }
+    }
+}
+
+/// Why a call got no reply.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LaneError {
+    /// No connection: it could not be made, or it was lost before the reply.
+    Down,
+    /// Too many calls already waiting.
+    Full,
+}
+
+/// Bytes that are not a RESP2 reply.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProtocolError(pub &'static str);
+
+/// Parses one RESP2 reply at the start of `buf`: the reply and the bytes it took, `None` while
+/// it is incomplete, or an error for bytes that cannot be one.
+pub fn parse(buf: &[u8]) -> Result<Option<(Reply, usize)>, ProtocolError> {
+    let Some((head, mut at)) = line(buf, 0)? else {
+        return Ok(None);
+    };
+    let (&kind, rest) = head.split_first().ok_or(ProtocolError("an empty line"))?;
+    let reply = match kind {
+        b'-' => Reply::Error(String::from_utf8_lossy(rest).into_owned()),
+        b'*' => {
+            let n = integer(rest)?;
+            if n < 0 {
+                return Ok(Some((Reply::Other, at)));
+            }
+            let n = usize::try_from(n)
+                .ok()
+                .filter(|&n| n <= MAX_ARRAY)
+                .ok_or(ProtocolError("an array longer than the lane reads"))?;
+            let mut ints = Vec::with_capacity(n);
+            let mut all_ints = true;
+            for _ in 0..n {
+                if all_ints && buf.get(at) == Some(&b':') {
+                    let Some((item, next)) = line(buf, at)? else {
+                        return Ok(None);
+                    };
+                    ints.push(integer(&item[1..])?);
+                    at = next;
+                } else {
+                    all_ints = false;
+                    let Some(next) = skip(buf, at, 1)? else {
+                        return Ok(None);
+                    };
+                    at = next;
+                }
+            }
+            if all_ints {
+                Reply::Ints(ints)
+            } else {
+                Reply::Other
+            }
+        }
+        _ => match skip(buf, 0, 0)? {
+            Some(next) => {
+                at = next;
+                Reply::Other
+            }
+            None => return Ok(None),
+        },
+    };
+    Ok(Some((reply, at)))
+}
+
+/// The end of the reply that starts at `at`, of any kind, arrays `depth` deep already.
+fn skip(buf: &[u8], at: usize, depth: usize) -> Result<Option<usize>, ProtocolError> {
+    let Some((head, next)) = line(buf, at)? else {
+        return Ok(None);
+    };
+    let (&kind, rest) = head.split_first().ok_or(ProtocolError("an empty line"))?;
+    match kind {
+        b'+' | b'-' => Ok(Some(next)),
+        b':' => integer(rest).map(|_| Some(next)),
+        b'$' => {
+            let n = integer(rest)?;
+            if n < 0 {
+                return Ok(Some(next));
+            }
+            let n = usize::try_from(n)
+                .ok()
+                .filter(|&n| n <= MAX_LINE)
+                .ok_or(ProtocolError("a bulk string longer than the lane reads"))?;
+            let end = next + n + 2;
+            match buf.get(next + n..end) {
+                None => Ok(None),
+                Some(b"\r\n") => Ok(Some(end)),
+                Some(_) => Err(ProtocolError("a bulk string not ended by CRLF")),
+            }
+        }
+        b'*' => {
+            if depth >= MAX_DEPTH {
+                return Err(ProtocolError("arrays nested deeper than the lane reads"));
+            }
+            let n = integer(rest)?;
+            if n > MAX_ARRAY as i64 {
+                return Err(ProtocolError("an array longer than the lane reads"));
+            }
+            let mut at = next;
+            for _ in 0..n.max(0) {
+                match skip(buf, at, depth + 1)? {
+                    Some(next) => at = next,
+                    None => return Ok(None),
+                }
+            }
+            Ok(Some(at))
+        }
+        _ => Err(ProtocolError("an unknown reply type")),
+    }
+}
+
+/// The line at `at` (without its CRLF) and where the next begins.
+fn line(buf: &[u8], at: usize) -> Result<Option<(&[u8], usize)>, ProtocolError> {
+    let rest = buf.get(at..).unwrap_or_default();
+    match rest.iter().position(|&b| b == b'\n') {
+        Some(end) if end > 0 && rest[end - 1] == b'\r' => {
+            Ok(Some((&rest[..end - 1], at + end + 1)))
+        }
+        Some(_) => Err(ProtocolError("a line not ended by CRLF")),
+        None if rest.len() > MAX_LINE => Err(ProtocolError("a line longer than the lane reads")),
+        None => Ok(None),
+    }
+}
+
+/// A RESP integer: an optional `-` and 1 to 19 digits, within `i64`.
+fn integer(text: &[u8]) -> Result<i64, ProtocolError> {
+    let (negative, digits) = match text.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        _ => (false, text),
+    };
+    if digits.is_empty() || digits.len() > 19 || !digits.iter().all(u8::is_ascii_digit) {
+        return Err(ProtocolError("an integer that is not one"));
+    }
+    let mut v: i64 = 0;
+    for &d in digits {
+        let d = i64::from(d - b'0');
+        v = v
+            .checked_mul(10)
+            .and_then(|v| {
+                if negative {
+                    v.checked_sub(d)
+                } else {
+                    v.checked_add(d)
+                }
+            })
+            .ok_or(ProtocolError("an integer beyond 64 bits"))?;
+    }
+    Ok(v)
+}
+
+/// Where a lane connects, and what it sends first on each connection.
+#[derive(Clone, Debug)]
+pub struct Target {
+    /// `host:port`.
+    pub addr: String,
+    /// `AUTH` and `SELECT`, encoded, and how many commands they are.
+    handshake: (Vec<u8>, usize),
+    /// Bound on making the connection.
+    connect_timeout: Duration,
+}
+
+impl Target {
+    /// The target of a `redis://` URL over plain TCP; `None` for any other kind (TLS, a Unix
+    /// socket, a cluster), which the lane does not speak.
+    pub fn of(url: &str, connect_timeout: Duration) -> Option<Target> {
+        use redis::{ConnectionAddr, IntoConnectionInfo};
+        let info = url.into_connection_info().ok()?;
+        let ConnectionAddr::Tcp(host, port) = info.addr() else {
+            return None;
+        };
+        let settings = info.redis_settings();
+        let mut handshake = (Vec::new(), 0);
+        if let Some(password) = settings.password() {
+            let mut auth = redis::cmd("AUTH");
+            if let Some(user) = settings.username() {
+                auth.arg(user);
+            }
+            auth.arg(password).write_packed_command(&mut handshake.0);
+            handshake.1 += 1;
+        }
+        if settings.db() != 0 {
+            redis::cmd("SELECT")
+                .arg(settings.db())
+                .write_packed_command(&mut handshake.0);
+            handshake.1 += 1;
+        }
+        let host = if host.contains(':') {
+            format!("[{host}]")
+        } else {
+            host.clone()
+        };
+        Some(Target {
+            addr: format!("{host}:{port}"),
+            handshake,
+            connect_timeout,
+        })
+    }
+}
+
+/// Who waits for a reply.
+enum Waiter {
+    /// The connection's own first commands: any error reply ends it.
+    Handshake,
+    /// A caller.
+    Call(oneshot::Sender<Reply>),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    /// No connection and no task: the next call starts one.
+    Idle,
+    /// The task is connecting: calls queue.
+    Connecting,
+    /// Connected.
+    Up,
+    /// A connect failed: calls fail until then.
+    Down(Instant),
+}
+
+struct State {
+    /// Commands not yet handed to the connection, encoded.
+    out: Vec<u8>,
+    /// How many of `waiting`'s last entries are commands in `out`.
+    queued: usize,
+    /// The batches in flight (handed to the connection, not wholly answered): how many
+    /// commands of each are unanswered, oldest first.
+    batches: VecDeque<usize>,
+    /// A waiter per command sent or queued, in order.
+    waiting: VecDeque<Waiter>,
+    phase: Phase,
+    /// The connection, while up: a call finding Redis idle writes to it itself.
+    stream: Option<Arc<TcpStream>>,
+    /// The connection task holds part of a batch it has not finished writing.
+    writing: bool,
+    /// The connection task, to wake when there is something to write.
+    io: Option<Waker>,
+    /// Every handle is gone: the task ends.
+    closed: bool,
+}
+
+impl State {
+    /// Commands written and not yet answered.
+    fn in_flight(&self) -> usize {
+        self.waiting.len() - self.queued
+    }
+
+    /// Ends the connection: every waiting call fails, unsent commands are dropped.
+    fn reset(&mut self, phase: Phase) -> VecDeque<Waiter> {
+        self.phase = phase;
+        self.out.clear();
+        self.queued = 0;
+        self.batches.clear();
+        self.stream = None;
+        self.writing = false;
+        self.io = None;
+        std::mem::take(&mut self.waiting)
+    }
+}
+
+struct Shared {
+    target: Target,
+    stall: Duration,
+    state: Mutex<State>,
+}
+
+/// A lean pipelined connection to one server (see the module's docs). Dropping the last
+/// handle closes it.
+pub struct Lane {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Lane {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lane")
+            .field("addr", &self.shared.target.addr)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for Lane {
+    fn drop(&mut self) {
+        let mut st = self.shared.state.lock();
+        st.closed = true;
+        if let Some(w) = st.io.take() {
+            w.wake();
+        }
+    }
+}
+
+impl Lane {
+    /// A lane to `target`; a connection whose server answers nothing for `stall` while calls
+    /// wait is dropped. Nothing is connected until the first call.
+    pub fn new(target: Target, stall: Duration) -> Lane {
+        Lane {
+            shared: Arc::new(Shared {
+                target,
+                stall,
+                state: Mutex::new(State {
+                    out: Vec::with_capacity(16 * 1024),
+                    queued: 0,
+                    batches: VecDeque::new(),
+                    stream: None,
+                    writing: false,
+                    waiting: VecDeque::new(),
+                    phase: Phase::Idle,
+                    io: None,
+                    closed: false,
+                }),
+            }),
+        }
+    }
+
+    /// How long a connection may leave waiting calls unanswered before it is dropped.
+    pub fn stall(&self) -> Duration {
+        self.shared.stall
+    }
+
+    /// Queues `cmd`; its reply arrives on the receiver (which fails if the connection is lost
+    /// first). The first call, and the first after a connection is lost, starts the
+    /// connection's task on the caller's tokio runtime; outside one, the call fails
+    /// ([`LaneError::Down`]).
+    pub fn call(&self, cmd: &redis::Cmd) -> Result<oneshot::Receiver<Reply>, LaneError> {
+        let (tx, rx) = oneshot::channel();
+        let mut st = self.shared.state.lock();
+        match st.phase {
+            Phase::Down(until) if Instant::now() < until => return Err(LaneError::Down),
+            Phase::Down(_) | Phase::Idle => {
+                let runtime = tokio::runtime::Handle::try_current().map_err(|_| LaneError::Down)?;
+                st.phase = Phase::Connecting;
+                runtime.spawn(run(self.shared.clone()));
+            }
+            Phase::Connecting | Phase::Up => {}
+        }
+        if st.waiting.len() >= MAX_WAITING {
+            return Err(LaneError::Full);
+        }
+        // Redis idle (nothing in flight, nothing before this call to write): the call goes
+        // out now, from here. Otherwise it joins the batch the connection task writes when it
+        // next runs, which this call wakes it for if it is the batch's first.
+        let idle = st.batches.is_empty() && st.out.is_empty() && !st.writing;
+        let first = st.out.is_empty();
+        cmd.write_packed_command(&mut st.out);
+        st.queued += 1;
+        st.waiting.push_back(Waiter::Call(tx));
+        if idle
+            && let Some(stream) = &st.stream
+            && let Ok(n) = stream.try_write(&st.out)
+        {
+            st.out.drain(..n);
+            let sent = std::mem::take(&mut st.queued);
+            st.batches.push_back(sent);
+            if st.out.is_empty() {
+                return Ok(rx);
+            }
+        }
+        let waker = if first { st.io.take() } else { None };
+        drop(st);
+        if let Some(w) = waker {
+            w.wake();
+        }
+        Ok(rx)
+    }
+}
+
+/// Fails the waiters of a lost connection, outside the lock.
+fn fail(waiters: VecDeque<Waiter>) {
+    drop(waiters);
+}
+
+/// Resets the lane if the connection's task ends without doing so (its runtime shut down).
+struct TaskGuard(Arc<Shared>);
+
+impl Drop for TaskGuard {
+    fn drop(&mut self) {
+        let mut st = self.0.state.lock();
+        if matches!(st.phase, Phase::Connecting | Phase::Up) {
+            let waiters = st.reset(Phase::Idle);
+            drop(st);
+            fail(waiters);
+        }
+    }
+}
+
+/// The connection's task: connects, then writes and reads until the connection is lost or
+/// the lane closed.
+async fn run(shared: Arc<Shared>) {
+    let guard = TaskGuard(shared.clone());
+    let target = &shared.target;
+    let stream = match tokio::time::timeout(
+        target.connect_timeout,
+        TcpStream::connect(&target.addr),
+    )
+    .await
+    {
+        Ok(Ok(s)) => s,
+        _ => {
+            let waiters = shared
+                .state
+                .lock()
+                .reset(Phase::Down(Instant::now() + BACKOFF));
+            fail(waiters);
+            return;
+        }
+    };
+    let _ = stream.set_nodelay(true);
+    let stream = Arc::new(stream);
+    {
+        // The handshake goes first on the wire, before the calls queued while connecting.
+        let mut st = shared.state.lock();
+        let (bytes, n) = &target.handshake;
+        if *n > 0 {
+            st.out.splice(0..0, bytes.iter().copied());
+            let at = st.waiting.len() - st.queued;
+            for _ in 0..*n {
+                st.waiting.insert(at, Waiter::Handshake);
+            }
+            st.queued += n;
+        }
+        st.phase = Phase::Up;
+        st.stream = Some(stream.clone());
+    }
+    let mut conn = Connection {
+        stream,
+        write: Vec::with_capacity(16 * 1024),
+        written: 0,
+        read: vec![0; 16 * 1024],
+        filled: 0,
+        parsed: Vec::new(),
+        replies: Vec::new(),
+        tick: tokio::time::interval(shared.stall),
+        answered: 0,
+        quiet_ticks: 0,
+        deferred: false,
+    };
+    conn.tick
+        .set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    poll_fn(|cx| conn.poll(&shared, cx)).await;
+    let waiters = shared.state.lock().reset(Phase::Idle);
+    fail(waiters);
+    drop(guard);
+}
+
+struct Connection {
+    stream: Arc<TcpStream>,
+    /// The batch being written, and how much of it is.
+    write: Vec<u8>,
+    written: usize,
+    /// Bytes read and not yet parsed.
+    read: Vec<u8>,
+    /// How much of `read` holds them (the rest is room to read into).
+    filled: usize,
+    /// Replies parsed in one read, then with their waiters.
+    parsed: Vec<Reply>,
+    replies: Vec<(Waiter, Reply)>,
+    /// The stall check.
+    tick: tokio::time::Interval,
+    /// Replies since the last tick.
+    answered: u64,
+    /// Ticks in a row with calls in flight and no reply.
+    quiet_ticks: u32,
+    /// The task put itself behind the ready tasks before writing.
+    deferred: bool,
+}
+
+impl Connection {
+    /// Makes progress; ready when the connection is to end.
+    fn poll(&mut self, shared: &Shared, cx: &mut Context<'_>) -> Poll<()> {
+        loop {
+            let mut progress = false;
+            {
+                let mut st = shared.state.lock();
+                if st.closed {
+                    return Poll::Ready(());
+                }
+                if !st.io.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                    st.io = Some(cx.waker().clone());
+                }
+                // Everything queued goes in one write. (Bytes without a call are the rest of
+                // a batch a caller began writing, its calls already in flight.)
+                if self.write.is_empty() {
+                    st.writing = false;
+                }
+                if self.write.is_empty()
+                    && !st.out.is_empty()
+                    && !self.deferred
+                    && !st.batches.is_empty()
+                {
+                    // Redis is busy: let the tasks ready now queue their calls first.
+                    self.deferred = true;
+                    cx.waker().wake_by_ref();
+                } else if self.write.is_empty() && !st.out.is_empty() {
+                    self.deferred = false;
+                    std::mem::swap(&mut self.write, &mut st.out);
+                    let sent = std::mem::take(&mut st.queued);
+                    if sent > 0 {
+                        st.batches.push_back(sent);
+                    }
+                    st.writing = true;
+                }
+            }
+            if !self.write.is_empty() {
+                match self.poll_write(cx) {
+                    Poll::Ready(Ok(n)) => progress |= n > 0,
+                    Poll::Ready(Err(())) => return Poll::Ready(()),
+                    Poll::Pending => {}
+                }
+            }
+            match self.poll_read(shared, cx) {
+                Poll::Ready(Ok(n)) => progress |= n > 0,
+                Poll::Ready(Err(())) => return Poll::Ready(()),
+                Poll::Pending => {}
+            }
+            if self.stalled(shared, cx) {
+                return Poll::Ready(());
+            }
+            if !progress {
+                return Poll::Pending;
+            }
+        }
+    }
+
+    /// Writes what it can of the batch: how many bytes.
+    fn poll_write(&mut self, cx: &mut Context<'_>) -> Poll<Result<usize, ()>> {
+        let mut total = 0;
+        while self.written < self.write.len() {
+            if self.stream.poll_write_ready(cx).is_pending() {
+                return if total > 0 {
+                    Poll::Ready(Ok(total))
+                } else {
+                    Poll::Pending
+                };
+            }
+            match self.stream.try_write(&self.write[self.written..]) {
+                Ok(n) => {
+                    self.written += n;
+                    total += n;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(_) => return Poll::Ready(Err(())),
+            }
+        }
+        self.write.clear();
+        self.written = 0;
+        Poll::Ready(Ok(total))
+    }
+
+    /// Reads what has arrived and answers the waiters of every whole reply: how many replies.
+    fn poll_read(&mut self, shared: &Shared, cx: &mut Context<'_>) -> Poll<Result<usize, ()>> {
+        loop {
+            if self.stream.poll_read_ready(cx).is_pending() {
+                return Poll::Pending;
+            }
+            if self.read.len() - self.filled < 4096 {
+                self.read.resize(self.read.len() * 2, 0);
+            }
+            match self.stream.try_read(&mut self.read[self.filled..]) {
+                Ok(0) => return Poll::Ready(Err(())),
+                Ok(n) => {
+                    self.filled += n;
+                    break;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(_) => return Poll::Ready(Err(())),
+            }
+        }
+        let mut used = 0;
+        loop {
+            match parse(&self.read[used..self.filled]) {
+                Ok(Some((reply, n))) => {
+                    used += n;
+                    self.parsed.push(reply);
+                }
+                Ok(None) => break,
+                Err(_) => return Poll::Ready(Err(())),
+            }
+        }
+        self.read.copy_within(used..self.filled, 0);
+        self.filled -= used;
+        let n = self.parsed.len();
+        {
+            let mut st = shared.state.lock();
+            if n > st.in_flight() {
+                // More replies than commands sent: not a server this lane can follow.
+                return Poll::Ready(Err(()));
+            }
+            for reply in self.parsed.drain(..) {
+                let waiter = st
+                    .waiting
+                    .pop_front()
+                    .expect("a reply per command in flight");
+                if let Some(left) = st.batches.front_mut() {
+                    *left -= 1;
+                    if *left == 0 {
+                        st.batches.pop_front();
+                    }
+                }
+                self.replies.push((waiter, reply));
+            }
+        }
+        self.answered += n as u64;
+        for (waiter, reply) in self.replies.drain(..) {
+            match waiter {
+                Waiter::Handshake if matches!(reply, Reply::Error(_)) => {
+                    return Poll::Ready(Err(()));
+                }
+                Waiter::Handshake => {}
+                Waiter::Call(tx) => {
+                    let _ = tx.send(reply);
+                }
+            }
+        }
+        Poll::Ready(Ok(n.max(1)))
+    }
+
+    /// Whether calls have waited on a silent server for two stall checks in a row.
+    fn stalled(&mut self, shared: &Shared, cx: &mut Context<'_>) -> bool {
+        while self.tick.poll_tick(cx).is_ready() {
+            let waiting = shared.state.lock().in_flight() > 0;
+            if waiting && self.answered == 0 {
+                self.quiet_ticks += 1;
+            } else {
+                self.quiet_ticks = 0;
+            }
+            self.answered = 0;
+            if self.quiet_ticks >= 2 {
+                return true;
+            }
+        }
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Lane, LaneError, ProtocolError, Reply, Target, parse};
+    use std::io::{Read, Write};
+    use std::time::{Duration, Instant};
+
+    /// A peer on a loopback port that answers each connection's first read with `answer`,
+    /// then holds the connection open; how many connections it accepted.
+    fn peer(answer: &'static [u8]) -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let count = accepted.clone();
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(mut conn) = conn else { return };
+                count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                std::thread::spawn(move || {
+                    let mut buf = [0u8; 4096];
+                    if conn.read(&mut buf).is_ok_and(|n| n > 0) {
+                        let _ = conn.write_all(answer);
+                    }
+                    let _ = conn.read(&mut buf);
+                    std::thread::sleep(Duration::from_secs(5));
+                });
+            }
+        });
+        (port, accepted)
+    }
+
+    fn lane_to(port: u16, stall: Duration) -> Lane {
+        let url = format!("redis://127.0.0.1:{port}/");
+        Lane::new(Target::of(&url, Duration::from_secs(1)).unwrap(), stall)
+    }
+
+    fn cmd() -> redis::Cmd {
+        let mut c = redis::cmd("EVALSHA");
+        c.arg("0123").arg(0);
+        c
+    }
+
+    #[test]
+    fn a_peer_that_is_not_redis_fails_the_calls_and_is_left() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            // Garbage, and more replies than calls: each fails the call and ends the
+            // connection; the next call makes a new one.
+            for answer in [&b"?garbage\r\n"[..], b"*1\r\n:1\r\n*1\r\n:2\r\n"] {
+                let (port, accepted) = peer(answer);
+                let lane = lane_to(port, Duration::from_secs(10));
+                for round in 1..=2 {
+                    let got =
+                        tokio::time::timeout(Duration::from_secs(2), lane.call(&cmd()).unwrap())
+                            .await
+                            .expect("answered, not hung");
+                    if answer.starts_with(b"?") || round == 2 {
+                        assert!(got.is_err(), "{answer:?}: {got:?}");
+                    }
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                assert_eq!(
+                    accepted.load(std::sync::atomic::Ordering::SeqCst),
+                    2,
+                    "{answer:?}"
+                );
+            }
+        });
+    }
+
+    #[test]
+    fn a_silent_peer_is_dropped_after_the_stall_bound() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            // Reads, never answers.
+            let (port, _) = peer(b"");
+            let lane = lane_to(port, Duration::from_millis(100));
+            let started = Instant::now();
+            let got = tokio::time::timeout(Duration::from_secs(3), lane.call(&cmd()).unwrap())
+                .await
+                .expect("failed, not hung");
+            assert!(got.is_err());
+            let took = started.elapsed();
+            assert!(
+                took >= Duration::from_millis(100) && took < Duration::from_secs(1),
+                "{took:?}"
+            );
+        });
+    }
+
+    #[test]
+    fn nothing_listening_fails_at_once_then_for_the_backoff() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let port = std::net::TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port();
+            let lane = lane_to(port, Duration::from_secs(1));
+            let first = lane.call(&cmd()).unwrap();
+            assert!(first.await.is_err(), "refused");
+            assert_eq!(
+                lane.call(&cmd()).err(),
+                Some(LaneError::Down),
+                "within the backoff"
+            );
+        });
+        // Outside a runtime: an error, not a panic.
+        assert_eq!(
+            lane_to(1, Duration::from_secs(1)).call(&cmd()).err(),
+            Some(LaneError::Down)
+        );
+    }
+
+    #[test]
+    fn reads_the_reply_shapes() {
+        assert_eq!(
+            parse(b"*3\r\n:1\r\n:-20\r\n:300\r\nrest"),
+            Ok(Some((Reply::Ints(vec![1, -20, 300]), 20)))
+        );
+        assert_eq!(
+            parse(b"-NOSCRIPT No matching script\r\n"),
+            Ok(Some((
+                Reply::Error("NOSCRIPT No matching script".into()),
+                30
+            )))
+        );
+        assert_eq!(parse(b"+OK\r\n"), Ok(Some((Reply::Other, 5))));
+        assert_eq!(parse(b"$3\r\nabc\r\n"), Ok(Some((Reply::Other, 9))));
+        assert_eq!(parse(b"$-1\r\n"), Ok(Some((Reply::Other, 5))));
+        assert_eq!(parse(b"*-1\r\n"), Ok(Some((Reply::Other, 5))));
+        assert_eq!(parse(b"*0\r\n"), Ok(Some((Reply::Ints(vec![]), 4))));
+        assert_eq!(
+            parse(b"*2\r\n:1\r\n$1\r\nx\r\n"),
+            Ok(Some((Reply::Other, 15))),
+            "a mixed array"
+        );
+        assert_eq!(
+            parse(b"*2\r\n*1\r\n:1\r\n:2\r\n"),
+            Ok(Some((Reply::Other, 16))),
+            "a nested array"
+        );
+        let code = Reply::Error("CORRUPT stored bucket".into());
+        assert_eq!(code.error_code(), Some("CORRUPT"));
+        assert_eq!(
+            parse(b":9223372036854775807\r\n"),
+            Ok(Some((Reply::Other, 22)))
+        );
+        assert_eq!(
+            parse(b"*1\r\n:-9223372036854775808\r\n"),
+            Ok(Some((Reply::Ints(vec![i64::MIN]), 27)))
+        );
+    }
+
+    #[test]
+    fn every_prefix_of_a_reply_is_incomplete_never_wrong() {
+        let replies: [&[u8]; 5] = [
+            b"*4\r\n:1\r\n:2\r\n:-3\r\n:44\r\n",
+            b"-ERR wrong\r\n",
+            b"$5\r\nab\r\nc\r\n",
+            b"*2\r\n*1\r\n$2\r\nxy\r\n:2\r\n",
+            b"+OK\r\n",
+        ];
+        for r in replies {
+            for cut in 0..r.len() {
+                assert_eq!(parse(&r[..cut]), Ok(None), "{:?} cut at {cut}", r);
+            }
+            assert!(
+                matches!(parse(r), Ok(Some((_, n))) if n == r.len()),
+                "{r:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn bytes_that_are_no_reply_are_errors_not_panics() {
+        let bad: [&[u8]; 12] = [
+            b"?what\r\n",
+            b"\r\n",
+            b"*x\r\n",
+            b"*1\r\n:\r\n",
+            b"*1\r\n:12a\r\n",
+            b"*1\r\n:9223372036854775808\r\n",
+            b"*1\r\n:-9223372036854775809\r\n",
+            b"*99999999\r\n",
+            b"$99999999\r\n",
+            b"$2\r\nabcd\r\n",
+            b"+OK\n",
+            b"*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n:1\r\n",
+        ];
+        for b in bad {
+            assert!(
+                matches!(parse(b), Err(ProtocolError(_))),
+                "{b:?}: {:?}",
+                parse(b)
+            );
+        }
+        let long = vec![b'+'; 70 * 1024];
+        assert!(parse(&long).is_err(), "an endless line");
+        // Random bytes: a verdict every time.
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        for _ in 0..20_000 {
+            let mut buf = Vec::new();
+            for _ in 0..(x % 24) {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                buf.push(b"*:$-+\r\n0123456789x"[(x % 18) as usize]);
+            }
+            let _ = parse(&buf);
+            x = x.wrapping_add(1);
+        }
+    }
+}
