@@ -874,13 +874,16 @@ fn a_corrupt_stored_bucket_is_a_typed_error_on_both_paths() {
 /// A script call on the lane echoing `n`: its reply, or `None` if the call failed.
 async fn lane_call(
     lane: &ratelab_store::redis_lane::Lane,
-    n: i64,
+    n: u64,
 ) -> Option<ratelab_store::redis_lane::Reply> {
-    let mut echo = redis::cmd("EVAL");
-    echo.arg("return {tonumber(ARGV[1]), tonumber(ARGV[1]) * 2}")
-        .arg(0)
-        .arg(n);
-    let rx = lane.call(&echo).ok()?;
+    use ratelab_store::redis_lane::{Arg, Command};
+    let echo = [
+        Arg::Bytes(b"EVAL"),
+        Arg::Bytes(b"return {tonumber(ARGV[1]), tonumber(ARGV[1]) * 2}"),
+        Arg::Int(0),
+        Arg::Int(n),
+    ];
+    let rx = lane.call(&Command::new(echo.into_iter())).ok()?;
     tokio::time::timeout(Duration::from_secs(5), rx)
         .await
         .expect("answered or failed, never hung")
@@ -909,6 +912,7 @@ fn the_lane_answers_every_call_its_own_reply_and_outlives_kill_restart_and_freez
                     for i in 0..100 {
                         let n = t * 1000 + i;
                         let got = lane_call(&lane, n).await;
+                        let n = n as i64;
                         assert_eq!(got, Some(Reply::Ints(vec![n, 2 * n])), "call {n}");
                     }
                 })

@@ -22,6 +22,10 @@
 //!
 //! Keys are namespaced (`prefix` + key) and bounded ([`MAX_PREFIX_LEN`] + [`MAX_KEY_LEN`](crate::MAX_KEY_LEN)).
 //! Every call has a timeout; the connection manager reconnects after the server comes back.
+//! On one server over plain TCP the atomic path's script call, the one command per request,
+//! takes a lean pipelined connection of its own ([`crate::redis_lane`]); everything else
+//! (the naive path, leases, script loading, `WAIT`, and every call on a cluster) goes through
+//! redis-rs.
 //!
 //! **On Redis Cluster** ([`RedisStore::connect_cluster`], or a `redis+cluster://` URL) every
 //! decision over one bucket is
@@ -38,7 +42,7 @@
 //! token counter and the fenced resources share one hash tag, so their scripts run whole.
 
 use crate::redis_conn::{Conn, slot};
-use crate::redis_lane::{Lane, Reply, Target};
+use crate::redis_lane::{Arg, Command, Lane, Reply, Target};
 use crate::{
     AllApplied, AllFuture, AllItem, Applied, FenceVerdict, Key, LeaseClient, LimitError, Read,
     StoreClient, StoreError,
@@ -294,15 +298,15 @@ impl RedisStore {
         }
     }
 
-    /// Runs `cmd`, an `EVALSHA` of the bucket script, on the lane within the call's timeout;
+    /// Runs `command`, an `EVALSHA` of the bucket script, on the lane within the call's timeout;
     /// on `NOSCRIPT` the script is loaded (through the general connection: a loaded script
     /// is the server's, not a connection's) and `cmd` runs once more.
-    async fn on_lane(&self, lane: &Lane, cmd: &redis::Cmd) -> Result<Vec<i64>, StoreError> {
+    async fn on_lane(&self, lane: &Lane, command: &Command) -> Result<Vec<i64>, StoreError> {
         let call = async {
             let mut loaded = false;
             loop {
                 let reply = lane
-                    .call(cmd)
+                    .call(command)
                     .map_err(|_| StoreError::Unavailable)?
                     .await
                     .map_err(|_| StoreError::Unavailable)?;
@@ -514,6 +518,67 @@ fn push_time(cmd: &mut redis::Cmd, now: Option<Nanos>) {
             .arg(n.as_u64() % 1_000_000_000),
         None => cmd.arg("").arg(""),
     };
+}
+
+/// The bucket script's call over `items` (script `sha`): `EVALSHA sha N key…`, then per item
+/// its capacity, refill amount and period (ns) and the request's cost, the first item's
+/// followed by the time (`now` in s and ns, or two empty strings for the server's `TIME`),
+/// and `tat` to ask for each key's TAT after the request.
+fn script_args<'a>(
+    sha: &'a str,
+    items: &'a [AllItem<'a, RedisStore>],
+    now: Option<Nanos>,
+    tat: bool,
+) -> impl Iterator<Item = Arg<'a>> + Clone {
+    let head = [
+        Arg::Bytes(b"EVALSHA"),
+        Arg::Bytes(sha.as_bytes()),
+        Arg::Int(items.len() as u64),
+    ];
+    let keys = items
+        .iter()
+        .map(|(c, k, _)| Arg::Joined(c.options.prefix.as_bytes(), k.as_str().as_bytes()));
+    let time = match now {
+        Some(n) => [
+            Arg::Int(n.as_u64() / 1_000_000_000),
+            Arg::Int(n.as_u64() % 1_000_000_000),
+        ],
+        None => [Arg::Bytes(b""), Arg::Bytes(b"")],
+    };
+    let limits = items.iter().enumerate().flat_map(move |(i, (c, _, cost))| {
+        let b = &c.bucket;
+        let first = (i == 0).then_some(time);
+        [
+            Some(Arg::Int(b.capacity())),
+            Some(Arg::Int(b.refill_amount())),
+            Some(Arg::Int(b.refill_period().as_u64())),
+            Some(Arg::Int(*cost)),
+            first.map(|t| t[0]),
+            first.map(|t| t[1]),
+        ]
+        .into_iter()
+        .flatten()
+    });
+    head.into_iter()
+        .chain(keys)
+        .chain(limits)
+        .chain(tat.then_some(Arg::Bytes(b"tat")))
+}
+
+/// [`script_args`] as a redis-rs command.
+fn script_cmd(
+    sha: &str,
+    items: &[AllItem<'_, RedisStore>],
+    now: Option<Nanos>,
+    tat: bool,
+) -> redis::Cmd {
+    let mut args = script_args(sha, items, now, tat);
+    let mut cmd = redis::cmd("EVALSHA");
+    args.next();
+    for a in args {
+        cmd.arg(a.to_vec());
+    }
+    cmd
 }
 
 /// Runs `cmd`, an `EVALSHA` of `script`; a server without the script (`NOSCRIPT`: restarted,
@@ -790,38 +855,23 @@ impl RedisStore {
         let Some((first, _, _)) = items.first() else {
             return Err(LimitError::Store(StoreError::Corrupt));
         };
-        let keys: Vec<String> = items.iter().map(|(c, k, _)| c.key(k)).collect();
-        // The command is written once, its integers straight into its buffer: the same
-        // arguments `ScriptInvocation` would send, without a string per argument and a copy
-        // of each.
-        let mut cmd = redis::cmd("EVALSHA");
-        cmd.arg(first.script.get_hash()).arg(keys.len());
-        for k in &keys {
-            cmd.arg(k);
-        }
-        for (i, (c, _, cost)) in items.iter().enumerate() {
-            let b = &c.bucket;
-            cmd.arg(b.capacity())
-                .arg(b.refill_amount())
-                .arg(b.refill_period().as_u64())
-                .arg(*cost);
-            if i == 0 {
-                push_time(&mut cmd, now);
-            }
-        }
-        if tat {
-            cmd.arg("tat");
-        }
         let mut conn = first.conn.clone();
         let r: Vec<i64> = match (&first.lane, first.wait) {
-            (Some(lane), None) => first.on_lane(lane, &cmd).await?,
-            _ => first.timed(evalsha(&mut conn, &first.script, &cmd)).await?,
+            (Some(lane), None) => {
+                let command = Command::new(script_args(first.script.get_hash(), items, now, tat));
+                first.on_lane(lane, &command).await?
+            }
+            _ => {
+                let cmd = script_cmd(first.script.get_hash(), items, now, tat);
+                first.timed(evalsha(&mut conn, &first.script, &cmd)).await?
+            }
         };
         // A denial wrote nothing: only an admission waits for its replica.
         if let (Some((replicas, ms)), Some(&1)) = (first.wait, r.first()) {
             // Answered once `replicas` replicas hold the write, or after `ms` either way (the
             // decision stands; only its durability across a failover is in doubt then).
-            let acked = first.timed(conn.wait(&keys[0], replicas, ms)).await?;
+            let key = first.key(items[0].1);
+            let acked = first.timed(conn.wait(&key, replicas, ms)).await?;
             first.waited(replicas, acked);
         }
         // A reply this client cannot read comes after the script ran (and may have written):
