@@ -1017,6 +1017,20 @@ fn the_store_authenticates_selects_its_database_and_reloads_a_flushed_script() {
             !allowed(&store).await,
             "and the bucket kept its state: B = 2 spent"
         );
+        // Two connections of the store's on database 3: redis-rs's, whose last command loaded
+        // the script, and the lane, which ran the calls.
+        let clients: String = redis::cmd("CLIENT")
+            .arg("LIST")
+            .query_async(&mut db3)
+            .await
+            .unwrap();
+        let last = |cmd: &str| {
+            clients
+                .lines()
+                .filter(|l| l.contains(" db=3 ") && l.contains(&format!(" cmd={cmd} ")))
+                .count()
+        };
+        assert_eq!((last("evalsha"), last("script|load")), (1, 1), "{clients}");
         let wrong = format!("redis://:wrong@127.0.0.1:{}/3", server.port);
         assert!(
             RedisStore::connect(&wrong, bucket, options("auth:"))

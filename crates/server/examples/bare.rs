@@ -17,7 +17,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // The same runtime as `ratelab-server --workers N` in memory (one worker: the
     // current-thread runtime).
     let workers = args.next().map(|n| n.parse()).transpose()?;
-    let mut rt = ratelab_server::serve::runtime_for(workers);
+    let mut rt = ratelab_server::serve::runtime_for(workers, false);
     rt.enable_all().build()?.block_on(async {
         let listener = tokio::net::TcpListener::bind(listen).await?;
         let addr = listener.local_addr()?;

@@ -543,12 +543,15 @@ fn banner(
 }
 
 /// The runtime for `workers` worker threads (the default: one per core). One worker is
-/// tokio's current-thread runtime, in memory and on Redis: a task woken by the running one
-/// waits behind the tasks already ready, so on Redis the calls of one scheduler turn leave in
-/// one write (docs/PERFORMANCE.md measures both flavours).
-pub fn runtime_for(workers: Option<usize>) -> tokio::runtime::Builder {
+/// tokio's current-thread runtime, except on a Redis that is reached through redis-rs
+/// (`redis_rs`: a cluster, a TLS or Unix-socket URL, or waiting for replicas), where it is a
+/// one-worker multi-thread runtime. On the current-thread runtime a task woken by the
+/// running one waits behind the tasks already ready, so the lane's calls of one scheduler
+/// turn leave in one write; the multi-thread runtime runs it next, so redis-rs's connection
+/// task writes the first call at once (docs/PERFORMANCE.md measures both).
+pub fn runtime_for(workers: Option<usize>, redis_rs: bool) -> tokio::runtime::Builder {
     match workers {
-        Some(1) => tokio::runtime::Builder::new_current_thread(),
+        Some(1) if !redis_rs => tokio::runtime::Builder::new_current_thread(),
         Some(n) => {
             let mut rt = tokio::runtime::Builder::new_multi_thread();
             rt.worker_threads(n);
@@ -560,7 +563,13 @@ pub fn runtime_for(workers: Option<usize>) -> tokio::runtime::Builder {
 
 /// Serves until Ctrl-C or SIGTERM.
 pub fn run(s: ServeSettings) -> Result<(), String> {
-    let mut rt = runtime_for(s.workers);
+    // Redis through redis-rs rather than the lane (ratelab_store::redis_lane).
+    let redis_rs = match (&s.redis, s.redis_wait) {
+        (Some(url), None) => !ratelab_store::redis_store::uses_lane(url),
+        (Some(_), Some(_)) => true,
+        (None, _) => !s.redis_cluster.is_empty(),
+    };
+    let mut rt = runtime_for(s.workers, redis_rs);
     let rt = rt
         .enable_all()
         .build()
@@ -601,17 +610,23 @@ mod tests {
     use tokio::runtime::RuntimeFlavor;
 
     #[test]
-    fn one_worker_is_the_current_thread_runtime_more_are_multi_thread() {
-        let built = |workers| runtime_for(workers).build().expect("a runtime");
+    fn one_worker_is_the_current_thread_runtime_but_over_redis_rs() {
+        let built = |workers, redis_rs| runtime_for(workers, redis_rs).build().expect("a runtime");
         assert_eq!(
-            built(Some(1)).handle().runtime_flavor(),
+            built(Some(1), false).handle().runtime_flavor(),
             RuntimeFlavor::CurrentThread
         );
-        let three = built(Some(3));
+        let redis_rs = built(Some(1), true);
+        assert_eq!(
+            redis_rs.handle().runtime_flavor(),
+            RuntimeFlavor::MultiThread
+        );
+        assert_eq!(redis_rs.metrics().num_workers(), 1);
+        let three = built(Some(3), false);
         assert_eq!(three.handle().runtime_flavor(), RuntimeFlavor::MultiThread);
         assert_eq!(three.metrics().num_workers(), 3);
         assert_eq!(
-            built(None).handle().runtime_flavor(),
+            built(None, false).handle().runtime_flavor(),
             RuntimeFlavor::MultiThread
         );
     }

@@ -19,9 +19,11 @@
 //!
 //! **Failures.** The connection is made on demand (plain TCP, with `AUTH` and `SELECT` from
 //! the URL first) and remade on the next call after it is lost. When it is lost, closed by
-//! the server, unreadable, or silent for [`Lane::stall`] while calls wait, every waiting call
-//! fails ([`LaneError::Down`]) and its unsent commands are dropped, never sent later. After a
-//! failed connect, calls fail at once for a short backoff rather than each trying again. A
+//! the server, unreadable, or silent while calls wait through two stall checks
+//! ([`Lane::stall`] apart), every waiting call fails ([`LaneError::Down`]) and its unsent
+//! commands are dropped, never sent later. After a failed connect, a refused handshake or a
+//! reply the lane cannot follow, calls fail at once for a short backoff rather than each
+//! trying again. A
 //! caller that gives up (its timeout) leaves its slot behind; the reply, when it comes, is
 //! dropped. The buffer is bounded ([`MAX_WAITING`] calls): beyond it calls fail at once.
 
@@ -36,10 +38,14 @@ use tokio::sync::oneshot;
 
 /// Most calls waiting on one lane (sent or not yet sent); beyond, calls fail at once.
 pub const MAX_WAITING: usize = 1 << 16;
+/// The shortest stall bound a lane takes.
+const MIN_STALL: Duration = Duration::from_millis(10);
 /// How long calls fail at once after a connect failed.
 const BACKOFF: Duration = Duration::from_millis(100);
 /// Longest reply the lane reads (bulk string or error line), in bytes.
 const MAX_LINE: usize = 64 * 1024;
+/// A read buffer grown past this by a long reply is shrunk once the reply is read.
+const MAX_READ_BUFFER: usize = 1 << 20;
 /// Longest array reply the lane reads.
 const MAX_ARRAY: usize = 1 << 16;
 /// Deepest nesting of arrays the lane reads.
@@ -175,7 +181,7 @@ pub fn parse(buf: &[u8]) -> Result<Option<(Reply, usize)>, ProtocolError> {
                 .ok()
                 .filter(|&n| n <= MAX_ARRAY)
                 .ok_or(ProtocolError("an array longer than the lane reads"))?;
-            let mut ints = Vec::with_capacity(n);
+            let mut ints = Vec::with_capacity(n.min(64));
             let mut all_ints = true;
             for _ in 0..n {
                 if all_ints && buf.get(at) == Some(&b':') {
@@ -295,7 +301,7 @@ fn integer(text: &[u8]) -> Result<i64, ProtocolError> {
 }
 
 /// Where a lane connects, and what it sends first on each connection.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Target {
     /// `host:port`.
     pub addr: String,
@@ -303,6 +309,16 @@ pub struct Target {
     handshake: (Vec<u8>, usize),
     /// Bound on making the connection.
     connect_timeout: Duration,
+}
+
+impl std::fmt::Debug for Target {
+    /// The address and the handshake's length: never the password.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Target")
+            .field("addr", &self.addr)
+            .field("handshake_commands", &self.handshake.1)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Target {
@@ -382,6 +398,9 @@ struct State {
     io: Option<Waker>,
     /// Every handle is gone: the task ends.
     closed: bool,
+    /// Counts the connection tasks started: a task touches the state only while it is the
+    /// latest.
+    epoch: u64,
 }
 
 impl State {
@@ -425,22 +444,26 @@ impl std::fmt::Debug for Lane {
 
 impl Drop for Lane {
     fn drop(&mut self) {
-        let mut st = self.shared.state.lock();
-        st.closed = true;
-        if let Some(w) = st.io.take() {
+        let waker = {
+            let mut st = self.shared.state.lock();
+            st.closed = true;
+            st.io.take()
+        };
+        if let Some(w) = waker {
             w.wake();
         }
     }
 }
 
 impl Lane {
-    /// A lane to `target`; a connection whose server answers nothing for `stall` while calls
-    /// wait is dropped. Nothing is connected until the first call.
+    /// A lane to `target`; a connection whose server answers nothing while calls wait, through
+    /// two checks `stall` apart (at least 10 ms), is dropped. Nothing is connected until the
+    /// first call.
     pub fn new(target: Target, stall: Duration) -> Lane {
         Lane {
             shared: Arc::new(Shared {
                 target,
-                stall,
+                stall: stall.max(MIN_STALL),
                 state: Mutex::new(State {
                     out: Vec::with_capacity(16 * 1024),
                     queued: 0,
@@ -451,29 +474,34 @@ impl Lane {
                     phase: Phase::Idle,
                     io: None,
                     closed: false,
+                    epoch: 0,
                 }),
             }),
         }
     }
 
-    /// How long a connection may leave waiting calls unanswered before it is dropped.
+    /// The time between two stall checks: a connection that answers nothing while calls wait
+    /// through two checks in a row is dropped.
     pub fn stall(&self) -> Duration {
         self.shared.stall
     }
 
     /// Queues `command`; its reply arrives on the receiver (which fails if the connection is
     /// lost first). The first call, and the first after a connection is lost, starts the
-    /// connection's task on the caller's tokio runtime; outside one, the call fails
-    /// ([`LaneError::Down`]).
+    /// connection's task on the caller's tokio runtime; such a call outside a runtime fails
+    /// ([`LaneError::Down`]). A call that finds Redis idle writes its command itself, holding
+    /// the lane's lock for that one non-blocking write.
     pub fn call(&self, command: &Command) -> Result<oneshot::Receiver<Reply>, LaneError> {
         let (tx, rx) = oneshot::channel();
         let mut st = self.shared.state.lock();
+        let mut start = None;
         match st.phase {
             Phase::Down(until) if Instant::now() < until => return Err(LaneError::Down),
             Phase::Down(_) | Phase::Idle => {
                 let runtime = tokio::runtime::Handle::try_current().map_err(|_| LaneError::Down)?;
                 st.phase = Phase::Connecting;
-                runtime.spawn(run(self.shared.clone()));
+                st.epoch += 1;
+                start = Some((runtime, st.epoch));
             }
             Phase::Connecting | Phase::Up => {}
         }
@@ -495,14 +523,25 @@ impl Lane {
             st.out.drain(..n);
             let sent = std::mem::take(&mut st.queued);
             st.batches.push_back(sent);
-            if st.out.is_empty() {
-                return Ok(rx);
-            }
         }
-        let waker = if first { st.io.take() } else { None };
+        let waker = if first && !st.out.is_empty() {
+            st.io.take()
+        } else {
+            None
+        };
         drop(st);
         if let Some(w) = waker {
             w.wake();
+        }
+        // The task starts outside the lock: a runtime that is shutting down drops it at once,
+        // and its guard then takes the lock to undo the start.
+        if let Some((runtime, epoch)) = start {
+            let guard = TaskGuard {
+                shared: self.shared.clone(),
+                epoch,
+                then: Phase::Idle,
+            };
+            runtime.spawn(run(guard));
         }
         Ok(rx)
     }
@@ -513,46 +552,46 @@ fn fail(waiters: VecDeque<Waiter>) {
     drop(waiters);
 }
 
-/// Resets the lane if the connection's task ends without doing so (its runtime shut down).
-struct TaskGuard(Arc<Shared>);
+/// A connection task's hold on the lane: when the task ends, however it ends (its work
+/// done, or dropped unpolled or mid-way by a runtime shutting down), the guard resets the
+/// lane to `then` and fails every waiting call, unless a later task has taken over.
+struct TaskGuard {
+    shared: Arc<Shared>,
+    epoch: u64,
+    then: Phase,
+}
+
+impl TaskGuard {
+    /// Runs `f` on the state while this task is the latest; `None` once it is not.
+    fn with<T>(&self, f: impl FnOnce(&mut State) -> T) -> Option<T> {
+        let mut st = self.shared.state.lock();
+        (st.epoch == self.epoch).then(|| f(&mut st))
+    }
+}
 
 impl Drop for TaskGuard {
     fn drop(&mut self) {
-        let mut st = self.0.state.lock();
-        if matches!(st.phase, Phase::Connecting | Phase::Up) {
-            let waiters = st.reset(Phase::Idle);
-            drop(st);
-            fail(waiters);
+        let waiters = self.with(|st| st.reset(self.then));
+        if let Some(w) = waiters {
+            fail(w);
         }
     }
 }
 
 /// The connection's task: connects, then writes and reads until the connection is lost or
-/// the lane closed.
-async fn run(shared: Arc<Shared>) {
-    let guard = TaskGuard(shared.clone());
+/// the lane closed; its guard resets the lane when it ends.
+async fn run(mut guard: TaskGuard) {
+    let shared = guard.shared.clone();
     let target = &shared.target;
-    let stream = match tokio::time::timeout(
-        target.connect_timeout,
-        TcpStream::connect(&target.addr),
-    )
-    .await
-    {
-        Ok(Ok(s)) => s,
-        _ => {
-            let waiters = shared
-                .state
-                .lock()
-                .reset(Phase::Down(Instant::now() + BACKOFF));
-            fail(waiters);
-            return;
-        }
+    let connect = tokio::time::timeout(target.connect_timeout, TcpStream::connect(&target.addr));
+    let Ok(Ok(stream)) = connect.await else {
+        guard.then = Phase::Down(Instant::now() + BACKOFF);
+        return;
     };
     let _ = stream.set_nodelay(true);
     let stream = Arc::new(stream);
-    {
+    let up = guard.with(|st| {
         // The handshake goes first on the wire, before the calls queued while connecting.
-        let mut st = shared.state.lock();
         let (bytes, n) = &target.handshake;
         if *n > 0 {
             st.out.splice(0..0, bytes.iter().copied());
@@ -564,7 +603,11 @@ async fn run(shared: Arc<Shared>) {
         }
         st.phase = Phase::Up;
         st.stream = Some(stream.clone());
+    });
+    if up.is_none() {
+        return;
     }
+    let first_check = tokio::time::Instant::now() + shared.stall;
     let mut conn = Connection {
         stream,
         write: Vec::with_capacity(16 * 1024),
@@ -573,17 +616,27 @@ async fn run(shared: Arc<Shared>) {
         filled: 0,
         parsed: Vec::new(),
         replies: Vec::new(),
-        tick: tokio::time::interval(shared.stall),
+        tick: tokio::time::interval_at(first_check, shared.stall),
         answered: 0,
         quiet_ticks: 0,
         deferred: false,
     };
     conn.tick
         .set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    poll_fn(|cx| conn.poll(&shared, cx)).await;
-    let waiters = shared.state.lock().reset(Phase::Idle);
-    fail(waiters);
-    drop(guard);
+    if poll_fn(|cx| conn.poll(&guard, cx)).await == End::Refused {
+        // A server that refuses the handshake or speaks something else is not asked again
+        // by every call.
+        guard.then = Phase::Down(Instant::now() + BACKOFF);
+    }
+}
+
+/// Why a connection ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum End {
+    /// Closed, failed, silent, or the lane closed: the next call connects again.
+    Lost,
+    /// It refused the handshake or sent what is not a reply to the calls sent.
+    Refused,
 }
 
 struct Connection {
@@ -610,13 +663,13 @@ struct Connection {
 
 impl Connection {
     /// Makes progress; ready when the connection is to end.
-    fn poll(&mut self, shared: &Shared, cx: &mut Context<'_>) -> Poll<()> {
+    fn poll(&mut self, guard: &TaskGuard, cx: &mut Context<'_>) -> Poll<End> {
         loop {
             let mut progress = false;
             {
-                let mut st = shared.state.lock();
-                if st.closed {
-                    return Poll::Ready(());
+                let mut st = guard.shared.state.lock();
+                if st.closed || st.epoch != guard.epoch {
+                    return Poll::Ready(End::Lost);
                 }
                 if !st.io.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
                     st.io = Some(cx.waker().clone());
@@ -647,17 +700,17 @@ impl Connection {
             if !self.write.is_empty() {
                 match self.poll_write(cx) {
                     Poll::Ready(Ok(n)) => progress |= n > 0,
-                    Poll::Ready(Err(())) => return Poll::Ready(()),
+                    Poll::Ready(Err(end)) => return Poll::Ready(end),
                     Poll::Pending => {}
                 }
             }
-            match self.poll_read(shared, cx) {
+            match self.poll_read(guard, cx) {
                 Poll::Ready(Ok(n)) => progress |= n > 0,
-                Poll::Ready(Err(())) => return Poll::Ready(()),
+                Poll::Ready(Err(end)) => return Poll::Ready(end),
                 Poll::Pending => {}
             }
-            if self.stalled(shared, cx) {
-                return Poll::Ready(());
+            if self.stalled(guard, cx) {
+                return Poll::Ready(End::Lost);
             }
             if !progress {
                 return Poll::Pending;
@@ -666,7 +719,7 @@ impl Connection {
     }
 
     /// Writes what it can of the batch: how many bytes.
-    fn poll_write(&mut self, cx: &mut Context<'_>) -> Poll<Result<usize, ()>> {
+    fn poll_write(&mut self, cx: &mut Context<'_>) -> Poll<Result<usize, End>> {
         let mut total = 0;
         while self.written < self.write.len() {
             if self.stream.poll_write_ready(cx).is_pending() {
@@ -682,7 +735,7 @@ impl Connection {
                     total += n;
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-                Err(_) => return Poll::Ready(Err(())),
+                Err(_) => return Poll::Ready(Err(End::Lost)),
             }
         }
         self.write.clear();
@@ -691,7 +744,7 @@ impl Connection {
     }
 
     /// Reads what has arrived and answers the waiters of every whole reply: how many replies.
-    fn poll_read(&mut self, shared: &Shared, cx: &mut Context<'_>) -> Poll<Result<usize, ()>> {
+    fn poll_read(&mut self, guard: &TaskGuard, cx: &mut Context<'_>) -> Poll<Result<usize, End>> {
         loop {
             if self.stream.poll_read_ready(cx).is_pending() {
                 return Poll::Pending;
@@ -700,13 +753,13 @@ impl Connection {
                 self.read.resize(self.read.len() * 2, 0);
             }
             match self.stream.try_read(&mut self.read[self.filled..]) {
-                Ok(0) => return Poll::Ready(Err(())),
+                Ok(0) => return Poll::Ready(Err(End::Lost)),
                 Ok(n) => {
                     self.filled += n;
                     break;
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-                Err(_) => return Poll::Ready(Err(())),
+                Err(_) => return Poll::Ready(Err(End::Lost)),
             }
         }
         let mut used = 0;
@@ -717,23 +770,30 @@ impl Connection {
                     self.parsed.push(reply);
                 }
                 Ok(None) => break,
-                Err(_) => return Poll::Ready(Err(())),
+                Err(_) => return Poll::Ready(Err(End::Refused)),
             }
         }
         self.read.copy_within(used..self.filled, 0);
         self.filled -= used;
+        if self.read.len() > MAX_READ_BUFFER && self.filled < 16 * 1024 {
+            // A long reply grew the buffer: give the room back.
+            self.read.truncate(16 * 1024);
+            self.read.shrink_to_fit();
+        }
         let n = self.parsed.len();
         {
-            let mut st = shared.state.lock();
+            let mut st = guard.shared.state.lock();
+            if st.epoch != guard.epoch {
+                return Poll::Ready(Err(End::Lost));
+            }
             if n > st.in_flight() {
                 // More replies than commands sent: not a server this lane can follow.
-                return Poll::Ready(Err(()));
+                return Poll::Ready(Err(End::Refused));
             }
             for reply in self.parsed.drain(..) {
-                let waiter = st
-                    .waiting
-                    .pop_front()
-                    .expect("a reply per command in flight");
+                let Some(waiter) = st.waiting.pop_front() else {
+                    return Poll::Ready(Err(End::Refused));
+                };
                 if let Some(left) = st.batches.front_mut() {
                     *left -= 1;
                     if *left == 0 {
@@ -747,7 +807,7 @@ impl Connection {
         for (waiter, reply) in self.replies.drain(..) {
             match waiter {
                 Waiter::Handshake if matches!(reply, Reply::Error(_)) => {
-                    return Poll::Ready(Err(()));
+                    return Poll::Ready(Err(End::Refused));
                 }
                 Waiter::Handshake => {}
                 Waiter::Call(tx) => {
@@ -758,10 +818,11 @@ impl Connection {
         Poll::Ready(Ok(n.max(1)))
     }
 
-    /// Whether calls have waited on a silent server for two stall checks in a row.
-    fn stalled(&mut self, shared: &Shared, cx: &mut Context<'_>) -> bool {
+    /// Whether calls have waited on a silent server through two stall checks in a row (the
+    /// checks a stall bound apart: for two to three stall bounds).
+    fn stalled(&mut self, guard: &TaskGuard, cx: &mut Context<'_>) -> bool {
         while self.tick.poll_tick(cx).is_ready() {
-            let waiting = shared.state.lock().in_flight() > 0;
+            let waiting = guard.with(|st| st.in_flight() > 0).unwrap_or(false);
             if waiting && self.answered == 0 {
                 self.quiet_ticks += 1;
             } else {
@@ -816,6 +877,43 @@ mod tests {
     }
 
     #[test]
+    fn targets_are_plain_tcp_urls_with_their_handshake() {
+        let of = |url: &str| Target::of(url, Duration::from_secs(1));
+        let plain = of("redis://127.0.0.1:6379/").unwrap();
+        assert_eq!(
+            (plain.addr.as_str(), plain.handshake.1),
+            ("127.0.0.1:6379", 0)
+        );
+        assert_eq!(of("redis://[::1]:7000").unwrap().addr, "[::1]:7000");
+        let full = of("redis://ann:s3cret@localhost:6380/3").unwrap();
+        assert_eq!(full.addr, "localhost:6380");
+        assert_eq!(
+            full.handshake,
+            (
+                b"*3\r\n$4\r\nAUTH\r\n$3\r\nann\r\n$6\r\ns3cret\r\n*2\r\n$6\r\nSELECT\r\n$1\r\n3\r\n"
+                    .to_vec(),
+                2
+            )
+        );
+        let password_only = of("redis://:pw@h:1").unwrap();
+        assert!(
+            password_only
+                .handshake
+                .0
+                .starts_with(b"*2\r\n$4\r\nAUTH\r\n$2\r\npw")
+        );
+        assert!(!format!("{full:?}").contains("s3cret"), "{full:?}");
+        for other in [
+            "rediss://127.0.0.1:6379/",
+            "unix:///tmp/redis.sock",
+            "redis+unix:///tmp/r.sock",
+            "not a url",
+        ] {
+            assert!(of(other).is_none(), "{other}");
+        }
+    }
+
+    #[test]
     fn commands_are_encoded_as_redis_rs_encodes_them() {
         let args = [
             Arg::Bytes(b"EVALSHA"),
@@ -841,7 +939,7 @@ mod tests {
             .unwrap();
         rt.block_on(async {
             // Garbage, and more replies than calls: each fails the call and ends the
-            // connection; the next call makes a new one.
+            // connection; after a backoff the next call makes a new one.
             for answer in [&b"?garbage\r\n"[..], b"*1\r\n:1\r\n*1\r\n:2\r\n"] {
                 let (port, accepted) = peer(answer);
                 let lane = lane_to(port, Duration::from_secs(10));
@@ -850,10 +948,14 @@ mod tests {
                         tokio::time::timeout(Duration::from_secs(2), lane.call(&cmd()).unwrap())
                             .await
                             .expect("answered, not hung");
+                    // (The second answer's first call gets the first reply, or fails with it.)
                     if answer.starts_with(b"?") || round == 2 {
                         assert!(got.is_err(), "{answer:?}: {got:?}");
                     }
+                    // Within the backoff that follows, calls fail at once, unsent.
                     tokio::time::sleep(Duration::from_millis(20)).await;
+                    assert_eq!(lane.call(&cmd()).err(), Some(LaneError::Down));
+                    tokio::time::sleep(super::BACKOFF + Duration::from_millis(20)).await;
                 }
                 assert_eq!(
                     accepted.load(std::sync::atomic::Ordering::SeqCst),
@@ -862,6 +964,31 @@ mod tests {
                 );
             }
         });
+    }
+
+    #[test]
+    fn a_lane_outlives_the_runtime_its_connection_ran_on() {
+        let (port, accepted) = peer(b"*1\r\n:1\r\n");
+        let lane = lane_to(port, Duration::from_secs(10));
+        let once = || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            let got = rt.block_on(async {
+                tokio::time::timeout(Duration::from_secs(2), lane.call(&cmd()).unwrap()).await
+            });
+            // Dropping the runtime ends the connection's task mid-way.
+            drop(rt);
+            got
+        };
+        assert_eq!(once(), Ok(Ok(Reply::Ints(vec![1]))));
+        assert_eq!(
+            once(),
+            Ok(Ok(Reply::Ints(vec![1]))),
+            "a new connection on the new runtime"
+        );
+        assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 2);
     }
 
     #[test]

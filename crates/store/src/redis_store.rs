@@ -163,8 +163,14 @@ fn check_setup(bucket: &TokenBucket, prefix: &str) -> Result<(), RedisSetupError
     Ok(())
 }
 
-/// How long a lane's server may leave calls unanswered before the connection is remade:
-/// twenty call timeouts, and at least a second.
+/// Whether a store on `url` takes the lane for its script calls (one server over plain TCP),
+/// unless it waits for replicas ([`RedisStore::with_wait`]).
+pub fn uses_lane(url: &str) -> bool {
+    crate::redis_conn::cluster_seeds(url).is_none() && Target::of(url, Duration::ZERO).is_some()
+}
+
+/// The lane's stall checks' spacing: twenty call timeouts, and at least a second (a silent
+/// connection is remade after two to three of them).
 fn stall_bound(timeout: Duration) -> Duration {
     (timeout * 20).max(Duration::from_secs(1))
 }
@@ -300,7 +306,7 @@ impl RedisStore {
 
     /// Runs `command`, an `EVALSHA` of the bucket script, on the lane within the call's timeout;
     /// on `NOSCRIPT` the script is loaded (through the general connection: a loaded script
-    /// is the server's, not a connection's) and `cmd` runs once more.
+    /// is the server's, not a connection's) and `command` runs once more.
     async fn on_lane(&self, lane: &Lane, command: &Command) -> Result<Vec<i64>, StoreError> {
         let call = async {
             let mut loaded = false;
@@ -310,13 +316,10 @@ impl RedisStore {
                     .map_err(|_| StoreError::Unavailable)?
                     .await
                     .map_err(|_| StoreError::Unavailable)?;
-                let Reply::Error(text) = reply else {
-                    return match reply {
-                        Reply::Ints(v) => Ok(v),
-                        _ => Err(StoreError::Unavailable),
-                    };
-                };
-                match text.split(' ').next() {
+                if let Reply::Ints(v) = reply {
+                    return Ok(v);
+                }
+                match reply.error_code() {
                     Some("NOSCRIPT") if !loaded => {
                         let mut conn = self.conn.clone();
                         self.script
