@@ -21,11 +21,11 @@
 //! the URL first) and remade on the next call after it is lost. When it is lost, closed by
 //! the server, unreadable, or silent while calls wait through two stall checks
 //! ([`Lane::stall`] apart), every waiting call fails ([`LaneError::Down`]) and its unsent
-//! commands are dropped, never sent later. After a failed connect, a refused handshake or a
-//! reply the lane cannot follow, calls fail at once for a short backoff rather than each
-//! trying again. A
-//! caller that gives up (its timeout) leaves its slot behind; the reply, when it comes, is
-//! dropped. The buffer is bounded ([`MAX_WAITING`] calls): beyond it calls fail at once.
+//! commands are dropped, never sent later. After a failed connect, a refused handshake, a
+//! reply the lane cannot follow or a connection closed before any reply, calls fail at once
+//! for a short backoff rather than each trying again. A caller that gives up (its timeout) leaves its slot behind; the reply, when
+//! it comes, is dropped. The buffer is bounded ([`MAX_WAITING`] calls): beyond it calls fail
+//! at once.
 
 use parking_lot::Mutex;
 use std::collections::VecDeque;
@@ -40,6 +40,8 @@ use tokio::sync::oneshot;
 pub const MAX_WAITING: usize = 1 << 16;
 /// The shortest stall bound a lane takes.
 const MIN_STALL: Duration = Duration::from_millis(10);
+/// The longest stall bound a lane takes.
+const MAX_STALL: Duration = Duration::from_secs(24 * 60 * 60);
 /// How long calls fail at once after a connect failed.
 const BACKOFF: Duration = Duration::from_millis(100);
 /// Longest reply the lane reads (bulk string or error line), in bytes.
@@ -409,16 +411,19 @@ impl State {
         self.waiting.len() - self.queued
     }
 
-    /// Ends the connection: every waiting call fails, unsent commands are dropped.
-    fn reset(&mut self, phase: Phase) -> VecDeque<Waiter> {
+    /// Ends the connection: every waiting call fails, unsent commands are dropped. What it
+    /// gives back (the waiters, the socket) is to be dropped outside the lock.
+    fn reset(&mut self, phase: Phase) -> Ended {
         self.phase = phase;
         self.out.clear();
         self.queued = 0;
         self.batches.clear();
-        self.stream = None;
         self.writing = false;
         self.io = None;
-        std::mem::take(&mut self.waiting)
+        Ended {
+            _waiters: std::mem::take(&mut self.waiting),
+            _stream: self.stream.take(),
+        }
     }
 }
 
@@ -457,13 +462,13 @@ impl Drop for Lane {
 
 impl Lane {
     /// A lane to `target`; a connection whose server answers nothing while calls wait, through
-    /// two checks `stall` apart (at least 10 ms), is dropped. Nothing is connected until the
+    /// two checks `stall` apart (10 ms to a day), is dropped. Nothing is connected until the
     /// first call.
     pub fn new(target: Target, stall: Duration) -> Lane {
         Lane {
             shared: Arc::new(Shared {
                 target,
-                stall: stall.max(MIN_STALL),
+                stall: stall.clamp(MIN_STALL, MAX_STALL),
                 state: Mutex::new(State {
                     out: Vec::with_capacity(16 * 1024),
                     queued: 0,
@@ -494,6 +499,9 @@ impl Lane {
     pub fn call(&self, command: &Command) -> Result<oneshot::Receiver<Reply>, LaneError> {
         let (tx, rx) = oneshot::channel();
         let mut st = self.shared.state.lock();
+        if st.waiting.len() >= MAX_WAITING {
+            return Err(LaneError::Full);
+        }
         let mut start = None;
         match st.phase {
             Phase::Down(until) if Instant::now() < until => return Err(LaneError::Down),
@@ -504,9 +512,6 @@ impl Lane {
                 start = Some((runtime, st.epoch));
             }
             Phase::Connecting | Phase::Up => {}
-        }
-        if st.waiting.len() >= MAX_WAITING {
-            return Err(LaneError::Full);
         }
         // Redis idle (nothing in flight, nothing before this call to write): the call goes
         // out now, from here. Otherwise it joins the batch the connection task writes when it
@@ -536,10 +541,12 @@ impl Lane {
         // The task starts outside the lock: a runtime that is shutting down drops it at once,
         // and its guard then takes the lock to undo the start.
         if let Some((runtime, epoch)) = start {
+            // Until it is connected, a task that ends (a connect that fails, a runtime that
+            // cannot connect) leaves the lane backing off.
             let guard = TaskGuard {
                 shared: self.shared.clone(),
                 epoch,
-                then: Phase::Idle,
+                then: Phase::Down(Instant::now() + BACKOFF),
             };
             runtime.spawn(run(guard));
         }
@@ -547,9 +554,11 @@ impl Lane {
     }
 }
 
-/// Fails the waiters of a lost connection, outside the lock.
-fn fail(waiters: VecDeque<Waiter>) {
-    drop(waiters);
+/// A lost connection's waiters (dropping them fails their calls) and socket, dropped
+/// outside the lock.
+struct Ended {
+    _waiters: VecDeque<Waiter>,
+    _stream: Option<Arc<TcpStream>>,
 }
 
 /// A connection task's hold on the lane: when the task ends, however it ends (its work
@@ -571,10 +580,8 @@ impl TaskGuard {
 
 impl Drop for TaskGuard {
     fn drop(&mut self) {
-        let waiters = self.with(|st| st.reset(self.then));
-        if let Some(w) = waiters {
-            fail(w);
-        }
+        // The calls fail, and the socket closes, once the lock is released.
+        drop(self.with(|st| st.reset(self.then)));
     }
 }
 
@@ -607,6 +614,7 @@ async fn run(mut guard: TaskGuard) {
     if up.is_none() {
         return;
     }
+    guard.then = Phase::Idle;
     let first_check = tokio::time::Instant::now() + shared.stall;
     let mut conn = Connection {
         stream,
@@ -620,12 +628,15 @@ async fn run(mut guard: TaskGuard) {
         answered: 0,
         quiet_ticks: 0,
         deferred: false,
+        replied: false,
     };
     conn.tick
         .set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    if poll_fn(|cx| conn.poll(&guard, cx)).await == End::Refused {
-        // A server that refuses the handshake or speaks something else is not asked again
-        // by every call.
+    let end = poll_fn(|cx| conn.poll(&guard, cx)).await;
+    if end == End::Refused || !conn.replied {
+        // A server that refuses the handshake, speaks something else, or closes connections
+        // without answering (a proxy whose backend is down, a server at its client limit) is
+        // not asked again by every call.
         guard.then = Phase::Down(Instant::now() + BACKOFF);
     }
 }
@@ -659,6 +670,8 @@ struct Connection {
     quiet_ticks: u32,
     /// The task put itself behind the ready tasks before writing.
     deferred: bool,
+    /// The server has answered on this connection.
+    replied: bool,
 }
 
 impl Connection {
@@ -666,6 +679,7 @@ impl Connection {
     fn poll(&mut self, guard: &TaskGuard, cx: &mut Context<'_>) -> Poll<End> {
         loop {
             let mut progress = false;
+            let mut defer = false;
             {
                 let mut st = guard.shared.state.lock();
                 if st.closed || st.epoch != guard.epoch {
@@ -686,7 +700,7 @@ impl Connection {
                 {
                     // Redis is busy: let the tasks ready now queue their calls first.
                     self.deferred = true;
-                    cx.waker().wake_by_ref();
+                    defer = true;
                 } else if self.write.is_empty() && !st.out.is_empty() {
                     self.deferred = false;
                     std::mem::swap(&mut self.write, &mut st.out);
@@ -696,6 +710,9 @@ impl Connection {
                     }
                     st.writing = true;
                 }
+            }
+            if defer {
+                cx.waker().wake_by_ref();
             }
             if !self.write.is_empty() {
                 match self.poll_write(cx) {
@@ -730,6 +747,7 @@ impl Connection {
                 };
             }
             match self.stream.try_write(&self.write[self.written..]) {
+                Ok(0) => return Poll::Ready(Err(End::Lost)),
                 Ok(n) => {
                     self.written += n;
                     total += n;
@@ -775,12 +793,17 @@ impl Connection {
         }
         self.read.copy_within(used..self.filled, 0);
         self.filled -= used;
+        if self.filled > MAX_READ_BUFFER {
+            // A reply this long is not one the scripts give.
+            return Poll::Ready(Err(End::Refused));
+        }
         if self.read.len() > MAX_READ_BUFFER && self.filled < 16 * 1024 {
             // A long reply grew the buffer: give the room back.
             self.read.truncate(16 * 1024);
             self.read.shrink_to_fit();
         }
         let n = self.parsed.len();
+        self.replied |= n > 0;
         {
             let mut st = guard.shared.state.lock();
             if st.epoch != guard.epoch {
@@ -989,6 +1012,34 @@ mod tests {
             "a new connection on the new runtime"
         );
         assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 2);
+    }
+
+    #[test]
+    fn a_peer_that_closes_without_answering_is_backed_off() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                drop(conn);
+            }
+        });
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let lane = lane_to(port, Duration::from_secs(10));
+            let got = tokio::time::timeout(Duration::from_secs(2), lane.call(&cmd()).unwrap())
+                .await
+                .expect("failed, not hung");
+            assert!(got.is_err());
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            assert_eq!(
+                lane.call(&cmd()).err(),
+                Some(LaneError::Down),
+                "backing off"
+            );
+        });
     }
 
     #[test]

@@ -172,7 +172,7 @@ pub fn uses_lane(url: &str) -> bool {
 /// The lane's stall checks' spacing: twenty call timeouts, and at least a second (a silent
 /// connection is remade after two to three of them).
 fn stall_bound(timeout: Duration) -> Duration {
-    (timeout * 20).max(Duration::from_secs(1))
+    timeout.saturating_mul(20).max(Duration::from_secs(1))
 }
 
 fn store_err(e: &redis::RedisError) -> StoreError {
