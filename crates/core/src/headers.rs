@@ -165,20 +165,24 @@ fn digits(n: u64) -> usize {
     n.checked_ilog10().map_or(1, |d| d as usize + 1)
 }
 
-/// Appends `n` in decimal.
-fn push_u64(out: &mut String, mut n: u64) {
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
+/// `n` in decimal ASCII digits, written at the end of `buf`: for writers that build header
+/// values or wire commands without a formatter.
+pub fn decimal(buf: &mut [u8; 20], mut n: u64) -> &[u8] {
+    let mut at = buf.len();
     loop {
         at -= 1;
-        digits[at] = b'0' + (n % 10) as u8;
+        buf[at] = b'0' + (n % 10) as u8;
         n /= 10;
         if n == 0 {
-            break;
+            return &buf[at..];
         }
     }
+}
+
+/// Appends `n` in decimal.
+fn push_u64(out: &mut String, n: u64) {
     // ASCII digits: always valid UTF-8.
-    out.push_str(std::str::from_utf8(&digits[at..]).unwrap_or_default());
+    out.push_str(std::str::from_utf8(decimal(&mut [0; 20], n)).unwrap_or_default());
 }
 
 #[cfg(test)]

@@ -28,6 +28,7 @@
 //! at once.
 
 use parking_lot::Mutex;
+use ratelab_core::headers::decimal;
 use std::collections::VecDeque;
 use std::future::poll_fn;
 use std::sync::Arc;
@@ -132,19 +133,6 @@ fn encode<'a>(out: &mut Vec<u8>, args: impl Iterator<Item = Arg<'a>> + Clone) {
         out.extend_from_slice(a);
         out.extend_from_slice(b);
         out.extend_from_slice(b"\r\n");
-    }
-}
-
-/// `v` in decimal, at the end of `buf`.
-fn decimal(buf: &mut [u8; 20], mut v: u64) -> &[u8] {
-    let mut at = buf.len();
-    loop {
-        at -= 1;
-        buf[at] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            return &buf[at..];
-        }
     }
 }
 
