@@ -564,10 +564,9 @@ pub fn runtime_for(workers: Option<usize>, redis_rs: bool) -> tokio::runtime::Bu
 /// Serves until Ctrl-C or SIGTERM.
 pub fn run(s: ServeSettings) -> Result<(), String> {
     // Redis through redis-rs rather than the lane (ratelab_store::redis_lane).
-    let redis_rs = match (&s.redis, s.redis_wait) {
-        (Some(url), None) => !ratelab_store::redis_store::uses_lane(url),
-        (Some(_), Some(_)) => true,
-        (None, _) => !s.redis_cluster.is_empty(),
+    let redis_rs = match &s.redis {
+        Some(url) => !ratelab_store::redis_store::uses_lane(url, s.redis_wait.is_some()),
+        None => !s.redis_cluster.is_empty(),
     };
     let mut rt = runtime_for(s.workers, redis_rs);
     let rt = rt

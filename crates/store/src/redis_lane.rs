@@ -86,13 +86,19 @@ pub enum Arg<'a> {
     Int(u64),
 }
 
-impl Arg<'_> {
-    /// The argument as one byte string (for a client that takes them so).
-    pub fn to_vec(self) -> Vec<u8> {
-        match self {
-            Arg::Bytes(b) => b.to_vec(),
-            Arg::Joined(a, b) => [a, b].concat(),
-            Arg::Int(v) => v.to_string().into_bytes(),
+/// The same argument for a redis-rs command, written into its buffer.
+impl redis::ToRedisArgs for Arg<'_> {
+    fn write_redis_args<W: ?Sized + redis::RedisWrite>(&self, out: &mut W) {
+        use std::io::Write as _;
+        match *self {
+            Arg::Bytes(b) => out.write_arg(b),
+            Arg::Joined(a, b) => {
+                let mut w = out.writer_for_next_arg();
+                // Into redis-rs's own buffer: the writes cannot fail.
+                let _ = w.write_all(a);
+                let _ = w.write_all(b);
+            }
+            Arg::Int(v) => out.write_arg(decimal(&mut [0; 20], v)),
         }
     }
 }
@@ -937,7 +943,7 @@ mod tests {
         let ours = Command::new(args.into_iter());
         let mut theirs = redis::cmd("EVALSHA");
         for a in &args[1..] {
-            theirs.arg(a.to_vec());
+            theirs.arg(*a);
         }
         assert_eq!(ours.as_bytes(), theirs.get_packed_command());
     }

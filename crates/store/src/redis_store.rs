@@ -87,9 +87,9 @@ impl Default for RedisOptions {
 #[derive(Clone)]
 pub struct RedisStore {
     conn: Conn,
-    /// The lean connection the script calls take, on one server over plain TCP
-    /// ([`crate::redis_lane`]); everything else, and every call on a cluster, goes through
-    /// `conn`.
+    /// The lean connection the script calls take, on one server over plain TCP without
+    /// waiting for replicas ([`crate::redis_lane`]); everything else, and every call on a
+    /// cluster or with [`RedisStore::with_wait`], goes through `conn`.
     lane: Option<Arc<Lane>>,
     bucket: TokenBucket,
     options: Arc<RedisOptions>,
@@ -163,10 +163,12 @@ fn check_setup(bucket: &TokenBucket, prefix: &str) -> Result<(), RedisSetupError
     Ok(())
 }
 
-/// Whether a store on `url` takes the lane for its script calls (one server over plain TCP),
-/// unless it waits for replicas ([`RedisStore::with_wait`]).
-pub fn uses_lane(url: &str) -> bool {
-    crate::redis_conn::cluster_seeds(url).is_none() && Target::of(url, Duration::ZERO).is_some()
+/// Whether a store on `url` takes the lane for its script calls: one server over plain TCP,
+/// and not waiting for replicas (`waits`: [`RedisStore::with_wait`]).
+pub fn uses_lane(url: &str, waits: bool) -> bool {
+    !waits
+        && crate::redis_conn::cluster_seeds(url).is_none()
+        && Target::of(url, Duration::ZERO).is_some()
 }
 
 /// The lane's stall checks' spacing: twenty call timeouts, and at least a second (a silent
@@ -178,7 +180,14 @@ fn stall_bound(timeout: Duration) -> Duration {
 fn store_err(e: &redis::RedisError) -> StoreError {
     if e.is_timeout() {
         StoreError::Timeout
-    } else if e.code() == Some("CORRUPT") {
+    } else {
+        code_err(e.code())
+    }
+}
+
+/// The store error of a Redis error reply's code.
+fn code_err(code: Option<&str>) -> StoreError {
+    if code == Some("CORRUPT") {
         // The script refused a stored value it cannot read.
         StoreError::Corrupt
     } else {
@@ -248,6 +257,7 @@ impl RedisStore {
     /// general connection (`WAIT` counts the writes of its own connection), not the lane.
     pub fn with_wait(mut self, replicas: u32, timeout: Duration) -> RedisStore {
         self.wait = Some((replicas, timeout.as_millis().clamp(1, 60_000) as u64));
+        self.lane = None;
         self
     }
 
@@ -309,29 +319,24 @@ impl RedisStore {
     /// is the server's, not a connection's) and `command` runs once more.
     async fn on_lane(&self, lane: &Lane, command: &Command) -> Result<Vec<i64>, StoreError> {
         let call = async {
-            let mut loaded = false;
-            loop {
-                let reply = lane
-                    .call(command)
+            let once = async || {
+                lane.call(command)
                     .map_err(|_| StoreError::Unavailable)?
                     .await
-                    .map_err(|_| StoreError::Unavailable)?;
-                if let Reply::Ints(v) = reply {
-                    return Ok(v);
-                }
-                match reply.error_code() {
-                    Some("NOSCRIPT") if !loaded => {
-                        let mut conn = self.conn.clone();
-                        self.script
-                            .load_async(&mut conn)
-                            .await
-                            .map_err(|e| store_err(&e))?;
-                        loaded = true;
-                    }
-                    // The script refused a stored value it cannot read.
-                    Some("CORRUPT") => return Err(StoreError::Corrupt),
-                    _ => return Err(StoreError::Unavailable),
-                }
+                    .map_err(|_| StoreError::Unavailable)
+            };
+            let mut reply = once().await?;
+            if reply.error_code() == Some("NOSCRIPT") {
+                let mut conn = self.conn.clone();
+                self.script
+                    .load_async(&mut conn)
+                    .await
+                    .map_err(|e| store_err(&e))?;
+                reply = once().await?;
+            }
+            match reply {
+                Reply::Ints(v) => Ok(v),
+                other => Err(code_err(other.error_code())),
             }
         };
         tokio::time::timeout(self.options.timeout, call)
@@ -512,15 +517,16 @@ fn ttl_ms(ttl: Nanos) -> String {
     ttl.as_u64().div_ceil(1_000_000).max(1).to_string()
 }
 
-/// Appends a script's time arguments to `cmd`: `now` in seconds and nanoseconds, or empty
-/// for the script to read `TIME`.
-fn push_time(cmd: &mut redis::Cmd, now: Option<Nanos>) {
+/// A script's time arguments: `now` in seconds and nanoseconds, or empty for the script to
+/// read `TIME`.
+fn time_args(now: Option<Nanos>) -> [Arg<'static>; 2] {
     match now {
-        Some(n) => cmd
-            .arg(n.as_u64() / 1_000_000_000)
-            .arg(n.as_u64() % 1_000_000_000),
-        None => cmd.arg("").arg(""),
-    };
+        Some(n) => [
+            Arg::Int(n.as_u64() / 1_000_000_000),
+            Arg::Int(n.as_u64() % 1_000_000_000),
+        ],
+        None => [Arg::Bytes(b""), Arg::Bytes(b"")],
+    }
 }
 
 /// The bucket script's call over `items` (script `sha`): `EVALSHA sha N key…`, then per item
@@ -541,13 +547,7 @@ fn script_args<'a>(
     let keys = items
         .iter()
         .map(|(c, k, _)| Arg::Joined(c.options.prefix.as_bytes(), k.as_str().as_bytes()));
-    let time = match now {
-        Some(n) => [
-            Arg::Int(n.as_u64() / 1_000_000_000),
-            Arg::Int(n.as_u64() % 1_000_000_000),
-        ],
-        None => [Arg::Bytes(b""), Arg::Bytes(b"")],
-    };
+    let time = time_args(now);
     let limits = items.iter().enumerate().flat_map(move |(i, (c, _, cost))| {
         let b = &c.bucket;
         let first = (i == 0).then_some(time);
@@ -575,11 +575,9 @@ fn script_cmd(
     now: Option<Nanos>,
     tat: bool,
 ) -> redis::Cmd {
-    let mut args = script_args(sha, items, now, tat);
-    let mut cmd = redis::cmd("EVALSHA");
-    args.next();
-    for a in args {
-        cmd.arg(a.to_vec());
+    let mut cmd = redis::Cmd::new();
+    for a in script_args(sha, items, now, tat) {
+        cmd.arg(a);
     }
     cmd
 }
@@ -820,7 +818,9 @@ impl RedisStore {
                 let (c, k, _) = items[i];
                 cmd.arg(c.key(k));
             }
-            push_time(&mut cmd, now);
+            for a in time_args(now) {
+                cmd.arg(a);
+            }
             for (&i, (hi, lo)) in idx.iter().zip(tats) {
                 let (c, _, cost) = items[i];
                 cmd.arg(c.bucket.refill_amount())
@@ -859,12 +859,12 @@ impl RedisStore {
             return Err(LimitError::Store(StoreError::Corrupt));
         };
         let mut conn = first.conn.clone();
-        let r: Vec<i64> = match (&first.lane, first.wait) {
-            (Some(lane), None) => {
+        let r: Vec<i64> = match &first.lane {
+            Some(lane) => {
                 let command = Command::new(script_args(first.script.get_hash(), items, now, tat));
                 first.on_lane(lane, &command).await?
             }
-            _ => {
+            None => {
                 let cmd = script_cmd(first.script.get_hash(), items, now, tat);
                 first.timed(evalsha(&mut conn, &first.script, &cmd)).await?
             }
