@@ -2,8 +2,10 @@
 # HTTP throughput, side by side in one run: wrk against a bare server (the same HTTP front
 # stack with no limiting: the anchor), ratelab-server in memory, nginx limit_req (when
 # installed) enforcing the same policy, and ratelab-server on a private Redis next to
-# redis-benchmark running the same Lua script at the same concurrency. On one hot key and on
-# 10 000 keys. Prints one table and the ratios.
+# redis-benchmark running the same Lua script at the same concurrency and to the bare server
+# on the same Redis (each request runs the script once, through the same connection, and is
+# answered ok: the anchor on Redis). On one hot key and on 10 000 keys. Prints one table and
+# the ratios.
 #
 #   scripts/bench-http.sh [SECONDS] [CONNECTIONS] [WORKERS] [ROUNDS]
 #
@@ -72,6 +74,14 @@ if command -v redis-server >/dev/null; then
   start_redis
   REDIS_URL="redis://127.0.0.1:$P_RDS"
   P_RMEM=$(free_port); start "$P_RMEM" "$BIN/ratelab-server" --listen "127.0.0.1:$P_RMEM" --limits "$WORK/limits.toml" --redis "$REDIS_URL" --workers "$WORKERS"; PID_OF[$P_RMEM]=$LAST
+  P_RBARE=$(free_port); start "$P_RBARE" "$BIN/examples/bare" "127.0.0.1:$P_RBARE" "$WORKERS" "$REDIS_URL"; PID_OF[$P_RBARE]=$LAST
+  # The anchor on Redis runs the script: one request, one more call in INFO commandstats.
+  calls() { redis-cli -p "$P_RDS" INFO commandstats | sed -n 's/^cmdstat_evalsha:calls=\([0-9]*\),.*/\1/p'; }
+  c0=$(calls)
+  code=$(curl -s -o /dev/null -w "%{http_code}" -H "x-api-key: probe" "http://127.0.0.1:$P_RBARE/")
+  c1=$(calls)
+  [ "$code" = 200 ] && [ "$((${c1:-0} - ${c0:-0}))" = 1 ] \
+    || { echo "the bare front on Redis did not run the script once (answered $code)" >&2; exit 1; }
 fi
 
 # redis-benchmark running ratelab's own script (the atomic decision) at the same concurrency.
@@ -109,6 +119,7 @@ for keys in hot many; do
     take "ratelab-server, in memory" $keys measure "$P_MEM" $keys
     if [ -n "$NGINX" ]; then take "nginx limit_req (1 worker)" $keys measure "$P_NGX" $keys; fi
     if [ -n "$REDIS_URL" ]; then
+      take "bare front, one script call" $keys measure "$P_RBARE" $keys redis
       take "ratelab-server, on Redis" $keys measure "$P_RMEM" $keys redis
       take "redis-benchmark, same script" $keys redis_benchmark $keys
     fi
@@ -142,5 +153,7 @@ for keys in hot many; do
   fi
   if [ -n "$REDIS_URL" ]; then
     echo "$keys: ratelab on Redis / redis-benchmark = $(ratio "ratelab-server, on Redis/$keys" "redis-benchmark, same script/$keys")"
+    echo "$keys: bare front with one script call / redis-benchmark = $(ratio "bare front, one script call/$keys" "redis-benchmark, same script/$keys")"
+    echo "$keys: ratelab on Redis / bare front with one script call = $(ratio "ratelab-server, on Redis/$keys" "bare front, one script call/$keys")"
   fi
 done

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The limiter's own cost in instructions, side by side in one run: valgrind's callgrind counts
 # the user-space instructions a bare server on the same HTTP front (the anchor),
-# ratelab-server in memory and ratelab-server on a private redis-server (when installed)
+# ratelab-server in memory, and on a private redis-server (when installed) the bare server
+# running the bucket script once per request (the anchor on Redis) and ratelab-server,
 # spend per request under the same wrk load (redis-server's own are not counted). Counts
 # move by a few per cent from run to run, where wrk's requests per second move by 10 % or
 # more. The kernel's share of each request is not counted: its HTTP socket's TCP path is
@@ -55,6 +56,11 @@ if command -v redis-server >/dev/null; then
   P_REDIS=$(free_port)
   start "$P_REDIS" valgrind --tool=callgrind --callgrind-out-file="$WORK/cg.%p" "$BIN/ratelab-server" --listen "127.0.0.1:$P_REDIS" --limits "$WORK/limits.toml" --workers 1 --redis "redis://127.0.0.1:$P_RDS/"
   REDIS_PID=$LAST
+  # The anchor on Redis: the bare server running the script once per request, through the
+  # same connection as ratelab-server (crates/server/examples/bare.rs).
+  P_RBARE=$(free_port)
+  start "$P_RBARE" valgrind --tool=callgrind --callgrind-out-file="$WORK/cg.%p" "$BIN/examples/bare" "127.0.0.1:$P_RBARE" 1 "redis://127.0.0.1:$P_RDS/"
+  RBARE_PID=$LAST
 fi
 
 echo "User-space instructions per request (callgrind), wrk -t1 -c$CONNS -d${SECS}s, $(date -u +%F)"
@@ -67,8 +73,10 @@ for keys in hot many; do
   printf "| %-26s | %-5s | %12s |\n" "bare front (no limiting)" $keys "${INSTR[bare/$keys]}" \
     "ratelab-server, in memory" $keys "${INSTR[mem/$keys]}"
   if [ -n "$REDIS_PID" ]; then
+    INSTR[rbare/$keys]=$(per_request "$P_RBARE" "$RBARE_PID" $keys)
     INSTR[redis/$keys]=$(per_request "$P_REDIS" "$REDIS_PID" $keys)
-    printf "| %-26s | %-5s | %12s |\n" "ratelab-server, on Redis" $keys "${INSTR[redis/$keys]}"
+    printf "| %-26s | %-5s | %12s |\n" "bare front, one script call" $keys "${INSTR[rbare/$keys]}" \
+      "ratelab-server, on Redis" $keys "${INSTR[redis/$keys]}"
   fi
 done
 echo
@@ -78,5 +86,8 @@ for keys in hot many; do
   if [ -n "$REDIS_PID" ]; then
     r=${INSTR[redis/$keys]}
     echo "$keys: ratelab on Redis - in memory = $((r - m)) instructions per request (the Redis client's)"
+    rb=${INSTR[rbare/$keys]}
+    echo "$keys: bare with one script call - bare = $((rb - b)) instructions per request (one call on the connection, alone)"
+    echo "$keys: ratelab on Redis - bare with one script call = $((r - rb)) instructions per request (the limiter's own, on Redis)"
   fi
 done
