@@ -64,18 +64,18 @@ if command -v redis-server >/dev/null; then
 fi
 
 echo "User-space instructions per request (callgrind), wrk -t1 -c$CONNS -d${SECS}s, $(date -u +%F)"
-printf "| %-26s | %-5s | %12s |\n" target keys "instr/req"
-printf "|%s|%s|%s|\n" "----------------------------" "-------" "-------------:"
+printf "| %-27s | %-5s | %12s |\n" target keys "instr/req"
+printf "|%s|%s|%s|\n" "-----------------------------" "-------" "-------------:"
 declare -A INSTR
 for keys in hot many; do
   INSTR[bare/$keys]=$(per_request "$P_BARE" "$BARE_PID" $keys)
   INSTR[mem/$keys]=$(per_request "$P_MEM" "$MEM_PID" $keys)
-  printf "| %-26s | %-5s | %12s |\n" "bare front (no limiting)" $keys "${INSTR[bare/$keys]}" \
+  printf "| %-27s | %-5s | %12s |\n" "bare front (no limiting)" $keys "${INSTR[bare/$keys]}" \
     "ratelab-server, in memory" $keys "${INSTR[mem/$keys]}"
   if [ -n "$REDIS_PID" ]; then
     INSTR[rbare/$keys]=$(per_request "$P_RBARE" "$RBARE_PID" $keys)
     INSTR[redis/$keys]=$(per_request "$P_REDIS" "$REDIS_PID" $keys)
-    printf "| %-26s | %-5s | %12s |\n" "bare front, one script call" $keys "${INSTR[rbare/$keys]}" \
+    printf "| %-27s | %-5s | %12s |\n" "bare front, one script call" $keys "${INSTR[rbare/$keys]}" \
       "ratelab-server, on Redis" $keys "${INSTR[redis/$keys]}"
   fi
 done
