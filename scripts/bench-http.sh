@@ -71,6 +71,9 @@ EOF
 fi
 REDIS_URL=""
 if command -v redis-server >/dev/null; then
+  for tool in redis-cli redis-benchmark; do
+    command -v "$tool" >/dev/null || { echo "$tool is not installed (Debian: apt-get install redis-tools)" >&2; exit 2; }
+  done
   start_redis
   REDIS_URL="redis://127.0.0.1:$P_RDS"
   P_RMEM=$(free_port); start "$P_RMEM" "$BIN/ratelab-server" --listen "127.0.0.1:$P_RMEM" --limits "$WORK/limits.toml" --redis "$REDIS_URL" --workers "$WORKERS"; PID_OF[$P_RMEM]=$LAST
@@ -81,7 +84,7 @@ if command -v redis-server >/dev/null; then
   code=$(curl -s -o /dev/null -w "%{http_code}" -H "x-api-key: probe" "http://127.0.0.1:$P_RBARE/")
   c1=$(calls)
   [ "$code" = 200 ] && [ "$((${c1:-0} - ${c0:-0}))" = 1 ] \
-    || { echo "the bare front on Redis did not run the script once (answered $code)" >&2; exit 1; }
+    || { echo "the bare front on Redis did not run the script once (answered $code):" >&2; cat "$WORK/$P_RBARE.log" >&2; exit 1; }
 fi
 
 # redis-benchmark running ratelab's own script (the atomic decision) at the same concurrency.
