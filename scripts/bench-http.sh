@@ -3,8 +3,8 @@
 # stack with no limiting: the anchor), ratelab-server in memory, nginx limit_req (when
 # installed) enforcing the same policy, and ratelab-server on a private Redis next to
 # redis-benchmark running the same Lua script at the same concurrency and to the bare server
-# on the same Redis (each request runs the script once, through the same connection, and is
-# answered ok: the anchor on Redis). On one hot key and on 10 000 keys. Prints one table and
+# on the same Redis (each request runs the script once, through a lane of its own as
+# ratelab-server's, and is answered ok: the anchor on Redis). On one hot key and on 10 000 keys. Prints one table and
 # the ratios.
 #
 #   scripts/bench-http.sh [SECONDS] [CONNECTIONS] [WORKERS] [ROUNDS]

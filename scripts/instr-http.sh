@@ -56,8 +56,8 @@ if command -v redis-server >/dev/null; then
   P_REDIS=$(free_port)
   start "$P_REDIS" valgrind --tool=callgrind --callgrind-out-file="$WORK/cg.%p" "$BIN/ratelab-server" --listen "127.0.0.1:$P_REDIS" --limits "$WORK/limits.toml" --workers 1 --redis "redis://127.0.0.1:$P_RDS/"
   REDIS_PID=$LAST
-  # The anchor on Redis: the bare server running the script once per request, through the
-  # same connection as ratelab-server (crates/server/examples/bare.rs).
+  # The anchor on Redis: the bare server running the script once per request, through a
+  # lane of its own as ratelab-server's (crates/server/examples/bare.rs).
   P_RBARE=$(free_port)
   start "$P_RBARE" valgrind --tool=callgrind --callgrind-out-file="$WORK/cg.%p" "$BIN/examples/bare" "127.0.0.1:$P_RBARE" 1 "redis://127.0.0.1:$P_RDS/"
   RBARE_PID=$LAST

@@ -160,19 +160,13 @@ impl Script {
             Ok(rx) => matches!(rx.await, Ok(Reply::Ints(_))),
             Err(_) => false,
         };
-        let mut r = http::Response::new(axum::body::Body::from(if replied {
-            "ok\n"
-        } else {
-            "no decision from the script\n"
-        }));
-        // As the bare front's own answer (ratelab_gateway::http::answer_ok).
-        r.headers_mut().insert(
-            http::header::CONTENT_TYPE,
-            http::HeaderValue::from_static("text/plain; charset=utf-8"),
-        );
-        if !replied {
-            *r.status_mut() = http::StatusCode::SERVICE_UNAVAILABLE;
+        if replied {
+            // The bare front's own answer, as without Redis.
+            use tower::ServiceExt as _;
+            return ratelab_gateway::http::answer_ok().oneshot(req).await;
         }
+        let mut r = http::Response::new(axum::body::Body::from("no decision from the script\n"));
+        *r.status_mut() = http::StatusCode::SERVICE_UNAVAILABLE;
         Ok(r)
     }
 }
