@@ -32,9 +32,11 @@ declare -A PID_OF PORT
 start_redis
 for build in A B; do
   bin=$A; [ $build = B ] && bin=$B
-  p=$(free_port); start "$p" "$bin" --listen "127.0.0.1:$p" --limits "$WORK/limits.toml" --workers 1
+  # A build with an admin listener gets a free port for it, so that several run at once.
+  admin=(); "$bin" --help | grep -q -- --admin-listen && admin=(--admin-listen 127.0.0.1:0)
+  p=$(free_port); start "$p" "$bin" "${admin[@]}" --listen "127.0.0.1:$p" --limits "$WORK/limits.toml" --workers 1
   PID_OF[$p]=$LAST; PORT[$build/memory]=$p
-  p=$(free_port); start "$p" "$bin" --listen "127.0.0.1:$p" --limits "$WORK/limits.toml" --workers 1 --redis "redis://127.0.0.1:$P_RDS"
+  p=$(free_port); start "$p" "$bin" "${admin[@]}" --listen "127.0.0.1:$p" --limits "$WORK/limits.toml" --workers 1 --redis "redis://127.0.0.1:$P_RDS"
   PID_OF[$p]=$LAST; PORT[$build/redis]=$p
 done
 

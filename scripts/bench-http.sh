@@ -35,7 +35,7 @@ write_http_load
 # The process serving each port, whose CPU per request is measured.
 declare -A PID_OF
 P_BARE=$(free_port); start "$P_BARE" "$BIN/examples/bare" "127.0.0.1:$P_BARE" "$WORKERS"; PID_OF[$P_BARE]=$LAST
-P_MEM=$(free_port); start "$P_MEM" "$BIN/ratelab-server" --listen "127.0.0.1:$P_MEM" --limits "$WORK/limits.toml" --workers "$WORKERS"; PID_OF[$P_MEM]=$LAST
+P_MEM=$(free_port); start "$P_MEM" "$BIN/ratelab-server" --admin-listen 127.0.0.1:0 --listen "127.0.0.1:$P_MEM" --limits "$WORK/limits.toml" --workers "$WORKERS"; PID_OF[$P_MEM]=$LAST
 if [ -n "$NGINX" ]; then
   P_NGX=$(free_port)
   mkdir -p "$WORK/nginx" "$WORK/www"
@@ -76,7 +76,7 @@ if command -v redis-server >/dev/null; then
   done
   start_redis
   REDIS_URL="redis://127.0.0.1:$P_RDS"
-  P_RMEM=$(free_port); start "$P_RMEM" "$BIN/ratelab-server" --listen "127.0.0.1:$P_RMEM" --limits "$WORK/limits.toml" --redis "$REDIS_URL" --workers "$WORKERS"; PID_OF[$P_RMEM]=$LAST
+  P_RMEM=$(free_port); start "$P_RMEM" "$BIN/ratelab-server" --admin-listen 127.0.0.1:0 --listen "127.0.0.1:$P_RMEM" --limits "$WORK/limits.toml" --redis "$REDIS_URL" --workers "$WORKERS"; PID_OF[$P_RMEM]=$LAST
   P_RBARE=$(free_port); start "$P_RBARE" "$BIN/examples/bare" "127.0.0.1:$P_RBARE" "$WORKERS" "$REDIS_URL"; PID_OF[$P_RBARE]=$LAST
   # The anchor on Redis runs the script: one request, one more call in INFO commandstats.
   calls() { redis-cli -p "$P_RDS" INFO commandstats | sed -n 's/^cmdstat_evalsha:calls=\([0-9]*\),.*/\1/p'; }

@@ -29,13 +29,13 @@ TOML
 
 G_BARE=$(free_port); start "$G_BARE" "$BIN/examples/rls_load" bare "127.0.0.1:$G_BARE" "$WORKERS"; PID_BARE=$LAST
 H_MEM=$(free_port); G_MEM=$(free_port)
-start "$G_MEM" "$BIN/ratelab-server" --listen "127.0.0.1:$H_MEM" --grpc-listen "127.0.0.1:$G_MEM" --limits "$WORK/limits.toml" --workers "$WORKERS"
+start "$G_MEM" "$BIN/ratelab-server" --admin-listen 127.0.0.1:0 --listen "127.0.0.1:$H_MEM" --grpc-listen "127.0.0.1:$G_MEM" --limits "$WORK/limits.toml" --workers "$WORKERS"
 PID_MEM=$LAST
 G_RDS=""
 if command -v redis-server >/dev/null; then
   start_redis
   H_RDS=$(free_port); G_RDS=$(free_port)
-  start "$G_RDS" "$BIN/ratelab-server" --listen "127.0.0.1:$H_RDS" --grpc-listen "127.0.0.1:$G_RDS" --limits "$WORK/limits.toml" --redis "redis://127.0.0.1:$P_RDS" --workers "$WORKERS"
+  start "$G_RDS" "$BIN/ratelab-server" --admin-listen 127.0.0.1:0 --listen "127.0.0.1:$H_RDS" --grpc-listen "127.0.0.1:$G_RDS" --limits "$WORK/limits.toml" --redis "redis://127.0.0.1:$P_RDS" --workers "$WORKERS"
   PID_RDS=$LAST
 fi
 

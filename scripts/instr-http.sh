@@ -48,13 +48,13 @@ P_BARE=$(free_port)
 start "$P_BARE" valgrind --tool=callgrind --callgrind-out-file="$WORK/cg.%p" "$BIN/examples/bare" "127.0.0.1:$P_BARE" 1
 BARE_PID=$LAST
 P_MEM=$(free_port)
-start "$P_MEM" valgrind --tool=callgrind --callgrind-out-file="$WORK/cg.%p" "$BIN/ratelab-server" --listen "127.0.0.1:$P_MEM" --limits "$WORK/limits.toml" --workers 1
+start "$P_MEM" valgrind --tool=callgrind --callgrind-out-file="$WORK/cg.%p" "$BIN/ratelab-server" --admin-listen 127.0.0.1:0 --listen "127.0.0.1:$P_MEM" --limits "$WORK/limits.toml" --workers 1
 MEM_PID=$LAST
 REDIS_PID=
 if command -v redis-server >/dev/null; then
   start_redis
   P_REDIS=$(free_port)
-  start "$P_REDIS" valgrind --tool=callgrind --callgrind-out-file="$WORK/cg.%p" "$BIN/ratelab-server" --listen "127.0.0.1:$P_REDIS" --limits "$WORK/limits.toml" --workers 1 --redis "redis://127.0.0.1:$P_RDS/"
+  start "$P_REDIS" valgrind --tool=callgrind --callgrind-out-file="$WORK/cg.%p" "$BIN/ratelab-server" --admin-listen 127.0.0.1:0 --listen "127.0.0.1:$P_REDIS" --limits "$WORK/limits.toml" --workers 1 --redis "redis://127.0.0.1:$P_RDS/"
   REDIS_PID=$LAST
   # The anchor on Redis: the bare server running the script once per request, through a
   # lane of its own as ratelab-server's (crates/server/examples/bare.rs).

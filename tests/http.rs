@@ -1,8 +1,9 @@
 //! The gateway behind a real HTTP server on a loopback port, driven by a real HTTP client.
 
 use ratelab_core::{Nanos, Policy, TokenBucket};
+use ratelab_gateway::admin::{AdminAccess, admin_app};
 use ratelab_gateway::http::{TokioEnv, app};
-use ratelab_gateway::{Env, Gateway, GatewayConfig, IpNet};
+use ratelab_gateway::{Env, Gateway, GatewayConfig};
 use ratelab_store::{LocalClient, MemoryStore};
 use reqwest::StatusCode;
 use std::net::SocketAddr;
@@ -45,10 +46,21 @@ async fn start(
 
 /// Serves `gw`'s demo app on a free loopback port; returns its base URL.
 async fn serve<C: ratelab_store::StoreClient + 'static>(gw: Arc<Gateway<C, TokioEnv>>) -> String {
-    let admin: Vec<IpNet> = vec!["127.0.0.0/8".parse().unwrap()];
+    serve_router(app(gw, None)).await
+}
+
+/// Serves `gw`'s admin plane (changes from loopback) on a free loopback port of its own;
+/// returns its base URL.
+async fn serve_admin<C: ratelab_store::StoreClient + 'static>(
+    gw: Arc<Gateway<C, TokioEnv>>,
+) -> String {
+    serve_router(admin_app(gw, AdminAccess::default())).await
+}
+
+/// Serves `router` with connection info on a free loopback port; returns its base URL.
+async fn serve_router(router: axum::Router) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let router = app(gw, admin, None);
     tokio::spawn(async move {
         axum::serve(
             listener,
@@ -297,9 +309,10 @@ fn counter(metrics: &str, name: &str, label: &str) -> f64 {
 #[tokio::test]
 async fn kill_switch_bypasses_limiting_and_metrics_count_it() {
     let (url, gw) = start((1000, 1000), (1, 1), GatewayConfig::default()).await;
+    let admin = serve_admin(gw.clone()).await;
     let c = http();
     let scrape = || async {
-        c.get(format!("{url}/metrics"))
+        c.get(format!("{admin}/metrics"))
             .send()
             .await
             .unwrap()
@@ -313,7 +326,7 @@ async fn kill_switch_bypasses_limiting_and_metrics_count_it() {
     assert_eq!(get().await.unwrap().status(), 429);
 
     let r = c
-        .put(format!("{url}/admin/kill-switch"))
+        .put(format!("{admin}/admin/kill-switch"))
         .body("on")
         .send()
         .await
@@ -330,13 +343,13 @@ async fn kill_switch_bypasses_limiting_and_metrics_count_it() {
     }
     assert_eq!(gw.stats().snapshot().bypassed, 3);
     let r = c
-        .put(format!("{url}/admin/kill-switch"))
+        .put(format!("{admin}/admin/kill-switch"))
         .body("maybe")
         .send()
         .await
         .unwrap();
     assert_eq!(r.status(), 400);
-    c.put(format!("{url}/admin/kill-switch"))
+    c.put(format!("{admin}/admin/kill-switch"))
         .body("off")
         .send()
         .await
@@ -382,6 +395,7 @@ async fn failing_store_fails_open_except_on_fail_closed_routes() {
         TokioEnv,
     ));
     let url = serve(gw.clone()).await;
+    let admin = serve_admin(gw.clone()).await;
     let c = http();
     for _ in 0..3 {
         let r = c
@@ -408,7 +422,7 @@ async fn failing_store_fails_open_except_on_fail_closed_routes() {
     // Three requests, two layers each, all failing open; the fail-closed route stops at the edge.
     assert_eq!((s.fail_open_error, s.fail_closed), (6, 1));
     let metrics = c
-        .get(format!("{url}/metrics"))
+        .get(format!("{admin}/metrics"))
         .send()
         .await
         .unwrap()
@@ -421,21 +435,23 @@ async fn failing_store_fails_open_except_on_fail_closed_routes() {
     );
 }
 
-/// Serves `gw` on the server's own front (not axum's) on a free loopback port, admin open to
-/// loopback; returns its base URL.
+/// Serves `gw` on the server's own front (not axum's) on a free loopback port; returns its
+/// base URL.
 async fn serve_front<C: ratelab_store::StoreClient + 'static>(
     gw: Arc<Gateway<C, TokioEnv>>,
 ) -> String {
+    use ratelab_gateway::conns::{ConnLimits, Connections};
     use ratelab_gateway::front::{FrontEnd, Writes, serve};
-    let admin: Vec<IpNet> = vec!["127.0.0.0/8".parse().unwrap()];
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let front = FrontEnd::new(gw, admin, None, ratelab_gateway::http::answer_ok());
+    let front = FrontEnd::new(gw, None, ratelab_gateway::http::answer_ok());
     tokio::spawn(async move {
         let forever = std::future::pending::<()>();
+        let conns = Connections::new("data", ConnLimits::default());
         serve(
             listener,
             Writes::Flat,
+            conns,
             |peer| front.connection(peer),
             forever,
         )

@@ -318,6 +318,8 @@ fn serve_starts_with_one_command_and_limits() {
             "serve",
             "--listen",
             "127.0.0.1:0",
+            "--admin-listen",
+            "127.0.0.1:0",
             "--capacity",
             "2",
             "--refill-per-sec",

@@ -15,6 +15,9 @@ mod redis_server;
 #[path = "../../../tests/support/redis_cluster.rs"]
 mod redis_cluster;
 
+#[path = "../../../tests/support/nginx.rs"]
+mod nginx;
+
 use redis_server::{RedisServer, free_port};
 use serde_json::Value;
 use std::path::PathBuf;
@@ -70,6 +73,7 @@ impl Serve {
         let port = free_port();
         let child = Command::new(env!("CARGO_BIN_EXE_ratelab"))
             .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+            .args(["--admin-listen", "127.0.0.1:0"])
             .args(["--capacity", "5", "--refill-per-sec", "2"])
             .args(["--ip-capacity", "1000000", "--ip-refill-per-sec", "1000000"])
             .args(extra)
@@ -297,86 +301,21 @@ fn probe_redis_passes_the_atomic_script_and_catches_the_read_then_write_client()
 
 /// A private nginx on a free port with a `limit_req` zone keyed by `x-api-key`, stopped
 /// when dropped; `None` (after saying why) when nginx is not installed and not required.
-struct Nginx {
-    child: Child,
-    dir: PathBuf,
-    url: String,
-}
-
-fn nginx_binary() -> Option<PathBuf> {
-    std::env::var_os("PATH")
-        .into_iter()
-        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
-        .chain([PathBuf::from("/usr/sbin")])
-        .map(|d| d.join("nginx"))
-        .find(|p| p.is_file())
-}
-
-impl Nginx {
-    fn start(test: &str, rate: &str, burst: u32) -> Option<Nginx> {
-        let Some(bin) = nginx_binary() else {
-            if std::env::var("RATELAB_REQUIRE_NGINX").as_deref() == Ok("1") {
-                panic!("{test}: nginx is not installed and RATELAB_REQUIRE_NGINX=1");
-            }
-            eprintln!(
-                "\n*** SKIPPED {test}: nginx is not installed. Install it (Debian: apt-get install nginx-light) \
-                 to run the nginx probe; set RATELAB_REQUIRE_NGINX=1 to make its absence a failure. ***\n"
-            );
-            return None;
-        };
-        let port = free_port();
-        let dir = std::env::temp_dir().join(format!("ratelab-nginx-{}-{port}", std::process::id()));
-        std::fs::create_dir_all(dir.join("www")).unwrap();
-        std::fs::write(dir.join("www/index.html"), "ok\n").unwrap();
-        let d = dir.display();
-        // limit_req runs in the preaccess phase, so the answer must come from a later phase
-        // (a static file), not from `return`, which the rewrite phase sends before it.
-        let conf = format!(
-            "worker_processes 1;\n\
-             pid {d}/nginx.pid;\n\
-             error_log {d}/error.log warn;\n\
-             events {{ worker_connections 1024; }}\n\
-             http {{\n\
-               access_log off;\n\
-               client_body_temp_path {d}/body; proxy_temp_path {d}/proxy;\n\
-               fastcgi_temp_path {d}/fastcgi; uwsgi_temp_path {d}/uwsgi; scgi_temp_path {d}/scgi;\n\
-               limit_req_zone $http_x_api_key zone=probe:1m rate={rate};\n\
-               limit_req_status 429;\n\
-               server {{\n\
-                 listen 127.0.0.1:{port};\n\
-                 root {d}/www;\n\
-                 location / {{ limit_req zone=probe burst={burst} nodelay; }}\n\
-               }}\n\
-             }}\n"
-        );
-        std::fs::write(dir.join("nginx.conf"), conf).unwrap();
-        let child = Command::new(bin)
-            .args(["-p", &d.to_string(), "-e", &format!("{d}/error.log")])
-            .args(["-c", &format!("{d}/nginx.conf"), "-g", "daemon off;"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        wait_for_port(port, "nginx");
-        Some(Nginx {
-            child,
-            dir,
-            url: format!("http://127.0.0.1:{port}/"),
-        })
-    }
-}
-
-impl Drop for Nginx {
-    fn drop(&mut self) {
-        self.child.kill().ok();
-        self.child.wait().ok();
-        std::fs::remove_dir_all(&self.dir).ok();
-    }
+fn nginx_limit_req(test: &str, rate: &str, burst: u32) -> Option<nginx::Nginx> {
+    // limit_req runs in the preaccess phase, so the answer must come from a later phase (a
+    // static file), not from `return`, which the rewrite phase sends before it.
+    nginx::Nginx::start(
+        test,
+        &format!(
+            "limit_req_zone $http_x_api_key zone=probe:1m rate={rate};\n limit_req_status 429;"
+        ),
+        &format!("root {{root}};\n location / {{ limit_req zone=probe burst={burst} nodelay; }}"),
+    )
 }
 
 #[test]
 fn nginx_limit_req_is_within_its_documented_envelope_and_a_tighter_claim_fails() {
-    let Some(nginx) = Nginx::start("nginx_limit_req", "20r/s", 5) else {
+    let Some(nginx) = nginx_limit_req("nginx_limit_req", "20r/s", 5) else {
         return;
     };
     // nginx decides on its cached time, updated once per event-loop iteration, in whole

@@ -9,9 +9,9 @@
 //!   every request's extensions (`ConnectInfo`) and read back (only an inner service that
 //!   asks for it, the reverse proxy, gets it as an extension:
 //!   [`FrontEnd::with_peer_extension`]);
-//! - a request goes straight to the limiter: only the reserved paths (`/metrics`,
-//!   `/admin/kill-switch`, `/admin/shadow`) are routed, through the same axum routes as
-//!   [`crate::http::app`];
+//! - a request goes straight to the limiter: no path is reserved on the data plane (the
+//!   metrics and the switches are served on a listener of their own, [`crate::admin`]), so
+//!   `/metrics` or `/admin/kill-switch` sent here is limited and answered like any path;
 //! - the request body is handed to the inner service as hyper produced it (hyper's
 //!   `Incoming`), not boxed on the way;
 //! - over a store whose calls complete at once (the in-memory store:
@@ -26,14 +26,15 @@
 //! It speaks HTTP/1.1 only (`axum::serve` also took HTTP/2 from clients that start with it
 //! in cleartext).
 //!
-//! [`serve`] takes any per-connection hyper service, so the benchmark's bare anchor
+//! [`serve`] bounds every connection ([`crate::conns`]: header-read and idle timeouts, a
+//! bound on open connections) and takes any per-connection hyper service, so the admin
+//! listener runs the same loop, and the benchmark's bare anchor
 //! (`ratelab-server`'s `bare` example) runs the very same stack without the limiter, and the
 //! gap between the two is the limiter's own cost.
 
-use crate::http::{AppState, Decided, RESERVED, RateLimitLayer, finish, refusal, reserved_routes};
-use crate::ip::IpNet;
+use crate::conns::{Connections, Framing, Tracked};
+use crate::http::{Decided, RateLimitLayer, finish, refusal};
 use crate::pipeline::{Answer, Env, Gateway, Guard};
-use axum::Router;
 use axum::body::Body;
 use axum::extract::ConnectInfo;
 use core::future::Future;
@@ -51,7 +52,6 @@ use std::time::Duration;
 struct Shared<C, E, S> {
     layer: RateLimitLayer<C, E>,
     inner: S,
-    reserved: Router,
 }
 
 /// The gateway in front of `inner`, for one connection: made by [`FrontEnd::connection`].
@@ -83,20 +83,15 @@ where
     C: StoreClient + 'static,
     E: Env + 'static,
 {
-    /// The gateway in front of `inner`, with the admin endpoints open to `admin`; installs
-    /// the metrics recorder and exports the counters at zero, as [`crate::http::app`] does.
-    pub fn new(
-        gateway: Arc<Gateway<C, E>>,
-        admin: Vec<IpNet>,
-        guard: Option<Arc<dyn Guard>>,
-        inner: S,
-    ) -> Self {
-        let state = Arc::new(AppState::new(gateway.clone(), admin));
+    /// The gateway in front of `inner`; installs the metrics recorder and exports the
+    /// counters at zero, as [`crate::http::app`] does.
+    pub fn new(gateway: Arc<Gateway<C, E>>, guard: Option<Arc<dyn Guard>>, inner: S) -> Self {
+        crate::http::prometheus();
+        gateway.export_zeros();
         FrontEnd {
             shared: Arc::new(Shared {
                 layer: RateLimitLayer::new(gateway, guard),
                 inner,
-                reserved: reserved_routes(state),
             }),
             peer_extension: false,
         }
@@ -141,8 +136,7 @@ pin_project_lite::pin_project! {
     /// The future of a [`Front`]'s answer. A request decided in the call (an in-memory
     /// store's) is answered without a future of its own: its refusal is ready, and an admitted
     /// one is the inner service's call, which gets the answer's fields when it completes.
-    /// Anything that waits before its decision (a remote store's call, the reserved routes)
-    /// is boxed.
+    /// Anything that waits before its decision (a remote store's call) is boxed.
     pub struct FrontFuture<F> {
         #[pin]
         state: State<F>,
@@ -248,15 +242,8 @@ where
     type Future = FrontFuture<S::Future>;
 
     fn call(&self, mut req: Request<Incoming>) -> Self::Future {
-        let reserved = RESERVED.contains(&req.uri().path());
-        if reserved || self.peer_extension {
+        if self.peer_extension {
             req.extensions_mut().insert(ConnectInfo(self.peer));
-        }
-        if reserved {
-            let mut router = self.shared.reserved.clone();
-            return FrontFuture::boxed(async move {
-                tower::Service::call(&mut router, req.map(Body::new)).await
-            });
         }
         let peer = self.peer.ip();
         if C::IMMEDIATE && E::POLLS_FIRST {
@@ -310,9 +297,9 @@ pub enum Writes {
 }
 
 /// Serves HTTP/1.1 on `listener` until `shutdown` completes, with the service
-/// `service_for(peer)` on each connection, answers written as `writes` says; then stops
-/// accepting and waits for the requests in flight (each connection closes after its current
-/// answer).
+/// `service_for(peer)` on each connection, answers written as `writes` says, every connection
+/// admitted and bounded by `conns` ([`crate::conns`]); then stops accepting and waits for the
+/// requests in flight (each connection closes after its current answer).
 ///
 /// Accepted sockets get `TCP_NODELAY`: an answer is written as soon as it is ready. An accept
 /// error that concerns one connection is skipped; any other (out of file descriptors, say)
@@ -320,6 +307,7 @@ pub enum Writes {
 pub async fn serve<F, T, B>(
     listener: tokio::net::TcpListener,
     writes: Writes,
+    conns: Connections,
     service_for: F,
     shutdown: impl Future<Output = ()>,
 ) where
@@ -340,7 +328,7 @@ pub async fn serve<F, T, B>(
         };
         let (stream, peer) = match accepted {
             Ok(a) => a,
-            Err(e) if connection_error(&e) => continue,
+            Err(e) if is_connection_error(&e) => continue,
             Err(e) => {
                 eprintln!("accept error: {e}; accepting again in 1 s");
                 tokio::select! {
@@ -350,12 +338,18 @@ pub async fn serve<F, T, B>(
             }
         };
         let _ = stream.set_nodelay(true);
+        // At the bound with every connection busy: closed at once (dropped).
+        let Some(stream) = conns.admit(stream, Framing::Sequential) else {
+            continue;
+        };
+        let service = Tracked::new(service_for(peer), stream.phase());
         let conn = hyper::server::conn::http1::Builder::new()
             .writev(writes == Writes::Vectored)
-            .serve_connection(hyper_util::rt::TokioIo::new(stream), service_for(peer));
+            .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
         let conn = graceful.watch(conn);
         tokio::spawn(async move {
-            // A connection's own error (the client went away mid-request) ends it alone.
+            // A connection's own error (the client went away mid-request, or a bound closed
+            // it) ends it alone.
             let _ = conn.await;
         });
     }
@@ -364,7 +358,7 @@ pub async fn serve<F, T, B>(
 }
 
 /// Whether an accept error concerns only the connection being accepted.
-fn connection_error(e: &std::io::Error) -> bool {
+pub fn is_connection_error(e: &std::io::Error) -> bool {
     use std::io::ErrorKind::{ConnectionAborted, ConnectionRefused, ConnectionReset};
     matches!(
         e.kind(),

@@ -1,25 +1,19 @@
 //! The gateway over HTTP: a `tower::Layer` to put in front of any axum app, the demo app that
 //! `ratelab-server` (and `ratelab serve`) runs, and the tokio [`Env`].
 //!
-//! The demo app answers any path with 200 when allowed and 429 when denied, and reserves:
-//!
-//! - `GET /metrics`: Prometheus text (requests by decision, fail-open by reason and limit,
-//!   kill switch, breaker transitions, store latency histogram);
-//! - `GET /admin/kill-switch` (`on` / `off`) and `PUT`/`POST /admin/kill-switch` with body
-//!   `on` or `off`, accepted only from the configured admin addresses (loopback by default);
-//! - `/admin/shadow`, the same for the global shadow switch: while it is on, every limit is
-//!   evaluated and counted (`ratelab_shadow_denied_total`), and nothing is denied.
+//! The demo app answers any path with 200 when allowed and 429 when denied; it reserves no
+//! path. The metrics and the switches are the admin plane's ([`crate::admin::admin_app`]),
+//! served apart.
 //!
 //! Every answer carries `x-request-id`, the request's UUIDv7 from the gateway, which its
 //! request log line carries too: ids sort by the time the requests were decided.
 
-use crate::ip::{Forwarding, IpNet};
+use crate::ip::Forwarding;
 use crate::limits::Headers;
 use crate::pipeline::{Answer, Env, Gateway, Guard, Request, Verdict};
 use axum::Router;
 use axum::body::Body;
-use axum::extract::{ConnectInfo, State};
-use axum::routing::get;
+use axum::extract::ConnectInfo;
 use core::future::Future;
 use http::{HeaderMap, HeaderValue, Response, StatusCode};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
@@ -192,7 +186,8 @@ impl<S, C, E> std::fmt::Debug for RateLimitService<S, C, E> {
     }
 }
 
-fn text(status: StatusCode, body: String) -> Response<Body> {
+/// A plain-text answer.
+pub(crate) fn text(status: StatusCode, body: String) -> Response<Body> {
     let mut r = Response::new(Body::from(body));
     *r.status_mut() = status;
     r.headers_mut()
@@ -446,69 +441,16 @@ fn with_id(mut r: Response<Body>, id: uuid::Uuid) -> Response<Body> {
     r
 }
 
-/// The metrics endpoint's path.
-pub const METRICS_PATH: &str = "/metrics";
-/// The kill switch's path.
-pub const KILL_SWITCH_PATH: &str = "/admin/kill-switch";
-/// The global shadow switch's path.
-pub const SHADOW_PATH: &str = "/admin/shadow";
-/// The paths the front routes to the admin and metrics endpoints (the routes of [`app`] and
-/// [`crate::front`] are made from the same constants); every other path is limited.
-pub const RESERVED: [&str; 3] = [METRICS_PATH, KILL_SWITCH_PATH, SHADOW_PATH];
-
-/// State of the reserved routes.
-pub(crate) struct AppState<C, E> {
-    gateway: Arc<Gateway<C, E>>,
-    metrics: PrometheusHandle,
-    admin: Vec<IpNet>,
-}
-
-impl<C, E> AppState<C, E> {
-    /// The state of `gateway`'s reserved routes, admin from `admin`; installs the metrics
-    /// recorder and exports the gateway's counters at zero in it.
-    pub(crate) fn new(gateway: Arc<Gateway<C, E>>, admin: Vec<IpNet>) -> Self
-    where
-        C: StoreClient,
-        E: Env,
-    {
-        let metrics = prometheus();
-        gateway.export_zeros();
-        AppState {
-            gateway,
-            metrics,
-            admin,
-        }
-    }
-}
-
-/// The reserved routes, `/metrics`, `/admin/kill-switch` and `/admin/shadow`
-/// ([`RESERVED`]), served with `ConnectInfo<SocketAddr>`.
-pub(crate) fn reserved_routes<C, E>(state: Arc<AppState<C, E>>) -> Router
-where
-    C: StoreClient + 'static,
-    E: Env + 'static,
-{
-    Router::new()
-        .route(METRICS_PATH, get(metrics_text::<C, E>))
-        .route(KILL_SWITCH_PATH, switch_routes(Switch::Kill))
-        .route(SHADOW_PATH, switch_routes(Switch::Shadow))
-        .with_state(state)
-}
-
-/// The demo app: every path answers 200 through the limiter; `/metrics`,
-/// `/admin/kill-switch` and `/admin/shadow` are reserved and not limited. Serve it with
-/// `into_make_service_with_connect_info::<SocketAddr>()`.
-pub fn app<C, E>(
-    gateway: Arc<Gateway<C, E>>,
-    admin: Vec<IpNet>,
-    guard: Option<Arc<dyn Guard>>,
-) -> Router
+/// The demo app: every path answers 200 through the limiter. Serve it with
+/// `into_make_service_with_connect_info::<SocketAddr>()`; installs the metrics recorder and
+/// exports the gateway's counters at zero.
+pub fn app<C, E>(gateway: Arc<Gateway<C, E>>, guard: Option<Arc<dyn Guard>>) -> Router
 where
     C: StoreClient + 'static,
     E: Env + 'static,
 {
     let ok = answer_ok();
-    app_with(gateway, admin, guard, ok)
+    app_with(gateway, guard, ok)
 }
 
 /// The demo app's inner service: 200, `ok`, whatever the request.
@@ -534,7 +476,6 @@ pub fn answer_ok<B>() -> impl tower::Service<
 /// `tower::service_fn` over shared state) costs least: the limiter clones it per request.
 pub fn app_with<C, E, S>(
     gateway: Arc<Gateway<C, E>>,
-    admin: Vec<IpNet>,
     guard: Option<Arc<dyn Guard>>,
     inner: S,
 ) -> Router
@@ -551,100 +492,10 @@ where
         + 'static,
     S::Future: Send + 'static,
 {
-    let state = Arc::new(AppState::new(gateway.clone(), admin));
+    prometheus();
+    gateway.export_zeros();
     let limited = tower::Layer::layer(&RateLimitLayer::new(gateway, guard), inner);
-    reserved_routes(state).fallback_service(limited)
-}
-
-async fn metrics_text<C, E>(State(s): State<Arc<AppState<C, E>>>) -> Response<Body>
-where
-    C: StoreClient + 'static,
-    E: Env + 'static,
-{
-    let mut r = text(
-        StatusCode::OK,
-        s.metrics.render() + &crate::latency::render(),
-    );
-    r.headers_mut().insert(
-        http::header::CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; version=0.0.4"),
-    );
-    r
-}
-
-/// A switch the admin endpoints turn: the kill switch or the global shadow switch.
-#[derive(Clone, Copy, Debug)]
-enum Switch {
-    Kill,
-    Shadow,
-}
-
-impl Switch {
-    fn get<C: StoreClient, E: Env>(self, gateway: &Gateway<C, E>) -> bool {
-        match self {
-            Switch::Kill => gateway.kill_switch(),
-            Switch::Shadow => gateway.shadow(),
-        }
-    }
-
-    fn set<C: StoreClient, E: Env>(self, gateway: &Gateway<C, E>, on: bool) {
-        match self {
-            Switch::Kill => gateway.set_kill_switch(on),
-            Switch::Shadow => gateway.set_shadow(on),
-        }
-    }
-}
-
-/// `on` or `off`, as the admin endpoint reports it.
-fn switch_state<C: StoreClient, E: Env>(gateway: &Gateway<C, E>, switch: Switch) -> Response<Body> {
-    let state = if switch.get(gateway) { "on\n" } else { "off\n" };
-    text(StatusCode::OK, state.into())
-}
-
-/// The routes that read (`GET`) and turn (`PUT` or `POST` with `on` or `off`) `switch`.
-fn switch_routes<C, E>(switch: Switch) -> axum::routing::MethodRouter<Arc<AppState<C, E>>>
-where
-    C: StoreClient + 'static,
-    E: Env + 'static,
-{
-    let set = move |State(s): State<Arc<AppState<C, E>>>,
-                    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-                    body: String| async move { switch_set(&s, peer, &body, switch) };
-    get(move |State(s): State<Arc<AppState<C, E>>>| async move { switch_state(&s.gateway, switch) })
-        .put(set)
-        .post(set)
-}
-
-fn switch_set<C, E>(
-    s: &AppState<C, E>,
-    peer: SocketAddr,
-    body: &str,
-    switch: Switch,
-) -> Response<Body>
-where
-    C: StoreClient + 'static,
-    E: Env + 'static,
-{
-    if !s.admin.iter().any(|n| n.contains(peer.ip())) {
-        return text(
-            StatusCode::FORBIDDEN,
-            format!("{} may not use the admin endpoint\n", peer.ip()),
-        );
-    }
-    match body.trim() {
-        "on" => switch.set(&s.gateway, true),
-        "off" => switch.set(&s.gateway, false),
-        other => {
-            return text(
-                StatusCode::BAD_REQUEST,
-                format!(
-                    "expected a body of `on` or `off`, got {:?}\n",
-                    other.chars().take(32).collect::<String>()
-                ),
-            );
-        }
-    }
-    switch_state(&s.gateway, switch)
+    Router::new().fallback_service(limited)
 }
 
 #[cfg(test)]

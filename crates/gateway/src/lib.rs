@@ -28,12 +28,18 @@
 //! [`Gateway`] is runtime-agnostic: stores come in through
 //! [`StoreClient`](ratelab_store::StoreClient) and time through [`Env`], so the same code runs
 //! in the madsim cluster and behind the real HTTP server ([`http`], feature `http`: the tower
-//! layer and the axum app; [`front`]: the HTTP/1.1 front end `ratelab-server` runs).
+//! layer and the axum app; [`front`]: the HTTP/1.1 front end `ratelab-server` runs, whose
+//! connections [`conns`] bounds; [`admin`]: the metrics and the switches, on a listener of
+//! their own).
 //! [`latency`] keeps the store-latency histogram every store call records.
 #![warn(missing_docs)]
 
+#[cfg(feature = "http")]
+pub mod admin;
 pub mod bloom;
 pub mod breaker;
+#[cfg(feature = "http")]
+pub mod conns;
 pub mod denial_cache;
 #[cfg(feature = "http")]
 pub mod front;

@@ -67,8 +67,12 @@ fn run() -> Result<(), String> {
             .map_err(|e| format!("listen on {listen}: {e}"))?;
         let addr = listener.local_addr().map_err(|e| e.to_string())?;
         let forever = std::future::pending::<()>();
-        // Written as ratelab-server writes its own answers.
+        // Written as ratelab-server writes its own answers, its connections bounded alike.
         let writes = ratelab_gateway::front::Writes::Flat;
+        let conns = ratelab_gateway::conns::Connections::new(
+            "data",
+            ratelab_gateway::conns::ConnLimits::default(),
+        );
         match script {
             None => {
                 println!("bare: listening on http://{addr}");
@@ -76,7 +80,8 @@ fn run() -> Result<(), String> {
                 let ok = hyper_util::service::TowerToHyperService::new(
                     ratelab_gateway::http::answer_ok::<hyper::body::Incoming>(),
                 );
-                ratelab_gateway::front::serve(listener, writes, |_| ok.clone(), forever).await;
+                let service_for = |_| ok.clone();
+                ratelab_gateway::front::serve(listener, writes, conns, service_for, forever).await;
             }
             Some(script) => {
                 println!(
@@ -87,7 +92,8 @@ fn run() -> Result<(), String> {
                     let script = script.clone();
                     async move { script.run(req).await }
                 });
-                ratelab_gateway::front::serve(listener, writes, |_| service.clone(), forever).await;
+                let service_for = |_| service.clone();
+                ratelab_gateway::front::serve(listener, writes, conns, service_for, forever).await;
             }
         }
         Ok(())

@@ -17,6 +17,30 @@ pub struct ServeArgs {
     /// Listen address (default 127.0.0.1:8080).
     #[arg(long)]
     listen: Option<std::net::SocketAddr>,
+    /// The admin listener: `/metrics`, `/admin/kill-switch` and `/admin/shadow`, never served
+    /// on the data plane (default 127.0.0.1:9901).
+    #[arg(long, value_name = "ADDR")]
+    admin_listen: Option<std::net::SocketAddr>,
+    /// A file holding a bearer token that every request to the admin listener must carry
+    /// (`Authorization: Bearer <token>`).
+    #[arg(long, value_name = "FILE")]
+    admin_token_file: Option<PathBuf>,
+    /// How long a client has to send a request's head, ms (default 10000); a connection
+    /// past it is closed.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
+    header_read_timeout_ms: Option<u64>,
+    /// How long a connection may wait idle for its next request, ms (default 60000).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
+    idle_timeout_ms: Option<u64>,
+    /// The most connections each listener holds open (default 10000, or what the open-file
+    /// limit leaves room for); at the bound the longest-waiting connection with no request
+    /// in progress is closed to make room, or the new one when all are busy.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    max_connections: Option<u64>,
+    /// The largest request body forwarded to --upstream, bytes (default 10485760): a larger
+    /// one is answered 413.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1_073_741_824))]
+    max_body_bytes: Option<u64>,
     /// A JSON config file; flags override it.
     #[arg(long)]
     config: Option<PathBuf>,
@@ -113,6 +137,12 @@ pub struct ServeArgs {
 pub fn serve_command(args: ServeArgs) -> ExitCode {
     let ServeArgs {
         listen,
+        admin_listen,
+        admin_token_file,
+        header_read_timeout_ms,
+        idle_timeout_ms,
+        max_connections,
+        max_body_bytes,
         config,
         capacity,
         refill_per_sec,
@@ -149,6 +179,12 @@ pub fn serve_command(args: ServeArgs) -> ExitCode {
         Err(e) => return fail(e),
     };
     f.listen = listen.or(f.listen);
+    f.admin_listen = admin_listen.or(f.admin_listen);
+    f.admin_token_file = admin_token_file.or(f.admin_token_file);
+    f.header_read_timeout_ms = header_read_timeout_ms.or(f.header_read_timeout_ms);
+    f.idle_timeout_ms = idle_timeout_ms.or(f.idle_timeout_ms);
+    f.max_connections = max_connections.map(|n| n as usize).or(f.max_connections);
+    f.max_body_bytes = max_body_bytes.or(f.max_body_bytes);
     let merge = |l: Option<LimitFile>, b: Option<u64>, r: Option<u64>| match (l, b, r) {
         (l, None, None) => Ok(l),
         (Some(l), b, r) => Ok(Some(LimitFile {

@@ -3,6 +3,8 @@
 
 use crate::limits::FileLimit;
 use ratelab_core::{Nanos, TokenBucket};
+use ratelab_gateway::admin::{AdminAccess, AdminToken};
+use ratelab_gateway::conns::ConnLimits;
 use ratelab_gateway::{BreakerConfig, GatewayConfig, IpNet};
 use serde::Deserialize;
 use std::net::SocketAddr;
@@ -49,8 +51,24 @@ pub struct ServeFile {
     pub trusted_proxies: Option<Vec<String>>,
     /// Route prefixes that fail closed.
     pub fail_closed_routes: Option<Vec<String>>,
-    /// Addresses allowed to use /admin.
+    /// The admin listener's address: `/metrics` and `/admin/*`, never on the data plane
+    /// (default `127.0.0.1:9901`).
+    pub admin_listen: Option<SocketAddr>,
+    /// Addresses (the TCP peer's) a change on the admin listener may come from (default:
+    /// loopback).
     pub admin: Option<Vec<String>>,
+    /// A file holding the bearer token every admin request must carry (relative to this
+    /// file's directory); default: no token.
+    pub admin_token_file: Option<PathBuf>,
+    /// How long a client has to send a request's head, ms (default 10000).
+    pub header_read_timeout_ms: Option<u64>,
+    /// How long a connection may wait idle for its next request, ms (default 60000).
+    pub idle_timeout_ms: Option<u64>,
+    /// The most connections each listener holds open (default 10000, or what the open-file
+    /// limit leaves room for).
+    pub max_connections: Option<usize>,
+    /// The largest request body forwarded to the upstream, bytes (default 10 MiB).
+    pub max_body_bytes: Option<u64>,
     /// Whether to fail open (default true).
     pub fail_open: Option<bool>,
     /// Start with the kill switch on (limiting off); default false.
@@ -129,6 +147,9 @@ pub fn read_file(path: &Path) -> Result<ServeFile, String> {
         if let Some(limits) = parsed.limits.as_mut() {
             rebase(limits);
         }
+        if let Some(token) = parsed.admin_token_file.as_mut() {
+            rebase(token);
+        }
         parsed.rls_config.iter_mut().flatten().for_each(rebase);
     }
     Ok(parsed)
@@ -186,8 +207,13 @@ pub struct ServeSettings {
     pub workers: Option<usize>,
     /// Gateway settings.
     pub gateway: GatewayConfig,
-    /// Admin addresses.
-    pub admin: Vec<IpNet>,
+    /// The admin listener's address.
+    pub admin_listen: SocketAddr,
+    /// Who may use the admin listener.
+    pub admin: AdminAccess,
+    /// Every listener's connection bounds (the admin listener's bound is
+    /// [`ADMIN_MAX_CONNECTIONS`]).
+    pub conns: ConnLimits,
     /// Kill switch at startup.
     pub kill_switch: bool,
     /// Redis URL, if the store is one Redis server.
@@ -246,9 +272,80 @@ fn limits_source(f: &ServeFile) -> Result<LimitsSource, String> {
     })
 }
 
+/// The admin listener's default address.
+pub const DEFAULT_ADMIN_LISTEN: &str = "127.0.0.1:9901";
+/// The admin listener's bound on open connections.
+pub const ADMIN_MAX_CONNECTIONS: usize = 64;
+/// The largest `max_body_bytes`: 1 GiB.
+const MAX_BODY_BYTES: u64 = 1 << 30;
+/// File descriptors kept for what is not a client connection (the store, the upstream's
+/// pool, the limits file, the log).
+const FD_RESERVE: u64 = 256;
+
+/// The process's soft limit on open files, from `/proc/self/limits` (`None` when unknown or
+/// unlimited).
+fn open_files_limit() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/self/limits").ok()?;
+    let line = text.lines().find(|l| l.starts_with("Max open files"))?;
+    line.trim_start_matches("Max open files")
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// The connection bounds: each within range, and together within the open-file limit (a
+/// bound given explicitly that does not fit is an error; the default is lowered to fit).
+fn conn_limits(f: &ServeFile, listeners: u64) -> Result<ConnLimits, String> {
+    let ms = |v: Option<u64>, default: Duration, what: &str| -> Result<Duration, String> {
+        match v {
+            None => Ok(default),
+            Some(ms) if (1..=3_600_000).contains(&ms) => Ok(Duration::from_millis(ms)),
+            Some(ms) => Err(format!(
+                "{what}: {ms} is out of range: expected 1 to 3600000"
+            )),
+        }
+    };
+    let header_read_timeout = ms(
+        f.header_read_timeout_ms,
+        ConnLimits::HEADER_READ_TIMEOUT,
+        "header_read_timeout_ms",
+    )?;
+    let idle_timeout = ms(
+        f.idle_timeout_ms,
+        ConnLimits::IDLE_TIMEOUT,
+        "idle_timeout_ms",
+    )?;
+    let room = open_files_limit()
+        .map(|n| n.saturating_sub(FD_RESERVE + ADMIN_MAX_CONNECTIONS as u64) / listeners.max(1));
+    let max_connections = match (f.max_connections, room) {
+        (Some(n), _) if !(1..=1_000_000).contains(&n) => {
+            return Err(format!(
+                "max_connections: {n} is out of range: expected 1 to 1000000"
+            ));
+        }
+        (Some(n), Some(room)) if n as u64 > room => {
+            return Err(format!(
+                "max_connections: {n} connections on each of {listeners} listeners do not fit \
+                 the open-file limit (ulimit -n), which leaves room for {room}: raise the limit \
+                 or lower max_connections"
+            ));
+        }
+        (Some(n), _) => n,
+        (None, Some(room)) => ConnLimits::MAX_CONNECTIONS.min(room.max(1) as usize),
+        (None, None) => ConnLimits::MAX_CONNECTIONS,
+    };
+    Ok(ConnLimits {
+        header_read_timeout,
+        idle_timeout,
+        max_connections,
+    })
+}
+
 /// Validates a merged file + flags into settings.
 pub fn settings(f: ServeFile) -> Result<ServeSettings, String> {
     let limits = limits_source(&f)?;
+    let conns = conn_limits(&f, if f.grpc_listen.is_some() { 2 } else { 1 })?;
     let limits_domains = match &limits {
         LimitsSource::File { domains, .. } => domains.clone(),
         LimitsSource::Classic { .. } => Vec::new(),
@@ -318,10 +415,21 @@ pub fn settings(f: ServeFile) -> Result<ServeSettings, String> {
                         "upstream_timeout_ms: {ms} is out of range: expected 1 to 600000"
                     ));
                 }
-                Some(crate::proxy::Upstream::parse(
-                    url,
-                    Duration::from_millis(ms),
-                )?)
+                let max_bytes = f
+                    .max_body_bytes
+                    .unwrap_or(crate::proxy::DEFAULT_MAX_BODY_BYTES);
+                if !(1..=MAX_BODY_BYTES).contains(&max_bytes) {
+                    return Err(format!(
+                        "max_body_bytes: {max_bytes} is out of range: expected 1 to {MAX_BODY_BYTES}"
+                    ));
+                }
+                Some(
+                    crate::proxy::Upstream::parse(url, Duration::from_millis(ms))?
+                        .with_body_limits(crate::body::BodyLimits {
+                            max_bytes,
+                            gap: conns.idle_timeout,
+                        }),
+                )
             }
         },
         gateway: GatewayConfig {
@@ -363,11 +471,28 @@ pub fn settings(f: ServeFile) -> Result<ServeSettings, String> {
             },
             ..GatewayConfig::default()
         },
-        admin: nets(
-            &f.admin
-                .unwrap_or_else(|| vec!["127.0.0.0/8".into(), "::1".into()]),
-            "admin address",
-        )?,
+        admin_listen: f
+            .admin_listen
+            .unwrap_or_else(|| DEFAULT_ADMIN_LISTEN.parse().expect("literal")),
+        admin: AdminAccess {
+            from: match &f.admin {
+                Some(list) => nets(list, "admin address")?,
+                None => AdminAccess::default().from,
+            },
+            token: match &f.admin_token_file {
+                None => None,
+                Some(path) => {
+                    let text = std::fs::read_to_string(path).map_err(|e| {
+                        format!("admin token file {}: cannot read: {e}", path.display())
+                    })?;
+                    Some(
+                        AdminToken::parse(&text)
+                            .map_err(|e| format!("admin token file {}: {e}", path.display()))?,
+                    )
+                }
+            },
+        },
+        conns,
         kill_switch: f.kill_switch.unwrap_or(false),
         grpc,
         redis_cluster: match (&f.redis, f.redis_cluster) {

@@ -19,12 +19,16 @@
 //! | [`serve`] | building the gateway's limits over a store and serving it |
 //! | [`reload`] | hot reload of the limits file, on change and on SIGHUP |
 //! | [`proxy`] | the reverse proxy to `--upstream`, behind the limiter |
+//! | [`body`] | a proxied request's body, read under bounds |
+//! | [`listeners`] | the admin and gRPC listeners, bounded like the data plane |
 //! | [`rls`] | Envoy's rate limit service (RLS v3 gRPC) and its descriptor trees |
 #![warn(missing_docs)]
 
 pub mod args;
+pub mod body;
 pub mod config;
 pub mod limits;
+pub mod listeners;
 pub mod proxy;
 pub mod reload;
 pub mod rls;

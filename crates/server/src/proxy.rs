@@ -14,7 +14,12 @@
 //! address the upstream sees. An upstream that cannot be reached is a 502, one that does not
 //! send its headers in time a 504; their bodies do not name the upstream (its address stays
 //! internal), and the detail goes to stderr.
+//!
+//! A request body is read under bounds ([`crate::body`]): one declared or found longer than
+//! `--max-body-bytes` is a 413, one that stops arriving for the idle timeout a 408, and the
+//! upstream sees that request cut short.
 
+use crate::body::{BodyLimits, Bounded, Tripped};
 use axum::body::Body;
 use axum::extract::{ConnectInfo, Request};
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
@@ -27,6 +32,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// The default bound on a forwarded request's body: 10 MiB.
+pub const DEFAULT_MAX_BODY_BYTES: u64 = 10 << 20;
+
 /// Where admitted requests go.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Upstream {
@@ -36,6 +44,8 @@ pub struct Upstream {
     base: String,
     /// How long the upstream has to start answering.
     timeout: Duration,
+    /// The bounds on a forwarded request's body.
+    body: BodyLimits,
 }
 
 impl Upstream {
@@ -72,7 +82,17 @@ impl Upstream {
             authority: authority.to_string(),
             base: uri.path().trim_end_matches('/').to_owned(),
             timeout,
+            body: BodyLimits {
+                max_bytes: DEFAULT_MAX_BODY_BYTES,
+                gap: ratelab_gateway::conns::ConnLimits::IDLE_TIMEOUT,
+            },
         })
+    }
+
+    /// The same upstream, its requests' bodies read under `body`.
+    pub fn with_body_limits(mut self, body: BodyLimits) -> Upstream {
+        self.body = body;
+        self
     }
 
     /// The upstream's URL.
@@ -202,6 +222,14 @@ fn forwarding_headers(headers: &mut HeaderMap, peer: SocketAddr, trusted: bool) 
     headers.remove(header::HOST);
 }
 
+/// The answer to a body longer than `max` bytes.
+fn too_large(max: u64) -> Response<Body> {
+    text(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        format!("the request body is larger than {max} bytes\n"),
+    )
+}
+
 /// Forwards one admitted request and streams the upstream's answer back.
 async fn forward(proxy: Proxy, req: Request) -> Response<Body> {
     let Some(peer) = req
@@ -236,6 +264,15 @@ async fn forward(proxy: Proxy, req: Request) -> Response<Body> {
     parts.uri = uri;
     // HTTP/1.1 to the upstream whatever the client spoke: the pooled client's own framing.
     parts.version = http::Version::HTTP_11;
+    let declared = parts
+        .headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > up.body.max_bytes) {
+        return too_large(up.body.max_bytes);
+    }
+    let tripped = Tripped::default();
+    let body = Body::new(Bounded::new(body, up.body, tripped.clone()));
     let call = proxy.client.request(http::Request::from_parts(parts, body));
     match tokio::time::timeout(up.timeout, call).await {
         Ok(Ok(resp)) => {
@@ -244,6 +281,15 @@ async fn forward(proxy: Proxy, req: Request) -> Response<Body> {
             Response::from_parts(parts, Body::new(body))
         }
         Ok(Err(e)) => {
+            if tripped.too_large() {
+                return too_large(up.body.max_bytes);
+            }
+            if tripped.too_slow() {
+                return text(
+                    StatusCode::REQUEST_TIMEOUT,
+                    "the request body stopped arriving\n".into(),
+                );
+            }
             eprintln!("ratelab-server: upstream {} unreachable: {e}", up.url());
             text(StatusCode::BAD_GATEWAY, "upstream unreachable\n".into())
         }

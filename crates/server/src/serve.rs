@@ -6,6 +6,8 @@ use crate::limits::FileLimit;
 use crate::proxy::Proxy;
 use crate::reload;
 use ratelab_core::{Nanos, Policy, TokenBucket};
+use ratelab_gateway::admin::admin_app;
+use ratelab_gateway::conns::{ConnLimits, Connections};
 use ratelab_gateway::front::{FrontEnd, Writes, serve};
 use ratelab_gateway::http::{TokioEnv, answer_ok, prometheus};
 use ratelab_gateway::limits::{KeyBy, Limit, LimitSet, LimitSpec, PER_IP, PER_KEY};
@@ -301,6 +303,7 @@ const METRICS_UPKEEP: Duration = Duration::from_secs(1);
 /// read the banner finds the server whole, SIGHUP handler included) and serves.
 async fn serve_app<S: Stores>(
     listener: tokio::net::TcpListener,
+    admin_listener: tokio::net::TcpListener,
     stores: S,
     s: &ServeSettings,
 ) -> Result<(), String> {
@@ -365,9 +368,16 @@ async fn serve_app<S: Stores>(
                 .await
                 .map_err(|e| format!("cannot listen on {} (gRPC): {e}", g.listen))?;
             let addr = listener.local_addr().map_err(|e| e.to_string())?;
-            let incoming =
-                tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
+            let incoming = crate::listeners::grpc_incoming(listener, s.conns);
+            // A call has the header-read timeout to arrive whole and be answered (its
+            // message is small; the store's own deadline is far shorter); keepalive pings
+            // find a peer that went away, and the streams of one connection are bounded.
             let server = tonic::transport::Server::builder()
+                .timeout(s.conns.header_read_timeout)
+                .concurrency_limit_per_connection(GRPC_STREAMS_PER_CONNECTION)
+                .max_concurrent_streams(Some(GRPC_STREAMS_PER_CONNECTION as u32))
+                .http2_keepalive_interval(Some(s.conns.idle_timeout / 2))
+                .http2_keepalive_timeout(Some(s.conns.header_read_timeout))
                 .add_service(
                     crate::rls::proto::envoy::service::ratelimit::v3::rate_limit_service_server::RateLimitServiceServer::new(service),
                 )
@@ -376,22 +386,41 @@ async fn serve_app<S: Stores>(
         }
         _ => None,
     };
-    banner(&listener, s, grpc.as_ref().map(|(a, _)| *a))?;
-    let (admin, stop) = (s.admin.clone(), until(stopped));
+    let admin_addr = admin_listener.local_addr().map_err(|e| e.to_string())?;
+    banner(&listener, admin_addr, s, grpc.as_ref().map(|(a, _)| *a))?;
+    let admin_limits = ConnLimits {
+        max_connections: crate::config::ADMIN_MAX_CONNECTIONS,
+        ..s.conns
+    };
+    let admin = tokio::spawn(crate::listeners::serve_admin(
+        admin_listener,
+        admin_app(gw.clone(), s.admin.clone()),
+        admin_limits,
+        until(stopped.clone()),
+    ));
+    let (conns, stop) = (Connections::new("data", s.conns), until(stopped));
     match &s.upstream {
         Some(up) => {
             let proxy = Proxy::new(up.clone(), s.gateway.trusted_proxies.clone()).service();
-            let front = FrontEnd::new(gw, admin, None, proxy).with_peer_extension();
+            let front = FrontEnd::new(gw, None, proxy).with_peer_extension();
             // The upstream's bodies are streamed through as they come, uncopied (the
             // limiter's own answers on this connection are written the same way).
             let writes = Writes::Vectored;
-            serve(listener, writes, |peer| front.connection(peer), stop).await;
+            serve(listener, writes, conns, |peer| front.connection(peer), stop).await;
         }
         None => {
-            let front = FrontEnd::new(gw, admin, None, answer_ok());
-            serve(listener, Writes::Flat, |peer| front.connection(peer), stop).await;
+            let front = FrontEnd::new(gw, None, answer_ok());
+            serve(
+                listener,
+                Writes::Flat,
+                conns,
+                |peer| front.connection(peer),
+                stop,
+            )
+            .await;
         }
     }
+    let _ = admin.await;
     if let Some((_, task)) = grpc {
         match task.await {
             Ok(Ok(())) => {}
@@ -401,6 +430,9 @@ async fn serve_app<S: Stores>(
     }
     Ok(())
 }
+
+/// The streams one gRPC connection may carry at once.
+const GRPC_STREAMS_PER_CONNECTION: usize = 1024;
 
 /// The rate limit service's tables, its service, and the YAML domains (kept across reloads
 /// of the limits file).
@@ -494,6 +526,7 @@ fn describe_limits(s: &ServeSettings) -> String {
 /// The startup banner; its first line ends with the address, its last is the request log's.
 fn banner(
     listener: &tokio::net::TcpListener,
+    admin: SocketAddr,
     s: &ServeSettings,
     grpc: Option<SocketAddr>,
 ) -> Result<(), String> {
@@ -508,7 +541,7 @@ fn banner(
     // A closed stdout (`ratelab-server | head -1`) must not take the server down.
     let _ = writeln!(
         std::io::stdout(),
-        "ratelab-server: listening on http://{addr}\n{}\n  admitted requests: {}\n  store: {}; timeout {} ms; fail {}\n  /metrics, /admin/kill-switch, /admin/shadow (admin from {}){grpc}\n  request log: {}",
+        "ratelab-server: listening on http://{addr}\n{}\n  admitted requests: {}\n  store: {}; timeout {} ms; fail {}\n  connections: header read {} ms, idle {} ms, at most {} per listener\n  admin: http://{admin} (/metrics, /admin/kill-switch, /admin/shadow; changes from {}{}){grpc}\n  request log: {}",
         describe_limits(s),
         s.upstream
             .as_ref()
@@ -530,11 +563,20 @@ fn banner(
         } else {
             "closed"
         },
+        s.conns.header_read_timeout.as_millis(),
+        s.conns.idle_timeout.as_millis(),
+        s.conns.max_connections,
         s.admin
+            .from
             .iter()
             .map(ToString::to_string)
             .collect::<Vec<_>>()
             .join(", "),
+        if s.admin.token.is_some() {
+            ", bearer token required"
+        } else {
+            ""
+        },
         s.request_log
             .as_ref()
             .map_or("off".into(), |p| p.display().to_string()),
@@ -585,20 +627,23 @@ pub fn run(s: ServeSettings) -> Result<(), String> {
         let listener = tokio::net::TcpListener::bind(s.listen)
             .await
             .map_err(|e| format!("cannot listen on {}: {e}", s.listen))?;
+        let admin = tokio::net::TcpListener::bind(s.admin_listen)
+            .await
+            .map_err(|e| format!("cannot listen on {} (admin): {e}", s.admin_listen))?;
         match &s.redis {
             Some(url) => {
                 let redis = Redis::connect(url, s.gateway.timeout)
                     .await?
                     .with_wait(s.redis_wait);
-                serve_app(listener, redis, &s).await
+                serve_app(listener, admin, redis, &s).await
             }
             None if !s.redis_cluster.is_empty() => {
                 let redis = Redis::connect_cluster(&s.redis_cluster, s.gateway.timeout)
                     .await?
                     .with_wait(s.redis_wait);
-                serve_app(listener, redis, &s).await
+                serve_app(listener, admin, redis, &s).await
             }
-            None => serve_app(listener, Memory::new(), &s).await,
+            None => serve_app(listener, admin, Memory::new(), &s).await,
         }
     })
 }

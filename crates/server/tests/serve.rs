@@ -16,7 +16,7 @@ fn the_server_binary_serves_and_limits() {
 #[test]
 fn every_known_counter_is_exported_at_zero_and_store_latency_is_a_histogram() {
     let s = Server::start(&[]);
-    let (_, fresh) = s.get("/metrics");
+    let fresh = s.metrics();
     for (name, labels) in [
         ("ratelab_requests_total", vec![r#"decision="denied""#]),
         ("ratelab_requests_total", vec![r#"decision="bypassed""#]),
@@ -43,7 +43,7 @@ fn every_known_counter_is_exported_at_zero_and_store_latency_is_a_histogram() {
     }
     assert!(fresh.contains("# HELP ratelab_fail_open_total "), "{fresh}");
     assert_eq!(s.get("/").0, 200);
-    let (_, after) = s.get("/metrics");
+    let after = s.metrics();
     // A histogram: cumulative buckets from 25 µs up, the one call in the 1 s one.
     let bucket = |le: &str| {
         let labels = [r#"limit="per-key""#, le];

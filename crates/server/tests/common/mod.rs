@@ -9,6 +9,8 @@ use std::time::{Duration, Instant};
 pub struct Server {
     pub child: Child,
     pub port: u16,
+    /// The admin listener's port (`/metrics`, `/admin/*`).
+    pub admin_port: u16,
     /// What it printed on starting.
     pub banner: String,
     stderr: Arc<Mutex<String>>,
@@ -39,6 +41,7 @@ impl Server {
         use std::io::{BufRead as _, Read as _};
         let mut child = Command::new(env!("CARGO_BIN_EXE_ratelab-server"))
             .args(["--listen", "127.0.0.1:0"])
+            .args(["--admin-listen", "127.0.0.1:0"])
             .args(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -69,6 +72,11 @@ impl Server {
                 String::from_utf8_lossy(&out.stderr)
             );
         };
+        let admin_port = banner
+            .lines()
+            .find_map(|l| l.strip_prefix("  admin: http://"))
+            .and_then(|l| l.split([' ', '(']).next()?.rsplit(':').next()?.parse().ok())
+            .unwrap_or_else(|| panic!("no admin listener in the banner:\n{banner}"));
         let stderr = Arc::new(Mutex::new(String::new()));
         let mut pipe = child.stderr.take().unwrap();
         let sink = stderr.clone();
@@ -90,6 +98,7 @@ impl Server {
         Server {
             child,
             port,
+            admin_port,
             banner,
             stderr,
             rt,
@@ -110,14 +119,14 @@ impl Server {
         headers: &[(&str, &str)],
         body: Vec<u8>,
     ) -> Reply {
+        let url = format!("http://127.0.0.1:{}{path}", self.port);
+        self.fetch(method, &url, headers, body)
+    }
+
+    /// `method url` with `headers` and `body`: any URL (a proxy in front, another listener).
+    pub fn fetch(&self, method: &str, url: &str, headers: &[(&str, &str)], body: Vec<u8>) -> Reply {
         self.rt.block_on(async {
-            let mut r = self
-                .http
-                .request(
-                    method.parse().unwrap(),
-                    format!("http://127.0.0.1:{}{path}", self.port),
-                )
-                .body(body);
+            let mut r = self.http.request(method.parse().unwrap(), url).body(body);
             for (n, v) in headers {
                 r = r.header(*n, *v);
             }
@@ -136,27 +145,20 @@ impl Server {
         (r.status, r.body)
     }
 
-    /// `POST path` with `body` (the admin switches).
+    /// `POST path` with `body` on the admin listener (the switches).
     pub fn post(&self, path: &str, body: &str) -> Reply {
-        self.rt.block_on(async {
-            let r = self
-                .http
-                .post(format!("http://127.0.0.1:{}{path}", self.port))
-                .body(body.to_owned())
-                .send()
-                .await
-                .unwrap();
-            Reply {
-                status: r.status().as_u16(),
-                headers: r.headers().clone(),
-                body: r.text().await.unwrap(),
-            }
-        })
+        self.admin("POST", path, &[], body)
     }
 
-    /// `/metrics`.
+    /// `method path` with `headers` and `body` on the admin listener.
+    pub fn admin(&self, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Reply {
+        let url = format!("http://127.0.0.1:{}{path}", self.admin_port);
+        self.fetch(method, &url, headers, body.as_bytes().to_vec())
+    }
+
+    /// `/metrics`, from the admin listener.
     pub fn metrics(&self) -> String {
-        self.send("GET", "/metrics", &[]).body
+        self.admin("GET", "/metrics", &[], "").body
     }
 
     /// What the server wrote on stderr so far.
