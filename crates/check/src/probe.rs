@@ -43,7 +43,9 @@ pub enum Outcome {
 pub struct Fields {
     /// Units left (`RateLimit` `r`, `X-RateLimit-Remaining`, or a script's reply).
     pub remaining: Option<u64>,
-    /// Time until more quota (`RateLimit` `t`), in whole seconds rounded up.
+    /// The `RateLimit` field's `t`, in whole seconds: draft-10's time until more quota, or
+    /// draft-11's effective window. Under either draft a denial's `Retry-After` must not
+    /// point before it.
     pub reset_secs: Option<u64>,
     /// The wait a denial announced.
     pub retry_after: Option<Nanos>,
@@ -53,9 +55,10 @@ pub struct Fields {
 }
 
 impl Fields {
-    /// The fields an HTTP limiter sends for `d` when it renders it as ratelab's headers do:
-    /// `remaining`, the `RateLimit` field's `t` and `Retry-After`, in whole seconds rounded
-    /// up. For histories made from decisions (tests, benchmarks), never for judging.
+    /// The fields an HTTP limiter sends for `d` when it renders it as ratelab's draft-10
+    /// headers do: `remaining`, the `RateLimit` field's `t` and `Retry-After`, in whole
+    /// seconds rounded up. For histories made from decisions (tests, benchmarks), never for
+    /// judging.
     pub fn rendered(d: &ratelab_core::Decision) -> Fields {
         let secs = |w: Nanos| w.as_u64().div_ceil(1_000_000_000);
         Fields {

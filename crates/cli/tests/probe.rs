@@ -177,6 +177,18 @@ fn ratelab_serve_on_memory_passes_with_retry_after_exact() {
     assert_eq!(code, 0, "{r:#}");
 }
 
+/// The probe reads the RateLimit fields of either draft: the server's default (draft-11,
+/// `t` the effective window) above, draft-10 here, each field checked against the
+/// Retry-After beside it.
+#[test]
+fn the_probe_reads_draft_10_fields_as_well() {
+    let s = Serve::start(&["--ratelimit-fields", "draft-10"]);
+    let (code, r) = probe_serve(&s.url, &[]);
+    assert_passes(code, &r);
+    assert_retry_after_exact(&r);
+    assert!(u(&r, "/fields/checked") > 0, "{r:#}");
+}
+
 #[test]
 fn ratelab_serve_on_redis_passes_atomic_and_the_probe_catches_its_naive_path() {
     let Some(redis) = RedisServer::start("ratelab_serve_on_redis") else {

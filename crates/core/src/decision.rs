@@ -22,6 +22,12 @@ pub struct Decision {
     /// On a denial, the exact wait after which this request would be admitted; `None` when
     /// admitted. Always `>= reset_after`.
     pub retry_after: Option<Nanos>,
+    /// Time until the quota is whole again (`remaining` = `limit`) if nothing more is taken:
+    /// exactly, so the quota is whole at `now + full_after` and not a nanosecond before. Zero
+    /// when it is whole already. Always `>= reset_after`. Draft-11's effective window on an
+    /// admission (the headers module).
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub full_after: Nanos,
 }
 
 /// A request whose cost can never be admitted under the policy (larger than the quota).

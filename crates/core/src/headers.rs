@@ -1,6 +1,7 @@
 //! Rendering a [`Decision`] as HTTP fields: `RateLimit-Policy`, `RateLimit` and `Retry-After`.
 //!
-//! The two RateLimit fields follow draft-ietf-httpapi-ratelimit-headers-10: each is a
+//! The two RateLimit fields follow draft-ietf-httpapi-ratelimit-headers-11 by default, and
+//! draft-10 on request ([`FieldsDraft`]). Both drafts share the syntax: each field is a
 //! structured-field List (RFC 9651) of one Item, the policy name as an sf-string, with
 //! integer parameters:
 //!
@@ -9,17 +10,68 @@
 //! RateLimit: "default";r=42;t=1
 //! ```
 //!
-//! `q` is the quota, `w` the window in seconds (for a token bucket, the time to refill from
-//! empty), `r` the remaining units and `t` the seconds until more quota becomes available.
-//! Seconds are rounded up, so a client that waits `t` never arrives early.
+//! `q` is the quota and `w` the window in seconds (for a token bucket, the time to refill
+//! from empty). The drafts differ in what `r` and `t` mean:
+//!
+//! - **draft-11**: `r` is the available quota and `t` the *effective window*, the seconds
+//!   within which the client may use no more than `r`. ratelab announces the window it can
+//!   keep exactly: on an admission, the time until the quota is whole again
+//!   ([`Decision::full_after`]), so any requests totalling at most `r` sent within `t` are
+//!   admitted (absent other clients of the key), and after `t` the whole quota is there; on
+//!   a denial, the wait after which the denied request is admitted (its `retry_after`), so
+//!   `Retry-After` never points before the window's end.
+//! - **draft-10**: `r` is the remaining quota and `t` the seconds until more quota becomes
+//!   available ([`Decision::reset_after`]).
+//!
+//! Seconds are rounded up, so a client that waits `t` never arrives early, and a window
+//! announced is never shorter than the true one.
 //!
 //! `Retry-After` (RFC 9110, delay-seconds) is only sent on a denial: whole seconds, rounded
-//! up, at least 1. It is never less than the `t` announced beside it, because a decision's
-//! `retry_after` is never less than its `reset_after` (checked by the property tests).
+//! up, at least 1, the exact wait. It is never less than the `t` announced beside it under
+//! either draft, because a decision's `retry_after` is never less than its `reset_after`
+//! (checked by the property tests).
 
 use crate::{Decision, Quota};
 use core::fmt;
 use core::fmt::Write as _;
+
+/// Which draft of the RateLimit fields an answer follows (see the module docs).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum FieldsDraft {
+    /// draft-ietf-httpapi-ratelimit-headers-10: `t` is the time until more quota.
+    Draft10,
+    /// draft-ietf-httpapi-ratelimit-headers-11: `t` is the effective window.
+    #[default]
+    Draft11,
+}
+
+impl FieldsDraft {
+    /// `draft-10` or `draft-11`.
+    pub fn parse(text: &str) -> Result<FieldsDraft, String> {
+        match text {
+            "draft-10" => Ok(FieldsDraft::Draft10),
+            "draft-11" => Ok(FieldsDraft::Draft11),
+            other => Err(format!("{other:?}: expected \"draft-10\" or \"draft-11\"")),
+        }
+    }
+
+    /// Its name, as [`FieldsDraft::parse`] reads it.
+    pub fn name(self) -> &'static str {
+        match self {
+            FieldsDraft::Draft10 => "draft-10",
+            FieldsDraft::Draft11 => "draft-11",
+        }
+    }
+
+    /// The `t` parameter for `decision`, in the unrounded nanoseconds it stands for.
+    pub fn t(self, decision: &Decision) -> crate::Nanos {
+        match (self, decision.retry_after) {
+            (FieldsDraft::Draft10, _) => decision.reset_after,
+            (FieldsDraft::Draft11, Some(wait)) => wait,
+            (FieldsDraft::Draft11, None) => decision.full_after,
+        }
+    }
+}
 
 /// Longest policy name, in bytes.
 pub const MAX_POLICY_NAME_LEN: usize = 64;
@@ -94,9 +146,15 @@ fn sf_string(out: &mut String, s: &str) {
     out.push('"');
 }
 
-/// Renders the fields for `decision` under policy `name` advertising `quota`.
-pub fn render(name: &PolicyName, quota: Quota, decision: &Decision) -> RateLimitFields {
-    PolicyFields::new(name, quota).render(decision)
+/// Renders the fields for `decision` under policy `name` advertising `quota`, as `draft`
+/// says.
+pub fn render(
+    name: &PolicyName,
+    quota: Quota,
+    decision: &Decision,
+    draft: FieldsDraft,
+) -> RateLimitFields {
+    PolicyFields::new(name, quota).render(decision, draft)
 }
 
 /// The parts of a policy's fields that do not change from one decision to the next, rendered
@@ -129,9 +187,9 @@ impl PolicyFields {
         &self.policy
     }
 
-    /// The `RateLimit` item for `decision`.
-    pub fn ratelimit(&self, decision: &Decision) -> String {
-        let (r, t) = (decision.remaining, decision.reset_after.as_secs_ceil());
+    /// The `RateLimit` item for `decision`, as `draft` says.
+    pub fn ratelimit(&self, decision: &Decision, draft: FieldsDraft) -> String {
+        let (r, t) = (decision.remaining, draft.t(decision).as_secs_ceil());
         // The exact length: a string whose capacity is its length becomes a header value
         // without another allocation.
         let mut out = String::with_capacity(self.quoted.len() + 6 + digits(r) + digits(t));
@@ -150,11 +208,11 @@ impl PolicyFields {
             .map(|after| after.as_secs_ceil().max(1))
     }
 
-    /// All three fields for `decision`.
-    pub fn render(&self, decision: &Decision) -> RateLimitFields {
+    /// All three fields for `decision`, as `draft` says.
+    pub fn render(&self, decision: &Decision, draft: FieldsDraft) -> RateLimitFields {
         RateLimitFields {
             policy: self.policy.clone(),
-            ratelimit: self.ratelimit(decision),
+            ratelimit: self.ratelimit(decision, draft),
             retry_after: Self::retry_after(decision).map(|s| s.to_string()),
         }
     }

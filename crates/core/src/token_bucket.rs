@@ -152,6 +152,12 @@ impl TokenBucket {
         Nanos::saturating_from_u128(div_ceil(short, self.amount()))
     }
 
+    /// Time until the bucket is full: until its TAT, in ns rounded up (the deficit is zero
+    /// exactly then, and positive a nanosecond before).
+    fn full_after(&self, tat: u128, now_s: u128) -> Nanos {
+        Nanos::saturating_from_u128(div_ceil(tat.saturating_sub(now_s), self.amount()))
+    }
+
     /// Time until more than `remaining` tokens are available.
     fn reset_after(&self, tat: u128, now_s: u128, remaining: u64) -> Nanos {
         if remaining >= self.capacity {
@@ -200,6 +206,7 @@ impl Algorithm for TokenBucket {
                 remaining,
                 reset_after: self.reset_after(new_tat, now_s, remaining),
                 retry_after: None,
+                full_after: self.full_after(new_tat, now_s),
             };
             Ok((
                 TokenBucketState {
@@ -215,6 +222,7 @@ impl Algorithm for TokenBucket {
                 remaining,
                 reset_after: self.reset_after(tat, now_s, remaining),
                 retry_after: Some(self.wait_for(tat, now_s, cost)),
+                full_after: self.full_after(tat, now_s),
             };
             Ok((TokenBucketState { tat_scaled: tat }, decision))
         }

@@ -143,6 +143,12 @@ impl Algorithm for FixedWindow {
                 until_end
             },
             retry_after: (!allowed).then_some(until_end),
+            // The whole limit comes back at once, with the next window.
+            full_after: if st.count == 0 {
+                Nanos::ZERO
+            } else {
+                until_end
+            },
         };
         Ok((st, decision))
     }
@@ -253,6 +259,20 @@ impl SlidingWindow {
     }
 }
 
+impl SlidingWindow {
+    /// Nanoseconds until the estimate is zero: the current window's end when only the
+    /// previous window counted (its weight decays to zero exactly then), the next window's
+    /// end when the current one counted (it must become the previous and decay in turn).
+    fn full_after(&self, r: &Rolled) -> Nanos {
+        let to_boundary = r.ahead + (self.0.w() - r.elapsed);
+        Nanos::saturating_from_u128(match (r.st.previous, r.st.current) {
+            (0, 0) => 0,
+            (_, 0) => to_boundary,
+            _ => to_boundary + self.0.w(),
+        })
+    }
+}
+
 impl Algorithm for SlidingWindow {
     type State = SlidingWindowState;
 
@@ -283,6 +303,7 @@ impl Algorithm for SlidingWindow {
             remaining,
             reset_after,
             retry_after,
+            full_after: self.full_after(&r),
         };
         Ok((r.st, decision))
     }

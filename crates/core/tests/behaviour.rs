@@ -1,7 +1,7 @@
 //! Deterministic examples: the fixed-window boundary spike, policy validation, time going
 //! backwards, and header text.
 
-use ratelab_core::headers::{PolicyName, render};
+use ratelab_core::headers::{FieldsDraft, PolicyName, render};
 use ratelab_core::{Algorithm, FixedWindow, Nanos, SlidingWindow, TokenBucket};
 
 /// Max admitted in any interval of length `w` (inclusive start, exclusive end).
@@ -122,16 +122,41 @@ fn time_going_backwards_never_grants_more() {
 }
 
 #[test]
-fn headers_render_draft_10_fields() {
+fn headers_render_draft_10_and_draft_11_fields() {
     let b = TokenBucket::per_second(10, 2).unwrap();
     let name = PolicyName::new("per-key").unwrap();
     let (s, d) = b.transition(None, Nanos(0), 10).unwrap();
-    let f = render(&name, b.quota(), &d);
+    let f = render(&name, b.quota(), &d, FieldsDraft::Draft10);
     assert_eq!(f.policy, r#""per-key";q=10;w=5"#);
-    assert_eq!(f.ratelimit, r#""per-key";r=0;t=1"#);
+    assert_eq!(
+        f.ratelimit, r#""per-key";r=0;t=1"#,
+        "1 s until one more token"
+    );
     assert_eq!(f.retry_after, None);
+    let f11 = render(&name, b.quota(), &d, FieldsDraft::Draft11);
+    assert_eq!(f11.policy, f.policy);
+    assert_eq!(
+        f11.ratelimit, r#""per-key";r=0;t=5"#,
+        "use no more than 0 within the 5 s the bucket takes to fill"
+    );
+    let (s2, d) = b.transition(Some(s), Nanos::from_millis(1_500), 1).unwrap();
+    assert_eq!(
+        render(&name, b.quota(), &d, FieldsDraft::Draft11).ratelimit,
+        r#""per-key";r=2;t=4"#,
+        "3 tokens refilled, 1 taken: full 4 s later"
+    );
+    let (_, d) = b
+        .transition(Some(s2), Nanos::from_millis(1_500), 3)
+        .unwrap();
+    assert!(!d.allowed);
+    let f11 = render(&name, b.quota(), &d, FieldsDraft::Draft11);
+    assert_eq!(
+        (f11.ratelimit.as_str(), f11.retry_after.as_deref()),
+        (r#""per-key";r=2;t=1"#, Some("1")),
+        "a denial's window ends when it would be admitted"
+    );
     let (_, d) = b.transition(Some(s), Nanos(1), 2).unwrap();
-    let f = render(&name, b.quota(), &d);
+    let f = render(&name, b.quota(), &d, FieldsDraft::Draft10);
     assert_eq!(
         f.retry_after.as_deref(),
         Some("1"),
@@ -139,7 +164,7 @@ fn headers_render_draft_10_fields() {
     );
     let quoted = PolicyName::new(r#"a"b\c"#).unwrap();
     assert!(
-        render(&quoted, b.quota(), &d)
+        render(&quoted, b.quota(), &d, FieldsDraft::Draft10)
             .policy
             .starts_with(r#""a\"b\\c";"#)
     );

@@ -2,7 +2,7 @@
 //! bounds, headers that parse as structured fields, and no panic at extreme inputs.
 
 use proptest::prelude::*;
-use ratelab_core::headers::{PolicyName, render};
+use ratelab_core::headers::{FieldsDraft, PolicyName, render};
 use ratelab_core::{Algorithm, Decision, FixedWindow, Nanos, SlidingWindow, TokenBucket};
 
 /// Every decision of a run, with its arrival time and cost.
@@ -74,6 +74,13 @@ fn check_decision(d: &Decision) -> Result<(), TestCaseError> {
         None => prop_assert!(d.allowed),
     }
     prop_assert_eq!(d.reset_after == Nanos::ZERO, d.remaining == d.limit);
+    prop_assert!(
+        d.full_after >= d.reset_after,
+        "full_after {} < reset_after {}",
+        d.full_after,
+        d.reset_after
+    );
+    prop_assert_eq!(d.full_after == Nanos::ZERO, d.remaining == d.limit);
     Ok(())
 }
 
@@ -110,6 +117,52 @@ fn check_exact<A: Algorithm>(
         );
         let (_, early) = alg.transition(Some(after), Nanos(at - 1), more).unwrap();
         prop_assert!(!early.allowed, "{more} available 1 ns before reset_after");
+    }
+    check_window(alg, after, now, &d)
+}
+
+/// draft-11's effective window, exactly: the quota is whole at `now + full_after` and not
+/// 1 ns before, and a client that spends at most `remaining` within that window, in single
+/// units spread over it, is never denied.
+fn check_window<A: Algorithm>(
+    alg: &A,
+    after: A::State,
+    now: u64,
+    d: &Decision,
+) -> Result<(), TestCaseError> {
+    let full = d.full_after.as_u64();
+    let peek = |at: u64| {
+        alg.transition(Some(after), Nanos(at), 0)
+            .unwrap()
+            .1
+            .remaining
+    };
+    prop_assert_eq!(
+        peek(now + full),
+        d.limit,
+        "not whole after full_after = {}",
+        full
+    );
+    if full > 0 {
+        prop_assert!(
+            peek(now + full - 1) < d.limit,
+            "whole 1 ns before full_after = {}",
+            full
+        );
+    }
+    let mut state = after;
+    for i in 0..d.remaining {
+        let at = now + full * i / d.remaining.max(1);
+        let (next, step) = alg.transition(Some(state), Nanos(at), 1).unwrap();
+        prop_assert!(
+            step.allowed,
+            "unit {} of r = {} denied at +{} ns of t = {} ns",
+            i + 1,
+            d.remaining,
+            at - now,
+            full
+        );
+        state = next;
     }
     Ok(())
 }
@@ -241,8 +294,10 @@ proptest! {
                         check_decision(&d)?;
                         let _ = alg.expires_at(&next);
                         let _ = alg.ttl(&next, Nanos(t));
-                        let fields = render(&PolicyName::new("p").unwrap(), alg.quota(), &d);
-                        prop_assert!(!fields.ratelimit.is_empty());
+                        for draft in [FieldsDraft::Draft10, FieldsDraft::Draft11] {
+                            let fields = render(&PolicyName::new("p").unwrap(), alg.quota(), &d, draft);
+                            prop_assert!(!fields.ratelimit.is_empty());
+                        }
                         state = Some(next);
                     }
                     Err(e) => {
@@ -255,32 +310,40 @@ proptest! {
     }
 
     /// Rendered fields parse with an independent RFC 9651 parser, carry the decision's
-    /// numbers, and Retry-After is never 0 and never earlier than the announced `t`.
+    /// numbers under either draft (`t` draft-10's time until more quota, draft-11's effective
+    /// window), and Retry-After is never 0 and never earlier than the announced `t`.
     #[test]
     fn headers_parse_as_structured_fields(b in bucket(), s in steps(), name in "[ -~]{1,64}") {
         let name = PolicyName::new(&name).unwrap();
         let arrivals = times(0, &clamp(&s, b.capacity()));
         let (ds, _) = run(&b, &arrivals);
         for (_, _, d) in &ds {
-            let f = render(&name, b.quota(), d);
-            let policy = parse_item(&f.policy)?;
-            prop_assert_eq!(&policy.0, name.as_str());
-            prop_assert_eq!(policy.1.get("q").copied(), Some(b.capacity() as i64));
-            prop_assert!(policy.1.get("w").copied().unwrap_or(0) >= 1);
-            let rl = parse_item(&f.ratelimit)?;
-            prop_assert_eq!(&rl.0, name.as_str());
-            prop_assert_eq!(rl.1.get("r").copied(), Some(d.remaining as i64));
-            let t = rl.1["t"];
-            prop_assert_eq!(t as u64, d.reset_after.as_secs_ceil());
-            match (&f.retry_after, d.retry_after) {
-                (Some(v), Some(after)) => {
-                    let secs: u64 = v.parse().map_err(|_| TestCaseError::fail(format!("Retry-After {v:?}")))?;
-                    prop_assert!(secs >= 1 && secs >= t as u64);
-                    prop_assert!(secs * 1_000_000_000 >= after.as_u64());
-                    prop_assert!((secs - 1) * 1_000_000_000 < after.as_u64().max(1));
+            for draft in [FieldsDraft::Draft10, FieldsDraft::Draft11] {
+                let f = render(&name, b.quota(), d, draft);
+                let policy = parse_item(&f.policy)?;
+                prop_assert_eq!(&policy.0, name.as_str());
+                prop_assert_eq!(policy.1.get("q").copied(), Some(b.capacity() as i64));
+                prop_assert!(policy.1.get("w").copied().unwrap_or(0) >= 1);
+                let rl = parse_item(&f.ratelimit)?;
+                prop_assert_eq!(&rl.0, name.as_str());
+                prop_assert_eq!(rl.1.get("r").copied(), Some(d.remaining as i64));
+                let t = rl.1["t"] as u64;
+                let want = match (draft, d.retry_after) {
+                    (FieldsDraft::Draft10, _) => d.reset_after,
+                    (FieldsDraft::Draft11, Some(wait)) => wait,
+                    (FieldsDraft::Draft11, None) => d.full_after,
+                };
+                prop_assert_eq!(t, want.as_secs_ceil());
+                match (&f.retry_after, d.retry_after) {
+                    (Some(v), Some(after)) => {
+                        let secs: u64 = v.parse().map_err(|_| TestCaseError::fail(format!("Retry-After {v:?}")))?;
+                        prop_assert!(secs >= 1 && secs >= t);
+                        prop_assert!(secs * 1_000_000_000 >= after.as_u64());
+                        prop_assert!((secs - 1) * 1_000_000_000 < after.as_u64().max(1));
+                    }
+                    (None, None) => {}
+                    other => prop_assert!(false, "Retry-After {:?} for a decision with retry_after {:?}", other.0, other.1),
                 }
-                (None, None) => {}
-                other => prop_assert!(false, "Retry-After {:?} for a decision with retry_after {:?}", other.0, other.1),
             }
         }
     }

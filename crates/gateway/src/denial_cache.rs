@@ -104,6 +104,7 @@ impl DenialCache {
             remaining: 0,
             retry_after: Some(e.until.saturating_sub(now)),
             reset_after: e.decision.reset_after.saturating_sub(elapsed),
+            full_after: e.decision.full_after.saturating_sub(elapsed),
             ..e.decision
         })
     }
@@ -173,6 +174,7 @@ mod tests {
             remaining: 0,
             reset_after: Nanos::from_millis(5_000),
             retry_after: Some(Nanos::from_millis(retry_ms)),
+            full_after: Nanos::from_millis(9_000),
         }
     }
 
@@ -186,6 +188,7 @@ mod tests {
         assert!(!d.allowed);
         assert_eq!(d.retry_after, Some(Nanos::from_millis(499)));
         assert_eq!(d.reset_after, Nanos::from_millis(4_500));
+        assert_eq!(d.full_after, Nanos::from_millis(8_500));
         assert_eq!(d.limit, 5);
         assert!(
             c.lookup(&k, 1, Nanos::from_millis(600)).is_none(),

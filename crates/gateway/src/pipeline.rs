@@ -35,7 +35,7 @@ mod together;
 use core::future::Future;
 use ratelab_core::Decision;
 use ratelab_core::Nanos;
-use ratelab_core::headers::{PolicyFields, PolicyName};
+use ratelab_core::headers::{FieldsDraft, PolicyFields, PolicyName};
 use ratelab_store::{Key, LimitError, Path, StoreClient, StoreError, TimeSource, decide_remote};
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -263,6 +263,9 @@ pub struct GatewayConfig {
     /// (default true). A caller that never reads them (a simulation whose clients ignore them)
     /// can skip rendering them; decisions and counters are the same either way.
     pub headers: bool,
+    /// Which draft the RateLimit fields follow (default draft-11;
+    /// [`ratelab_core::headers`]).
+    pub ratelimit_fields: FieldsDraft,
 }
 
 impl Default for GatewayConfig {
@@ -280,6 +283,7 @@ impl Default for GatewayConfig {
             ipv6_prefix: DEFAULT_IPV6_PREFIX,
             denial_cache: 0,
             headers: true,
+            ratelimit_fields: FieldsDraft::default(),
         }
     }
 }
@@ -1019,7 +1023,10 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
                 if self.config.headers && !shadow {
                     let f = limit.policy_fields();
                     let all = fields.get_or_insert_with(Fields::default);
-                    all.add(f.policy(), f.ratelimit(&decision));
+                    all.add(
+                        f.policy(),
+                        f.ratelimit(&decision, self.config.ratelimit_fields),
+                    );
                     if !decision.allowed {
                         all.retry_after = PolicyFields::retry_after(&decision).max(all.retry_after);
                     }
@@ -1113,6 +1120,7 @@ fn error_outcome(
                     remaining: 0,
                     reset_after: Nanos::ZERO,
                     retry_after: None,
+                    full_after: Nanos::ZERO,
                 },
                 decided_at: now(),
             },

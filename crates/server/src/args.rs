@@ -41,6 +41,11 @@ pub struct ServeArgs {
     /// one is answered 413.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1_073_741_824))]
     max_body_bytes: Option<u64>,
+    /// Which draft of the RateLimit fields answers follow, in HTTP and in the rate limit
+    /// service's response headers: draft-11 (default: `t` is the effective window) or
+    /// draft-10 (`t` is the time until more quota).
+    #[arg(long, value_parser = ["draft-10", "draft-11"])]
+    ratelimit_fields: Option<String>,
     /// A JSON config file; flags override it.
     #[arg(long)]
     config: Option<PathBuf>,
@@ -143,6 +148,7 @@ pub fn serve_command(args: ServeArgs) -> ExitCode {
         idle_timeout_ms,
         max_connections,
         max_body_bytes,
+        ratelimit_fields,
         config,
         capacity,
         refill_per_sec,
@@ -185,6 +191,7 @@ pub fn serve_command(args: ServeArgs) -> ExitCode {
     f.idle_timeout_ms = idle_timeout_ms.or(f.idle_timeout_ms);
     f.max_connections = max_connections.map(|n| n as usize).or(f.max_connections);
     f.max_body_bytes = max_body_bytes.or(f.max_body_bytes);
+    f.ratelimit_fields = ratelimit_fields.or(f.ratelimit_fields);
     let merge = |l: Option<LimitFile>, b: Option<u64>, r: Option<u64>| match (l, b, r) {
         (l, None, None) => Ok(l),
         (Some(l), b, r) => Ok(Some(LimitFile {

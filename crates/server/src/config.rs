@@ -2,6 +2,7 @@
 //! override it (`args`), and every error names the file, JSON path, line and column.
 
 use crate::limits::FileLimit;
+use ratelab_core::headers::FieldsDraft;
 use ratelab_core::{Nanos, TokenBucket};
 use ratelab_gateway::admin::{AdminAccess, AdminToken};
 use ratelab_gateway::conns::ConnLimits;
@@ -69,6 +70,8 @@ pub struct ServeFile {
     pub max_connections: Option<usize>,
     /// The largest request body forwarded to the upstream, bytes (default 10 MiB).
     pub max_body_bytes: Option<u64>,
+    /// Which draft the RateLimit fields follow: `draft-11` (default) or `draft-10`.
+    pub ratelimit_fields: Option<String>,
     /// Whether to fail open (default true).
     pub fail_open: Option<bool>,
     /// Start with the kill switch on (limiting off); default false.
@@ -454,6 +457,10 @@ pub fn settings(f: ServeFile) -> Result<ServeSettings, String> {
                 Some(other) => {
                     return Err(format!("path: {other:?}: expected \"atomic\" or \"naive\""));
                 }
+            },
+            ratelimit_fields: match f.ratelimit_fields.as_deref() {
+                None => FieldsDraft::default(),
+                Some(d) => FieldsDraft::parse(d).map_err(|e| format!("ratelimit_fields: {e}"))?,
             },
             denial_cache: match f.denial_cache.unwrap_or(0) {
                 n if n > 0 && f.path.as_deref() == Some("naive") => {

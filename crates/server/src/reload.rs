@@ -1,13 +1,13 @@
-//! Hot reload of the limits file: on a change (polled, applied once it has read the same at
-//! two polls in a row, so a file being written in place is not judged half-written) and at
-//! once on SIGHUP.
+//! Hot reload of the limits file: on a change (polled, and applied only once it has settled:
+//! read the same at consecutive polls for at least [`SETTLE`], so a file being written in
+//! place — truncated, then written — is not judged half-written) and at once on SIGHUP.
 //!
 //! The file is read whole and validated first; only a file that validates, and whose limits'
 //! stores could be opened, replaces the running set, in one swap ([`Gateway::replace_limits`]):
 //! a request decides against the set it started with, so requests in flight are unaffected.
 //! A bad edit is refused, logged on stderr with its location, counted in
-//! `ratelab_limits_reloads_total{result="rejected"}`, and the old limits keep running; the
-//! same bad bytes are reported once, not at every poll.
+//! `ratelab_limits_reloads_total{result="rejected"}`, and the old limits keep running; each
+//! distinct bad content is reported once (until an edit applies), not at every poll.
 //!
 //! The file is polled rather than watched with inotify: a poll sees every way a file is
 //! replaced (an editor's rename, a Kubernetes ConfigMap's symlink swap, a copy over it),
@@ -19,7 +19,26 @@ use ratelab_gateway::http::TokioEnv;
 use ratelab_gateway::{Gateway, GatewayConfig};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+/// How long a changed file must read the same before it is applied: longer than any pause a
+/// writer makes between truncating a file and writing it, and never shorter than the poll
+/// interval (two polls in a row).
+pub const SETTLE: Duration = Duration::from_millis(500);
+
+/// How many distinct rejected contents are remembered (so each is reported once).
+const REMEMBERED_REJECTIONS: usize = 64;
+
+/// A content's fingerprint, to remember rejected contents by.
+fn digest(seen: &Seen) -> u64 {
+    use std::hash::{Hash as _, Hasher as _};
+    let mut h = siphasher::sip::SipHasher13::new();
+    match seen {
+        Seen::Bytes(b) => (0u8, b).hash(&mut h),
+        Seen::Unreadable(e) => (1u8, e).hash(&mut h),
+    }
+    h.finish()
+}
 
 /// What the last look at the file found.
 #[derive(PartialEq, Eq)]
@@ -60,7 +79,9 @@ pub fn start<S: Stores>(
     }
     metrics::gauge!("ratelab_limits_loaded").set(gateway.limits().len() as f64);
     let mut seen = Seen::Bytes(loaded.as_bytes().to_vec());
-    let mut pending: Option<Seen> = None;
+    // A change not yet settled, and when it was first read.
+    let mut pending: Option<(Seen, Instant)> = None;
+    let mut rejected: Vec<u64> = Vec::new();
     // Installed before the server announces itself: SIGHUP's default action ends the process.
     let mut hup = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
         Ok(h) => Some(h),
@@ -82,18 +103,32 @@ pub fn start<S: Stores>(
             };
             let now = read(&path);
             if !forced {
-                // A change is acted on once it has settled, read the same at two polls in a
-                // row: a file being written in place is not judged half-written.
+                // A change is acted on once it has settled: read the same at consecutive
+                // polls for at least SETTLE, so a file being written in place is not judged
+                // half-written.
                 if now == seen {
                     pending = None;
                     continue;
                 }
-                if pending.as_ref() != Some(&now) {
-                    pending = Some(now);
-                    continue;
+                match &pending {
+                    Some((p, since)) if *p == now => {
+                        if since.elapsed() < SETTLE.max(interval) {
+                            continue;
+                        }
+                    }
+                    _ => {
+                        pending = Some((now, Instant::now()));
+                        continue;
+                    }
                 }
             }
             pending = None;
+            let fingerprint = digest(&now);
+            if !forced && rejected.contains(&fingerprint) {
+                // Already reported.
+                seen = now;
+                continue;
+            }
             let outcome = match &now {
                 Seen::Bytes(bytes) => {
                     apply(&gateway, &stores, &path, bytes, &config, rls.as_ref()).await
@@ -103,6 +138,7 @@ pub fn start<S: Stores>(
             seen = now;
             match outcome {
                 Ok(n) => {
+                    rejected.clear();
                     metrics::counter!("ratelab_limits_reloads_total", "result" => "applied")
                         .increment(1);
                     metrics::gauge!("ratelab_limits_loaded").set(n as f64);
@@ -112,6 +148,10 @@ pub fn start<S: Stores>(
                     );
                 }
                 Err(e) => {
+                    if rejected.len() == REMEMBERED_REJECTIONS {
+                        rejected.remove(0);
+                    }
+                    rejected.push(fingerprint);
                     metrics::counter!("ratelab_limits_reloads_total", "result" => "rejected")
                         .increment(1);
                     eprintln!(

@@ -195,6 +195,7 @@ pub fn counted_decision(count: u64, limit: u64, window: Nanos) -> Decision {
         remaining: limit.saturating_sub(count),
         reset_after: window,
         retry_after: (!allowed).then_some(window),
+        full_after: window,
     }
 }
 

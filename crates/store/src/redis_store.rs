@@ -652,8 +652,12 @@ fn non_negative(v: i64) -> Result<u64, StoreError> {
     u64::try_from(v).map_err(|_| StoreError::Corrupt)
 }
 
-/// One key's four fields of the script's reply.
-fn reply_decision(bucket: &TokenBucket, f: &[i64]) -> Result<(i64, Decision), StoreError> {
+/// One key's four fields of the script's reply, and its time until full.
+fn reply_decision(
+    bucket: &TokenBucket,
+    f: &[i64],
+    full: i64,
+) -> Result<(i64, Decision), StoreError> {
     let [flag, remaining, reset, retry] = *f else {
         return Err(StoreError::Corrupt);
     };
@@ -665,6 +669,7 @@ fn reply_decision(bucket: &TokenBucket, f: &[i64]) -> Result<(i64, Decision), St
             remaining: non_negative(remaining)?,
             reset_after: Nanos(non_negative(reset)?),
             retry_after: (retry >= 0).then_some(Nanos(retry as u64)),
+            full_after: Nanos(non_negative(full)?),
         },
     ))
 }
@@ -784,6 +789,7 @@ impl RedisStore {
             remaining: 0,
             reset_after: Nanos::ZERO,
             retry_after: None,
+            full_after: Nanos::ZERO,
         };
         Ok(AllApplied {
             allowed: !denied,
@@ -880,7 +886,7 @@ impl RedisStore {
         // A reply this client cannot read comes after the script ran (and may have written):
         // not `Corrupt`, which promises nothing was written, but a store that misbehaved.
         let unreadable = |_| LimitError::Store(StoreError::Unavailable);
-        let fields = 4 * items.len() + 2;
+        let fields = 5 * items.len() + 2;
         if r.len() != fields + if tat { 2 * items.len() } else { 0 } {
             return Err(LimitError::Store(StoreError::Unavailable));
         }
@@ -889,7 +895,8 @@ impl RedisStore {
         let mut allowed = true;
         for (i, (c, _, _)) in items.iter().enumerate() {
             let at = if i == 0 { 0 } else { 4 * i + 2 };
-            let (flag, d) = reply_decision(&c.bucket, &r[at..at + 4]).map_err(unreadable)?;
+            let full = r[4 * items.len() + 2 + i];
+            let (flag, d) = reply_decision(&c.bucket, &r[at..at + 4], full).map_err(unreadable)?;
             allowed &= flag == 1;
             decisions.push(d);
         }

@@ -6,7 +6,8 @@
 --          (now_sec = '' reads the store's clock with TIME), then capacity, refill_amount,
 --          refill_period_ns, cost for each further key
 -- reply    per key: flag, remaining, reset_after_ns, retry_after_ns (-1: none), with
---          now_sec, now_nsec after the first key's four. flag 1: admitted and spent; 0: this
+--          now_sec, now_nsec after the first key's four; then per key full_after_ns, the
+--          time until its bucket is full again if nothing more is taken. flag 1: admitted and spent; 0: this
 --          key denied it; 2: this key would admit it but another denied it, so nothing was
 --          spent (remaining is what the key holds now). The request is admitted only if
 --          every key admits it, and then it is spent at every key; otherwise at none.
@@ -115,6 +116,7 @@ for i = 1, #KEYS do
 end
 
 local reply = {}
+local full = {}
 for i, k in ipairs(keys) do
   local flag, r, reset, wait
   if all then
@@ -124,9 +126,11 @@ for i, k in ipairs(keys) do
     if ttl_ms < 1 then ttl_ms = 1 end
     redis.call('SET', KEYS[i], string.format('%d %d', k.nh, k.nl), 'PX', ttl_ms)
     flag, reset, wait = 1, reset_after(k, k.nh, k.nl, r), -1
+    full[i] = cdiv(d, k.a)
   else
     r = available(k, k.th, k.tl)
     reset = reset_after(k, k.th, k.tl, r)
+    full[i] = cdiv(over(k, k.th, k.tl), k.a)
     if k.admits then
       flag, wait = 2, -1
     else
@@ -141,6 +145,9 @@ for i, k in ipairs(keys) do
     table.insert(reply, ns)
     table.insert(reply, nn)
   end
+end
+for i = 1, #keys do
+  table.insert(reply, full[i])
 end
 if ARGV[4 * #KEYS + 3] == 'tat' then
   for _, k in ipairs(keys) do

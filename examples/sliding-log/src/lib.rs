@@ -52,6 +52,8 @@ impl Algorithm for SlidingLog {
             remaining: (LIMIT - len) as u64,
             reset_after: len.checked_sub(1).map_or(Nanos::ZERO, leaves),
             retry_after: (!allowed).then(|| leaves(cost as usize - free - 1)),
+            // Whole again once the newest admission has left the window.
+            full_after: len.checked_sub(1).map_or(Nanos::ZERO, leaves),
         };
         Ok((Log { times, len }, decision))
     }
