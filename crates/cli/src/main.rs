@@ -5,6 +5,7 @@
 mod explore;
 mod probe;
 mod real;
+mod soak;
 
 use clap::{Parser, Subcommand};
 use ratelab_sim::{Report, RunOptions, Scenario, replay_commands};
@@ -88,6 +89,9 @@ enum Command {
         #[arg(long, default_value_t = 5_000, value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
         run_ms: u64,
     },
+    /// Soak a real ratelab-server: a long, bounded run over many keys, sampled for growth of
+    /// its memory, latency tail and denials.
+    Soak(Box<soak::SoakArgs>),
     /// Serve the gateway over HTTP, on the in-memory store or Redis: 200 when allowed, 429
     /// when denied (the code of `ratelab-server`, the binary to deploy, which has no
     /// simulator linked in).
@@ -300,6 +304,7 @@ fn main() -> ExitCode {
         Command::Sweep(args) => sweep_command(*args),
         Command::Serve(args) => ratelab_server::serve_command(*args),
         Command::Probe { command } => probe::probe_command(command),
+        Command::Soak(args) => soak::soak_command(*args),
         Command::Explore(args) => explore::explore_command(*args),
         Command::Fuzz {
             inputs,

@@ -15,6 +15,8 @@
 //!   read-then-write client) driven from outside and judged by the checkers (`ratelab probe`);
 //! - [`failover`]: what a Redis Cluster failover costs a token bucket, on a real local
 //!   cluster (`ratelab failover`);
+//! - [`soak`]: a long, bounded run of a real `ratelab-server` over many keys, sampled for
+//!   growth (`ratelab soak`);
 //! - [`timeline`]: one key's requests, the store's applies, the envelope and the faults as a
 //!   self-contained HTML page (`ratelab run --timeline`, and the explorer's shrunk failures).
 //!
@@ -29,5 +31,6 @@ pub mod fuzz;
 pub mod matched;
 pub mod output;
 pub mod probe;
+pub mod soak;
 pub mod sweep;
 pub mod timeline;
