@@ -113,9 +113,11 @@ impl Redis {
     /// for each call.
     pub async fn connect(url: &str, timeout: Duration) -> Result<Redis, String> {
         let (bucket, options) = Redis::setup(timeout)?;
+        // Every decision goes through the gateway's pipeline, under the request's deadline.
         let conn = RedisStore::connect(url, bucket, options)
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| e.to_string())?
+            .bounded_by_caller();
         Ok(Redis { conn, waits: false })
     }
 

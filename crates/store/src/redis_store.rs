@@ -101,6 +101,9 @@ pub struct RedisStore {
     wait: Option<(u32, u64)>,
     /// Waits that ended with fewer replicas than asked for (shared by siblings).
     waits_short: Arc<std::sync::atomic::AtomicU64>,
+    /// Whether every script call is bounded by its caller (a gateway's deadline), so the
+    /// lane's calls need no timer of their own ([`RedisStore::bounded_by_caller`]).
+    caller_bounds: bool,
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -244,6 +247,7 @@ impl RedisStore {
             fence: Arc::new(redis::Script::new(FENCE_SCRIPT)),
             refund: Arc::new(redis::Script::new(REFUND_SCRIPT)),
             wait: None,
+            caller_bounds: false,
             waits_short: Arc::default(),
         }
     }
@@ -258,6 +262,17 @@ impl RedisStore {
     pub fn with_wait(mut self, replicas: u32, timeout: Duration) -> RedisStore {
         self.wait = Some((replicas, timeout.as_millis().clamp(1, 60_000) as u64));
         self.lane = None;
+        self
+    }
+
+    /// The same store for a caller that bounds every decision it asks for in time (the
+    /// gateway's pipeline puts each store call under the request's deadline): the script
+    /// calls on the lane then set no timer of their own, one registration and one
+    /// cancellation in the runtime's timer wheel fewer per call. A call the caller gives up
+    /// on is dropped; its reply, when it comes, is discarded. Its siblings inherit it. Calls
+    /// through redis-rs keep their own timeout.
+    pub fn bounded_by_caller(mut self) -> RedisStore {
+        self.caller_bounds = true;
         self
     }
 
@@ -339,6 +354,9 @@ impl RedisStore {
                 other => Err(code_err(other.error_code())),
             }
         };
+        if self.caller_bounds {
+            return call.await;
+        }
         tokio::time::timeout(self.options.timeout, call)
             .await
             .unwrap_or(Err(StoreError::Timeout))
@@ -864,7 +882,6 @@ impl RedisStore {
         let Some((first, _, _)) = items.first() else {
             return Err(LimitError::Store(StoreError::Corrupt));
         };
-        let mut conn = first.conn.clone();
         let r: Vec<i64> = match &first.lane {
             Some(lane) => {
                 let command = Command::new(script_args(first.script.get_hash(), items, now, tat));
@@ -872,6 +889,7 @@ impl RedisStore {
             }
             None => {
                 let cmd = script_cmd(first.script.get_hash(), items, now, tat);
+                let mut conn = first.conn.clone();
                 first.timed(evalsha(&mut conn, &first.script, &cmd)).await?
             }
         };
@@ -880,6 +898,7 @@ impl RedisStore {
             // Answered once `replicas` replicas hold the write, or after `ms` either way (the
             // decision stands; only its durability across a failover is in doubt then).
             let key = first.key(items[0].1);
+            let mut conn = first.conn.clone();
             let acked = first.timed(conn.wait(&key, replicas, ms)).await?;
             first.waited(replicas, acked);
         }
