@@ -103,30 +103,39 @@ impl redis::ToRedisArgs for Arg<'_> {
     }
 }
 
-/// One command, encoded for the wire.
+/// One command, encoded for the wire: its bytes are `buf[start..]` (the array's header is
+/// written last, just before the arguments, once their number is known).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Command(Vec<u8>);
+pub struct Command {
+    buf: Vec<u8>,
+    start: usize,
+}
 
 impl Command {
     /// The command `args` (its name first).
-    pub fn new<'a>(args: impl Iterator<Item = Arg<'a>> + Clone) -> Command {
-        let mut out = Vec::with_capacity(256);
-        encode(&mut out, args);
-        Command(out)
+    pub fn new<'a>(args: impl Iterator<Item = Arg<'a>>) -> Command {
+        let mut buf = Vec::with_capacity(256);
+        let start = encode(&mut buf, args);
+        Command { buf, start }
     }
 
     /// Its bytes, a RESP array of bulk strings.
     pub fn as_bytes(&self) -> &[u8] {
-        &self.0
+        &self.buf[self.start..]
     }
 }
 
-/// Appends the command `args` to `out` as a RESP array of bulk strings.
-fn encode<'a>(out: &mut Vec<u8>, args: impl Iterator<Item = Arg<'a>> + Clone) {
+/// The most bytes an array's header takes: `*`, 20 digits, CRLF.
+const HEADER_ROOM: usize = 23;
+
+/// Writes the command `args` into the empty `out` as a RESP array of bulk strings, in one
+/// pass over them: the arguments after room for the array's header, which is written last,
+/// right before them. Returns where the command starts in `out`.
+fn encode<'a>(out: &mut Vec<u8>, args: impl Iterator<Item = Arg<'a>>) -> usize {
     let mut digits = [0u8; 20];
-    out.push(b'*');
-    push_decimal(out, args.clone().count() as u64);
-    out.extend_from_slice(b"\r\n");
+    out.clear();
+    out.resize(HEADER_ROOM, 0);
+    let mut n = 0u64;
     for arg in args {
         let (a, b): (&[u8], &[u8]) = match arg {
             Arg::Bytes(b) => (b, &[]),
@@ -139,7 +148,14 @@ fn encode<'a>(out: &mut Vec<u8>, args: impl Iterator<Item = Arg<'a>> + Clone) {
         out.extend_from_slice(a);
         out.extend_from_slice(b);
         out.extend_from_slice(b"\r\n");
+        n += 1;
     }
+    let count = decimal(&mut digits, n);
+    let start = HEADER_ROOM - count.len() - 3;
+    out[start] = b'*';
+    out[start + 1..HEADER_ROOM - 2].copy_from_slice(count);
+    out[HEADER_ROOM - 2..HEADER_ROOM].copy_from_slice(b"\r\n");
+    start
 }
 
 fn push_decimal(out: &mut Vec<u8>, v: u64) {
@@ -946,6 +962,15 @@ mod tests {
             theirs.arg(*a);
         }
         assert_eq!(ours.as_bytes(), theirs.get_packed_command());
+        // An array header of several digits, written before the arguments it counts.
+        for n in [9u64, 10, 99, 100, 1234] {
+            let ours = Command::new((0..n).map(Arg::Int));
+            let mut theirs = redis::Cmd::new();
+            (0..n).for_each(|i| {
+                theirs.arg(Arg::Int(i));
+            });
+            assert_eq!(ours.as_bytes(), theirs.get_packed_command(), "{n}");
+        }
     }
 
     #[test]
