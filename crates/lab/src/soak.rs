@@ -273,11 +273,7 @@ pub fn run(c: &SoakConfig, mut progress: impl FnMut(&Sample)) -> Result<SoakRepo
                     } else {
                         // The how-manyth regular request this is: the keys are visited in
                         // turn whatever the hot ones take.
-                        let j = if hot_every > 0 {
-                            i - (i / hot_every + 1)
-                        } else {
-                            i
-                        };
+                        let j = i.checked_div(hot_every).map_or(i, |h| i - (h + 1));
                         format!("k{}", j.wrapping_mul(step) % keys)
                     };
                     let sent = Instant::now();
