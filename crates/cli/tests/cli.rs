@@ -903,8 +903,8 @@ fn soak_runs_a_bounded_load_and_samples_the_server() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let table = String::from_utf8_lossy(&o.stdout);
     assert!(table.contains("| t (s) | requests |"), "{table}");
-    let r: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap())
-        .expect("the soak's JSON");
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).expect("the soak's JSON");
     let samples = r["samples"].as_array().unwrap();
     let sum = |k: &str| samples.iter().map(|s| s[k].as_u64().unwrap()).sum::<u64>();
     assert_eq!(sum("requests"), 3000);
@@ -918,5 +918,9 @@ fn soak_runs_a_bounded_load_and_samples_the_server() {
 
     let o = ratelab(&["soak", "--server", "/nonexistent/ratelab-server"]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("no such server binary"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("no such server binary"),
+        "{}",
+        stderr(&o)
+    );
 }

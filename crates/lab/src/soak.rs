@@ -67,6 +67,8 @@ pub struct Sample {
     pub max_us: u64,
     /// The server's resident memory at the end of the interval, KiB.
     pub rss_kib: u64,
+    /// The server's CPU time (user and system) in the interval over its requests, µs.
+    pub server_cpu_us_per_req: f64,
     /// Distinct keys visited so far.
     pub keys_seen: u64,
 }
@@ -111,13 +113,13 @@ impl SoakReport {
     /// A Markdown table of the samples and the run's verdict.
     pub fn markdown(&self) -> String {
         let mut out = String::from(
-            "| t (s) | requests | admitted | denied | errors | p50 µs | p99 µs | max µs | RSS MiB | keys seen |\n\
-             |---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+            "| t (s) | requests | admitted | denied | errors | p50 µs | p99 µs | max µs | server CPU µs/req | RSS MiB | keys seen |\n\
+             |---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
         );
         for (i, s) in self.samples.iter().enumerate() {
             let mark = if Some(i) == self.warm { " (warm)" } else { "" };
             out.push_str(&format!(
-                "| {:.1}{mark} | {} | {} | {} | {} | {} | {} | {} | {:.1} | {} |\n",
+                "| {:.1}{mark} | {} | {} | {} | {} | {} | {} | {} | {:.1} | {:.1} | {} |\n",
                 s.at_s,
                 s.requests,
                 s.admitted,
@@ -126,6 +128,7 @@ impl SoakReport {
                 s.p50_us,
                 s.p99_us,
                 s.max_us,
+                s.server_cpu_us_per_req,
                 s.rss_kib as f64 / 1024.0,
                 s.keys_seen,
             ));
@@ -208,6 +211,26 @@ fn rss_kib(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
+/// The CPU time process `pid` has used so far, user and system, in clock ticks (0 when
+/// unreadable).
+fn cpu_ticks(pid: u32) -> u64 {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return 0;
+    };
+    // Fields after the command's closing parenthesis; utime and stime are the 14th and 15th
+    // of the whole line, the 12th and 13th after it.
+    stat.rsplit_once(')')
+        .map(|(_, rest)| {
+            let f: Vec<&str> = rest.split_whitespace().collect();
+            let tick = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+            tick(11) + tick(12)
+        })
+        .unwrap_or(0)
+}
+
+/// Clock ticks per second (`USER_HZ`), 100 on Linux.
+const TICKS_PER_SEC: f64 = 100.0;
+
 /// A stride through `keys` keys that visits each once per `keys` steps.
 fn stride(keys: u64) -> u64 {
     let gcd = |mut a: u64, mut b: u64| {
@@ -224,10 +247,71 @@ fn stride(keys: u64) -> u64 {
     s
 }
 
+/// Latencies, µs, counted in buckets 1/64 of a power of two wide (exact below 128 µs), so
+/// that recording one is a counter's increment and a percentile a walk over the buckets:
+/// the load generator never pauses to sort.
+struct Histogram {
+    counts: Vec<u64>,
+    total: u64,
+    max: u64,
+}
+
+/// The largest latency told apart, µs (about 12 days).
+const HISTOGRAM_MAX_US: u64 = 1 << 40;
+
+impl Default for Histogram {
+    fn default() -> Self {
+        Histogram {
+            counts: vec![0; Histogram::bucket(HISTOGRAM_MAX_US) + 1],
+            total: 0,
+            max: 0,
+        }
+    }
+}
+
+impl Histogram {
+    fn bucket(v: u64) -> usize {
+        let v = v.min(HISTOGRAM_MAX_US);
+        if v < 128 {
+            return v as usize;
+        }
+        let e = 63 - v.leading_zeros() as usize;
+        128 + (e - 7) * 64 + ((v >> (e - 6)) - 64) as usize
+    }
+
+    /// The largest latency bucket `i` holds.
+    fn upper(i: usize) -> u64 {
+        if i < 128 {
+            return i as u64;
+        }
+        let (e, m) = (7 + (i - 128) / 64, 64 + ((i - 128) % 64) as u64);
+        ((m + 1) << (e - 6)) - 1
+    }
+
+    fn record(&mut self, us: u64) {
+        self.counts[Self::bucket(us)] += 1;
+        self.total += 1;
+        self.max = self.max.max(us);
+    }
+
+    /// The `q` quantile, rounded up to its bucket's top (never above the maximum seen).
+    fn quantile(&self, q: f64) -> u64 {
+        let rank = ((self.total as f64 * q).ceil() as u64).max(1);
+        let mut seen = 0;
+        for (i, &n) in self.counts.iter().enumerate() {
+            seen += n;
+            if seen >= rank {
+                return Self::upper(i).min(self.max);
+            }
+        }
+        0
+    }
+}
+
 /// What the senders record for the interval in progress.
 #[derive(Default)]
 struct Interval {
-    latencies_us: Vec<u64>,
+    latencies: Histogram,
     admitted: u64,
     denied: u64,
     errors: u64,
@@ -256,6 +340,7 @@ pub fn run(c: &SoakConfig, mut progress: impl FnMut(&Sample)) -> Result<SoakRepo
     let start = Instant::now();
     let mut samples = Vec::new();
     let mut warm = None;
+    let mut ticks = cpu_ticks(pid);
     rt.block_on(async {
         let mut senders = Vec::new();
         for _ in 0..c.concurrency {
@@ -285,7 +370,7 @@ pub fn run(c: &SoakConfig, mut progress: impl FnMut(&Sample)) -> Result<SoakRepo
                         .map(|r| r.status().as_u16());
                     let us = sent.elapsed().as_micros() as u64;
                     let mut iv = interval.lock().unwrap_or_else(|e| e.into_inner());
-                    iv.latencies_us.push(us);
+                    iv.latencies.record(us);
                     match status {
                         Ok(200) => iv.admitted += 1,
                         Ok(429) => iv.denied += 1,
@@ -302,13 +387,10 @@ pub fn run(c: &SoakConfig, mut progress: impl FnMut(&Sample)) -> Result<SoakRepo
                 tick.tick().await;
             }
             let iv = std::mem::take(&mut *interval.lock().unwrap_or_else(|e| e.into_inner()));
-            let mut lat = iv.latencies_us;
-            lat.sort_unstable();
-            let pct = |q: f64| {
-                lat.get(((lat.len() as f64 * q).ceil() as usize).saturating_sub(1))
-                    .copied()
-                    .unwrap_or(0)
-            };
+            let lat = &iv.latencies;
+            let now_ticks = cpu_ticks(pid);
+            let cpu_s = now_ticks.saturating_sub(ticks) as f64 / TICKS_PER_SEC;
+            ticks = now_ticks;
             let sent = next.load(Ordering::Relaxed).min(c.requests);
             let regular = sent
                 - if c.hot_every > 0 {
@@ -318,14 +400,15 @@ pub fn run(c: &SoakConfig, mut progress: impl FnMut(&Sample)) -> Result<SoakRepo
                 };
             let sample = Sample {
                 at_s: start.elapsed().as_secs_f64(),
-                requests: lat.len() as u64,
+                requests: lat.total,
                 admitted: iv.admitted,
                 denied: iv.denied,
                 errors: iv.errors,
-                p50_us: pct(0.50),
-                p99_us: pct(0.99),
-                max_us: lat.last().copied().unwrap_or(0),
+                p50_us: lat.quantile(0.50),
+                p99_us: lat.quantile(0.99),
+                max_us: lat.max,
                 rss_kib: rss_kib(pid),
+                server_cpu_us_per_req: cpu_s * 1e6 / (lat.total.max(1) as f64),
                 keys_seen: regular.min(c.keys),
             };
             if warm.is_none() && sample.keys_seen >= c.keys && !done {
@@ -356,6 +439,39 @@ pub fn run(c: &SoakConfig, mut progress: impl FnMut(&Sample)) -> Result<SoakRepo
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_histogram_is_exact_below_128_us_and_within_a_sixty_fourth_above() {
+        for v in [
+            0u64,
+            1,
+            127,
+            128,
+            129,
+            255,
+            256,
+            1000,
+            65_535,
+            1 << 30,
+            u64::MAX,
+        ] {
+            let i = Histogram::bucket(v);
+            let top = Histogram::upper(i);
+            let v = v.min(HISTOGRAM_MAX_US);
+            assert!(top >= v, "{v}: bucket {i} tops at {top}");
+            assert!(top - v <= v / 64, "{v}: bucket {i} tops at {top}");
+            if i > 0 {
+                assert!(Histogram::upper(i - 1) < v, "{v}");
+            }
+        }
+        let mut h = Histogram::default();
+        (1..=1000).for_each(|v| h.record(v));
+        let median = h.quantile(0.5);
+        assert!((500..=500 + 500 / 64).contains(&median), "{median}");
+        let p99 = h.quantile(0.99);
+        assert!((990..=990 + 990 / 64).contains(&p99), "{p99}");
+        assert_eq!(h.quantile(1.0), 1000);
+    }
 
     #[test]
     fn the_stride_visits_every_key_once_per_round() {
