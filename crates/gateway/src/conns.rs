@@ -462,6 +462,33 @@ impl<T: AsyncRead + Unpin> AsyncRead for Watched<T> {
     }
 }
 
+impl<T> Watched<T> {
+    /// A write's outcome, noted: bytes written refresh an idle wait; a write that must wait
+    /// registers to be woken if the connection is closed meanwhile.
+    fn wrote(
+        &mut self,
+        cx: &mut Context<'_>,
+        polled: Poll<std::io::Result<usize>>,
+    ) -> Poll<std::io::Result<usize>> {
+        match polled {
+            Poll::Ready(Ok(n)) => {
+                if n > 0 {
+                    self.wrote_some();
+                }
+                Poll::Ready(Ok(n))
+            }
+            Poll::Pending => {
+                self.ticket.watch.register(1, cx.waker());
+                if self.ticket.watch.is_closing() {
+                    return Poll::Ready(Err(Self::closed()));
+                }
+                Poll::Pending
+            }
+            other => other,
+        }
+    }
+}
+
 impl<T: AsyncWrite + Unpin> AsyncWrite for Watched<T> {
     fn poll_write(
         self: Pin<&mut Self>,
@@ -472,22 +499,8 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Watched<T> {
         if this.ticket.watch.is_closing() {
             return Poll::Ready(Err(Self::closed()));
         }
-        match Pin::new(&mut this.io).poll_write(cx, buf) {
-            Poll::Ready(Ok(n)) => {
-                if n > 0 {
-                    this.wrote_some();
-                }
-                Poll::Ready(Ok(n))
-            }
-            Poll::Pending => {
-                this.ticket.watch.register(1, cx.waker());
-                if this.ticket.watch.is_closing() {
-                    return Poll::Ready(Err(Self::closed()));
-                }
-                Poll::Pending
-            }
-            other => other,
-        }
+        let polled = Pin::new(&mut this.io).poll_write(cx, buf);
+        this.wrote(cx, polled)
     }
 
     fn poll_write_vectored(
@@ -499,22 +512,8 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Watched<T> {
         if this.ticket.watch.is_closing() {
             return Poll::Ready(Err(Self::closed()));
         }
-        match Pin::new(&mut this.io).poll_write_vectored(cx, bufs) {
-            Poll::Ready(Ok(n)) => {
-                if n > 0 {
-                    this.wrote_some();
-                }
-                Poll::Ready(Ok(n))
-            }
-            Poll::Pending => {
-                this.ticket.watch.register(1, cx.waker());
-                if this.ticket.watch.is_closing() {
-                    return Poll::Ready(Err(Self::closed()));
-                }
-                Poll::Pending
-            }
-            other => other,
-        }
+        let polled = Pin::new(&mut this.io).poll_write_vectored(cx, bufs);
+        this.wrote(cx, polled)
     }
 
     fn is_write_vectored(&self) -> bool {

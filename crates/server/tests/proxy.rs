@@ -42,7 +42,14 @@ impl Upstream {
                     async move {
                         counter.fetch_add(1, Ordering::SeqCst);
                         let (parts, body) = req.into_parts();
-                        let body: Bytes = axum::body::to_bytes(body, 64 << 20).await.unwrap();
+                        // A body the proxy cut short (past a bound) ends the request here.
+                        let Ok(body) = axum::body::to_bytes(body, 64 << 20).await else {
+                            return http::Response::builder()
+                                .status(400)
+                                .body(axum::body::Body::from("cut short\n"))
+                                .unwrap();
+                        };
+                        let body: Bytes = body;
                         if parts.uri.path().ends_with("/slow") {
                             tokio::time::sleep(std::time::Duration::from_millis(600)).await;
                         }
@@ -297,4 +304,55 @@ fn sigterm_stops_accepting_and_lets_the_request_in_flight_finish() {
     };
     assert!(status.success(), "{status}");
     assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_err());
+}
+
+#[test]
+fn a_body_past_its_bounds_is_refused_with_413_or_408() {
+    use std::io::{Read as _, Write as _};
+    let up = Upstream::start();
+    let url = format!("http://127.0.0.1:{}", up.port);
+    let s = Server::start(&[
+        "--upstream",
+        &url,
+        "--max-body-bytes",
+        "1000",
+        "--idle-timeout-ms",
+        "400",
+    ]);
+    let key = [("x-api-key", "uploader")];
+    // Declared longer than the bound: refused before the upstream sees it.
+    let r = s.send_body("POST", "/x", &key, vec![1u8; 1001]);
+    assert_eq!(r.status, 413, "{}", r.body);
+    assert!(r.body.contains("larger than 1000 bytes"), "{}", r.body);
+    assert_eq!(up.hits(), 0);
+    // Within it: forwarded whole.
+    let r = s.send_body("POST", "/x", &key, vec![1u8; 1000]);
+    assert_eq!(r.status, 201, "{}", r.body);
+    assert!(r.body.contains("len=1000"), "{}", r.body);
+    // A body that stops arriving: 408 once the idle timeout has passed without a byte.
+    let mut c = std::net::TcpStream::connect(("127.0.0.1", s.port)).unwrap();
+    c.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    c.write_all(
+        b"POST /x HTTP/1.1\r\nHost: x\r\nx-api-key: uploader\r\nContent-Length: 100\r\n\r\n0123456789",
+    )
+    .unwrap();
+    let started = std::time::Instant::now();
+    let mut answer = [0u8; 256];
+    let n = c.read(&mut answer).unwrap();
+    let head = String::from_utf8_lossy(&answer[..n]);
+    assert!(head.starts_with("HTTP/1.1 408"), "{head}");
+    assert!(started.elapsed() >= std::time::Duration::from_millis(350));
+    // A chunked body that grows past the bound: 413 as well.
+    let mut c = std::net::TcpStream::connect(("127.0.0.1", s.port)).unwrap();
+    c.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    let chunk = format!("258\r\n{}\r\n", "a".repeat(600));
+    let request = format!(
+        "POST /x HTTP/1.1\r\nHost: x\r\nx-api-key: uploader\r\nTransfer-Encoding: chunked\r\n\r\n{chunk}{chunk}0\r\n\r\n"
+    );
+    c.write_all(request.as_bytes()).unwrap();
+    let n = c.read(&mut answer).unwrap();
+    let head = String::from_utf8_lossy(&answer[..n]);
+    assert!(head.starts_with("HTTP/1.1 413"), "{head}");
 }
