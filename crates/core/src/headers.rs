@@ -27,9 +27,11 @@
 //! announced is never shorter than the true one.
 //!
 //! `Retry-After` (RFC 9110, delay-seconds) is only sent on a denial: whole seconds, rounded
-//! up, at least 1, the exact wait. It is never less than the `t` announced beside it under
-//! either draft, because a decision's `retry_after` is never less than its `reset_after`
-//! (checked by the property tests).
+//! up, at least 1, the exact wait. It is never less than the `t` of a policy that denied,
+//! under either draft, because a decision's `retry_after` is never less than its
+//! `reset_after` (checked by the property tests). A request denied by one of several limits
+//! carries the others' items too, whose draft-11 windows (the time until each is whole
+//! again) may end later.
 
 use crate::{Decision, Quota};
 use core::fmt;

@@ -41,14 +41,20 @@ pub const KILL_SWITCH_PATH: &str = "/admin/kill-switch";
 /// The global shadow switch's path.
 pub const SHADOW_PATH: &str = "/admin/shadow";
 
-/// The request headers that say a proxy relayed the request.
-const FORWARDING: [&str; 7] = [
+/// The request headers that say a proxy relayed the request (a proxy that adds none cannot
+/// be told from a local client: the admin listener must not be where a proxy forwards to).
+const FORWARDING: [&str; 12] = [
     "forwarded",
     "x-forwarded-for",
     "x-forwarded-host",
     "x-forwarded-proto",
+    "x-original-forwarded-for",
     "x-real-ip",
     "x-client-ip",
+    "x-cluster-client-ip",
+    "true-client-ip",
+    "cf-connecting-ip",
+    "fastly-client-ip",
     "via",
 ];
 

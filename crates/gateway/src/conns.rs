@@ -14,10 +14,13 @@
 //! | idle | an answer was made (writing it refreshes the wait) | [`ConnLimits::idle_timeout`] |
 //!
 //! A connection past its phase's deadline is closed: its socket's reads and writes fail, so
-//! the HTTP connection ends as if the client had gone. A multiplexed connection (HTTP/2, the
-//! gRPC listener) has no request boundaries visible here: it is in the head phase until its
-//! first bytes, then idle, each byte it sends starting the idle wait again (HTTP/2 keepalive
-//! pings, answered, count).
+//! the HTTP connection ends as if the client had gone. An answer still being written after
+//! it was made (a streamed body) counts as waiting from its last write. A multiplexed
+//! connection (HTTP/2, the gRPC listener) has no request boundaries visible here: it is in
+//! the head phase until its first bytes, then idle, each byte it sends starting the idle
+//! wait again. The server's own keepalive pings, answered, count: a live client that sends
+//! nothing keeps its connection, bounded by the connection bound; a peer that stops
+//! answering is closed.
 //!
 //! At [`ConnLimits::max_connections`] a new connection makes room by closing the connection
 //! that has waited longest without a request in progress (idle, or with its head still
@@ -26,9 +29,10 @@
 //! `ratelab_connections_refused_total`), so an operator can tell a slowloris from a load
 //! spike.
 //!
-//! Deadlines are checked by one sweeping task per listener, a few times per shortest timeout:
-//! a connection is closed within a tick of its deadline, and the request path pays two
-//! relaxed atomic stores per request, never a timer.
+//! Deadlines are checked by one sweeping task per listener, eight times per shortest timeout
+//! (at most every 500 ms), on a clock it advances: a connection is closed within a tick of
+//! its deadline, either side, and the request path pays a few relaxed atomic operations per
+//! request, never a timer.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -563,7 +567,7 @@ where
 
 pin_project_lite::pin_project! {
     /// The future of a [`Tracked`] call: the inner one, marking the connection idle when it
-    /// completes (or is dropped unfinished: the connection is ending).
+    /// completes.
     pub struct TrackedFuture<F> {
         #[pin]
         call: F,
@@ -642,20 +646,26 @@ mod tests {
     #[tokio::test]
     async fn at_the_bound_the_longest_waiting_connection_makes_room_unless_all_are_busy() {
         let conns = Connections::new("test", limits(10_000, 10_000, 2));
+        let pause = || std::thread::sleep(Duration::from_millis(5));
         let (_c1, s1) = tokio::io::duplex(64);
         let (_c2, s2) = tokio::io::duplex(64);
         let first = conns.admit(s1, Framing::Sequential).expect("room");
-        conns.inner.now_ms.store(5, Ordering::Relaxed);
+        pause();
         let second = conns.admit(s2, Framing::Sequential).expect("room");
+        // The first answers a request and waits anew, from later than the second began: the
+        // wait decides, not the order of admission.
+        pause();
+        conns.inner.tick();
+        first.phase().idle();
         let (_c3, s3) = tokio::io::duplex(64);
         let third = conns.admit(s3, Framing::Sequential).expect("room made");
         assert!(
-            first.ticket.watch.is_closing(),
-            "the oldest waiting was closed"
+            second.ticket.watch.is_closing(),
+            "the longest wait was closed"
         );
-        assert!(!second.ticket.watch.is_closing());
-        drop(first);
-        second.phase().busy();
+        assert!(!first.ticket.watch.is_closing());
+        drop(second);
+        first.phase().busy();
         third.phase().busy();
         let (_c4, s4) = tokio::io::duplex(64);
         assert!(conns.admit(s4, Framing::Sequential).is_none(), "all busy");

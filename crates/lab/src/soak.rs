@@ -1,6 +1,6 @@
 //! A soak of the server: a long, bounded run over many keys against a real `ratelab-server`,
 //! sampled at a fixed interval for what grows when something leaks — the server's resident
-//! memory, its open connections, the latency tail, the denials.
+//! memory and CPU per request, the latency tail, the denials.
 //!
 //! The run starts the server (the `ratelab-server` binary beside the running `ratelab`, or
 //! `--server`) on loopback with a per-key limit and an edge limit too large to bind, and

@@ -430,7 +430,7 @@ pub fn settings(f: ServeFile) -> Result<ServeSettings, String> {
                     crate::proxy::Upstream::parse(url, Duration::from_millis(ms))?
                         .with_body_limits(crate::body::BodyLimits {
                             max_bytes,
-                            gap: conns.idle_timeout,
+                            gap: conns.header_read_timeout,
                         }),
                 )
             }

@@ -16,7 +16,8 @@
 //! internal), and the detail goes to stderr.
 //!
 //! A request body is read under bounds ([`crate::body`]): one declared or found longer than
-//! `--max-body-bytes` is a 413, one that stops arriving for the idle timeout a 408, and the
+//! `--max-body-bytes` is a 413, one that stops arriving for the header-read timeout (shorter
+//! by default than the upstream's own timeout, which covers the upload too) a 408, and the
 //! upstream sees that request cut short.
 
 use crate::body::{BodyLimits, Bounded, Tripped};
@@ -84,7 +85,7 @@ impl Upstream {
             timeout,
             body: BodyLimits {
                 max_bytes: DEFAULT_MAX_BODY_BYTES,
-                gap: ratelab_gateway::conns::ConnLimits::IDLE_TIMEOUT,
+                gap: ratelab_gateway::conns::ConnLimits::HEADER_READ_TIMEOUT,
             },
         })
     }

@@ -1,5 +1,5 @@
 //! Hot reload of the limits file: on a change (polled, and applied only once it has settled:
-//! read the same at consecutive polls for at least [`SETTLE`], so a file being written in
+//! read the same at consecutive polls at least [`SETTLE`] apart, so a file being written in
 //! place — truncated, then written — is not judged half-written) and at once on SIGHUP.
 //!
 //! The file is read whole and validated first; only a file that validates, and whose limits'
@@ -21,9 +21,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// How long a changed file must read the same before it is applied: longer than any pause a
-/// writer makes between truncating a file and writing it, and never shorter than the poll
-/// interval (two polls in a row).
+/// How long a changed file must read the same before it is applied: longer than a writer's
+/// pause between truncating a file and writing it. At the default poll interval (1 s) two
+/// polls in a row are already this far apart.
 pub const SETTLE: Duration = Duration::from_millis(500);
 
 /// How many distinct rejected contents are remembered (so each is reported once).
@@ -112,7 +112,7 @@ pub fn start<S: Stores>(
                 }
                 match &pending {
                     Some((p, since)) if *p == now => {
-                        if since.elapsed() < SETTLE.max(interval) {
+                        if since.elapsed() < SETTLE {
                             continue;
                         }
                     }

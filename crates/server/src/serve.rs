@@ -543,7 +543,7 @@ fn banner(
     // A closed stdout (`ratelab-server | head -1`) must not take the server down.
     let _ = writeln!(
         std::io::stdout(),
-        "ratelab-server: listening on http://{addr}\n{}\n  admitted requests: {}\n  store: {}; timeout {} ms; fail {}; RateLimit fields {}\n  connections: header read {} ms, idle {} ms, at most {} per listener\n  admin: http://{admin} (/metrics, /admin/kill-switch, /admin/shadow; changes from {}{}){grpc}\n  request log: {}",
+        "ratelab-server: listening on http://{addr}\n{}\n  admitted requests: {}\n  store: {}; timeout {} ms; fail {}; RateLimit fields {}\n  connections: header read {} ms, idle {} ms, at most {} per listener (the admin listener {})\n  admin: http://{admin} (/metrics, /admin/kill-switch, /admin/shadow; changes from {}{}){grpc}\n  request log: {}",
         describe_limits(s),
         s.upstream
             .as_ref()
@@ -569,6 +569,7 @@ fn banner(
         s.conns.header_read_timeout.as_millis(),
         s.conns.idle_timeout.as_millis(),
         s.conns.max_connections,
+        crate::config::ADMIN_MAX_CONNECTIONS,
         s.admin
             .from
             .iter()

@@ -396,6 +396,8 @@ fn limits_file_on_redis() {
         .args([
             "--listen",
             "127.0.0.1:0",
+            "--admin-listen",
+            "127.0.0.1:0",
             "--limits",
             windows.arg(),
             "--redis",

@@ -316,7 +316,7 @@ fn a_body_past_its_bounds_is_refused_with_413_or_408() {
         &url,
         "--max-body-bytes",
         "1000",
-        "--idle-timeout-ms",
+        "--header-read-timeout-ms",
         "400",
     ]);
     let key = [("x-api-key", "uploader")];
@@ -329,7 +329,7 @@ fn a_body_past_its_bounds_is_refused_with_413_or_408() {
     let r = s.send_body("POST", "/x", &key, vec![1u8; 1000]);
     assert_eq!(r.status, 201, "{}", r.body);
     assert!(r.body.contains("len=1000"), "{}", r.body);
-    // A body that stops arriving: 408 once the idle timeout has passed without a byte.
+    // A body that stops arriving: 408 once the header-read timeout has passed without a byte.
     let mut c = std::net::TcpStream::connect(("127.0.0.1", s.port)).unwrap();
     c.set_read_timeout(Some(std::time::Duration::from_secs(10)))
         .unwrap();

@@ -325,6 +325,7 @@ fn grpcio_on_a_frozen_redis_gets_ok_or_unavailable_as_configured() {
     );
     let out = Command::new(env!("CARGO_BIN_EXE_ratelab-server"))
         .args(["--listen", "127.0.0.1:0", "--grpc-listen", "127.0.0.1:0"])
+        .args(["--admin-listen", "127.0.0.1:0"])
         .args(["--limits", &yearly, "--redis", &url])
         .output()
         .unwrap();
