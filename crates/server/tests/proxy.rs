@@ -207,13 +207,15 @@ fn admitted_requests_reach_the_upstream_and_denied_ones_never_do() {
 
 #[test]
 fn an_unreachable_upstream_is_a_502_with_a_body() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
+    // Nothing listens there now; and on 127.0.0.2 no server of a test can take the port
+    // meanwhile (they listen on 127.0.0.1), as this one's own listener could, forwarding to
+    // itself.
+    let port = std::net::TcpListener::bind("127.0.0.2:0")
         .unwrap()
         .local_addr()
         .unwrap()
         .port();
-    // Nothing listens there now.
-    let url = format!("http://127.0.0.1:{port}");
+    let url = format!("http://127.0.0.2:{port}");
     let s = Server::start(&["--upstream", &url, "--upstream-timeout-ms", "2000"]);
     let r = s.send("GET", "/x", &[]);
     assert_eq!(r.status, 502);
