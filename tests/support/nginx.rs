@@ -102,7 +102,21 @@ impl Nginx {
 }
 
 impl Drop for Nginx {
+    /// Stops nginx with SIGTERM, its fast shutdown, in which the master stops its workers: a
+    /// SIGKILL would end the master alone and leave the workers serving the port. SIGKILL only
+    /// if it has not exited within 5 s.
     fn drop(&mut self) {
+        let termed = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .is_ok_and(|s| s.success());
+        let start = Instant::now();
+        while termed && start.elapsed() < Duration::from_secs(5) {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
         self.child.kill().ok();
         self.child.wait().ok();
         std::fs::remove_dir_all(&self.dir).ok();
