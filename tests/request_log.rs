@@ -13,7 +13,8 @@ use ratelab_check::history::Answer;
 use ratelab_check::window::window_spike;
 use ratelab_core::Nanos;
 use ratelab_gateway::reqlog::{ScanQuery, ScanResult, scan};
-use ratelab_sim::scenario::{Bounded, FaultKind, FaultSpec, Signed};
+use ratelab_sim::faults;
+use ratelab_sim::scenario::{Bounded, FaultSpec, Signed};
 use ratelab_sim::{History, RunOptions, SIM_EPOCH_MS, Scenario};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -209,20 +210,11 @@ fn merged_logs_of_three_gateways_give_the_same_answer() {
 #[test]
 fn a_skewed_gateways_requests_are_found_where_its_clock_put_them() {
     let sc = on_gateways(3, |spec| {
-        spec.faults.push(FaultSpec {
-            kind: FaultKind::Clock,
-            gateway: Some(2),
+        spec.faults.push(FaultSpec::Clock(faults::Clock {
+            gateway: 2,
             offset_ms: Some(Signed::new(2_000).unwrap()),
-            at_ms: None,
-            until_ms: None,
-            rate: None,
-            extra_latency: None,
-            restart_after_ms: None,
-            promote_after_ms: None,
-            gateways: None,
             drift_ppm: None,
-            node: None,
-        })
+        }))
     });
     let (h, files) = logs(&sc, "skewed");
     let (key, from, admitted) = spike(&sc, &h);

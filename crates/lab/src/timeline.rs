@@ -82,7 +82,7 @@ fn fault_windows(sc: &Scenario) -> Vec<(f64, f64, &'static str)> {
         .iter()
         .filter_map(|f| {
             f.window_ms()
-                .map(|(from, until)| (from as f64, until as f64, f.kind.name()))
+                .map(|(from, until)| (from as f64, until as f64, f.kind().name()))
         })
         .collect()
 }

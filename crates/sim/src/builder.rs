@@ -21,6 +21,7 @@
 //! assert_eq!(sc.spec().gateways.get(), 2);
 //! ```
 
+use crate::faults::{self, Rated};
 use crate::limiter::{Claim, Limiter};
 use crate::scenario::*;
 use std::path::PathBuf;
@@ -458,76 +459,93 @@ impl Client {
 }
 
 impl Fault {
-    fn new(kind: FaultKind) -> Fault {
+    /// A fault of the `rate`-taking kind `make`, over `[at_ms, until_ms)`.
+    fn rated(at_ms: u64, until_ms: u64, make: fn(Rated) -> FaultSpec) -> Fault {
+        let mut error = None;
+        let rated = Rated {
+            at_ms: bounded(&mut error, "at_ms", at_ms),
+            until_ms: bounded(&mut error, "until_ms", until_ms),
+            rate: None,
+        };
         Fault {
-            spec: FaultSpec {
-                kind,
-                at_ms: None,
-                until_ms: None,
-                rate: None,
-                extra_latency: None,
-                restart_after_ms: None,
-                promote_after_ms: None,
-                gateways: None,
-                gateway: None,
-                offset_ms: None,
-                drift_ppm: None,
-                node: None,
-            },
-            error: None,
+            spec: make(rated),
+            error,
         }
-    }
-
-    fn window(kind: FaultKind, at_ms: u64, until_ms: u64) -> Fault {
-        let mut f = Fault::new(kind);
-        f.spec.at_ms = Some(bounded(&mut f.error, "at_ms", at_ms));
-        f.spec.until_ms = Some(bounded(&mut f.error, "until_ms", until_ms));
-        f
     }
 
     /// The store crashes at `at_ms`, losing all state, and restarts `restart_after_ms` later.
     pub fn store_crash(at_ms: u64, restart_after_ms: u64) -> Fault {
-        let mut f = Fault::new(FaultKind::StoreCrash);
-        f.spec.at_ms = Some(bounded(&mut f.error, "at_ms", at_ms));
-        f.spec.restart_after_ms = Some(bounded(&mut f.error, "restart_after_ms", restart_after_ms));
-        f
+        let mut error = None;
+        let spec = FaultSpec::StoreCrash(faults::StoreCrash {
+            at_ms: bounded(&mut error, "at_ms", at_ms),
+            restart_after_ms: bounded(&mut error, "restart_after_ms", restart_after_ms),
+        });
+        Fault { spec, error }
     }
 
     /// The store's primary dies at `at_ms`, and its replica (see
     /// [`ScenarioBuilder::replica_lag_us`]) is promoted `promote_after_ms` later with the
     /// writes that had reached it.
     pub fn store_failover(at_ms: u64, promote_after_ms: u64) -> Fault {
-        let mut f = Fault::new(FaultKind::StoreFailover);
-        f.spec.at_ms = Some(bounded(&mut f.error, "at_ms", at_ms));
-        f.spec.promote_after_ms = Some(bounded(&mut f.error, "promote_after_ms", promote_after_ms));
-        f
+        let mut error = None;
+        let spec = FaultSpec::StoreFailover(faults::StoreFailover {
+            at_ms: bounded(&mut error, "at_ms", at_ms),
+            promote_after_ms: bounded(&mut error, "promote_after_ms", promote_after_ms),
+        });
+        Fault { spec, error }
     }
 
     /// The store answers every call in `[at_ms, until_ms)` with an error.
     pub fn store_errors(at_ms: u64, until_ms: u64) -> Fault {
-        Fault::window(FaultKind::StoreErrors, at_ms, until_ms)
+        Fault::rated(at_ms, until_ms, |r| {
+            FaultSpec::StoreErrors(faults::StoreErrors(r))
+        })
     }
 
     /// The store drops every call in the window unapplied: the gateways time out.
     pub fn store_timeouts(at_ms: u64, until_ms: u64) -> Fault {
-        Fault::window(FaultKind::StoreTimeouts, at_ms, until_ms)
+        Fault::rated(at_ms, until_ms, |r| {
+            FaultSpec::StoreTimeouts(faults::StoreTimeouts(r))
+        })
     }
 
     /// The store applies every call in the window but the reply is lost.
     pub fn lost_replies(at_ms: u64, until_ms: u64) -> Fault {
-        Fault::window(FaultKind::LostReplies, at_ms, until_ms)
+        Fault::rated(at_ms, until_ms, |r| {
+            FaultSpec::LostReplies(faults::LostReplies(r))
+        })
     }
 
     /// `gateways` cannot reach the store in the window.
     pub fn partition(at_ms: u64, until_ms: u64, gateways: impl IntoIterator<Item = u32>) -> Fault {
-        let mut f = Fault::window(FaultKind::Partition, at_ms, until_ms);
-        f.spec.gateways = Some(gateways.into_iter().collect());
-        f
+        let mut error = None;
+        let spec = FaultSpec::Partition(faults::Partition {
+            at_ms: bounded(&mut error, "at_ms", at_ms),
+            until_ms: bounded(&mut error, "until_ms", until_ms),
+            gateways: gateways.into_iter().collect(),
+        });
+        Fault { spec, error }
     }
 
-    /// Only `rate` (0 to 1) of the window's calls or messages are affected (default all).
+    /// Only `rate` (0 to 1) of the window's calls or messages are affected (default all);
+    /// for a kind that takes no rate, an error at `rate`.
     pub fn rate(mut self, rate: f64) -> Fault {
-        self.spec.rate = Some(fraction(&mut self.error, "rate", rate));
+        let rate = fraction(&mut self.error, "rate", rate);
+        match &mut self.spec {
+            FaultSpec::StoreErrors(faults::StoreErrors(r))
+            | FaultSpec::StoreTimeouts(faults::StoreTimeouts(r))
+            | FaultSpec::LostReplies(faults::LostReplies(r))
+            | FaultSpec::PacketLoss(faults::PacketLoss(r)) => r.rate = Some(rate),
+            other => {
+                let kind = other.kind().name();
+                self.error.get_or_insert_with(|| {
+                    (
+                        "rate".into(),
+                        format!("`rate` does not apply to a {kind} fault"),
+                    )
+                });
+            }
+        }
         self
     }
 }

@@ -11,9 +11,13 @@
 //!
 //! Every failure names its seed and the commands that replay it ([`replay_commands`]).
 //!
-//! Where things are: the scenario format and its checks (`scenario`, `validate`); the cluster
-//! and its fault injection (`cluster`: a new fault kind goes there and in `scenario`); the
-//! store's replica, its lag and what a failover promotes (`replica`); time
+//! Where things are: the scenario format and its checks (`scenario`, `validate`, and the
+//! bounded values files are made of in [`values`]); the faults ([`faults`]: **a new fault
+//! kind is one file in `src/faults/` and one line in its `faults!` list**, which makes its
+//! `kind` in scenario files, its schema, its checks, its injection and the explorer's draw of
+//! it); the cluster, split by role (`cluster/`: the wire messages, the store node, the
+//! gateways' store client, the cleanup job, the skewed clocks, the recorder, the workload,
+//! the fault driver); the store's replica, its lag and what a failover promotes (`replica`); time
 //! ([`dilation`]: physical time on madsim's clock); the messages between gateways and the
 //! store (`transport`) and each gateway's timeouts (`timeouts`); the report (`report`, which
 //! calls the checkers in `ratelab-check`, and `eligible`: which keys the liveness phase holds
@@ -45,6 +49,7 @@ mod builder;
 mod cluster;
 pub mod dilation;
 mod eligible;
+pub mod faults;
 pub mod floor;
 pub mod harness;
 pub mod limiter;
@@ -58,9 +63,13 @@ pub mod scenario;
 mod timeouts;
 mod transport;
 mod validate;
+pub mod values;
 pub mod verdict;
 
-pub use cluster::{SIM_EPOCH_MS, StoreCall, StoreReply, StoreRequest, WireError, faults_end_ms};
+pub use cluster::{
+    JobCall, SIM_EPOCH_MS, StoreCall, StoreMessage, StoreReply, StoreRequest, WireError,
+    faults_end_ms,
+};
 pub use limiter::{Claim, Limiter};
 pub use ratelab_check::History;
 pub use ratelab_check::history;

@@ -15,12 +15,14 @@
 //! With `wait`, a write's reply is held until its copy has arrived, as `WAIT 1 0` after it
 //! would: an acknowledged write is then never lost to a failover.
 
+use crate::faults::ReplicaControl;
 use crate::planted::Counters;
 use crate::rng::SimRng;
 use ratelab_check::history::Layer;
 use ratelab_core::{Algorithm, Nanos};
 use ratelab_store::{Fence, Key, LeaseTable, MemoryStore};
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::Mutex;
 
 /// What one write left behind, as its copy carries it.
 #[derive(Clone, Debug)]
@@ -161,6 +163,29 @@ impl<S: Copy> Replica<S> {
                 Copied::Job { leases, fence } => *into.job = (leases.clone(), *fence),
             }
         }
+    }
+}
+
+impl<S: Copy + Send> ReplicaControl for Mutex<Replica<S>> {
+    fn clear(&self) {
+        self.lock().expect("replica").clear();
+    }
+
+    fn promote(&self, kill: Nanos) -> Vec<(Nanos, Option<String>)> {
+        let lost = self.lock().expect("replica").promote(kill);
+        lost.into_iter()
+            .map(|(at, copy)| {
+                let key = match copy {
+                    Copied::Key {
+                        layer: Layer::PerKey,
+                        key,
+                        ..
+                    } => Some(key),
+                    _ => None,
+                };
+                (at, key)
+            })
+            .collect()
     }
 }
 

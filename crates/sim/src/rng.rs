@@ -63,3 +63,25 @@ impl SimRng {
         (-(1.0 - self.unit()).ln() * mean_ns) as u64
     }
 }
+
+/// A drawing helper over one stream, for generators (the explorer draws whole scenarios with
+/// it; each fault kind draws its own fields).
+#[derive(Debug)]
+pub struct Draw(pub SimRng);
+
+impl Draw {
+    /// A uniform integer in `[lo, hi]`.
+    pub fn int(&mut self, lo: u64, hi: u64) -> u64 {
+        lo + self.0.below(hi - lo + 1)
+    }
+
+    /// True with probability `p`.
+    pub fn chance(&mut self, p: f64) -> bool {
+        self.0.chance(p)
+    }
+
+    /// One of `xs`, uniformly.
+    pub fn pick<'a, T>(&mut self, xs: &'a [T]) -> &'a T {
+        &xs[self.0.below(xs.len() as u64) as usize]
+    }
+}

@@ -8,7 +8,7 @@
 pub use crate::builder::{Client, Fault, ScenarioBuilder};
 use crate::locate::{PathSeg, locate};
 pub use crate::planted::PlantedBug;
-use ratelab_core::{FixedWindow, Nanos, Policy, SlidingWindow, TokenBucket};
+use ratelab_core::{FixedWindow, Policy, SlidingWindow, TokenBucket};
 use ratelab_store::{Path as StorePath, TimeSource};
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::de::{self, Deserializer, Visitor};
@@ -17,170 +17,8 @@ use std::borrow::Cow;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-/// Longest simulated run: one hour.
-pub const MAX_DURATION_MS: u64 = 3_600_000;
-/// Most gateways in a cluster.
-pub const MAX_GATEWAYS: u64 = 256;
-/// Most client groups in a scenario.
-pub const MAX_CLIENT_GROUPS: usize = 64;
-/// Most faults in a scenario.
-pub const MAX_FAULTS: usize = 64;
-/// Most requests one seed may schedule (all clients together).
-pub const MAX_REQUESTS: u64 = 2_000_000;
-/// Most seeds in one scenario.
-pub const MAX_SEEDS: usize = 1_000;
-/// Largest scenario file.
-pub const MAX_FILE_BYTES: u64 = 1 << 20;
-
-/// An integer from `MIN` to `MAX` inclusive: only [`Bounded::new`] and the deserializer make
-/// one, and both check the range.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-#[serde(transparent)]
-pub struct Bounded<const MIN: u64, const MAX: u64>(u64);
-
-impl<const MIN: u64, const MAX: u64> Default for Bounded<MIN, MAX> {
-    fn default() -> Self {
-        Bounded(MIN)
-    }
-}
-
-impl<const MIN: u64, const MAX: u64> Bounded<MIN, MAX> {
-    /// `v`, if it is from `MIN` to `MAX`.
-    pub fn new(v: u64) -> Option<Self> {
-        (MIN..=MAX).contains(&v).then_some(Bounded(v))
-    }
-
-    /// The value.
-    pub fn get(self) -> u64 {
-        self.0
-    }
-}
-
-impl<'de, const MIN: u64, const MAX: u64> Deserialize<'de> for Bounded<MIN, MAX> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V<const MIN: u64, const MAX: u64>;
-        impl<const MIN: u64, const MAX: u64> Visitor<'_> for V<MIN, MAX> {
-            type Value = Bounded<MIN, MAX>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                write!(f, "an integer from {MIN} to {MAX}")
-            }
-            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
-                if (MIN..=MAX).contains(&v) {
-                    Ok(Bounded(v))
-                } else {
-                    Err(E::custom(format_args!(
-                        "{v} is out of range: expected an integer from {MIN} to {MAX}"
-                    )))
-                }
-            }
-            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
-                Err(E::custom(format_args!(
-                    "{v} is out of range: expected an integer from {MIN} to {MAX}"
-                )))
-            }
-        }
-        d.deserialize_u64(V::<MIN, MAX>)
-    }
-}
-
-impl<const MIN: u64, const MAX: u64> JsonSchema for Bounded<MIN, MAX> {
-    fn inline_schema() -> bool {
-        true
-    }
-    fn schema_name() -> Cow<'static, str> {
-        format!("Integer_{MIN}_{MAX}").into()
-    }
-    fn json_schema(_: &mut SchemaGenerator) -> Schema {
-        json_schema!({ "type": "integer", "minimum": MIN, "maximum": MAX })
-    }
-}
-
-/// A fraction from 0 to 1.
-#[derive(Clone, Copy, Debug, PartialEq, PartialOrd, Serialize)]
-#[serde(transparent)]
-pub struct Fraction(f64);
-
-impl Fraction {
-    /// `v`, if it is from 0 to 1.
-    pub fn new(v: f64) -> Option<Self> {
-        (0.0..=1.0).contains(&v).then_some(Fraction(v))
-    }
-
-    /// The value.
-    pub fn get(self) -> f64 {
-        self.0
-    }
-}
-
-impl<'de> Deserialize<'de> for Fraction {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let v = f64::deserialize(d)?;
-        if (0.0..=1.0).contains(&v) {
-            Ok(Fraction(v))
-        } else {
-            Err(de::Error::custom(format_args!(
-                "{v} is out of range: expected a fraction from 0 to 1"
-            )))
-        }
-    }
-}
-
-impl JsonSchema for Fraction {
-    fn inline_schema() -> bool {
-        true
-    }
-    fn schema_name() -> Cow<'static, str> {
-        "Fraction".into()
-    }
-    fn json_schema(_: &mut SchemaGenerator) -> Schema {
-        json_schema!({ "type": "number", "minimum": 0.0, "maximum": 1.0 })
-    }
-}
-
-/// A signed integer from `-LIMIT` to `LIMIT`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(transparent)]
-pub struct Signed<const LIMIT: i64>(i64);
-
-impl<const LIMIT: i64> Signed<LIMIT> {
-    /// `v`, if it is from `-LIMIT` to `LIMIT`.
-    pub fn new(v: i64) -> Option<Self> {
-        (-LIMIT..=LIMIT).contains(&v).then_some(Signed(v))
-    }
-
-    /// The value.
-    pub fn get(self) -> i64 {
-        self.0
-    }
-}
-
-impl<'de, const LIMIT: i64> Deserialize<'de> for Signed<LIMIT> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let v = i64::deserialize(d)?;
-        if (-LIMIT..=LIMIT).contains(&v) {
-            Ok(Signed(v))
-        } else {
-            Err(de::Error::custom(format_args!(
-                "{v} is out of range: expected an integer from -{LIMIT} to {LIMIT}"
-            )))
-        }
-    }
-}
-
-impl<const LIMIT: i64> JsonSchema for Signed<LIMIT> {
-    fn inline_schema() -> bool {
-        true
-    }
-    fn schema_name() -> Cow<'static, str> {
-        format!("Signed_{LIMIT}").into()
-    }
-    fn json_schema(_: &mut SchemaGenerator) -> Schema {
-        json_schema!({ "type": "integer", "minimum": -LIMIT, "maximum": LIMIT })
-    }
-}
-
-/// Milliseconds within a run.
-pub type Ms = Bounded<0, MAX_DURATION_MS>;
+pub use crate::faults::{FaultKind, FaultSpec};
+pub use crate::values::*;
 
 /// The seeds to run: a list, or a count N meaning seeds 1 to N.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -564,16 +402,6 @@ pub struct EdgeSpec {
     pub refill_per_sec: Bounded<1, 1_000_000_000_000>,
 }
 
-/// A latency range in microseconds.
-#[derive(Clone, Copy, Debug, Deserialize, Serialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct LatencyRange {
-    /// Smallest latency, µs.
-    pub min_us: Bounded<0, 10_000_000>,
-    /// Largest latency, µs (at least `min_us`).
-    pub max_us: Bounded<0, 10_000_000>,
-}
-
 /// Network between gateways and the store.
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -690,161 +518,6 @@ fn one_client() -> Bounded<1, 1_024> {
 
 fn one_cost() -> Bounded<1, 1_000_000_000_000> {
     Bounded(1)
-}
-
-/// A kind of fault.
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Deserialize, Serialize, JsonSchema,
-)]
-#[serde(rename_all = "snake_case")]
-pub enum FaultKind {
-    /// The store answers `rate` of calls in [at_ms, until_ms) with an error, not applied.
-    StoreErrors,
-    /// The store drops `rate` of calls in the window unapplied: the gateway times out.
-    StoreTimeouts,
-    /// The store applies `rate` of calls in the window but the reply is lost.
-    LostReplies,
-    /// The store delays its replies in the window by `extra_latency` (uniform).
-    StoreLatency,
-    /// The store crashes at `at_ms`, losing all state (its replica's too), and restarts
-    /// `restart_after_ms` later.
-    StoreCrash,
-    /// The store's primary dies at `at_ms`; its replica (`store.replica`) is promoted
-    /// `promote_after_ms` later with the writes whose copies had reached it by `at_ms`. The
-    /// writes still on their way are lost.
-    StoreFailover,
-    /// `gateways` cannot reach the store (both directions) in the window.
-    Partition,
-    /// `rate` of all messages are lost in the window.
-    PacketLoss,
-    /// `gateway`'s clock runs `offset_ms` ahead (negative: behind) and drifts by `drift_ppm`.
-    Clock,
-    /// `node` ("store" or a gateway index) is paused in the window.
-    Pause,
-    /// The kill switch is on in the window, on `gateways` (default: all).
-    KillSwitch,
-}
-
-impl FaultKind {
-    /// Its name in scenario files.
-    pub fn name(self) -> &'static str {
-        match self {
-            FaultKind::StoreErrors => "store_errors",
-            FaultKind::StoreTimeouts => "store_timeouts",
-            FaultKind::LostReplies => "lost_replies",
-            FaultKind::StoreLatency => "store_latency",
-            FaultKind::StoreCrash => "store_crash",
-            FaultKind::StoreFailover => "store_failover",
-            FaultKind::Partition => "partition",
-            FaultKind::PacketLoss => "packet_loss",
-            FaultKind::Clock => "clock",
-            FaultKind::Pause => "pause",
-            FaultKind::KillSwitch => "kill_switch",
-        }
-    }
-}
-
-impl FaultSpec {
-    /// When the fault is in force, `[from, until)` in ms: a crash until its restart; `None`
-    /// for a clock fault, which lasts the whole run.
-    pub fn window_ms(&self) -> Option<(u64, u64)> {
-        let at = self.at_ms.map_or(0, |v| v.get());
-        match self.kind {
-            FaultKind::Clock => None,
-            FaultKind::StoreCrash => Some((at, at + self.restart_after_ms.map_or(0, |v| v.get()))),
-            FaultKind::StoreFailover => {
-                Some((at, at + self.promote_after_ms.map_or(0, |v| v.get())))
-            }
-            _ => Some((at, self.until_ms.map_or(0, |v| v.get()))),
-        }
-    }
-}
-
-/// One injected fault.
-#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct FaultSpec {
-    /// Which fault.
-    pub kind: FaultKind,
-    /// Start, in ms.
-    pub at_ms: Option<Ms>,
-    /// End (exclusive), in ms.
-    pub until_ms: Option<Ms>,
-    /// Fraction of calls or messages affected (default 1).
-    pub rate: Option<Fraction>,
-    /// store_latency: the added delay.
-    pub extra_latency: Option<LatencyRange>,
-    /// store_crash: downtime before the restart, in ms.
-    pub restart_after_ms: Option<Ms>,
-    /// store_failover: time from the primary's death to the replica's promotion, in ms.
-    pub promote_after_ms: Option<Ms>,
-    /// partition: the gateway indexes cut off from the store.
-    pub gateways: Option<Vec<u32>>,
-    /// clock: the gateway index.
-    pub gateway: Option<u32>,
-    /// clock: constant offset, ms (may be negative).
-    pub offset_ms: Option<Signed<3_600_000>>,
-    /// clock: drift in parts per million (may be negative).
-    pub drift_ppm: Option<Signed<100_000>>,
-    /// pause: `"store"` or a gateway index.
-    pub node: Option<NodeName>,
-}
-
-/// A node to pause: `"store"` or a gateway index.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum NodeName {
-    /// The store node.
-    Store,
-    /// A gateway, by index.
-    Gateway(u32),
-}
-
-impl Serialize for NodeName {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        match self {
-            NodeName::Store => s.serialize_str("store"),
-            NodeName::Gateway(g) => s.serialize_u32(*g),
-        }
-    }
-}
-
-impl<'de> Deserialize<'de> for NodeName {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl Visitor<'_> for V {
-            type Value = NodeName;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                write!(f, "\"store\" or a gateway index")
-            }
-            fn visit_u64<E: de::Error>(self, n: u64) -> Result<NodeName, E> {
-                u32::try_from(n)
-                    .map(NodeName::Gateway)
-                    .map_err(|_| E::invalid_value(de::Unexpected::Unsigned(n), &self))
-            }
-            fn visit_str<E: de::Error>(self, s: &str) -> Result<NodeName, E> {
-                match s {
-                    "store" => Ok(NodeName::Store),
-                    _ => Err(E::invalid_value(de::Unexpected::Str(s), &self)),
-                }
-            }
-        }
-        d.deserialize_any(V)
-    }
-}
-
-impl JsonSchema for NodeName {
-    fn schema_name() -> Cow<'static, str> {
-        "NodeName".into()
-    }
-    fn json_schema(_: &mut SchemaGenerator) -> Schema {
-        json_schema!({
-            "description": "\"store\" or a gateway index.",
-            "oneOf": [
-                { "type": "string", "enum": ["store"] },
-                { "type": "integer", "minimum": 0, "maximum": MAX_GATEWAYS - 1 }
-            ]
-        })
-    }
 }
 
 /// Bounds every seed's report must meet. Absent bounds are not checked.
@@ -1159,11 +832,6 @@ impl Scenario {
         };
         crate::validate::validate(spec, file, name, &located)
     }
-}
-
-/// Milliseconds as [`Nanos`].
-pub fn ms(v: u64) -> Nanos {
-    Nanos::from_millis(v)
 }
 
 /// Builds the core policy from a spec whose fields have been checked for presence.

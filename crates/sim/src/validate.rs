@@ -11,23 +11,6 @@ fn key(k: &str) -> PathSeg {
     PathSeg::Key(k.into())
 }
 
-/// The fields a fault kind needs, and the ones it may also take.
-fn fault_fields(kind: FaultKind) -> (&'static [&'static str], &'static [&'static str]) {
-    use FaultKind::*;
-    match kind {
-        StoreErrors | StoreTimeouts | LostReplies | PacketLoss => {
-            (&["at_ms", "until_ms"], &["rate"])
-        }
-        StoreLatency => (&["at_ms", "until_ms", "extra_latency"], &[]),
-        StoreCrash => (&["at_ms", "restart_after_ms"], &[]),
-        StoreFailover => (&["at_ms", "promote_after_ms"], &[]),
-        Partition => (&["at_ms", "until_ms", "gateways"], &[]),
-        Clock => (&["gateway"], &["offset_ms", "drift_ppm"]),
-        Pause => (&["at_ms", "until_ms", "node"], &[]),
-        KillSwitch => (&["at_ms", "until_ms"], &["gateways"]),
-    }
-}
-
 /// The fields an arrival pattern needs, and the ones it may also take.
 fn arrival_fields(p: Pattern) -> (&'static [&'static str], &'static [&'static str]) {
     match p {
@@ -304,97 +287,15 @@ pub(crate) fn validate(
             format!("expected at most {MAX_FAULTS} faults"),
         ));
     }
+    let cx = crate::faults::Check {
+        gateways,
+        replica: spec.store.replica.is_some(),
+    };
     for (i, f) in spec.faults.iter().enumerate() {
-        let here = vec![key("faults"), PathSeg::Index(i)];
-        let at = |k: &str| vec![key("faults"), PathSeg::Index(i), key(k)];
-        let (needed, allowed) = fault_fields(f.kind);
-        check_fields(
-            &[
-                ("at_ms", f.at_ms.is_some()),
-                ("until_ms", f.until_ms.is_some()),
-                ("rate", f.rate.is_some()),
-                ("extra_latency", f.extra_latency.is_some()),
-                ("restart_after_ms", f.restart_after_ms.is_some()),
-                ("promote_after_ms", f.promote_after_ms.is_some()),
-                ("gateways", f.gateways.is_some()),
-                ("gateway", f.gateway.is_some()),
-                ("offset_ms", f.offset_ms.is_some()),
-                ("drift_ppm", f.drift_ppm.is_some()),
-                ("node", f.node.is_some()),
-            ],
-            needed,
-            allowed,
-            &format!("a {} fault", f.kind.name()),
-            here.clone(),
-            located,
-        )?;
-        if let (Some(a), Some(u)) = (f.at_ms, f.until_ms)
-            && a >= u
-        {
-            return Err(located(
-                at("until_ms"),
-                format!("until_ms {} is not after at_ms {}", u.get(), a.get()),
-            ));
-        }
-        if let Some(l) = f.extra_latency
-            && l.min_us > l.max_us
-        {
-            return Err(located(
-                at("extra_latency"),
-                "max_us is below min_us".into(),
-            ));
-        }
-        if f.kind == FaultKind::StoreFailover && spec.store.replica.is_none() {
-            return Err(located(
-                at("kind"),
-                "a store_failover promotes the store's replica: expected `store.replica` \
-                 (its `lag`, and whether writes `wait` for it)"
-                    .into(),
-            ));
-        }
-        let check_gateway = |g: u32, path: Vec<PathSeg>| {
-            if u64::from(g) >= gateways {
-                Err(located(
-                    path,
-                    format!(
-                        "gateway {g} does not exist: the cluster has gateways 0 to {}",
-                        gateways - 1
-                    ),
-                ))
-            } else {
-                Ok(())
-            }
-        };
-        if let Some(gs) = &f.gateways {
-            if gs.is_empty() {
-                return Err(located(
-                    at("gateways"),
-                    "expected at least one gateway index".into(),
-                ));
-            }
-            for (j, &g) in gs.iter().enumerate() {
-                check_gateway(
-                    g,
-                    vec![
-                        key("faults"),
-                        PathSeg::Index(i),
-                        key("gateways"),
-                        PathSeg::Index(j),
-                    ],
-                )?;
-            }
-        }
-        if let Some(g) = f.gateway {
-            check_gateway(g, at("gateway"))?;
-        }
-        if let Some(NodeName::Gateway(g)) = f.node {
-            check_gateway(g, at("node"))?;
-        }
-        if f.kind == FaultKind::Clock && f.offset_ms.is_none() && f.drift_ppm.is_none() {
-            return Err(located(
-                here,
-                "a clock fault needs `offset_ms`, `drift_ppm` or both".into(),
-            ));
+        if let Err((inner, message)) = f.as_kind().check(&cx) {
+            let mut path = vec![key("faults"), PathSeg::Index(i)];
+            path.extend(inner);
+            return Err(located(path, message));
         }
     }
 
@@ -417,7 +318,7 @@ pub(crate) fn validate(
         .faults
         .iter()
         .enumerate()
-        .filter(|(_, f)| matches!(f.kind, FaultKind::StoreCrash | FaultKind::StoreFailover))
+        .filter(|(_, f)| f.outage().is_some())
         .filter_map(|(i, f)| f.window_ms().map(|(from, until)| (from, until, i)))
         .collect();
     outages.sort_unstable();
@@ -428,9 +329,9 @@ pub(crate) fn validate(
             format!(
                 "this {} begins at {} ms, while the store is still down from the {} at \
                  faults[{}] (until {} ms): expected store outages that do not overlap",
-                second.kind.name(),
+                second.kind().name(),
                 w[1].0,
-                first.kind.name(),
+                first.kind().name(),
                 w[0].2,
                 w[0].1
             ),

@@ -28,7 +28,8 @@
 //!
 //! Each failure carries a detail naming what witnessed it.
 
-use crate::scenario::{FaultKind, PathName, ms};
+use crate::faults::Outage;
+use crate::scenario::{PathName, ms};
 use crate::{Report, Scenario};
 use ratelab_check::Admission;
 use ratelab_check::envelope::{self, Envelope};
@@ -82,17 +83,16 @@ impl Failure {
 fn epochs(sc: &Scenario, failovers: bool) -> Vec<(Nanos, Initial)> {
     let mut starts = vec![(Nanos::ZERO, Initial::Full)];
     for f in &sc.spec().faults {
-        let (initial, down) = match f.kind {
-            FaultKind::StoreCrash => (Initial::Full, f.restart_after_ms),
-            FaultKind::StoreFailover if failovers => (Initial::Unknown, f.promote_after_ms),
+        let initial = match f.outage() {
+            Some(Outage::Restart) => Initial::Full,
+            Some(Outage::Failover) if failovers => Initial::Unknown,
             _ => continue,
         };
-        let at = f.at_ms.map_or(0, |v| v.get());
+        let Some((at, back)) = f.window_ms() else {
+            continue;
+        };
         starts.push((Nanos::from_millis(at), initial));
-        starts.push((
-            Nanos::from_millis(at + down.map_or(0, |v| v.get())),
-            initial,
-        ));
+        starts.push((Nanos::from_millis(back), initial));
     }
     starts.sort_unstable_by_key(|&(t, i)| (t, i == Initial::Full));
     // Where a crash and a failover start together, the crash's fresh start wins.
@@ -134,7 +134,7 @@ fn failovers(sc: &Scenario) -> Vec<Failover> {
     let mut out: Vec<Failover> = spec
         .faults
         .iter()
-        .filter(|f| f.kind == FaultKind::StoreFailover)
+        .filter(|f| f.outage() == Some(Outage::Failover))
         .filter_map(|f| f.window_ms())
         .map(|(kill, promoted)| Failover {
             lost_from: ms(kill).saturating_sub(behind),

@@ -50,12 +50,12 @@ fn correct_limiter(sc: &Scenario) -> bool {
     let s = sc.spec();
     s.store.path == PathName::Atomic
         && s.store.time_source == TimeSourceName::Store
-        && !s.faults.iter().any(|f| f.kind == FaultKind::StoreCrash)
+        && !s.faults.iter().any(|f| f.kind() == FaultKind::StoreCrash)
         // A failover loses the writes its replica had not received. Writes that wait for the
         // replica keep every acknowledged admission, but a denial answered from an admission
         // still on its way (a denial writes nothing, so does not wait) can be undone too: a
         // history across a failover is judged per epoch (verdict.rs), not whole.
-        && !s.faults.iter().any(|f| f.kind == FaultKind::StoreFailover)
+        && !s.faults.iter().any(|f| f.kind() == FaultKind::StoreFailover)
         && s.cleanup_job.is_none_or(|j| j.fencing && !j.blind_delete)
         && s.planted_bug.is_none()
 }

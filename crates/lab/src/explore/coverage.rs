@@ -8,7 +8,7 @@
 
 use ratelab_check::history::{Answer, History};
 use ratelab_core::{Algorithm, Nanos};
-use ratelab_sim::scenario::{FaultKind, ms};
+use ratelab_sim::scenario::{FaultKind, FaultSpec, ms};
 use ratelab_sim::{Report, Scenario};
 
 /// Every probe, by name.
@@ -34,7 +34,7 @@ pub fn reached(sc: &Scenario, report: &Report, h: &History) -> Vec<&'static str>
     let windows = |kind| {
         spec.faults
             .iter()
-            .filter(move |f| f.kind == kind)
+            .filter(move |f| f.kind() == kind)
             .filter_map(|f| f.window_ms())
             .map(|(from, until)| (ms(from), ms(until)))
     };
@@ -57,21 +57,23 @@ pub fn reached(sc: &Scenario, report: &Report, h: &History) -> Vec<&'static str>
             "stale-token-refused" => job.is_some_and(|j| j.stale_rejected > 0),
             "bucket-expired-and-came-back" => came_back(h, window),
             "skew-beyond-a-window" => spec.faults.iter().any(|f| {
-                f.kind == FaultKind::Clock
-                    && f.offset_ms
-                        .is_some_and(|o| o.get().unsigned_abs() * 1_000_000 > window.as_u64())
-                    && f.gateway.is_some_and(|g| {
-                        h.requests
-                            .iter()
-                            .any(|r| r.gateway == g && r.answer.is_some())
-                    })
-            }),
-            "crash-with-state-loss" => spec.faults.iter().any(|f| {
-                let at = ms(f.at_ms.map_or(0, |v| v.get()));
-                f.kind == FaultKind::StoreCrash
+                let FaultSpec::Clock(c) = f else {
+                    return false;
+                };
+                c.offset_ms
+                    .is_some_and(|o| o.get().unsigned_abs() * 1_000_000 > window.as_u64())
                     && h.requests
                         .iter()
-                        .any(|r| r.written_at.is_some_and(|w| w < at))
+                        .any(|r| r.gateway == c.gateway && r.answer.is_some())
+            }),
+            "crash-with-state-loss" => spec.faults.iter().any(|f| {
+                let FaultSpec::StoreCrash(c) = f else {
+                    return false;
+                };
+                let at = ms(c.at_ms.get());
+                h.requests
+                    .iter()
+                    .any(|r| r.written_at.is_some_and(|w| w < at))
             }),
             "lost-reply-applied" => h.applied_replies_lost > 0,
             "failover-lost-writes" => h.lost_to_failover > 0,

@@ -10,28 +10,12 @@
 //! The result is an ordinary scenario file: the same types and the same validator as a
 //! hand-written one.
 
-use ratelab_sim::rng::SimRng;
+use ratelab_sim::faults::{FaultKind, FaultSpec, Shape};
+use ratelab_sim::rng::{Draw, SimRng};
 use serde_json::{Value, json};
 
 /// The explorer's stream, apart from every stream the simulation draws from.
 pub const EXPLORE_STREAM: u64 = 0x6578_706c_6f72_6501;
-
-/// A drawing helper over one seed's stream.
-struct Draw(SimRng);
-
-impl Draw {
-    fn int(&mut self, lo: u64, hi: u64) -> u64 {
-        lo + self.0.below(hi - lo + 1)
-    }
-
-    fn chance(&mut self, p: f64) -> bool {
-        self.0.chance(p)
-    }
-
-    fn pick<'a, T>(&mut self, xs: &'a [T]) -> &'a T {
-        &xs[self.0.below(xs.len() as u64) as usize]
-    }
-}
 
 /// The stream a system under test draws its own parts from (a cleanup job for a cleanup
 /// bug, when the seed drew none), apart from the scenario's.
@@ -198,7 +182,12 @@ pub fn draw(seed: u64) -> Value {
         spec["store"]["replica"] = json!({ "lag": { "min_us": lo, "max_us": hi }, "wait": wait });
         if d.chance(0.6) {
             let at = d.int(0, duration - 1);
-            let promote = d.int(1, 500);
+            let shape = Shape {
+                duration_ms: duration,
+                gateways,
+            };
+            let failover = FaultKind::StoreFailover.draw(&mut d, (at, at + 1), &shape);
+            let promote = failover.window_ms().map_or(0, |(from, until)| until - from);
             // The store is down once at a time: no failover while a crash has it down.
             let overlaps = spec["faults"].as_array().is_some_and(|fs| {
                 fs.iter().any(|f| {
@@ -208,8 +197,7 @@ pub fn draw(seed: u64) -> Value {
                 })
             });
             if let (false, Some(fs)) = (overlaps, spec["faults"].as_array_mut()) {
-                fs.push(json!({ "kind": "store_failover", "at_ms": at,
-                                "promote_after_ms": promote }));
+                fs.push(serde_json::to_value(&failover).expect("a fault serializes"));
             }
         }
     }
@@ -249,60 +237,14 @@ fn client(d: &mut Draw, duration: u64, gateways: u64, capacity: u64) -> Value {
     c
 }
 
-/// A window `[at, until)` inside the run.
-fn window(d: &mut Draw, duration: u64) -> (u64, u64) {
-    let at = d.int(0, duration - 1);
-    (at, (at + d.int(1, duration)).min(duration))
-}
-
+/// The faults a seed draws: each kind's own draw ([`FaultSpec::draw_all`]).
 fn faults(d: &mut Draw, duration: u64, gateways: u64) -> Vec<Value> {
-    let mut out = Vec::new();
-    let rate = |d: &mut Draw| *d.pick(&[0.1f64, 0.3, 0.5, 1.0]);
-    for kind in [
-        "store_errors",
-        "store_timeouts",
-        "lost_replies",
-        "packet_loss",
-        "store_latency",
-        "store_crash",
-        "partition",
-        "clock",
-        "pause",
-        "kill_switch",
-    ] {
-        if !d.chance(0.25) {
-            continue;
-        }
-        let (at, until) = window(d, duration);
-        out.push(match kind {
-            "store_latency" => {
-                let lo = d.int(0, 5_000);
-                json!({ "kind": kind, "at_ms": at, "until_ms": until,
-                        "extra_latency": { "min_us": lo, "max_us": lo + d.int(0, 20_000) } })
-            }
-            "store_crash" => {
-                json!({ "kind": kind, "at_ms": at, "restart_after_ms": d.int(1, 500) })
-            }
-            "partition" => {
-                let g = d.int(0, gateways - 1);
-                json!({ "kind": kind, "at_ms": at, "until_ms": until, "gateways": [g] })
-            }
-            "clock" => {
-                json!({ "kind": kind, "gateway": d.int(0, gateways - 1),
-                        "offset_ms": d.int(0, 4_000) as i64 - 2_000,
-                        "drift_ppm": d.int(0, 20_000) as i64 - 10_000 })
-            }
-            "pause" => {
-                let node = if d.chance(0.5) {
-                    json!("store")
-                } else {
-                    json!(d.int(0, gateways - 1))
-                };
-                json!({ "kind": kind, "at_ms": at, "until_ms": until, "node": node })
-            }
-            "kill_switch" => json!({ "kind": kind, "at_ms": at, "until_ms": until }),
-            _ => json!({ "kind": kind, "at_ms": at, "until_ms": until, "rate": rate(d) }),
-        });
-    }
-    out
+    let shape = Shape {
+        duration_ms: duration,
+        gateways,
+    };
+    FaultSpec::draw_all(d, &shape)
+        .iter()
+        .map(|f| serde_json::to_value(f).expect("a fault serializes"))
+        .collect()
 }

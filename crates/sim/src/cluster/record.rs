@@ -1,0 +1,92 @@
+//! The recorder every node reaches, and what it keeps of a gateway's answer.
+
+use crate::dilation::{self, dilate};
+use madsim::time::Instant;
+use ratelab_check::history::{Answer, ErrorKind, FailReason, History, Layers};
+use ratelab_core::Nanos;
+use ratelab_gateway::limits::{PER_IP, PER_KEY};
+use ratelab_gateway::{Answer as GatewayAnswer, LayerOutcome};
+use std::net::{IpAddr, Ipv4Addr};
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// State every node reaches: the recorder and the run's time origin.
+pub(crate) struct Shared {
+    pub(crate) t0: Instant,
+    pub(crate) history: Mutex<History>,
+}
+
+impl Shared {
+    /// Physical time since time zero.
+    pub(crate) fn now(&self) -> Nanos {
+        dilation::physical(Instant::now().saturating_duration_since(self.t0))
+    }
+
+    /// Sleeps until `t` of physical time after time zero.
+    pub(crate) async fn sleep_until(&self, t: Duration) {
+        madsim::time::sleep_until(self.t0 + dilate(t)).await;
+    }
+
+    pub(crate) fn record(&self, f: impl FnOnce(&mut History, Nanos)) {
+        let now = self.now();
+        f(&mut self.history.lock().expect("recorder"), now);
+    }
+}
+
+/// The address client `i` sends from.
+pub(crate) fn client_ip(i: u32) -> IpAddr {
+    IpAddr::V4(Ipv4Addr::from(0x0a20_0000 + i))
+}
+
+/// What the recorder keeps of a gateway's answer: the binding layer's outcome, and each
+/// layer's own.
+pub(crate) fn to_history(a: &GatewayAnswer) -> (Answer, Layers) {
+    let (edge, per_key) = (a.outcome(PER_IP), a.outcome(PER_KEY));
+    let layers = Layers {
+        edge: edge.map(layer_answer),
+        per_key: per_key.map(layer_answer),
+    };
+    if a.bypassed {
+        return (Answer::Bypassed, layers);
+    }
+    if matches!(a.verdict, ratelab_gateway::Verdict::Rejected(_)) {
+        return (Answer::Rejected, layers);
+    }
+    let edge_denied = matches!(
+        edge,
+        Some(LayerOutcome::Decided { decision, .. }) if !decision.allowed
+    ) || edge == Some(LayerOutcome::StoreFull);
+    let binding = if edge_denied { edge } else { per_key.or(edge) };
+    let answer = binding.map_or(Answer::Error(ErrorKind::Unavailable), layer_answer);
+    (answer, layers)
+}
+
+/// One layer's outcome, as the recorder keeps it.
+pub(crate) fn layer_answer(o: LayerOutcome) -> Answer {
+    match o {
+        LayerOutcome::Decided {
+            decision,
+            decided_at,
+        } if decision.allowed => Answer::Allowed {
+            decided_at,
+            remaining: decision.remaining,
+        },
+        LayerOutcome::Decided {
+            decision,
+            decided_at,
+        } => Answer::Denied {
+            decided_at,
+            retry_after: decision.retry_after.unwrap_or(Nanos::ZERO),
+        },
+        LayerOutcome::FailedOpen(r) => Answer::FailedOpen(r),
+        LayerOutcome::FailedClosed(r) => Answer::Error(match r {
+            FailReason::Error => ErrorKind::Unavailable,
+            FailReason::Timeout => ErrorKind::Timeout,
+            FailReason::BreakerOpen => ErrorKind::BreakerOpen,
+        }),
+        LayerOutcome::StoreFull => Answer::Full,
+        LayerOutcome::Cached(d) => Answer::Cached {
+            retry_after: d.retry_after.unwrap_or(Nanos::ZERO),
+        },
+    }
+}

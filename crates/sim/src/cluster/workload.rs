@@ -1,0 +1,220 @@
+//! The clients: arrival patterns, the choice of key and gateway, and clients that pace
+//! themselves from the answers' headers.
+
+use super::nodes::Cluster;
+use super::record::{client_ip, to_history};
+use super::script::Script;
+use crate::rng::{SimRng, stream};
+use crate::scenario::{ClientSpec, GatewayChoice, Pattern};
+use ratelab_core::Nanos;
+use ratelab_gateway::limits::NoHeaders;
+use ratelab_gateway::{Answer as GatewayAnswer, Forwarding, Request as GatewayRequest};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Reads `name`'s `r` and `t` from a RateLimit field value (`"per-key";r=0;t=1, …`).
+pub(crate) fn ratelimit_item(value: &str, name: &str) -> Option<(u64, u64)> {
+    let quoted = format!("\"{name}\"");
+    let item = value.split(", ").find(|i| i.starts_with(&quoted))?;
+    let param = |k: &str| {
+        item.split(';')
+            .find_map(|p| p.strip_prefix(k)?.strip_prefix('=')?.parse::<u64>().ok())
+    };
+    Some((param("r")?, param("t")?))
+}
+
+/// One gateway request: run the gateway pipeline, record and return the answer.
+pub(crate) async fn serve<S: Script>(
+    cluster: Arc<Cluster<S>>,
+    g: usize,
+    id: u64,
+    client: u32,
+    key: String,
+    cost: u64,
+) -> GatewayAnswer {
+    let gw = &cluster.gateways[g];
+    let req = GatewayRequest {
+        peer: client_ip(client),
+        forwarding: Forwarding::default(),
+        api_key: Some(key.as_bytes()),
+        route: "/",
+        method: "GET",
+        headers: &NoHeaders,
+        cost,
+        trace: id,
+    };
+    let guard = cluster
+        .guard
+        .as_ref()
+        .map(|g| g as &dyn ratelab_gateway::Guard);
+    // Boxed: the pipeline's future is kilobytes, and a spawned task would copy it.
+    let answer = Box::pin(gw.gateway.check(req, guard)).await;
+    let (recorded, layers) = to_history(&answer);
+    cluster
+        .shared
+        .record(|h, at| h.answer(at, id, recorded, layers));
+    answer
+}
+
+/// A client's arrival times, in ns from the start of the run.
+pub(crate) struct Arrivals {
+    pub(crate) pattern: Pattern,
+    pub(crate) start: u64,
+    pub(crate) stop: u64,
+    pub(crate) k: u64,
+    pub(crate) phase: u64,
+    pub(crate) rate: u64,
+    pub(crate) next_poisson: u64,
+    pub(crate) burst: Vec<u64>,
+}
+
+impl Arrivals {
+    pub(crate) fn new(c: &ClientSpec, duration_ms: u64, rng: &mut SimRng) -> Arrivals {
+        let a = &c.arrival;
+        let start = c.start_ms.get() * 1_000_000;
+        let stop = c.stop_ms.map_or(duration_ms, |v| v.get()) * 1_000_000;
+        let rate = a.rate_per_sec.map_or(1, |r| r.get());
+        let interval = 1_000_000_000 / rate;
+        let mut burst = Vec::new();
+        match a.pattern {
+            Pattern::Burst => {
+                let n = a.requests.map_or(0, |v| v.get());
+                let at = a.at_ms.map_or(0, |v| v.get()) * 1_000_000;
+                let spread = a.spread_ms.map_or(0, |v| v.get()) * 1_000_000;
+                burst.extend((0..n).map(|k| at + spread * k / n));
+            }
+            Pattern::BoundaryBursts => {
+                let n = a.requests.map_or(0, |v| v.get());
+                let every = a.every_ms.map_or(1, |v| v.get()) * 1_000_000;
+                let before = a.before_ms.map_or(0, |v| v.get()) * 1_000_000;
+                let after = a.after_ms.map_or(0, |v| v.get()) * 1_000_000;
+                let mut b = (start / every + 1) * every;
+                while b < stop {
+                    burst.extend((0..n).map(|k| b - before + before * k / n));
+                    burst.extend((0..n).map(|k| b + after * k / n));
+                    b += every;
+                }
+                burst.retain(|&t| t >= start && t < stop);
+            }
+            Pattern::Times => {
+                burst.extend(
+                    a.times_us
+                        .iter()
+                        .flatten()
+                        .map(|&us| us.saturating_mul(1_000)),
+                );
+                burst.sort_unstable();
+            }
+            _ => {}
+        }
+        burst.reverse();
+        let phase = rng.below(interval.max(1));
+        let next_poisson = start + rng.exponential(interval as f64);
+        Arrivals {
+            pattern: a.pattern,
+            start,
+            stop,
+            k: 0,
+            phase,
+            rate,
+            next_poisson,
+            burst,
+        }
+    }
+
+    pub(crate) fn next(&mut self, rng: &mut SimRng) -> Option<u64> {
+        let t = match self.pattern {
+            Pattern::Constant => {
+                let t = self.start
+                    + self.phase
+                    + (u128::from(self.k) * 1_000_000_000 / u128::from(self.rate)) as u64;
+                self.k += 1;
+                t
+            }
+            Pattern::Poisson => {
+                let t = self.next_poisson;
+                self.next_poisson += rng.exponential(1e9 / self.rate as f64);
+                t
+            }
+            Pattern::Burst | Pattern::BoundaryBursts | Pattern::Times => self.burst.pop()?,
+        };
+        (t < self.stop).then_some(t)
+    }
+}
+
+/// Sends one client's requests.
+pub(crate) async fn client_main<S: Script>(
+    cluster: Arc<Cluster<S>>,
+    group: usize,
+    client: u32,
+    seed: u64,
+) {
+    let spec = &cluster.sc.spec;
+    let c = &spec.clients[group];
+    let mut rng = SimRng::new(seed, stream::CLIENTS + u64::from(client));
+    let mut arrivals = Arrivals::new(c, spec.duration_ms.get(), &mut rng);
+    let n = cluster.gateways.len() as u64;
+    let mut next_gateway = u64::from(client) % n;
+    let mut not_before = 0u64;
+    while let Some(t) = arrivals.next(&mut rng) {
+        if t < not_before {
+            continue;
+        }
+        // A sleep takes at least `dilation::SLEEP_FLOOR`: sleep only when the arrival is
+        // still ahead, so a late client catches up instead of drifting.
+        if Nanos(t) > cluster.shared.now() {
+            cluster.shared.sleep_until(Duration::from_nanos(t)).await;
+        }
+        // A client that waited for answers can fall behind its arrivals: it still stops
+        // sending at its stop time, so every request is sent while the run is on.
+        if cluster.shared.now().as_u64() >= arrivals.stop {
+            break;
+        }
+        let key = match (&c.key, &c.keys) {
+            (Some(k), _) => k.clone(),
+            (None, Some(ks)) => format!("{}:{}", ks.prefix, rng.below(ks.count.get())),
+            (None, None) => unreachable!("validated: key or keys"),
+        };
+        let g = match c.gateway {
+            GatewayChoice::RoundRobin => {
+                let g = next_gateway;
+                next_gateway = (next_gateway + 1) % n;
+                g
+            }
+            GatewayChoice::Random => rng.below(n),
+            GatewayChoice::Fixed(g) => u64::from(g),
+        } as usize;
+        let cost = c.cost.get();
+        let mut id = 0;
+        cluster.shared.record(|h, at| {
+            let peer = client_ip(client);
+            id = h.send(at, client, group as u32, key.clone(), peer, g as u32, cost);
+        });
+        let answer =
+            cluster.gateways[g]
+                .node
+                .spawn(serve(cluster.clone(), g, id, client, key, cost));
+        if !(c.honour_retry_after || c.self_throttle) {
+            continue;
+        }
+        let Ok(answer) = answer.await else { continue };
+        let now = cluster.shared.now().as_u64();
+        let header = |name: &str| {
+            answer
+                .headers
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, v)| v.as_str())
+        };
+        if answer.status == 429
+            && let Some(secs) = header("retry-after").and_then(|v| v.parse::<u64>().ok())
+        {
+            not_before = now + secs * 1_000_000_000;
+        }
+        if c.self_throttle
+            && let Some((0, t)) = header("ratelimit").and_then(|v| ratelimit_item(v, "per-key"))
+        {
+            not_before = not_before.max(now + t * 1_000_000_000);
+        }
+    }
+}

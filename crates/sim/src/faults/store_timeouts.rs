@@ -1,0 +1,31 @@
+//! `store_timeouts`: The store drops `rate` of the window's calls unapplied: the caller times out.
+
+use super::{Check, Invalid, Kind, Rated, Shape, Verdict};
+use crate::rng::{Draw, SimRng};
+use ratelab_core::Nanos;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// The store drops `rate` of the window's calls unapplied: the caller times out.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(transparent)]
+#[schemars(inline)]
+pub struct StoreTimeouts(pub Rated);
+
+impl Kind for StoreTimeouts {
+    fn window_ms(&self) -> Option<(u64, u64)> {
+        self.0.window_ms()
+    }
+
+    fn check(&self, _: &Check) -> Result<(), Invalid> {
+        self.0.check()
+    }
+
+    fn on_store_message(&self, now: Nanos, rng: &mut SimRng) -> Option<Verdict> {
+        self.0.hits(now, rng).then_some(Verdict::Drop)
+    }
+
+    fn draw(d: &mut Draw, window: (u64, u64), _: &Shape) -> Self {
+        StoreTimeouts(Rated::draw(d, window))
+    }
+}

@@ -1,0 +1,124 @@
+//! Fault kinds as typed values: names, located errors, the explorer's draws.
+
+use ratelab_sim::faults::{FaultKind, FaultSpec, Shape};
+use ratelab_sim::rng::{Draw, SimRng};
+use ratelab_sim::{Scenario, ScenarioError};
+use std::path::Path;
+
+/// A two-gateway scenario with `faults` (a JSON array's text), parsed.
+fn with_faults(faults: &str) -> Result<Scenario, ScenarioError> {
+    let text = format!(
+        r#"{{
+  "description": "faults",
+  "seeds": 1,
+  "duration_ms": 1000,
+  "gateways": 2,
+  "policy": {{ "algorithm": "token_bucket", "capacity": 10, "refill_per_sec": 50 }},
+  "store": {{ "path": "atomic", "replica": {{ "lag": {{ "min_us": 0, "max_us": 100 }} }} }},
+  "clients": [ {{ "key": "k", "arrival": {{ "pattern": "constant", "rate_per_sec": 20 }} }} ],
+  "faults": {faults}
+}}"#
+    );
+    Scenario::parse(Path::new("faults.json"), &text)
+}
+
+#[test]
+fn each_kind_is_named_as_scenario_files_name_it() {
+    for &kind in FaultKind::ALL {
+        let serde_name = serde_json::to_value(kind).unwrap();
+        assert_eq!(serde_name, kind.name(), "{kind:?}");
+    }
+}
+
+#[test]
+fn a_field_another_kind_takes_is_an_error_at_that_field() {
+    let e = with_faults(
+        r#"[
+    { "kind": "store_crash", "at_ms": 100,
+      "rate": 0.5, "restart_after_ms": 50 }
+  ]"#,
+    )
+    .unwrap_err();
+    assert_eq!(e.path, "faults[0].rate", "{e}");
+    assert_eq!((e.line, e.column), (11, 12), "{e}");
+    assert_eq!(
+        e.message,
+        "unknown field `rate`, expected `at_ms` or `restart_after_ms`"
+    );
+}
+
+#[test]
+fn a_missing_field_names_the_kind_and_the_field() {
+    let e = with_faults(r#"[ { "kind": "partition", "at_ms": 1, "until_ms": 2 } ]"#).unwrap_err();
+    assert_eq!(e.path, "faults[0]", "{e}");
+    assert_eq!(e.message, "a partition fault needs `gateways`", "{e}");
+}
+
+#[test]
+fn an_out_of_range_value_is_an_error_at_its_field() {
+    let e = with_faults(r#"[ { "kind": "store_errors", "at_ms": 1, "until_ms": 2, "rate": 3 } ]"#)
+        .unwrap_err();
+    assert_eq!(e.path, "faults[0].rate", "{e}");
+}
+
+#[test]
+fn an_unknown_kind_lists_the_kinds() {
+    let e = with_faults(r#"[ { "kind": "meteor", "at_ms": 1 } ]"#).unwrap_err();
+    assert_eq!(e.path, "faults[0].kind", "{e}");
+    for &kind in FaultKind::ALL {
+        assert!(e.message.contains(kind.name()), "{e}");
+    }
+}
+
+#[test]
+fn kind_may_come_last() {
+    let first =
+        with_faults(r#"[ { "kind": "pause", "at_ms": 1, "until_ms": 9, "node": 1 } ]"#).unwrap();
+    let last =
+        with_faults(r#"[ { "at_ms": 1, "until_ms": 9, "node": 1, "kind": "pause" } ]"#).unwrap();
+    let json = |sc: &Scenario| serde_json::to_string(&sc.spec().faults).unwrap();
+    assert_eq!(json(&first), json(&last));
+    let e = with_faults(r#"[ { "at_ms": 1, "until_ms": 9, "node": 7, "kind": "pause" } ]"#)
+        .unwrap_err();
+    assert_eq!(e.path, "faults[0].node", "{e}");
+    assert!(e.message.contains("gateway 7 does not exist"), "{e}");
+}
+
+#[test]
+fn checks_that_span_the_scenario_are_located_in_the_fault() {
+    let e = with_faults(
+        r#"[ { "kind": "partition", "at_ms": 1, "until_ms": 9, "gateways": [0, 5] } ]"#,
+    )
+    .unwrap_err();
+    assert_eq!(e.path, "faults[0].gateways[1]", "{e}");
+    let e = with_faults(r#"[ { "kind": "kill_switch", "at_ms": 9, "until_ms": 9 } ]"#).unwrap_err();
+    assert_eq!(e.path, "faults[0].until_ms", "{e}");
+    assert_eq!(e.message, "until_ms 9 is not after at_ms 9");
+    let e = with_faults(r#"[ { "kind": "clock", "gateway": 1 } ]"#).unwrap_err();
+    assert_eq!(
+        e.message,
+        "a clock fault needs `offset_ms`, `drift_ppm` or both"
+    );
+}
+
+/// Every kind's draw makes a fault its own checks accept, and that reads back as written.
+#[test]
+fn every_drawn_fault_is_valid_and_round_trips() {
+    let shape = Shape {
+        duration_ms: 1_000,
+        gateways: 2,
+    };
+    let mut d = Draw(SimRng::new(7, 1));
+    for round in 0..50 {
+        for &kind in FaultKind::ALL {
+            let at = d.int(0, 998);
+            let until = at + 1 + d.int(0, 998 - at);
+            let f = kind.draw(&mut d, (at, until), &shape);
+            assert_eq!(f.kind(), kind);
+            let text = serde_json::to_string(&[&f]).unwrap();
+            let sc = with_faults(&text).unwrap_or_else(|e| panic!("round {round}: {text}: {e}"));
+            let back: &FaultSpec = &sc.spec().faults[0];
+            assert_eq!(serde_json::to_string(&[back]).unwrap(), text);
+        }
+    }
+}
