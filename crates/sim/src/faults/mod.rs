@@ -1,13 +1,13 @@
 //! Simulator faults: one module per kind, each owning its fields, its checks, its injection
 //! and how the explorer draws it.
 //!
-//! **A new fault kind** is one file here and one line in the [`faults!`] list below: a type
+//! **A new fault kind** is one file here and one line in the `faults!` list below: a type
 //! with exactly the fields it takes (serde's `deny_unknown_fields`, bounded values from
-//! [`crate::values`]) that implements [`Kind`]. A store-side fault answers
-//! [`Kind::on_store_message`] with a [`Verdict`] (serve, error, drop, lose the reply, delay);
-//! a node- or network-level fault acts in [`Kind::inject`] through [`Ctx`] (madsim's kill,
+//! `crate::values`) that implements `Kind`. A store-side fault answers
+//! `Kind::on_store_message` with a `Verdict` (serve, error, drop, lose the reply, delay);
+//! a node- or network-level fault acts in `Kind::inject` through `Ctx` (madsim's kill,
 //! restart, pause and link verbs, the gateways' kill switches, the store's replica); a fault
-//! that bends a gateway's clock answers [`Kind::clock`]. The list makes the scenario format's
+//! that bends a gateway's clock answers `Kind::clock`. The list makes the scenario format's
 //! `kind`, the schema, the explorer's draws and every dispatch from that one line; the
 //! module's name is the kind's name in scenario files.
 
@@ -373,6 +373,9 @@ faults! {
     /// `promote_after_ms` later with the writes whose copies had reached it by `at_ms`. The
     /// writes still on their way are lost.
     StoreFailover(store_failover::StoreFailover),
+    /// The store's replies to `gateways` are lost in the window; their calls still arrive
+    /// and are applied.
+    AsymmetricPartition(asymmetric_partition::AsymmetricPartition),
 }
 
 impl FaultSpec {
