@@ -3,6 +3,7 @@
 
 use crate::limits::FileLimit;
 use ratelab_core::headers::FieldsDraft;
+use ratelab_core::located::Located;
 use ratelab_core::{Nanos, TokenBucket};
 use ratelab_gateway::admin::{AdminAccess, AdminToken};
 use ratelab_gateway::conns::ConnLimits;
@@ -130,13 +131,8 @@ pub fn read_file(path: &Path) -> Result<ServeFile, String> {
             .rfind(" at line ")
             .map_or(msg.clone(), |i| msg[..i].to_owned());
         let at = e.path().to_string();
-        format!(
-            "{}:{}:{}: at {}: {msg}",
-            path.display(),
-            inner.line(),
-            inner.column(),
-            if at.is_empty() { "." } else { &at }
-        )
+        let position = (inner.line(), inner.column());
+        Located::new(path.display().to_string(), position, &at, msg).to_string()
     })?;
     de.end()
         .map_err(|e| format!("{}:{}:{}: {e}", path.display(), e.line(), e.column()))?;

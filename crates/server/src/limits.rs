@@ -29,6 +29,7 @@
 //! ```
 
 use ratelab_core::headers::PolicyName;
+use ratelab_core::located::{Located, PathSeg, line_column, parse_path};
 use ratelab_core::{FixedWindow, Nanos, Policy, SlidingWindow, TokenBucket};
 use ratelab_gateway::IpNet;
 use ratelab_gateway::limits::{Cost, KeyBy, LimitSpec, MAX_LIMITS, Mode, Selector};
@@ -196,9 +197,7 @@ pub fn parse_all(
     text: &str,
 ) -> Result<(Vec<FileLimit>, Vec<crate::rls::config::Domain>), String> {
     let at = |offset: usize, path: &str, msg: &str| {
-        let (line, column) = line_column(text, offset);
-        let path = if path.is_empty() { "." } else { path };
-        format!("{file}:{line}:{column}: at {path}: {msg}")
+        Located::new(file, line_column(text, offset), path, msg).to_string()
     };
     let de = toml::Deserializer::parse(text)
         .map_err(|e| at(e.span().map_or(0, |s| s.start), "", e.message()))?;
@@ -208,54 +207,51 @@ pub fn parse_all(
         let offset = inner
             .span()
             .map(|s| s.start)
-            .or_else(|| locate(text, &path))
+            .or_else(|| toml_offset(text, &parse_path(&path)))
             .unwrap_or(0);
         at(offset, &path, inner.message())
     })?;
-    let located = |(path, msg): Invalid| at(locate(text, &path).unwrap_or(0), &path, &msg);
+    let located = |(path, msg): Invalid| located(file, text, &path, msg).to_string();
     let limits = validate(&parsed).map_err(located)?;
     let domains = crate::rls::config::validate(&parsed.domain, "domain").map_err(located)?;
     Ok((limits, domains))
 }
 
-/// The 1-based line and column of the value at `path` in the text of a limits file.
-pub(crate) fn position(text: &str, path: &str) -> (usize, usize) {
-    line_column(text, locate(text, path).unwrap_or(0))
+/// The error `message` about the value at `path` in the text of a limits file `file`.
+pub(crate) fn located(file: &str, text: &str, path: &str, message: String) -> Located {
+    let offset = toml_offset(text, &parse_path(path)).unwrap_or(0);
+    Located::new(file, line_column(text, offset), path, message)
 }
 
-/// The 1-based line and column (in characters) of byte `offset`.
-fn line_column(text: &str, offset: usize) -> (usize, usize) {
-    let before = &text[..text.floor_char_boundary(offset.min(text.len()))];
-    let line = before.matches('\n').count() + 1;
-    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
-    (line, column)
-}
-
-/// The byte offset of the value at `path` (`limit[2].capacity`), or of the deepest part of
-/// it that exists (a missing field is reported where its table starts).
-fn locate(text: &str, path: &str) -> Option<usize> {
+/// The byte offset of the value at `path` (`limit[2].capacity`) in a TOML text, or of the
+/// deepest part of it that exists (a missing field is reported where its table starts).
+fn toml_offset(text: &str, path: &[PathSeg]) -> Option<usize> {
     use toml::de::{DeTable, DeValue};
     let root = DeTable::parse(text).ok()?;
     let mut offset = root.span().start;
+    let mut value: Option<&DeValue<'_>> = None;
     let mut table = Some(root.get_ref());
-    for part in path.split('.').filter(|p| !p.is_empty()) {
-        let (name, index) = match part.split_once('[') {
-            Some((n, i)) => (n, i.trim_end_matches(']').parse::<usize>().ok()),
-            None => (part, None),
-        };
-        let Some(t) = table else { break };
-        let Some((_, v)) = t.iter().find(|(k, _)| k.get_ref() == name) else {
-            break;
-        };
-        offset = v.span().start;
-        let mut value = v.get_ref();
-        if let (Some(i), DeValue::Array(items)) = (index, value) {
-            let Some(item) = items.get(i) else { break };
-            offset = item.span().start;
-            value = item.get_ref();
+    for seg in path {
+        match seg {
+            PathSeg::Key(name) => {
+                let Some(t) = table else { break };
+                let Some((_, v)) = t.iter().find(|(k, _)| k.get_ref() == name) else {
+                    break;
+                };
+                offset = v.span().start;
+                value = Some(v.get_ref());
+            }
+            PathSeg::Index(i) => {
+                let Some(DeValue::Array(items)) = value else {
+                    break;
+                };
+                let Some(item) = items.get(*i) else { break };
+                offset = item.span().start;
+                value = Some(item.get_ref());
+            }
         }
         table = match value {
-            DeValue::Table(t) => Some(t),
+            Some(DeValue::Table(t)) => Some(t),
             _ => None,
         };
     }
@@ -483,8 +479,7 @@ pub fn check_redis(file: &str, text: &str, limits: &[FileLimit]) -> Result<(), S
             Err(RedisRefusal::Range(msg)) => (format!("limit[{i}]"), msg),
             Err(RedisRefusal::Algorithm(msg)) => (format!("limit[{i}].algorithm"), msg),
         };
-        let (line, column) = line_column(text, locate(text, &path).unwrap_or(0));
-        return Err(format!("{file}:{line}:{column}: at {path}: {msg}"));
+        return Err(located(file, text, &path, msg).to_string());
     }
     Ok(())
 }
@@ -656,11 +651,5 @@ match = { route_prefix = "/api/", methods = ["post", "PUT"], clients = ["10.0.0.
         assert!(e.contains("limit"), "{e}");
         let e = err("limit = []");
         assert!(e.contains("at least one"), "{e}");
-    }
-
-    #[test]
-    fn columns_count_characters() {
-        assert_eq!(line_column("ab\ncé=x", 7), (2, 4));
-        assert_eq!(line_column("é", 1), (1, 1));
     }
 }

@@ -188,10 +188,8 @@ impl Stores for Redis {
         domains: &[crate::rls::config::Domain],
     ) -> Result<(), String> {
         crate::limits::check_redis(file, text, limits)?;
-        crate::rls::config::check_redis(domains).map_err(|(path, msg)| {
-            let (line, column) = crate::limits::position(text, &path);
-            format!("{file}:{line}:{column}: at {path}: {msg}")
-        })
+        crate::rls::config::check_redis(domains)
+            .map_err(|(path, msg)| crate::limits::located(file, text, &path, msg).to_string())
     }
 }
 

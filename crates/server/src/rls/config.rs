@@ -28,6 +28,7 @@
 //! not (`replaces`, wildcard values) is refused with that reason.
 
 use crate::limits::{AlgorithmName, LimitEntry};
+use ratelab_core::located::{Located, PathSeg, parse_path};
 use ratelab_core::{Nanos, Policy, TokenBucket};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -535,7 +536,7 @@ pub fn parse_yaml(file: &str, text: &str) -> Result<Domain, String> {
     let entry: DomainEntry = serde_path_to_error::deserialize(de).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner();
-        let (line, column) = inner.location().map_or((1, 1), |l| (l.line(), l.column()));
+        let position = inner.location().map_or((1, 1), |l| (l.line(), l.column()));
         let path = if path.is_empty() { "." } else { &path };
         // serde_yaml's message repeats the path and the position given here.
         let msg = inner.to_string();
@@ -547,61 +548,66 @@ pub fn parse_yaml(file: &str, text: &str) -> Result<Domain, String> {
             Some(i) => &msg[..i],
             None => msg,
         };
-        format!("{file}:{line}:{column}: at {path}: {msg}")
+        Located::new(file, position, path, msg).to_string()
     })?;
-    let mut domains = validate(std::slice::from_ref(&entry), "").map_err(|(path, msg)| {
-        let path = path.trim_start_matches("[0]").trim_start_matches('.');
-        let (line, column) = locate_yaml(text, path);
-        format!("{file}:{line}:{column}: at {path}: {msg}")
-    })?;
+    let mut domains = validate(std::slice::from_ref(&entry), "")
+        .map_err(|(path, msg)| yaml_located(file, text, &path, msg).to_string())?;
     Ok(domains.remove(0))
 }
 
+/// The error `message` about the value at `path` of the one domain validated from a YAML
+/// file (`[0].descriptors[1].key`, reported without the domain's own `[0].`).
+fn yaml_located(file: &str, text: &str, path: &str, message: String) -> Located {
+    let path = path.trim_start_matches("[0]").trim_start_matches('.');
+    Located::new(file, yaml_position(text, &parse_path(path)), path, message)
+}
+
 /// Where the entry at `path` (`descriptors[1].rate_limit.unit`) is in a YAML text, found by
-/// following the path through its block mappings and sequences by indentation; the deepest
-/// part found, or the start.
-fn locate_yaml(text: &str, path: &str) -> (usize, usize) {
+/// following the path through its block mappings and sequences by indentation: the line and
+/// column of the deepest part found (a key where it is written, an item at its `-`), or the
+/// start.
+fn yaml_position(text: &str, path: &[PathSeg]) -> (usize, usize) {
     let lines: Vec<&str> = text.lines().collect();
     let indent = |l: &str| l.len() - l.trim_start_matches([' ', '-']).len();
     let mut found = (1, 1);
     let (mut from, mut to, mut min) = (0usize, lines.len(), 0usize);
-    for part in path.split('.').filter(|p| !p.is_empty()) {
-        let (name, index) = match part.split_once('[') {
-            Some((n, i)) => (n, i.trim_end_matches(']').parse::<usize>().ok()),
-            None => (part, None),
-        };
-        let Some(k) = (from..to).find(|&k| {
-            let l = lines[k].trim_start_matches([' ', '-']);
-            indent(lines[k]) >= min && l.starts_with(&format!("{name}:"))
-        }) else {
-            break;
-        };
-        found = (k + 1, indent(lines[k]) + 1);
-        let own = indent(lines[k]);
-        let end = (k + 1..to)
-            .find(|&j| {
-                !lines[j].trim().is_empty()
-                    && indent(lines[j]) <= own
-                    && !lines[j].trim_start().starts_with('-')
-            })
-            .unwrap_or(to);
-        (from, to, min) = (k + 1, end, own);
-        if let Some(i) = index {
-            let items: Vec<usize> = (from..to)
-                .filter(|&j| lines[j].trim_start().starts_with('-'))
-                .collect();
-            let item_indent = items
-                .first()
-                .map(|&j| lines[j].len() - lines[j].trim_start().len());
-            let items: Vec<usize> = items
-                .into_iter()
-                .filter(|&j| Some(lines[j].len() - lines[j].trim_start().len()) == item_indent)
-                .collect();
-            let Some(&start) = items.get(i) else { break };
-            found = (start + 1, indent(lines[start]) + 1);
-            let end = items.get(i + 1).copied().unwrap_or(to);
-            (from, to) = (start, end);
-            min = 0;
+    for seg in path {
+        match seg {
+            PathSeg::Key(name) => {
+                let Some(k) = (from..to).find(|&k| {
+                    let l = lines[k].trim_start_matches([' ', '-']);
+                    indent(lines[k]) >= min && l.starts_with(&format!("{name}:"))
+                }) else {
+                    break;
+                };
+                found = (k + 1, indent(lines[k]) + 1);
+                let own = indent(lines[k]);
+                let end = (k + 1..to)
+                    .find(|&j| {
+                        !lines[j].trim().is_empty()
+                            && indent(lines[j]) <= own
+                            && !lines[j].trim_start().starts_with('-')
+                    })
+                    .unwrap_or(to);
+                (from, to, min) = (k + 1, end, own);
+            }
+            PathSeg::Index(i) => {
+                let items: Vec<usize> = (from..to)
+                    .filter(|&j| lines[j].trim_start().starts_with('-'))
+                    .collect();
+                let item_indent = items
+                    .first()
+                    .map(|&j| lines[j].len() - lines[j].trim_start().len());
+                let items: Vec<usize> = items
+                    .into_iter()
+                    .filter(|&j| Some(lines[j].len() - lines[j].trim_start().len()) == item_indent)
+                    .collect();
+                let Some(&start) = items.get(*i) else { break };
+                found = (start + 1, indent(lines[start]) + 1);
+                let end = items.get(i + 1).copied().unwrap_or(to);
+                (from, to) = (start, end);
+                min = 0;
+            }
         }
     }
     found
@@ -626,12 +632,6 @@ pub fn check_redis(domains: &[Domain]) -> Result<(), Invalid> {
 
 /// [`check_redis`] for envoyproxy/ratelimit YAML file `file`, with `text`: errors located.
 pub fn check_redis_yaml(file: &str, text: &str, domain: &Domain) -> Result<(), String> {
-    check_redis(std::slice::from_ref(domain)).map_err(|(path, msg)| {
-        let path = path
-            .trim_start_matches("[0]")
-            .trim_start_matches('.')
-            .to_owned();
-        let (line, column) = locate_yaml(text, &path);
-        format!("{file}:{line}:{column}: at {path}: {msg}")
-    })
+    check_redis(std::slice::from_ref(domain))
+        .map_err(|(path, msg)| yaml_located(file, text, &path, msg).to_string())
 }
