@@ -16,6 +16,7 @@
 //! | [`config`] | the config file and its validation into settings |
 //! | [`args`] | the flags, merged over the config file |
 //! | [`limits`] | the limits file: TOML, its JSON Schema, validation with located errors |
+//! | [`policy`] | a limit's algorithm and parameters, validated; which ones Redis runs |
 //! | [`serve`] | building the gateway's limits over a store and serving it |
 //! | [`reload`] | hot reload of the limits file, on change and on SIGHUP |
 //! | [`proxy`] | the reverse proxy to `--upstream`, behind the limiter |
@@ -29,6 +30,7 @@ pub mod body;
 pub mod config;
 pub mod limits;
 pub mod listeners;
+pub mod policy;
 pub mod proxy;
 pub mod reload;
 pub mod rls;

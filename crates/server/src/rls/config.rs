@@ -27,7 +27,7 @@
 //! column it was found at); what the YAML form of envoyproxy/ratelimit has and ratelab does
 //! not (`replaces`, wildcard values) is refused with that reason.
 
-use crate::limits::{AlgorithmName, LimitEntry};
+use crate::policy::{AlgorithmName, Invalid, Params, RedisRefusal, redis_can_run, simple_name};
 use ratelab_core::located::{Located, PathSeg, parse_path};
 use ratelab_core::{Nanos, Policy, TokenBucket};
 use schemars::JsonSchema;
@@ -157,6 +157,21 @@ pub struct PolicyEntry {
     pub name: Option<String>,
 }
 
+impl PolicyEntry {
+    /// Its algorithm's parameters.
+    pub fn params(&self) -> Params {
+        Params {
+            algorithm: self.algorithm,
+            capacity: self.capacity,
+            refill_per_sec: self.refill_per_sec,
+            refill: self.refill,
+            refill_period_ms: self.refill_period_ms,
+            limit: self.limit,
+            window_ms: self.window_ms,
+        }
+    }
+}
+
 /// One descriptor of a domain's tree, as written.
 #[derive(Clone, Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -235,8 +250,6 @@ impl Domain {
         count(&self.descriptors)
     }
 }
-
-use crate::limits::{Invalid, RedisRefusal, redis_can_run, simple_name};
 
 /// The policy of envoyproxy/ratelimit's `requests_per_unit` per `unit`: a bucket of that many,
 /// refilled at that rate.
@@ -401,22 +414,7 @@ fn descriptor(
     let leaf = if let Some(r) = &e.rate_limit {
         rate_limit_leaf(r, &trail, &field("rate_limit"), e.shadow_mode, names)?
     } else if let Some(p) = &e.policy {
-        let entry = LimitEntry {
-            name: "descriptor".into(),
-            algorithm: p.algorithm,
-            capacity: p.capacity,
-            refill_per_sec: p.refill_per_sec,
-            refill: p.refill,
-            refill_period_ms: p.refill_period_ms,
-            limit: p.limit,
-            window_ms: p.window_ms,
-            key: None,
-            mode: None,
-            cost: None,
-            cost_from_header: None,
-            selector: None,
-        };
-        let policy = crate::limits::policy(&entry, &field("policy"))?;
+        let policy = p.params().policy(&field("policy"))?;
         Leaf::Limited {
             name: limit_name(p.name.as_deref(), &trail, &field("policy.name"), names)?,
             policy,
