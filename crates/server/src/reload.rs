@@ -13,8 +13,9 @@
 //! replaced (an editor's rename, a Kubernetes ConfigMap's symlink swap, a copy over it),
 //! needs no dependency, and costs one small read per interval.
 
+use crate::limit_set::file_set;
 use crate::limits;
-use crate::serve::{Stores, file_set};
+use crate::stores::Stores;
 use ratelab_gateway::http::TokioEnv;
 use ratelab_gateway::{Gateway, GatewayConfig};
 use std::path::PathBuf;

@@ -22,7 +22,8 @@
 
 pub mod config;
 
-use crate::serve::{Stores, fingerprint, fingerprint_text, limit};
+use crate::limit_set::{fingerprint, fingerprint_text, limit};
+use crate::stores::Stores;
 use arc_swap::ArcSwap;
 use config::{Descriptor, Domain, Leaf, Unit};
 use proto::envoy::service::ratelimit::v3::rate_limit_response::{
