@@ -2,6 +2,7 @@
 //! override it (`args`), and every error names the file, JSON path, line and column.
 
 use crate::limits::FileLimit;
+use crate::rls::config::{Domains, Repeated};
 use ratelab_core::headers::FieldsDraft;
 use ratelab_core::located::Located;
 use ratelab_core::{Nanos, TokenBucket};
@@ -173,7 +174,7 @@ pub enum LimitsSource {
         /// Its limits.
         limits: Vec<FileLimit>,
         /// Its rate limit service domains.
-        domains: Vec<crate::rls::config::Domain>,
+        domains: Domains,
     },
 }
 
@@ -186,7 +187,7 @@ pub struct GrpcSettings {
     pub fail_closed: bool,
     /// The domains of the envoyproxy/ratelimit YAML files (the limits file's own are in
     /// [`LimitsSource::File`]).
-    pub yaml_domains: Vec<crate::rls::config::Domain>,
+    pub yaml_domains: Domains,
 }
 
 /// Everything `serve` needs, validated.
@@ -347,7 +348,7 @@ pub fn settings(f: ServeFile) -> Result<ServeSettings, String> {
     let conns = conn_limits(&f, if f.grpc_listen.is_some() { 2 } else { 1 })?;
     let limits_domains = match &limits {
         LimitsSource::File { domains, .. } => domains.clone(),
-        LimitsSource::Classic { .. } => Vec::new(),
+        LimitsSource::Classic { .. } => Domains::default(),
     };
     let grpc = grpc_settings(&f, &limits_domains)?;
     let reload_ms = f.reload_interval_ms.unwrap_or(1000);
@@ -515,10 +516,7 @@ pub fn settings(f: ServeFile) -> Result<ServeSettings, String> {
 
 /// The rate limit service's settings: its address, failure mode and YAML domains, which
 /// must not repeat a domain of the limits file (`file_domains`) or of each other.
-fn grpc_settings(
-    f: &ServeFile,
-    file_domains: &[crate::rls::config::Domain],
-) -> Result<Option<GrpcSettings>, String> {
+fn grpc_settings(f: &ServeFile, file_domains: &Domains) -> Result<Option<GrpcSettings>, String> {
     let fail_closed = match f.grpc_failure_mode.as_deref() {
         None | Some("ok") => false,
         Some("unavailable") => true,
@@ -539,7 +537,9 @@ fn grpc_settings(
         }
         return Ok(None);
     };
-    let mut yaml_domains: Vec<crate::rls::config::Domain> = Vec::new();
+    // Every domain served so far, the limits file's first: a YAML file's domain must be new.
+    let mut served = file_domains.clone();
+    let mut yaml_domains = Domains::default();
     for path in files {
         let text = std::fs::read_to_string(path)
             .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
@@ -548,18 +548,9 @@ fn grpc_settings(
         if f.redis.is_some() || f.redis_cluster.is_some() {
             crate::rls::config::check_redis_yaml(&file, &text, &d)?;
         }
-        if file_domains
-            .iter()
-            .chain(&yaml_domains)
-            .any(|o| o.name == d.name)
-        {
-            return Err(format!(
-                "{}: domain {:?} is configured twice: expected each domain once",
-                path.display(),
-                d.name
-            ));
-        }
-        yaml_domains.push(d);
+        let twice = |r: Repeated| format!("{}: {r}", path.display());
+        served.merge([d.clone()]).map_err(twice)?;
+        yaml_domains.merge([d]).map_err(twice)?;
     }
     Ok(Some(GrpcSettings {
         listen,

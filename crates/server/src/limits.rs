@@ -39,6 +39,7 @@ use std::path::Path;
 
 pub use crate::policy::AlgorithmName;
 use crate::policy::{Invalid, Params, RedisRefusal, policy_capacity, redis_can_run, simple_name};
+use crate::rls::config::Domains;
 
 /// The limits file.
 #[derive(Clone, Debug, Deserialize, JsonSchema)]
@@ -193,10 +194,7 @@ pub fn parse(file: &str, text: &str) -> Result<Vec<FileLimit>, String> {
 }
 
 /// Validates the text of a limits file called `file`: its limits and its domains.
-pub fn parse_all(
-    file: &str,
-    text: &str,
-) -> Result<(Vec<FileLimit>, Vec<crate::rls::config::Domain>), String> {
+pub fn parse_all(file: &str, text: &str) -> Result<(Vec<FileLimit>, Domains), String> {
     let at = |offset: usize, path: &str, msg: &str| {
         Located::new(file, line_column(text, offset), path, msg).to_string()
     };

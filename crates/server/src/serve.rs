@@ -5,6 +5,7 @@ use crate::config::{LimitsSource, ServeSettings};
 use crate::limit_set::gateway;
 use crate::proxy::Proxy;
 use crate::reload;
+use crate::rls::config::Domains;
 use crate::stores::{Memory, Redis, Stores};
 use ratelab_gateway::Gateway;
 use ratelab_gateway::admin::admin_app;
@@ -160,7 +161,7 @@ const GRPC_STREAMS_PER_CONNECTION: usize = 1024;
 type RlsParts<S> = (
     Arc<arc_swap::ArcSwap<crate::rls::Tables<<S as Stores>::Client>>>,
     crate::rls::Rls<S>,
-    Vec<crate::rls::config::Domain>,
+    Domains,
 );
 
 /// Builds the rate limit service over the gateway's pipeline and store.
@@ -172,9 +173,12 @@ async fn rls_service<S: Stores>(
 ) -> Result<RlsParts<S>, String> {
     let mut domains = match &s.limits {
         LimitsSource::File { domains, .. } => domains.clone(),
-        LimitsSource::Classic { .. } => Vec::new(),
+        LimitsSource::Classic { .. } => Domains::default(),
     };
-    domains.extend(g.yaml_domains.iter().cloned());
+    // The settings found no domain twice; merged, the check holds whatever built them.
+    domains
+        .merge(g.yaml_domains.iter().cloned())
+        .map_err(|r| r.to_string())?;
     let tables = crate::rls::build(stores, &domains, &s.gateway).await?;
     gw.export_zeros_for(&tables.limits());
     let tables = Arc::new(arc_swap::ArcSwap::from_pointee(tables));

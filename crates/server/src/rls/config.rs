@@ -239,6 +239,72 @@ pub struct Domain {
     pub descriptors: Vec<Descriptor>,
 }
 
+/// The domains the rate limit service serves, each name once: a limits file's `[[domain]]`s
+/// and the envoyproxy/ratelimit YAML files' domains are merged into one by [`Domains::merge`],
+/// the one place a repeated domain is found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Domains(Vec<Domain>);
+
+/// A domain name given twice: each domain is configured once.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Repeated {
+    /// The domain's name.
+    pub name: String,
+}
+
+impl std::fmt::Display for Repeated {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "domain {:?} is configured twice: expected each domain once",
+            self.name
+        )
+    }
+}
+
+impl Domains {
+    /// Whether a domain called `name` can join these: it is not one of them.
+    pub fn admits(&self, name: &str) -> Result<(), Repeated> {
+        match self.0.iter().any(|d| d.name == name) {
+            true => Err(Repeated { name: name.into() }),
+            false => Ok(()),
+        }
+    }
+
+    /// Adds `more`, in order; a domain already served (or given twice in `more`) is an error,
+    /// and leaves the domains before it added.
+    pub fn merge(&mut self, more: impl IntoIterator<Item = Domain>) -> Result<(), Repeated> {
+        for d in more {
+            self.admits(&d.name)?;
+            self.0.push(d);
+        }
+        Ok(())
+    }
+}
+
+impl std::ops::Deref for Domains {
+    type Target = [Domain];
+
+    fn deref(&self) -> &[Domain] {
+        &self.0
+    }
+}
+
+impl IntoIterator for Domains {
+    type Item = Domain;
+    type IntoIter = std::vec::IntoIter<Domain>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.into_iter()
+    }
+}
+
+impl From<Domain> for Domains {
+    fn from(d: Domain) -> Domains {
+        Domains(vec![d])
+    }
+}
+
 impl Domain {
     /// How many of its descriptors, at every level, have a limit.
     pub fn limits(&self) -> usize {
@@ -275,8 +341,8 @@ fn gcd(mut a: u64, mut b: u64) -> u64 {
 
 /// Validates the domains (at `at`, the path of their list) into trees; limit names are made
 /// unique across all of them.
-pub fn validate(domains: &[DomainEntry], at: &str) -> Result<Vec<Domain>, Invalid> {
-    let mut out: Vec<Domain> = Vec::with_capacity(domains.len());
+pub fn validate(domains: &[DomainEntry], at: &str) -> Result<Domains, Invalid> {
+    let mut out = Domains::default();
     let mut names = std::collections::BTreeSet::new();
     for (i, d) in domains.iter().enumerate() {
         let path = format!("{at}[{i}]");
@@ -289,15 +355,17 @@ pub fn validate(domains: &[DomainEntry], at: &str) -> Result<Vec<Domain>, Invali
                 ),
             ));
         }
-        if out.iter().any(|o| o.name == d.domain) {
-            return Err((
+        let repeated = |r: Repeated| {
+            (
                 format!("{path}.domain"),
                 format!(
                     "{:?} is configured twice: expected each domain once",
-                    d.domain
+                    r.name
                 ),
-            ));
-        }
+            )
+        };
+        // Before its descriptors: a copied domain is reported as one, not by its limits' names.
+        out.admits(&d.domain).map_err(repeated)?;
         let mut count = 0;
         let descriptors = level(
             &d.descriptors,
@@ -307,10 +375,11 @@ pub fn validate(domains: &[DomainEntry], at: &str) -> Result<Vec<Domain>, Invali
             &mut count,
             &mut names,
         )?;
-        out.push(Domain {
+        out.merge([Domain {
             name: d.domain.clone(),
             descriptors,
-        });
+        }])
+        .map_err(repeated)?;
     }
     Ok(out)
 }
@@ -548,9 +617,12 @@ pub fn parse_yaml(file: &str, text: &str) -> Result<Domain, String> {
         };
         Located::new(file, position, path, msg).to_string()
     })?;
-    let mut domains = validate(std::slice::from_ref(&entry), "")
+    let domains = validate(std::slice::from_ref(&entry), "")
         .map_err(|(path, msg)| yaml_located(file, text, &path, msg).to_string())?;
-    Ok(domains.remove(0))
+    Ok(domains
+        .into_iter()
+        .next()
+        .expect("one entry validates to one domain"))
 }
 
 /// The error `message` about the value at `path` of the one domain validated from a YAML
@@ -632,4 +704,34 @@ pub fn check_redis(domains: &[Domain]) -> Result<(), Invalid> {
 pub fn check_redis_yaml(file: &str, text: &str, domain: &Domain) -> Result<(), String> {
     check_redis(std::slice::from_ref(domain))
         .map_err(|(path, msg)| yaml_located(file, text, &path, msg).to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn domain(name: &str) -> Domain {
+        Domain {
+            name: name.into(),
+            descriptors: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn merged_domains_keep_their_order_and_refuse_a_repeated_one() {
+        let mut all = Domains::from(domain("edge"));
+        all.merge([domain("api"), domain("batch")]).unwrap();
+        let names: Vec<_> = all.iter().map(|d| d.name.as_str()).collect();
+        assert_eq!(names, ["edge", "api", "batch"]);
+        let e = all.merge([domain("new"), domain("api")]).unwrap_err();
+        assert_eq!(e.name, "api");
+        assert_eq!(
+            e.to_string(),
+            "domain \"api\" is configured twice: expected each domain once"
+        );
+        let e = Domains::default()
+            .merge([domain("x"), domain("x")])
+            .unwrap_err();
+        assert_eq!(e.name, "x");
+    }
 }
