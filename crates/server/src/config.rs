@@ -216,16 +216,54 @@ pub struct ServeSettings {
     pub conns: ConnLimits,
     /// Kill switch at startup.
     pub kill_switch: bool,
-    /// Redis URL, if the store is one Redis server.
-    pub redis: Option<String>,
-    /// Seed nodes, if the store is a Redis Cluster.
-    pub redis_cluster: Vec<String>,
+    /// Where the limits keep their buckets.
+    pub store: StoreChoice,
     /// With Redis: how long each admission waits for a replica to hold its write.
     pub redis_wait: Option<Duration>,
     /// Where the request log goes.
     pub request_log: Option<PathBuf>,
     /// Envoy's rate limit service, if served.
     pub grpc: Option<GrpcSettings>,
+}
+
+/// Where the limits keep their buckets: the config file's `redis` or `redis_cluster` (or the
+/// flags `--redis`, `--redis-cluster`), at most one of them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StoreChoice {
+    /// The embedded in-memory store (neither was given).
+    Memory,
+    /// One Redis server, at this URL.
+    Redis(String),
+    /// A Redis Cluster, by the URLs of its seed nodes (at least one).
+    RedisCluster(Vec<String>),
+}
+
+impl StoreChoice {
+    /// The choice the file's `redis` and `redis_cluster` make: an error when both are given,
+    /// or a cluster with no seed node.
+    fn from_file(
+        redis: Option<String>,
+        redis_cluster: Option<Vec<String>>,
+    ) -> Result<StoreChoice, String> {
+        match (redis, redis_cluster) {
+            (Some(_), Some(_)) => Err("give one Redis server (redis) or a Redis Cluster's seed \
+                 nodes (redis_cluster), not both"
+                .into()),
+            (_, Some(seeds)) if seeds.is_empty() => {
+                Err("redis_cluster: expected at least one seed node URL".into())
+            }
+            (_, Some(seeds)) => Ok(StoreChoice::RedisCluster(seeds)),
+            (Some(url), None) => Ok(StoreChoice::Redis(url)),
+            (None, None) => Ok(StoreChoice::Memory),
+        }
+    }
+}
+
+impl ServeFile {
+    /// Whether it names a Redis store (one server or a cluster).
+    fn names_redis(&self) -> bool {
+        self.redis.is_some() || self.redis_cluster.is_some()
+    }
 }
 
 fn nets(list: &[String], what: &str) -> Result<Vec<IpNet>, String> {
@@ -365,7 +403,7 @@ pub fn settings(f: ServeFile) -> Result<ServeSettings, String> {
     }
     let redis_wait = match f.redis_wait_ms {
         None => None,
-        Some(_) if f.redis.is_none() && f.redis_cluster.is_none() => {
+        Some(_) if !f.names_redis() => {
             return Err("redis_wait_ms: needs a Redis store (redis or redis_cluster)".into());
         }
         // The request's deadline covers the script and the wait: half of it for the wait
@@ -499,16 +537,7 @@ pub fn settings(f: ServeFile) -> Result<ServeSettings, String> {
         conns,
         kill_switch: f.kill_switch.unwrap_or(false),
         grpc,
-        redis_cluster: match (&f.redis, f.redis_cluster) {
-            (Some(_), Some(_)) => {
-                return Err("give one Redis server (redis) or a Redis Cluster's seed nodes (redis_cluster), not both".into());
-            }
-            (_, Some(seeds)) if seeds.is_empty() => {
-                return Err("redis_cluster: expected at least one seed node URL".into());
-            }
-            (_, seeds) => seeds.unwrap_or_default(),
-        },
-        redis: f.redis,
+        store: StoreChoice::from_file(f.redis, f.redis_cluster)?,
         redis_wait,
         request_log: f.request_log,
     })
@@ -545,7 +574,7 @@ fn grpc_settings(f: &ServeFile, file_domains: &Domains) -> Result<Option<GrpcSet
             .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
         let file = path.display().to_string();
         let d = crate::rls::config::parse_yaml(&file, &text)?;
-        if f.redis.is_some() || f.redis_cluster.is_some() {
+        if f.names_redis() {
             crate::rls::config::check_redis_yaml(&file, &text, &d)?;
         }
         let twice = |r: Repeated| format!("{}: {r}", path.display());
@@ -557,4 +586,36 @@ fn grpc_settings(f: &ServeFile, file_domains: &Domains) -> Result<Option<GrpcSet
         fail_closed,
         yaml_domains,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_store_is_memory_one_redis_or_a_cluster_never_both() {
+        let url = || Some("redis://127.0.0.1:6379".to_owned());
+        let seeds = |n: usize| Some(vec!["redis://127.0.0.1:7000".to_owned(); n]);
+        assert_eq!(StoreChoice::from_file(None, None), Ok(StoreChoice::Memory));
+        assert_eq!(
+            StoreChoice::from_file(url(), None),
+            Ok(StoreChoice::Redis(url().unwrap()))
+        );
+        assert_eq!(
+            StoreChoice::from_file(None, seeds(2)),
+            Ok(StoreChoice::RedisCluster(seeds(2).unwrap()))
+        );
+        assert_eq!(
+            StoreChoice::from_file(url(), seeds(1)),
+            Err(
+                "give one Redis server (redis) or a Redis Cluster's seed nodes (redis_cluster), \
+                 not both"
+                    .into()
+            )
+        );
+        assert_eq!(
+            StoreChoice::from_file(None, seeds(0)),
+            Err("redis_cluster: expected at least one seed node URL".into())
+        );
+    }
 }

@@ -1,7 +1,7 @@
 //! Running the server: the gateway over the embedded in-memory store or Redis, behind a real
 //! HTTP server, until Ctrl-C or SIGTERM; with a limits file, reloaded live (see [`reload`]).
 
-use crate::config::{LimitsSource, ServeSettings};
+use crate::config::{LimitsSource, ServeSettings, StoreChoice};
 use crate::limit_set::gateway;
 use crate::proxy::Proxy;
 use crate::reload;
@@ -274,10 +274,13 @@ fn banner(
                 "forwarded to {}",
                 u.url()
             )),
-        match (&s.redis, s.redis_cluster.first()) {
-            (Some(url), _) => url.clone(),
-            (None, Some(seed)) => format!("Redis Cluster (seed {seed})"),
-            (None, None) => "in-memory".into(),
+        match &s.store {
+            StoreChoice::Memory => "in-memory".into(),
+            StoreChoice::Redis(url) => url.clone(),
+            StoreChoice::RedisCluster(seeds) => format!(
+                "Redis Cluster (seed {})",
+                seeds.first().map_or("none", String::as_str)
+            ),
         } + &s.redis_wait.map_or(String::new(), |w| format!(
             ", each admission waits for a replica up to {} ms",
             w.as_millis()
@@ -333,9 +336,12 @@ pub fn runtime_for(workers: Option<usize>, redis_rs: bool) -> tokio::runtime::Bu
 /// Serves until Ctrl-C or SIGTERM.
 pub fn run(s: ServeSettings) -> Result<(), String> {
     // Redis through redis-rs rather than the lane (ratelab_store::redis_lane).
-    let redis_rs = match &s.redis {
-        Some(url) => !ratelab_store::redis_store::uses_lane(url, s.redis_wait.is_some()),
-        None => !s.redis_cluster.is_empty(),
+    let redis_rs = match &s.store {
+        StoreChoice::Memory => false,
+        StoreChoice::Redis(url) => {
+            !ratelab_store::redis_store::uses_lane(url, s.redis_wait.is_some())
+        }
+        StoreChoice::RedisCluster(_) => true,
     };
     let mut rt = runtime_for(s.workers, redis_rs);
     let rt = rt
@@ -357,20 +363,20 @@ pub fn run(s: ServeSettings) -> Result<(), String> {
         let admin = tokio::net::TcpListener::bind(s.admin_listen)
             .await
             .map_err(|e| format!("cannot listen on {} (admin): {e}", s.admin_listen))?;
-        match &s.redis {
-            Some(url) => {
+        match &s.store {
+            StoreChoice::Memory => serve_app(listener, admin, Memory::new(), &s).await,
+            StoreChoice::Redis(url) => {
                 let redis = Redis::connect(url, s.gateway.timeout)
                     .await?
                     .with_wait(s.redis_wait);
                 serve_app(listener, admin, redis, &s).await
             }
-            None if !s.redis_cluster.is_empty() => {
-                let redis = Redis::connect_cluster(&s.redis_cluster, s.gateway.timeout)
+            StoreChoice::RedisCluster(seeds) => {
+                let redis = Redis::connect_cluster(seeds, s.gateway.timeout)
                     .await?
                     .with_wait(s.redis_wait);
                 serve_app(listener, admin, redis, &s).await
             }
-            None => serve_app(listener, admin, Memory::new(), &s).await,
         }
     })
 }
