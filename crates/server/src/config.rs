@@ -444,32 +444,7 @@ pub fn settings(f: ServeFile) -> Result<ServeSettings, String> {
             }
             w => w,
         },
-        upstream: match &f.upstream {
-            None => None,
-            Some(url) => {
-                let ms = f.upstream_timeout_ms.unwrap_or(30_000);
-                if !(1..=600_000).contains(&ms) {
-                    return Err(format!(
-                        "upstream_timeout_ms: {ms} is out of range: expected 1 to 600000"
-                    ));
-                }
-                let max_bytes = f
-                    .max_body_bytes
-                    .unwrap_or(crate::proxy::DEFAULT_MAX_BODY_BYTES);
-                if !(1..=MAX_BODY_BYTES).contains(&max_bytes) {
-                    return Err(format!(
-                        "max_body_bytes: {max_bytes} is out of range: expected 1 to {MAX_BODY_BYTES}"
-                    ));
-                }
-                Some(
-                    crate::proxy::Upstream::parse(url, Duration::from_millis(ms))?
-                        .with_body_limits(crate::body::BodyLimits {
-                            max_bytes,
-                            gap: conns.header_read_timeout,
-                        }),
-                )
-            }
-        },
+        upstream: upstream(&f, conns.header_read_timeout)?,
         gateway: GatewayConfig {
             timeout: Duration::from_millis(timeout_ms),
             breaker,
@@ -516,30 +491,64 @@ pub fn settings(f: ServeFile) -> Result<ServeSettings, String> {
         admin_listen: f
             .admin_listen
             .unwrap_or_else(|| DEFAULT_ADMIN_LISTEN.parse().expect("literal")),
-        admin: AdminAccess {
-            from: match &f.admin {
-                Some(list) => nets(list, "admin address")?,
-                None => AdminAccess::default().from,
-            },
-            token: match &f.admin_token_file {
-                None => None,
-                Some(path) => {
-                    let text = std::fs::read_to_string(path).map_err(|e| {
-                        format!("admin token file {}: cannot read: {e}", path.display())
-                    })?;
-                    Some(
-                        AdminToken::parse(&text)
-                            .map_err(|e| format!("admin token file {}: {e}", path.display()))?,
-                    )
-                }
-            },
-        },
+        admin: admin_access(f.admin.as_deref(), f.admin_token_file.as_deref())?,
         conns,
         kill_switch: f.kill_switch.unwrap_or(false),
         grpc,
         store: StoreChoice::from_file(f.redis, f.redis_cluster)?,
         redis_wait,
         request_log: f.request_log,
+    })
+}
+
+/// Where admitted requests go, if anywhere: the upstream, its timeout and its body bounds
+/// (a stalled body waits the header-read timeout, `gap`).
+fn upstream(f: &ServeFile, gap: Duration) -> Result<Option<crate::proxy::Upstream>, String> {
+    Ok(match &f.upstream {
+        None => None,
+        Some(url) => {
+            let ms = f.upstream_timeout_ms.unwrap_or(30_000);
+            if !(1..=600_000).contains(&ms) {
+                return Err(format!(
+                    "upstream_timeout_ms: {ms} is out of range: expected 1 to 600000"
+                ));
+            }
+            let max_bytes = f
+                .max_body_bytes
+                .unwrap_or(crate::proxy::DEFAULT_MAX_BODY_BYTES);
+            if !(1..=MAX_BODY_BYTES).contains(&max_bytes) {
+                return Err(format!(
+                    "max_body_bytes: {max_bytes} is out of range: expected 1 to {MAX_BODY_BYTES}"
+                ));
+            }
+            Some(
+                crate::proxy::Upstream::parse(url, Duration::from_millis(ms))?
+                    .with_body_limits(crate::body::BodyLimits { max_bytes, gap }),
+            )
+        }
+    })
+}
+
+/// Who may use the admin listener: the addresses (`from`; default loopback), and the token
+/// in `token_file` when one is configured.
+fn admin_access(from: Option<&[String]>, token_file: Option<&Path>) -> Result<AdminAccess, String> {
+    Ok(AdminAccess {
+        from: match from {
+            Some(list) => nets(list, "admin address")?,
+            None => AdminAccess::default().from,
+        },
+        token: match token_file {
+            None => None,
+            Some(path) => {
+                let text = std::fs::read_to_string(path).map_err(|e| {
+                    format!("admin token file {}: cannot read: {e}", path.display())
+                })?;
+                Some(
+                    AdminToken::parse(&text)
+                        .map_err(|e| format!("admin token file {}: {e}", path.display()))?,
+                )
+            }
+        },
     })
 }
 
