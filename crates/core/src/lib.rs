@@ -39,6 +39,7 @@ mod algorithm;
 pub mod all;
 mod decision;
 pub mod headers;
+pub mod located;
 mod policy;
 mod time;
 pub mod token_bucket;

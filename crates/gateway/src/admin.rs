@@ -21,9 +21,10 @@
 //! there is limited and answered (or proxied) like any other path, so no client of the
 //! limited service can reach the switches, whatever proxy stands in front.
 
+use crate::env::Env;
 use crate::http::{prometheus, text};
 use crate::ip::IpNet;
-use crate::pipeline::{Env, Gateway};
+use crate::pipeline::Gateway;
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{ConnectInfo, State};

@@ -10,7 +10,7 @@
 //! Sizing for `n` keys and a target false-positive rate `p`: `m = ⌈−n·ln p / (ln 2)²⌉` bits
 //! and `k = round((m / n)·ln 2)` hash functions (at least 1).
 
-use crate::pipeline::Guard;
+use crate::request::Guard;
 use std::hash::Hash;
 
 /// A filter's size.

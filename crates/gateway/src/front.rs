@@ -32,9 +32,12 @@
 //! (`ratelab-server`'s `bare` example) runs the very same stack without the limiter, and the
 //! gap between the two is the limiter's own cost.
 
+use crate::answer::Answer;
 use crate::conns::{Connections, Framing, Tracked};
+use crate::env::Env;
 use crate::http::{Decided, RateLimitLayer, finish, refusal};
-use crate::pipeline::{Answer, Env, Gateway, Guard};
+use crate::pipeline::Gateway;
+use crate::request::Guard;
 use axum::body::Body;
 use axum::extract::ConnectInfo;
 use core::future::Future;

@@ -8,9 +8,12 @@
 //! Every answer carries `x-request-id`, the request's UUIDv7 from the gateway, which its
 //! request log line carries too: ids sort by the time the requests were decided.
 
+use crate::answer::{Answer, Verdict};
+use crate::env::Env;
 use crate::ip::Forwarding;
 use crate::limits::Headers;
-use crate::pipeline::{Answer, Env, Gateway, Guard, Request, Verdict};
+use crate::pipeline::Gateway;
+use crate::request::{Guard, Request};
 use axum::Router;
 use axum::body::Body;
 use axum::extract::ConnectInfo;

@@ -36,11 +36,14 @@
 
 #[cfg(feature = "http")]
 pub mod admin;
+mod answer;
 pub mod bloom;
 pub mod breaker;
+mod config;
 #[cfg(feature = "http")]
 pub mod conns;
 pub mod denial_cache;
+mod env;
 #[cfg(feature = "http")]
 pub mod front;
 #[cfg(feature = "http")]
@@ -50,11 +53,15 @@ pub mod latency;
 pub mod limits;
 mod pipeline;
 pub mod reqlog;
+mod request;
 pub mod singleton;
+mod stats;
 
+pub use answer::{Answer, FailReason, LayerOutcome, LimitResult, Verdict};
 pub use breaker::{Breaker, BreakerConfig, BreakerState};
+pub use config::GatewayConfig;
+pub use env::Env;
 pub use ip::{Forwarding, IpNet};
-pub use pipeline::{
-    Answer, Env, FailReason, Gateway, GatewayConfig, Guard, LayerOutcome, LimitResult, Request,
-    Stats, StatsSnapshot, Verdict,
-};
+pub use pipeline::Gateway;
+pub use request::{Guard, Request};
+pub use stats::{Stats, StatsSnapshot};

@@ -14,7 +14,8 @@
 use crate::breaker::{Breaker, BreakerConfig};
 use crate::denial_cache::DenialCache;
 use crate::ip::{IpNet, edge_network};
-use crate::pipeline::Request;
+use crate::request::Request;
+pub use crate::request::{Headers, NoHeaders};
 use ratelab_core::Algorithm;
 use ratelab_core::headers::{PolicyFields, PolicyName};
 use ratelab_store::{Key, StoreClient};
@@ -27,30 +28,6 @@ pub const PER_IP: &str = "per-ip";
 pub const PER_KEY: &str = "per-key";
 /// The most limits one set holds: names are metric labels, and their number must stay small.
 pub const MAX_LIMITS: usize = 256;
-
-/// A request's headers, by lower-case name; the first value when a header repeats.
-pub trait Headers: Sync + std::fmt::Debug {
-    /// The raw value of `name`, if sent.
-    fn get(&self, name: &str) -> Option<&[u8]>;
-}
-
-/// No headers (a simulated request).
-#[derive(Clone, Copy, Debug, Default)]
-pub struct NoHeaders;
-
-impl Headers for NoHeaders {
-    fn get(&self, _: &str) -> Option<&[u8]> {
-        None
-    }
-}
-
-impl<'a> Headers for [(&'a str, &'a [u8])] {
-    fn get(&self, name: &str) -> Option<&[u8]> {
-        self.iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| *v)
-    }
-}
 
 /// Which requests a limit applies to: all of its conditions hold (an absent one always does).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -283,80 +283,24 @@ pub fn parse_time(text: &str) -> Result<u64, String> {
 }
 
 fn rfc3339_ms(t: &str) -> Option<u64> {
-    // Every valid time is ASCII; checking first makes every slice below land on a boundary.
-    if !t.is_ascii() {
+    use time::OffsetDateTime;
+    use time::format_description::well_known::Rfc3339;
+    // Every valid time is ASCII; checking first makes the slices below land on boundaries.
+    // The parser takes any character between date and time: RFC 3339 names `T` and, for
+    // readability, a space.
+    if !t.is_ascii() || !matches!(t.as_bytes().get(10), Some(b'T' | b't' | b' ')) {
         return None;
     }
-    let b = t.as_bytes();
-    let num = |r: std::ops::Range<usize>| -> Option<i64> {
-        let s = t.get(r)?;
-        s.bytes()
-            .all(|c| c.is_ascii_digit())
-            .then(|| s.parse().ok())?
+    // A leap second (:60) counts as the first instant of the next minute, wherever it is
+    // written (the parser takes one only where one was inserted, as the minute's last instant).
+    let (text, leap_ms) = match t.get(17..19) {
+        Some("60") => (format!("{}59{}", &t[..17], &t[19..]), 1_000),
+        _ => (t.to_owned(), 0),
     };
-    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't' | b' ') {
-        return None;
-    }
-    if b[13] != b':' || b[16] != b':' {
-        return None;
-    }
-    let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
-    let (h, mi, s) = (num(11..13)?, num(14..16)?, num(17..19)?);
-    let leap = y % 4 == 0 && (y % 100 != 0 || y % 400 == 0);
-    let month_days = match mo {
-        2 if leap => 29,
-        2 => 28,
-        4 | 6 | 9 | 11 => 30,
-        _ => 31,
-    };
-    // A leap second (:60) counts as the first instant of the next minute.
-    if !(1..=12).contains(&mo) || !(1..=month_days).contains(&d) || h > 23 || mi > 59 || s > 60 {
-        return None;
-    }
-    let mut i = 19;
-    let mut frac_ms = 0i64;
-    if b.get(i) == Some(&b'.') {
-        let start = i + 1;
-        i = start;
-        while b.get(i).is_some_and(u8::is_ascii_digit) {
-            i += 1;
-        }
-        if i == start {
-            return None;
-        }
-        // Milliseconds: the first three digits, the rest truncated.
-        let digits = &t[start..i.min(start + 3)];
-        frac_ms = digits.parse::<i64>().ok()? * 10i64.pow(3 - digits.len() as u32);
-    }
-    let offset_min = match t.get(i..)? {
-        "Z" | "z" => 0,
-        rest if rest.len() == 6 && matches!(&rest[..1], "+" | "-") && &rest[3..4] == ":" => {
-            let sign = if rest.starts_with('-') { -1 } else { 1 };
-            let digits = |r: std::ops::Range<usize>| rest[r].bytes().all(|c| c.is_ascii_digit());
-            if !digits(1..3) || !digits(4..6) {
-                return None;
-            }
-            let (oh, om) = (
-                rest[1..3].parse::<i64>().ok()?,
-                rest[4..6].parse::<i64>().ok()?,
-            );
-            if oh > 23 || om > 59 {
-                return None;
-            }
-            sign * (oh * 60 + om)
-        }
-        _ => return None,
-    };
-    // Days from 1970-01-01 (Howard Hinnant's days_from_civil).
-    let y = if mo <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (mo + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    let secs = days * 86_400 + h * 3_600 + mi * 60 + s - offset_min * 60;
-    u64::try_from(secs * 1_000 + frac_ms).ok()
+    let at = OffsetDateTime::parse(&text, &Rfc3339).ok()?;
+    // Milliseconds: the fraction's first three digits, the rest truncated.
+    let ms = at.unix_timestamp_nanos().div_euclid(1_000_000) + leap_ms;
+    u64::try_from(ms).ok()
 }
 
 /// What to select.
@@ -867,6 +811,15 @@ mod tests {
             parse_time("2024-02-29T12:00:00.123456Z"),
             Ok(1_709_208_000_123)
         );
+        assert_eq!(
+            parse_time("2026-01-01 00:00:00.250z"),
+            Ok(1_767_225_600_250)
+        );
+        // A leap second is the next minute's first instant.
+        assert_eq!(
+            parse_time("2025-12-31T23:59:60.250Z"),
+            Ok(1_767_225_600_250)
+        );
         for bad in [
             "",
             "yesterday",
@@ -878,6 +831,8 @@ mod tests {
             "2026-01-01T00:00:00+\u{e9}:00",
             "2026-01-01T00:00:00+-1:00",
             "2026-01-01T00:00:00+01:-5",
+            "2026-01-01X00:00:00Z",
+            "2026-01-01T00:00:00+01:60",
             "-5",
         ] {
             assert!(parse_time(bad).is_err(), "{bad:?}");

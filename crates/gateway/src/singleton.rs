@@ -17,7 +17,7 @@
 //! The local lease deadline is counted from *before* the acquire or renew was sent, so when
 //! clocks run at one rate the holder gives up no later than the store expires the lease.
 
-use crate::pipeline::Env;
+use crate::env::Env;
 use core::future::Future;
 use ratelab_core::Nanos;
 use ratelab_store::{FenceVerdict, LeaseClient, StoreError};

@@ -2,7 +2,9 @@
 //! override it (`args`), and every error names the file, JSON path, line and column.
 
 use crate::limits::FileLimit;
+use crate::rls::config::{Domains, Repeated};
 use ratelab_core::headers::FieldsDraft;
+use ratelab_core::located::Located;
 use ratelab_core::{Nanos, TokenBucket};
 use ratelab_gateway::admin::{AdminAccess, AdminToken};
 use ratelab_gateway::conns::ConnLimits;
@@ -130,13 +132,8 @@ pub fn read_file(path: &Path) -> Result<ServeFile, String> {
             .rfind(" at line ")
             .map_or(msg.clone(), |i| msg[..i].to_owned());
         let at = e.path().to_string();
-        format!(
-            "{}:{}:{}: at {}: {msg}",
-            path.display(),
-            inner.line(),
-            inner.column(),
-            if at.is_empty() { "." } else { &at }
-        )
+        let position = (inner.line(), inner.column());
+        Located::new(path.display().to_string(), position, &at, msg).to_string()
     })?;
     de.end()
         .map_err(|e| format!("{}:{}:{}: {e}", path.display(), e.line(), e.column()))?;
@@ -177,7 +174,7 @@ pub enum LimitsSource {
         /// Its limits.
         limits: Vec<FileLimit>,
         /// Its rate limit service domains.
-        domains: Vec<crate::rls::config::Domain>,
+        domains: Domains,
     },
 }
 
@@ -190,7 +187,7 @@ pub struct GrpcSettings {
     pub fail_closed: bool,
     /// The domains of the envoyproxy/ratelimit YAML files (the limits file's own are in
     /// [`LimitsSource::File`]).
-    pub yaml_domains: Vec<crate::rls::config::Domain>,
+    pub yaml_domains: Domains,
 }
 
 /// Everything `serve` needs, validated.
@@ -219,16 +216,54 @@ pub struct ServeSettings {
     pub conns: ConnLimits,
     /// Kill switch at startup.
     pub kill_switch: bool,
-    /// Redis URL, if the store is one Redis server.
-    pub redis: Option<String>,
-    /// Seed nodes, if the store is a Redis Cluster.
-    pub redis_cluster: Vec<String>,
+    /// Where the limits keep their buckets.
+    pub store: StoreChoice,
     /// With Redis: how long each admission waits for a replica to hold its write.
     pub redis_wait: Option<Duration>,
     /// Where the request log goes.
     pub request_log: Option<PathBuf>,
     /// Envoy's rate limit service, if served.
     pub grpc: Option<GrpcSettings>,
+}
+
+/// Where the limits keep their buckets: the config file's `redis` or `redis_cluster` (or the
+/// flags `--redis`, `--redis-cluster`), at most one of them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StoreChoice {
+    /// The embedded in-memory store (neither was given).
+    Memory,
+    /// One Redis server, at this URL.
+    Redis(String),
+    /// A Redis Cluster, by the URLs of its seed nodes (at least one).
+    RedisCluster(Vec<String>),
+}
+
+impl StoreChoice {
+    /// The choice the file's `redis` and `redis_cluster` make: an error when both are given,
+    /// or a cluster with no seed node.
+    fn from_file(
+        redis: Option<String>,
+        redis_cluster: Option<Vec<String>>,
+    ) -> Result<StoreChoice, String> {
+        match (redis, redis_cluster) {
+            (Some(_), Some(_)) => Err("give one Redis server (redis) or a Redis Cluster's seed \
+                 nodes (redis_cluster), not both"
+                .into()),
+            (_, Some(seeds)) if seeds.is_empty() => {
+                Err("redis_cluster: expected at least one seed node URL".into())
+            }
+            (_, Some(seeds)) => Ok(StoreChoice::RedisCluster(seeds)),
+            (Some(url), None) => Ok(StoreChoice::Redis(url)),
+            (None, None) => Ok(StoreChoice::Memory),
+        }
+    }
+}
+
+impl ServeFile {
+    /// Whether it names a Redis store (one server or a cluster).
+    fn names_redis(&self) -> bool {
+        self.redis.is_some() || self.redis_cluster.is_some()
+    }
 }
 
 fn nets(list: &[String], what: &str) -> Result<Vec<IpNet>, String> {
@@ -351,7 +386,7 @@ pub fn settings(f: ServeFile) -> Result<ServeSettings, String> {
     let conns = conn_limits(&f, if f.grpc_listen.is_some() { 2 } else { 1 })?;
     let limits_domains = match &limits {
         LimitsSource::File { domains, .. } => domains.clone(),
-        LimitsSource::Classic { .. } => Vec::new(),
+        LimitsSource::Classic { .. } => Domains::default(),
     };
     let grpc = grpc_settings(&f, &limits_domains)?;
     let reload_ms = f.reload_interval_ms.unwrap_or(1000);
@@ -368,7 +403,7 @@ pub fn settings(f: ServeFile) -> Result<ServeSettings, String> {
     }
     let redis_wait = match f.redis_wait_ms {
         None => None,
-        Some(_) if f.redis.is_none() && f.redis_cluster.is_none() => {
+        Some(_) if !f.names_redis() => {
             return Err("redis_wait_ms: needs a Redis store (redis or redis_cluster)".into());
         }
         // The request's deadline covers the script and the wait: half of it for the wait
@@ -409,32 +444,7 @@ pub fn settings(f: ServeFile) -> Result<ServeSettings, String> {
             }
             w => w,
         },
-        upstream: match &f.upstream {
-            None => None,
-            Some(url) => {
-                let ms = f.upstream_timeout_ms.unwrap_or(30_000);
-                if !(1..=600_000).contains(&ms) {
-                    return Err(format!(
-                        "upstream_timeout_ms: {ms} is out of range: expected 1 to 600000"
-                    ));
-                }
-                let max_bytes = f
-                    .max_body_bytes
-                    .unwrap_or(crate::proxy::DEFAULT_MAX_BODY_BYTES);
-                if !(1..=MAX_BODY_BYTES).contains(&max_bytes) {
-                    return Err(format!(
-                        "max_body_bytes: {max_bytes} is out of range: expected 1 to {MAX_BODY_BYTES}"
-                    ));
-                }
-                Some(
-                    crate::proxy::Upstream::parse(url, Duration::from_millis(ms))?
-                        .with_body_limits(crate::body::BodyLimits {
-                            max_bytes,
-                            gap: conns.header_read_timeout,
-                        }),
-                )
-            }
-        },
+        upstream: upstream(&f, conns.header_read_timeout)?,
         gateway: GatewayConfig {
             timeout: Duration::from_millis(timeout_ms),
             breaker,
@@ -481,48 +491,70 @@ pub fn settings(f: ServeFile) -> Result<ServeSettings, String> {
         admin_listen: f
             .admin_listen
             .unwrap_or_else(|| DEFAULT_ADMIN_LISTEN.parse().expect("literal")),
-        admin: AdminAccess {
-            from: match &f.admin {
-                Some(list) => nets(list, "admin address")?,
-                None => AdminAccess::default().from,
-            },
-            token: match &f.admin_token_file {
-                None => None,
-                Some(path) => {
-                    let text = std::fs::read_to_string(path).map_err(|e| {
-                        format!("admin token file {}: cannot read: {e}", path.display())
-                    })?;
-                    Some(
-                        AdminToken::parse(&text)
-                            .map_err(|e| format!("admin token file {}: {e}", path.display()))?,
-                    )
-                }
-            },
-        },
+        admin: admin_access(f.admin.as_deref(), f.admin_token_file.as_deref())?,
         conns,
         kill_switch: f.kill_switch.unwrap_or(false),
         grpc,
-        redis_cluster: match (&f.redis, f.redis_cluster) {
-            (Some(_), Some(_)) => {
-                return Err("give one Redis server (redis) or a Redis Cluster's seed nodes (redis_cluster), not both".into());
-            }
-            (_, Some(seeds)) if seeds.is_empty() => {
-                return Err("redis_cluster: expected at least one seed node URL".into());
-            }
-            (_, seeds) => seeds.unwrap_or_default(),
-        },
-        redis: f.redis,
+        store: StoreChoice::from_file(f.redis, f.redis_cluster)?,
         redis_wait,
         request_log: f.request_log,
     })
 }
 
+/// Where admitted requests go, if anywhere: the upstream, its timeout and its body bounds
+/// (a stalled body waits the header-read timeout, `gap`).
+fn upstream(f: &ServeFile, gap: Duration) -> Result<Option<crate::proxy::Upstream>, String> {
+    Ok(match &f.upstream {
+        None => None,
+        Some(url) => {
+            let ms = f.upstream_timeout_ms.unwrap_or(30_000);
+            if !(1..=600_000).contains(&ms) {
+                return Err(format!(
+                    "upstream_timeout_ms: {ms} is out of range: expected 1 to 600000"
+                ));
+            }
+            let max_bytes = f
+                .max_body_bytes
+                .unwrap_or(crate::proxy::DEFAULT_MAX_BODY_BYTES);
+            if !(1..=MAX_BODY_BYTES).contains(&max_bytes) {
+                return Err(format!(
+                    "max_body_bytes: {max_bytes} is out of range: expected 1 to {MAX_BODY_BYTES}"
+                ));
+            }
+            Some(
+                crate::proxy::Upstream::parse(url, Duration::from_millis(ms))?
+                    .with_body_limits(crate::body::BodyLimits { max_bytes, gap }),
+            )
+        }
+    })
+}
+
+/// Who may use the admin listener: the addresses (`from`; default loopback), and the token
+/// in `token_file` when one is configured.
+fn admin_access(from: Option<&[String]>, token_file: Option<&Path>) -> Result<AdminAccess, String> {
+    Ok(AdminAccess {
+        from: match from {
+            Some(list) => nets(list, "admin address")?,
+            None => AdminAccess::default().from,
+        },
+        token: match token_file {
+            None => None,
+            Some(path) => {
+                let text = std::fs::read_to_string(path).map_err(|e| {
+                    format!("admin token file {}: cannot read: {e}", path.display())
+                })?;
+                Some(
+                    AdminToken::parse(&text)
+                        .map_err(|e| format!("admin token file {}: {e}", path.display()))?,
+                )
+            }
+        },
+    })
+}
+
 /// The rate limit service's settings: its address, failure mode and YAML domains, which
 /// must not repeat a domain of the limits file (`file_domains`) or of each other.
-fn grpc_settings(
-    f: &ServeFile,
-    file_domains: &[crate::rls::config::Domain],
-) -> Result<Option<GrpcSettings>, String> {
+fn grpc_settings(f: &ServeFile, file_domains: &Domains) -> Result<Option<GrpcSettings>, String> {
     let fail_closed = match f.grpc_failure_mode.as_deref() {
         None | Some("ok") => false,
         Some("unavailable") => true,
@@ -543,31 +575,56 @@ fn grpc_settings(
         }
         return Ok(None);
     };
-    let mut yaml_domains: Vec<crate::rls::config::Domain> = Vec::new();
+    // Every domain served so far, the limits file's first: a YAML file's domain must be new.
+    let mut served = file_domains.clone();
+    let mut yaml_domains = Domains::default();
     for path in files {
         let text = std::fs::read_to_string(path)
             .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
         let file = path.display().to_string();
         let d = crate::rls::config::parse_yaml(&file, &text)?;
-        if f.redis.is_some() || f.redis_cluster.is_some() {
+        if f.names_redis() {
             crate::rls::config::check_redis_yaml(&file, &text, &d)?;
         }
-        if file_domains
-            .iter()
-            .chain(&yaml_domains)
-            .any(|o| o.name == d.name)
-        {
-            return Err(format!(
-                "{}: domain {:?} is configured twice: expected each domain once",
-                path.display(),
-                d.name
-            ));
-        }
-        yaml_domains.push(d);
+        let twice = |r: Repeated| format!("{}: {r}", path.display());
+        served.merge([d.clone()]).map_err(twice)?;
+        yaml_domains.merge([d]).map_err(twice)?;
     }
     Ok(Some(GrpcSettings {
         listen,
         fail_closed,
         yaml_domains,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_store_is_memory_one_redis_or_a_cluster_never_both() {
+        let url = || Some("redis://127.0.0.1:6379".to_owned());
+        let seeds = |n: usize| Some(vec!["redis://127.0.0.1:7000".to_owned(); n]);
+        assert_eq!(StoreChoice::from_file(None, None), Ok(StoreChoice::Memory));
+        assert_eq!(
+            StoreChoice::from_file(url(), None),
+            Ok(StoreChoice::Redis(url().unwrap()))
+        );
+        assert_eq!(
+            StoreChoice::from_file(None, seeds(2)),
+            Ok(StoreChoice::RedisCluster(seeds(2).unwrap()))
+        );
+        assert_eq!(
+            StoreChoice::from_file(url(), seeds(1)),
+            Err(
+                "give one Redis server (redis) or a Redis Cluster's seed nodes (redis_cluster), \
+                 not both"
+                    .into()
+            )
+        );
+        assert_eq!(
+            StoreChoice::from_file(None, seeds(0)),
+            Err("redis_cluster: expected at least one seed node URL".into())
+        );
+    }
 }

@@ -16,7 +16,10 @@
 //! | [`config`] | the config file and its validation into settings |
 //! | [`args`] | the flags, merged over the config file |
 //! | [`limits`] | the limits file: TOML, its JSON Schema, validation with located errors |
-//! | [`serve`] | building the gateway's limits over a store and serving it |
+//! | [`policy`] | a limit's algorithm and parameters, validated; which ones Redis runs |
+//! | [`stores`] | where the limits keep their buckets: in memory, Redis, a Redis Cluster |
+//! | [`limit_set`] | the gateway's limits over a store, kept across reloads |
+//! | [`serve`] | serving the gateway, its admin listener and its rate limit service |
 //! | [`reload`] | hot reload of the limits file, on change and on SIGHUP |
 //! | [`proxy`] | the reverse proxy to `--upstream`, behind the limiter |
 //! | [`body`] | a proxied request's body, read under bounds |
@@ -27,11 +30,14 @@
 pub mod args;
 pub mod body;
 pub mod config;
+pub mod limit_set;
 pub mod limits;
 pub mod listeners;
+pub mod policy;
 pub mod proxy;
 pub mod reload;
 pub mod rls;
 pub mod serve;
+pub mod stores;
 
 pub use args::{EXIT_BAD_INPUT, ServeArgs, serve_command};

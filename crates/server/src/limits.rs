@@ -28,18 +28,18 @@
 //! match = { route_prefix = "/api/", methods = ["POST", "PUT"] }
 //! ```
 
+use ratelab_core::Policy;
 use ratelab_core::headers::PolicyName;
-use ratelab_core::{FixedWindow, Nanos, Policy, SlidingWindow, TokenBucket};
+use ratelab_core::located::{Located, PathSeg, line_column, parse_path};
 use ratelab_gateway::IpNet;
 use ratelab_gateway::limits::{Cost, KeyBy, LimitSpec, MAX_LIMITS, Mode, Selector};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use std::path::Path;
 
-/// The largest capacity, limit, refill rate or cost the file accepts.
-const COUNT_MAX: u64 = 1_000_000_000_000;
-/// The longest window: a week.
-const WINDOW_MS_MAX: u64 = 7 * 24 * 3600 * 1000;
+pub use crate::policy::AlgorithmName;
+use crate::policy::{Invalid, Params, RedisRefusal, policy_capacity, redis_can_run, simple_name};
+use crate::rls::config::Domains;
 
 /// The limits file.
 #[derive(Clone, Debug, Deserialize, JsonSchema)]
@@ -57,18 +57,6 @@ pub struct LimitsFile {
     /// envoyproxy/ratelimit's model (`crate::rls::config`).
     #[serde(default)]
     pub domain: Vec<crate::rls::config::DomainEntry>,
-}
-
-/// A limit's algorithm.
-#[derive(Clone, Copy, Debug, Deserialize, JsonSchema, PartialEq, Eq)]
-#[serde(rename_all = "kebab-case")]
-pub enum AlgorithmName {
-    /// A token bucket of `capacity` refilled at `refill_per_sec` (GCRA, exact).
-    TokenBucket,
-    /// At most `limit` per aligned window of `window_ms`.
-    FixedWindow,
-    /// A sliding-window counter: `limit` per `window_ms`, the previous window weighted.
-    SlidingWindow,
 }
 
 /// Whether a limit's denials refuse requests.
@@ -163,6 +151,21 @@ pub struct LimitEntry {
     pub selector: Option<MatchEntry>,
 }
 
+impl LimitEntry {
+    /// Its algorithm's parameters.
+    pub fn params(&self) -> Params {
+        Params {
+            algorithm: self.algorithm,
+            capacity: self.capacity,
+            refill_per_sec: self.refill_per_sec,
+            refill: self.refill,
+            refill_period_ms: self.refill_period_ms,
+            limit: self.limit,
+            window_ms: self.window_ms,
+        }
+    }
+}
+
 /// One limit of a validated file: what the gateway applies, and the algorithm its store runs.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FileLimit {
@@ -191,14 +194,9 @@ pub fn parse(file: &str, text: &str) -> Result<Vec<FileLimit>, String> {
 }
 
 /// Validates the text of a limits file called `file`: its limits and its domains.
-pub fn parse_all(
-    file: &str,
-    text: &str,
-) -> Result<(Vec<FileLimit>, Vec<crate::rls::config::Domain>), String> {
+pub fn parse_all(file: &str, text: &str) -> Result<(Vec<FileLimit>, Domains), String> {
     let at = |offset: usize, path: &str, msg: &str| {
-        let (line, column) = line_column(text, offset);
-        let path = if path.is_empty() { "." } else { path };
-        format!("{file}:{line}:{column}: at {path}: {msg}")
+        Located::new(file, line_column(text, offset), path, msg).to_string()
     };
     let de = toml::Deserializer::parse(text)
         .map_err(|e| at(e.span().map_or(0, |s| s.start), "", e.message()))?;
@@ -208,61 +206,56 @@ pub fn parse_all(
         let offset = inner
             .span()
             .map(|s| s.start)
-            .or_else(|| locate(text, &path))
+            .or_else(|| toml_offset(text, &parse_path(&path)))
             .unwrap_or(0);
         at(offset, &path, inner.message())
     })?;
-    let located = |(path, msg): Invalid| at(locate(text, &path).unwrap_or(0), &path, &msg);
+    let located = |(path, msg): Invalid| located(file, text, &path, msg).to_string();
     let limits = validate(&parsed).map_err(located)?;
     let domains = crate::rls::config::validate(&parsed.domain, "domain").map_err(located)?;
     Ok((limits, domains))
 }
 
-/// The 1-based line and column of the value at `path` in the text of a limits file.
-pub(crate) fn position(text: &str, path: &str) -> (usize, usize) {
-    line_column(text, locate(text, path).unwrap_or(0))
+/// The error `message` about the value at `path` in the text of a limits file `file`.
+pub(crate) fn located(file: &str, text: &str, path: &str, message: String) -> Located {
+    let offset = toml_offset(text, &parse_path(path)).unwrap_or(0);
+    Located::new(file, line_column(text, offset), path, message)
 }
 
-/// The 1-based line and column (in characters) of byte `offset`.
-fn line_column(text: &str, offset: usize) -> (usize, usize) {
-    let before = &text[..text.floor_char_boundary(offset.min(text.len()))];
-    let line = before.matches('\n').count() + 1;
-    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
-    (line, column)
-}
-
-/// The byte offset of the value at `path` (`limit[2].capacity`), or of the deepest part of
-/// it that exists (a missing field is reported where its table starts).
-fn locate(text: &str, path: &str) -> Option<usize> {
+/// The byte offset of the value at `path` (`limit[2].capacity`) in a TOML text, or of the
+/// deepest part of it that exists (a missing field is reported where its table starts).
+fn toml_offset(text: &str, path: &[PathSeg]) -> Option<usize> {
     use toml::de::{DeTable, DeValue};
     let root = DeTable::parse(text).ok()?;
     let mut offset = root.span().start;
+    let mut value: Option<&DeValue<'_>> = None;
     let mut table = Some(root.get_ref());
-    for part in path.split('.').filter(|p| !p.is_empty()) {
-        let (name, index) = match part.split_once('[') {
-            Some((n, i)) => (n, i.trim_end_matches(']').parse::<usize>().ok()),
-            None => (part, None),
-        };
-        let Some(t) = table else { break };
-        let Some((_, v)) = t.iter().find(|(k, _)| k.get_ref() == name) else {
-            break;
-        };
-        offset = v.span().start;
-        let mut value = v.get_ref();
-        if let (Some(i), DeValue::Array(items)) = (index, value) {
-            let Some(item) = items.get(i) else { break };
-            offset = item.span().start;
-            value = item.get_ref();
+    for seg in path {
+        match seg {
+            PathSeg::Key(name) => {
+                let Some(t) = table else { break };
+                let Some((_, v)) = t.iter().find(|(k, _)| k.get_ref() == name) else {
+                    break;
+                };
+                offset = v.span().start;
+                value = Some(v.get_ref());
+            }
+            PathSeg::Index(i) => {
+                let Some(DeValue::Array(items)) = value else {
+                    break;
+                };
+                let Some(item) = items.get(*i) else { break };
+                offset = item.span().start;
+                value = Some(item.get_ref());
+            }
         }
         table = match value {
-            DeValue::Table(t) => Some(t),
+            Some(DeValue::Table(t)) => Some(t),
             _ => None,
         };
     }
     Some(offset)
 }
-
-pub(crate) type Invalid = (String, String);
 
 fn header_name(raw: &str, path: String) -> Result<String, Invalid> {
     let token = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
@@ -303,12 +296,6 @@ fn validate(file: &LimitsFile) -> Result<Vec<FileLimit>, Invalid> {
     Ok(out)
 }
 
-/// Whether `s` is 1 to 64 letters, digits, `_`, `-` or `.` (a limit's name).
-pub(crate) fn simple_name(s: &str) -> bool {
-    let simple = |c: char| c.is_ascii_alphanumeric() || "_-.".contains(c);
-    !s.is_empty() && s.len() <= 64 && s.chars().all(simple)
-}
-
 fn validate_limit(e: &LimitEntry, at: &str) -> Result<FileLimit, Invalid> {
     let field = |f: &str| format!("{at}.{f}");
     if !simple_name(&e.name) {
@@ -321,7 +308,7 @@ fn validate_limit(e: &LimitEntry, at: &str) -> Result<FileLimit, Invalid> {
         ));
     }
     let name = PolicyName::new(&e.name).map_err(|err| (field("name"), err.to_string()))?;
-    let policy = policy(e, at)?;
+    let policy = e.params().policy(at)?;
     let capacity = policy_capacity(&policy);
     let key_by = match e.key.as_deref().unwrap_or("client-ip") {
         "client-ip" => KeyBy::ClientIp,
@@ -392,88 +379,6 @@ fn validate_limit(e: &LimitEntry, at: &str) -> Result<FileLimit, Invalid> {
     })
 }
 
-fn policy_capacity(p: &Policy) -> u64 {
-    use ratelab_core::Algorithm as _;
-    p.quota().limit
-}
-
-pub(crate) fn policy(e: &LimitEntry, at: &str) -> Result<Policy, Invalid> {
-    let field = |f: &str| format!("{at}.{f}");
-    let (name, allowed): (&str, &[&str]) = match e.algorithm {
-        AlgorithmName::TokenBucket => (
-            "token-bucket",
-            &["capacity", "refill_per_sec", "refill", "refill_period_ms"],
-        ),
-        AlgorithmName::FixedWindow => ("fixed-window", &["limit", "window_ms"]),
-        AlgorithmName::SlidingWindow => ("sliding-window", &["limit", "window_ms"]),
-    };
-    let given = [
-        ("capacity", e.capacity),
-        ("refill_per_sec", e.refill_per_sec),
-        ("refill", e.refill),
-        ("refill_period_ms", e.refill_period_ms),
-        ("limit", e.limit),
-        ("window_ms", e.window_ms),
-    ];
-    if let Some((f, _)) = given
-        .iter()
-        .find(|(f, v)| v.is_some() && !allowed.contains(f))
-    {
-        return Err((field(f), format!("a {name} limit has no {f}")));
-    }
-    // A parameter that must be given, from 1 to `max`.
-    let need = |f: &str, v: Option<u64>, max: u64| match v {
-        None => Err((at.to_owned(), format!("a {name} limit needs {f}"))),
-        Some(v) if !(1..=max).contains(&v) => Err((field(f), format!("{v}: expected 1 to {max}"))),
-        Some(v) => Ok(v),
-    };
-    let policy = match e.algorithm {
-        AlgorithmName::TokenBucket => {
-            let capacity = need("capacity", e.capacity, COUNT_MAX)?;
-            let (amount, period_ms) = match (e.refill_per_sec, e.refill, e.refill_period_ms) {
-                (Some(_), None, None) => {
-                    (need("refill_per_sec", e.refill_per_sec, COUNT_MAX)?, 1_000)
-                }
-                (None, Some(_), Some(_)) => (
-                    need("refill", e.refill, COUNT_MAX)?,
-                    need("refill_period_ms", e.refill_period_ms, WINDOW_MS_MAX)?,
-                ),
-                (None, None, None) => {
-                    return Err((
-                        at.to_owned(),
-                        "a token-bucket limit needs refill_per_sec, or refill and refill_period_ms"
-                            .into(),
-                    ));
-                }
-                (Some(_), _, _) => {
-                    return Err((
-                        field("refill_per_sec"),
-                        "give refill_per_sec, or refill and refill_period_ms, not both".into(),
-                    ));
-                }
-                (None, Some(_), None) => {
-                    return Err((at.to_owned(), "refill needs refill_period_ms".into()));
-                }
-                (None, None, Some(_)) => {
-                    return Err((at.to_owned(), "refill_period_ms needs refill".into()));
-                }
-            };
-            TokenBucket::new(capacity, amount, Nanos::from_millis(period_ms))
-                .map(Policy::TokenBucket)
-        }
-        AlgorithmName::FixedWindow | AlgorithmName::SlidingWindow => {
-            let limit = need("limit", e.limit, COUNT_MAX)?;
-            let window = Nanos::from_millis(need("window_ms", e.window_ms, WINDOW_MS_MAX)?);
-            if e.algorithm == AlgorithmName::FixedWindow {
-                FixedWindow::new(limit, window).map(Policy::FixedWindow)
-            } else {
-                SlidingWindow::new(limit, window).map(Policy::SlidingWindow)
-            }
-        }
-    };
-    policy.map_err(|err| (at.to_owned(), err.to_string()))
-}
-
 /// Checks that a store on Redis can run every limit of a validated file: token buckets
 /// within the Lua script's exact range. Errors are located like the file's own.
 pub fn check_redis(file: &str, text: &str, limits: &[FileLimit]) -> Result<(), String> {
@@ -483,31 +388,9 @@ pub fn check_redis(file: &str, text: &str, limits: &[FileLimit]) -> Result<(), S
             Err(RedisRefusal::Range(msg)) => (format!("limit[{i}]"), msg),
             Err(RedisRefusal::Algorithm(msg)) => (format!("limit[{i}].algorithm"), msg),
         };
-        let (line, column) = line_column(text, locate(text, &path).unwrap_or(0));
-        return Err(format!("{file}:{line}:{column}: at {path}: {msg}"));
+        return Err(located(file, text, &path, msg).to_string());
     }
     Ok(())
-}
-
-/// Why the Redis store cannot run a policy.
-pub(crate) enum RedisRefusal {
-    /// A token bucket beyond the Lua script's exact range.
-    Range(String),
-    /// Not a token bucket.
-    Algorithm(String),
-}
-
-/// Whether the Redis store can run `policy`: a token bucket within the script's exact range.
-pub(crate) fn redis_can_run(policy: &Policy) -> Result<(), RedisRefusal> {
-    match policy {
-        Policy::TokenBucket(b) => ratelab_store::redis_store::check_exact(b)
-            .map_err(|e| RedisRefusal::Range(e.to_string())),
-        _ => Err(RedisRefusal::Algorithm(
-            "the Redis store runs token-bucket limits only (fixed and sliding windows need the \
-             in-memory store)"
-                .into(),
-        )),
-    }
 }
 
 fn selector(m: Option<&MatchEntry>, at: &str) -> Result<Selector, Invalid> {
@@ -561,6 +444,7 @@ fn selector(m: Option<&MatchEntry>, at: &str) -> Result<Selector, Invalid> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ratelab_core::TokenBucket;
 
     fn err(text: &str) -> String {
         parse("limits.toml", text).unwrap_err()
@@ -656,11 +540,5 @@ match = { route_prefix = "/api/", methods = ["post", "PUT"], clients = ["10.0.0.
         assert!(e.contains("limit"), "{e}");
         let e = err("limit = []");
         assert!(e.contains("at least one"), "{e}");
-    }
-
-    #[test]
-    fn columns_count_characters() {
-        assert_eq!(line_column("ab\ncé=x", 7), (2, 4));
-        assert_eq!(line_column("é", 1), (1, 1));
     }
 }

@@ -81,7 +81,7 @@ fn check(file: &std::path::Path) -> Result<String, String> {
         .extension()
         .is_some_and(|e| e.eq_ignore_ascii_case("yaml") || e.eq_ignore_ascii_case("yml"));
     let (limits, domains) = if yaml {
-        (Vec::new(), vec![rls::config::parse_yaml(&name, &text)?])
+        (Vec::new(), rls::config::parse_yaml(&name, &text)?.into())
     } else {
         limits::parse_all(&name, &text)?
     };

@@ -13,8 +13,10 @@
 //! replaced (an editor's rename, a Kubernetes ConfigMap's symlink swap, a copy over it),
 //! needs no dependency, and costs one small read per interval.
 
+use crate::limit_set::file_set;
 use crate::limits;
-use crate::serve::{Stores, file_set};
+use crate::rls::config::Domains;
+use crate::stores::Stores;
 use ratelab_gateway::http::TokioEnv;
 use ratelab_gateway::{Gateway, GatewayConfig};
 use std::path::PathBuf;
@@ -168,7 +170,7 @@ pub fn start<S: Stores>(
 /// limits file keeps).
 pub type Rls<S> = (
     Arc<arc_swap::ArcSwap<crate::rls::Tables<<S as Stores>::Client>>>,
-    Vec<crate::rls::config::Domain>,
+    Domains,
 );
 
 /// Validates `bytes` and swaps the new limits in (and the new domains, when the rate limit
@@ -194,16 +196,12 @@ async fn apply<S: Stores>(
         }
         None => None,
         Some((_, yaml)) => {
-            if let Some(d) = domains
-                .iter()
-                .find(|d| yaml.iter().any(|y| y.name == d.name))
-            {
-                return Err(format!(
+            domains.merge(yaml.iter().cloned()).map_err(|r| {
+                format!(
                     "{file}: domain {:?} is also in an --rls-config file: expected each domain once",
-                    d.name
-                ));
-            }
-            domains.extend(yaml.iter().cloned());
+                    r.name
+                )
+            })?;
             Some(crate::rls::build(stores, &domains, config).await?)
         }
     };

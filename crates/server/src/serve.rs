@@ -1,302 +1,22 @@
 //! Running the server: the gateway over the embedded in-memory store or Redis, behind a real
 //! HTTP server, until Ctrl-C or SIGTERM; with a limits file, reloaded live (see [`reload`]).
 
-use crate::config::{LimitsSource, ServeSettings};
-use crate::limits::FileLimit;
+use crate::config::{LimitsSource, ServeSettings, StoreChoice};
+use crate::limit_set::gateway;
 use crate::proxy::Proxy;
 use crate::reload;
-use ratelab_core::{Nanos, Policy, TokenBucket};
+use crate::rls::config::Domains;
+use crate::stores::{Memory, Redis, Stores};
+use ratelab_gateway::Gateway;
 use ratelab_gateway::admin::admin_app;
 use ratelab_gateway::conns::{ConnLimits, Connections};
 use ratelab_gateway::front::{FrontEnd, Writes, serve};
 use ratelab_gateway::http::{TokioEnv, answer_ok, prometheus};
-use ratelab_gateway::limits::{KeyBy, Limit, LimitSet, LimitSpec, PER_IP, PER_KEY};
 use ratelab_gateway::reqlog::{FileSink, RequestLogLayer};
-use ratelab_gateway::{Env, Gateway, GatewayConfig};
-use ratelab_store::redis_store::{RedisOptions, RedisStore};
-use ratelab_store::{MemoryStore, SharedClient, StoreClient};
-use std::future::Future;
 use std::io::Write as _;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
-
-type Clock = fn() -> Nanos;
-/// An in-memory limit's client: its key space in the store every limit shares.
-pub type Local = SharedClient<Policy, Clock>;
-
-fn wall_clock() -> Nanos {
-    TokioEnv.now()
-}
-
-/// Where a server's limits keep their buckets: each limit gets a client of its own.
-pub trait Stores: Clone + Send + Sync + 'static {
-    /// A limit's store client.
-    type Client: StoreClient + Clone + Send + Sync + 'static;
-    /// A client for a limit running `policy` on the keys under `prefix`.
-    fn client(
-        &self,
-        prefix: &str,
-        policy: Policy,
-    ) -> impl Future<Output = Result<Self::Client, String>> + Send;
-    /// Whether `client` runs exactly `policy` (so a reloaded limit can keep its buckets).
-    fn runs(client: &Self::Client, policy: &Policy) -> bool;
-
-    /// When admissions wait for a replica: how many waits so far came back with none (the
-    /// admission stands, but a failover may lose it). `None` when nothing waits.
-    fn waits_short(&self) -> Option<u64> {
-        None
-    }
-
-    /// Checks that this store can run every limit and every domain's limit of a limits file
-    /// (`file`, `text`), with errors located in the file. The default accepts everything.
-    fn check(
-        &self,
-        file: &str,
-        text: &str,
-        limits: &[FileLimit],
-        domains: &[crate::rls::config::Domain],
-    ) -> Result<(), String> {
-        let _ = (file, text, limits, domains);
-        Ok(())
-    }
-}
-
-/// The embedded in-memory store, shared by every limit (each in its own key space), so one
-/// request's limits are decided in one all-or-nothing step.
-#[derive(Clone, Debug)]
-pub struct Memory {
-    store: Arc<MemoryStore<Policy>>,
-}
-
-impl Memory {
-    /// A new, empty store.
-    pub fn new() -> Memory {
-        // The store's own policy is never used: every limit's client brings its own.
-        let unused = Policy::TokenBucket(TokenBucket::per_second(1, 1).expect("a valid bucket"));
-        Memory {
-            store: Arc::new(MemoryStore::new(unused)),
-        }
-    }
-}
-
-impl Default for Memory {
-    fn default() -> Self {
-        Memory::new()
-    }
-}
-
-impl Stores for Memory {
-    type Client = Local;
-
-    async fn client(&self, prefix: &str, policy: Policy) -> Result<Local, String> {
-        SharedClient::new(self.store.clone(), policy, prefix, wall_clock as Clock)
-            .map_err(|e| format!("key prefix {prefix:?}: {e}"))
-    }
-
-    fn runs(client: &Local, policy: &Policy) -> bool {
-        client.algorithm() == policy
-    }
-}
-
-/// Redis: one connection shared by every limit (each under its own key prefix), so one
-/// request's limits are decided in one script call.
-#[derive(Clone, Debug)]
-pub struct Redis {
-    conn: RedisStore,
-    /// Whether admissions wait for a replica.
-    waits: bool,
-}
-
-impl Redis {
-    /// Connects to `url` (one server, or a cluster's `redis+cluster://` URL), with `timeout`
-    /// for each call.
-    pub async fn connect(url: &str, timeout: Duration) -> Result<Redis, String> {
-        let (bucket, options) = Redis::setup(timeout)?;
-        // Every decision goes through the gateway's pipeline, under the request's deadline.
-        let conn = RedisStore::connect(url, bucket, options)
-            .await
-            .map_err(|e| e.to_string())?
-            .bounded_by_caller();
-        Ok(Redis { conn, waits: false })
-    }
-
-    /// Connects to the Redis Cluster of `seeds`, with `timeout` for each call. A request's
-    /// limits whose keys are in different slots are decided slot by slot, refunded where
-    /// admitted when any slot denies (`ratelab_store::redis_store`).
-    pub async fn connect_cluster(seeds: &[String], timeout: Duration) -> Result<Redis, String> {
-        let (bucket, options) = Redis::setup(timeout)?;
-        let conn = RedisStore::connect_cluster(seeds, bucket, options)
-            .await
-            .map_err(|e| e.to_string())?;
-        Ok(Redis { conn, waits: false })
-    }
-
-    /// The same store, answering each admission only once a replica holds its write, or
-    /// after `wait` ([`RedisStore::with_wait`]).
-    pub fn with_wait(self, wait: Option<Duration>) -> Redis {
-        match wait {
-            Some(w) => Redis {
-                conn: self.conn.with_wait(1, w),
-                waits: true,
-            },
-            None => self,
-        }
-    }
-
-    /// The shared connection's own bucket (never used: every limit's sibling brings its own)
-    /// and options.
-    fn setup(timeout: Duration) -> Result<(TokenBucket, RedisOptions), String> {
-        let options = RedisOptions {
-            prefix: "ratelab:".into(),
-            timeout,
-        };
-        Ok((
-            TokenBucket::per_second(1, 1).map_err(|e| e.to_string())?,
-            options,
-        ))
-    }
-}
-
-impl Stores for Redis {
-    type Client = RedisStore;
-
-    async fn client(&self, prefix: &str, policy: Policy) -> Result<RedisStore, String> {
-        let Policy::TokenBucket(bucket) = policy else {
-            return Err(
-                "the Redis store runs token-bucket limits only (fixed and sliding windows \
-                 need the in-memory store)"
-                    .into(),
-            );
-        };
-        self.conn.sibling(bucket, prefix).map_err(|e| e.to_string())
-    }
-
-    fn runs(client: &RedisStore, policy: &Policy) -> bool {
-        Policy::TokenBucket(*client.algorithm()) == *policy
-    }
-
-    fn waits_short(&self) -> Option<u64> {
-        self.waits.then(|| self.conn.waits_short())
-    }
-
-    fn check(
-        &self,
-        file: &str,
-        text: &str,
-        limits: &[FileLimit],
-        domains: &[crate::rls::config::Domain],
-    ) -> Result<(), String> {
-        crate::limits::check_redis(file, text, limits)?;
-        crate::rls::config::check_redis(domains).map_err(|(path, msg)| {
-            let (line, column) = crate::limits::position(text, &path);
-            format!("{file}:{line}:{column}: at {path}: {msg}")
-        })
-    }
-}
-
-/// A limit over `client`, with the gateway's breaker and denial-cache settings.
-pub(crate) fn limit<C>(config: &GatewayConfig, spec: LimitSpec, client: C) -> Arc<Limit<C>> {
-    let limit = Limit::new(spec, client, config.breaker);
-    Arc::new(limit.with_denial_cache(config.denial_cache))
-}
-
-/// The classic pair when no limits file is given: per-IP, then per-key (`x-api-key`).
-async fn classic<S: Stores>(
-    stores: &S,
-    per_ip: TokenBucket,
-    per_key: TokenBucket,
-    config: &GatewayConfig,
-) -> Result<LimitSet<S::Client>, String> {
-    let mut set = Vec::new();
-    for (name, key_by, bucket, prefix) in [
-        (PER_IP, KeyBy::ClientIp, per_ip, "ratelab:ip:"),
-        (PER_KEY, KeyBy::ApiKey, per_key, "ratelab:key:"),
-    ] {
-        let client = stores.client(prefix, Policy::TokenBucket(bucket)).await?;
-        let spec = LimitSpec::new(
-            ratelab_core::headers::PolicyName::new(name).map_err(|e| e.to_string())?,
-            key_by,
-        );
-        set.push(limit(config, spec, client));
-    }
-    Ok(set)
-}
-
-/// The set for a limits file's `limits`. A limit of `old` with the same name and algorithm
-/// keeps its store (its buckets), and its breaker too when nothing else changed.
-pub async fn file_set<S: Stores>(
-    stores: &S,
-    old: &LimitSet<S::Client>,
-    limits: Vec<FileLimit>,
-    config: &GatewayConfig,
-) -> Result<LimitSet<S::Client>, String> {
-    let mut set = Vec::with_capacity(limits.len());
-    for l in limits {
-        let name = l.spec.name.as_str().to_owned();
-        let kept = old
-            .iter()
-            .find(|o| o.name() == name && S::runs(o.client(), &l.policy));
-        let limit = match kept {
-            Some(o) if *o.spec() == l.spec => o.clone(),
-            Some(o) => limit(config, l.spec, o.client().clone()),
-            None => {
-                // The policy's fingerprint in the key space: a limit whose parameters change
-                // starts new buckets (an old state read under new parameters would be wrong),
-                // and the old ones expire by their TTL.
-                let prefix = format!("ratelab:limit:{name}:{:08x}:", fingerprint(&l.policy));
-                let client = stores
-                    .client(&prefix, l.policy)
-                    .await
-                    .map_err(|e| format!("limit {name}: {e}"))?;
-                limit(config, l.spec, client)
-            }
-        };
-        set.push(limit);
-    }
-    Ok(set)
-}
-
-/// A stable 32-bit fingerprint of a policy's algorithm and parameters (FNV-1a of its
-/// description): the same in every process and release that describes it the same way.
-pub(crate) fn fingerprint(policy: &Policy) -> u32 {
-    fingerprint_text(&format!("{policy:?}"))
-}
-
-/// FNV-1a of `text`, folded to 32 bits: stable across processes and releases.
-pub(crate) fn fingerprint_text(text: &str) -> u32 {
-    let h = text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-    });
-    (h ^ (h >> 32)) as u32
-}
-
-/// The gateway the settings describe, over `stores`.
-pub async fn gateway<S: Stores>(
-    s: &ServeSettings,
-    stores: &S,
-) -> Result<Arc<Gateway<S::Client, TokioEnv>>, String> {
-    let config = &s.gateway;
-    let set = match &s.limits {
-        LimitsSource::Classic { per_ip, per_key } => {
-            classic(stores, *per_ip, *per_key, config).await?
-        }
-        LimitsSource::File {
-            path,
-            text,
-            limits,
-            domains,
-        } => {
-            stores.check(&path.display().to_string(), text, limits, domains)?;
-            file_set(stores, &Vec::new(), limits.clone(), config).await?
-        }
-    };
-    Ok(Arc::new(Gateway::with_limits(
-        s.gateway.clone(),
-        set,
-        TokioEnv,
-    )))
-}
 
 /// How often the metrics recorder is tidied and the store's own counts are copied into it.
 const METRICS_UPKEEP: Duration = Duration::from_secs(1);
@@ -441,7 +161,7 @@ const GRPC_STREAMS_PER_CONNECTION: usize = 1024;
 type RlsParts<S> = (
     Arc<arc_swap::ArcSwap<crate::rls::Tables<<S as Stores>::Client>>>,
     crate::rls::Rls<S>,
-    Vec<crate::rls::config::Domain>,
+    Domains,
 );
 
 /// Builds the rate limit service over the gateway's pipeline and store.
@@ -453,9 +173,12 @@ async fn rls_service<S: Stores>(
 ) -> Result<RlsParts<S>, String> {
     let mut domains = match &s.limits {
         LimitsSource::File { domains, .. } => domains.clone(),
-        LimitsSource::Classic { .. } => Vec::new(),
+        LimitsSource::Classic { .. } => Domains::default(),
     };
-    domains.extend(g.yaml_domains.iter().cloned());
+    // The settings found no domain twice; merged, the check holds whatever built them.
+    domains
+        .merge(g.yaml_domains.iter().cloned())
+        .map_err(|r| r.to_string())?;
     let tables = crate::rls::build(stores, &domains, &s.gateway).await?;
     gw.export_zeros_for(&tables.limits());
     let tables = Arc::new(arc_swap::ArcSwap::from_pointee(tables));
@@ -551,10 +274,13 @@ fn banner(
                 "forwarded to {}",
                 u.url()
             )),
-        match (&s.redis, s.redis_cluster.first()) {
-            (Some(url), _) => url.clone(),
-            (None, Some(seed)) => format!("Redis Cluster (seed {seed})"),
-            (None, None) => "in-memory".into(),
+        match &s.store {
+            StoreChoice::Memory => "in-memory".into(),
+            StoreChoice::Redis(url) => url.clone(),
+            StoreChoice::RedisCluster(seeds) => format!(
+                "Redis Cluster (seed {})",
+                seeds.first().map_or("none", String::as_str)
+            ),
         } + &s.redis_wait.map_or(String::new(), |w| format!(
             ", each admission waits for a replica up to {} ms",
             w.as_millis()
@@ -610,9 +336,12 @@ pub fn runtime_for(workers: Option<usize>, redis_rs: bool) -> tokio::runtime::Bu
 /// Serves until Ctrl-C or SIGTERM.
 pub fn run(s: ServeSettings) -> Result<(), String> {
     // Redis through redis-rs rather than the lane (ratelab_store::redis_lane).
-    let redis_rs = match &s.redis {
-        Some(url) => !ratelab_store::redis_store::uses_lane(url, s.redis_wait.is_some()),
-        None => !s.redis_cluster.is_empty(),
+    let redis_rs = match &s.store {
+        StoreChoice::Memory => false,
+        StoreChoice::Redis(url) => {
+            !ratelab_store::redis_store::uses_lane(url, s.redis_wait.is_some())
+        }
+        StoreChoice::RedisCluster(_) => true,
     };
     let mut rt = runtime_for(s.workers, redis_rs);
     let rt = rt
@@ -634,20 +363,20 @@ pub fn run(s: ServeSettings) -> Result<(), String> {
         let admin = tokio::net::TcpListener::bind(s.admin_listen)
             .await
             .map_err(|e| format!("cannot listen on {} (admin): {e}", s.admin_listen))?;
-        match &s.redis {
-            Some(url) => {
+        match &s.store {
+            StoreChoice::Memory => serve_app(listener, admin, Memory::new(), &s).await,
+            StoreChoice::Redis(url) => {
                 let redis = Redis::connect(url, s.gateway.timeout)
                     .await?
                     .with_wait(s.redis_wait);
                 serve_app(listener, admin, redis, &s).await
             }
-            None if !s.redis_cluster.is_empty() => {
-                let redis = Redis::connect_cluster(&s.redis_cluster, s.gateway.timeout)
+            StoreChoice::RedisCluster(seeds) => {
+                let redis = Redis::connect_cluster(seeds, s.gateway.timeout)
                     .await?
                     .with_wait(s.redis_wait);
                 serve_app(listener, admin, redis, &s).await
             }
-            None => serve_app(listener, admin, Memory::new(), &s).await,
         }
     })
 }

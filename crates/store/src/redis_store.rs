@@ -48,6 +48,7 @@ use crate::{
     StoreClient, StoreError,
 };
 use core::future::Future;
+use futures_util::future::join_all;
 use ratelab_core::{Algorithm, Decision, Nanos, TokenBucket, TokenBucketState};
 use std::sync::Arc;
 use std::time::Duration;
@@ -621,32 +622,6 @@ async fn evalsha<T: redis::FromRedisValue>(
 /// One slot's part of a cross-slot request: its decisions and each key's TAT after it.
 type SlotResult = Result<(AllApplied, Vec<(i64, i64)>), LimitError>;
 
-/// Runs every future at once; their outputs in order.
-async fn futures_join<F: Future>(futures: impl Iterator<Item = F>) -> Vec<F::Output> {
-    let mut pinned: Vec<_> = futures.map(Box::pin).collect();
-    let mut out: Vec<Option<F::Output>> = (0..pinned.len()).map(|_| None).collect();
-    std::future::poll_fn(|cx| {
-        let mut pending = false;
-        for (f, o) in pinned.iter_mut().zip(out.iter_mut()) {
-            if o.is_none() {
-                match f.as_mut().poll(cx) {
-                    std::task::Poll::Ready(v) => *o = Some(v),
-                    std::task::Poll::Pending => pending = true,
-                }
-            }
-        }
-        if pending {
-            std::task::Poll::Pending
-        } else {
-            std::task::Poll::Ready(())
-        }
-    })
-    .await;
-    out.into_iter()
-        .map(|o| o.expect("every future finished"))
-        .collect()
-}
-
 /// What a bucket that admitted `cost` (its TAT after the spend: `tat`, "hi lo" as integers)
 /// answers once the spend is undone: the decision at cost 0 on the state before it (the TAT
 /// less the spend), at `now`. `None` for a TAT this bucket cannot hold.
@@ -747,7 +722,7 @@ impl RedisStore {
             let part: Vec<AllItem<'_, RedisStore>> = idx.iter().map(|&i| items[i]).collect();
             RedisStore::apply_script(&part, now, true).await
         });
-        let results = futures_join(calls).await;
+        let results = join_all(calls).await;
         let denied = results
             .iter()
             .any(|r| matches!(r, Ok((all, _)) if !all.allowed));
@@ -779,7 +754,7 @@ impl RedisStore {
             // landed, and a slow refund never turns the denial into a timeout.
             if let Some(first) = items.first() {
                 let cap = first.0.options.timeout / 4;
-                let _ = tokio::time::timeout(cap, futures_join(refunds.into_iter())).await;
+                let _ = tokio::time::timeout(cap, join_all(refunds)).await;
             }
             // A slot that admitted reports what it holds once its spend is undone, as one
             // script's all-or-nothing step reports a limit that was not spent: the decision

@@ -9,10 +9,13 @@
 //! Otherwise, and whenever one of the limits' breakers is not closed (each limit keeps its
 //! own breaker), the limits are decided one by one in order, stopping at the first denial.
 
-use super::{Gateway, LayerOutcome, error_outcome, remember};
+use super::Gateway;
+use super::layer::{error_outcome, remember};
+use crate::answer::FailReason;
+use crate::answer::LayerOutcome;
 use crate::breaker::BreakerState;
+use crate::env::Env;
 use crate::limits::Planned;
-use crate::{Env, FailReason};
 use ratelab_core::{Algorithm, Nanos};
 use ratelab_store::{AllItem, LimitError, Path, StoreClient, StoreError, TimeSource};
 

@@ -27,7 +27,8 @@
 //! column it was found at); what the YAML form of envoyproxy/ratelimit has and ratelab does
 //! not (`replaces`, wildcard values) is refused with that reason.
 
-use crate::limits::{AlgorithmName, LimitEntry};
+use crate::policy::{AlgorithmName, Invalid, Params, RedisRefusal, redis_can_run, simple_name};
+use ratelab_core::located::{Located, PathSeg, parse_path};
 use ratelab_core::{Nanos, Policy, TokenBucket};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -156,6 +157,21 @@ pub struct PolicyEntry {
     pub name: Option<String>,
 }
 
+impl PolicyEntry {
+    /// Its algorithm's parameters.
+    pub fn params(&self) -> Params {
+        Params {
+            algorithm: self.algorithm,
+            capacity: self.capacity,
+            refill_per_sec: self.refill_per_sec,
+            refill: self.refill,
+            refill_period_ms: self.refill_period_ms,
+            limit: self.limit,
+            window_ms: self.window_ms,
+        }
+    }
+}
+
 /// One descriptor of a domain's tree, as written.
 #[derive(Clone, Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -223,6 +239,72 @@ pub struct Domain {
     pub descriptors: Vec<Descriptor>,
 }
 
+/// The domains the rate limit service serves, each name once: a limits file's `[[domain]]`s
+/// and the envoyproxy/ratelimit YAML files' domains are merged into one by [`Domains::merge`],
+/// the one place a repeated domain is found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Domains(Vec<Domain>);
+
+/// A domain name given twice: each domain is configured once.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Repeated {
+    /// The domain's name.
+    pub name: String,
+}
+
+impl std::fmt::Display for Repeated {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "domain {:?} is configured twice: expected each domain once",
+            self.name
+        )
+    }
+}
+
+impl Domains {
+    /// Whether a domain called `name` can join these: it is not one of them.
+    pub fn admits(&self, name: &str) -> Result<(), Repeated> {
+        match self.0.iter().any(|d| d.name == name) {
+            true => Err(Repeated { name: name.into() }),
+            false => Ok(()),
+        }
+    }
+
+    /// Adds `more`, in order; a domain already served (or given twice in `more`) is an error,
+    /// and leaves the domains before it added.
+    pub fn merge(&mut self, more: impl IntoIterator<Item = Domain>) -> Result<(), Repeated> {
+        for d in more {
+            self.admits(&d.name)?;
+            self.0.push(d);
+        }
+        Ok(())
+    }
+}
+
+impl std::ops::Deref for Domains {
+    type Target = [Domain];
+
+    fn deref(&self) -> &[Domain] {
+        &self.0
+    }
+}
+
+impl IntoIterator for Domains {
+    type Item = Domain;
+    type IntoIter = std::vec::IntoIter<Domain>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.into_iter()
+    }
+}
+
+impl From<Domain> for Domains {
+    fn from(d: Domain) -> Domains {
+        Domains(vec![d])
+    }
+}
+
 impl Domain {
     /// How many of its descriptors, at every level, have a limit.
     pub fn limits(&self) -> usize {
@@ -234,8 +316,6 @@ impl Domain {
         count(&self.descriptors)
     }
 }
-
-use crate::limits::{Invalid, RedisRefusal, redis_can_run, simple_name};
 
 /// The policy of envoyproxy/ratelimit's `requests_per_unit` per `unit`: a bucket of that many,
 /// refilled at that rate.
@@ -261,8 +341,8 @@ fn gcd(mut a: u64, mut b: u64) -> u64 {
 
 /// Validates the domains (at `at`, the path of their list) into trees; limit names are made
 /// unique across all of them.
-pub fn validate(domains: &[DomainEntry], at: &str) -> Result<Vec<Domain>, Invalid> {
-    let mut out: Vec<Domain> = Vec::with_capacity(domains.len());
+pub fn validate(domains: &[DomainEntry], at: &str) -> Result<Domains, Invalid> {
+    let mut out = Domains::default();
     let mut names = std::collections::BTreeSet::new();
     for (i, d) in domains.iter().enumerate() {
         let path = format!("{at}[{i}]");
@@ -275,15 +355,17 @@ pub fn validate(domains: &[DomainEntry], at: &str) -> Result<Vec<Domain>, Invali
                 ),
             ));
         }
-        if out.iter().any(|o| o.name == d.domain) {
-            return Err((
+        let repeated = |r: Repeated| {
+            (
                 format!("{path}.domain"),
                 format!(
                     "{:?} is configured twice: expected each domain once",
-                    d.domain
+                    r.name
                 ),
-            ));
-        }
+            )
+        };
+        // Before its descriptors: a copied domain is reported as one, not by its limits' names.
+        out.admits(&d.domain).map_err(repeated)?;
         let mut count = 0;
         let descriptors = level(
             &d.descriptors,
@@ -293,10 +375,11 @@ pub fn validate(domains: &[DomainEntry], at: &str) -> Result<Vec<Domain>, Invali
             &mut count,
             &mut names,
         )?;
-        out.push(Domain {
+        out.merge([Domain {
             name: d.domain.clone(),
             descriptors,
-        });
+        }])
+        .map_err(repeated)?;
     }
     Ok(out)
 }
@@ -400,22 +483,7 @@ fn descriptor(
     let leaf = if let Some(r) = &e.rate_limit {
         rate_limit_leaf(r, &trail, &field("rate_limit"), e.shadow_mode, names)?
     } else if let Some(p) = &e.policy {
-        let entry = LimitEntry {
-            name: "descriptor".into(),
-            algorithm: p.algorithm,
-            capacity: p.capacity,
-            refill_per_sec: p.refill_per_sec,
-            refill: p.refill,
-            refill_period_ms: p.refill_period_ms,
-            limit: p.limit,
-            window_ms: p.window_ms,
-            key: None,
-            mode: None,
-            cost: None,
-            cost_from_header: None,
-            selector: None,
-        };
-        let policy = crate::limits::policy(&entry, &field("policy"))?;
+        let policy = p.params().policy(&field("policy"))?;
         Leaf::Limited {
             name: limit_name(p.name.as_deref(), &trail, &field("policy.name"), names)?,
             policy,
@@ -535,7 +603,7 @@ pub fn parse_yaml(file: &str, text: &str) -> Result<Domain, String> {
     let entry: DomainEntry = serde_path_to_error::deserialize(de).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner();
-        let (line, column) = inner.location().map_or((1, 1), |l| (l.line(), l.column()));
+        let position = inner.location().map_or((1, 1), |l| (l.line(), l.column()));
         let path = if path.is_empty() { "." } else { &path };
         // serde_yaml's message repeats the path and the position given here.
         let msg = inner.to_string();
@@ -547,61 +615,69 @@ pub fn parse_yaml(file: &str, text: &str) -> Result<Domain, String> {
             Some(i) => &msg[..i],
             None => msg,
         };
-        format!("{file}:{line}:{column}: at {path}: {msg}")
+        Located::new(file, position, path, msg).to_string()
     })?;
-    let mut domains = validate(std::slice::from_ref(&entry), "").map_err(|(path, msg)| {
-        let path = path.trim_start_matches("[0]").trim_start_matches('.');
-        let (line, column) = locate_yaml(text, path);
-        format!("{file}:{line}:{column}: at {path}: {msg}")
-    })?;
-    Ok(domains.remove(0))
+    let domains = validate(std::slice::from_ref(&entry), "")
+        .map_err(|(path, msg)| yaml_located(file, text, &path, msg).to_string())?;
+    Ok(domains
+        .into_iter()
+        .next()
+        .expect("one entry validates to one domain"))
+}
+
+/// The error `message` about the value at `path` of the one domain validated from a YAML
+/// file (`[0].descriptors[1].key`, reported without the domain's own `[0].`).
+fn yaml_located(file: &str, text: &str, path: &str, message: String) -> Located {
+    let path = path.trim_start_matches("[0]").trim_start_matches('.');
+    Located::new(file, yaml_position(text, &parse_path(path)), path, message)
 }
 
 /// Where the entry at `path` (`descriptors[1].rate_limit.unit`) is in a YAML text, found by
-/// following the path through its block mappings and sequences by indentation; the deepest
-/// part found, or the start.
-fn locate_yaml(text: &str, path: &str) -> (usize, usize) {
+/// following the path through its block mappings and sequences by indentation: the line and
+/// column of the deepest part found (a key where it is written, an item at its `-`), or the
+/// start.
+fn yaml_position(text: &str, path: &[PathSeg]) -> (usize, usize) {
     let lines: Vec<&str> = text.lines().collect();
     let indent = |l: &str| l.len() - l.trim_start_matches([' ', '-']).len();
     let mut found = (1, 1);
     let (mut from, mut to, mut min) = (0usize, lines.len(), 0usize);
-    for part in path.split('.').filter(|p| !p.is_empty()) {
-        let (name, index) = match part.split_once('[') {
-            Some((n, i)) => (n, i.trim_end_matches(']').parse::<usize>().ok()),
-            None => (part, None),
-        };
-        let Some(k) = (from..to).find(|&k| {
-            let l = lines[k].trim_start_matches([' ', '-']);
-            indent(lines[k]) >= min && l.starts_with(&format!("{name}:"))
-        }) else {
-            break;
-        };
-        found = (k + 1, indent(lines[k]) + 1);
-        let own = indent(lines[k]);
-        let end = (k + 1..to)
-            .find(|&j| {
-                !lines[j].trim().is_empty()
-                    && indent(lines[j]) <= own
-                    && !lines[j].trim_start().starts_with('-')
-            })
-            .unwrap_or(to);
-        (from, to, min) = (k + 1, end, own);
-        if let Some(i) = index {
-            let items: Vec<usize> = (from..to)
-                .filter(|&j| lines[j].trim_start().starts_with('-'))
-                .collect();
-            let item_indent = items
-                .first()
-                .map(|&j| lines[j].len() - lines[j].trim_start().len());
-            let items: Vec<usize> = items
-                .into_iter()
-                .filter(|&j| Some(lines[j].len() - lines[j].trim_start().len()) == item_indent)
-                .collect();
-            let Some(&start) = items.get(i) else { break };
-            found = (start + 1, indent(lines[start]) + 1);
-            let end = items.get(i + 1).copied().unwrap_or(to);
-            (from, to) = (start, end);
-            min = 0;
+    for seg in path {
+        match seg {
+            PathSeg::Key(name) => {
+                let Some(k) = (from..to).find(|&k| {
+                    let l = lines[k].trim_start_matches([' ', '-']);
+                    indent(lines[k]) >= min && l.starts_with(&format!("{name}:"))
+                }) else {
+                    break;
+                };
+                found = (k + 1, indent(lines[k]) + 1);
+                let own = indent(lines[k]);
+                let end = (k + 1..to)
+                    .find(|&j| {
+                        !lines[j].trim().is_empty()
+                            && indent(lines[j]) <= own
+                            && !lines[j].trim_start().starts_with('-')
+                    })
+                    .unwrap_or(to);
+                (from, to, min) = (k + 1, end, own);
+            }
+            PathSeg::Index(i) => {
+                let items: Vec<usize> = (from..to)
+                    .filter(|&j| lines[j].trim_start().starts_with('-'))
+                    .collect();
+                let item_indent = items
+                    .first()
+                    .map(|&j| lines[j].len() - lines[j].trim_start().len());
+                let items: Vec<usize> = items
+                    .into_iter()
+                    .filter(|&j| Some(lines[j].len() - lines[j].trim_start().len()) == item_indent)
+                    .collect();
+                let Some(&start) = items.get(*i) else { break };
+                found = (start + 1, indent(lines[start]) + 1);
+                let end = items.get(i + 1).copied().unwrap_or(to);
+                (from, to) = (start, end);
+                min = 0;
+            }
         }
     }
     found
@@ -626,12 +702,36 @@ pub fn check_redis(domains: &[Domain]) -> Result<(), Invalid> {
 
 /// [`check_redis`] for envoyproxy/ratelimit YAML file `file`, with `text`: errors located.
 pub fn check_redis_yaml(file: &str, text: &str, domain: &Domain) -> Result<(), String> {
-    check_redis(std::slice::from_ref(domain)).map_err(|(path, msg)| {
-        let path = path
-            .trim_start_matches("[0]")
-            .trim_start_matches('.')
-            .to_owned();
-        let (line, column) = locate_yaml(text, &path);
-        format!("{file}:{line}:{column}: at {path}: {msg}")
-    })
+    check_redis(std::slice::from_ref(domain))
+        .map_err(|(path, msg)| yaml_located(file, text, &path, msg).to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn domain(name: &str) -> Domain {
+        Domain {
+            name: name.into(),
+            descriptors: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn merged_domains_keep_their_order_and_refuse_a_repeated_one() {
+        let mut all = Domains::from(domain("edge"));
+        all.merge([domain("api"), domain("batch")]).unwrap();
+        let names: Vec<_> = all.iter().map(|d| d.name.as_str()).collect();
+        assert_eq!(names, ["edge", "api", "batch"]);
+        let e = all.merge([domain("new"), domain("api")]).unwrap_err();
+        assert_eq!(e.name, "api");
+        assert_eq!(
+            e.to_string(),
+            "domain \"api\" is configured twice: expected each domain once"
+        );
+        let e = Domains::default()
+            .merge([domain("x"), domain("x")])
+            .unwrap_err();
+        assert_eq!(e.name, "x");
+    }
 }

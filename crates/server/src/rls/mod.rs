@@ -22,7 +22,8 @@
 
 pub mod config;
 
-use crate::serve::{Stores, fingerprint, fingerprint_text, limit};
+use crate::limit_set::{fingerprint, fingerprint_text, limit};
+use crate::stores::Stores;
 use arc_swap::ArcSwap;
 use config::{Descriptor, Domain, Leaf, Unit};
 use proto::envoy::service::ratelimit::v3::rate_limit_response::{
@@ -32,16 +33,19 @@ use proto::envoy::service::ratelimit::v3::rate_limit_service_server::RateLimitSe
 use proto::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use ratelab_core::{Algorithm, Policy};
 use ratelab_gateway::http::TokioEnv;
-use ratelab_gateway::limits::{KeyBy, Limit, LimitSpec, Mode, Planned};
+use ratelab_gateway::limits::{KeyBy, Limit, LimitSpec, Mode};
 use ratelab_gateway::{Gateway, GatewayConfig, Verdict};
-use ratelab_store::{Key, StoreClient as _};
+use ratelab_store::StoreClient as _;
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+mod plan;
 pub mod proto;
 mod respond;
+
+use plan::{Resolved, bucket_key, plan};
 
 /// The most distinct `limit` overrides kept per server; a call bringing a new one beyond
 /// them is refused with `RESOURCE_EXHAUSTED`.
@@ -239,21 +243,6 @@ impl<S: Stores> std::fmt::Debug for Rls<S> {
             .field("fail_closed", &self.fail_closed)
             .finish_non_exhaustive()
     }
-}
-
-/// One descriptor, resolved.
-pub(crate) enum Resolved<'t, C> {
-    /// No limit: OK, counted.
-    Unmatched,
-    /// Never limited.
-    Unlimited,
-    /// Decided at `limit` on `key` for `cost`.
-    Limited {
-        limit: Arc<Limit<C>>,
-        current: std::borrow::Cow<'t, RateLimit>,
-        key: Key,
-        cost: u64,
-    },
 }
 
 fn invalid(msg: String) -> tonic::Status {
@@ -460,73 +449,6 @@ impl<S: Stores> Rls<S> {
         }
         Ok(respond::respond(&resolved, &slot, answer.as_ref()))
     }
-}
-
-/// The bucket of a descriptor at its limit: every entry's key and value, each with its
-/// length, so no two entry lists share one. Text too long for a key, or with control
-/// characters, is replaced by its 128-bit SipHash (under a fixed key: the same bucket in
-/// every process).
-fn bucket_key(d: &proto::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor) -> Key {
-    use std::fmt::Write as _;
-    let mut text = String::new();
-    for e in &d.entries {
-        let _ = write!(
-            text,
-            "{}:{}={}:{}|",
-            e.key.len(),
-            e.key,
-            e.value.len(),
-            e.value
-        );
-    }
-    Key::new(&text).unwrap_or_else(|_| {
-        let h = siphasher::sip128::Hasher128::finish128(&{
-            let mut s = siphasher::sip128::SipHasher13::new_with_keys(0x7261_7465, 0x006c_6162);
-            std::hash::Hasher::write(&mut s, text.as_bytes());
-            s
-        });
-        Key::new(&format!("h:{:016x}{:016x}", h.h1, h.h2)).expect("a short ASCII key")
-    })
-}
-
-/// One planned item per distinct bucket (two descriptors on one bucket spend at it once, for
-/// both costs together), and each descriptor's item.
-fn plan<'r, C>(resolved: &'r [Resolved<'_, C>]) -> (Vec<Planned<'r, C>>, Vec<Option<usize>>) {
-    let mut planned: Vec<Planned<'r, C>> = Vec::new();
-    let mut slot: Vec<Option<usize>> = Vec::with_capacity(resolved.len());
-    for r in resolved {
-        let result = match r {
-            Resolved::Unmatched => "unmatched",
-            Resolved::Unlimited => "unlimited",
-            Resolved::Limited { .. } => "matched",
-        };
-        metrics::counter!("ratelab_rls_descriptors_total", "result" => result).increment(1);
-        let Resolved::Limited {
-            limit, key, cost, ..
-        } = r
-        else {
-            slot.push(None);
-            continue;
-        };
-        let same = planned
-            .iter()
-            .position(|p| Arc::ptr_eq(p.limit, limit) && &p.key == key);
-        slot.push(Some(match same {
-            Some(j) => {
-                planned[j].cost = planned[j].cost.saturating_add(*cost);
-                j
-            }
-            None => {
-                planned.push(Planned {
-                    limit,
-                    key: key.clone(),
-                    cost: *cost,
-                });
-                planned.len() - 1
-            }
-        }));
-    }
-    (planned, slot)
 }
 
 #[tonic::async_trait]

@@ -1,7 +1,7 @@
 //! The answer to one call: a status per descriptor, in order, from the gateway's outcomes,
 //! and the fields for Envoy to add to the response.
 
-use super::Resolved;
+use super::plan::Resolved;
 use super::proto::envoy::config::core::v3::HeaderValue;
 use super::proto::envoy::service::ratelimit::v3::RateLimitResponse;
 use super::proto::envoy::service::ratelimit::v3::rate_limit_response::{Code, DescriptorStatus};

@@ -1,0 +1,42 @@
+//! What the gateway needs from the runtime that hosts it: time and timeouts. The madsim
+//! cluster and the real server each bring their own ([`crate::http::TokioEnv`] for tokio).
+
+use core::future::Future;
+use ratelab_core::Nanos;
+use std::time::Duration;
+
+/// Time and timeouts, from whatever runtime hosts the gateway.
+pub trait Env: Send + Sync {
+    /// The gateway's clock (the caller time of [`TimeSource::Caller`](ratelab_store::TimeSource::Caller), breaker cooldowns).
+    fn now(&self) -> Nanos;
+    /// The gateway's wall clock as Unix time, for request ids. Defaults to [`Env::now`], which
+    /// is Unix time for a real server.
+    fn unix_now(&self) -> Nanos {
+        self.now()
+    }
+    /// A clock that never steps back, for each request's deadline. Defaults to [`Env::now`];
+    /// a real server's wall clock can step, so it should return a monotonic reading.
+    fn monotonic(&self) -> Nanos {
+        self.now()
+    }
+    /// Unix time at the [`Env::monotonic`] reading `monotonic`, for the id of a request that
+    /// started then. Defaults to a fresh [`Env::unix_now`]; an environment whose monotonic
+    /// clock runs from a known Unix time computes it without reading a clock again.
+    fn unix_at(&self, monotonic: Nanos) -> Nanos {
+        let _ = monotonic;
+        self.unix_now()
+    }
+    /// Whether [`Env::timeout`] polls `fut` before anything else and completes when `fut` does
+    /// in that first poll, so that a decision over a store whose calls complete at once
+    /// ([`StoreClient::IMMEDIATE`](ratelab_store::StoreClient::IMMEDIATE)) completes in one poll ([`crate::front`] then decides it
+    /// in place). `false` unless an environment guarantees it.
+    const POLLS_FIRST: bool = false;
+    /// Runs `fut` for at most `after`; `None` if it did not finish in time.
+    fn timeout<F: Future + Send>(
+        &self,
+        after: Duration,
+        fut: F,
+    ) -> impl Future<Output = Option<F::Output>> + Send
+    where
+        F::Output: Send;
+}

@@ -1,0 +1,157 @@
+//! One limit's store call for one request: its breaker, the call bounded by what the
+//! request's deadline leaves, and what a failure means (open or closed, by route); the
+//! latency and the breaker's record after it; a denial kept in the limit's denial cache.
+
+use super::Gateway;
+use crate::answer::{FailReason, LayerOutcome};
+use crate::breaker::{Permit, Transition};
+use crate::env::Env;
+use crate::limits::Limit;
+use crate::stats::bump;
+use ratelab_core::{Decision, Nanos};
+use ratelab_store::{Key, LimitError, StoreClient, StoreError, TimeSource, decide_remote};
+use std::time::Duration;
+
+impl<C: StoreClient, E: Env> Gateway<C, E> {
+    /// What the limits before `now` (monotonic) left of the request's timeout, which ends at
+    /// `deadline`; never more than the timeout itself, even if the monotonic clock misbehaves.
+    pub(super) fn budget(&self, now: Nanos, deadline: Nanos) -> Duration {
+        Duration::from(deadline.saturating_sub(now)).min(self.config.timeout)
+    }
+
+    /// Runs one limit: breaker, store call bounded by the request's `deadline` (on
+    /// [`Env::monotonic`]), failure policy.
+    pub(super) async fn run_layer(
+        &self,
+        layer: &Limit<C>,
+        key: &Key,
+        cost: u64,
+        trace: u64,
+        fail_closed: bool,
+        deadline: Nanos,
+    ) -> LayerOutcome {
+        let fail = |reason| LayerOutcome::failed(fail_closed, reason);
+        // The decision's time is the gateway's clock; the breaker's cooldown and the latency
+        // are intervals, on the monotonic clock: a wall clock set back must not hold the
+        // breaker open.
+        // The send time first: a denial cached from this call must never outlast the store's
+        // wait, which runs from a decision made at or after it.
+        let started = self.env.monotonic();
+        let budget = self.budget(started, deadline);
+        if budget.is_zero() {
+            // Spent before this limit: the store is not called, and the breaker, which counts
+            // the store's answers, learns nothing.
+            return fail(FailReason::Timeout);
+        }
+        // The gateway's clock is read only when the decision runs on it: on the store's
+        // clock (the default) the store reads its own.
+        let caller = self.config.time_source == TimeSource::Caller;
+        let now = if caller { self.env.now() } else { Nanos::ZERO };
+        let permit = layer.breaker.lock().expect("breaker").permit(started);
+        if permit == Permit::Skip {
+            return fail(FailReason::BreakerOpen);
+        }
+        let client = layer.client.traced(trace);
+        let call = decide_remote(
+            &*client,
+            self.config.path,
+            self.config.time_source,
+            key,
+            now,
+            cost,
+        );
+        let result = self.env.timeout(budget, call).await;
+        let end = self.env.monotonic();
+        let (outcome, ok) = match result {
+            Some(Ok(o)) => (
+                LayerOutcome::Decided {
+                    decision: o.decision,
+                    decided_at: o.decided_at,
+                },
+                true,
+            ),
+            Some(Err(e)) => error_outcome(e, || if caller { now } else { self.env.now() }, fail),
+            None => (fail(FailReason::Timeout), false),
+        };
+        self.finish(layer, permit, started, end, ok);
+        remember(layer, key, cost, started, &outcome);
+        outcome
+    }
+
+    /// After a store call for `limit` from `started` to `end`: its latency, and its breaker's
+    /// record (the breaker counts the store's health: a decision, or an answer about one key,
+    /// full or unreadable, is a store that works).
+    pub(super) fn finish(
+        &self,
+        limit: &Limit<C>,
+        permit: Permit,
+        started: Nanos,
+        end: Nanos,
+        ok: bool,
+    ) {
+        limit.record_latency(end.saturating_sub(started).as_u64());
+        let transition = limit
+            .breaker
+            .lock()
+            .expect("breaker")
+            .record(end, permit, ok);
+        match transition {
+            Transition::Opened => {
+                bump(&self.stats.breaker_opened);
+                metrics::counter!("ratelab_breaker_transitions_total", "to" => "open", "limit" => limit.label.clone())
+                    .increment(1);
+            }
+            Transition::Closed => {
+                bump(&self.stats.breaker_closed);
+                metrics::counter!("ratelab_breaker_transitions_total", "to" => "closed", "limit" => limit.label.clone())
+                    .increment(1);
+            }
+            Transition::None => {}
+        }
+    }
+}
+
+/// Keeps a denial in `limit`'s denial cache, if it has one: the call was sent at `sent`.
+pub(super) fn remember<C>(
+    limit: &Limit<C>,
+    key: &Key,
+    cost: u64,
+    sent: Nanos,
+    outcome: &LayerOutcome,
+) {
+    if let (Some(cache), LayerOutcome::Decided { decision, .. }) = (&limit.cache, outcome) {
+        cache.insert(key, cost, sent, decision);
+    }
+}
+
+/// A store error's outcome for one limit, and whether the store answered (for its breaker).
+/// `now`, the gateway's clock, is read only for the one outcome that carries a time.
+pub(super) fn error_outcome(
+    e: LimitError,
+    now: impl FnOnce() -> Nanos,
+    fail: impl Fn(FailReason) -> LayerOutcome,
+) -> (LayerOutcome, bool) {
+    match e {
+        LimitError::Store(StoreError::Timeout) => (fail(FailReason::Timeout), false),
+        LimitError::Store(StoreError::Full) => (LayerOutcome::StoreFull, true),
+        LimitError::Store(e) => (fail(FailReason::Error), e.store_answered()),
+        // A cost the policy can never admit is the caller's error; it is answered as a
+        // denial with no retry.
+        LimitError::Cost(c) => (
+            LayerOutcome::Decided {
+                decision: Decision {
+                    allowed: false,
+                    limit: c.limit,
+                    remaining: 0,
+                    reset_after: Nanos::ZERO,
+                    retry_after: None,
+                    full_after: Nanos::ZERO,
+                },
+                decided_at: now(),
+            },
+            true,
+        ),
+        // Each limit has a key space of its own: never produced by the gateway.
+        LimitError::RepeatedKey => (fail(FailReason::Error), true),
+    }
+}
