@@ -46,6 +46,7 @@ compile_error!(
 );
 
 mod builder;
+pub mod checkers;
 mod cluster;
 pub mod dilation;
 mod eligible;
@@ -223,18 +224,26 @@ fn execute<S: cluster::Script>(
     };
     // Absent, not 0, when the two runs cannot be paired: the figure is not measured then.
     report.store_calls_saved = measured.as_ref().ok().copied();
-    if let Some(least) = scenario.spec.expect.store_calls_saved_at_least {
-        let failure = match measured {
-            Ok(saved) if saved >= least => None,
-            Ok(saved) => Some(format!(
-                "store_calls_saved = {saved}, expected at least {least}"
-            )),
-            Err(e) => Some(format!(
-                "store_calls_saved not measured ({e}), expected at least {least}"
-            )),
+    let bounds = scenario.spec.expect.bound("store_calls_saved");
+    if bounds != scenario::Bounds::default() {
+        let failures = match measured {
+            Ok(saved) => bounds.broken_by("store_calls_saved", saved, None),
+            Err(e) => {
+                let want: Vec<String> = [
+                    bounds.at_least.map(|v| format!("at least {v}")),
+                    bounds.at_most.map(|v| format!("at most {v}")),
+                ]
+                .into_iter()
+                .flatten()
+                .collect();
+                vec![format!(
+                    "store_calls_saved not measured ({e}), expected {}",
+                    want.join(" and ")
+                )]
+            }
         };
-        if let Some(f) = failure {
-            report.failures.push(f);
+        if !failures.is_empty() {
+            report.failures.extend(failures);
             report.passed = false;
         }
     }

@@ -426,7 +426,7 @@ pub fn build(
     // A scenario judged by the explorer's checkers keeps only the accounting invariants here;
     // its caller adds the explorer's verdict.
     if sc.spec.expect.explorer.is_none() {
-        report.failures = check(sc, &report);
+        report.failures = check(sc, &report, h);
     }
     report.failures.extend(invariants);
     report.passed = report.failures.is_empty();
@@ -608,145 +608,18 @@ fn ms_to_nanos(v: u64) -> Nanos {
     Nanos::from_millis(v)
 }
 
-/// The expectations `r` fails, each stated with its numbers.
-fn check(sc: &Scenario, r: &Report) -> Vec<String> {
+/// The expectations `r` fails, each stated with its numbers: the bounds on the checkers'
+/// figures, each key's admissions, answers, liveness.
+fn check(sc: &Scenario, r: &Report, h: &History) -> Vec<String> {
     let e = &sc.spec.expect;
-    let mut out = Vec::new();
-    let mut bound = |name: &str, value: u64, at_most: Option<u64>, at_least: Option<u64>| {
-        if let Some(m) = at_most
-            && value > m
-        {
-            out.push(format!("{name} = {value}, expected at most {m}"));
-        }
-        if let Some(m) = at_least
-            && value < m
-        {
-            out.push(format!("{name} = {value}, expected at least {m}"));
-        }
-    };
-    bound(
-        "max_excess",
-        r.max_excess,
-        e.max_excess_at_most,
-        e.max_excess_at_least,
-    );
-    bound(
-        "total_excess",
-        r.total_excess,
-        e.total_excess_at_most,
-        e.total_excess_at_least,
-    );
-    bound(
-        "max_in_window",
-        r.max_in_window,
-        e.max_in_window_at_most,
-        e.max_in_window_at_least,
-    );
-    bound("allowed", r.allowed, e.allowed_at_most, e.allowed_at_least);
-    bound("denied", r.denied, e.denied_at_most, e.denied_at_least);
-    bound("errors", r.errors, e.errors_at_most, e.errors_at_least);
-    bound(
-        "fail_open",
-        r.fail_open,
-        e.fail_open_at_most,
-        e.fail_open_at_least,
-    );
-    bound(
-        "bypassed",
-        r.bypassed,
-        e.bypassed_at_most,
-        e.bypassed_at_least,
-    );
-    bound("full", r.full, e.full_at_most, e.full_at_least);
+    let mut out = crate::checkers::held(&crate::checkers::Run::new(sc, r, h), e);
     for (k, b) in &e.keys {
-        bound(
-            &format!("allowed on key {k:?}"),
-            r.key_allowed.get(k).copied().unwrap_or(0),
-            b.allowed_at_most,
-            b.allowed_at_least,
-        );
-    }
-    bound(
-        "rejected",
-        r.rejected,
-        e.rejected_at_most,
-        e.rejected_at_least,
-    );
-    bound("cached", r.cached, None, e.cached_at_least);
-    bound("cached_unjustified", r.cached_unjustified, Some(0), None);
-    // `store_calls_saved_at_least` is checked by the caller once the paired run has measured
-    // it (`crate::run`).
-    bound(
-        "breaker_opened",
-        r.gateway_counters.breaker_opened,
-        None,
-        e.breaker_opened_at_least,
-    );
-    bound(
-        "breaker_closed",
-        r.gateway_counters.breaker_closed,
-        None,
-        e.breaker_closed_at_least,
-    );
-    if let Some(j) = &r.job {
-        bound(
-            "stale_writes_accepted",
-            j.stale_accepted,
-            e.stale_writes_accepted_at_most,
-            e.stale_writes_accepted_at_least,
-        );
-        bound(
-            "stale_writes_rejected",
-            j.stale_rejected,
-            None,
-            e.stale_writes_rejected_at_least,
-        );
-        bound("job_runs", j.runs, None, e.job_runs_at_least);
-        // Deleting a live bucket is a failure unless the scenario is the canary that expects it.
-        bound(
-            "live_buckets_deleted",
-            j.live_deleted,
-            Some(e.live_buckets_deleted_at_most.unwrap_or(0))
-                .filter(|_| e.live_buckets_deleted_at_least.is_none())
-                .or(e.live_buckets_deleted_at_most),
-            e.live_buckets_deleted_at_least,
-        );
-        bound(
-            "job_max_gap_ms",
-            j.max_gap_ms.ceil() as u64,
-            e.job_max_gap_ms_at_most,
-            None,
-        );
-        bound("leader_conflicts", j.leader_conflicts, Some(0), None);
-        bound(
-            "buckets_deleted_outside_their_plan",
-            j.deleted_unplanned,
-            Some(0),
-            None,
-        );
-    }
-    if let Some(edge) = &r.edge {
-        bound(
-            "edge_max_excess",
-            edge.max_excess,
-            e.edge_max_excess_at_most,
-            e.edge_max_excess_at_least,
-        );
-        bound("edge_denied", edge.denied, None, e.edge_denied_at_least);
-        bound(
-            "edge_denied_but_spent",
-            edge.denied_but_spent,
-            Some(0),
-            None,
-        );
-    }
-    if let (Some(max), Some([_, _, worst])) =
-        (e.fail_open_latency_ms_at_most, r.fail_open_latency_ms)
-        && worst > max as f64
-    {
-        out.push(format!(
-            "slowest fail-open answer took {worst:.3} ms, expected at most {max} ms"
-        ));
+        let bounds = crate::scenario::Bounds {
+            at_most: b.allowed_at_most,
+            at_least: b.allowed_at_least,
+        };
+        let admitted = r.key_allowed.get(k).copied().unwrap_or(0);
+        out.extend(bounds.broken_by(&format!("allowed on key {k:?}"), admitted, None));
     }
     if e.all_answered && (r.unanswered > 0 || r.duplicated > 0) {
         out.push(format!(

@@ -521,104 +521,199 @@ fn one_cost() -> Bounded<1, 1_000_000_000_000> {
 }
 
 /// Bounds every seed's report must meet. Absent bounds are not checked.
-#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
+///
+/// Besides the switches below, `expect` takes `<figure>_at_most` and `<figure>_at_least` for
+/// every figure a checker reports ([`crate::checkers::figures`]): `max_excess_at_most`,
+/// `denied_at_least`, …
+#[derive(Clone, Debug, PartialEq)]
 pub struct Expect {
-    /// Largest excess over the envelope B + R·Δt in any interval, per key: at most this.
-    pub max_excess_at_most: Option<u64>,
-    /// … at least this (canaries: the checker must see the race).
-    pub max_excess_at_least: Option<u64>,
-    /// Admitted beyond B + R·T over each key's whole run, summed over keys: at most this.
-    pub total_excess_at_most: Option<u64>,
-    /// … at least this.
-    pub total_excess_at_least: Option<u64>,
-    /// Most admitted for one key in any interval of one window length: at most this.
-    pub max_in_window_at_most: Option<u64>,
-    /// … at least this.
-    pub max_in_window_at_least: Option<u64>,
-    /// Admitted requests: at most / at least.
-    pub allowed_at_most: Option<u64>,
-    /// Admitted requests: at least.
-    pub allowed_at_least: Option<u64>,
-    /// Denied requests: at least.
-    pub denied_at_least: Option<u64>,
-    /// Denied requests: at most.
-    pub denied_at_most: Option<u64>,
-    /// Requests answered with a store error: at least.
-    pub errors_at_least: Option<u64>,
-    /// Requests answered with a store error: at most.
-    pub errors_at_most: Option<u64>,
-    /// Requests let through because the store failed (fail-open answers): at least.
-    pub fail_open_at_least: Option<u64>,
-    /// … at most.
-    pub fail_open_at_most: Option<u64>,
-    /// Requests rejected by the guard: at least.
-    pub rejected_at_least: Option<u64>,
-    /// … at most.
-    pub rejected_at_most: Option<u64>,
-    /// Requests let through by the kill switch: at least.
-    pub bypassed_at_least: Option<u64>,
-    /// … at most.
-    pub bypassed_at_most: Option<u64>,
-    /// Requests denied because the store had no room for their new key: at least.
-    pub full_at_least: Option<u64>,
-    /// … at most.
-    pub full_at_most: Option<u64>,
-    /// The edge layer's largest excess over its envelope, per client address: at most.
-    pub edge_max_excess_at_most: Option<u64>,
-    /// … at least (the naive path's edge leaks under concurrency).
-    pub edge_max_excess_at_least: Option<u64>,
-    /// Requests the edge layer denied: at least.
-    pub edge_denied_at_least: Option<u64>,
-    /// The slowest fail-open answer, from send to answer, in ms: at most.
-    pub fail_open_latency_ms_at_most: Option<u64>,
-    /// Breaker openings over all gateways: at least.
-    pub breaker_opened_at_least: Option<u64>,
-    /// Breaker closings over all gateways: at least.
-    pub breaker_closed_at_least: Option<u64>,
-    /// Cleanup commits accepted with a token lower than one granted before them: at most.
-    pub stale_writes_accepted_at_most: Option<u64>,
-    /// … at least (the unfenced canary).
-    pub stale_writes_accepted_at_least: Option<u64>,
-    /// Cleanup commits the fence rejected as stale: at least.
-    pub stale_writes_rejected_at_least: Option<u64>,
-    /// Store calls the guard or the denial cache saved (measured against the same seed run
-    /// without them): at least.
-    pub store_calls_saved_at_least: Option<u64>,
-    /// Requests the gateways' denial caches answered: at least.
-    pub cached_at_least: Option<u64>,
-    /// Accepted cleanup commits: at least.
-    pub job_runs_at_least: Option<u64>,
-    /// Buckets the cleanup job deleted although they were written after the scan that planned
-    /// the deletion: at most (default 0 unless an `_at_least` bound is given).
-    pub live_buckets_deleted_at_most: Option<u64>,
-    /// … at least (the unfenced canary).
-    pub live_buckets_deleted_at_least: Option<u64>,
-    /// Longest time without an accepted cleanup commit, from the first one to the end of the
-    /// run, ms: at most (the job's liveness).
-    pub job_max_gap_ms_at_most: Option<u64>,
+    /// The bounds on the checkers' figures, by figure name.
+    pub bounds: std::collections::BTreeMap<String, Bounds>,
     /// Every request answered exactly once (default true).
-    #[serde(default = "yes")]
     pub all_answered: bool,
     /// After the last fault heals and the bucket has had time to refill, no request on a key
     /// whose clients all send at constant rates within the policy's rate is denied or fails
     /// (default false).
-    #[serde(default)]
     pub liveness: bool,
     /// Judge the run by the explorer's checkers instead of the bounds here (`ratelab run`
     /// and `cargo test` both do): `"pass"`, or the signature `"class/checker"` (class
-    /// `safety` or `liveness`) a planted bug must show (`"safety/linearizable"`). The other fields then only switch phases on
-    /// (`liveness`). Shrunk failures in `sim-scenarios/regressions/` carry it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `safety` or `liveness`) a planted bug must show (`"safety/linearizable"`). The other
+    /// fields then only switch phases on (`liveness`). Shrunk failures in
+    /// `sim-scenarios/regressions/` carry it.
     pub explorer: Option<String>,
     /// Bounds on what single keys were admitted, by the key as clients send it (at most 64
     /// keys): `{ "victim": { "allowed_at_least": 10, "allowed_at_most": 12 } }`.
-    #[serde(default)]
     pub keys: std::collections::BTreeMap<String, KeyExpect>,
 }
 
+/// The bounds on one figure.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Bounds {
+    /// At most this.
+    pub at_most: Option<u64>,
+    /// At least this.
+    pub at_least: Option<u64>,
+}
+
+impl Bounds {
+    /// What `value` of figure `name` breaks: these bounds, and `held_at_most` where no upper
+    /// bound is given.
+    pub fn broken_by(self, name: &str, value: u64, held_at_most: Option<u64>) -> Vec<String> {
+        let mut out = Vec::new();
+        if let Some(m) = self.at_most.or(held_at_most)
+            && value > m
+        {
+            out.push(format!("{name} = {value}, expected at most {m}"));
+        }
+        if let Some(m) = self.at_least
+            && value < m
+        {
+            out.push(format!("{name} = {value}, expected at least {m}"));
+        }
+        out
+    }
+}
+
+impl Expect {
+    /// The bounds on figure `name` (none when not given).
+    pub fn bound(&self, name: &str) -> Bounds {
+        self.bounds.get(name).copied().unwrap_or_default()
+    }
+
+    /// Sets a bound: `field` is `<figure>_at_most` or `<figure>_at_least`; `None` when no
+    /// checker reports that figure.
+    pub fn set(&mut self, field: &str, value: u64) -> Option<()> {
+        let (name, most) = split_bound(field)?;
+        let b = self.bounds.entry(name.to_owned()).or_default();
+        if most {
+            b.at_most = Some(value);
+        } else {
+            b.at_least = Some(value);
+        }
+        Some(())
+    }
+}
+
+/// `<figure>_at_most` or `<figure>_at_least`, for a figure a checker reports: the figure and
+/// whether the bound is from above.
+fn split_bound(field: &str) -> Option<(&str, bool)> {
+    let (name, most) = match field.strip_suffix("_at_most") {
+        Some(name) => (name, true),
+        None => (field.strip_suffix("_at_least")?, false),
+    };
+    crate::checkers::figure(name).map(|f| (f.name, most))
+}
+
+/// Every bound field `expect` takes, in the checkers' order.
+fn bound_fields() -> impl Iterator<Item = (String, &'static crate::checkers::Figure, bool)> {
+    crate::checkers::figures().flat_map(|f| {
+        [
+            (format!("{}_at_most", f.name), f, true),
+            (format!("{}_at_least", f.name), f, false),
+        ]
+    })
+}
+
+impl Serialize for Expect {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(None)?;
+        for (field, f, most) in bound_fields() {
+            let b = self.bound(f.name);
+            if let Some(v) = if most { b.at_most } else { b.at_least } {
+                m.serialize_entry(&field, &v)?;
+            }
+        }
+        m.serialize_entry("all_answered", &self.all_answered)?;
+        m.serialize_entry("liveness", &self.liveness)?;
+        if let Some(e) = &self.explorer {
+            m.serialize_entry("explorer", e)?;
+        }
+        m.serialize_entry("keys", &self.keys)?;
+        m.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for Expect {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Expect;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, "an object of bounds and switches")
+            }
+            fn visit_map<A: de::MapAccess<'de>>(self, mut map: A) -> Result<Expect, A::Error> {
+                let mut e = Expect::default();
+                while let Some(k) = map.next_key::<String>()? {
+                    match k.as_str() {
+                        "all_answered" => e.all_answered = map.next_value()?,
+                        "liveness" => e.liveness = map.next_value()?,
+                        "explorer" => e.explorer = map.next_value()?,
+                        "keys" => e.keys = map.next_value()?,
+                        field => {
+                            if split_bound(field).is_none() {
+                                let names: Vec<&str> =
+                                    crate::checkers::figures().map(|f| f.name).collect();
+                                return Err(de::Error::custom(format!(
+                                    "unknown field `{field}`: expected `all_answered`, `liveness`, `explorer`, `keys`, \
+                                     or `<figure>_at_most` / `<figure>_at_least` for a figure among {}",
+                                    names.join(", ")
+                                )));
+                            }
+                            let v: u64 = map.next_value()?;
+                            e.set(field, v);
+                        }
+                    }
+                }
+                Ok(e)
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+impl JsonSchema for Expect {
+    fn schema_name() -> Cow<'static, str> {
+        "Expect".into()
+    }
+    fn json_schema(g: &mut SchemaGenerator) -> Schema {
+        let mut props = serde_json::Map::new();
+        for (field, f, most) in bound_fields() {
+            let side = if most { "at most" } else { "at least" };
+            props.insert(
+                field,
+                serde_json::json!({
+                    "description": format!("{}: {side} this.", f.about),
+                    "type": "integer",
+                    "minimum": 0
+                }),
+            );
+        }
+        props.insert(
+            "all_answered".into(),
+            serde_json::json!({ "description": "Every request answered exactly once (default true).", "type": "boolean" }),
+        );
+        props.insert(
+            "liveness".into(),
+            serde_json::json!({ "description": "Hold the run to liveness after the last fault heals (default false).", "type": "boolean" }),
+        );
+        props.insert(
+            "explorer".into(),
+            serde_json::json!({ "description": "Judge by the explorer's checkers: \"pass\" or the signature \"class/checker\" a planted bug must show.", "type": "string" }),
+        );
+        let keys = g.subschema_for::<std::collections::BTreeMap<String, KeyExpect>>();
+        props.insert("keys".into(), keys.to_value());
+        json_schema!({
+            "description": "Bounds every seed's report must meet, on the checkers' figures, and switches.",
+            "type": "object",
+            "properties": props,
+            "additionalProperties": false
+        })
+    }
+}
+
 /// Bounds on one key's admissions.
-#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, JsonSchema)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct KeyExpect {
     /// Requests on this key admitted by a decision: at least.
@@ -627,51 +722,17 @@ pub struct KeyExpect {
     pub allowed_at_most: Option<u64>,
 }
 
-/// Most keys an `expect.keys` block may name.
-pub const MAX_EXPECTED_KEYS: usize = 64;
-
 fn yes() -> bool {
     true
 }
 
+/// Most keys an `expect.keys` block may name.
+pub const MAX_EXPECTED_KEYS: usize = 64;
+
 impl Default for Expect {
     fn default() -> Self {
         Expect {
-            max_excess_at_most: None,
-            max_excess_at_least: None,
-            total_excess_at_most: None,
-            total_excess_at_least: None,
-            max_in_window_at_most: None,
-            max_in_window_at_least: None,
-            allowed_at_most: None,
-            allowed_at_least: None,
-            denied_at_least: None,
-            denied_at_most: None,
-            errors_at_least: None,
-            errors_at_most: None,
-            fail_open_at_least: None,
-            fail_open_at_most: None,
-            rejected_at_least: None,
-            rejected_at_most: None,
-            bypassed_at_least: None,
-            bypassed_at_most: None,
-            full_at_least: None,
-            full_at_most: None,
-            edge_max_excess_at_most: None,
-            edge_max_excess_at_least: None,
-            edge_denied_at_least: None,
-            fail_open_latency_ms_at_most: None,
-            breaker_opened_at_least: None,
-            breaker_closed_at_least: None,
-            stale_writes_accepted_at_most: None,
-            stale_writes_accepted_at_least: None,
-            stale_writes_rejected_at_least: None,
-            store_calls_saved_at_least: None,
-            cached_at_least: None,
-            job_runs_at_least: None,
-            live_buckets_deleted_at_most: None,
-            live_buckets_deleted_at_least: None,
-            job_max_gap_ms_at_most: None,
+            bounds: std::collections::BTreeMap::new(),
             all_answered: true,
             liveness: false,
             explorer: None,

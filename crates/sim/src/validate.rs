@@ -1,5 +1,6 @@
 //! Rules that span fields, checked once after parsing.
 
+use crate::checkers::Needs;
 use crate::locate::PathSeg;
 use crate::scenario::*;
 use ratelab_store::{Key, Path as StorePath, TimeSource};
@@ -346,18 +347,23 @@ pub(crate) fn validate(
         ));
     }
     let e = &spec.expect;
-    if spec.gateway.edge.is_none()
-        && let Some((name, _)) = [
-            ("edge_max_excess_at_most", e.edge_max_excess_at_most),
-            ("edge_max_excess_at_least", e.edge_max_excess_at_least),
-            ("edge_denied_at_least", e.edge_denied_at_least),
-        ]
-        .iter()
-        .find(|(_, v)| v.is_some())
-    {
+    for (name, b) in &e.bounds {
+        let Some(f) = crate::checkers::figure(name) else {
+            continue;
+        };
+        let missing = match f.needs {
+            Needs::Edge if spec.gateway.edge.is_none() => "a `gateway.edge` limit",
+            Needs::Job if spec.cleanup_job.is_none() => "a `cleanup_job`",
+            _ => continue,
+        };
+        let side = if b.at_most.is_some() {
+            "at_most"
+        } else {
+            "at_least"
+        };
         return Err(located(
-            vec![key("expect"), key(name)],
-            "this bound needs a `gateway.edge` limit".into(),
+            vec![key("expect"), key(&format!("{name}_{side}"))],
+            format!("this bound needs {missing}"),
         ));
     }
     if e.keys.len() > MAX_EXPECTED_KEYS {
@@ -373,39 +379,6 @@ pub(crate) fn validate(
         Key::new(k)
             .map_err(|err| located(vec![key("expect"), key("keys"), key(k)], err.to_string()))?;
     }
-    let job_expects = [
-        (
-            "live_buckets_deleted_at_most",
-            e.live_buckets_deleted_at_most,
-        ),
-        (
-            "live_buckets_deleted_at_least",
-            e.live_buckets_deleted_at_least,
-        ),
-        (
-            "stale_writes_accepted_at_most",
-            e.stale_writes_accepted_at_most,
-        ),
-        (
-            "stale_writes_accepted_at_least",
-            e.stale_writes_accepted_at_least,
-        ),
-        (
-            "stale_writes_rejected_at_least",
-            e.stale_writes_rejected_at_least,
-        ),
-        ("job_runs_at_least", e.job_runs_at_least),
-        ("job_max_gap_ms_at_most", e.job_max_gap_ms_at_most),
-    ];
-    if spec.cleanup_job.is_none()
-        && let Some((name, _)) = job_expects.iter().find(|(_, v)| v.is_some())
-    {
-        return Err(located(
-            vec![key("expect"), key(name)],
-            "this bound needs a `cleanup_job`".into(),
-        ));
-    }
-
     if let Some(v) = &spec.expect.explorer {
         check_explorer_signature(v, located)?;
     }

@@ -1,0 +1,130 @@
+//! What a checker is: what it applies to, the figures it reports, and its verdict.
+
+use super::epochs::{Grouped, grouped};
+use super::failure::Failure;
+use crate::Report;
+use crate::scenario::{Expect, Scenario};
+use ratelab_check::history::History;
+use ratelab_core::Policy;
+use std::sync::OnceLock;
+
+/// One run, as the checkers see it: the scenario, the history, and the report's counts.
+#[derive(Debug)]
+pub struct Run<'a> {
+    /// The scenario.
+    pub sc: &'a Scenario,
+    /// The run's report.
+    pub report: &'a Report,
+    /// The run's history.
+    pub h: &'a History,
+    grouped: OnceLock<Grouped<'a>>,
+}
+
+impl<'a> Run<'a> {
+    /// A run to judge.
+    pub fn new(sc: &'a Scenario, report: &'a Report, h: &'a History) -> Run<'a> {
+        Run {
+            sc,
+            report,
+            h,
+            grouped: OnceLock::new(),
+        }
+    }
+
+    /// Admissions per epoch and key and, for a token bucket, the per-key operations per
+    /// epoch and key with how each epoch starts (computed once, for every checker).
+    pub(crate) fn grouped(&self) -> &Grouped<'a> {
+        self.grouped.get_or_init(|| {
+            let bucket = matches!(self.sc.policy(), Policy::TokenBucket(_));
+            grouped(self.sc, self.h, bucket)
+        })
+    }
+}
+
+/// What part of a scenario a figure needs; a bound on it is an error without that part.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Needs {
+    /// Any scenario.
+    Nothing,
+    /// A `gateway.edge` limit.
+    Edge,
+    /// A `cleanup_job`.
+    Job,
+}
+
+/// A figure a checker reports, which a scenario's `expect` can bound (`<name>_at_most`,
+/// `<name>_at_least`).
+#[derive(Debug)]
+pub struct Figure {
+    /// Its name.
+    pub name: &'static str,
+    /// What it counts, and what each bound means.
+    pub about: &'static str,
+    /// What part of the scenario it needs.
+    pub needs: Needs,
+    /// Its value on a run; `None` when the run does not measure it.
+    pub read: fn(&Run<'_>) -> Option<u64>,
+    /// The bound it is held to when the scenario gives none (a figure that must be 0 on
+    /// every run), given the scenario's bounds.
+    pub held_at_most: fn(&Expect) -> Option<u64>,
+}
+
+impl Figure {
+    /// A figure held only to the bounds a scenario gives.
+    pub const fn bounded(
+        name: &'static str,
+        about: &'static str,
+        needs: Needs,
+        read: fn(&Run<'_>) -> Option<u64>,
+    ) -> Figure {
+        Figure {
+            name,
+            about,
+            needs,
+            read,
+            held_at_most: |_| None,
+        }
+    }
+
+    /// A figure that must be 0 on every run unless the scenario bounds it.
+    pub const fn zero(
+        name: &'static str,
+        about: &'static str,
+        needs: Needs,
+        read: fn(&Run<'_>) -> Option<u64>,
+    ) -> Figure {
+        Figure {
+            name,
+            about,
+            needs,
+            read,
+            held_at_most: |_| Some(0),
+        }
+    }
+}
+
+/// What a checker found in one run.
+#[derive(Clone, Debug, Default)]
+pub struct Judged {
+    /// The failures.
+    pub failures: Vec<Failure>,
+    /// Keys (per epoch) on which the linearizability search ran out of budget: neither
+    /// passed nor failed.
+    pub unknown_keys: u64,
+}
+
+/// A checker: it says what it applies to, reports its figures, and judges a run against its
+/// own specification (recomputed from the history, never from the code under test).
+pub trait Checker: Sync {
+    /// Its name in failure signatures (`class/name`).
+    fn name(&self) -> &'static str;
+
+    /// The figures it reports.
+    fn figures(&self) -> &'static [Figure] {
+        &[]
+    }
+
+    /// Judges one run: failures go to `out` (what the explorer, `expect.explorer` and a
+    /// user's limiter are held to). Checks nothing where it does not apply.
+    fn judge(&self, _run: &Run<'_>, _out: &mut Judged) {}
+}

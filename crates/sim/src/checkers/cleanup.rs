@@ -1,0 +1,67 @@
+//! The idle-bucket cleanup job: no live bucket deleted, nothing deleted outside its plan, and
+//! the job's runs and liveness (recomputed from the job's scans, commits and the bucket
+//! writes by `ratelab_check::cleanup`).
+
+use super::checker::{Checker, Figure, Judged, Needs, Run};
+use super::failure::{Class, Failure};
+
+/// The cleanup job's checker.
+pub struct Cleanup;
+
+const FIGURES: &[Figure] = &[
+    Figure {
+        name: "live_buckets_deleted",
+        about: "buckets the cleanup job deleted although they were written after the scan that \
+                planned the deletion (held to 0 unless the scenario bounds it from below: the \
+                unfenced canary)",
+        needs: Needs::Job,
+        read: |r| r.report.job.as_ref().map(|j| j.live_deleted),
+        held_at_most: |e| {
+            e.bound("live_buckets_deleted")
+                .at_least
+                .is_none()
+                .then_some(0)
+        },
+    },
+    Figure::zero(
+        "buckets_deleted_outside_their_plan",
+        "buckets a commit deleted that its own scan had not planned",
+        Needs::Job,
+        |r| r.report.job.as_ref().map(|j| j.deleted_unplanned),
+    ),
+    Figure::bounded("job_runs", "accepted cleanup commits", Needs::Job, |r| {
+        r.report.job.as_ref().map(|j| j.runs)
+    }),
+    Figure::bounded(
+        "job_max_gap_ms",
+        "longest time without an accepted cleanup commit, from the first one to the end of the \
+         run, ms (rounded up): the job's liveness",
+        Needs::Job,
+        |r| r.report.job.as_ref().map(|j| j.max_gap_ms.ceil() as u64),
+    ),
+];
+
+impl Checker for Cleanup {
+    fn name(&self) -> &'static str {
+        "cleanup"
+    }
+
+    fn figures(&self) -> &'static [Figure] {
+        FIGURES
+    }
+
+    fn judge(&self, run: &Run<'_>, out: &mut Judged) {
+        if let Some(j) = &run.report.job
+            && (j.live_deleted > 0 || j.deleted_unplanned > 0)
+        {
+            out.failures.push(Failure::new(
+                Class::Safety,
+                "cleanup",
+                format!(
+                    "{} live buckets deleted (first {:?}), {} deleted unplanned",
+                    j.live_deleted, j.first_live_delete, j.deleted_unplanned
+                ),
+            ));
+        }
+    }
+}
