@@ -72,13 +72,54 @@ pub async fn file_set<S: Stores>(
     Ok(set)
 }
 
-/// A stable 32-bit fingerprint of a policy's algorithm and parameters (FNV-1a of its
-/// description): the same in every process and release that describes it the same way.
+/// A stable 32-bit fingerprint of a policy: [`fingerprint_text`] of its [`canonical`] text.
+///
+/// It covers the algorithm and its validated parameters, nothing else: not the limit's name,
+/// key, mode, cost or match (the callers put the name, or the domain and place, in the key
+/// prefix beside it), and not how the file spelled the parameters (key order,
+/// `refill_per_sec = 10` or `refill = 10` with `refill_period_ms = 1000`). Equal policies
+/// have equal fingerprints in every process and release; a changed parameter changes it
+/// (but for a 32-bit collision), and with it the key prefix, so the limit starts new buckets.
 pub(crate) fn fingerprint(policy: &Policy) -> u32 {
-    fingerprint_text(&format!("{policy:?}"))
+    fingerprint_text(&canonical(policy))
 }
 
-/// FNV-1a of `text`, folded to 32 bits: stable across processes and releases.
+/// The canonical text of a policy, the input of its [`fingerprint`]: the algorithm, then its
+/// parameters in a fixed order, as whole numbers (periods and windows in nanoseconds):
+///
+/// ```text
+/// TokenBucket(TokenBucket { capacity: 100, refill_amount: 10, refill_period: Nanos(1000000000) })
+/// FixedWindow(FixedWindow(WindowPolicy { limit: 60, window: Nanos(60000000000) }))
+/// SlidingWindow(SlidingWindow(WindowPolicy { limit: 60, window: Nanos(60000000000) }))
+/// ```
+///
+/// The text is frozen: it is what every release so far has hashed, so the key prefixes in a
+/// store outlive an upgrade (a new text would start every limit's buckets anew). It is
+/// written out here rather than taken from the types' `Debug` output, which may change.
+fn canonical(policy: &Policy) -> String {
+    match policy {
+        Policy::TokenBucket(b) => format!(
+            "TokenBucket(TokenBucket {{ capacity: {}, refill_amount: {}, refill_period: Nanos({}) }})",
+            b.capacity(),
+            b.refill_amount(),
+            b.refill_period().as_u64()
+        ),
+        Policy::FixedWindow(w) => format!(
+            "FixedWindow(FixedWindow(WindowPolicy {{ limit: {}, window: Nanos({}) }}))",
+            w.0.limit(),
+            w.0.window().as_u64()
+        ),
+        Policy::SlidingWindow(w) => format!(
+            "SlidingWindow(SlidingWindow(WindowPolicy {{ limit: {}, window: Nanos({}) }}))",
+            w.0.limit(),
+            w.0.window().as_u64()
+        ),
+    }
+}
+
+/// FNV-1a (64-bit: offset basis `0xcbf29ce484222325`, prime `0x100000001b3`) of `text`'s
+/// UTF-8 bytes, folded to 32 bits as the low half XOR the high half: a fixed, public
+/// algorithm, so a key prefix can be recomputed anywhere.
 pub(crate) fn fingerprint_text(text: &str) -> u32 {
     let h = text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
         (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
@@ -111,4 +152,99 @@ pub async fn gateway<S: Stores>(
         set,
         TokioEnv,
     )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::limits::parse;
+
+    const FILE: &str = r#"
+[[limit]]
+name = "per-ip"
+algorithm = "token-bucket"
+capacity = 100
+refill_per_sec = 10
+
+[[limit]]
+name = "writes"
+algorithm = "sliding-window"
+limit = 60
+window_ms = 60000
+key = "header:x-tenant"
+"#;
+
+    /// The same limits as [`FILE`], written another way: keys in another order, the refill
+    /// as an amount per period, another key and a mode (outside the fingerprint).
+    const REWRITTEN: &str = r#"
+[[limit]]
+refill_period_ms = 1000
+refill = 10
+capacity = 100
+algorithm = "token-bucket"
+name = "per-ip"
+
+[[limit]]
+mode = "shadow"
+key = "client-ip"
+window_ms = 60000
+limit = 60
+algorithm = "sliding-window"
+name = "writes"
+"#;
+
+    fn fingerprints(text: &str) -> Vec<u32> {
+        let limits = parse("limits.toml", text).unwrap();
+        limits.iter().map(|l| fingerprint(&l.policy)).collect()
+    }
+
+    #[test]
+    fn equal_limits_written_differently_have_equal_fingerprints() {
+        assert_eq!(fingerprints(FILE), fingerprints(REWRITTEN));
+    }
+
+    #[test]
+    fn a_changed_parameter_changes_the_fingerprint() {
+        let base = fingerprints(FILE);
+        for changed in [
+            FILE.replace("capacity = 100", "capacity = 101"),
+            FILE.replace("refill_per_sec = 10", "refill_per_sec = 11"),
+            FILE.replace("limit = 60", "limit = 61"),
+            FILE.replace("window_ms = 60000", "window_ms = 60001"),
+            FILE.replace("sliding-window", "fixed-window"),
+        ] {
+            assert_ne!(fingerprints(&changed), base, "{changed}");
+        }
+    }
+
+    #[test]
+    fn the_canonical_text_and_its_fingerprint_are_pinned() {
+        // These values name buckets in deployed stores: a change here starts them all anew.
+        for (policy, text, hex) in [
+            (
+                Policy::TokenBucket(TokenBucket::per_second(100, 10).unwrap()),
+                "TokenBucket(TokenBucket { capacity: 100, refill_amount: 10, refill_period: Nanos(1000000000) })",
+                "1b9e7cb5",
+            ),
+            (
+                Policy::FixedWindow(
+                    ratelab_core::FixedWindow::new(60, ratelab_core::Nanos(60_000_000_000))
+                        .unwrap(),
+                ),
+                "FixedWindow(FixedWindow(WindowPolicy { limit: 60, window: Nanos(60000000000) }))",
+                "7e1e0729",
+            ),
+            (
+                Policy::SlidingWindow(
+                    ratelab_core::SlidingWindow::new(60, ratelab_core::Nanos(60_000_000_000))
+                        .unwrap(),
+                ),
+                "SlidingWindow(SlidingWindow(WindowPolicy { limit: 60, window: Nanos(60000000000) }))",
+                "70810953",
+            ),
+        ] {
+            assert_eq!(canonical(&policy), text);
+            assert_eq!(format!("{:08x}", fingerprint(&policy)), hex);
+        }
+    }
 }

@@ -599,13 +599,13 @@ fn limit_name(
 
 /// envoyproxy/ratelimit's YAML file: one domain.
 pub fn parse_yaml(file: &str, text: &str) -> Result<Domain, String> {
-    let de = serde_yaml::Deserializer::from_str(text);
+    let de = serde_norway::Deserializer::from_str(text);
     let entry: DomainEntry = serde_path_to_error::deserialize(de).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner();
         let position = inner.location().map_or((1, 1), |l| (l.line(), l.column()));
         let path = if path.is_empty() { "." } else { &path };
-        // serde_yaml's message repeats the path and the position given here.
+        // The YAML error's message repeats the path and the position given here.
         let msg = inner.to_string();
         let msg = match msg.split_once(": ") {
             Some((at, rest)) if path.starts_with(at) => rest,

@@ -12,14 +12,22 @@ use ratelab_gateway::{Answer as GatewayAnswer, Forwarding, Request as GatewayReq
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Reads `name`'s `r` and `t` from a RateLimit field value (`"per-key";r=0;t=1, …`).
+/// Reads `name`'s `r` and `t` from a RateLimit field value (`"per-key";r=0;t=1, …`): the
+/// value parsed as a structured-field List (RFC 9651), the first item whose string or token
+/// is `name`, its `r` and `t` as non-negative integers. `None` if the value is not a List,
+/// no item has that name, or either parameter is missing or not such an integer.
 pub(crate) fn ratelimit_item(value: &str, name: &str) -> Option<(u64, u64)> {
-    let quoted = format!("\"{name}\"");
-    let item = value.split(", ").find(|i| i.starts_with(&quoted))?;
-    let param = |k: &str| {
-        item.split(';')
-            .find_map(|p| p.strip_prefix(k)?.strip_prefix('=')?.parse::<u64>().ok())
-    };
+    let list: sfv::List = sfv::Parser::new(value).parse().ok()?;
+    let item = list.iter().find_map(|entry| match entry {
+        sfv::ListEntry::Item(item) => {
+            let bare = &item.bare_item;
+            let named = bare.as_string().map(|s| s.as_str()) == Some(name)
+                || bare.as_token().map(|t| t.as_str()) == Some(name);
+            named.then_some(item)
+        }
+        sfv::ListEntry::InnerList(_) => None,
+    })?;
+    let param = |k: &str| u64::try_from(i64::from(item.params.get(k)?.as_integer()?)).ok();
     Some((param("r")?, param("t")?))
 }
 
@@ -215,6 +223,33 @@ pub(crate) async fn client_main<S: Script>(
             && let Some((0, t)) = header("ratelimit").and_then(|v| ratelimit_item(v, "per-key"))
         {
             not_before = not_before.max(now + t * 1_000_000_000);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ratelimit_item;
+
+    #[test]
+    fn the_named_items_remaining_and_reset_are_read() {
+        let v = r#""per-ip";r=90;t=1, "per-key";r=0;t=2"#;
+        assert_eq!(ratelimit_item(v, "per-key"), Some((0, 2)));
+        assert_eq!(ratelimit_item(v, "per-ip"), Some((90, 1)));
+        assert_eq!(ratelimit_item("per-key;t=3;r=1", "per-key"), Some((1, 3)));
+        assert_eq!(ratelimit_item(v, "per-k"), None);
+    }
+
+    #[test]
+    fn a_malformed_value_or_parameter_reads_as_absent() {
+        for v in [
+            r#""per-key";r=0"#,
+            r#""per-key";r=-1;t=2"#,
+            r#""per-key";r=0.5;t=2"#,
+            r#""per-key";r=0;t=2,,"#,
+            "",
+        ] {
+            assert_eq!(ratelimit_item(v, "per-key"), None, "{v}");
         }
     }
 }
