@@ -148,7 +148,8 @@ pub fn run_with<A: ratelab_core::Algorithm + Clone + Send + Sync + 'static>(
         edge: cluster::edge_bucket(scenario).map(Plugged::Edge),
     };
     let (mut report, history) = execute(&claimed, seed, options, plug);
-    let mut found = verdict::judge(&claimed, &report, &history).failures;
+    let exact = matches!(limiter.claim(), Claim::TokenBucket(_));
+    let mut found = verdict::judge_claimed(&claimed, &report, &history, exact).failures;
     if let Claim::AnyWindow(q) = limiter.claim() {
         found.extend(verdict::any_window(&claimed, &history, q.limit, q.window));
     }

@@ -20,6 +20,8 @@
 //! - `linearizable` (token bucket): the per-key answers are explained by a real-time order
 //!   under the token bucket's specification (`ratelab_check::linearizable`);
 //! - `answered-once`: every request answered exactly once;
+//! - `over-denial` (fixed window, atomic path, store clock): no denial while the key's window
+//!   had room for it;
 //! - `cleanup`: the cleanup job deleted no live bucket and nothing it had not planned;
 //! - `fencing` (a fenced job): no commit accepted from a leader another grant had
 //!   superseded, and one leader at a time, both recomputed from the lease records;
@@ -41,6 +43,12 @@ use std::collections::BTreeMap;
 /// The failures every checker ([`crate::checkers::CHECKERS`]) finds in one run.
 pub fn judge(sc: &Scenario, report: &Report, h: &History) -> Judged {
     checkers::judge(&Run::new(sc, report, h))
+}
+
+/// [`judge`] for a run of an algorithm that the scenario's policy only bounds unless `exact`
+/// (a user's limiter and its claim).
+pub fn judge_claimed(sc: &Scenario, report: &Report, h: &History, exact: bool) -> Judged {
+    checkers::judge(&Run::new(sc, report, h).exact(exact))
 }
 
 /// The exact window promise ([`crate::Claim::AnyWindow`]): per store epoch and key, at most

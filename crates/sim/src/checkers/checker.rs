@@ -17,18 +17,28 @@ pub struct Run<'a> {
     pub report: &'a Report,
     /// The run's history.
     pub h: &'a History,
+    /// Whether the run's algorithm is the scenario's policy itself (a builtin, or a user's
+    /// limiter that claims to be exactly it), so that a checker may hold every answer to that
+    /// policy, denials included; `false` when the policy is only a bound the limiter claims.
+    pub exact: bool,
     grouped: OnceLock<Grouped<'a>>,
 }
 
 impl<'a> Run<'a> {
-    /// A run to judge.
+    /// A run of the scenario's own policy to judge.
     pub fn new(sc: &'a Scenario, report: &'a Report, h: &'a History) -> Run<'a> {
         Run {
             sc,
             report,
             h,
+            exact: true,
             grouped: OnceLock::new(),
         }
+    }
+
+    /// The same run, of an algorithm the scenario's policy only bounds when `exact` is false.
+    pub fn exact(self, exact: bool) -> Run<'a> {
+        Run { exact, ..self }
     }
 
     /// Admissions per epoch and key and, for a token bucket, the per-key operations per

@@ -21,6 +21,7 @@ mod fencing;
 mod gateway;
 mod linearizable;
 mod liveness;
+mod over_denial;
 
 pub use checker::{Checker, Figure, Judged, Needs, Run};
 pub use failure::{Class, Failure};
@@ -36,6 +37,7 @@ pub static CHECKERS: &[&dyn Checker] = &[
     &cleanup::Cleanup,
     &fencing::Fencing,
     &liveness::Liveness,
+    &over_denial::OverDenial,
     &gateway::Gateways,
     &edge::Edge,
 ];

@@ -1,0 +1,123 @@
+//! Over-denial (fixed window, atomic path, the store's clock): a denial is wrong when the
+//! key's window still had room for it. Room is counted against the cost admitted in that
+//! window up to the denial: the admissions the clients were told of, and those whose answer
+//! was lost, at the time the simulated store recorded applying them (a request whose outcome
+//! the client never learned and that the store never admitted filled nothing). A crash or a
+//! failover only frees room, so the rule holds across them; the denial cache's answers are
+//! judged apart (`cached_unjustified`). A user's limiter that claims only a window bound is
+//! not held to it.
+
+use super::checker::{Checker, Figure, Judged, Needs, Run};
+use super::failure::{Class, Failure};
+use ratelab_check::linearizable::{Op, Seen};
+use ratelab_core::{Algorithm, Nanos, Policy};
+use ratelab_store::{Path, TimeSource};
+use std::collections::BTreeMap;
+
+/// The fixed window's over-denial checker.
+pub struct OverDenial;
+
+const FIGURES: &[Figure] = &[Figure::bounded(
+    "over_denied",
+    "requests a fixed window denied while their window had room for them (atomic path, store \
+     clock; not measured otherwise)",
+    Needs::Nothing,
+    |r| over_denied(r).map(|d| d.len() as u64),
+)];
+
+/// One wrong denial: the request, its key, when, and what its window had admitted by then.
+struct Wrong<'h> {
+    id: u64,
+    key: &'h str,
+    at: Nanos,
+    admitted: u64,
+}
+
+/// What happened on one key, by time.
+#[derive(Default)]
+struct KeyOps {
+    /// (decided at, denied?, cost, id): admissions sort before denials at one instant.
+    decided: Vec<(Nanos, bool, u64, u64)>,
+}
+
+/// The wrong denials of a run; `None` where the rule does not apply.
+fn over_denied<'h>(run: &Run<'h>) -> Option<Vec<Wrong<'h>>> {
+    let Policy::FixedWindow(w) = *run.sc.policy() else {
+        return None;
+    };
+    if !run.exact || run.sc.path() != Path::Atomic || run.sc.time_source() != TimeSource::Store {
+        return None;
+    }
+    let (limit, len) = (w.0.limit(), w.0.window().as_u64().max(1));
+    let mut keys: BTreeMap<&str, KeyOps> = BTreeMap::new();
+    for r in &run.h.requests {
+        let Some(op) = Op::per_key(r) else {
+            continue;
+        };
+        let k = keys.entry(r.key.as_str()).or_default();
+        match op.seen {
+            Seen::Allowed { at, .. } => k.decided.push((at, false, op.cost, r.id)),
+            Seen::Denied { at, .. } => k.decided.push((at, true, op.cost, r.id)),
+            Seen::Unknown => {
+                if let Some(applied) = r.written_at {
+                    k.decided.push((applied, false, op.cost, r.id));
+                }
+            }
+        }
+    }
+    let mut wrong = Vec::new();
+    for (key, mut k) in keys {
+        k.decided.sort_unstable();
+        let (mut window, mut admitted) = (u64::MAX, 0u64);
+        for &(at, denied, cost, id) in &k.decided {
+            if at.as_u64() / len != window {
+                (window, admitted) = (at.as_u64() / len, 0);
+            }
+            if !denied {
+                admitted = admitted.saturating_add(cost);
+                continue;
+            }
+            if admitted.saturating_add(cost) <= limit {
+                wrong.push(Wrong {
+                    id,
+                    key,
+                    at,
+                    admitted,
+                });
+            }
+        }
+    }
+    Some(wrong)
+}
+
+impl Checker for OverDenial {
+    fn name(&self) -> &'static str {
+        "over-denial"
+    }
+
+    fn figures(&self) -> &'static [Figure] {
+        FIGURES
+    }
+
+    fn judge(&self, run: &Run<'_>, out: &mut Judged) {
+        let Some(wrong) = over_denied(run) else {
+            return;
+        };
+        if let Some(w) = wrong.first() {
+            out.failures.push(Failure::new(
+                Class::Safety,
+                "over-denial",
+                format!(
+                    "key {:?}: request {} denied at {} with {} admitted in its window, of {} \
+                     ({} such denials)",
+                    w.key,
+                    w.id,
+                    w.at,
+                    w.admitted,
+                    run.sc.policy().quota().limit,
+                    wrong.len()
+                ),
+            ));
+        }
+    }
+}
