@@ -878,9 +878,9 @@ fn sweep_command(args: SweepArgs) -> ExitCode {
 }
 
 /// Resolves `--redis`: `auto` starts a private server (kept alive by the returned guard).
-fn redis_url(arg: &str) -> Result<(String, Option<real::PrivateRedis>), String> {
+fn redis_url(arg: &str) -> Result<(String, Option<ratelab_lab::local_redis::RedisServer>), String> {
     if arg == "auto" {
-        let server = real::PrivateRedis::start()?;
+        let server = ratelab_lab::local_redis::RedisServer::start()?;
         Ok((server.url(), Some(server)))
     } else {
         Ok((arg.to_owned(), None))
@@ -889,7 +889,7 @@ fn redis_url(arg: &str) -> Result<(String, Option<real::PrivateRedis>), String> 
 
 /// What a private store for the real ladder or the benchmark keeps alive.
 enum PrivateStore {
-    Server(#[allow(dead_code)] real::PrivateRedis),
+    Server(#[allow(dead_code)] ratelab_lab::local_redis::RedisServer),
     Cluster(#[allow(dead_code)] ratelab_lab::failover::LocalCluster),
 }
 
@@ -940,7 +940,7 @@ fn scale(senders: u32, seconds: u64, out: &std::path::Path, doc: &std::path::Pat
     }
     let keys = 10_000;
     let one = tokio_rt().block_on(async {
-        let server = real::PrivateRedis::start()?;
+        let server = ratelab_lab::local_redis::RedisServer::start()?;
         let bucket = ratelab_core::TokenBucket::per_second(1_000_000, 1_000_000)
             .map_err(|e| e.to_string())?;
         let options = RedisOptions {

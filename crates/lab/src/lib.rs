@@ -15,6 +15,8 @@
 //!   read-then-write client) driven from outside and judged by the checkers (`ratelab probe`);
 //! - [`failover`]: what a Redis Cluster failover costs a token bucket, on a real local
 //!   cluster (`ratelab failover`);
+//! - [`local_redis`]: a private `redis-server` or Redis Cluster on free loopback ports, for
+//!   the experiments that start their own store (and the tests, through `ratelab-testkit`);
 //! - [`soak`]: a long, bounded run of a real `ratelab-server` over many keys, sampled for
 //!   growth (`ratelab soak`);
 //! - [`timeline`]: one key's requests, the store's applies, the envelope and the faults as a
@@ -28,6 +30,7 @@
 pub mod explore;
 pub mod failover;
 pub mod fuzz;
+pub mod local_redis;
 pub mod matched;
 pub mod output;
 pub mod probe;
