@@ -9,6 +9,10 @@
 //! - [`output`]: the CSV, JSON and SVG files under `docs/results/`, and the marked figure
 //!   blocks of the write-up and the README (`<!-- BEGIN sweep:NAME -->`), with the check that
 //!   they are current;
+//! - [`commands`]: what the `ratelab` subcommands that run experiments do, from settings to
+//!   printed tables and written files;
+//! - [`real`]: the overshoot ladder on a real Redis, and the atomic path beside
+//!   `redis-benchmark`;
 //! - [`explore`]: swarm-generated scenarios judged by every checker (`ratelab explore`);
 //! - [`fuzz`]: mutation fuzzing of scenario files (`ratelab fuzz`);
 //! - [`probe`]: real limiters ratelab did not write (an HTTP endpoint, a Redis script, the
@@ -27,6 +31,7 @@
 //! against the committed results.
 #![warn(missing_docs)]
 
+pub mod commands;
 pub mod explore;
 pub mod failover;
 pub mod fuzz;
@@ -34,6 +39,7 @@ pub mod local_redis;
 pub mod matched;
 pub mod output;
 pub mod probe;
+pub mod real;
 pub mod soak;
 pub mod sweep;
 pub mod timeline;

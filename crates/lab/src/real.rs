@@ -1,9 +1,9 @@
 //! Real concurrency on a real `redis-server`: the overshoot ladder with tokio tasks over real
 //! connections, and the atomic path's speed beside `redis-benchmark` running the same script.
 
+use crate::matched::{CLOSE_US, RealPoint};
 use ratelab_check::envelope::{self, Admission, Envelope};
 use ratelab_core::{Algorithm, Nanos, TokenBucket};
-use ratelab_lab::matched::{CLOSE_US, RealPoint};
 use ratelab_sim::rng::SimRng;
 use ratelab_store::redis_store::{RedisOptions, RedisStore, SCRIPT};
 use ratelab_store::{
