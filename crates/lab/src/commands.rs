@@ -604,3 +604,91 @@ pub fn bench(gateways: u64, seconds: u64, rate: u64, runs: u32, print_scenario: 
     }
     ExitCode::SUCCESS
 }
+
+/// `ratelab run`'s per-seed lines.
+pub mod run_report {
+    use std::io::Write;
+
+    /// One seed's line of `ratelab run`'s table.
+    pub fn row(out: &mut impl Write, r: &ratelab_sim::Report) {
+        let _ = writeln!(
+            out,
+            "{:>8} {:>9} {:>8} {:>8} {:>7} {:>10} {:>12} {:>13}  {:<16}  {}",
+            r.seed,
+            r.requests,
+            r.allowed,
+            r.denied,
+            r.errors,
+            r.max_excess,
+            r.total_excess,
+            r.max_in_window,
+            r.trace_hash,
+            if r.passed { "pass" } else { "FAIL" }
+        );
+    }
+
+    /// The gateway's failure handling for one seed, when there was any.
+    pub fn gateway_line(out: &mut impl Write, r: &ratelab_sim::Report) {
+        let c = &r.gateway_counters;
+        if r.fail_open == 0 && r.bypassed == 0 && c.breaker_opened == 0 {
+            return;
+        }
+        let mut line = format!(
+            "{:>8}   fail-open {} {:?}",
+            "", r.fail_open, r.fail_open_by_reason
+        );
+        if let Some([p50, p99, max]) = r.fail_open_latency_ms {
+            line.push_str(&format!(
+                ", answer latency p50 {p50:.3} ms, p99 {p99:.3} ms, max {max:.3} ms"
+            ));
+        }
+        line.push_str(&format!(
+            "; bypassed {}; breaker opened {}, closed {}",
+            r.bypassed, c.breaker_opened, c.breaker_closed
+        ));
+        let _ = writeln!(out, "{line}");
+    }
+
+    /// The cleanup job's lease and fencing figures for one seed, when it ran.
+    pub fn job_line(out: &mut impl Write, r: &ratelab_sim::Report) {
+        let Some(j) = &r.job else { return };
+        let mut line = format!(
+            "{:>8}   cleanup job ({}): {} grants, {} runs, stale commits {} rejected / {} accepted, \
+             {} buckets deleted, longest gap {:.3} ms",
+            "",
+            if j.fencing { "fenced" } else { "NOT fenced" },
+            j.grants,
+            j.runs,
+            j.stale_rejected,
+            j.stale_accepted,
+            j.keys_removed,
+            j.max_gap_ms
+        );
+        if let Some(first) = &j.first_live_delete {
+            line.push_str(&format!(
+                "; {} live buckets deleted, the first: {first}",
+                j.live_deleted
+            ));
+        }
+        let _ = writeln!(out, "{line}");
+    }
+
+    /// One event of a history, a sent request with its client, key, gateway and cost.
+    pub fn describe(e: &ratelab_sim::history::Timed, h: &ratelab_sim::History) -> String {
+        use ratelab_sim::history::Event;
+        match &e.event {
+            Event::Sent { id } => {
+                let r = &h.requests[*id as usize];
+                format!(
+                    "{:>12.6} ms  sent      #{id} client {} key {:?} gateway {} cost {}",
+                    e.at.as_u64() as f64 / 1e6,
+                    r.client,
+                    r.key,
+                    r.gateway,
+                    r.cost
+                )
+            }
+            _ => e.to_string(),
+        }
+    }
+}
