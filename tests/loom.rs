@@ -26,10 +26,11 @@
 //!     cargo test --test loom naive_path_loses_updates_with_two_gateways -- --nocapture
 //! ```
 
-#[path = "support/docs.rs"]
-mod docs;
-#[path = "support/overlap.rs"]
-mod overlap;
+use ratelab_testkit::docs;
+mod support {
+    pub mod overlap;
+}
+use support::overlap;
 
 use ratelab_core::TokenBucket;
 use ratelab_sim::harness::loom::{Exploration, Options, explore};

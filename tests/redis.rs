@@ -9,11 +9,11 @@
 //! - the singleton job's lease and fencing scripts: growing tokens, holder-only renew and
 //!   release, and a stalled leader's stale commit refused.
 
-#[path = "support/redis_server.rs"]
-mod redis_server;
-
-#[path = "support/multi_conformance.rs"]
-mod multi_conformance;
+use ratelab_testkit::redis_server;
+mod support {
+    pub mod multi_conformance;
+}
+use support::multi_conformance;
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};

@@ -5,8 +5,7 @@
 //! order alone, exactly the requests the window-spike checker saw admitted during the spike —
 //! compared by request, not by count — while parsing only the lines in the range.
 
-#[path = "support/docs.rs"]
-mod docs;
+use ratelab_testkit::docs;
 
 use ratelab_check::envelope::admissions;
 use ratelab_check::history::Answer;

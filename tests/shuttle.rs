@@ -9,10 +9,11 @@
 //! `shuttle_replay` test binary captures one and replays it (it lives in its own binary
 //! because shuttle's failure persistence goes through a process-wide panic hook).
 
-#[path = "support/shuttle_model.rs"]
-mod model;
-#[path = "support/overlap.rs"]
-mod overlap;
+mod support {
+    pub mod overlap;
+    pub mod shuttle_model;
+}
+use support::{overlap, shuttle_model as model};
 
 use model::{Counter, expect_violation, take_last_token};
 use ratelab_store::Path;

@@ -6,10 +6,11 @@
 //! A saved schedule is tied to the exact code it came from, so what stays pinned as a
 //! regression is this *procedure* (seeded search, capture, replay), not a schedule string.
 
-#[path = "support/docs.rs"]
-mod docs;
-#[path = "support/shuttle_model.rs"]
-mod model;
+use ratelab_testkit::docs;
+mod support {
+    pub mod shuttle_model;
+}
+use support::shuttle_model as model;
 
 use model::{Counter, expect_violation, take_last_token};
 use ratelab_store::Path;

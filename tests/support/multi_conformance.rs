@@ -5,7 +5,7 @@
 //! slots and are decided slot by slot with a refund where a denial elsewhere undoes a spend,
 //! which must still answer exactly as the core does.
 //!
-//! Included by path from the test binaries that run it (`tests/redis.rs`,
+//! A module of the test binaries that run it (`tests/redis.rs`,
 //! `tests/redis_cluster.rs`).
 
 use proptest::prelude::*;

@@ -4,11 +4,11 @@
 
 mod explore;
 mod probe;
-mod real;
 mod soak;
 
 use clap::{Parser, Subcommand};
-use ratelab_sim::{Report, RunOptions, Scenario, replay_commands};
+use ratelab_lab::commands::run_report::{describe, gateway_line, job_line, row};
+use ratelab_sim::{RunOptions, Scenario, replay_commands};
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -202,8 +202,7 @@ enum LogCommand {
     },
 }
 
-const EXIT_FAILED: u8 = 1;
-const EXIT_BAD_INPUT: u8 = 2;
+use ratelab_lab::commands::{EXIT_BAD_INPUT, EXIT_FAILED};
 
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
@@ -254,7 +253,7 @@ fn main() -> ExitCode {
             out,
             doc,
             ..
-        } => scale(senders, seconds, &out, &doc),
+        } => ratelab_lab::commands::scale(senders, seconds, &out, &doc),
         Command::Failover { seconds, .. } if seconds < 6 => {
             eprintln!(
                 "error: invalid value '{seconds}' for '--seconds': a failover run needs 6 to 120 \
@@ -272,7 +271,7 @@ fn main() -> ExitCode {
             out,
             doc,
             ..
-        } => failover(
+        } => ratelab_lab::commands::failover(
             ratelab_lab::failover::FailoverConfig {
                 senders,
                 seconds: seconds as f64,
@@ -292,7 +291,7 @@ fn main() -> ExitCode {
             clients,
             seconds,
             ..
-        } => redis_bench(&url, clients, seconds),
+        } => ratelab_lab::commands::redis_bench(&url, clients, seconds),
         Command::Bench {
             gateways,
             seconds,
@@ -300,7 +299,7 @@ fn main() -> ExitCode {
             runs,
             print_scenario,
             ..
-        } => bench(gateways, seconds, rate, runs, print_scenario),
+        } => ratelab_lab::commands::bench(gateways, seconds, rate, runs, print_scenario),
         Command::Sweep(args) => sweep_command(*args),
         Command::Serve(args) => ratelab_server::serve_command(*args),
         Command::Probe { command } => probe::probe_command(command),
@@ -542,7 +541,8 @@ fn run(
             return;
         }
         let mut report = report;
-        let (verdict, named) = explore::explorer_verdict(&sc, &mut report, &history);
+        let (verdict, named) =
+            ratelab_lab::explore::report::explorer_verdict(&sc, &mut report, &history);
         let s = report.seed;
         if let Some(dir) = request_logs {
             let dir = dir.join(format!("seed-{s}"));
@@ -640,129 +640,6 @@ fn run(
         }
     }
     ExitCode::from(EXIT_FAILED)
-}
-
-fn sweep(
-    cfg: &ratelab_lab::sweep::SweepConfig,
-    threads: usize,
-    scenarios_only: bool,
-    out: &std::path::Path,
-    writeup: &std::path::Path,
-    readme: &std::path::Path,
-) -> ExitCode {
-    use ratelab_lab::{output, sweep};
-    for doc in [writeup, readme] {
-        if let Err(e) = std::fs::read_to_string(doc) {
-            eprintln!(
-                "error: {}: {e} (run from the repository root, or pass --writeup/--readme)",
-                doc.display()
-            );
-            return ExitCode::from(EXIT_BAD_INPUT);
-        }
-    }
-    let total = 2 * cfg.concurrency.len() * cfg.latencies_us.len() * cfg.seeds.len();
-    let bar = indicatif::ProgressBar::new(total as u64);
-    bar.set_style(
-        indicatif::ProgressStyle::with_template(
-            "{elapsed_precise} [{bar:40}] {pos}/{len} runs ({eta} left)",
-        )
-        .expect("valid template")
-        .progress_chars("=> "),
-    );
-    let started = std::time::Instant::now();
-    let results = if scenarios_only {
-        match committed_sweep(out) {
-            Ok(s) => s,
-            Err(e) => {
-                eprintln!("error: {e}");
-                return ExitCode::from(EXIT_BAD_INPUT);
-            }
-        }
-    } else {
-        sweep::run(cfg, threads, &|done, _| bar.set_position(done as u64))
-    };
-    bar.finish_and_clear();
-    let runs = sweep::compare_algorithms();
-    let mut gateway = Vec::new();
-    for file in output::cited_scenarios() {
-        match Scenario::load(std::path::Path::new(file)) {
-            Ok(sc) => gateway.push(ratelab_sim::run(&sc, 1, RunOptions::default()).0),
-            Err(e) => {
-                eprintln!("error: {e}");
-                return ExitCode::from(EXIT_BAD_INPUT);
-            }
-        }
-    }
-    let written = match output::write_all(&results, &runs, &gateway, out, writeup, readme) {
-        Ok(w) => w,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(EXIT_BAD_INPUT);
-        }
-    };
-    println!(
-        "{} runs in {:.1} s ({} simulated requests)\n",
-        results.points.len(),
-        started.elapsed().as_secs_f64(),
-        results.points.iter().map(|p| p.offered).sum::<u64>()
-    );
-    for &l in &cfg.latencies_us {
-        let mut t = comfy_table::Table::new();
-        t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
-        t.set_header(vec![
-            "concurrent",
-            "offered",
-            "envelope",
-            "naive admitted",
-            "naive excess (min–max)",
-            "excess %",
-            "model",
-            "atomic admitted",
-            "atomic excess max",
-        ]);
-        for &c in &cfg.concurrency {
-            let find = |p: &str| {
-                results
-                    .summary
-                    .iter()
-                    .find(|r| r.path == p && r.concurrency == c && r.latency_us == l)
-            };
-            let (Some(n), Some(a)) = (find("naive"), find("atomic")) else {
-                continue;
-            };
-            t.add_row(vec![
-                c.to_string(),
-                format!("{:.0}", n.offered),
-                format!("{:.0}", n.envelope),
-                format!("{:.0}", n.admitted),
-                format!("{:.1} ({}–{})", n.excess_mean, n.excess_min, n.excess_max),
-                format!("{:.0}%", n.excess_pct),
-                format!("{:.1}", n.predicted),
-                format!("{:.0}", a.admitted),
-                a.excess_max.to_string(),
-            ]);
-        }
-        println!(
-            "store round trip {} ms (one-way latency {l} µs):\n{t}\n",
-            ratelab_lab::sweep::rtt_ms(l)
-        );
-    }
-    let mut t = comfy_table::Table::new();
-    t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
-    t.set_header(vec!["algorithm", "admitted of 200", "most in any window"]);
-    for r in &runs {
-        t.add_row(vec![
-            r.algorithm.clone(),
-            r.admitted.to_string(),
-            r.max_in_window.to_string(),
-        ]);
-    }
-    println!("boundary burst, 100 before and 100 after a reset, limit 100 per 1000 ms:\n{t}\n");
-    println!("wrote:");
-    for w in written {
-        println!("  {w}");
-    }
-    ExitCode::SUCCESS
 }
 
 /// `ratelab sweep`'s flags.
@@ -863,556 +740,18 @@ fn sweep_command(args: SweepArgs) -> ExitCode {
         ..Default::default()
     };
     if resimulate_redis {
-        return resimulate_real(&cfg, threads, &out, &writeup, &cluster_doc);
+        return ratelab_lab::commands::resimulate_real(&cfg, threads, &out, &writeup, &cluster_doc);
     }
     match redis {
         Some(url) => {
-            let docs = RealDocs {
+            let docs = ratelab_lab::commands::RealDocs {
                 writeup: &writeup,
                 cluster_doc: &cluster_doc,
             };
-            real_sweep(&cfg, &url, redis_runs, threads, &out, docs)
+            ratelab_lab::commands::real_sweep(&cfg, &url, redis_runs, threads, &out, docs)
         }
-        None => sweep(&cfg, threads, scenarios_only, &out, &writeup, &readme),
-    }
-}
-
-/// Resolves `--redis`: `auto` starts a private server (kept alive by the returned guard).
-fn redis_url(arg: &str) -> Result<(String, Option<real::PrivateRedis>), String> {
-    if arg == "auto" {
-        let server = real::PrivateRedis::start()?;
-        Ok((server.url(), Some(server)))
-    } else {
-        Ok((arg.to_owned(), None))
-    }
-}
-
-/// What a private store for the real ladder or the benchmark keeps alive.
-enum PrivateStore {
-    Server(#[allow(dead_code)] real::PrivateRedis),
-    Cluster(#[allow(dead_code)] ratelab_lab::failover::LocalCluster),
-}
-
-/// Whether the ladder's `--redis` names a cluster (`auto-cluster` or a `redis+cluster://` URL).
-fn ladder_kind(arg: &str) -> ratelab_lab::matched::RealStore {
-    use ratelab_lab::matched::RealStore;
-    if arg == "auto-cluster" || ratelab_store::redis_conn::cluster_seeds(arg).is_some() {
-        RealStore::Cluster
-    } else {
-        RealStore::Server
-    }
-}
-
-/// Resolves a `--redis` of the ladder or the benchmark: [`redis_url`], or `auto-cluster` for
-/// a private local cluster (kept alive by the returned guard).
-fn redis_store_arg(arg: &str) -> Result<(String, Option<PrivateStore>), String> {
-    if arg == "auto-cluster" {
-        let cluster = ratelab_lab::failover::LocalCluster::start()?;
-        return Ok((cluster.url(), Some(PrivateStore::Cluster(cluster))));
-    }
-    let (url, server) = redis_url(arg)?;
-    Ok((url, server.map(PrivateStore::Server)))
-}
-
-/// The docs a real ladder rewrites: the write-up for one server, the cluster doc for a
-/// cluster.
-#[derive(Clone, Copy)]
-struct RealDocs<'a> {
-    writeup: &'a std::path::Path,
-    cluster_doc: &'a std::path::Path,
-}
-
-impl RealDocs<'_> {
-    fn for_store(&self, store: ratelab_lab::matched::RealStore) -> &std::path::Path {
-        match store {
-            ratelab_lab::matched::RealStore::Server => self.writeup,
-            ratelab_lab::matched::RealStore::Cluster => self.cluster_doc,
+        None => {
+            ratelab_lab::commands::sweep(&cfg, threads, scenarios_only, &out, &writeup, &readme)
         }
-    }
-}
-
-/// `ratelab failover --scale`: decisions per second on one server and on three primaries.
-fn scale(senders: u32, seconds: u64, out: &std::path::Path, doc: &std::path::Path) -> ExitCode {
-    use ratelab_store::redis_store::{RedisOptions, RedisStore};
-    if let Err(e) = check_block(doc, "cluster-scale") {
-        eprintln!("error: {e}");
-        return ExitCode::from(EXIT_BAD_INPUT);
-    }
-    let keys = 10_000;
-    let one = tokio_rt().block_on(async {
-        let server = real::PrivateRedis::start()?;
-        let bucket = ratelab_core::TokenBucket::per_second(1_000_000, 1_000_000)
-            .map_err(|e| e.to_string())?;
-        let options = RedisOptions {
-            prefix: "scale:".into(),
-            timeout: std::time::Duration::from_millis(500),
-        };
-        let store = RedisStore::connect(&server.url(), bucket, options)
-            .await
-            .map_err(|e| e.to_string())?;
-        Ok::<f64, String>(
-            ratelab_lab::failover::throughput(&store, senders, seconds as f64, keys).await,
-        )
-    });
-    let three = tokio_rt().block_on(ratelab_lab::failover::cluster_throughput(
-        senders,
-        seconds as f64,
-        keys,
-    ));
-    let (one_server, three_primaries) = match (one, three) {
-        (Ok(one), Ok(three)) => (one, three),
-        (Err(e), _) | (_, Err(e)) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(EXIT_BAD_INPUT);
-        }
-    };
-    let results = ratelab_lab::failover::ScaleResults {
-        senders,
-        seconds,
-        keys,
-        cores: std::thread::available_parallelism().map_or(0, |n| n.get()),
-        one_server,
-        three_primaries,
-    };
-    let table = ratelab_lab::failover::scale_table(&results);
-    println!("{table}");
-    write_results(&results, out, "cluster-scale", doc, &table)
-}
-
-/// Checks, before a measurement, that its results will have a place: `doc` has a
-/// `figures:NAME` block.
-fn check_block(doc: &std::path::Path, name: &str) -> Result<(), String> {
-    let text = std::fs::read_to_string(doc).map_err(|e| format!("{}: {e}", doc.display()))?;
-    ratelab_lab::output::replace_block(&text, &format!("figures:{name}"), "")
-        .map(|_| ())
-        .map_err(|e| format!("{}: {e}", doc.display()))
-}
-
-/// Writes `results` to `OUT/NAME.json` and `table` into `doc`'s `figures:NAME` block.
-fn write_results<T: serde::Serialize>(
-    results: &T,
-    out: &std::path::Path,
-    name: &str,
-    doc: &std::path::Path,
-    table: &str,
-) -> ExitCode {
-    let json = out.join(format!("{name}.json"));
-    let written = std::fs::create_dir_all(out)
-        .and_then(|()| {
-            std::fs::write(
-                &json,
-                serde_json::to_string_pretty(results).expect("results serialize") + "\n",
-            )
-        })
-        .map_err(|e| format!("{}: {e}", json.display()))
-        .and_then(|()| std::fs::read_to_string(doc).map_err(|e| format!("{}: {e}", doc.display())))
-        .and_then(|text| {
-            ratelab_lab::output::replace_block(&text, &format!("figures:{name}"), table)
-                .map_err(|e| format!("{}: {e}", doc.display()))
-        })
-        .and_then(|text| std::fs::write(doc, text).map_err(|e| format!("{}: {e}", doc.display())));
-    match written {
-        Ok(()) => {
-            eprintln!("wrote {} and {}", json.display(), doc.display());
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::from(EXIT_BAD_INPUT)
-        }
-    }
-}
-
-/// `ratelab failover`: the same failover without and with WAIT, side by side.
-fn failover(
-    cfg: ratelab_lab::failover::FailoverConfig,
-    wait: std::time::Duration,
-    json: bool,
-    (out, doc): (&std::path::Path, &std::path::Path),
-) -> ExitCode {
-    if let Err(e) = check_block(doc, "failover-real") {
-        eprintln!("error: {e}");
-        return ExitCode::from(EXIT_BAD_INPUT);
-    }
-    let mut runs = Vec::new();
-    for w in [None, Some(wait)] {
-        let cfg = ratelab_lab::failover::FailoverConfig {
-            wait: w,
-            ..cfg.clone()
-        };
-        eprintln!(
-            "failover{}: {} senders, {} s, kill at {} s …",
-            if w.is_some() { " with WAIT" } else { "" },
-            cfg.senders,
-            cfg.seconds,
-            cfg.kill_at
-        );
-        match tokio_rt().block_on(ratelab_lab::failover::run(&cfg)) {
-            Ok(r) => runs.push(r),
-            Err(e) => {
-                eprintln!("error: {e}");
-                return ExitCode::from(EXIT_BAD_INPUT);
-            }
-        }
-    }
-    let results = ratelab_lab::failover::FailoverResults {
-        config: ratelab_lab::failover::FailoverConfig {
-            wait: Some(wait),
-            ..cfg
-        },
-        cores: std::thread::available_parallelism().map_or(0, |n| n.get()),
-        runs,
-    };
-    let table = ratelab_lab::failover::failover_table(&results);
-    if json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&results).expect("results serialize")
-        );
-    } else {
-        println!("{table}");
-    }
-    write_results(&results, out, "failover-real", doc, &table)
-}
-
-fn tokio_rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("a tokio runtime starts")
-}
-
-/// The ladder committed in `out/overshoot.json`.
-fn committed_sweep(out: &std::path::Path) -> Result<ratelab_lab::sweep::Sweep, String> {
-    let path = out.join("overshoot.json");
-    std::fs::read_to_string(&path)
-        .map_err(|e| e.to_string())
-        .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
-        .map_err(|e| format!("{}: {e} (run the full sweep first)", path.display()))
-}
-
-fn real_sweep(
-    cfg: &ratelab_lab::sweep::SweepConfig,
-    url: &str,
-    runs: u32,
-    threads: usize,
-    out: &std::path::Path,
-    docs: RealDocs<'_>,
-) -> ExitCode {
-    let fail = |e: String| {
-        eprintln!("error: {e}");
-        ExitCode::from(EXIT_BAD_INPUT)
-    };
-    let kind = ladder_kind(url);
-    let doc = docs.for_store(kind);
-    if let Err(e) = std::fs::read_to_string(doc) {
-        return fail(format!("{}: {e}", doc.display()));
-    }
-    let (url, _store) = match redis_store_arg(url) {
-        Ok(u) => u,
-        Err(e) => return fail(e),
-    };
-    let rcfg = real::RealConfig {
-        concurrency: cfg.concurrency.clone(),
-        seconds: cfg.duration_ms / 1000,
-        rate_per_client: cfg.rate_per_client,
-        capacity: cfg.capacity,
-        refill_per_sec: cfg.refill_per_sec,
-        runs,
-    };
-    let total = rcfg.concurrency.len() * 2 * runs as usize;
-    let bar = indicatif::ProgressBar::new(total as u64);
-    let started = std::time::Instant::now();
-    let points = match tokio_rt().block_on(real::ladder(&url, &rcfg, &|d, _| {
-        bar.set_position(d as u64)
-    })) {
-        Ok(p) => p,
-        Err(e) => return fail(e),
-    };
-    bar.finish_and_clear();
-    println!(
-        "{} real runs in {:.1} s on {url}",
-        points.len(),
-        started.elapsed().as_secs_f64()
-    );
-    write_matched(kind, points, cfg, threads, out, docs.for_store(kind))
-}
-
-/// `sweep --resimulate-redis`: the committed real runs, simulated again: one server's, and a
-/// cluster's when it was measured.
-fn resimulate_real(
-    cfg: &ratelab_lab::sweep::SweepConfig,
-    threads: usize,
-    out: &std::path::Path,
-    writeup: &std::path::Path,
-    cluster_doc: &std::path::Path,
-) -> ExitCode {
-    use ratelab_lab::matched::{RealLadder, RealStore};
-    let docs = RealDocs {
-        writeup,
-        cluster_doc,
-    };
-    for (kind, measure) in [
-        (RealStore::Server, "auto"),
-        (RealStore::Cluster, "auto-cluster"),
-    ] {
-        let path = out.join(format!("{}.json", kind.results_stem()));
-        if kind == RealStore::Cluster && !path.exists() {
-            continue;
-        }
-        let committed = std::fs::read_to_string(&path)
-            .map_err(|e| e.to_string())
-            .and_then(|t| serde_json::from_str::<RealLadder>(&t).map_err(|e| e.to_string()));
-        let code = match committed {
-            Ok(l) => write_matched(kind, l.real, cfg, threads, out, docs.for_store(kind)),
-            Err(e) => {
-                eprintln!(
-                    "error: {}: {e} (run `ratelab sweep --redis {measure}` to measure it)",
-                    path.display()
-                );
-                ExitCode::from(EXIT_BAD_INPUT)
-            }
-        };
-        if code != ExitCode::SUCCESS {
-            return code;
-        }
-    }
-    ExitCode::SUCCESS
-}
-
-/// Simulates the ladder at `points`' round trips, prints the comparison and writes it.
-fn write_matched(
-    kind: ratelab_lab::matched::RealStore,
-    points: Vec<ratelab_lab::matched::RealPoint>,
-    cfg: &ratelab_lab::sweep::SweepConfig,
-    threads: usize,
-    out: &std::path::Path,
-    writeup: &std::path::Path,
-) -> ExitCode {
-    let fail = |e: String| {
-        eprintln!("error: {e}");
-        ExitCode::from(EXIT_BAD_INPUT)
-    };
-    let ladder = match ratelab_lab::matched::simulate(kind, points, cfg, &cfg.seeds, threads) {
-        Ok(l) => l,
-        Err(e) => return fail(e),
-    };
-    println!(
-        "{} simulated runs at the measured round trips\n",
-        ladder.sim.len()
-    );
-    println!("{}", ratelab_lab::matched::real_table(&ladder));
-    match ratelab_lab::output::write_real(&ladder, out, writeup) {
-        Ok(w) => {
-            println!("wrote:");
-            for f in w {
-                println!("  {f}");
-            }
-            ExitCode::SUCCESS
-        }
-        Err(e) => fail(e),
-    }
-}
-
-fn redis_bench(url: &str, clients: u64, seconds: u64) -> ExitCode {
-    let fail = |e: String| {
-        eprintln!("error: {e}");
-        ExitCode::from(EXIT_BAD_INPUT)
-    };
-    if seconds > 60 {
-        return fail(format!(
-            "--seconds {seconds}: the Redis benchmark takes 1 to 60 s per measurement"
-        ));
-    }
-    let clients = clients as usize;
-    let (url, store) = match redis_store_arg(url) {
-        Ok(u) => u,
-        Err(e) => return fail(e),
-    };
-    // One server's port, or a cluster's first seed's (where redis-benchmark starts).
-    let first = ratelab_store::redis_conn::cluster_seeds(&url)
-        .and_then(|s| s.into_iter().next())
-        .unwrap_or_else(|| url.clone());
-    let Some(port) = first
-        .trim_end_matches('/')
-        .rsplit(':')
-        .next()
-        .and_then(|p| p.parse().ok())
-    else {
-        return fail(format!("cannot find the port in {url}"));
-    };
-    let result = tokio_rt().block_on(async {
-        let target = real::BenchTarget::of(&url, port).await?;
-        real::bench(&target, clients, seconds as f64).await
-    });
-    drop(store);
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => fail(e),
-    }
-}
-
-fn bench(gateways: u64, seconds: u64, rate: u64, runs: u32, print_scenario: bool) -> ExitCode {
-    let clients = gateways;
-    let per_client = rate.div_ceil(clients).max(1);
-    let built = Scenario::builder("simulator benchmark")
-        .file("<bench>")
-        .duration_ms(seconds.saturating_mul(1000))
-        .gateways(gateways)
-        .token_bucket(100, 50)
-        .atomic()
-        .client(
-            ratelab_sim::scenario::Client::keys("user", 1000)
-                .count(clients)
-                .poisson(per_client),
-        )
-        .build();
-    let sc = match built {
-        Ok(sc) => sc,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(EXIT_BAD_INPUT);
-        }
-    };
-    if print_scenario {
-        match serde_json::to_string_pretty(sc.spec()) {
-            Ok(text) => println!("{text}"),
-            Err(e) => {
-                eprintln!("error: {e}");
-                return ExitCode::from(EXIT_BAD_INPUT);
-            }
-        }
-        return ExitCode::SUCCESS;
-    }
-    println!(
-        "atomic path, {gateways} gateways, {clients} clients, {} requests/s offered over 1000 keys, {seconds} simulated s{}",
-        per_client * clients,
-        if cfg!(debug_assertions) {
-            " (debug build: use --release)"
-        } else {
-            ""
-        }
-    );
-    println!(
-        "{:>4} {:>10} {:>10} {:>16} {:>18}",
-        "run", "requests", "wall_s", "sim_requests/s", "sim_s per wall_s"
-    );
-    let mut best = 0.0f64;
-    for i in 1..=runs.max(1) {
-        let (r, _) = ratelab_sim::run(&sc, 1, RunOptions::default());
-        let wall_s = r.wall_ms / 1e3;
-        let per_sec = r.requests as f64 / wall_s;
-        best = best.max(per_sec);
-        println!(
-            "{i:>4} {:>10} {:>10.3} {:>16.0} {:>18.1}",
-            r.requests,
-            wall_s,
-            per_sec,
-            r.sim_ns as f64 / 1e9 / wall_s
-        );
-    }
-    println!("best: {best:.0} simulated requests per wall-clock second");
-    // The floors, on the same load, in the same run.
-    let rate_per_client = per_client;
-    let madsim = (0..runs.max(1))
-        .map(|_| {
-            ratelab_sim::floor::madsim_round_trips(clients as u32, rate_per_client, seconds, 1)
-        })
-        .max_by(|a, b| a.per_sec().total_cmp(&b.per_sec()));
-    let bare = (0..runs.max(1))
-        .map(|_| ratelab_sim::floor::event_loop(clients as u32, rate_per_client, seconds, 1000, 1))
-        .max_by(|a, b| a.per_sec().total_cmp(&b.per_sec()));
-    if let (Some(m), Some(e)) = (madsim, bare) {
-        println!(
-            "floor, madsim alone (one task and one endpoint round trip per request): {:.0} requests/s (best of {runs}); the cluster runs at {:.2}x it",
-            m.per_sec(),
-            best / m.per_sec()
-        );
-        println!(
-            "floor, no runtime (one GCRA decision per request from a binary heap): {:.0} ns per request (best of {runs})",
-            e.wall.as_nanos() as f64 / e.requests.max(1) as f64
-        );
-    }
-    ExitCode::SUCCESS
-}
-
-fn row(out: &mut impl Write, r: &Report) {
-    let _ = writeln!(
-        out,
-        "{:>8} {:>9} {:>8} {:>8} {:>7} {:>10} {:>12} {:>13}  {:<16}  {}",
-        r.seed,
-        r.requests,
-        r.allowed,
-        r.denied,
-        r.errors,
-        r.max_excess,
-        r.total_excess,
-        r.max_in_window,
-        r.trace_hash,
-        if r.passed { "pass" } else { "FAIL" }
-    );
-}
-
-/// The gateway's failure handling for one seed, when there was any.
-fn gateway_line(out: &mut impl Write, r: &Report) {
-    let c = &r.gateway_counters;
-    if r.fail_open == 0 && r.bypassed == 0 && c.breaker_opened == 0 {
-        return;
-    }
-    let mut line = format!(
-        "{:>8}   fail-open {} {:?}",
-        "", r.fail_open, r.fail_open_by_reason
-    );
-    if let Some([p50, p99, max]) = r.fail_open_latency_ms {
-        line.push_str(&format!(
-            ", answer latency p50 {p50:.3} ms, p99 {p99:.3} ms, max {max:.3} ms"
-        ));
-    }
-    line.push_str(&format!(
-        "; bypassed {}; breaker opened {}, closed {}",
-        r.bypassed, c.breaker_opened, c.breaker_closed
-    ));
-    let _ = writeln!(out, "{line}");
-}
-
-/// The cleanup job's lease and fencing figures for one seed, when it ran.
-fn job_line(out: &mut impl Write, r: &Report) {
-    let Some(j) = &r.job else { return };
-    let mut line = format!(
-        "{:>8}   cleanup job ({}): {} grants, {} runs, stale commits {} rejected / {} accepted, \
-         {} buckets deleted, longest gap {:.3} ms",
-        "",
-        if j.fencing { "fenced" } else { "NOT fenced" },
-        j.grants,
-        j.runs,
-        j.stale_rejected,
-        j.stale_accepted,
-        j.keys_removed,
-        j.max_gap_ms
-    );
-    if let Some(first) = &j.first_live_delete {
-        line.push_str(&format!(
-            "; {} live buckets deleted, the first: {first}",
-            j.live_deleted
-        ));
-    }
-    let _ = writeln!(out, "{line}");
-}
-
-fn describe(e: &ratelab_sim::history::Timed, h: &ratelab_sim::History) -> String {
-    use ratelab_sim::history::Event;
-    match &e.event {
-        Event::Sent { id } => {
-            let r = &h.requests[*id as usize];
-            format!(
-                "{:>12.6} ms  sent      #{id} client {} key {:?} gateway {} cost {}",
-                e.at.as_u64() as f64 / 1e6,
-                r.client,
-                r.key,
-                r.gateway,
-                r.cost
-            )
-        }
-        _ => e.to_string(),
     }
 }

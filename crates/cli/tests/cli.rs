@@ -1,9 +1,6 @@
 //! The `ratelab` binary as a user meets it: exit codes, located errors, JSON output, replay.
 
-#[path = "../../../tests/support/docs.rs"]
-mod docs;
-#[path = "../../../tests/support/redis_cluster.rs"]
-mod redis_cluster;
+use ratelab_testkit::{docs, redis_cluster};
 
 use std::path::PathBuf;
 use std::process::{Command, Output};

@@ -9,14 +9,7 @@
 //! Without `redis-server` or `nginx` installed the tests that need them say so loudly and
 //! skip, unless `RATELAB_REQUIRE_REDIS=1` / `RATELAB_REQUIRE_NGINX=1` (as in CI).
 
-#[path = "../../../tests/support/redis_server.rs"]
-mod redis_server;
-
-#[path = "../../../tests/support/redis_cluster.rs"]
-mod redis_cluster;
-
-#[path = "../../../tests/support/nginx.rs"]
-mod nginx;
+use ratelab_testkit::{nginx, redis_cluster, redis_server};
 
 use redis_server::{RedisServer, free_port};
 use serde_json::Value;

@@ -1,8 +1,7 @@
 //! The guard's false-positive rate, measured on keys that were never inserted, is within 10%
 //! of the target it was sized for, at several sizes.
 
-#[path = "../../../tests/support/docs.rs"]
-mod docs;
+use ratelab_testkit::docs;
 
 use ratelab_gateway::bloom::KeyGuard;
 

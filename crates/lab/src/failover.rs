@@ -36,16 +36,12 @@
 //! covered nothing (a connection replaced between the script and the `WAIT`), which no
 //! reply shows.
 
-#[path = "../../../tests/support/redis_cluster.rs"]
-#[allow(missing_docs, missing_debug_implementations)]
-mod redis_cluster;
-
+use crate::local_redis::{self, RedisCluster};
 use ratelab_check::envelope::{self, Admission, Envelope};
 use ratelab_core::{Nanos, TokenBucket};
 use ratelab_store::redis_conn::slot;
 use ratelab_store::redis_store::{RedisOptions, RedisStore};
 use ratelab_store::{Key, LimitError, Outcome, Path, TimeSource, decide_remote};
-use redis_cluster::RedisCluster;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -215,8 +211,7 @@ pub async fn run(cfg: &FailoverConfig) -> Result<FailoverReport, String> {
         // Back once it is in sync as a replica (not counted back if it never is).
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
-            if redis_cluster::cli(primary, &["INFO", "replication"])
-                .contains("master_link_status:up")
+            if local_redis::cli(primary, &["INFO", "replication"]).contains("master_link_status:up")
             {
                 restarted = Some(Instant::now());
                 break;
@@ -296,7 +291,7 @@ const PATIENCE: Duration = Duration::from_millis(100);
 /// acknowledgement to that read's answer. A marker the replica does not show within
 /// [`PATIENCE`] is counted as given up.
 async fn probe_lag(primary: u16, key: &str, stop: Arc<AtomicBool>) -> Result<LagSamples, String> {
-    let info = redis_cluster::cli(primary, &["INFO", "replication"]);
+    let info = local_redis::cli(primary, &["INFO", "replication"]);
     let replica =
         replica_port(&info).ok_or_else(|| format!("node {primary} has no replica: {info}"))?;
     let marker = marker_key(key)?;
@@ -483,45 +478,30 @@ pub async fn cluster_throughput(senders: u32, seconds: f64, keys: u32) -> Result
 
 /// A private local Redis Cluster (three primaries, three replicas on free loopback ports, no
 /// persistence), stopped when dropped: what `ratelab sweep --redis auto-cluster` runs on.
+#[derive(Debug)]
 pub struct LocalCluster {
-    ports: Vec<u16>,
-    _cluster: RedisCluster,
+    cluster: RedisCluster,
 }
 
 impl LocalCluster {
     /// Creates one, or explains why not (no `redis-server` or `redis-cli`, or a cluster that
     /// never became ok).
     pub fn start() -> Result<LocalCluster, String> {
-        if !redis_cluster::installed() {
+        if !local_redis::cluster_installed() {
             return Err(
                 "redis-server and redis-cli are needed for a private cluster \
                         (Debian: apt-get install redis-server), or pass a redis+cluster:// URL"
                     .into(),
             );
         }
-        let cluster = RedisCluster::create()?;
         Ok(LocalCluster {
-            ports: cluster.nodes.iter().map(|n| n.port).collect(),
-            _cluster: cluster,
+            cluster: RedisCluster::create()?,
         })
     }
 
     /// Its URL, `redis+cluster://` with every node as a seed.
     pub fn url(&self) -> String {
-        let hosts: Vec<String> = self
-            .ports
-            .iter()
-            .map(|p| format!("127.0.0.1:{p}"))
-            .collect();
-        format!("redis+cluster://{}", hosts.join(","))
-    }
-}
-
-impl std::fmt::Debug for LocalCluster {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LocalCluster")
-            .field("ports", &self.ports)
-            .finish()
+        self.cluster.url()
     }
 }
 

@@ -9,12 +9,18 @@
 //! - [`output`]: the CSV, JSON and SVG files under `docs/results/`, and the marked figure
 //!   blocks of the write-up and the README (`<!-- BEGIN sweep:NAME -->`), with the check that
 //!   they are current;
+//! - [`commands`]: what the `ratelab` subcommands that run experiments do, from settings to
+//!   printed tables and written files;
+//! - [`real`]: the overshoot ladder on a real Redis, and the atomic path beside
+//!   `redis-benchmark`;
 //! - [`explore`]: swarm-generated scenarios judged by every checker (`ratelab explore`);
 //! - [`fuzz`]: mutation fuzzing of scenario files (`ratelab fuzz`);
 //! - [`probe`]: real limiters ratelab did not write (an HTTP endpoint, a Redis script, the
 //!   read-then-write client) driven from outside and judged by the checkers (`ratelab probe`);
 //! - [`failover`]: what a Redis Cluster failover costs a token bucket, on a real local
 //!   cluster (`ratelab failover`);
+//! - [`local_redis`]: a private `redis-server` or Redis Cluster on free loopback ports, for
+//!   the experiments that start their own store (and the tests, through `ratelab-testkit`);
 //! - [`soak`]: a long, bounded run of a real `ratelab-server` over many keys, sampled for
 //!   growth (`ratelab soak`);
 //! - [`timeline`]: one key's requests, the store's applies, the envelope and the faults as a
@@ -25,12 +31,15 @@
 //! against the committed results.
 #![warn(missing_docs)]
 
+pub mod commands;
 pub mod explore;
 pub mod failover;
 pub mod fuzz;
+pub mod local_redis;
 pub mod matched;
 pub mod output;
 pub mod probe;
+pub mod real;
 pub mod soak;
 pub mod sweep;
 pub mod timeline;

@@ -5,8 +5,7 @@
 
 mod common;
 
-#[path = "../../../tests/support/nginx.rs"]
-mod nginx;
+use ratelab_testkit::nginx;
 
 use common::{Server, series};
 

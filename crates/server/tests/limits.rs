@@ -4,11 +4,7 @@
 
 mod common;
 
-#[path = "../../../tests/support/redis_server.rs"]
-mod redis_server;
-
-#[path = "../../../tests/support/redis_cluster.rs"]
-mod redis_cluster;
+use ratelab_testkit::{redis_cluster, redis_server};
 
 use common::{Server, series};
 use std::path::{Path, PathBuf};

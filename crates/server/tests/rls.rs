@@ -11,8 +11,7 @@
 
 mod common;
 
-#[path = "../../../tests/support/redis_server.rs"]
-mod redis_server;
+use ratelab_testkit::redis_server;
 
 use common::{Server, series};
 use ratelab_server::rls::proto::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;

@@ -21,6 +21,7 @@
 
 pub mod coverage;
 pub mod generate;
+pub mod report;
 pub mod shrink;
 pub mod table;
 pub mod verdict;

@@ -4,7 +4,7 @@
 //! `RATELAB_BLESS=1` the test writes the block instead (that is how the figures are made:
 //! `RATELAB_BLESS=1 cargo test`), so no figure in a block is ever typed by hand.
 //!
-//! Included by path from each test crate that owns a block.
+//! Used by each test crate that owns a block.
 
 use std::path::PathBuf;
 

@@ -1,13 +1,13 @@
 //! A private nginx on a free loopback port for tests, from a configuration the test gives,
 //! stopped (and its directory removed) when dropped. Without nginx installed it says so and
 //! the test skips, unless `RATELAB_REQUIRE_NGINX=1` makes that a failure (as CI does).
-#![allow(dead_code)]
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// A running nginx.
+#[derive(Debug)]
 pub struct Nginx {
     child: Child,
     dir: PathBuf,
@@ -27,31 +27,19 @@ pub fn binary() -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 impl Nginx {
     /// Starts nginx with `http` inside its `http {}` block and `server` inside a `server {}`
     /// block that listens on the free port; `{root}` in either is the private directory's
     /// `www/` (which holds `index.html`, `ok`). `None`, after saying why, when nginx is not
     /// installed and not required.
     pub fn start(test: &str, http: &str, server: &str) -> Option<Nginx> {
-        let Some(bin) = binary() else {
-            if std::env::var("RATELAB_REQUIRE_NGINX").as_deref() == Ok("1") {
-                panic!("{test}: nginx is not installed and RATELAB_REQUIRE_NGINX=1");
-            }
-            eprintln!(
-                "\n*** SKIPPED {test}: nginx is not installed. Install it (Debian: apt-get install \
-                 nginx-light); set RATELAB_REQUIRE_NGINX=1 to make its absence a failure. ***\n"
-            );
+        let bin = binary();
+        let how = "Debian: apt-get install nginx-light";
+        if !crate::require(test, "nginx", bin.is_some(), "RATELAB_REQUIRE_NGINX", how) {
             return None;
-        };
-        let port = free_port();
+        }
+        let bin = bin?;
+        let port = crate::free_port();
         let dir = std::env::temp_dir().join(format!("ratelab-nginx-{}-{port}", std::process::id()));
         std::fs::create_dir_all(dir.join("www")).unwrap();
         std::fs::write(dir.join("www/index.html"), "ok\n").unwrap();
@@ -98,6 +86,13 @@ impl Nginx {
             port,
             url: format!("http://127.0.0.1:{port}/"),
         })
+    }
+}
+
+impl Nginx {
+    /// The master's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 }
 

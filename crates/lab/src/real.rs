@@ -1,9 +1,9 @@
 //! Real concurrency on a real `redis-server`: the overshoot ladder with tokio tasks over real
 //! connections, and the atomic path's speed beside `redis-benchmark` running the same script.
 
+use crate::matched::{CLOSE_US, RealPoint};
 use ratelab_check::envelope::{self, Admission, Envelope};
 use ratelab_core::{Algorithm, Nanos, TokenBucket};
-use ratelab_lab::matched::{CLOSE_US, RealPoint};
 use ratelab_sim::rng::SimRng;
 use ratelab_store::redis_store::{RedisOptions, RedisStore, SCRIPT};
 use ratelab_store::{
@@ -11,58 +11,9 @@ use ratelab_store::{
     decide_remote,
 };
 use std::collections::BTreeMap;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-/// A private redis-server on a free loopback port, stopped on drop.
-pub struct PrivateRedis {
-    child: Child,
-    /// Its port.
-    pub port: u16,
-    dir: std::path::PathBuf,
-}
-
-impl PrivateRedis {
-    /// Starts one, or explains why not.
-    pub fn start() -> Result<PrivateRedis, String> {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map_err(|e| e.to_string())?
-            .port();
-        let dir = std::env::temp_dir().join(format!("ratelab-sweep-redis-{port}"));
-        std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-        let child = Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
-            .args(["--dir", &dir.to_string_lossy(), "--loglevel", "warning"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(|e| format!("cannot start redis-server ({e}); install it (Debian: apt-get install redis-server) or pass --redis URL"))?;
-        let me = PrivateRedis { child, port, dir };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            if Instant::now() > deadline {
-                return Err(format!("redis-server did not open port {port}"));
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Ok(me)
-    }
-
-    /// Its URL.
-    pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
-    }
-}
-
-impl Drop for PrivateRedis {
-    fn drop(&mut self) {
-        self.child.kill().ok();
-        self.child.wait().ok();
-        std::fs::remove_dir_all(&self.dir).ok();
-    }
-}
 
 /// The real ladder's settings (the same policy and per-sender rate as the simulated sweep).
 #[derive(Clone, Debug)]

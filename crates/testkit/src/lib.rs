@@ -1,0 +1,53 @@
+//! # ratelab-testkit
+//!
+//! What the tests of every ratelab crate share (a dev-dependency only, never published):
+//!
+//! - `redis_server` and `redis_cluster`: a private `redis-server` or Redis Cluster on free
+//!   loopback ports (the processes are `ratelab_lab::local_redis`'s, the ones the experiments
+//!   start);
+//! - `nginx`: a private nginx from a configuration the test gives;
+//! - [`temp`]: a temp directory removed on drop;
+//! - [`docs`]: the figure blocks of the docs a test checks, or writes under `RATELAB_BLESS=1`;
+//! - `free_port`: a loopback port nothing listens on.
+//!
+//! The process helpers are behind the default feature `processes`; without it the kit is the
+//! figure blocks and temp dirs alone, and depends on nothing in the workspace.
+//!
+//! Every process the kit starts is stopped, and waited for, when its guard drops, a panicking
+//! test's too.
+//!
+//! **A component that is not installed.** A test that needs Redis, nginx or another outside
+//! program asks [`require`], which says loudly that the test skips and returns `false`,
+//! unless the component's `RATELAB_REQUIRE_*` variable is `1` (as `.ci/run` sets), in which
+//! case it panics. libtest cannot mark a `#[test]` ignored once it runs, so such a skip
+//! counts as `ok` in cargo's summary: the variables are how CI makes sure nothing skipped.
+#![warn(missing_docs)]
+
+pub mod docs;
+#[cfg(feature = "processes")]
+pub mod nginx;
+#[cfg(feature = "processes")]
+pub mod redis_cluster;
+#[cfg(feature = "processes")]
+pub mod redis_server;
+pub mod temp;
+
+#[cfg(feature = "processes")]
+pub use ratelab_lab::local_redis::free_port;
+
+/// Whether a test that needs `component` runs: `true` if `installed`; otherwise, when
+/// `require_var` is `1`, a panic naming the test; otherwise `false` after a loud
+/// `*** SKIPPED` line that says how to install it (`how`).
+pub fn require(test: &str, component: &str, installed: bool, require_var: &str, how: &str) -> bool {
+    if installed {
+        return true;
+    }
+    if std::env::var(require_var).as_deref() == Ok("1") {
+        panic!("{test}: {component} is not installed and {require_var}=1");
+    }
+    eprintln!(
+        "\n*** SKIPPED {test}: {component} is not installed. Install it ({how}); set \
+         {require_var}=1 to make its absence a failure. ***\n"
+    );
+    false
+}
