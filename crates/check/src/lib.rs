@@ -22,6 +22,10 @@
 //! | [`arrivals`] | a Poisson sender's realised gaps are exponential (Kolmogorov–Smirnov) |
 //! | [`probe`] | a limiter seen only from outside (a probe's history) against a claimed policy: envelope over spans, black-box linearizability, fields, Retry-After honesty |
 //!
+//! (The simulator's registry of checkers, which the explorer, `run_with` and the scenario
+//! bounds iterate, is `ratelab_sim::checkers`: a checker there is one file and one line in
+//! its `CHECKERS`, usually calling a module from here.)
+//!
 //! A new checker is a module here with a function from history records to a report struct,
 //! and unit tests with a history it must reject; the simulator's report and the real runs
 //! call it.

@@ -19,6 +19,12 @@
 //! - [`FixedWindow`]: `limit` per aligned window; shows the 2× boundary spike.
 //! - [`SlidingWindow`]: the two-counter sliding-window approximation, with its error bound.
 //!
+//! **A new algorithm** is a file here with its policy type and its [`Algorithm`] impl (state,
+//! transition, TTL), a variant in [`Policy`] (`policy.rs`) and its state in `PolicyState`;
+//! the simulator then runs it in the store node, and Redis runs it once a script for it sits
+//! beside `token_bucket.lua` in `ratelab-store`. A checker that holds it to its own
+//! specification goes in `ratelab-check` (or `ratelab-sim`'s `checkers/`).
+//!
 //! One request at several limits is decided all or nothing by [`all::decide_all`]: admitted
 //! and spent at every limit, or denied and spent at none.
 //!

@@ -19,11 +19,16 @@
 //! gateways' store client, the cleanup job, the skewed clocks, the recorder, the workload,
 //! the fault driver); the store's replica, its lag and what a failover promotes (`replica`); time
 //! ([`dilation`]: physical time on madsim's clock); the messages between gateways and the
-//! store (`transport`) and each gateway's timeouts (`timeouts`); the report (`report`, which
-//! calls the checkers in `ratelab-check`, and `eligible`: which keys the liveness phase holds
-//! to); running seeds on every core ([`parallel`]); the planted bugs the explorer must find
-//! ([`planted`]: a new one goes there); and the cost floors `ratelab bench` measures beside
-//! the cluster ([`floor`]).
+//! store (`transport`) and each gateway's timeouts (`timeouts`); the checkers ([`checkers`]:
+//! **a new checker is one file in `src/checkers/` and one line in its `CHECKERS`**, which
+//! makes its figures bounds a scenario's `expect` takes and its failures part of every
+//! verdict); the report (`report`, the figures and the bounds, and `eligible`: which keys the
+//! liveness phase holds to); running seeds on every core ([`parallel`]); the planted bugs the
+//! explorer must find ([`planted`]: a new one is a variant of [`planted::PlantedBug`] with
+//! what it needs of its scenario, its code where it lives — the store's script in
+//! `planted.rs`, a client's behaviour in `cluster/client.rs`, the store node's in
+//! `cluster/store_node.rs` — and a system under test in `ratelab-lab`'s explorer); and the
+//! cost floors `ratelab bench` measures beside the cluster ([`floor`]).
 //!
 //! **A user's limiter** ([`limiter`], `docs/BRING-YOUR-OWN.md`): [`run_with`] runs a scenario
 //! with any [`ratelab_core::Algorithm`] in place of the scenario's policy and judges it with

@@ -20,6 +20,10 @@
 //! [`StoreClient`] is the same contract for a store reached over a network, one round trip
 //! per call, and [`decide_remote`] runs either path over it.
 //!
+//! **A new store backend** implements [`Store`] (in process) or [`StoreClient`] (over a
+//! network) in a file here; the server picks it in its `stores` module. An algorithm Redis
+//! should run atomically is a Lua script here beside `token_bucket.lua`.
+//!
 //! [`MemoryStore`] is the in-process store. It is generic over a [`SyncBackend`], so the
 //! loom and shuttle proofs in the workspace's `tests/` check this very code.
 #![warn(missing_docs)]
