@@ -20,10 +20,13 @@
 //! - [`SlidingWindow`]: the two-counter sliding-window approximation, with its error bound.
 //!
 //! **A new algorithm** is a file here with its policy type and its [`Algorithm`] impl (state,
-//! transition, TTL), a variant in [`Policy`] (`policy.rs`) and its state in `PolicyState`;
-//! the simulator then runs it in the store node, and Redis runs it once a script for it sits
-//! beside `token_bucket.lua` in `ratelab-store`. A checker that holds it to its own
-//! specification goes in `ratelab-check` (or `ratelab-sim`'s `checkers/`).
+//! transition, TTL), and a variant in [`Policy`] (`policy.rs`) with its state in
+//! `PolicyState`. Naming it in scenario files and limits files takes more today: an
+//! `AlgorithmName` and its policy builder in `ratelab-sim`'s scenario module and in the
+//! server's `policy` module, and `Script::full_at` in the simulator's cluster; Redis runs
+//! only the token bucket's script (`ratelab-store`'s `token_bucket.lua`), and the server
+//! refuses other algorithms on Redis. A checker that holds it to its own specification goes
+//! in `ratelab-check` and `ratelab-sim`'s `checkers/`.
 //!
 //! One request at several limits is decided all or nothing by [`all::decide_all`]: admitted
 //! and spent at every limit, or denied and spent at none.

@@ -55,6 +55,7 @@ pub mod checkers;
 mod cluster;
 pub mod dilation;
 mod eligible;
+pub mod expect;
 pub mod faults;
 pub mod floor;
 pub mod harness;

@@ -612,7 +612,7 @@ fn ms_to_nanos(v: u64) -> Nanos {
 /// figures, each key's admissions, answers, liveness.
 fn check(sc: &Scenario, r: &Report, h: &History) -> Vec<String> {
     let e = &sc.spec.expect;
-    let mut out = crate::checkers::held(&crate::checkers::Run::new(sc, r, h), e);
+    let mut out = crate::checkers::held(&crate::checkers::Run::new(sc, r, h), &e.bounds);
     for (k, b) in &e.keys {
         let bounds = crate::scenario::Bounds {
             at_most: b.allowed_at_most,

@@ -351,9 +351,18 @@ pub(crate) fn validate(
         let Some(f) = crate::checkers::figure(name) else {
             continue;
         };
+        if f.invariant && b.at_most.is_some() {
+            return Err(located(
+                vec![key("expect"), key(&format!("{name}_at_most"))],
+                format!("{name} is held to 0 on every run: only a lower bound may be given"),
+            ));
+        }
         let missing = match f.needs {
             Needs::Edge if spec.gateway.edge.is_none() => "a `gateway.edge` limit",
             Needs::Job if spec.cleanup_job.is_none() => "a `cleanup_job`",
+            Needs::FixedWindow if spec.policy.algorithm != AlgorithmName::FixedWindow => {
+                "a `fixed_window` policy"
+            }
             _ => continue,
         };
         let side = if b.at_most.is_some() {

@@ -78,3 +78,29 @@ fn bounds_are_held_and_a_broken_one_is_stated_with_its_numbers() {
     let sc = with_expect(r#"{ "allowed_at_least": 1, "max_excess_at_most": 0 }"#).unwrap();
     assert!(ratelab_sim::run(&sc, 1, Default::default()).0.passed);
 }
+
+#[test]
+fn a_figure_held_to_zero_takes_only_a_lower_bound() {
+    let e = with_expect(r#"{ "cached_unjustified_at_most": 3 }"#).unwrap_err();
+    assert_eq!(e.path, "expect.cached_unjustified_at_most", "{e}");
+    assert!(e.message.contains("held to 0 on every run"), "{e}");
+}
+
+#[test]
+fn over_denial_needs_a_fixed_window() {
+    let e = with_expect(r#"{ "over_denied_at_most": 0 }"#).unwrap_err();
+    assert_eq!(e.message, "this bound needs a `fixed_window` policy", "{e}");
+}
+
+#[test]
+fn a_lower_bound_on_a_figure_the_run_does_not_measure_fails() {
+    // Nothing fails open in a run without faults: its latency is not measured.
+    let sc = with_expect(r#"{ "fail_open_latency_ms_at_least": 1 }"#).unwrap();
+    let (r, _) = ratelab_sim::run(&sc, 1, Default::default());
+    assert!(
+        r.failures
+            .contains(&"fail_open_latency_ms not measured on this run, expected at least 1".into()),
+        "{:?}",
+        r.failures
+    );
+}

@@ -122,3 +122,40 @@ fn every_drawn_fault_is_valid_and_round_trips() {
         }
     }
 }
+
+/// A full partition inside a one-way one on the same gateway: when the inner one heals, the
+/// outer one still holds the link (faults that overlap hold what they cut together).
+#[test]
+fn overlapping_faults_on_one_link_hold_it_until_the_last_ends() {
+    let text = r#"{
+  "description": "overlap",
+  "seeds": 1,
+  "duration_ms": 1000,
+  "policy": { "algorithm": "token_bucket", "capacity": 1000, "refill_per_sec": 1000 },
+  "store": { "path": "atomic", "timeout_ms": 20 },
+  "clients": [ { "key": "k", "arrival": { "pattern": "constant", "rate_per_sec": 100 } } ],
+  "faults": [
+    { "kind": "asymmetric_partition", "at_ms": 0, "until_ms": 900, "gateways": [0] },
+    { "kind": "partition", "at_ms": 100, "until_ms": 200, "gateways": [0] }
+  ]
+}"#;
+    let sc = Scenario::parse(Path::new("overlap.json"), text).unwrap();
+    let (_, h) = ratelab_sim::run(&sc, 1, Default::default());
+    let admitted_between = |from: u64, until: u64| {
+        h.requests
+            .iter()
+            .filter(|r| {
+                let sent = r.sent_at.as_u64() / 1_000_000;
+                sent >= from && sent < until
+            })
+            .filter(|r| {
+                matches!(
+                    r.answer,
+                    Some((_, ratelab_sim::history::Answer::Allowed { .. }))
+                )
+            })
+            .count()
+    };
+    assert_eq!(admitted_between(300, 850), 0, "the one-way cut still holds");
+    assert!(admitted_between(920, 1000) > 0, "the link heals at 900");
+}

@@ -71,21 +71,23 @@ impl Nginx {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
+        // The guard exists before the wait: a startup that fails still stops the process.
+        let nginx = Nginx {
+            child,
+            dir,
+            port,
+            url: format!("http://127.0.0.1:{port}/"),
+        };
         let start = Instant::now();
         while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
             assert!(
                 start.elapsed() < Duration::from_secs(20),
                 "nginx did not open port {port}: {}",
-                std::fs::read_to_string(dir.join("error.log")).unwrap_or_default()
+                std::fs::read_to_string(nginx.dir.join("error.log")).unwrap_or_default()
             );
             std::thread::sleep(Duration::from_millis(20));
         }
-        Some(Nginx {
-            child,
-            dir,
-            port,
-            url: format!("http://127.0.0.1:{port}/"),
-        })
+        Some(nginx)
     }
 }
 

@@ -64,6 +64,11 @@ fn a_dropped_redis_server_and_nginx_leave_no_process() {
         return;
     };
     let redis_pid = redis.pid().expect("the server runs");
+    // The master forks its worker after it opens the port: wait for the worker.
+    let started = std::time::Instant::now();
+    while children(nginx.pid()).is_empty() && started.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let mut nginx_pids = vec![nginx.pid()];
     nginx_pids.extend(children(nginx.pid()));
     assert!(alive(redis_pid), "redis-server runs while its guard lives");

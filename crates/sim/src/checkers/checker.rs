@@ -3,7 +3,7 @@
 use super::epochs::{Grouped, grouped};
 use super::failure::Failure;
 use crate::Report;
-use crate::scenario::{Expect, Scenario};
+use crate::scenario::Scenario;
 use ratelab_check::history::History;
 use ratelab_core::Policy;
 use std::sync::OnceLock;
@@ -60,6 +60,8 @@ pub enum Needs {
     Edge,
     /// A `cleanup_job`.
     Job,
+    /// A `fixed_window` policy.
+    FixedWindow,
 }
 
 /// A figure a checker reports, which a scenario's `expect` can bound (`<name>_at_most`,
@@ -74,9 +76,12 @@ pub struct Figure {
     pub needs: Needs,
     /// Its value on a run; `None` when the run does not measure it.
     pub read: fn(&Run<'_>) -> Option<u64>,
-    /// The bound it is held to when the scenario gives none (a figure that must be 0 on
-    /// every run), given the scenario's bounds.
-    pub held_at_most: fn(&Expect) -> Option<u64>,
+    /// The bound it is held to when the scenario gives none, given the scenario's bounds on
+    /// it.
+    pub held_at_most: fn(Bounds) -> Option<u64>,
+    /// Whether it is held to 0 on every run: a scenario may bound it from below (a canary
+    /// that must show it), never lift its 0.
+    pub invariant: bool,
 }
 
 impl Figure {
@@ -93,10 +98,11 @@ impl Figure {
             needs,
             read,
             held_at_most: |_| None,
+            invariant: false,
         }
     }
 
-    /// A figure that must be 0 on every run unless the scenario bounds it.
+    /// A figure held to 0 on every run (a scenario may ask for it from below).
     pub const fn zero(
         name: &'static str,
         about: &'static str,
@@ -109,7 +115,36 @@ impl Figure {
             needs,
             read,
             held_at_most: |_| Some(0),
+            invariant: true,
         }
+    }
+}
+
+/// The bounds on one figure.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Bounds {
+    /// At most this.
+    pub at_most: Option<u64>,
+    /// At least this.
+    pub at_least: Option<u64>,
+}
+
+impl Bounds {
+    /// What `value` of figure `name` breaks: these bounds, and `held_at_most` where no upper
+    /// bound is given.
+    pub fn broken_by(self, name: &str, value: u64, held_at_most: Option<u64>) -> Vec<String> {
+        let mut out = Vec::new();
+        if let Some(m) = self.at_most.or(held_at_most)
+            && value > m
+        {
+            out.push(format!("{name} = {value}, expected at most {m}"));
+        }
+        if let Some(m) = self.at_least
+            && value < m
+        {
+            out.push(format!("{name} = {value}, expected at least {m}"));
+        }
+        out
     }
 }
 

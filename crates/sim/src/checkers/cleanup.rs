@@ -16,12 +16,8 @@ const FIGURES: &[Figure] = &[
                 unfenced canary)",
         needs: Needs::Job,
         read: |r| r.report.job.as_ref().map(|j| j.live_deleted),
-        held_at_most: |e| {
-            e.bound("live_buckets_deleted")
-                .at_least
-                .is_none()
-                .then_some(0)
-        },
+        held_at_most: |given| given.at_least.is_none().then_some(0),
+        invariant: false,
     },
     Figure::zero(
         "buckets_deleted_outside_their_plan",

@@ -1,11 +1,11 @@
 //! Over-denial (fixed window, atomic path, the store's clock): a denial is wrong when the
-//! key's window still had room for it. Room is counted against the cost admitted in that
-//! window up to the denial: the admissions the clients were told of, and those whose answer
-//! was lost, at the time the simulated store recorded applying them (a request whose outcome
-//! the client never learned and that the store never admitted filled nothing). A crash or a
-//! failover only frees room, so the rule holds across them; the denial cache's answers are
-//! judged apart (`cached_unjustified`). A user's limiter that claims only a window bound is
-//! not held to it.
+//! key had room for it however its windows are placed: the cost admitted in the window's
+//! length before the denial, `(t − W, t]`, plus the denied cost, is at most the limit (the
+//! window holding `t` began inside that interval, so it holds no more). Admissions count at
+//! the store's decision, those whose answer was lost or never came at the time the simulated
+//! store applied them. A crash or a failover only frees room, so the rule holds across them;
+//! the denial cache's answers are judged apart (`cached_unjustified`). A user's limiter that
+//! claims only a window bound is not held to it.
 
 use super::checker::{Checker, Figure, Judged, Needs, Run};
 use super::failure::{Class, Failure};
@@ -21,7 +21,7 @@ const FIGURES: &[Figure] = &[Figure::bounded(
     "over_denied",
     "requests a fixed window denied while their window had room for them (atomic path, store \
      clock; not measured otherwise)",
-    Needs::Nothing,
+    Needs::FixedWindow,
     |r| over_denied(r).map(|d| d.len() as u64),
 )];
 
@@ -51,10 +51,16 @@ fn over_denied<'h>(run: &Run<'h>) -> Option<Vec<Wrong<'h>>> {
     let (limit, len) = (w.0.limit(), w.0.window().as_u64().max(1));
     let mut keys: BTreeMap<&str, KeyOps> = BTreeMap::new();
     for r in &run.h.requests {
+        let k = keys.entry(r.key.as_str()).or_default();
         let Some(op) = Op::per_key(r) else {
+            // No per-key outcome reached the client: count what the store applied.
+            if r.answer.is_none()
+                && let Some(applied) = r.written_at
+            {
+                k.decided.push((applied, false, r.cost, r.id));
+            }
             continue;
         };
-        let k = keys.entry(r.key.as_str()).or_default();
         match op.seen {
             Seen::Allowed { at, .. } => k.decided.push((at, false, op.cost, r.id)),
             Seen::Denied { at, .. } => k.decided.push((at, true, op.cost, r.id)),
@@ -68,12 +74,18 @@ fn over_denied<'h>(run: &Run<'h>) -> Option<Vec<Wrong<'h>>> {
     let mut wrong = Vec::new();
     for (key, mut k) in keys {
         k.decided.sort_unstable();
-        let (mut window, mut admitted) = (u64::MAX, 0u64);
+        // The admissions within one window's length before each decision, oldest first.
+        let mut recent: std::collections::VecDeque<(Nanos, u64)> = Default::default();
+        let mut admitted = 0u64;
         for &(at, denied, cost, id) in &k.decided {
-            if at.as_u64() / len != window {
-                (window, admitted) = (at.as_u64() / len, 0);
+            while let Some(&(t, c)) = recent.front()
+                && t.as_u64().saturating_add(len) <= at.as_u64()
+            {
+                admitted = admitted.saturating_sub(c);
+                recent.pop_front();
             }
             if !denied {
+                recent.push_back((at, cost));
                 admitted = admitted.saturating_add(cost);
                 continue;
             }
@@ -108,8 +120,8 @@ impl Checker for OverDenial {
                 Class::Safety,
                 "over-denial",
                 format!(
-                    "key {:?}: request {} denied at {} with {} admitted in its window, of {} \
-                     ({} such denials)",
+                    "key {:?}: request {} denied at {} with {} admitted in the window's length \
+                     before it, of {} ({} such denials)",
                     w.key,
                     w.id,
                     w.at,

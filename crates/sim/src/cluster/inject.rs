@@ -30,6 +30,7 @@ pub(crate) async fn fault_main<S: Script>(
     let net = NetSim::current();
     let kill_switch = |g: usize, on: bool| cluster.gateways[g].gateway.set_kill_switch(on);
     let cx = Ctx {
+        holds: &cluster.holds,
         shared,
         handle: Handle::current(),
         net: &net,

@@ -141,6 +141,7 @@ pub(crate) async fn simulate_with<S: Script>(
         replica,
         gateways,
         guard,
+        holds: Default::default(),
     });
     shared.sleep_until(Duration::ZERO).await;
 

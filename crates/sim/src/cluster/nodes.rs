@@ -21,4 +21,7 @@ pub(crate) struct Cluster<S: Script> {
     pub(crate) replica: Option<SharedReplica<S>>,
     pub(crate) gateways: Vec<Arc<SimGateway<S>>>,
     pub(crate) guard: Option<ratelab_gateway::bloom::KeyGuard>,
+    /// What the faults hold (links, kill switches, pauses), counted so that overlapping
+    /// faults lift each only when the last of them ends.
+    pub(crate) holds: std::sync::Mutex<std::collections::BTreeMap<crate::faults::Hold, u32>>,
 }

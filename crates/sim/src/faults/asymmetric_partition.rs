@@ -1,7 +1,7 @@
 //! `asymmetric_partition`: the store's replies to some gateways are lost, while their calls
 //! still reach it and are applied.
 
-use super::{Check, Ctx, Injection, Invalid, Kind, Shape, check_gateways, check_window};
+use super::kind::{Hold, Check, Ctx, Injection, Invalid, Kind, Shape, check_gateways, check_window};
 use crate::rng::Draw;
 use crate::values::{Bounded, Ms};
 use schemars::JsonSchema;
@@ -34,11 +34,15 @@ impl Kind for AsymmetricPartition {
         Box::pin(async move {
             let ids: Vec<_> = self.gateways.iter().map(|&g| cx.gateways[g as usize]).collect();
             for &g in &ids {
-                cx.net.clog_link(cx.store, g);
+                if cx.hold(Hold::Link(cx.store, g)) {
+                    cx.net.clog_link(cx.store, g);
+                }
             }
             cx.sleep_until_ms(self.until_ms.get()).await;
             for &g in &ids {
-                cx.net.unclog_link(cx.store, g);
+                if cx.release(Hold::Link(cx.store, g)) {
+                    cx.net.unclog_link(cx.store, g);
+                }
             }
         })
     }

@@ -1,6 +1,6 @@
 //! `clock`: one gateway's clock runs ahead or behind, and drifts.
 
-use super::{Check, Invalid, Kind, Shape, check_gateway};
+use super::kind::{Check, Invalid, Kind, Shape, check_gateway};
 use crate::locate::PathSeg;
 use crate::rng::Draw;
 use crate::values::Signed;

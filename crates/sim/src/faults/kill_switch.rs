@@ -1,6 +1,6 @@
 //! `kill_switch`: an operator turns limiting off on some gateways in the window.
 
-use super::{Check, Ctx, Injection, Invalid, Kind, Shape, check_gateways, check_window};
+use super::kind::{Hold, Check, Ctx, Injection, Invalid, Kind, Shape, check_gateways, check_window};
 use crate::rng::Draw;
 use crate::values::{Bounded, Ms};
 use schemars::JsonSchema;
@@ -39,11 +39,15 @@ impl Kind for KillSwitch {
                 None => (0..cx.gateways.len()).collect(),
             };
             for &g in &targets {
-                (cx.kill_switch)(g, true);
+                if cx.hold(Hold::KillSwitch(g)) {
+                    (cx.kill_switch)(g, true);
+                }
             }
             cx.sleep_until_ms(self.until_ms.get()).await;
             for &g in &targets {
-                (cx.kill_switch)(g, false);
+                if cx.release(Hold::KillSwitch(g)) {
+                    (cx.kill_switch)(g, false);
+                }
             }
         })
     }

@@ -1,6 +1,6 @@
 //! `lost_replies`: The store applies `rate` of the window's calls and loses their replies.
 
-use super::{Check, Invalid, Kind, Rated, Shape, Verdict};
+use super::kind::{Check, Invalid, Kind, Rated, Shape, Verdict};
 use crate::rng::{Draw, SimRng};
 use ratelab_core::Nanos;
 use schemars::JsonSchema;

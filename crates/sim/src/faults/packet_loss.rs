@@ -1,6 +1,6 @@
 //! `packet_loss`: `rate` of every message on the network is lost in the window.
 
-use super::{Check, Ctx, Injection, Invalid, Kind, Rated, Shape};
+use super::kind::{Check, Ctx, Injection, Invalid, Kind, Rated, Shape};
 use crate::rng::Draw;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

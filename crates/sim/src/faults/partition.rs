@@ -1,6 +1,6 @@
 //! `partition`: some gateways cannot reach the store, nor it them.
 
-use super::{Check, Ctx, Injection, Invalid, Kind, Shape, check_gateways, check_window};
+use super::kind::{Hold, Check, Ctx, Injection, Invalid, Kind, Shape, check_gateways, check_window};
 use crate::rng::Draw;
 use crate::values::{Bounded, Ms};
 use schemars::JsonSchema;
@@ -31,14 +31,20 @@ impl Kind for Partition {
     fn inject<'a>(&'a self, cx: &'a Ctx<'a>) -> Injection<'a> {
         Box::pin(async move {
             let ids: Vec<_> = self.gateways.iter().map(|&g| cx.gateways[g as usize]).collect();
-            for &g in &ids {
-                cx.net.clog_link(g, cx.store);
-                cx.net.clog_link(cx.store, g);
+            let links: Vec<_> = ids
+                .iter()
+                .flat_map(|&g| [(g, cx.store), (cx.store, g)])
+                .collect();
+            for &(a, b) in &links {
+                if cx.hold(Hold::Link(a, b)) {
+                    cx.net.clog_link(a, b);
+                }
             }
             cx.sleep_until_ms(self.until_ms.get()).await;
-            for &g in &ids {
-                cx.net.unclog_link(g, cx.store);
-                cx.net.unclog_link(cx.store, g);
+            for &(a, b) in &links {
+                if cx.release(Hold::Link(a, b)) {
+                    cx.net.unclog_link(a, b);
+                }
             }
         })
     }

@@ -1,6 +1,6 @@
 //! `pause`: a node (the store or a gateway) stops running in the window.
 
-use super::{Check, Ctx, Injection, Invalid, Kind, Shape, check_gateway, check_window};
+use super::kind::{Hold, Check, Ctx, Injection, Invalid, Kind, Shape, check_gateway, check_window};
 use crate::locate::PathSeg;
 use crate::rng::Draw;
 use crate::values::{Bounded, Ms, NodeName};
@@ -35,9 +35,13 @@ impl Kind for Pause {
     fn inject<'a>(&'a self, cx: &'a Ctx<'a>) -> Injection<'a> {
         Box::pin(async move {
             let id = cx.node(self.node);
-            cx.handle.pause(id);
+            if cx.hold(Hold::Pause(id)) {
+                cx.handle.pause(id);
+            }
             cx.sleep_until_ms(self.until_ms.get()).await;
-            cx.handle.resume(id);
+            if cx.release(Hold::Pause(id)) {
+                cx.handle.resume(id);
+            }
         })
     }
 

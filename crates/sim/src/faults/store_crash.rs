@@ -1,6 +1,6 @@
 //! `store_crash`: the store crashes, losing every bucket, and restarts empty.
 
-use super::{Ctx, Injection, Kind, Outage, Shape};
+use super::kind::{Ctx, Injection, Kind, Outage, Shape};
 use crate::dilation::sleep;
 use crate::rng::Draw;
 use crate::values::{Bounded, Ms};

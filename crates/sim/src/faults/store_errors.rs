@@ -1,6 +1,6 @@
 //! `store_errors`: The store answers `rate` of the window's calls with an error; nothing is applied.
 
-use super::{Check, Invalid, Kind, Rated, Shape, Verdict};
+use super::kind::{Check, Invalid, Kind, Rated, Shape, Verdict};
 use crate::rng::{Draw, SimRng};
 use ratelab_core::Nanos;
 use schemars::JsonSchema;

@@ -1,6 +1,6 @@
 //! `store_failover`: the primary dies and its replica is promoted with what had reached it.
 
-use super::{Check, Ctx, Injection, Invalid, Kind, Outage, Shape};
+use super::kind::{Check, Ctx, Injection, Invalid, Kind, Outage, Shape};
 use crate::dilation::sleep;
 use crate::locate::PathSeg;
 use crate::rng::Draw;

@@ -1,6 +1,6 @@
 //! `store_latency`: the store delays every reply in the window by `extra_latency`.
 
-use super::{Check, Invalid, Kind, Shape, Verdict, check_window};
+use super::kind::{Check, Invalid, Kind, Shape, Verdict, check_window};
 use crate::locate::PathSeg;
 use crate::rng::{Draw, SimRng};
 use crate::values::{Bounded, LatencyRange, Ms, ms};

@@ -1,6 +1,6 @@
 //! `store_timeouts`: The store drops `rate` of the window's calls unapplied: the caller times out.
 
-use super::{Check, Invalid, Kind, Rated, Shape, Verdict};
+use super::kind::{Check, Invalid, Kind, Rated, Shape, Verdict};
 use crate::rng::{Draw, SimRng};
 use ratelab_core::Nanos;
 use schemars::JsonSchema;
