@@ -144,7 +144,13 @@ impl<S: Copy> Replica<S> {
     /// Applies every copy the replica holds to empty stores (after [`Replica::promote`], or
     /// at the first start, when it holds none).
     pub(crate) fn replay<A: Algorithm<State = S>>(&self, into: Restored<'_, A>) {
-        for (at, copy) in self.held.values() {
+        // In the order the writes were made, each at its own time: then the copies restored
+        // and still live at any write's time were live on the primary then too, so a store
+        // as large as the primary has room for each (in key order, a copy long expired could
+        // take the place of a live one, and a live bucket would come back full).
+        let mut copies: Vec<&(Nanos, Copied<S>)> = self.held.values().collect();
+        copies.sort_by_key(|(at, _)| *at);
+        for (at, copy) in copies {
             match copy {
                 Copied::Key { layer, key, entry } => {
                     let store = match layer {
@@ -156,7 +162,6 @@ impl<S: Copy> Replica<S> {
                     else {
                         continue;
                     };
-                    // The primary held it, so the replica, as large, has room for it.
                     let _ = store.restore(&k, *state, *expires_at, *at);
                 }
                 Copied::Counter { key, entry } => into.counters.restore(key, *entry),
