@@ -519,11 +519,11 @@ impl Fault {
     /// `gateways` cannot reach the store in the window.
     pub fn partition(at_ms: u64, until_ms: u64, gateways: impl IntoIterator<Item = u32>) -> Fault {
         let mut error = None;
-        let spec = FaultSpec::Partition(faults::Partition {
+        let spec = FaultSpec::Partition(faults::Partition(faults::Cut {
             at_ms: bounded(&mut error, "at_ms", at_ms),
             until_ms: bounded(&mut error, "until_ms", until_ms),
             gateways: gateways.into_iter().collect(),
-        });
+        }));
         Fault { spec, error }
     }
 

@@ -110,12 +110,9 @@ impl Figure {
         read: fn(&Run<'_>) -> Option<u64>,
     ) -> Figure {
         Figure {
-            name,
-            about,
-            needs,
-            read,
             held_at_most: |_| Some(0),
             invariant: true,
+            ..Figure::bounded(name, about, needs, read)
         }
     }
 }

@@ -278,6 +278,63 @@ impl Rated {
     }
 }
 
+/// The fields of a fault that cuts links between some gateways and the store in a window.
+#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(inline)]
+pub struct Cut {
+    /// Start, in ms.
+    pub at_ms: Ms,
+    /// End (exclusive), in ms.
+    pub until_ms: Ms,
+    /// The gateway indexes whose links are cut.
+    pub gateways: Vec<u32>,
+}
+
+impl Cut {
+    pub(crate) fn window_ms(&self) -> Option<(u64, u64)> {
+        Some((self.at_ms.get(), self.until_ms.get()))
+    }
+
+    pub(crate) fn check(&self, cx: &Check) -> Result<(), Invalid> {
+        check_window(self.at_ms, self.until_ms)?;
+        check_gateways(&self.gateways, "gateways", cx)
+    }
+
+    /// The cut gateways' nodes.
+    pub(crate) fn nodes(&self, cx: &Ctx<'_>) -> Vec<NodeId> {
+        self.gateways
+            .iter()
+            .map(|&g| cx.gateways[g as usize])
+            .collect()
+    }
+
+    /// Drops the messages on `links` (from, to) until the window ends, holding each with any
+    /// other fault that cuts it too.
+    pub(crate) async fn cut(&self, cx: &Ctx<'_>, links: &[(NodeId, NodeId)]) {
+        for &(a, b) in links {
+            if cx.hold(Hold::Link(a, b)) {
+                cx.net.clog_link(a, b);
+            }
+        }
+        cx.sleep_until_ms(self.until_ms.get()).await;
+        for &(a, b) in links {
+            if cx.release(Hold::Link(a, b)) {
+                cx.net.unclog_link(a, b);
+            }
+        }
+    }
+
+    /// One drawn in `window`, cutting one gateway.
+    pub(crate) fn draw(d: &mut Draw, (at, until): (u64, u64), shape: &Shape) -> Cut {
+        Cut {
+            at_ms: crate::values::Bounded(at),
+            until_ms: crate::values::Bounded(until),
+            gateways: vec![d.int(0, shape.gateways - 1) as u32],
+        }
+    }
+}
+
 /// A window `[at, until)` inside a run of `duration` ms, as the explorer draws one.
 pub(crate) fn draw_window(d: &mut Draw, duration: u64) -> (u64, u64) {
     let at = d.int(0, duration - 1);

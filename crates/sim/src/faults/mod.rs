@@ -14,7 +14,7 @@
 mod kind;
 
 pub(crate) use kind::{Check, Ctx, Hold, Kind, ReplicaControl, Verdict, draw_window};
-pub use kind::{Outage, Rated, Shape};
+pub use kind::{Cut, Outage, Rated, Shape};
 
 use crate::rng::Draw;
 use schemars::JsonSchema;
