@@ -62,7 +62,7 @@ fn logs(sc: &Scenario, test: &str) -> (History, Vec<PathBuf>) {
 
 /// The spike the checker found: its key, its start (store time) and the ids admitted in it.
 fn spike(sc: &Scenario, h: &History) -> (String, Nanos, BTreeSet<u64>) {
-    let window = Nanos::from_millis(sc.spec().policy.window_ms.unwrap().get());
+    let window = Nanos::from_millis(sc.spec().policy.window_ms.unwrap());
     let by_key = admissions(&h.requests);
     let s = window_spike(&by_key, window);
     let end = s.from.saturating_add(window);
@@ -80,7 +80,7 @@ fn around(sc: &Scenario, from: Nanos, shift_ms: u64, key: &str) -> ScanQuery {
     let from_ms = from.as_u64() / 1_000_000 + shift_ms;
     ScanQuery {
         from_ms: SIM_EPOCH_MS + from_ms - SLACK_MS,
-        to_ms: SIM_EPOCH_MS + from_ms + sc.spec().policy.window_ms.unwrap().get() + SLACK_MS,
+        to_ms: SIM_EPOCH_MS + from_ms + sc.spec().policy.window_ms.unwrap() + SLACK_MS,
         key: Some(key.into()),
         decision: Some("allowed".into()),
     }

@@ -25,21 +25,19 @@ pub struct Envelope {
 }
 
 impl Envelope {
-    /// The envelope a policy advertises: a token bucket's B and R; a window policy's `limit`
-    /// per `window` (the fixed window's boundary spike exceeds it by design).
+    /// The envelope a policy advertises: a token bucket's B and R; any other policy's quota,
+    /// `limit` per `window` (the fixed window's boundary spike exceeds it by design).
     pub fn of(policy: &Policy) -> Envelope {
         match policy {
             Policy::TokenBucket(b) => Envelope::of_bucket(b),
-            Policy::FixedWindow(w) => Envelope {
-                burst: w.0.limit(),
-                amount: w.0.limit(),
-                period: w.0.window().as_u64(),
-            },
-            Policy::SlidingWindow(w) => Envelope {
-                burst: w.0.limit(),
-                amount: w.0.limit(),
-                period: w.0.window().as_u64(),
-            },
+            other => {
+                let q = ratelab_core::Algorithm::quota(other);
+                Envelope {
+                    burst: q.limit,
+                    amount: q.limit,
+                    period: q.window.as_u64(),
+                }
+            }
         }
     }
 

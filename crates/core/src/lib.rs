@@ -20,13 +20,15 @@
 //! - [`SlidingWindow`]: the two-counter sliding-window approximation, with its error bound.
 //!
 //! **A new algorithm** is a file here with its policy type and its [`Algorithm`] impl (state,
-//! transition, TTL), and a variant in [`Policy`] (`policy.rs`) with its state in
-//! `PolicyState`. Naming it in scenario files and limits files takes more today: an
-//! `AlgorithmName` and its policy builder in `ratelab-sim`'s scenario module and in the
-//! server's `policy` module, and `Script::full_at` in the simulator's cluster; Redis runs
-//! only the token bucket's script (`ratelab-store`'s `token_bucket.lua`), and the server
-//! refuses other algorithms on Redis. A checker that holds it to its own specification goes
-//! in `ratelab-check` and `ratelab-sim`'s `checkers/`.
+//! transition, TTL) and its [`spec::Written`] impl (its parameters), plus one line in the list
+//! in `policy.rs`. That line gives it a [`Policy`] and [`PolicyState`] variant and an
+//! [`AlgorithmName`]: scenario files, the server's limits file and RLS configuration (all
+//! written as a [`PolicySpec`]) accept it, the simulator and the server's memory store run it,
+//! and the explorer draws it. Redis runs only the token bucket's script (`ratelab-store`'s
+//! `token_bucket.lua`; the server refuses other algorithms on Redis). The checkers hold a new
+//! algorithm to the bound its [`Quota`] advertises (at most `limit` + `limit`·Δt/`window`,
+//! doubled as for the windows); a specification of its own (exact linearizability, its
+//! liveness and over-denial rules) goes in `ratelab-check` and `ratelab-sim`'s `checkers/`.
 //!
 //! One request at several limits is decided all or nothing by [`all::decide_all`]: admitted
 //! and spent at every limit, or denied and spent at none.
@@ -50,13 +52,15 @@ mod decision;
 pub mod headers;
 pub mod located;
 mod policy;
+pub mod spec;
 mod time;
 pub mod token_bucket;
 pub mod window;
 
 pub use algorithm::{Algorithm, Quota};
 pub use decision::{CostError, Decision, PolicyError};
-pub use policy::{Policy, PolicyState};
+pub use policy::{AlgorithmName, Policy, PolicyState};
+pub use spec::{PolicySpec, SpecError};
 pub use time::{NANOS_PER_SEC, Nanos};
 pub use token_bucket::{TokenBucket, TokenBucketState};
 pub use window::{FixedWindow, SlidingWindow, WindowPolicy};

@@ -18,6 +18,7 @@
 //! more than the later time would.
 
 use crate::algorithm::{Algorithm, Quota, check_cost};
+use crate::spec::{COUNT_MAX, PolicySpec, SpecError, WINDOW_MS_MAX, Written, need, refused};
 use crate::{CostError, Decision, Nanos, PolicyError};
 
 /// Largest capacity (and largest refill amount): 10¹².
@@ -249,5 +250,68 @@ impl Algorithm for TokenBucket {
             limit: self.capacity,
             window: Nanos::saturating_from_u128(self.fill_time_ns()),
         }
+    }
+}
+
+impl Written for TokenBucket {
+    const FIELDS: &'static [&'static str] =
+        &["capacity", "refill_per_sec", "refill", "refill_period_ms"];
+
+    /// `capacity`, and either `refill_per_sec` or `refill` per `refill_period_ms`.
+    fn from_spec(spec: &PolicySpec) -> Result<TokenBucket, SpecError> {
+        let capacity = need(spec, "capacity", spec.capacity, COUNT_MAX)?;
+        let at_spec = |message: &str| SpecError {
+            field: None,
+            message: message.to_owned(),
+        };
+        let (amount, period_ms) = match (spec.refill_per_sec, spec.refill, spec.refill_period_ms) {
+            (Some(_), None, None) => (
+                need(spec, "refill_per_sec", spec.refill_per_sec, COUNT_MAX)?,
+                1_000,
+            ),
+            (None, Some(_), Some(_)) => (
+                need(spec, "refill", spec.refill, COUNT_MAX)?,
+                need(
+                    spec,
+                    "refill_period_ms",
+                    spec.refill_period_ms,
+                    WINDOW_MS_MAX,
+                )?,
+            ),
+            (None, None, None) => {
+                return Err(at_spec(
+                    "a token bucket needs `refill_per_sec`, or `refill` and `refill_period_ms`",
+                ));
+            }
+            (Some(_), _, _) => {
+                return Err(SpecError {
+                    field: Some("refill_per_sec"),
+                    message: "give `refill_per_sec`, or `refill` and `refill_period_ms`, not both"
+                        .into(),
+                });
+            }
+            (None, Some(_), None) => return Err(at_spec("`refill` needs `refill_period_ms`")),
+            (None, None, Some(_)) => return Err(at_spec("`refill_period_ms` needs `refill`")),
+        };
+        TokenBucket::new(capacity, amount, Nanos::from_millis(period_ms)).map_err(refused)
+    }
+
+    /// A whole number of tokens per second is written `refill_per_sec`; any other rate as
+    /// `refill` per `refill_period_ms` (a period that is not a whole number of ms is written
+    /// as the nearest that is, at least 1).
+    fn write(&self, spec: &mut PolicySpec) {
+        spec.capacity = Some(self.capacity);
+        let period = self.refill_period.as_u64();
+        if period == Nanos::from_secs(1).as_u64() {
+            spec.refill_per_sec = Some(self.refill_amount);
+        } else {
+            spec.refill = Some(self.refill_amount);
+            spec.refill_period_ms = Some(((period + 500_000) / 1_000_000).max(1));
+        }
+    }
+
+    fn shaped(capacity: u64, per_sec: u64, spec: &mut PolicySpec) {
+        spec.capacity = Some(capacity);
+        spec.refill_per_sec = Some(per_sec);
     }
 }

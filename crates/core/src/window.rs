@@ -20,6 +20,7 @@
 //! the start of the stored window, so it can never reset or decay a counter early.
 
 use crate::algorithm::{Algorithm, Quota, check_cost};
+use crate::spec::{COUNT_MAX, PolicySpec, SpecError, WINDOW_MS_MAX, Written, need, refused};
 use crate::token_bucket::{MAX_CAPACITY, MAX_PERIOD};
 use crate::{CostError, Decision, Nanos, PolicyError};
 
@@ -314,5 +315,59 @@ impl Algorithm for SlidingWindow {
 
     fn quota(&self) -> Quota {
         self.0.quota()
+    }
+}
+
+impl WindowPolicy {
+    /// `limit` per `window_ms`.
+    fn from_spec(spec: &PolicySpec) -> Result<WindowPolicy, SpecError> {
+        let limit = need(spec, "limit", spec.limit, COUNT_MAX)?;
+        let window_ms = need(spec, "window_ms", spec.window_ms, WINDOW_MS_MAX)?;
+        WindowPolicy::new(limit, Nanos::from_millis(window_ms)).map_err(refused)
+    }
+
+    /// A window that is not a whole number of ms is written as the nearest that is, at
+    /// least 1.
+    fn write(&self, spec: &mut PolicySpec) {
+        spec.limit = Some(self.limit);
+        spec.window_ms = Some(((self.window.as_u64() + 500_000) / 1_000_000).max(1));
+    }
+
+    /// `capacity` per the time `capacity` takes at `per_sec`, at least 1 ms.
+    fn shaped(capacity: u64, per_sec: u64, spec: &mut PolicySpec) {
+        spec.limit = Some(capacity);
+        spec.window_ms = Some((capacity.saturating_mul(1_000) / per_sec.max(1)).max(1));
+    }
+}
+
+impl Written for FixedWindow {
+    const FIELDS: &'static [&'static str] = &["limit", "window_ms"];
+
+    fn from_spec(spec: &PolicySpec) -> Result<FixedWindow, SpecError> {
+        WindowPolicy::from_spec(spec).map(FixedWindow)
+    }
+
+    fn write(&self, spec: &mut PolicySpec) {
+        self.0.write(spec);
+    }
+
+    fn shaped(capacity: u64, per_sec: u64, spec: &mut PolicySpec) {
+        WindowPolicy::shaped(capacity, per_sec, spec);
+    }
+}
+
+impl Written for SlidingWindow {
+    const FIELDS: &'static [&'static str] = &["limit", "window_ms"];
+
+    fn from_spec(spec: &PolicySpec) -> Result<SlidingWindow, SpecError> {
+        WindowPolicy::from_spec(spec).map(SlidingWindow)
+    }
+
+    fn write(&self, spec: &mut PolicySpec) {
+        self.0.write(spec);
+    }
+
+    fn shaped(capacity: u64, per_sec: u64, spec: &mut PolicySpec) {
+        WindowPolicy::shaped(capacity, per_sec, spec);
     }
 }

@@ -185,7 +185,10 @@ fn each_shrunk_regression_fails_only_because_of_its_bug() {
 
 #[test]
 fn shrinking_is_deterministic_and_keeps_the_signature() {
-    let spec = explore::scenario_json(5, Sut::RetryOnTimeout);
+    let spec = explore::scenario_json(
+        5,
+        Sut::Planted(ratelab_sim::planted::PlantedBug::RetryOnTimeout),
+    );
     let a = explore::shrink::shrink(&spec, 5, Class::Safety, "linearizable", 60);
     let b = explore::shrink::shrink(&spec, 5, Class::Safety, "linearizable", 60);
     assert_eq!(a.spec, b.spec);
@@ -261,7 +264,7 @@ fn a_determinism_failure_names_the_first_event_where_the_traces_part() {
 
 #[test]
 fn every_system_under_test_draws_valid_scenarios() {
-    for sut in Sut::ALL {
+    for sut in Sut::all() {
         for seed in 1..=100 {
             let spec = explore::scenario_json(seed, sut);
             ratelab_sim::Scenario::parse(std::path::Path::new("<drawn>"), &spec.to_string())

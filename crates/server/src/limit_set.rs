@@ -93,7 +93,7 @@ pub(crate) fn fingerprint(policy: &Policy) -> u32 {
 /// SlidingWindow(SlidingWindow(WindowPolicy { limit: 60, window: Nanos(60000000000) }))
 /// ```
 ///
-/// The text is frozen: it is what every release so far has hashed, so the key prefixes in a
+/// (An algorithm added later is `name field=value …`, from its spec.) The text is frozen: it is what every release so far has hashed, so the key prefixes in a
 /// store outlive an upgrade (a new text would start every limit's buckets anew). It is
 /// written out here rather than taken from the types' `Debug` output, which may change.
 fn canonical(policy: &Policy) -> String {
@@ -114,6 +114,18 @@ fn canonical(policy: &Policy) -> String {
             w.0.limit(),
             w.0.window().as_u64()
         ),
+        // Any other algorithm: its spec as written, `name field=value …` in the spec's order.
+        #[allow(unreachable_patterns)]
+        other => {
+            let spec = other.spec();
+            let mut text = spec.algorithm.name().to_owned();
+            for (field, value) in spec.values() {
+                if let Some(v) = value {
+                    text += &format!(" {field}={v}");
+                }
+            }
+            text
+        }
     }
 }
 

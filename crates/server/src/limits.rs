@@ -38,7 +38,9 @@ use serde::Deserialize;
 use std::path::Path;
 
 pub use crate::policy::AlgorithmName;
-use crate::policy::{Invalid, Params, RedisRefusal, policy_capacity, redis_can_run, simple_name};
+use crate::policy::{
+    Invalid, PolicySpec, RedisRefusal, policy_at, policy_capacity, redis_can_run, simple_name,
+};
 use crate::rls::config::Domains;
 
 /// The limits file.
@@ -153,8 +155,8 @@ pub struct LimitEntry {
 
 impl LimitEntry {
     /// Its algorithm's parameters.
-    pub fn params(&self) -> Params {
-        Params {
+    pub fn params(&self) -> PolicySpec {
+        PolicySpec {
             algorithm: self.algorithm,
             capacity: self.capacity,
             refill_per_sec: self.refill_per_sec,
@@ -308,7 +310,7 @@ fn validate_limit(e: &LimitEntry, at: &str) -> Result<FileLimit, Invalid> {
         ));
     }
     let name = PolicyName::new(&e.name).map_err(|err| (field("name"), err.to_string()))?;
-    let policy = e.params().policy(at)?;
+    let policy = policy_at(&e.params(), at)?;
     let capacity = policy_capacity(&policy);
     let key_by = match e.key.as_deref().unwrap_or("client-ip") {
         "client-ip" => KeyBy::ClientIp,
@@ -509,7 +511,9 @@ match = { route_prefix = "/api/", methods = ["post", "PUT"], clients = ["10.0.0.
         // A semantic error, located by its path.
         let e = err(&TWO.replace("refill_per_sec = 10", "refill_per_sec = 10\nlimit = 3"));
         assert!(
-            e.starts_with("limits.toml:7:9: at limit[0].limit: a token-bucket limit has no limit"),
+            e.starts_with(
+                "limits.toml:7:9: at limit[0].limit: `limit` does not apply to a token bucket"
+            ),
             "{e}"
         );
         let e = err(&TWO.replace("max = 10", "max = 1000"));
@@ -533,7 +537,7 @@ match = { route_prefix = "/api/", methods = ["post", "PUT"], clients = ["10.0.0.
         );
         let e = err(&TWO.replace("capacity = 100\n", ""));
         assert!(
-            e.contains("at limit[0]: a token-bucket limit needs capacity"),
+            e.contains("at limit[0]: a token bucket needs `capacity`"),
             "{e}"
         );
         let e = err("");

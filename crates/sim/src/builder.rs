@@ -22,7 +22,7 @@
 //! ```
 
 use crate::faults::{self, Rated};
-use crate::limiter::{Claim, Limiter};
+use crate::limiter::Limiter;
 use crate::scenario::*;
 use std::path::PathBuf;
 
@@ -94,13 +94,7 @@ impl Scenario {
                 seeds: Seeds::new(vec![1]).expect("one seed"),
                 duration_ms: Bounded::default(),
                 gateways: Bounded::default(),
-                policy: PolicySpec {
-                    algorithm: AlgorithmName::TokenBucket,
-                    capacity: None,
-                    refill_per_sec: None,
-                    limit: None,
-                    window_ms: None,
-                },
+                policy: PolicySpec::empty(AlgorithmName::TokenBucket),
                 store: StoreSpec {
                     path: PathName::Atomic,
                     time_source: TimeSourceName::default(),
@@ -157,18 +151,16 @@ impl ScenarioBuilder {
         self
     }
 
-    /// A token bucket: capacity B, refill R per second.
-    pub fn token_bucket(mut self, capacity: u64, refill_per_sec: u64) -> Self {
-        let e = &mut self.error;
-        self.spec.policy = PolicySpec {
-            algorithm: AlgorithmName::TokenBucket,
-            capacity: Some(bounded(e, "policy.capacity", capacity)),
-            refill_per_sec: Some(bounded(e, "policy.refill_per_sec", refill_per_sec)),
-            limit: None,
-            window_ms: None,
-        };
+    /// The policy `spec` writes (checked when the scenario is built).
+    pub fn policy(mut self, spec: PolicySpec) -> Self {
+        self.spec.policy = spec;
         self.policy = true;
         self
+    }
+
+    /// A token bucket: capacity B, refill R per second.
+    pub fn token_bucket(self, capacity: u64, refill_per_sec: u64) -> Self {
+        self.policy(AlgorithmName::TokenBucket.shaped(capacity, refill_per_sec))
     }
 
     /// A fixed window: `limit` per `window_ms`.
@@ -181,40 +173,24 @@ impl ScenarioBuilder {
         self.window(AlgorithmName::SlidingWindow, limit, window_ms)
     }
 
-    fn window(mut self, algorithm: AlgorithmName, limit: u64, window_ms: u64) -> Self {
-        let e = &mut self.error;
-        self.spec.policy = PolicySpec {
-            algorithm,
-            capacity: None,
-            refill_per_sec: None,
-            limit: Some(bounded(e, "policy.limit", limit)),
-            window_ms: Some(bounded(e, "policy.window_ms", window_ms)),
-        };
-        self.policy = true;
-        self
+    fn window(self, algorithm: AlgorithmName, limit: u64, window_ms: u64) -> Self {
+        let mut spec = PolicySpec::empty(algorithm);
+        spec.limit = Some(limit);
+        spec.window_ms = Some(window_ms);
+        self.policy(spec)
     }
 
     /// The policy `limiter` claims ([`Limiter::claim`]), so the scenario as written names what
     /// [`crate::run_with`] holds the limiter to. An error if the claim has no file form (a
-    /// window not a whole number of ms, a refill not a whole number per second).
+    /// window or refill period not a whole number of ms).
     pub fn policy_of<A>(self, limiter: &Limiter<A>) -> Self
     where
         A: ratelab_core::Algorithm + Clone + Send + Sync + 'static,
     {
-        match limiter.claim() {
-            Claim::Window(q) | Claim::AnyWindow(q) if q.window.as_u64() % 1_000_000 == 0 => {
-                self.fixed_window(q.limit, q.window.as_u64() / 1_000_000)
-            }
-            Claim::TokenBucket(b)
-                if u128::from(b.refill_amount()) * 1_000_000_000
-                    % u128::from(b.refill_period().as_u64())
-                    == 0 =>
-            {
-                let rate = u128::from(b.refill_amount()) * 1_000_000_000
-                    / u128::from(b.refill_period().as_u64());
-                self.token_bucket(b.capacity(), u64::try_from(rate).unwrap_or(u64::MAX))
-            }
-            claim => self.failed("policy", format!("{claim:?} has no scenario-file form")),
+        let claim = limiter.claim();
+        match claim.policy() {
+            Ok(policy) if policy.spec().build() == Ok(policy) => self.policy(policy.spec()),
+            _ => self.failed("policy", format!("{claim:?} has no scenario-file form")),
         }
     }
 

@@ -10,8 +10,9 @@
 //!   `incr_then_expire` (over the store's plain counters, [`Counters`]);
 //! - in the fence beside the lease table (`cluster::StoreNode`): `fence_forgets_grants`.
 //!
-//! A new planted bug is a variant here, its rule in [`PlantedBug::needs`], its code where it
-//! lives, and a system under test in the explorer (`ratelab_lab::explore::Sut`).
+//! A new planted bug is a variant here (in [`PlantedBug::ALL`], with its names), its rule in
+//! [`PlantedBug::needs`], and its code where it lives; the explorer then runs it as a system
+//! under test of its own.
 
 use ratelab_core::{
     Algorithm, CostError, Decision, Nanos, Policy, PolicyState, Quota, TokenBucketState,
@@ -59,7 +60,39 @@ pub enum Needs {
 }
 
 impl PlantedBug {
-    /// What the bug needs of its scenario, for the validator.
+    /// Every planted bug, each a system the explorer runs.
+    pub const ALL: &[PlantedBug] = &[
+        PlantedBug::RetryOnTimeout,
+        PlantedBug::ShortTtl,
+        PlantedBug::RefillRounding,
+        PlantedBug::IncrThenExpire,
+        PlantedBug::FenceForgetsGrants,
+    ];
+
+    /// Its name in scenario files (`short_ttl`).
+    pub fn name(self) -> &'static str {
+        match self {
+            PlantedBug::RetryOnTimeout => "retry_on_timeout",
+            PlantedBug::ShortTtl => "short_ttl",
+            PlantedBug::RefillRounding => "refill_rounding",
+            PlantedBug::IncrThenExpire => "incr_then_expire",
+            PlantedBug::FenceForgetsGrants => "fence_forgets_grants",
+        }
+    }
+
+    /// Its name on the command line (`ratelab explore --sut short-ttl`).
+    pub fn command_name(self) -> &'static str {
+        match self {
+            PlantedBug::RetryOnTimeout => "retry-on-timeout",
+            PlantedBug::ShortTtl => "short-ttl",
+            PlantedBug::RefillRounding => "refill-rounding",
+            PlantedBug::IncrThenExpire => "incr-then-expire",
+            PlantedBug::FenceForgetsGrants => "fence-forgets-grants",
+        }
+    }
+
+    /// What the bug needs of its scenario, for the validator and for the explorer, which
+    /// puts the bug into the scenario it draws accordingly.
     pub fn needs(self) -> Needs {
         match self {
             PlantedBug::RetryOnTimeout => Needs::Atomic,
@@ -203,6 +236,35 @@ pub fn counted_decision(count: u64, limit: u64, window: Nanos) -> Decision {
 mod tests {
     use super::*;
     use ratelab_core::TokenBucket;
+
+    #[test]
+    fn every_bug_is_listed_and_named_as_files_write_it() {
+        for &b in PlantedBug::ALL {
+            let json = serde_json::to_value(b).unwrap();
+            assert_eq!(json, b.name(), "{b:?}");
+            assert_eq!(b.command_name(), b.name().replace('_', "-"));
+        }
+        // The list is complete: every name the schema knows is a listed bug.
+        fn names(v: &serde_json::Value, out: &mut BTreeMap<String, PlantedBug>) {
+            match v {
+                serde_json::Value::String(s) => {
+                    if let Ok(b) = serde_json::from_value(v.clone()) {
+                        out.insert(s.clone(), b);
+                    }
+                }
+                serde_json::Value::Array(a) => a.iter().for_each(|v| names(v, out)),
+                serde_json::Value::Object(o) => o.values().for_each(|v| names(v, out)),
+                _ => {}
+            }
+        }
+        let mut known = BTreeMap::new();
+        names(
+            &serde_json::to_value(schemars::schema_for!(PlantedBug)).unwrap(),
+            &mut known,
+        );
+        assert_eq!(known.len(), PlantedBug::ALL.len(), "{known:?}");
+        assert!(known.values().all(|b| PlantedBug::ALL.contains(b)));
+    }
 
     fn bucket() -> Policy {
         Policy::TokenBucket(TokenBucket::per_second(1, 1).expect("policy"))

@@ -8,7 +8,8 @@
 pub use crate::builder::{Client, Fault, ScenarioBuilder};
 use crate::locate::{PathSeg, locate};
 pub use crate::planted::PlantedBug;
-use ratelab_core::{FixedWindow, Policy, SlidingWindow, TokenBucket};
+use ratelab_core::Policy;
+pub use ratelab_core::{AlgorithmName, PolicySpec};
 use ratelab_store::{Path as StorePath, TimeSource};
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::de::{self, Deserializer, Visitor};
@@ -198,34 +199,6 @@ pub struct ScenarioSpec {
 
 fn one_gateway() -> Bounded<1, MAX_GATEWAYS> {
     Bounded(1)
-}
-
-/// The limiter algorithm.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum AlgorithmName {
-    /// Token bucket: `capacity` and `refill_per_sec`.
-    TokenBucket,
-    /// Fixed window: `limit` per `window_ms`.
-    FixedWindow,
-    /// Sliding-window counter: `limit` per `window_ms`.
-    SlidingWindow,
-}
-
-/// The limiter policy.
-#[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct PolicySpec {
-    /// Which algorithm.
-    pub algorithm: AlgorithmName,
-    /// Token bucket: capacity B.
-    pub capacity: Option<Bounded<1, 1_000_000_000_000>>,
-    /// Token bucket: refill R, tokens per second.
-    pub refill_per_sec: Option<Bounded<1, 1_000_000_000_000>>,
-    /// Fixed or sliding window: requests per window.
-    pub limit: Option<Bounded<1, 1_000_000_000_000>>,
-    /// Fixed or sliding window: window length in ms.
-    pub window_ms: Option<Bounded<1, 86_400_000>>,
 }
 
 /// Which store access path the gateways use.
@@ -676,46 +649,6 @@ impl Scenario {
             }
         };
         crate::validate::validate(spec, file, name, &located)
-    }
-}
-
-/// Builds the core policy from a spec whose fields have been checked for presence.
-pub(crate) fn build_policy(p: &PolicySpec) -> Result<Policy, (Vec<PathSeg>, String)> {
-    let need = |field: &'static str, v: Option<u64>| {
-        v.ok_or_else(|| {
-            (
-                vec![PathSeg::Key("policy".into())],
-                format!("{:?} policy needs `{field}`", p.algorithm).to_lowercase(),
-            )
-        })
-    };
-    let bad = |field: &'static str, e: ratelab_core::PolicyError| {
-        (
-            vec![PathSeg::Key("policy".into()), PathSeg::Key(field.into())],
-            e.to_string(),
-        )
-    };
-    match p.algorithm {
-        AlgorithmName::TokenBucket => {
-            let cap = need("capacity", p.capacity.map(Bounded::get))?;
-            let rate = need("refill_per_sec", p.refill_per_sec.map(Bounded::get))?;
-            TokenBucket::per_second(cap, rate)
-                .map(Policy::TokenBucket)
-                .map_err(|e| bad("capacity", e))
-        }
-        AlgorithmName::FixedWindow | AlgorithmName::SlidingWindow => {
-            let limit = need("limit", p.limit.map(Bounded::get))?;
-            let window = ms(need("window_ms", p.window_ms.map(Bounded::get))?);
-            if p.algorithm == AlgorithmName::FixedWindow {
-                FixedWindow::new(limit, window)
-                    .map(Policy::FixedWindow)
-                    .map_err(|e| bad("limit", e))
-            } else {
-                SlidingWindow::new(limit, window)
-                    .map(Policy::SlidingWindow)
-                    .map_err(|e| bad("limit", e))
-            }
-        }
     }
 }
 

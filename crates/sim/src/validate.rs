@@ -73,27 +73,12 @@ pub(crate) fn validate(
         ));
     }
 
-    // Policy: required fields by algorithm, none from the other algorithm.
-    let p = &spec.policy;
-    let (needed, what): (&[&str], _) = match p.algorithm {
-        AlgorithmName::TokenBucket => (&["capacity", "refill_per_sec"], "a token_bucket policy"),
-        AlgorithmName::FixedWindow => (&["limit", "window_ms"], "a fixed_window policy"),
-        AlgorithmName::SlidingWindow => (&["limit", "window_ms"], "a sliding_window policy"),
-    };
-    check_fields(
-        &[
-            ("capacity", p.capacity.is_some()),
-            ("refill_per_sec", p.refill_per_sec.is_some()),
-            ("limit", p.limit.is_some()),
-            ("window_ms", p.window_ms.is_some()),
-        ],
-        needed,
-        &[],
-        what,
-        vec![key("policy")],
-        located,
-    )?;
-    let policy = build_policy(p).map_err(|(path, msg)| located(path, msg))?;
+    // Policy: exactly its algorithm's fields, each in range.
+    let policy = spec.policy.build().map_err(|e| {
+        let mut at = vec![key("policy")];
+        at.extend(e.field.map(key));
+        located(at, e.message)
+    })?;
 
     if let Some(e) = spec.gateway.edge {
         ratelab_core::TokenBucket::per_second(e.capacity.get(), e.refill_per_sec.get())

@@ -10,6 +10,7 @@
 //! The result is an ordinary scenario file: the same types and the same validator as a
 //! hand-written one.
 
+use ratelab_core::{Algorithm as _, AlgorithmName, PolicySpec};
 use ratelab_sim::faults::{FaultKind, FaultSpec, Shape};
 use ratelab_sim::rng::{Draw, SimRng};
 use serde_json::{Value, json};
@@ -38,54 +39,30 @@ fn job(d: &mut Draw) -> Value {
     })
 }
 
-/// The limiter algorithms a seed draws from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Algorithm {
-    /// `token_bucket`.
-    TokenBucket,
-    /// `fixed_window`.
-    FixedWindow,
-    /// `sliding_window`.
-    SlidingWindow,
+/// The algorithms a seed draws from, each as often as it appears: the token bucket, ratelab's
+/// own, three times in five. Every algorithm is here (a test checks), so a new one is explored
+/// from the day it is added.
+pub const DRAWN: [AlgorithmName; 5] = [
+    AlgorithmName::TokenBucket,
+    AlgorithmName::TokenBucket,
+    AlgorithmName::TokenBucket,
+    AlgorithmName::FixedWindow,
+    AlgorithmName::SlidingWindow,
+];
+
+/// A policy of `algorithm` that admits `capacity` at once and `refill` a second over time
+/// ([`AlgorithmName::shaped`]), as scenario JSON.
+pub fn policy(algorithm: AlgorithmName, capacity: u64, refill: u64) -> Value {
+    serde_json::to_value(algorithm.shaped(capacity, refill)).expect("a policy spec serializes")
 }
 
-/// A policy of `algorithm` with capacity (or per-window limit) `capacity` and the rate
-/// `refill` per second: a window policy's window is the time the bucket takes to fill.
-pub fn policy(algorithm: Algorithm, capacity: u64, refill: u64) -> Value {
-    let window_ms = (capacity * 1_000 / refill.max(1)).max(1);
-    match algorithm {
-        Algorithm::TokenBucket => json!({
-            "algorithm": "token_bucket", "capacity": capacity, "refill_per_sec": refill
-        }),
-        Algorithm::FixedWindow => json!({
-            "algorithm": "fixed_window", "limit": capacity, "window_ms": window_ms
-        }),
-        Algorithm::SlidingWindow => json!({
-            "algorithm": "sliding_window", "limit": capacity, "window_ms": window_ms
-        }),
-    }
-}
-
-/// The algorithm, capacity and rate per second of a drawn policy (the inverse of
-/// [`policy`]).
-pub fn policy_parts(policy: &Value) -> (Algorithm, u64, u64) {
-    let get = |k: &str| policy[k].as_u64().unwrap_or(1);
-    match policy["algorithm"].as_str() {
-        Some("fixed_window") | Some("sliding_window") => {
-            let alg = if policy["algorithm"] == "fixed_window" {
-                Algorithm::FixedWindow
-            } else {
-                Algorithm::SlidingWindow
-            };
-            let limit = get("limit");
-            (alg, limit, (limit * 1_000 / get("window_ms").max(1)).max(1))
-        }
-        _ => (
-            Algorithm::TokenBucket,
-            get("capacity"),
-            get("refill_per_sec"),
-        ),
-    }
+/// The capacity and rate per second of a drawn policy (the inverse of [`policy`]): its quota's
+/// limit, and that limit over its quota's window. `None` if it is not a valid policy.
+pub fn policy_parts(policy: &Value) -> Option<(u64, u64)> {
+    let spec: PolicySpec = serde_json::from_value(policy.clone()).ok()?;
+    let quota = spec.build().ok()?.quota();
+    let rate = u128::from(quota.limit) * 1_000_000_000 / u128::from(quota.window.as_u64().max(1));
+    Some((quota.limit, u64::try_from(rate).unwrap_or(u64::MAX).max(1)))
 }
 
 /// The scenario explore seed `seed` draws, as scenario JSON (before the system under test
@@ -96,13 +73,7 @@ pub fn draw(seed: u64) -> Value {
     let gateways = d.int(1, 6);
     let capacity = *d.pick(&[1u64, 2, 5, 10, 20, 50]);
     let refill = *d.pick(&[1u64, 5, 20, 50, 100]);
-    let algorithm = *d.pick(&[
-        Algorithm::TokenBucket,
-        Algorithm::TokenBucket,
-        Algorithm::TokenBucket,
-        Algorithm::FixedWindow,
-        Algorithm::SlidingWindow,
-    ]);
+    let algorithm = *d.pick(&DRAWN);
     let lat_min = d.int(20, 2_000);
     let lat_max = lat_min + d.int(0, 1_000);
     // A deadline above what two layers' round trips take on a healthy link, as anyone
@@ -247,4 +218,22 @@ fn faults(d: &mut Draw, duration: u64, gateways: u64) -> Vec<Value> {
         .iter()
         .map(|f| serde_json::to_value(f).expect("a fault serializes"))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_algorithm_is_drawn_and_shaped_back() {
+        for &a in AlgorithmName::ALL {
+            assert!(DRAWN.contains(&a), "{a} is never drawn");
+            for (capacity, rate) in [(1, 1), (5, 20), (50, 100), (2, 5)] {
+                let p = policy(a, capacity, rate);
+                assert_eq!(p["algorithm"], a.name(), "{p}");
+                assert_eq!(policy_parts(&p), Some((capacity, rate)), "{a}: {p}");
+            }
+        }
+        assert_eq!(policy_parts(&json!({ "algorithm": "fixed_window" })), None);
+    }
 }

@@ -15,9 +15,10 @@
 //! checkers; [`coverage`] counts the situations a campaign reached; [`table`] is the
 //! planted-bug benchmark of `docs/EXPLORER.md`.
 //!
-//! A new system under test is a [`Sut`] variant with its adjustment of the drawn scenario (a
-//! new planted bug also goes in `ratelab_sim::planted`); a new checker goes in [`verdict`]; a
-//! new coverage probe in [`coverage`].
+//! A new planted bug goes in `ratelab_sim::planted` alone: the explorer runs every one of
+//! them ([`Sut::Planted`]), put in the drawn scenario as its [`PlantedBug::needs`] says. A new
+//! configuration that is wrong by design is a [`Sut`] variant with its adjustment; a new
+//! checker goes in `ratelab_sim::checkers`; a new coverage probe in [`coverage`].
 
 pub mod coverage;
 pub mod generate;
@@ -26,16 +27,18 @@ pub mod shrink;
 pub mod table;
 pub mod verdict;
 
+use ratelab_core::AlgorithmName;
+use ratelab_sim::planted::{Needs, PlantedBug};
 use ratelab_sim::{RunOptions, Scenario};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
 use verdict::{Class, Failure};
 
-/// The limiters the explorer can be pointed at: the correct one, and planted bugs seen in
-/// real deployments.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
+/// The limiters the explorer can be pointed at: the correct one, the configurations that
+/// are wrong by design, and every planted bug of the simulator ([`PlantedBug`]), seen in real
+/// deployments.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Sut {
     /// The atomic path on the store's clock, the cleanup job fenced: must never fail.
     Correct,
@@ -49,37 +52,26 @@ pub enum Sut {
     /// The cleanup job deleting blindly and without fencing tokens: a stale leader's old
     /// plan lands too.
     UnfencedCleanup,
-    /// The atomic path, but a store call that timed out is sent again: a lost reply spends
-    /// its tokens twice.
-    RetryOnTimeout,
-    /// A token bucket whose stored state expires before the bucket is full again.
-    ShortTtl,
-    /// A token bucket whose refill is rounded up to a whole token at each decision.
-    RefillRounding,
-    /// A fixed window written as `INCRBY` then `EXPIRE` in two calls.
-    IncrThenExpire,
-    /// A fence that remembers only the tokens it has seen written, not those granted.
-    FenceForgetsGrants,
+    /// A planted bug, put where its [`PlantedBug::needs`] says.
+    Planted(PlantedBug),
 }
 
 impl Sut {
-    /// Every system under test.
-    pub const ALL: [Sut; 10] = [
-        Sut::Correct,
-        Sut::Naive,
-        Sut::GatewayClock,
-        Sut::BlindCleanup,
-        Sut::UnfencedCleanup,
-        Sut::RetryOnTimeout,
-        Sut::ShortTtl,
-        Sut::RefillRounding,
-        Sut::IncrThenExpire,
-        Sut::FenceForgetsGrants,
-    ];
+    /// Every system under test: the correct one, then [`Sut::planted`].
+    pub fn all() -> impl Iterator<Item = Sut> {
+        std::iter::once(Sut::Correct).chain(Sut::planted())
+    }
 
     /// The planted bugs: every system under test but the correct one.
     pub fn planted() -> impl Iterator<Item = Sut> {
-        Sut::ALL.into_iter().filter(|s| *s != Sut::Correct)
+        [
+            Sut::Naive,
+            Sut::GatewayClock,
+            Sut::BlindCleanup,
+            Sut::UnfencedCleanup,
+        ]
+        .into_iter()
+        .chain(PlantedBug::ALL.iter().map(|&b| Sut::Planted(b)))
     }
 
     /// Its name on the command line.
@@ -90,26 +82,19 @@ impl Sut {
             Sut::GatewayClock => "gateway-clock",
             Sut::BlindCleanup => "blind-cleanup",
             Sut::UnfencedCleanup => "unfenced-cleanup",
-            Sut::RetryOnTimeout => "retry-on-timeout",
-            Sut::ShortTtl => "short-ttl",
-            Sut::RefillRounding => "refill-rounding",
-            Sut::IncrThenExpire => "incr-then-expire",
-            Sut::FenceForgetsGrants => "fence-forgets-grants",
+            Sut::Planted(b) => b.command_name(),
         }
     }
 
     /// The system named `name`.
     pub fn parse(name: &str) -> Result<Sut, String> {
-        Sut::ALL
-            .into_iter()
-            .find(|s| s.name() == name)
-            .ok_or_else(|| {
-                let names: Vec<&str> = Sut::ALL.iter().map(|s| s.name()).collect();
-                format!(
-                    "unknown system under test {name:?}: expected one of {}",
-                    names.join(", ")
-                )
-            })
+        Sut::all().find(|s| s.name() == name).ok_or_else(|| {
+            let names: Vec<&str> = Sut::all().map(|s| s.name()).collect();
+            format!(
+                "unknown system under test {name:?}: expected one of {}",
+                names.join(", ")
+            )
+        })
     }
 
     /// Puts this system into the scenario seed `seed` drew. A planted bug of one algorithm
@@ -123,28 +108,11 @@ impl Sut {
             }
         };
         let recast = |spec: &mut serde_json::Value, alg| {
-            let (_, capacity, rate) = generate::policy_parts(&spec["policy"]);
-            spec["policy"] = generate::policy(alg, capacity, rate);
+            if let Some((capacity, rate)) = generate::policy_parts(&spec["policy"]) {
+                spec["policy"] = generate::policy(alg, capacity, rate);
+            }
         };
         match self {
-            Sut::RetryOnTimeout => spec["planted_bug"] = "retry_on_timeout".into(),
-            Sut::ShortTtl | Sut::RefillRounding => {
-                recast(spec, generate::Algorithm::TokenBucket);
-                let bug = if self == Sut::ShortTtl {
-                    "short_ttl"
-                } else {
-                    "refill_rounding"
-                };
-                spec["planted_bug"] = bug.into();
-            }
-            Sut::IncrThenExpire => {
-                recast(spec, generate::Algorithm::FixedWindow);
-                spec["planted_bug"] = "incr_then_expire".into();
-            }
-            Sut::FenceForgetsGrants => {
-                with_job(spec);
-                spec["planted_bug"] = "fence_forgets_grants".into();
-            }
             Sut::Correct => {}
             Sut::Naive => spec["store"]["path"] = "naive".into(),
             Sut::GatewayClock => spec["store"]["time_source"] = "gateway".into(),
@@ -157,7 +125,29 @@ impl Sut {
                 spec["cleanup_job"]["blind_delete"] = true.into();
                 spec["cleanup_job"]["fencing"] = false.into();
             }
+            Sut::Planted(bug) => {
+                match bug.needs() {
+                    Needs::Atomic => {}
+                    Needs::AtomicTokenBucket => recast(spec, AlgorithmName::TokenBucket),
+                    Needs::AtomicFixedWindow => recast(spec, AlgorithmName::FixedWindow),
+                    Needs::FencedJob => with_job(spec),
+                }
+                spec["planted_bug"] = bug.name().into();
+            }
         }
+    }
+}
+
+impl Serialize for Sut {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+impl<'de> Deserialize<'de> for Sut {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Sut, D::Error> {
+        let name = String::deserialize(d)?;
+        Sut::parse(&name).map_err(serde::de::Error::custom)
     }
 }
 

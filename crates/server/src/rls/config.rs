@@ -27,7 +27,9 @@
 //! column it was found at); what the YAML form of envoyproxy/ratelimit has and ratelab does
 //! not (`replaces`, wildcard values) is refused with that reason.
 
-use crate::policy::{AlgorithmName, Invalid, Params, RedisRefusal, redis_can_run, simple_name};
+use crate::policy::{
+    AlgorithmName, Invalid, PolicySpec, RedisRefusal, policy_at, redis_can_run, simple_name,
+};
 use ratelab_core::located::{Located, PathSeg, parse_path};
 use ratelab_core::{Nanos, Policy, TokenBucket};
 use schemars::JsonSchema;
@@ -159,8 +161,8 @@ pub struct PolicyEntry {
 
 impl PolicyEntry {
     /// Its algorithm's parameters.
-    pub fn params(&self) -> Params {
-        Params {
+    pub fn params(&self) -> PolicySpec {
+        PolicySpec {
             algorithm: self.algorithm,
             capacity: self.capacity,
             refill_per_sec: self.refill_per_sec,
@@ -483,7 +485,7 @@ fn descriptor(
     let leaf = if let Some(r) = &e.rate_limit {
         rate_limit_leaf(r, &trail, &field("rate_limit"), e.shadow_mode, names)?
     } else if let Some(p) = &e.policy {
-        let policy = p.params().policy(&field("policy"))?;
+        let policy = policy_at(&p.params(), &field("policy"))?;
         Leaf::Limited {
             name: limit_name(p.name.as_deref(), &trail, &field("policy.name"), names)?,
             policy,

@@ -17,7 +17,8 @@ pub(crate) trait Script: Algorithm + Clone + Send + Sync + 'static {
 
 impl Script for StorePolicy {
     /// Read off the state: a token bucket's theoretical arrival time, the end of a fixed
-    /// window, the end of the window after a sliding window's (when its count stops weighing).
+    /// window, the end of the window after a sliding window's (when its count stops weighing);
+    /// for another algorithm, when its state expires.
     fn full_at(&self, state: &PolicyState) -> Option<Nanos> {
         let ns = match (self.policy, *state) {
             (Policy::TokenBucket(b), PolicyState::TokenBucket(s)) => {
@@ -31,7 +32,10 @@ impl Script for StorePolicy {
                 let len = u128::from(w.0.window().as_u64());
                 (u128::from(s.window) + 2) * len
             }
-            _ => return None,
+            // Another algorithm's state is full again when it expires, as
+            // `Algorithm::expires_at` promises (a foreign state: at once).
+            #[allow(unreachable_patterns)]
+            (policy, state) => u128::from(policy.expires_at(&state).as_u64()),
         };
         Some(Nanos(u64::try_from(ns).unwrap_or(u64::MAX)))
     }
