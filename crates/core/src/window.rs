@@ -65,7 +65,7 @@ impl WindowPolicy {
         self.window
     }
 
-    fn w(&self) -> u128 {
+    pub(crate) fn w(&self) -> u128 {
         u128::from(self.window.as_u64())
     }
 
@@ -320,7 +320,7 @@ impl Algorithm for SlidingWindow {
 
 impl WindowPolicy {
     /// `limit` per `window_ms`.
-    fn from_spec(spec: &PolicySpec) -> Result<WindowPolicy, SpecError> {
+    pub(crate) fn from_spec(spec: &PolicySpec) -> Result<WindowPolicy, SpecError> {
         let limit = need(spec, "limit", spec.limit, COUNT_MAX)?;
         let window_ms = need(spec, "window_ms", spec.window_ms, WINDOW_MS_MAX)?;
         WindowPolicy::new(limit, Nanos::from_millis(window_ms)).map_err(refused)
@@ -328,13 +328,13 @@ impl WindowPolicy {
 
     /// A window that is not a whole number of ms is written as the nearest that is, at
     /// least 1.
-    fn write(&self, spec: &mut PolicySpec) {
+    pub(crate) fn write(&self, spec: &mut PolicySpec) {
         spec.limit = Some(self.limit);
         spec.window_ms = Some(((self.window.as_u64() + 500_000) / 1_000_000).max(1));
     }
 
     /// `capacity` per the time `capacity` takes at `per_sec`, at least 1 ms.
-    fn shaped(capacity: u64, per_sec: u64, spec: &mut PolicySpec) {
+    pub(crate) fn shaped(capacity: u64, per_sec: u64, spec: &mut PolicySpec) {
         spec.limit = Some(capacity);
         spec.window_ms = Some((capacity.saturating_mul(1_000) / per_sec.max(1)).max(1));
     }

@@ -495,6 +495,23 @@ match = { route_prefix = "/api/", methods = ["post", "PUT"], clients = ["10.0.0.
     }
 
     #[test]
+    fn every_algorithm_is_a_limit_in_either_spelling() {
+        for &a in AlgorithmName::ALL {
+            let spec = a.shaped(10, 5);
+            for name in [a.name().to_owned(), a.name().replace('_', "-")] {
+                let mut text = format!("[[limit]]\nname = \"l\"\nalgorithm = \"{name}\"\n");
+                for (field, value) in spec.values() {
+                    if let Some(v) = value {
+                        text += &format!("{field} = {v}\n");
+                    }
+                }
+                let l = parse("limits.toml", &text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+                assert_eq!(l[0].policy, spec.build().unwrap(), "{text}");
+            }
+        }
+    }
+
+    #[test]
     fn errors_name_the_file_line_column_and_path() {
         // A syntax error.
         let e = err("[[limit]\nname = 1");

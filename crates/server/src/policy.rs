@@ -43,8 +43,8 @@ pub(crate) fn redis_can_run(policy: &Policy) -> Result<(), RedisRefusal> {
         Policy::TokenBucket(b) => ratelab_store::redis_store::check_exact(b)
             .map_err(|e| RedisRefusal::Range(e.to_string())),
         _ => Err(RedisRefusal::Algorithm(
-            "the Redis store runs token-bucket limits only (fixed and sliding windows need the \
-             in-memory store)"
+            "the Redis store runs token-bucket limits only (other algorithms need the in-memory \
+             store)"
                 .into(),
         )),
     }

@@ -156,8 +156,8 @@ impl Stores for Redis {
     async fn client(&self, prefix: &str, policy: Policy) -> Result<RedisStore, String> {
         let Policy::TokenBucket(bucket) = policy else {
             return Err(
-                "the Redis store runs token-bucket limits only (fixed and sliding windows \
-                 need the in-memory store)"
+                "the Redis store runs token-bucket limits only (other algorithms need the \
+                 in-memory store)"
                     .into(),
             );
         };

@@ -13,7 +13,7 @@
 //!
 //! - `envelope` (token bucket): per key, admitted cost in any interval Δt ≤ B + R·Δt (on the
 //!   store's clock);
-//! - `window` (fixed and sliding windows): per key, admitted cost in any interval Δt ≤
+//! - `window` (every algorithm but the token bucket, from its quota): per key, admitted cost in any interval Δt ≤
 //!   L·(2 + Δt/W), which holds for any fixed window however its windows are placed (an
 //!   interval meets at most ⌈Δt/W⌉ + 1 of them) and for the sliding-window counter (whose
 //!   current window never admits more than L);

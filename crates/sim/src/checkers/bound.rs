@@ -9,7 +9,7 @@ use super::epochs::{beyond, beyond_allowance, envelope_excess, failovers};
 use ratelab_check::envelope::{self, Envelope};
 use ratelab_core::Policy;
 
-/// The envelope (token bucket) or window bound (fixed and sliding windows).
+/// The envelope (token bucket) or window bound (every other algorithm, from its quota).
 pub struct Bound;
 
 const FIGURES: &[Figure] = &[
