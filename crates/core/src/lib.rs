@@ -18,6 +18,8 @@
 //!   ratelab checker uses.
 //! - [`FixedWindow`]: `limit` per aligned window; shows the 2× boundary spike.
 //! - [`SlidingWindow`]: the two-counter sliding-window approximation, with its error bound.
+//! - [`FirstHitWindow`]: a fixed window opened by each key's first request, as Redis
+//!   `INCR`-then-`EXPIRE` limiters count.
 //!
 //! **A new algorithm** is a file here with its policy type and its [`Algorithm`] impl (state,
 //! transition, TTL) and its [`spec::Written`] impl (its parameters), plus one line in the list
@@ -49,6 +51,7 @@
 mod algorithm;
 pub mod all;
 mod decision;
+pub mod first_hit;
 pub mod headers;
 pub mod located;
 mod policy;
@@ -59,6 +62,7 @@ pub mod window;
 
 pub use algorithm::{Algorithm, Quota};
 pub use decision::{CostError, Decision, PolicyError};
+pub use first_hit::{FirstHitWindow, FirstHitWindowState};
 pub use policy::{AlgorithmName, Policy, PolicyState};
 pub use spec::{PolicySpec, SpecError};
 pub use time::{NANOS_PER_SEC, Nanos};

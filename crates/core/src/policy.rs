@@ -8,6 +8,7 @@
 //! its own file plus one line here.
 
 use crate::algorithm::{Algorithm, Quota};
+use crate::first_hit::{FirstHitWindow, FirstHitWindowState};
 use crate::spec::{PolicySpec, SpecError, Written};
 use crate::window::{FixedWindow, FixedWindowState, SlidingWindow, SlidingWindowState};
 use crate::{CostError, Decision, Nanos, TokenBucket, TokenBucketState};
@@ -144,6 +145,8 @@ algorithms! {
     FixedWindow(FixedWindow, FixedWindowState), "fixed_window", "fixed window";
     /// Sliding-window counter: `limit` per `window_ms`, the previous window weighted.
     SlidingWindow(SlidingWindow, SlidingWindowState), "sliding_window", "sliding window";
+    /// Fixed window opened by a key's first request: `limit` per `window_ms` from then.
+    FirstHitWindow(FirstHitWindow, FirstHitWindowState), "first_hit_window", "first-hit window";
 }
 
 impl AlgorithmName {
