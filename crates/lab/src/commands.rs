@@ -141,9 +141,9 @@ pub fn sweep(
 }
 
 /// Resolves `--redis`: `auto` starts a private server (kept alive by the returned guard).
-fn redis_url(arg: &str) -> Result<(String, Option<crate::local_redis::RedisServer>), String> {
+fn redis_url(arg: &str) -> Result<(String, Option<ratelab_procs::redis::RedisServer>), String> {
     if arg == "auto" {
-        let server = crate::local_redis::RedisServer::start()?;
+        let server = ratelab_procs::redis::RedisServer::start()?;
         Ok((server.url(), Some(server)))
     } else {
         Ok((arg.to_owned(), None))
@@ -152,7 +152,7 @@ fn redis_url(arg: &str) -> Result<(String, Option<crate::local_redis::RedisServe
 
 /// What a private store for the real ladder or the benchmark keeps alive.
 enum PrivateStore {
-    Server(#[allow(dead_code)] crate::local_redis::RedisServer),
+    Server(#[allow(dead_code)] ratelab_procs::redis::RedisServer),
     Cluster(#[allow(dead_code)] crate::failover::LocalCluster),
 }
 
@@ -205,7 +205,7 @@ pub fn scale(senders: u32, seconds: u64, out: &std::path::Path, doc: &std::path:
     }
     let keys = 10_000;
     let one = tokio_rt().block_on(async {
-        let server = crate::local_redis::RedisServer::start()?;
+        let server = ratelab_procs::redis::RedisServer::start()?;
         let bucket = ratelab_core::TokenBucket::per_second(1_000_000, 1_000_000)
             .map_err(|e| e.to_string())?;
         let options = RedisOptions {

@@ -36,9 +36,9 @@
 //! covered nothing (a connection replaced between the script and the `WAIT`), which no
 //! reply shows.
 
-use crate::local_redis::{self, RedisCluster};
 use ratelab_check::envelope::{self, Admission, Envelope};
 use ratelab_core::{Nanos, TokenBucket};
+use ratelab_procs::redis::{self as local_redis, RedisCluster};
 use ratelab_store::redis_conn::slot;
 use ratelab_store::redis_store::{RedisOptions, RedisStore};
 use ratelab_store::{Key, LimitError, Outcome, Path, TimeSource, decide_remote};

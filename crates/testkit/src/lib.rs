@@ -3,15 +3,16 @@
 //! What the tests of every ratelab crate share (a dev-dependency only, never published):
 //!
 //! - `redis_server` and `redis_cluster`: a private `redis-server` or Redis Cluster on free
-//!   loopback ports (the processes are `ratelab_lab::local_redis`'s, the ones the experiments
-//!   start);
+//!   loopback ports (the processes are `ratelab_procs::redis`'s, the ones the experiments
+//!   start; the kit adds the skip-or-fail policy);
 //! - `nginx`: a private nginx from a configuration the test gives;
 //! - [`temp`]: a temp directory removed on drop;
 //! - [`docs`]: the figure blocks of the docs a test checks, or writes under `RATELAB_BLESS=1`;
 //! - `free_port`: a loopback port nothing listens on.
 //!
-//! The process helpers are behind the default feature `processes`; without it the kit is the
-//! figure blocks and temp dirs alone, and depends on nothing in the workspace.
+//! The process helpers are behind the default feature `processes`, the only one that brings in
+//! a workspace crate (`ratelab-procs`, which depends on the standard library alone); without
+//! it the kit is the figure blocks and temp dirs, and depends on nothing in the workspace.
 //!
 //! Every process the kit starts is stopped, and waited for, when its guard drops, a panicking
 //! test's too.
@@ -33,7 +34,7 @@ pub mod redis_server;
 pub mod temp;
 
 #[cfg(feature = "processes")]
-pub use ratelab_lab::local_redis::free_port;
+pub use ratelab_procs::free_port;
 
 /// Whether a test that needs `component` runs: `true` if `installed`; otherwise, when
 /// `require_var` is `1`, a panic naming the test; otherwise `false` after a loud
