@@ -1,19 +1,25 @@
 //! # ratelab-procs
 //!
-//! Private processes on loopback for ratelab's experiments and its tests, and nothing else:
+//! The outside programs ratelab's experiments and tests run, and nothing else:
 //!
 //! - [`redis`]: a private `redis-server` or Redis Cluster (three primaries, three replicas)
 //!   on free loopback ports, stopped when its guard drops — the one Redis starter of the
 //!   workspace, used by `ratelab-lab`'s experiments (`sweep --redis auto`, `failover`) and,
 //!   through `ratelab-testkit`, by the tests;
-//! - [`free_port`]: a loopback port nothing listens on.
+//! - [`free_port`]: a loopback port nothing listens on;
+//! - [`installed`]: which outside programs the tests drive (redis-server, nginx, Chromium,
+//!   `nm`, Python's grpcio) are installed, for the build script of each package whose tests
+//!   need one: a missing one marks those tests ignored (`cfg(ratelab_missing_NAME)`), unless
+//!   its `RATELAB_REQUIRE_*` variable is `1`.
 //!
 //! It depends on nothing but the standard library, so that both the experiments and the test
-//! kit can use it without one depending on the other. A new private process (another store, a
-//! proxy the experiments start) goes here; what a test alone needs (temp dirs, the docs'
-//! figure blocks, the skip-or-fail policy) goes in `ratelab-testkit`.
+//! kit can use it without one depending on the other, and so can a build script. A new private
+//! process (another store, a proxy the experiments start) or a new outside program a test
+//! needs goes here; what a test alone needs (temp dirs, the docs' figure blocks, the
+//! skip-or-fail policy at run time) goes in `ratelab-testkit`.
 #![warn(missing_docs)]
 
+pub mod installed;
 pub mod redis;
 
 /// A port nothing listens on now, never handed out before in this process, with its cluster

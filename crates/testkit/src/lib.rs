@@ -18,10 +18,14 @@
 //! test's too.
 //!
 //! **A component that is not installed.** A test that needs Redis, nginx or another outside
-//! program asks [`require`], which says loudly that the test skips and returns `false`,
-//! unless the component's `RATELAB_REQUIRE_*` variable is `1` (as `.ci/run` sets), in which
-//! case it panics. libtest cannot mark a `#[test]` ignored once it runs, so such a skip
-//! counts as `ok` in cargo's summary: the variables are how CI makes sure nothing skipped.
+//! program is marked ignored by its package's build script when the program is missing
+//! (`#[cfg_attr(ratelab_missing_redis, ignore = "…")]`; the components and the build script
+//! are `ratelab_procs::installed`'s), so it shows as `ignored`, with the reason, in cargo's
+//! summary. When the component's `RATELAB_REQUIRE_*` variable is `1` (as `.ci/run` sets), the
+//! build script marks nothing and the test runs. At run time the test asks [`require`] as
+//! well, the second line of defence: missing and required, it panics; missing and not
+//! required (a program removed since the build), it says loudly that the test skips, and the
+//! test passes as `ok`.
 #![warn(missing_docs)]
 
 pub mod docs;
