@@ -83,9 +83,7 @@ pub fn sweep(
         results.points.iter().map(|p| p.offered).sum::<u64>()
     );
     for &l in &cfg.latencies_us {
-        let mut t = comfy_table::Table::new();
-        t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
-        t.set_header(vec![
+        let mut t = crate::table::new(vec![
             "concurrent",
             "offered",
             "envelope",
@@ -123,9 +121,7 @@ pub fn sweep(
             crate::sweep::rtt_ms(l)
         );
     }
-    let mut t = comfy_table::Table::new();
-    t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
-    t.set_header(vec!["algorithm", "admitted of 200", "most in any window"]);
+    let mut t = crate::table::new(vec!["algorithm", "admitted of 200", "most in any window"]);
     for r in &runs {
         t.add_row(vec![
             r.algorithm.clone(),
@@ -563,9 +559,15 @@ pub fn bench(gateways: u64, seconds: u64, rate: u64, runs: u32, print_scenario: 
             ""
         }
     );
-    println!(
-        "{:>4} {:>10} {:>10} {:>16} {:>18}",
-        "run", "requests", "wall_s", "sim_requests/s", "sim_s per wall_s"
+    let mut t = crate::table::numeric(
+        [
+            "run",
+            "requests",
+            "wall s",
+            "sim requests/s",
+            "sim s per wall s",
+        ],
+        0,
     );
     let mut best = 0.0f64;
     for i in 1..=runs.max(1) {
@@ -573,14 +575,15 @@ pub fn bench(gateways: u64, seconds: u64, rate: u64, runs: u32, print_scenario: 
         let wall_s = r.wall_ms / 1e3;
         let per_sec = r.requests as f64 / wall_s;
         best = best.max(per_sec);
-        println!(
-            "{i:>4} {:>10} {:>10.3} {:>16.0} {:>18.1}",
-            r.requests,
-            wall_s,
-            per_sec,
-            r.sim_ns as f64 / 1e9 / wall_s
-        );
+        t.add_row([
+            i.to_string(),
+            r.requests.to_string(),
+            format!("{wall_s:.3}"),
+            format!("{per_sec:.0}"),
+            format!("{:.1}", r.sim_ns as f64 / 1e9 / wall_s),
+        ]);
     }
+    println!("{t}");
     println!("best: {best:.0} simulated requests per wall-clock second");
     // The floors, on the same load, in the same run.
     let rate_per_client = per_client;
@@ -620,10 +623,22 @@ pub fn probe_bench(base: crate::probe::bench::BenchShape, seeds: u64) -> ExitCod
         checker::CLOCK_RESOLUTION,
         base.budget
     );
-    println!(
-        "limiter        seed  admitted  black-box s  store-order s  ratio  keys ok/violated/unknown  max excess"
+    let mut t = crate::table::numeric(
+        [
+            "limiter",
+            "seed",
+            "admitted",
+            "black-box s",
+            "store-order s",
+            "ratio",
+            "keys ok/violated/unknown",
+            "max excess",
+        ],
+        1,
     );
+    let mut in_flight = Vec::new();
     for lost_updates in [false, true] {
+        let limiter = if lost_updates { "read-write" } else { "atomic" };
         let shape = crate::probe::bench::BenchShape {
             lost_updates,
             ..base
@@ -634,28 +649,32 @@ pub fn probe_bench(base: crate::probe::bench::BenchShape, seeds: u64) -> ExitCod
             bb += r.black_box_s;
             st += r.stamped_s;
             flying += r.in_flight;
-            println!(
-                "{:<13} {:>5} {:>9} {:>12.3} {:>14.4} {:>6.0} {:>10}/{}/{} {:>11}",
-                if lost_updates { "read-write" } else { "atomic" },
-                r.seed,
-                r.admitted,
-                r.black_box_s,
-                r.stamped_s,
-                r.black_box_s / r.stamped_s.max(1e-9),
-                r.keys.0,
-                r.keys.1,
-                r.keys.2,
-                r.max_excess
-            );
+            t.add_row([
+                limiter.to_owned(),
+                r.seed.to_string(),
+                r.admitted.to_string(),
+                format!("{:.3}", r.black_box_s),
+                format!("{:.4}", r.stamped_s),
+                format!("{:.0}", r.black_box_s / r.stamped_s.max(1e-9)),
+                format!("{}/{}/{}", r.keys.0, r.keys.1, r.keys.2),
+                r.max_excess.to_string(),
+            ]);
         }
-        println!(
-            "{:<13} total {:>22.3} {:>14.4} {:>6.0}   (requests in flight: {:.1} on average)",
-            if lost_updates { "read-write" } else { "atomic" },
-            bb,
-            st,
-            bb / st.max(1e-9),
-            flying / seeds as f64
-        );
+        t.add_row([
+            limiter.to_owned(),
+            "total".to_owned(),
+            String::new(),
+            format!("{bb:.3}"),
+            format!("{st:.4}"),
+            format!("{:.0}", bb / st.max(1e-9)),
+            String::new(),
+            String::new(),
+        ]);
+        in_flight.push((limiter, flying / seeds as f64));
+    }
+    println!("{t}");
+    for (limiter, flying) in in_flight {
+        println!("{limiter}: {flying:.1} requests in flight on average");
     }
     ExitCode::SUCCESS
 }

@@ -21,6 +21,7 @@
 //!   cluster (`ratelab failover`);
 //! - [`soak`]: a long, bounded run of a real `ratelab-server` over many keys, sampled for
 //!   growth (`ratelab soak`);
+//! - [`table`]: the one style of the tables the commands print on a terminal;
 //! - [`timeline`]: one key's requests, the store's applies, the envelope and the faults as a
 //!   self-contained HTML page (`ratelab run --timeline`, and the explorer's shrunk failures).
 //!
@@ -42,4 +43,5 @@ pub mod probe;
 pub mod real;
 pub mod soak;
 pub mod sweep;
+pub mod table;
 pub mod timeline;

@@ -657,37 +657,45 @@ pub async fn bench(target: &BenchTarget, clients: usize, secs: f64) -> Result<()
         s.clear().await.map_err(|e| e.to_string())?;
     }
     // redis-benchmark reports no decisions, only replies: its admitted share is unknown.
-    let row = |name: &str, t: &Throughput, admitted_known: bool| {
-        let admitted = if admitted_known {
-            format!("{:.0}%", 100.0 * t.admitted as f64 / t.decisions as f64)
-        } else {
-            "–".to_owned()
-        };
-        println!(
-            "  {name:<48} {:>12.0} {:>10.0} {:>10.0} {admitted:>10}",
-            t.per_sec, t.p50_us, t.p99_us
-        );
-    };
-    let header = || {
-        println!(
-            "  {:<48} {:>12} {:>10} {:>10} {:>10}",
-            "", "decisions/s", "p50 µs", "p99 µs", "admitted"
-        )
+    let table = |rows: &[(&str, &Throughput, bool)]| {
+        let mut t = crate::table::numeric(["", "decisions/s", "p50 µs", "p99 µs", "admitted"], 1);
+        for &(name, m, admitted_known) in rows {
+            t.add_row([
+                name.to_owned(),
+                format!("{:.0}", m.per_sec),
+                format!("{:.0}", m.p50_us),
+                format!("{:.0}", m.p99_us),
+                if admitted_known {
+                    format!("{:.0}%", 100.0 * m.admitted as f64 / m.decisions as f64)
+                } else {
+                    "–".to_owned()
+                },
+            ]);
+        }
+        t
     };
     println!("{clients} concurrent clients, {secs} s per measurement, 1000 keys; no call failed\n");
     println!("token bucket B = 100, R = 50/s per key (a denied naive decision skips its SET):");
-    header();
-    row("ratelab atomic path (EVALSHA)", &ours, true);
-    row("redis-benchmark, same script by EVALSHA", &theirs, false);
-    row(
-        "ratelab naive path (GET+TIME, SET if admitted)",
-        &naive,
-        true,
+    println!(
+        "{}",
+        table(&[
+            ("ratelab atomic path (EVALSHA)", &ours, true),
+            ("redis-benchmark, same script by EVALSHA", &theirs, false),
+            (
+                "ratelab naive path (GET+TIME, SET if admitted)",
+                &naive,
+                true
+            ),
+        ])
     );
     println!("\ntoken bucket B = R = 1 000 000 per key (every decision admitted):");
-    header();
-    row("ratelab atomic path (EVALSHA)", &open_atomic, true);
-    row("ratelab naive path (GET+TIME, SET)", &open_naive, true);
+    println!(
+        "{}",
+        table(&[
+            ("ratelab atomic path (EVALSHA)", &open_atomic, true),
+            ("ratelab naive path (GET+TIME, SET)", &open_naive, true),
+        ])
+    );
     println!(
         "\natomic / redis-benchmark: {:.2}",
         ours.per_sec / theirs.per_sec
