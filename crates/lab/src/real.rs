@@ -3,6 +3,7 @@
 
 use crate::matched::{CLOSE_US, RealPoint};
 use ratelab_check::envelope::{self, Admission, Envelope};
+use ratelab_check::percentile;
 use ratelab_core::{Algorithm, Nanos, TokenBucket};
 use ratelab_sim::rng::SimRng;
 use ratelab_store::redis_store::{RedisOptions, RedisStore, SCRIPT};
@@ -241,11 +242,7 @@ async fn point(store: &RedisStore, cfg: &RealConfig, path: Path, c: u32, run: u3
         .map(|s| us(s.began.saturating_duration_since(s.due)))
         .collect();
     late.sort_by(f64::total_cmp);
-    let pct = |p: f64| {
-        late.get(((late.len() as f64 * p) as usize).min(late.len().saturating_sub(1)))
-            .copied()
-            .unwrap_or(0.0)
-    };
+    let pct = |q: f64| percentile::of(&late, q).unwrap_or(0.0);
     let origin = sent.iter().map(|s| s.began).min();
     let starts: Vec<u64> = sent
         .iter()
@@ -385,10 +382,7 @@ pub async fn throughput(
     }
     let wall = started.elapsed().as_secs_f64();
     lat.sort_unstable();
-    let pct = |p: f64| match lat.len() {
-        0 => f64::NAN,
-        n => lat[((n as f64 * p) as usize).min(n - 1)] as f64 / 1e3,
-    };
+    let pct = |q: f64| percentile::of(&lat, q).map_or(f64::NAN, |ns| ns as f64 / 1e3);
     Throughput {
         per_sec: lat.len() as f64 / wall,
         decisions: lat.len() as u64,
