@@ -12,9 +12,9 @@
 //!
 //! and each test carries the cfg of the component it needs:
 //!
-//! ```ignore
+//! ```text
 //! #[test]
-//! #[cfg_attr(ratelab_missing_redis, ignore = "redis-server is not installed: apt-get install redis-server")]
+//! #[cfg_attr(ratelab_missing_redis, ignore = "redis-server is not installed (Debian: apt-get install redis-server)")]
 //! fn a_test_on_redis() { /* … */ }
 //! ```
 //!
