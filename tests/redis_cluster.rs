@@ -50,6 +50,10 @@ async fn connect(cluster: &RedisCluster, bucket: TokenBucket, prefix: &str) -> R
 }
 
 #[test]
+#[cfg_attr(
+    ratelab_missing_redis_cluster,
+    ignore = "redis-server or redis-cli is not installed (Debian: apt-get install redis-server)"
+)]
 fn cluster_decisions_are_the_cores_and_cross_slot_requests_are_all_or_nothing() {
     let Some(cluster) = RedisCluster::start("cluster_decisions") else {
         return;
@@ -198,6 +202,10 @@ fn cluster_decisions_are_the_cores_and_cross_slot_requests_are_all_or_nothing() 
 }
 
 #[test]
+#[cfg_attr(
+    ratelab_missing_redis_cluster,
+    ignore = "redis-server or redis-cli is not installed (Debian: apt-get install redis-server)"
+)]
 fn cluster_leases_and_the_fence_run_under_one_hash_tag() {
     let Some(cluster) = RedisCluster::start("cluster_leases") else {
         return;
@@ -229,6 +237,10 @@ fn cluster_leases_and_the_fence_run_under_one_hash_tag() {
 }
 
 #[test]
+#[cfg_attr(
+    ratelab_missing_redis_cluster,
+    ignore = "redis-server or redis-cli is not installed (Debian: apt-get install redis-server)"
+)]
 fn on_a_cluster_the_naive_path_still_loses_updates_and_the_atomic_one_does_not() {
     let Some(cluster) = RedisCluster::start("cluster_race") else {
         return;
@@ -271,6 +283,10 @@ fn on_a_cluster_the_naive_path_still_loses_updates_and_the_atomic_one_does_not()
 }
 
 #[test]
+#[cfg_attr(
+    ratelab_missing_redis_cluster,
+    ignore = "redis-server or redis-cli is not installed (Debian: apt-get install redis-server)"
+)]
 fn with_wait_a_failover_never_grants_a_fencing_token_twice() {
     let Some(mut cluster) = RedisCluster::start("cluster_lease_failover") else {
         return;
@@ -305,6 +321,10 @@ fn with_wait_a_failover_never_grants_a_fencing_token_twice() {
 }
 
 #[test]
+#[cfg_attr(
+    ratelab_missing_redis_cluster,
+    ignore = "redis-server or redis-cli is not installed (Debian: apt-get install redis-server)"
+)]
 fn a_failover_under_load_stays_within_its_bound_and_recovers() {
     if !redis_cluster::installed() {
         // Says why, and fails when Redis is required.
@@ -348,6 +368,10 @@ fn a_failover_under_load_stays_within_its_bound_and_recovers() {
 /// `ASK` redirection while the slot is migrating (the key already on the new primary, which
 /// has never run the script) and the `MOVED` one after, and the bucket's state moves with it.
 #[test]
+#[cfg_attr(
+    ratelab_missing_redis_cluster,
+    ignore = "redis-server or redis-cli is not installed (Debian: apt-get install redis-server)"
+)]
 fn decisions_follow_a_slot_migration_through_ask_and_moved() {
     let Some(cluster) = RedisCluster::start("cluster_migration") else {
         return;
@@ -428,6 +452,10 @@ fn decisions_follow_a_slot_migration_through_ask_and_moved() {
 /// different slots, so requests are decided slot by slot and refunded where another slot
 /// denies, and still answer exactly as the core's all-or-nothing decision.
 #[test]
+#[cfg_attr(
+    ratelab_missing_redis_cluster,
+    ignore = "redis-server or redis-cli is not installed (Debian: apt-get install redis-server)"
+)]
 fn cross_slot_decisions_over_several_limits_are_the_cores() {
     let Some(cluster) = RedisCluster::start("cluster_several_limits") else {
         return;

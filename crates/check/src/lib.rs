@@ -22,6 +22,9 @@
 //! | [`arrivals`] | a Poisson sender's realised gaps are exponential (Kolmogorov–Smirnov) |
 //! | [`probe`] | a limiter seen only from outside (a probe's history) against a claimed policy: envelope over spans, black-box linearizability, fields, Retry-After honesty |
 //!
+//! Beside the checkers, [`percentile`] is the one definition of a percentile (the nearest
+//! rank) for every latency figure ratelab reports.
+//!
 //! (The simulator's registry of checkers, which the explorer, `run_with` and the scenario
 //! bounds iterate, is `ratelab_sim::checkers`: a checker there is one file and one line in
 //! its `CHECKERS`, usually calling a module from here.)
@@ -39,6 +42,7 @@ pub mod envelope;
 pub mod history;
 pub mod linearizable;
 pub mod liveness;
+pub mod percentile;
 pub mod probe;
 pub mod window;
 

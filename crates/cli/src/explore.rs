@@ -1,5 +1,6 @@
 //! `ratelab explore`: the campaign's command line, its progress bar and its report.
 
+use ratelab_lab::commands::{EXIT_BAD_INPUT, EXIT_FAILED};
 use ratelab_lab::explore::report::{print_report, table};
 use ratelab_lab::explore::{self, Campaign, ExploreReport, Sut, shrink};
 use std::path::PathBuf;
@@ -209,13 +210,13 @@ pub fn explore_command(args: ExploreArgs) -> ExitCode {
                 explore::shrink_found(f, &args.regressions, Some(&args.out), args.shrink_runs)
             {
                 eprintln!("error: {e}");
-                return ExitCode::from(crate::EXIT_BAD_INPUT);
+                return ExitCode::from(EXIT_BAD_INPUT);
             }
         }
     }
-    if let Err(e) = save(&args.out, args.sut, &report) {
+    if let Err(e) = explore::save(&args.out, args.sut, &report) {
         eprintln!("error: {e}");
-        return ExitCode::from(crate::EXIT_BAD_INPUT);
+        return ExitCode::from(EXIT_BAD_INPUT);
     }
     if args.json {
         println!(
@@ -228,27 +229,8 @@ pub fn explore_command(args: ExploreArgs) -> ExitCode {
     if report.found.is_empty() {
         ExitCode::SUCCESS
     } else {
-        ExitCode::from(crate::EXIT_FAILED)
+        ExitCode::from(EXIT_FAILED)
     }
-}
-
-/// Saves each distinct failure's drawn scenario and the report under `out`.
-fn save(out: &std::path::Path, sut: Sut, report: &ExploreReport) -> Result<(), String> {
-    std::fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
-    for f in &report.found {
-        let file = out.join(explore::scenario_file(
-            sut,
-            f.class,
-            &f.checker,
-            f.first_seed,
-        ));
-        let json = explore::scenario_json(f.first_seed, sut);
-        let text = serde_json::to_string_pretty(&json).map_err(|e| e.to_string())? + "\n";
-        std::fs::write(&file, text).map_err(|e| format!("{}: {e}", file.display()))?;
-    }
-    let path = out.join("report.json");
-    let text = serde_json::to_string_pretty(report).map_err(|e| e.to_string())? + "\n";
-    std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 fn merge(paths: &[PathBuf], json: bool) -> ExitCode {
@@ -261,7 +243,7 @@ fn merge(paths: &[PathBuf], json: bool) -> ExitCode {
             Ok(r) => reports.push(r),
             Err(e) => {
                 eprintln!("error: {}: {e}", p.display());
-                return ExitCode::from(crate::EXIT_BAD_INPUT);
+                return ExitCode::from(EXIT_BAD_INPUT);
             }
         }
     }
@@ -276,7 +258,7 @@ fn merge(paths: &[PathBuf], json: bool) -> ExitCode {
         }
         Err(e) => {
             eprintln!("error: {e}");
-            ExitCode::from(crate::EXIT_BAD_INPUT)
+            ExitCode::from(EXIT_BAD_INPUT)
         }
     }
 }

@@ -4,7 +4,8 @@
 use ratelab_check::linearizable::{DEFAULT_BUDGET, Initial};
 use ratelab_check::probe::Claim;
 use ratelab_core::Nanos;
-use ratelab_lab::probe::bench::{self as checker, BenchShape};
+use ratelab_lab::commands::{EXIT_BAD_INPUT, EXIT_FAILED};
+use ratelab_lab::probe::bench::BenchShape;
 use ratelab_lab::probe::{
     self, ProbeConfig, ProbeRun, Target, http::HttpSpec, http::HttpTarget, policy, redis, report,
 };
@@ -146,9 +147,6 @@ pub struct RedisArgs {
     common: Common,
 }
 
-const EXIT_FAILED: u8 = 1;
-const EXIT_BAD_INPUT: u8 = 2;
-
 fn parse_duration(s: &str) -> Result<Duration, String> {
     policy::duration(s).map(|n| Duration::from_nanos(n.as_u64()))
 }
@@ -196,7 +194,7 @@ pub fn probe_command(cmd: ProbeCommand) -> ExitCode {
             think_ms,
             seeds,
             budget,
-        } => bench_checker(
+        } => ratelab_lab::commands::probe_bench(
             BenchShape {
                 ops,
                 keys,
@@ -208,59 +206,6 @@ pub fn probe_command(cmd: ProbeCommand) -> ExitCode {
             seeds,
         ),
     }
-}
-
-/// `ratelab probe bench`: both limiters, each seed, then the totals.
-fn bench_checker(base: BenchShape, seeds: u64) -> ExitCode {
-    println!(
-        "black-box checker: {} operations over {} keys, {} closed-loop clients waiting up to \
-         {} between requests, claim {}, clock resolution {}, budget {} per key",
-        base.ops,
-        base.keys,
-        base.concurrency,
-        base.think,
-        policy::describe(&checker::CLAIM),
-        checker::CLOCK_RESOLUTION,
-        base.budget
-    );
-    println!(
-        "limiter        seed  admitted  black-box s  store-order s  ratio  keys ok/violated/unknown  max excess"
-    );
-    for lost_updates in [false, true] {
-        let shape = BenchShape {
-            lost_updates,
-            ..base
-        };
-        let (mut bb, mut st, mut flying) = (0.0, 0.0, 0.0);
-        for seed in 1..=seeds {
-            let (r, _) = checker::run(&shape, seed);
-            bb += r.black_box_s;
-            st += r.stamped_s;
-            flying += r.in_flight;
-            println!(
-                "{:<13} {:>5} {:>9} {:>12.3} {:>14.4} {:>6.0} {:>10}/{}/{} {:>11}",
-                if lost_updates { "read-write" } else { "atomic" },
-                r.seed,
-                r.admitted,
-                r.black_box_s,
-                r.stamped_s,
-                r.black_box_s / r.stamped_s.max(1e-9),
-                r.keys.0,
-                r.keys.1,
-                r.keys.2,
-                r.max_excess
-            );
-        }
-        println!(
-            "{:<13} total {:>22.3} {:>14.4} {:>6.0}   (requests in flight: {:.1} on average)",
-            if lost_updates { "read-write" } else { "atomic" },
-            bb,
-            st,
-            bb / st.max(1e-9),
-            flying / seeds as f64
-        );
-    }
-    ExitCode::SUCCESS
 }
 
 async fn http(a: HttpArgs) -> ExitCode {

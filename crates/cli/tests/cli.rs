@@ -788,6 +788,10 @@ fn the_cluster_doc_shows_the_simulated_failovers_today() {
 /// written for a cluster (`sweep --redis redis+cluster://…`); then `bench --redis` on the
 /// same cluster.
 #[test]
+#[cfg_attr(
+    ratelab_missing_redis_cluster,
+    ignore = "redis-server or redis-cli is not installed (Debian: apt-get install redis-server)"
+)]
 fn the_real_ladder_runs_on_a_cluster_and_catches_the_naive_path() {
     let Some(cluster) = redis_cluster::RedisCluster::start("the_real_ladder_runs_on_a_cluster")
     else {

@@ -6,8 +6,8 @@
 //! its JSON report. The naive path and a claim tighter than nginx's real policy are the
 //! canaries: the probe must fail them (exit 1), with the figures that show why.
 //!
-//! Without `redis-server` or `nginx` installed the tests that need them say so loudly and
-//! skip, unless `RATELAB_REQUIRE_REDIS=1` / `RATELAB_REQUIRE_NGINX=1` (as in CI).
+//! Without `redis-server` or `nginx` installed the tests that need them are marked ignored,
+//! unless `RATELAB_REQUIRE_REDIS=1` / `RATELAB_REQUIRE_NGINX=1` (as in CI).
 
 use ratelab_testkit::{nginx, redis_cluster, redis_server};
 
@@ -183,6 +183,10 @@ fn the_probe_reads_draft_10_fields_as_well() {
 }
 
 #[test]
+#[cfg_attr(
+    ratelab_missing_redis,
+    ignore = "redis-server is not installed (Debian: apt-get install redis-server)"
+)]
 fn ratelab_serve_on_redis_passes_atomic_and_the_probe_catches_its_naive_path() {
     let Some(redis) = RedisServer::start("ratelab_serve_on_redis") else {
         return;
@@ -232,6 +236,10 @@ fn probe_atomic_script(url: &str) -> (i32, Value) {
 }
 
 #[test]
+#[cfg_attr(
+    ratelab_missing_redis_cluster,
+    ignore = "redis-server or redis-cli is not installed (Debian: apt-get install redis-server)"
+)]
 fn probe_redis_on_a_cluster_url_passes_the_atomic_script_and_catches_get_set() {
     let Some(cluster) = redis_cluster::RedisCluster::start("probe_redis_on_a_cluster") else {
         return;
@@ -258,6 +266,10 @@ fn probe_redis_on_a_cluster_url_passes_the_atomic_script_and_catches_get_set() {
 }
 
 #[test]
+#[cfg_attr(
+    ratelab_missing_redis,
+    ignore = "redis-server is not installed (Debian: apt-get install redis-server)"
+)]
 fn probe_redis_passes_the_atomic_script_and_catches_the_read_then_write_client() {
     let Some(redis) = RedisServer::start("probe_redis") else {
         return;
@@ -319,6 +331,10 @@ fn nginx_limit_req(test: &str, rate: &str, burst: u32) -> Option<nginx::Nginx> {
 }
 
 #[test]
+#[cfg_attr(
+    ratelab_missing_nginx,
+    ignore = "nginx is not installed (Debian: apt-get install nginx-light)"
+)]
 fn nginx_limit_req_is_within_its_documented_envelope_and_a_tighter_claim_fails() {
     let Some(nginx) = nginx_limit_req("nginx_limit_req", "20r/s", 5) else {
         return;

@@ -1,7 +1,8 @@
 //! The experiments the `ratelab` subcommands run, from their settings to the tables they
 //! print and the files and doc blocks they write: the simulated sweep (`ratelab sweep`), the
 //! real ladder on Redis and its simulated twin (`sweep --redis`, `--resimulate-redis`), the
-//! failover and its scale figures (`ratelab failover`), and the benchmarks (`ratelab bench`).
+//! failover and its scale figures (`ratelab failover`), and the benchmarks (`ratelab bench`,
+//! `ratelab probe bench`).
 //!
 //! Each returns the command's exit code: [`EXIT_BAD_INPUT`] after printing `error: …` for
 //! anything the caller can fix (a missing doc, no redis-server, an unreachable store).
@@ -82,9 +83,7 @@ pub fn sweep(
         results.points.iter().map(|p| p.offered).sum::<u64>()
     );
     for &l in &cfg.latencies_us {
-        let mut t = comfy_table::Table::new();
-        t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
-        t.set_header(vec![
+        let mut t = crate::table::new(vec![
             "concurrent",
             "offered",
             "envelope",
@@ -122,9 +121,7 @@ pub fn sweep(
             crate::sweep::rtt_ms(l)
         );
     }
-    let mut t = comfy_table::Table::new();
-    t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED);
-    t.set_header(vec!["algorithm", "admitted of 200", "most in any window"]);
+    let mut t = crate::table::new(vec!["algorithm", "admitted of 200", "most in any window"]);
     for r in &runs {
         t.add_row(vec![
             r.algorithm.clone(),
@@ -141,9 +138,9 @@ pub fn sweep(
 }
 
 /// Resolves `--redis`: `auto` starts a private server (kept alive by the returned guard).
-fn redis_url(arg: &str) -> Result<(String, Option<crate::local_redis::RedisServer>), String> {
+fn redis_url(arg: &str) -> Result<(String, Option<ratelab_procs::redis::RedisServer>), String> {
     if arg == "auto" {
-        let server = crate::local_redis::RedisServer::start()?;
+        let server = ratelab_procs::redis::RedisServer::start()?;
         Ok((server.url(), Some(server)))
     } else {
         Ok((arg.to_owned(), None))
@@ -152,7 +149,7 @@ fn redis_url(arg: &str) -> Result<(String, Option<crate::local_redis::RedisServe
 
 /// What a private store for the real ladder or the benchmark keeps alive.
 enum PrivateStore {
-    Server(#[allow(dead_code)] crate::local_redis::RedisServer),
+    Server(#[allow(dead_code)] ratelab_procs::redis::RedisServer),
     Cluster(#[allow(dead_code)] crate::failover::LocalCluster),
 }
 
@@ -205,7 +202,7 @@ pub fn scale(senders: u32, seconds: u64, out: &std::path::Path, doc: &std::path:
     }
     let keys = 10_000;
     let one = tokio_rt().block_on(async {
-        let server = crate::local_redis::RedisServer::start()?;
+        let server = ratelab_procs::redis::RedisServer::start()?;
         let bucket = ratelab_core::TokenBucket::per_second(1_000_000, 1_000_000)
             .map_err(|e| e.to_string())?;
         let options = RedisOptions {
@@ -562,9 +559,15 @@ pub fn bench(gateways: u64, seconds: u64, rate: u64, runs: u32, print_scenario: 
             ""
         }
     );
-    println!(
-        "{:>4} {:>10} {:>10} {:>16} {:>18}",
-        "run", "requests", "wall_s", "sim_requests/s", "sim_s per wall_s"
+    let mut t = crate::table::numeric(
+        [
+            "run",
+            "requests",
+            "wall s",
+            "sim requests/s",
+            "sim s per wall s",
+        ],
+        0,
     );
     let mut best = 0.0f64;
     for i in 1..=runs.max(1) {
@@ -572,14 +575,15 @@ pub fn bench(gateways: u64, seconds: u64, rate: u64, runs: u32, print_scenario: 
         let wall_s = r.wall_ms / 1e3;
         let per_sec = r.requests as f64 / wall_s;
         best = best.max(per_sec);
-        println!(
-            "{i:>4} {:>10} {:>10.3} {:>16.0} {:>18.1}",
-            r.requests,
-            wall_s,
-            per_sec,
-            r.sim_ns as f64 / 1e9 / wall_s
-        );
+        t.add_row([
+            i.to_string(),
+            r.requests.to_string(),
+            format!("{wall_s:.3}"),
+            format!("{per_sec:.0}"),
+            format!("{:.1}", r.sim_ns as f64 / 1e9 / wall_s),
+        ]);
     }
+    println!("{t}");
     println!("best: {best:.0} simulated requests per wall-clock second");
     // The floors, on the same load, in the same run.
     let rate_per_client = per_client;
@@ -605,9 +609,168 @@ pub fn bench(gateways: u64, seconds: u64, rate: u64, runs: u32, print_scenario: 
     ExitCode::SUCCESS
 }
 
-/// `ratelab run`'s per-seed lines.
+/// `ratelab probe bench`: both limiters, each seed, then the totals.
+pub fn probe_bench(base: crate::probe::bench::BenchShape, seeds: u64) -> ExitCode {
+    use crate::probe::{bench as checker, policy};
+    println!(
+        "black-box checker: {} operations over {} keys, {} closed-loop clients waiting up to \
+         {} between requests, claim {}, clock resolution {}, budget {} per key",
+        base.ops,
+        base.keys,
+        base.concurrency,
+        base.think,
+        policy::describe(&checker::CLAIM),
+        checker::CLOCK_RESOLUTION,
+        base.budget
+    );
+    let mut t = crate::table::numeric(
+        [
+            "limiter",
+            "seed",
+            "admitted",
+            "black-box s",
+            "store-order s",
+            "ratio",
+            "keys ok/violated/unknown",
+            "max excess",
+        ],
+        1,
+    );
+    let mut in_flight = Vec::new();
+    for lost_updates in [false, true] {
+        let limiter = if lost_updates { "read-write" } else { "atomic" };
+        let shape = crate::probe::bench::BenchShape {
+            lost_updates,
+            ..base
+        };
+        let (mut bb, mut st, mut flying) = (0.0, 0.0, 0.0);
+        for seed in 1..=seeds {
+            let (r, _) = checker::run(&shape, seed);
+            bb += r.black_box_s;
+            st += r.stamped_s;
+            flying += r.in_flight;
+            t.add_row([
+                limiter.to_owned(),
+                r.seed.to_string(),
+                r.admitted.to_string(),
+                format!("{:.3}", r.black_box_s),
+                format!("{:.4}", r.stamped_s),
+                format!("{:.0}", r.black_box_s / r.stamped_s.max(1e-9)),
+                format!("{}/{}/{}", r.keys.0, r.keys.1, r.keys.2),
+                r.max_excess.to_string(),
+            ]);
+        }
+        t.add_row([
+            limiter.to_owned(),
+            "total".to_owned(),
+            String::new(),
+            format!("{bb:.3}"),
+            format!("{st:.4}"),
+            format!("{:.0}", bb / st.max(1e-9)),
+            String::new(),
+            String::new(),
+        ]);
+        in_flight.push((limiter, flying / seeds as f64));
+    }
+    println!("{t}");
+    for (limiter, flying) in in_flight {
+        println!("{limiter}: {flying:.1} requests in flight on average");
+    }
+    ExitCode::SUCCESS
+}
+
+/// `ratelab run`'s table, per-seed lines, the files it writes and a failure's report.
 pub mod run_report {
     use std::io::Write;
+    use std::path::{Path, PathBuf};
+
+    /// The scenario's summary and the table's column names, their widths [`row`]'s. The table
+    /// is written a row at a time, each seed as soon as it is done, with its gateway, job and
+    /// verdict lines under it, so its columns are padded here rather than laid out at the end.
+    pub fn header(out: &mut impl Write, sc: &ratelab_sim::Scenario) {
+        let _ = writeln!(
+            out,
+            "{} — {}\n{} path, {} gateways, {} client groups, {} faults, {} ms\n",
+            sc.name(),
+            sc.spec().description,
+            sc.path().name(),
+            sc.spec().gateways.get(),
+            sc.spec().clients.len(),
+            sc.spec().faults.len(),
+            sc.spec().duration_ms.get()
+        );
+        let _ = writeln!(
+            out,
+            "{:>8} {:>9} {:>8} {:>8} {:>7} {:>10} {:>12} {:>13}  {:<16}  result",
+            "seed",
+            "requests",
+            "allowed",
+            "denied",
+            "errors",
+            "max_excess",
+            "total_excess",
+            "max_in_window",
+            "trace_hash"
+        );
+    }
+
+    /// Writes seed `seed`'s request logs to `DIR/seed-SEED/gateway-N.jsonl`, one file per
+    /// gateway (empty for a gateway that answered nothing); the directory written.
+    pub fn write_request_logs(
+        dir: &Path,
+        sc: &ratelab_sim::Scenario,
+        history: &ratelab_sim::History,
+        seed: u64,
+    ) -> Result<PathBuf, String> {
+        let dir = dir.join(format!("seed-{seed}"));
+        let written = std::fs::create_dir_all(&dir).and_then(|()| {
+            (0..sc.spec().gateways.get()).try_for_each(|g| {
+                let name = format!("gateway-{g}");
+                let text = history.request_logs.get(&name).map_or("", String::as_str);
+                std::fs::write(dir.join(format!("{name}.jsonl")), text)
+            })
+        });
+        written.map_err(|e| format!("request logs in {}: {e}", dir.display()))?;
+        Ok(dir)
+    }
+
+    /// Where seed `seed`'s timeline goes: `path` itself, or `NAME-seed-SEED.html` beside it
+    /// when the run has `several` seeds.
+    pub fn timeline_path(path: &Path, seed: u64, several: bool) -> PathBuf {
+        if !several {
+            return path.to_owned();
+        }
+        let stem = path
+            .file_stem()
+            .map_or_else(String::new, |s| s.to_string_lossy().into_owned());
+        path.with_file_name(format!("{stem}-seed-{seed}.html"))
+    }
+
+    /// A failed seed's report: its failures, the worst window and the commands that replay it.
+    pub fn failure(r: &ratelab_sim::Report) -> String {
+        use std::fmt::Write as _;
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "\nFAILED: scenario {} ({}), seed {}",
+            r.scenario, r.file, r.seed
+        );
+        for f in &r.failures {
+            let _ = writeln!(s, "  {f}");
+        }
+        if let Some(w) = &r.excess_witness {
+            let _ = writeln!(
+                s,
+                "  worst window: key {:?}, {} admitted in [{} ns, {} ns] against a bound of {}; requests {:?}",
+                w.key, w.admitted, w.from_ns, w.to_ns, w.bound, w.ids
+            );
+        }
+        let _ = writeln!(s, "  replay:");
+        for c in ratelab_sim::replay_commands(&r.scenario, &r.file, r.seed) {
+            let _ = writeln!(s, "    {c}");
+        }
+        s
+    }
 
     /// One seed's line of `ratelab run`'s table.
     pub fn row(out: &mut impl Write, r: &ratelab_sim::Report) {

@@ -36,9 +36,10 @@
 //! covered nothing (a connection replaced between the script and the `WAIT`), which no
 //! reply shows.
 
-use crate::local_redis::{self, RedisCluster};
 use ratelab_check::envelope::{self, Admission, Envelope};
+use ratelab_check::percentile;
 use ratelab_core::{Nanos, TokenBucket};
+use ratelab_procs::redis::{self as local_redis, RedisCluster};
 use ratelab_store::redis_conn::slot;
 use ratelab_store::redis_store::{RedisOptions, RedisStore};
 use ratelab_store::{Key, LimitError, Outcome, Path, TimeSource, decide_remote};
@@ -402,10 +403,7 @@ fn report(
         .map(|c| c.done.duration_since(c.sent).as_secs_f64() * 1e6)
         .collect();
     before.sort_by(f64::total_cmp);
-    let pct = |p: f64| {
-        let i = ((before.len() as f64 * p).ceil() as usize).clamp(1, before.len().max(1)) - 1;
-        before.get(i).copied().unwrap_or(0.0)
-    };
+    let pct = |q: f64| percentile::of(&before, q).unwrap_or(0.0);
     FailoverReport {
         wait: cfg.wait.is_some(),
         decided: calls.iter().filter(|c| c.decided.is_some()).count() as u64,

@@ -69,6 +69,49 @@ pub struct FuzzReport {
     pub panic_count: u64,
 }
 
+impl FuzzConfig {
+    /// The command that runs this campaign again.
+    pub fn replay(&self) -> String {
+        format!(
+            "cargo run -p ratelab -- fuzz --inputs {} --seed {}",
+            self.inputs, self.seed
+        )
+    }
+}
+
+impl std::fmt::Display for PanicCase {
+    /// Where it panicked, the message, and the input in full.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "PANIC in {} of input {} (mutated from {}): {}\n--- input ---\n{}\n---",
+            self.stage,
+            self.input,
+            self.from.display(),
+            self.message,
+            self.text
+        )
+    }
+}
+
+impl std::fmt::Display for FuzzReport {
+    /// The verdicts the inputs got, one kind a line (the campaign's summary).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "  refused by validation (exit 2): {}\n  valid: {} — run for one seed: {} ({} passed, \
+             {} failed their expectations), over the run budget: {}\n  panics: {}",
+            self.invalid,
+            self.valid,
+            self.ran,
+            self.passed,
+            self.failed,
+            self.not_run,
+            self.panic_count
+        )
+    }
+}
+
 /// Panics kept with their input.
 pub const MAX_KEPT: usize = 20;
 

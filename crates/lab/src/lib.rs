@@ -19,12 +19,14 @@
 //!   read-then-write client) driven from outside and judged by the checkers (`ratelab probe`);
 //! - [`failover`]: what a Redis Cluster failover costs a token bucket, on a real local
 //!   cluster (`ratelab failover`);
-//! - [`local_redis`]: a private `redis-server` or Redis Cluster on free loopback ports, for
-//!   the experiments that start their own store (and the tests, through `ratelab-testkit`);
 //! - [`soak`]: a long, bounded run of a real `ratelab-server` over many keys, sampled for
 //!   growth (`ratelab soak`);
+//! - [`table`]: the one style of the tables the commands print on a terminal;
 //! - [`timeline`]: one key's requests, the store's applies, the envelope and the faults as a
 //!   self-contained HTML page (`ratelab run --timeline`, and the explorer's shrunk failures).
+//!
+//! The private `redis-server` and Redis Cluster that the experiments start on their own
+//! (`sweep --redis auto`, `failover`) come from `ratelab-procs`, which the tests share.
 //!
 //! A new experiment is a module here with a function from its configuration to serializable
 //! results, and, if the docs quote it, a block writer in [`output`] and a test that reruns it
@@ -35,11 +37,11 @@ pub mod commands;
 pub mod explore;
 pub mod failover;
 pub mod fuzz;
-pub mod local_redis;
 pub mod matched;
 pub mod output;
 pub mod probe;
 pub mod real;
 pub mod soak;
 pub mod sweep;
+pub mod table;
 pub mod timeline;

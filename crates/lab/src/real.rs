@@ -3,6 +3,7 @@
 
 use crate::matched::{CLOSE_US, RealPoint};
 use ratelab_check::envelope::{self, Admission, Envelope};
+use ratelab_check::percentile;
 use ratelab_core::{Algorithm, Nanos, TokenBucket};
 use ratelab_sim::rng::SimRng;
 use ratelab_store::redis_store::{RedisOptions, RedisStore, SCRIPT};
@@ -241,11 +242,7 @@ async fn point(store: &RedisStore, cfg: &RealConfig, path: Path, c: u32, run: u3
         .map(|s| us(s.began.saturating_duration_since(s.due)))
         .collect();
     late.sort_by(f64::total_cmp);
-    let pct = |p: f64| {
-        late.get(((late.len() as f64 * p) as usize).min(late.len().saturating_sub(1)))
-            .copied()
-            .unwrap_or(0.0)
-    };
+    let pct = |q: f64| percentile::of(&late, q).unwrap_or(0.0);
     let origin = sent.iter().map(|s| s.began).min();
     let starts: Vec<u64> = sent
         .iter()
@@ -385,10 +382,7 @@ pub async fn throughput(
     }
     let wall = started.elapsed().as_secs_f64();
     lat.sort_unstable();
-    let pct = |p: f64| match lat.len() {
-        0 => f64::NAN,
-        n => lat[((n as f64 * p) as usize).min(n - 1)] as f64 / 1e3,
-    };
+    let pct = |q: f64| percentile::of(&lat, q).map_or(f64::NAN, |ns| ns as f64 / 1e3);
     Throughput {
         per_sec: lat.len() as f64 / wall,
         decisions: lat.len() as u64,
@@ -657,37 +651,45 @@ pub async fn bench(target: &BenchTarget, clients: usize, secs: f64) -> Result<()
         s.clear().await.map_err(|e| e.to_string())?;
     }
     // redis-benchmark reports no decisions, only replies: its admitted share is unknown.
-    let row = |name: &str, t: &Throughput, admitted_known: bool| {
-        let admitted = if admitted_known {
-            format!("{:.0}%", 100.0 * t.admitted as f64 / t.decisions as f64)
-        } else {
-            "–".to_owned()
-        };
-        println!(
-            "  {name:<48} {:>12.0} {:>10.0} {:>10.0} {admitted:>10}",
-            t.per_sec, t.p50_us, t.p99_us
-        );
-    };
-    let header = || {
-        println!(
-            "  {:<48} {:>12} {:>10} {:>10} {:>10}",
-            "", "decisions/s", "p50 µs", "p99 µs", "admitted"
-        )
+    let table = |rows: &[(&str, &Throughput, bool)]| {
+        let mut t = crate::table::numeric(["", "decisions/s", "p50 µs", "p99 µs", "admitted"], 1);
+        for &(name, m, admitted_known) in rows {
+            t.add_row([
+                name.to_owned(),
+                format!("{:.0}", m.per_sec),
+                format!("{:.0}", m.p50_us),
+                format!("{:.0}", m.p99_us),
+                if admitted_known {
+                    format!("{:.0}%", 100.0 * m.admitted as f64 / m.decisions as f64)
+                } else {
+                    "–".to_owned()
+                },
+            ]);
+        }
+        t
     };
     println!("{clients} concurrent clients, {secs} s per measurement, 1000 keys; no call failed\n");
     println!("token bucket B = 100, R = 50/s per key (a denied naive decision skips its SET):");
-    header();
-    row("ratelab atomic path (EVALSHA)", &ours, true);
-    row("redis-benchmark, same script by EVALSHA", &theirs, false);
-    row(
-        "ratelab naive path (GET+TIME, SET if admitted)",
-        &naive,
-        true,
+    println!(
+        "{}",
+        table(&[
+            ("ratelab atomic path (EVALSHA)", &ours, true),
+            ("redis-benchmark, same script by EVALSHA", &theirs, false),
+            (
+                "ratelab naive path (GET+TIME, SET if admitted)",
+                &naive,
+                true
+            ),
+        ])
     );
     println!("\ntoken bucket B = R = 1 000 000 per key (every decision admitted):");
-    header();
-    row("ratelab atomic path (EVALSHA)", &open_atomic, true);
-    row("ratelab naive path (GET+TIME, SET)", &open_naive, true);
+    println!(
+        "{}",
+        table(&[
+            ("ratelab atomic path (EVALSHA)", &open_atomic, true),
+            ("ratelab naive path (GET+TIME, SET)", &open_naive, true),
+        ])
+    );
     println!(
         "\natomic / redis-benchmark: {:.2}",
         ours.per_sec / theirs.per_sec

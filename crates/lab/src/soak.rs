@@ -15,6 +15,7 @@
 //! (once every key has been visited): RSS growth and p99 ratio, stated, never judged
 //! against a threshold fitted to one machine.
 
+use ratelab_check::percentile;
 use std::io::{BufRead as _, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -98,14 +99,14 @@ impl SoakReport {
         (first > 0).then(|| last as f64 / first as f64)
     }
 
-    /// The median p99 of the second half of the samples after warm-up over the p99 of the
-    /// first sample after warm-up.
+    /// The median (nearest rank) p99 of the second half of the samples after warm-up over the
+    /// p99 of the first sample after warm-up.
     pub fn p99_ratio(&self) -> Option<f64> {
         let warm = self.warm?;
         let after = &self.samples[warm..];
         let mut late: Vec<u64> = after[after.len() / 2..].iter().map(|s| s.p99_us).collect();
         late.sort_unstable();
-        let median = *late.get(late.len() / 2)?;
+        let median = percentile::of(&late, 0.5)?;
         let first = after.first()?.p99_us.max(1);
         Some(median as f64 / first as f64)
     }
@@ -294,9 +295,10 @@ impl Histogram {
         self.max = self.max.max(us);
     }
 
-    /// The `q` quantile, rounded up to its bucket's top (never above the maximum seen).
+    /// The `q` quantile by nearest rank ([`percentile::rank`]), rounded up to its bucket's top
+    /// (never above the maximum seen).
     fn quantile(&self, q: f64) -> u64 {
-        let rank = ((self.total as f64 * q).ceil() as u64).max(1);
+        let rank = percentile::rank(self.total, q).max(1);
         let mut seen = 0;
         for (i, &n) in self.counts.iter().enumerate() {
             seen += n;

@@ -51,6 +51,10 @@ fn chromium() -> Option<&'static str> {
 }
 
 #[test]
+#[cfg_attr(
+    ratelab_missing_chromium,
+    ignore = "no headless Chromium is installed (Debian: apt-get install chromium)"
+)]
 fn a_headless_browser_renders_the_page() {
     let Some(browser) = chromium() else {
         assert!(

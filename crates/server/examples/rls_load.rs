@@ -136,9 +136,9 @@ async fn load(addr: String, secs: u64, concurrency: usize, keys: u64) -> Result<
     }
     let elapsed = start.elapsed().as_secs_f64();
     all.sort_unstable();
-    let pct = |p: f64| {
-        let i = ((all.len() as f64 * p).ceil() as usize).clamp(1, all.len()) - 1;
-        all[i].as_secs_f64() * 1e6
+    let pct = |q: f64| {
+        ratelab_check::percentile::of(&all, q)
+            .map_or(0.0, |d: std::time::Duration| d.as_secs_f64() * 1e6)
     };
     if all.is_empty() {
         return Err("no call completed".into());

@@ -28,6 +28,10 @@ fn nginx_in_front(test: &str, s: &Server) -> Option<nginx::Nginx> {
 }
 
 #[test]
+#[cfg_attr(
+    ratelab_missing_nginx,
+    ignore = "nginx is not installed (Debian: apt-get install nginx-light)"
+)]
 fn a_client_behind_nginx_cannot_change_the_switches_and_the_operator_can() {
     let s = Server::start(&[
         "--capacity",

@@ -78,9 +78,13 @@ fn defined_replacements(binary: &std::path::Path) -> Option<Vec<&'static str>> {
 }
 
 /// The binary itself defines none of the libc functions madsim replaces; the simulation
-/// binary beside it, when built, does (so the check can fail). Without `nm` the test says so
-/// and skips, unless `RATELAB_REQUIRE_NM=1` (as in CI).
+/// binary beside it, when built, does (so the check can fail). Without `nm` the test is marked
+/// ignored, unless `RATELAB_REQUIRE_NM=1` (as in CI).
 #[test]
+#[cfg_attr(
+    ratelab_missing_nm,
+    ignore = "nm is not installed (Debian: apt-get install binutils)"
+)]
 fn the_server_binary_defines_no_libc_replacement() {
     let server = std::path::Path::new(env!("CARGO_BIN_EXE_ratelab-server"));
     let Some(defined) = defined_replacements(server) else {

@@ -374,6 +374,10 @@ fn sighup_reloads_at_once() {
 }
 
 #[test]
+#[cfg_attr(
+    ratelab_missing_redis,
+    ignore = "redis-server is not installed (Debian: apt-get install redis-server)"
+)]
 fn limits_file_on_redis() {
     let Some(redis) = redis_server::RedisServer::start("limits_file_on_redis") else {
         return;
@@ -473,6 +477,10 @@ fn a_denial_by_one_limit_spends_nothing_at_the_others_in_memory() {
 }
 
 #[test]
+#[cfg_attr(
+    ratelab_missing_redis_cluster,
+    ignore = "redis-server or redis-cli is not installed (Debian: apt-get install redis-server)"
+)]
 fn on_a_redis_cluster_a_denial_by_one_limit_spends_nothing_at_the_others() {
     let Some(cluster) = redis_cluster::RedisCluster::start(
         "on_a_redis_cluster_a_denial_by_one_limit_spends_nothing_at_the_others",
@@ -507,6 +515,10 @@ fn on_a_redis_cluster_a_denial_by_one_limit_spends_nothing_at_the_others() {
 }
 
 #[test]
+#[cfg_attr(
+    ratelab_missing_redis,
+    ignore = "redis-server is not installed (Debian: apt-get install redis-server)"
+)]
 fn on_redis_every_limit_is_one_script_call() {
     let Some(redis) = redis_server::RedisServer::start("on_redis_every_limit_is_one_script_call")
     else {
@@ -542,6 +554,10 @@ fn on_redis_every_limit_is_one_script_call() {
 }
 
 #[test]
+#[cfg_attr(
+    ratelab_missing_redis,
+    ignore = "redis-server is not installed (Debian: apt-get install redis-server)"
+)]
 fn the_denial_cache_answers_a_denied_key_without_a_store_call() {
     let Some(redis) = redis_server::RedisServer::start("the_denial_cache_answers_a_denied_key")
     else {
@@ -608,6 +624,10 @@ fn the_denial_cache_answers_a_denied_key_without_a_store_call() {
 /// denial (which wrote nothing) waits for nothing. With no replica every wait runs out, and
 /// the admission stands.
 #[test]
+#[cfg_attr(
+    ratelab_missing_redis,
+    ignore = "redis-server is not installed (Debian: apt-get install redis-server)"
+)]
 fn with_redis_wait_each_admission_waits_for_a_replica_and_denials_do_not() {
     let Some(redis) = redis_server::RedisServer::start("with_redis_wait_each_admission_waits")
     else {

@@ -5,7 +5,7 @@
 //! tree, one all-or-nothing step per call, overrides and costs, bad requests, and a frozen
 //! real redis-server answered OK (fail open) or UNAVAILABLE.
 //!
-//! Without Python's grpcio the Python tests say so loudly and skip, unless
+//! Without Python's grpcio the Python tests are marked ignored, unless
 //! `RATELAB_REQUIRE_GRPCIO=1` (set by `.ci/run`, which installs Debian's `python3-grpcio` and
 //! `python3-grpc-tools`).
 
@@ -252,6 +252,10 @@ fn check_over_limit_after_the_capacity(answers: &[Value]) {
 }
 
 #[test]
+#[cfg_attr(
+    ratelab_missing_grpcio,
+    ignore = "no python3 with grpcio and grpc_tools (Debian: apt-get install python3-grpcio python3-grpc-tools)"
+)]
 fn grpcio_gets_over_limit_after_exactly_the_capacity_in_memory() {
     let Some(py) = python("grpcio_gets_over_limit_after_exactly_the_capacity_in_memory") else {
         return;
@@ -271,6 +275,10 @@ fn grpcio_gets_over_limit_after_exactly_the_capacity_in_memory() {
 }
 
 #[test]
+#[cfg_attr(
+    ratelab_missing_grpcio,
+    ignore = "no python3 with grpcio and grpc_tools (Debian: apt-get install python3-grpcio python3-grpc-tools)"
+)]
 fn grpcio_shadow_mode_is_never_over_limit_but_counted() {
     let Some(py) = python("grpcio_shadow_mode_is_never_over_limit_but_counted") else {
         return;
@@ -295,6 +303,10 @@ fn grpcio_shadow_mode_is_never_over_limit_but_counted() {
 }
 
 #[test]
+#[cfg_attr(
+    any(ratelab_missing_redis, ratelab_missing_grpcio),
+    ignore = "redis-server or python3's grpcio is not installed (Debian: apt-get install redis-server python3-grpcio python3-grpc-tools)"
+)]
 fn grpcio_on_a_frozen_redis_gets_ok_or_unavailable_as_configured() {
     let test = "grpcio_on_a_frozen_redis_gets_ok_or_unavailable_as_configured";
     let Some(py) = python(test) else { return };

@@ -535,10 +535,9 @@ impl Counts {
         }
         fail_open_latency.sort_unstable();
         c.fail_open_latency_ms = (!fail_open_latency.is_empty()).then(|| {
-            let pct = |p: f64| {
-                let n = fail_open_latency.len();
-                let i = ((n as f64 * p).ceil() as usize).clamp(1, n) - 1;
-                fail_open_latency[i] as f64 / 1e6
+            let pct = |q: f64| {
+                ratelab_check::percentile::of(&fail_open_latency, q)
+                    .map_or(0.0, |ns| ns as f64 / 1e6)
             };
             [pct(0.5), pct(0.99), pct(1.0)]
         });

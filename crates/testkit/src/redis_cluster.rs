@@ -2,12 +2,12 @@
 //! `redis-server` on free loopback ports, no persistence, a short `cluster-node-timeout`
 //! (500 ms), every node stopped when dropped.
 
-pub use ratelab_lab::local_redis::{Node, cli, cluster_installed as installed};
+pub use ratelab_procs::redis::{Node, cli, cluster_installed as installed};
 
-/// A running cluster: [`ratelab_lab::local_redis::RedisCluster`] (its nodes, seeds, kill,
+/// A running cluster: [`ratelab_procs::redis::RedisCluster`] (its nodes, seeds, kill,
 /// restart), created for a test.
 #[derive(Debug)]
-pub struct RedisCluster(ratelab_lab::local_redis::RedisCluster);
+pub struct RedisCluster(ratelab_procs::redis::RedisCluster);
 
 impl RedisCluster {
     /// Starts and creates a cluster for test `test`, or returns `None` (after saying why) when
@@ -23,14 +23,14 @@ impl RedisCluster {
         ) {
             return None;
         }
-        let cluster = ratelab_lab::local_redis::RedisCluster::create()
-            .unwrap_or_else(|e| panic!("{test}: {e}"));
+        let cluster =
+            ratelab_procs::redis::RedisCluster::create().unwrap_or_else(|e| panic!("{test}: {e}"));
         Some(RedisCluster(cluster))
     }
 }
 
 impl std::ops::Deref for RedisCluster {
-    type Target = ratelab_lab::local_redis::RedisCluster;
+    type Target = ratelab_procs::redis::RedisCluster;
     fn deref(&self) -> &Self::Target {
         &self.0
     }

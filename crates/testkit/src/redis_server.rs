@@ -1,18 +1,18 @@
 //! A private `redis-server` for one test: a free loopback port, no persistence, a temp dir,
 //! stopped (SIGKILL, then waited for) when dropped.
 
-pub use ratelab_lab::local_redis::free_port;
+pub use ratelab_procs::free_port;
 
-/// A running server: [`ratelab_lab::local_redis::RedisServer`] (its port, URL, signals, kill,
+/// A running server: [`ratelab_procs::redis::RedisServer`] (its port, URL, signals, kill,
 /// restart), started for a test.
 #[derive(Debug)]
-pub struct RedisServer(ratelab_lab::local_redis::RedisServer);
+pub struct RedisServer(ratelab_procs::redis::RedisServer);
 
 impl RedisServer {
     /// Starts a server, or returns `None` (after saying why) when Redis is not installed and
     /// not required (`RATELAB_REQUIRE_REDIS=1`).
     pub fn start(test: &str) -> Option<RedisServer> {
-        let installed = ratelab_lab::local_redis::server_installed();
+        let installed = ratelab_procs::redis::server_installed();
         if !crate::require(
             test,
             "redis-server",
@@ -22,14 +22,14 @@ impl RedisServer {
         ) {
             return None;
         }
-        let server = ratelab_lab::local_redis::RedisServer::start()
-            .unwrap_or_else(|e| panic!("{test}: {e}"));
+        let server =
+            ratelab_procs::redis::RedisServer::start().unwrap_or_else(|e| panic!("{test}: {e}"));
         Some(RedisServer(server))
     }
 }
 
 impl std::ops::Deref for RedisServer {
-    type Target = ratelab_lab::local_redis::RedisServer;
+    type Target = ratelab_procs::redis::RedisServer;
     fn deref(&self) -> &Self::Target {
         &self.0
     }

@@ -51,6 +51,10 @@ fn assert_gone(what: &str, pids: &[u32]) {
 }
 
 #[test]
+#[cfg_attr(
+    any(ratelab_missing_redis, ratelab_missing_nginx),
+    ignore = "redis-server or nginx is not installed (Debian: apt-get install redis-server nginx-light)"
+)]
 fn a_dropped_redis_server_and_nginx_leave_no_process() {
     let Some(redis) = RedisServer::start("a_dropped_redis_server_and_nginx_leave_no_process")
     else {
@@ -84,6 +88,10 @@ fn a_dropped_redis_server_and_nginx_leave_no_process() {
 }
 
 #[test]
+#[cfg_attr(
+    ratelab_missing_redis_cluster,
+    ignore = "redis-server or redis-cli is not installed (Debian: apt-get install redis-server)"
+)]
 fn a_dropped_cluster_leaves_no_process() {
     let Some(cluster) = RedisCluster::start("a_dropped_cluster_leaves_no_process") else {
         return;
@@ -95,6 +103,10 @@ fn a_dropped_cluster_leaves_no_process() {
 }
 
 #[test]
+#[cfg_attr(
+    any(ratelab_missing_redis, ratelab_missing_nginx),
+    ignore = "redis-server or nginx is not installed (Debian: apt-get install redis-server nginx-light)"
+)]
 fn a_panicking_test_leaves_no_process() {
     let test = "a_panicking_test_leaves_no_process";
     let (tx, rx) = std::sync::mpsc::channel();

@@ -466,6 +466,20 @@ pub fn summarize(sut: Sut, outcomes: &[Outcome], out: Option<&Path>) -> ExploreR
     }
 }
 
+/// Saves each distinct failure's drawn scenario and the report under `out`.
+pub fn save(out: &Path, sut: Sut, report: &ExploreReport) -> Result<(), String> {
+    std::fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
+    for f in &report.found {
+        let file = out.join(scenario_file(sut, f.class, &f.checker, f.first_seed));
+        let json = scenario_json(f.first_seed, sut);
+        let text = serde_json::to_string_pretty(&json).map_err(|e| e.to_string())? + "\n";
+        std::fs::write(&file, text).map_err(|e| format!("{}: {e}", file.display()))?;
+    }
+    let path = out.join("report.json");
+    let text = serde_json::to_string_pretty(report).map_err(|e| e.to_string())? + "\n";
+    std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
 /// Joins shard reports of one system under test into one.
 pub fn merge(reports: &[ExploreReport]) -> Result<ExploreReport, String> {
     let Some(first) = reports.first() else {

@@ -20,14 +20,16 @@ pub fn text(run: &ProbeRun, target: &str) -> String {
         run.seconds,
         run.check_seconds
     );
-    let _ = writeln!(s, "  clients  requests  admitted  seconds");
+    let mut steps = crate::table::numeric(["clients", "requests", "admitted", "seconds"], 0);
     for st in &run.steps {
-        let _ = writeln!(
-            s,
-            "  {:>7}  {:>8}  {:>8}  {:>7.2}",
-            st.clients, st.requests, st.admitted, st.seconds
-        );
+        steps.add_row([
+            st.clients.to_string(),
+            st.requests.to_string(),
+            st.admitted.to_string(),
+            format!("{:.2}", st.seconds),
+        ]);
     }
+    let _ = writeln!(s, "{steps}");
     let _ = writeln!(
         s,
         "admitted {}, denied {}, without a decision {}",

@@ -3,45 +3,20 @@
 //! ([`RedisCluster`]). No persistence, a temp dir each, removed on drop.
 //!
 //! The experiments that need a store of their own start it here (`ratelab sweep --redis auto`,
-//! `auto-cluster`, `ratelab failover`), and so do the tests, through `ratelab-testkit`, which
-//! adds the skip-or-fail policy for a machine without Redis.
+//! `auto-cluster`, `ratelab failover`, in `ratelab-lab`), and so do the tests, through
+//! `ratelab-testkit`, which adds the skip-or-fail policy for a machine without Redis.
 
 use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::free_port;
+
 /// How long a started node has to answer `PING`.
 const START_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a created cluster has to report every slot served and every replica in sync.
 const CLUSTER_OK_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// A port nothing listens on now, never handed out before in this process, with its cluster
-/// bus port (port + 10 000) free of every port handed out too: the tests of one binary start
-/// clusters at once. 0, which no server can use, if none was found in 100 tries.
-pub fn free_port() -> u16 {
-    use std::sync::Mutex;
-    static GIVEN: Mutex<Vec<u16>> = Mutex::new(Vec::new());
-    let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
-    for _ in 0..100 {
-        let Ok(port) = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map(|a| a.port())
-        else {
-            continue;
-        };
-        let bus = u32::from(port) + 10_000;
-        let clash = given
-            .iter()
-            .any(|&g| g == port || u32::from(g) + 10_000 == u32::from(port) || u32::from(g) == bus);
-        if bus <= 65_535 && !clash && std::net::TcpListener::bind(("127.0.0.1", bus as u16)).is_ok()
-        {
-            given.push(port);
-            return port;
-        }
-    }
-    0
-}
 
 fn runs(command: &str) -> bool {
     Command::new(command)

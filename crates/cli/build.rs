@@ -1,0 +1,8 @@
+//! The CLI's tests on Redis and nginx need them installed: without one, and unless its
+//! `RATELAB_REQUIRE_*` variable is `1`, the tests that need it are marked ignored (see
+//! `ratelab_procs::installed`).
+
+fn main() {
+    use ratelab_procs::installed::{NGINX, REDIS, REDIS_CLUSTER, build_script};
+    build_script(&[&REDIS, &REDIS_CLUSTER, &NGINX]);
+}
