@@ -23,7 +23,7 @@
 //!
 //! **A new algorithm** is a file here with its policy type and its [`Algorithm`] impl (state,
 //! transition, TTL) and its [`spec::Written`] impl (its parameters), plus one line in the list
-//! in `policy.rs`. That line gives it a [`Policy`] and [`PolicyState`] variant and an
+//! at the end of this file. That line gives it a [`Policy`] and [`PolicyState`] variant and an
 //! [`AlgorithmName`]: scenario files, the server's limits file and RLS configuration (all
 //! written as a [`PolicySpec`]) accept it, the simulator and the server's memory store run it,
 //! and the explorer draws it. Redis runs only the token bucket's script (`ratelab-store`'s
@@ -63,8 +63,21 @@ pub mod window;
 pub use algorithm::{Algorithm, Quota};
 pub use decision::{CostError, Decision, PolicyError};
 pub use first_hit::{FirstHitWindow, FirstHitWindowState};
-pub use policy::{AlgorithmName, Policy, PolicyState};
 pub use spec::{PolicySpec, SpecError};
 pub use time::{NANOS_PER_SEC, Nanos};
 pub use token_bucket::{TokenBucket, TokenBucketState};
 pub use window::{FixedWindow, SlidingWindow, WindowPolicy};
+
+// The algorithms, one line each: the variant, its policy and state types, its name in files
+// and its name in prose. Everything that names an algorithm comes from here.
+policy::algorithms! {
+    /// Token bucket (GCRA): `capacity`, and `refill_per_sec` or `refill` per
+    /// `refill_period_ms`.
+    TokenBucket(TokenBucket, TokenBucketState), "token_bucket", "token bucket";
+    /// Fixed window: `limit` per aligned window of `window_ms`.
+    FixedWindow(FixedWindow, window::FixedWindowState), "fixed_window", "fixed window";
+    /// Sliding-window counter: `limit` per `window_ms`, the previous window weighted.
+    SlidingWindow(SlidingWindow, window::SlidingWindowState), "sliding_window", "sliding window";
+    /// Fixed window opened by a key's first request: `limit` per `window_ms` from then.
+    FirstHitWindow(FirstHitWindow, FirstHitWindowState), "first_hit_window", "first-hit window";
+}

@@ -1,32 +1,17 @@
-//! [`Policy`]: any of the algorithms behind one type, for configuration and scenarios; and
-//! the one list of them.
+//! How the list of algorithms (in `lib.rs`) becomes [`Policy`](crate::Policy),
+//! [`PolicyState`](crate::PolicyState) and [`AlgorithmName`]: the `algorithms!` macro, and
+//! what an algorithm's name does beyond the list (parsing either spelling, serde, schema).
 //!
-//! **The list.** Each line of `algorithms!` below names one algorithm: its variant, its
-//! policy and state types (which implement [`Algorithm`] and [`Written`] in their own
-//! file), its name in files and its name in prose. From it come [`Policy`],
-//! [`PolicyState`], [`AlgorithmName`] and the dispatch between them, so a new algorithm is
-//! its own file plus one line here.
+//! Each line of the list names one algorithm: its variant, its policy and state types (which
+//! implement [`Algorithm`](crate::Algorithm) and [`Written`](crate::spec::Written) in their
+//! own file), its name in files and its name in prose.
 
-use crate::algorithm::{Algorithm, Quota};
-use crate::first_hit::{FirstHitWindow, FirstHitWindowState};
-use crate::spec::{PolicySpec, SpecError, Written};
-use crate::window::{FixedWindow, FixedWindowState, SlidingWindow, SlidingWindowState};
-use crate::{CostError, Decision, Nanos, TokenBucket, TokenBucketState};
+use crate::AlgorithmName;
 use core::fmt;
 
-/// Runs `alg` over `state` if the state belongs to it. A state of another algorithm (the
-/// policy changed under a live key) is treated as absent: the key starts with a full quota.
-macro_rules! dispatch {
-    ($alg:expr, $state:expr, $now:expr, $cost:expr, $variant:ident) => {{
-        let state = match $state {
-            Some(PolicyState::$variant(s)) => Some(s),
-            _ => None,
-        };
-        $alg.transition(state, $now, $cost)
-            .map(|(s, d)| (PolicyState::$variant(s), d))
-    }};
-}
-
+/// Declares the algorithms: [`Policy`](crate::Policy), [`PolicyState`](crate::PolicyState),
+/// [`AlgorithmName`] and the dispatch between them, from one line per algorithm (the list is
+/// in `lib.rs`).
 macro_rules! algorithms {
     ($( $(#[$doc:meta])* $variant:ident($policy:ty, $state:ty), $name:literal, $prose:literal; )*) => {
         /// One of the supported algorithms, chosen at run time.
@@ -66,28 +51,28 @@ macro_rules! algorithms {
 
             /// The parameters it takes.
             pub fn fields(self) -> &'static [&'static str] {
-                match self { $(AlgorithmName::$variant => <$policy as Written>::FIELDS,)* }
+                match self { $(AlgorithmName::$variant => <$policy as $crate::spec::Written>::FIELDS,)* }
             }
 
             /// Its policy that admits `capacity` at once and `per_sec` a second over time.
-            pub fn shaped(self, capacity: u64, per_sec: u64) -> PolicySpec {
-                let mut spec = PolicySpec::empty(self);
+            pub fn shaped(self, capacity: u64, per_sec: u64) -> $crate::PolicySpec {
+                let mut spec = $crate::PolicySpec::empty(self);
                 match self {
                     $(AlgorithmName::$variant => {
-                        <$policy as Written>::shaped(capacity, per_sec, &mut spec)
+                        <$policy as $crate::spec::Written>::shaped(capacity, per_sec, &mut spec)
                     })*
                 }
                 spec
             }
         }
 
-        impl PolicySpec {
+        impl $crate::PolicySpec {
             /// The policy this spec describes, or what is wrong with it.
-            pub fn build(&self) -> Result<Policy, SpecError> {
+            pub fn build(&self) -> Result<Policy, $crate::SpecError> {
                 self.only(self.algorithm.fields())?;
                 match self.algorithm {
                     $(AlgorithmName::$variant => {
-                        <$policy as Written>::from_spec(self).map(Policy::$variant)
+                        <$policy as $crate::spec::Written>::from_spec(self).map(Policy::$variant)
                     })*
                 }
             }
@@ -99,55 +84,54 @@ macro_rules! algorithms {
                 match self { $(Policy::$variant(_) => AlgorithmName::$variant,)* }
             }
 
-            /// The spec that writes it: its [`PolicySpec::build`] gives it back.
-            pub fn spec(&self) -> PolicySpec {
-                let mut spec = PolicySpec::empty(self.name());
-                match self { $(Policy::$variant(p) => p.write(&mut spec),)* }
+            /// The spec that writes it: its [`$crate::PolicySpec::build`] gives it back.
+            pub fn spec(&self) -> $crate::PolicySpec {
+                let mut spec = $crate::PolicySpec::empty(self.name());
+                match self { $(Policy::$variant(p) => $crate::spec::Written::write(p, &mut spec),)* }
                 spec
             }
         }
 
-        impl Algorithm for Policy {
+        impl $crate::Algorithm for Policy {
             type State = PolicyState;
 
             fn transition(
                 &self,
                 state: Option<PolicyState>,
-                now: Nanos,
+                now: $crate::Nanos,
                 cost: u64,
-            ) -> Result<(PolicyState, Decision), CostError> {
+            ) -> Result<(PolicyState, $crate::Decision), $crate::CostError> {
                 match self {
-                    $(Policy::$variant(a) => dispatch!(a, state, now, cost, $variant),)*
+                    $(Policy::$variant(a) => {
+                        // A state of another algorithm (the policy changed under a live key)
+                        // is treated as absent: the key starts with a full quota.
+                        let state = match state {
+                            Some(PolicyState::$variant(s)) => Some(s),
+                            _ => None,
+                        };
+                        a.transition(state, now, cost)
+                            .map(|(s, d)| (PolicyState::$variant(s), d))
+                    })*
                 }
             }
 
-            fn expires_at(&self, state: &PolicyState) -> Nanos {
+            fn expires_at(&self, state: &PolicyState) -> $crate::Nanos {
                 match (self, state) {
                     $((Policy::$variant(a), PolicyState::$variant(s)) => a.expires_at(s),)*
                     // A foreign state means nothing under this policy: it may go at once.
                     #[allow(unreachable_patterns)]
-                    _ => Nanos::ZERO,
+                    _ => $crate::Nanos::ZERO,
                 }
             }
 
-            fn quota(&self) -> Quota {
+            fn quota(&self) -> $crate::Quota {
                 match self { $(Policy::$variant(a) => a.quota(),)* }
             }
         }
     };
 }
 
-algorithms! {
-    /// Token bucket (GCRA): `capacity`, and `refill_per_sec` or `refill` per
-    /// `refill_period_ms`.
-    TokenBucket(TokenBucket, TokenBucketState), "token_bucket", "token bucket";
-    /// Fixed window: `limit` per aligned window of `window_ms`.
-    FixedWindow(FixedWindow, FixedWindowState), "fixed_window", "fixed window";
-    /// Sliding-window counter: `limit` per `window_ms`, the previous window weighted.
-    SlidingWindow(SlidingWindow, SlidingWindowState), "sliding_window", "sliding window";
-    /// Fixed window opened by a key's first request: `limit` per `window_ms` from then.
-    FirstHitWindow(FirstHitWindow, FirstHitWindowState), "first_hit_window", "first-hit window";
-}
+pub(crate) use algorithms;
 
 impl AlgorithmName {
     /// The algorithm `name` names, in snake case or with hyphens.

@@ -8,14 +8,14 @@
 //! algorithm's parameters: [`PolicySpec::build`] refuses a missing one, one out of range, and
 //! one that belongs to another algorithm, each with the field it is about.
 //!
-//! The names of the algorithms, [`AlgorithmName`], come from the one list in `policy.rs`.
+//! The names of the algorithms, [`AlgorithmName`], come from the one list in `lib.rs`.
 //! A file writes a name in snake case (`token_bucket`) or with hyphens (`token-bucket`).
 
-use crate::policy::AlgorithmName;
+use crate::AlgorithmName;
 use core::fmt;
 
 /// The largest capacity, limit, refill amount or rate a spec accepts: 10¹².
-pub const COUNT_MAX: u64 = crate::token_bucket::MAX_CAPACITY;
+pub const COUNT_MAX: u64 = 1_000_000_000_000;
 /// The longest window or refill period a spec accepts, in ms: a week.
 pub const WINDOW_MS_MAX: u64 = 7 * 24 * 3_600 * 1_000;
 

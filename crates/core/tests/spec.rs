@@ -111,3 +111,11 @@ fn a_bad_spec_is_refused_at_its_field() {
         assert_eq!((e.field, e.message.as_str()), (*field, *message), "{s:?}");
     }
 }
+
+#[test]
+fn a_spec_accepts_what_the_algorithms_accept() {
+    assert_eq!(
+        ratelab_core::spec::COUNT_MAX,
+        ratelab_core::token_bucket::MAX_CAPACITY
+    );
+}

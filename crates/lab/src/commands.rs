@@ -528,7 +528,7 @@ pub fn bench(gateways: u64, seconds: u64, rate: u64, runs: u32, print_scenario: 
         .token_bucket(100, 50)
         .atomic()
         .client(
-            ratelab_sim::scenario::Client::keys("user", 1000)
+            ratelab_sim::Client::keys("user", 1000)
                 .count(clients)
                 .poisson(per_client),
         )

@@ -15,7 +15,7 @@
 
 use ratelab_check::{Admission, window};
 use ratelab_core::{Algorithm, FixedWindow, Nanos, SlidingWindow, TokenBucket};
-use ratelab_sim::scenario::Client;
+use ratelab_sim::Client;
 use ratelab_sim::{RunOptions, Scenario};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

@@ -7,7 +7,7 @@
 //! [`ScenarioBuilder::edit`] on the [`ScenarioSpec`] itself.
 //!
 //! ```
-//! use ratelab_sim::scenario::{Client, Fault, Scenario};
+//! use ratelab_sim::{Client, Fault, Scenario};
 //!
 //! let sc = Scenario::builder("two gateways race for one key")
 //!     .duration_ms(500)

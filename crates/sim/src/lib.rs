@@ -63,6 +63,7 @@ pub mod limiter;
 pub mod locate;
 pub mod parallel;
 pub mod planted;
+mod read;
 mod replica;
 pub mod report;
 pub mod rng;
@@ -73,6 +74,7 @@ mod validate;
 pub mod values;
 pub mod verdict;
 
+pub use builder::{Client, Fault, ScenarioBuilder};
 pub use cluster::{
     JobCall, SIM_EPOCH_MS, StoreCall, StoreMessage, StoreReply, StoreRequest, WireError,
     faults_end_ms,
@@ -81,7 +83,7 @@ pub use limiter::{Claim, Limiter};
 pub use ratelab_check::History;
 pub use ratelab_check::history;
 pub use report::Report;
-pub use scenario::{Scenario, ScenarioBuilder, ScenarioError, ScenarioSpec};
+pub use scenario::{Scenario, ScenarioError, ScenarioSpec};
 
 use ratelab_core::Nanos;
 use std::sync::Arc;

@@ -1,8 +1,9 @@
 //! A user's limiter in the cluster (`run_with`) and the typed scenario builder.
 
 use ratelab_core::{Algorithm, Nanos, TokenBucket};
-use ratelab_sim::scenario::{Client, Expect, Fault, PlantedBug, Scenario};
+use ratelab_sim::scenario::{Expect, PlantedBug, Scenario};
 use ratelab_sim::{Claim, Limiter, RunOptions, run, run_with};
+use ratelab_sim::{Client, Fault};
 use std::path::Path;
 
 /// Two gateways on one key, an edge limit, and lost replies: every layer and a fault.

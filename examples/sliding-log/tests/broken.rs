@@ -1,7 +1,7 @@
 //! A deliberately broken sliding log, to show the cluster's checkers fail it.
 use ratelab_core::{Algorithm, CostError, Decision, Nanos, Quota};
 use ratelab_example_sliding_log::{Log, SlidingLog};
-use ratelab_sim::scenario::{Client, Scenario};
+use ratelab_sim::{Client, Scenario};
 use ratelab_sim::{Limiter, RunOptions, run_with};
 
 /// Forgets each admission after half the window it advertises.

@@ -2,8 +2,8 @@
 use ratelab_core::{Algorithm, Nanos};
 use ratelab_example_sliding_log::SlidingLog;
 use ratelab_sim::harness::{Race, loom, shuttle};
-use ratelab_sim::scenario::{Client, Fault, Scenario, ScenarioBuilder};
 use ratelab_sim::{Claim, Limiter, run_seeds_with};
+use ratelab_sim::{Client, Fault, Scenario, ScenarioBuilder};
 use ratelab_store::Path::{Atomic, Naive};
 
 const LOG: SlidingLog = SlidingLog {

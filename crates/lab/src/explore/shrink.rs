@@ -17,8 +17,8 @@
 //! It is deterministic: the same input and seed give the same result on any machine. The
 //! budget is a number of runs ([`DEFAULT_RUNS`]), never a wall-clock time.
 
+use super::check::{Rerun, check};
 use super::verdict::Class;
-use super::{Rerun, check};
 use ratelab_sim::Scenario;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;

@@ -273,9 +273,9 @@ mod tests {
             .duration_ms(1_000)
             .token_bucket(2, 10)
             .replica_lag_us(100, 200, false)
-            .client(crate::scenario::Client::key("k").constant(10))
-            .fault(crate::scenario::Fault::store_failover(100, 50))
-            .fault(crate::scenario::Fault::store_crash(500, 20))
+            .client(crate::Client::key("k").constant(10))
+            .fault(crate::Fault::store_failover(100, 50))
+            .fault(crate::Fault::store_crash(500, 20))
             .build()
             .unwrap();
         let ms = Nanos::from_millis;
