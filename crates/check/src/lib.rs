@@ -20,14 +20,16 @@
 //! | [`cleanup`] | the cleanup job deletes no live bucket; one leader at a time; its liveness |
 //! | [`linearizable`] | the answers are explained by a real-time order of requests under the token bucket's sequential specification |
 //! | [`arrivals`] | a Poisson sender's realised gaps are exponential (Kolmogorov–Smirnov) |
-//! | [`probe`] | a limiter seen only from outside (a probe's history) against a claimed policy: envelope over spans, black-box linearizability, fields, Retry-After honesty |
+//! | [`probe`] | a limiter seen only from outside (a probe's history) against a claimed policy, by the checks in [`probe::CHECKS`]: decisions, envelope over spans, black-box linearizability, fields, Retry-After honesty |
 //!
 //! Beside the checkers, [`percentile`] is the one definition of a percentile (the nearest
 //! rank) for every latency figure ratelab reports.
 //!
 //! (The simulator's registry of checkers, which the explorer, `run_with` and the scenario
 //! bounds iterate, is `ratelab_sim::checkers`: a checker there is one file and one line in
-//! its `CHECKERS`, usually calling a module from here.)
+//! its `CHECKERS`, usually calling a module from here. The probe's checks are a registry of
+//! their own, [`probe::CHECKS`]: a check of a black-box history is a file under `probe/`
+//! implementing [`probe::ProbeCheck`] and one line there.)
 //!
 //! A new checker is a module here with a function from history records to a report struct,
 //! and unit tests with a history it must reject; the simulator's report and the real runs

@@ -119,6 +119,7 @@ pub fn json(run: &ProbeRun, target: &str) -> Value {
         "phantom_denials": v.phantom_denials.iter().map(|(k, id)| json!({"key": k, "id": id})).collect::<Vec<_>>(),
         "fields": {"checked": v.fields_checked, "violations": v.fields.iter().map(|f| json!({"key": f.key, "ids": f.ids, "what": f.what})).collect::<Vec<_>>()},
         "retry_after": {"probes": v.retry_after.probes, "admitted": v.retry_after.admitted, "refused": v.retry_after.refused, "skipped": run.retry_skipped},
+        "checks": v.checks,
         "failures": v.failures(),
         "pass": v.failures().is_empty(),
     })

@@ -1,0 +1,180 @@
+//! What a probe recorded and what it holds the limiter to: the observations, the claimed
+//! policy and how the history is judged.
+
+use crate::envelope::Envelope;
+use crate::linearizable::{Initial, Spec};
+use ratelab_core::Nanos;
+
+/// What the limiter answered.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Admitted.
+    Allowed,
+    /// Denied.
+    Denied,
+    /// No decision came back (a transport error, an unexpected status, an error reply): it
+    /// may have taken effect, or not.
+    Failed(String),
+}
+
+/// The rate-limit fields an answer carried, in the checker's units.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Fields {
+    /// Units left (`RateLimit` `r`, `X-RateLimit-Remaining`, or a script's reply).
+    pub remaining: Option<u64>,
+    /// The `RateLimit` field's `t`, in whole seconds: draft-10's time until more quota, or
+    /// draft-11's effective window. Under either draft a denial's `Retry-After` must not
+    /// point before it.
+    pub reset_secs: Option<u64>,
+    /// The wait a denial announced.
+    pub retry_after: Option<Nanos>,
+    /// `retry_after` is the true wait rounded up to a multiple of this (1 s for a
+    /// `Retry-After` field; 1 ns when exact).
+    pub retry_after_unit: Nanos,
+}
+
+impl Fields {
+    /// The fields an HTTP limiter sends for `d` when it renders it as ratelab's draft-10
+    /// headers do: `remaining`, the `RateLimit` field's `t` and `Retry-After`, in whole
+    /// seconds rounded up. For histories made from decisions (tests, benchmarks), never for
+    /// judging.
+    pub fn rendered(d: &ratelab_core::Decision) -> Fields {
+        let secs = |w: Nanos| w.as_u64().div_ceil(1_000_000_000);
+        Fields {
+            remaining: Some(d.remaining),
+            reset_secs: Some(secs(d.reset_after)),
+            retry_after: d.retry_after.map(|w| Nanos::from_secs(secs(w))),
+            retry_after_unit: Nanos::from_secs(1),
+        }
+    }
+}
+
+impl Outcome {
+    /// Admitted or denied.
+    pub fn of(allowed: bool) -> Outcome {
+        if allowed {
+            Outcome::Allowed
+        } else {
+            Outcome::Denied
+        }
+    }
+}
+
+/// One request a probe sent.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Observation {
+    /// Sequential id, in send order.
+    pub id: u64,
+    /// The key it was sent for.
+    pub key: String,
+    /// The probe client that sent it.
+    pub client: u32,
+    /// Its cost.
+    pub cost: u64,
+    /// When it was sent, on the probe's clock (from the probe's start).
+    pub sent: Nanos,
+    /// When its answer arrived.
+    pub answered: Nanos,
+    /// The answer.
+    pub outcome: Outcome,
+    /// The fields it carried.
+    pub fields: Fields,
+}
+
+/// A Retry-After honesty probe: after denial `denied`, its client waited exactly the
+/// announced time and sent `follow_up` on the same quiet key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RetryProbe {
+    /// The denial's id.
+    pub denied: u64,
+    /// The follow-up's id.
+    pub follow_up: u64,
+}
+
+/// Everything a probe recorded.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ProbeHistory {
+    /// Every request, by id.
+    pub observations: Vec<Observation>,
+    /// The honesty probes.
+    pub retry_probes: Vec<RetryProbe>,
+}
+
+/// The policy a probe holds the limiter to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Claim {
+    /// A token bucket: `capacity` B, `amount` tokens every `period`.
+    TokenBucket {
+        /// B.
+        capacity: u64,
+        /// Tokens per period.
+        amount: u64,
+        /// The refill period.
+        period: Nanos,
+    },
+    /// At most `limit` per aligned `window` (its placement unknown from outside).
+    FixedWindow {
+        /// L.
+        limit: u64,
+        /// W.
+        window: Nanos,
+    },
+}
+
+impl Claim {
+    /// The envelope the claim promises: a bucket's B + R·Δt; for a fixed window whose
+    /// boundaries the probe cannot see, any interval of Δt meets at most ⌈Δt/W⌉ + 1 windows,
+    /// so 2L + L·Δt/W.
+    pub fn envelope(&self) -> Envelope {
+        match *self {
+            Claim::TokenBucket {
+                capacity,
+                amount,
+                period,
+            } => Envelope {
+                burst: capacity,
+                amount,
+                period: period.as_u64().max(1),
+            },
+            Claim::FixedWindow { limit, window } => Envelope {
+                burst: limit.saturating_mul(2),
+                amount: limit,
+                period: window.as_u64().max(1),
+            },
+        }
+    }
+
+    /// The sequential specification the black-box search holds answers to: the token
+    /// bucket's (a window's answers depend on boundaries the probe cannot see).
+    pub fn spec(&self) -> Option<Spec> {
+        match *self {
+            Claim::TokenBucket {
+                capacity,
+                amount,
+                period,
+            } => Some(Spec {
+                capacity,
+                amount,
+                period,
+            }),
+            Claim::FixedWindow { .. } => None,
+        }
+    }
+}
+
+/// How a probe's history is judged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Judging {
+    /// The claimed policy.
+    pub claim: Claim,
+    /// How far the limiter's clock may lag the moment it decided (its resolution: 1 ms for
+    /// a millisecond clock).
+    pub clock_resolution: Nanos,
+    /// What each key held before the probe: full for keys the probe made up.
+    pub initial: Initial,
+    /// The linearizability search's budget per key.
+    pub budget: u64,
+    /// Whether the claim is the limiter's exact policy, so its answers can be held to the
+    /// sequential specification; `false` for a bound only (a rate known to be at most R).
+    pub exact: bool,
+}

@@ -1,0 +1,70 @@
+//! Judging a limiter seen only from outside: what a probe's clients sent and were answered,
+//! held to a claimed policy by every check in [`CHECKS`].
+//!
+//! A probe knows less than the simulator: not when the limiter decided (somewhere between a
+//! request's send and its answer, widened by the limiter's clock resolution), not its store's
+//! order, and only the fields the limiter chose to send (a `Retry-After` in whole seconds, a
+//! `RateLimit` remaining, or nothing). Every checker here therefore holds an answer to every
+//! decision time and wait those allow, so what it reports is a violation whichever they were.
+//! Each check is a file here implementing [`ProbeCheck`] and a line in [`CHECKS`]:
+//!
+//! - **decisions**: a request without a decision is a failure, never a pass;
+//! - **envelope**: admitted cost in any window ≤ B + R·Δt, with Δt the widest the
+//!   admissions' spans allow ([`envelope::envelope_spans`]);
+//! - **linearizability**, black-box ([`linearizable::check_key_from`] with a
+//!   [`Precision`](crate::linearizable::Precision) per answer), for a token-bucket claim;
+//!   a denial the claimed bucket admits from every state the furthest order reached gives
+//!   there is a *phantom denial*;
+//! - **fields**: `remaining` never grows faster than the refill between two answers in real
+//!   time, a denial never reports room for its own cost, and `Retry-After` is never earlier
+//!   than the `RateLimit` field's `t`;
+//! - **Retry-After honesty**: a client that waited exactly the time it was told was admitted
+//!   (the probe sends those requests on a quiet key and records each pair).
+
+mod check;
+mod decisions;
+mod envelope;
+mod fields;
+mod history;
+mod honesty;
+mod linearizable;
+mod verdict;
+
+pub use check::{Prepared, ProbeCheck};
+pub use history::{Claim, Fields, Judging, Observation, Outcome, ProbeHistory, RetryProbe};
+pub use verdict::{FieldViolation, HonestyReport, ProbeVerdict};
+
+/// Every check, in the order the report lists their failures.
+pub static CHECKS: &[&dyn ProbeCheck] = &[
+    &decisions::Decisions,
+    &envelope::Envelope,
+    &linearizable::Linearizable,
+    &fields::Fields,
+    &honesty::Honesty,
+];
+
+/// Judges `h` under `j`: every check in [`CHECKS`] that applies.
+pub fn judge(h: &ProbeHistory, j: &Judging) -> ProbeVerdict {
+    let prepared = Prepared::of(h, j);
+    let mut v = ProbeVerdict::default();
+    for c in CHECKS.iter().filter(|c| c.applies(j)) {
+        v.checks.push(c.name());
+        c.judge(&prepared, j, &mut v);
+    }
+    v
+}
+
+impl ProbeVerdict {
+    /// One line per failed check; empty when every check passed. A linearizability search
+    /// that ran out of budget is *unknown*, not a failure.
+    pub fn failures(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for c in CHECKS {
+            c.failures(self, &mut out);
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests;

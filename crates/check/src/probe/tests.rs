@@ -1,0 +1,308 @@
+//! The probe's checks on histories made by the core's own decisions and by hand.
+
+use super::*;
+use crate::linearizable::{self, Initial};
+use ratelab_core::{Algorithm, Nanos, TokenBucket};
+
+const CLAIM: Claim = Claim::TokenBucket {
+    capacity: 5,
+    amount: 2,
+    period: Nanos(1_000_000_000),
+};
+
+fn judging(claim: Claim) -> Judging {
+    Judging {
+        claim,
+        clock_resolution: Nanos::from_millis(1),
+        initial: Initial::Full,
+        budget: linearizable::DEFAULT_BUDGET,
+        exact: true,
+    }
+}
+
+/// Requests on one key answered by `ratelab-core`'s bucket at a moment inside each
+/// request's flight, reported as a limiter's HTTP fields would be (Retry-After in whole
+/// seconds, rounded up), with `clients` of them in flight at once.
+fn answered_by_the_core(bucket: &TokenBucket, n: u64, clients: u64) -> ProbeHistory {
+    let mut state = None;
+    let mut h = ProbeHistory::default();
+    for i in 0..n {
+        let sent = Nanos::from_millis(i / clients * 40 + i % clients);
+        let decided = Nanos(sent.as_u64() + 3_000_000 + (i * 7_919 % 5) * 100_000);
+        let (next, d) = bucket.transition(state, decided, 1).unwrap();
+        state = Some(next);
+        h.observations.push(Observation {
+            id: i,
+            key: "k".into(),
+            client: (i % clients) as u32,
+            cost: 1,
+            sent,
+            answered: Nanos(decided.as_u64() + 2_000_000),
+            outcome: Outcome::of(d.allowed),
+            fields: Fields::rendered(&d),
+        });
+    }
+    h
+}
+
+#[test]
+fn a_correct_bucket_seen_from_outside_passes_every_check() {
+    let bucket = TokenBucket::per_second(5, 2).unwrap();
+    let h = answered_by_the_core(&bucket, 300, 1);
+    let v = judge(&h, &judging(CLAIM));
+    assert!(v.denied > 0 && v.admitted > 0, "{v:?}");
+    assert_eq!(v.failures(), Vec::<String>::new());
+    assert_eq!(v.linearizable.unwrap().keys, 1);
+    assert!(v.fields_checked > 250);
+}
+
+#[test]
+fn a_limiter_looser_than_its_claim_fails_the_envelope_and_linearizability() {
+    // The limiter runs B = 8 while claiming B = 5.
+    let bucket = TokenBucket::per_second(8, 2).unwrap();
+    let h = answered_by_the_core(&bucket, 300, 1);
+    let v = judge(&h, &judging(CLAIM));
+    assert!(v.envelope.max_excess >= 2, "{:?}", v.envelope);
+    assert!(!v.linearizable.as_ref().unwrap().linearizable());
+    let f = v.failures();
+    assert!(
+        f.iter().any(|l| l.starts_with("envelope: key \"k\"")),
+        "{f:?}"
+    );
+}
+
+#[test]
+fn a_limiter_tighter_than_its_claim_shows_phantom_denials() {
+    // The limiter runs B = 3 while claiming B = 5: it never admits too much, but denies
+    // what the claimed bucket had room for.
+    let bucket = TokenBucket::per_second(3, 2).unwrap();
+    let mut h = answered_by_the_core(&bucket, 300, 1);
+    for o in &mut h.observations {
+        o.fields = Fields::default();
+    }
+    let v = judge(&h, &judging(CLAIM));
+    assert_eq!(v.envelope.max_excess, 0);
+    assert_eq!(v.phantom_denials.len(), 1, "{v:?}");
+}
+
+#[test]
+fn contradictory_fields_are_reported() {
+    let bucket = TokenBucket::per_second(5, 2).unwrap();
+    let mut h = answered_by_the_core(&bucket, 60, 1);
+    let denial = h
+        .observations
+        .iter()
+        .position(|o| o.outcome == Outcome::Denied)
+        .unwrap();
+    // A denial that reports room, and one whose Retry-After is earlier than its t.
+    h.observations[denial].fields.remaining = Some(3);
+    h.observations[denial + 1].fields.reset_secs = Some(9);
+    h.observations[denial + 1].outcome = Outcome::Denied;
+    h.observations[denial + 1].fields.retry_after = Some(Nanos::from_secs(1));
+    let v = judge(&h, &judging(CLAIM));
+    let what: Vec<&str> = v.fields.iter().map(|f| f.what.as_str()).collect();
+    assert!(
+        what.iter().any(|w| w.contains("room for its cost")),
+        "{what:?}"
+    );
+    assert!(what.iter().any(|w| w.contains("earlier than")), "{what:?}");
+    assert!(
+        what.iter().any(|w| w.contains("faster than the refill")),
+        "{what:?}"
+    );
+}
+
+#[test]
+fn a_follow_up_denied_after_waiting_is_a_dishonest_retry_after() {
+    let bucket = TokenBucket::per_second(5, 2).unwrap();
+    let mut h = answered_by_the_core(&bucket, 20, 1);
+    let d = h
+        .observations
+        .iter()
+        .find(|o| o.outcome == Outcome::Denied)
+        .unwrap()
+        .id;
+    let ok = h
+        .observations
+        .iter()
+        .rev()
+        .find(|o| o.outcome == Outcome::Allowed)
+        .unwrap()
+        .id;
+    let no = h
+        .observations
+        .iter()
+        .rev()
+        .find(|o| o.outcome == Outcome::Denied)
+        .unwrap()
+        .id;
+    h.retry_probes = vec![RetryProbe {
+        denied: d,
+        follow_up: ok,
+    }];
+    assert_eq!(judge(&h, &judging(CLAIM)).retry_after.admitted, 1);
+    h.retry_probes = vec![RetryProbe {
+        denied: d,
+        follow_up: no,
+    }];
+    let v = judge(&h, &judging(CLAIM));
+    assert_eq!(v.retry_after.refused, vec![(d, no)]);
+    assert!(v.failures().iter().any(|l| l.starts_with("retry-after")));
+}
+
+#[test]
+fn a_fixed_window_claim_is_held_to_twice_its_limit() {
+    let claim = Claim::FixedWindow {
+        limit: 5,
+        window: Nanos::from_secs(1),
+    };
+    let bucket = TokenBucket::per_second(8, 5).unwrap();
+    let mut h = answered_by_the_core(&bucket, 100, 1);
+    for o in &mut h.observations {
+        o.fields = Fields::default();
+    }
+    let v = judge(&h, &judging(claim));
+    assert!(v.linearizable.is_none());
+    assert_eq!(v.envelope.max_excess, 0, "8 at once is within 2L");
+}
+
+fn seen(id: u64, sent_us: u64, answered_us: u64, outcome: Outcome) -> Observation {
+    Observation {
+        id,
+        key: "k".into(),
+        client: id as u32,
+        cost: 1,
+        sent: Nanos(sent_us * 1_000),
+        answered: Nanos(answered_us * 1_000),
+        outcome,
+        fields: Fields::default(),
+    }
+}
+
+#[test]
+fn a_lagging_clock_excuses_an_unanswered_request_taking_effect_before_its_send() {
+    // B = 1 at 1/s on a clock 0.7 ms behind: the unanswered request took the token at
+    // 999.3 ms by that clock, so it was back by 1999.3 ms, when the last was admitted.
+    let claim = Claim::TokenBucket {
+        capacity: 1,
+        amount: 1,
+        period: Nanos(1_000_000_000),
+    };
+    let h = ProbeHistory {
+        observations: vec![
+            seen(0, 1_000_000, 1_000_500, Outcome::Failed("timeout".into())),
+            seen(1, 1_500_000, 1_500_200, Outcome::Denied),
+            seen(2, 1_999_400, 1_999_600, Outcome::Allowed),
+        ],
+        retry_probes: Vec::new(),
+    };
+    let v = judge(&h, &judging(claim));
+    assert!(v.linearizable.as_ref().unwrap().linearizable());
+    assert_eq!(
+        v.failures().len(),
+        1,
+        "only the missing decision is reported"
+    );
+}
+
+#[test]
+fn the_first_requests_of_a_run_get_the_whole_clock_resolution() {
+    // B = 1 at 20/s on a clock up to 25 ms behind: the first request, sent 1 ms into the
+    // run, may have been stamped at -24 ms, so a second admission answered at 28.2 ms is
+    // within the claim; a run's start is no reason to judge its first requests tighter.
+    let claim = Claim::TokenBucket {
+        capacity: 1,
+        amount: 1,
+        period: Nanos::from_millis(50),
+    };
+    let h = ProbeHistory {
+        observations: vec![
+            seen(0, 1_000, 1_200, Outcome::Allowed),
+            seen(1, 28_000, 28_200, Outcome::Allowed),
+        ],
+        retry_probes: Vec::new(),
+    };
+    let mut j = judging(claim);
+    j.clock_resolution = Nanos::from_millis(25);
+    let v = judge(&h, &j);
+    assert_eq!(v.failures(), Vec::<String>::new());
+    // With a resolution that cannot explain it, the same history is an excess, and the
+    // witness is on the probe's clock.
+    j.clock_resolution = Nanos::from_millis(1);
+    let v = judge(&h, &j);
+    let w = v.envelope.witness.expect("an excess");
+    assert_eq!(
+        (w.admitted, w.bound, w.from, w.to),
+        (2, 1, Nanos(0), Nanos(28_200_000))
+    );
+}
+
+#[test]
+fn a_limiter_that_decides_nothing_is_not_passed() {
+    let h = ProbeHistory {
+        observations: (0..5)
+            .map(|i| seen(i, i * 10, i * 10 + 5, Outcome::Failed("status 404".into())))
+            .collect(),
+        retry_probes: Vec::new(),
+    };
+    let v = judge(&h, &judging(CLAIM));
+    assert_eq!(v.linearizable.as_ref().unwrap().keys, 0);
+    let f = v.failures();
+    assert_eq!(
+        f,
+        ["decisions: 5 of 5 requests got none (request 0: status 404)"]
+    );
+}
+
+#[test]
+fn an_unknown_start_allows_a_decision_stamped_up_to_the_first_answer() {
+    // B = 1 at 1/s on a millisecond clock: a request before the history (the probe's
+    // preflight, say) was stamped 1000 ms and emptied the bucket until 2000 ms. The
+    // history's two denials announce the waits that gives, to the microsecond.
+    let claim = Claim::TokenBucket {
+        capacity: 1,
+        amount: 1,
+        period: Nanos(1_000_000_000),
+    };
+    let denial = |id, sent_us, wait_ms| {
+        let mut o = seen(id, sent_us, sent_us + 200, Outcome::Denied);
+        o.fields.retry_after = Some(Nanos::from_millis(wait_ms));
+        o.fields.retry_after_unit = Nanos(1_000);
+        o
+    };
+    let h = ProbeHistory {
+        observations: vec![denial(0, 1_000_600, 1_000), denial(1, 1_500_700, 500)],
+        retry_probes: Vec::new(),
+    };
+    let j = Judging {
+        initial: Initial::Unknown,
+        ..judging(claim)
+    };
+    let v = judge(&h, &j);
+    assert_eq!(v.failures(), Vec::<String>::new());
+    // From a full bucket, the first denial is a phantom.
+    let v = judge(&h, &judging(claim));
+    assert_eq!(v.phantom_denials, [("k".to_owned(), 0)]);
+}
+
+#[test]
+fn the_checks_that_apply_are_the_registrys_and_are_listed() {
+    let bucket = TokenBucket::new(5, 2, Nanos::from_secs(1)).unwrap();
+    let h = answered_by_the_core(&bucket, 20, 2);
+    let all: Vec<&str> = CHECKS.iter().map(|c| c.name()).collect();
+    assert_eq!(judge(&h, &judging(CLAIM)).checks, all);
+    // A window's answers have no sequential specification here: every check but that one.
+    let window = Claim::FixedWindow {
+        limit: 5,
+        window: Nanos::from_secs(1),
+    };
+    let v = judge(&h, &judging(window));
+    assert!(!v.checks.contains(&"linearizable") && v.linearizable.is_none());
+    assert_eq!(v.checks.len(), all.len() - 1);
+    // A bound only: no check holds answers to a sequential specification.
+    let bound = Judging {
+        exact: false,
+        ..judging(CLAIM)
+    };
+    assert!(!judge(&h, &bound).checks.contains(&"linearizable"));
+}
