@@ -105,7 +105,11 @@ impl<'de> Deserialize<'de> for Expect {
             }
             fn visit_map<A: de::MapAccess<'de>>(self, mut map: A) -> Result<Expect, A::Error> {
                 let mut e = Expect::default();
+                let mut seen = std::collections::BTreeSet::new();
                 while let Some(k) = map.next_key::<String>()? {
+                    if !seen.insert(k.clone()) {
+                        return Err(de::Error::custom(format!("duplicate field `{k}`")));
+                    }
                     match k.as_str() {
                         "all_answered" => e.all_answered = map.next_value()?,
                         "liveness" => e.liveness = map.next_value()?,

@@ -104,3 +104,10 @@ fn a_lower_bound_on_a_figure_the_run_does_not_measure_fails() {
         r.failures
     );
 }
+
+#[test]
+fn a_bound_written_twice_is_an_error() {
+    let e = with_expect(r#"{ "max_excess_at_most": 0, "max_excess_at_most": 5 }"#).unwrap_err();
+    assert_eq!(e.message, "duplicate field `max_excess_at_most`", "{e}");
+    assert!(e.path.starts_with("expect"), "{e}");
+}

@@ -159,3 +159,15 @@ fn overlapping_faults_on_one_link_hold_it_until_the_last_ends() {
     assert_eq!(admitted_between(300, 850), 0, "the one-way cut still holds");
     assert!(admitted_between(920, 1000) > 0, "the link heals at 900");
 }
+
+#[test]
+fn a_field_written_twice_is_an_error_wherever_kind_is() {
+    for faults in [
+        r#"[ { "kind": "store_crash", "at_ms": 100, "at_ms": 200, "restart_after_ms": 50 } ]"#,
+        r#"[ { "at_ms": 100, "at_ms": 200, "kind": "store_crash", "restart_after_ms": 50 } ]"#,
+    ] {
+        let e = with_faults(faults).unwrap_err();
+        assert!(e.path.starts_with("faults[0]"), "{e}");
+        assert_eq!(e.message, "duplicate field `at_ms`", "{e}");
+    }
+}

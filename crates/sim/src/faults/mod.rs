@@ -203,6 +203,9 @@ impl<'de> Deserialize<'de> for FaultSpec {
                 fields.insert(first, map.next_value()?);
                 while let Some(k) = map.next_key::<String>()? {
                     let v: serde_json::Value = map.next_value()?;
+                    if fields.contains_key(&k) {
+                        return Err(de::Error::custom(format!("duplicate field `{k}`")));
+                    }
                     fields.insert(k, v);
                 }
                 let Some(kind) = fields.remove("kind") else {
