@@ -11,7 +11,6 @@
 //! can never open a new window early.
 
 use crate::algorithm::{Algorithm, Quota, check_cost};
-use crate::spec::{PolicySpec, SpecError, Written};
 use crate::window::WindowPolicy;
 use crate::{CostError, Decision, Nanos, PolicyError};
 
@@ -94,21 +93,7 @@ impl Algorithm for FirstHitWindow {
     }
 }
 
-impl Written for FirstHitWindow {
-    const FIELDS: &'static [&'static str] = &["limit", "window_ms"];
-
-    fn from_spec(spec: &PolicySpec) -> Result<FirstHitWindow, SpecError> {
-        WindowPolicy::from_spec(spec).map(FirstHitWindow)
-    }
-
-    fn write(&self, spec: &mut PolicySpec) {
-        self.0.write(spec);
-    }
-
-    fn shaped(capacity: u64, per_sec: u64, spec: &mut PolicySpec) {
-        WindowPolicy::shaped(capacity, per_sec, spec);
-    }
-}
+crate::window::written_as_window!(FirstHitWindow);
 
 #[cfg(test)]
 mod tests {

@@ -20,7 +20,7 @@
 //! the start of the stored window, so it can never reset or decay a counter early.
 
 use crate::algorithm::{Algorithm, Quota, check_cost};
-use crate::spec::{COUNT_MAX, PolicySpec, SpecError, WINDOW_MS_MAX, Written, need, refused};
+use crate::spec::{COUNT_MAX, PolicySpec, SpecError, WINDOW_MS_MAX, need, refused};
 use crate::token_bucket::{MAX_CAPACITY, MAX_PERIOD};
 use crate::{CostError, Decision, Nanos, PolicyError};
 
@@ -340,34 +340,28 @@ impl WindowPolicy {
     }
 }
 
-impl Written for FixedWindow {
-    const FIELDS: &'static [&'static str] = &["limit", "window_ms"];
+/// Implements [`Written`] for a window algorithm, a newtype over [`WindowPolicy`]: written
+/// as `limit` per `window_ms`.
+macro_rules! written_as_window {
+    ($t:ident) => {
+        impl $crate::spec::Written for $t {
+            const FIELDS: &'static [&'static str] = &["limit", "window_ms"];
 
-    fn from_spec(spec: &PolicySpec) -> Result<FixedWindow, SpecError> {
-        WindowPolicy::from_spec(spec).map(FixedWindow)
-    }
+            fn from_spec(spec: &$crate::PolicySpec) -> Result<$t, $crate::SpecError> {
+                $crate::window::WindowPolicy::from_spec(spec).map($t)
+            }
 
-    fn write(&self, spec: &mut PolicySpec) {
-        self.0.write(spec);
-    }
+            fn write(&self, spec: &mut $crate::PolicySpec) {
+                self.0.write(spec);
+            }
 
-    fn shaped(capacity: u64, per_sec: u64, spec: &mut PolicySpec) {
-        WindowPolicy::shaped(capacity, per_sec, spec);
-    }
+            fn shaped(capacity: u64, per_sec: u64, spec: &mut $crate::PolicySpec) {
+                $crate::window::WindowPolicy::shaped(capacity, per_sec, spec);
+            }
+        }
+    };
 }
+pub(crate) use written_as_window;
 
-impl Written for SlidingWindow {
-    const FIELDS: &'static [&'static str] = &["limit", "window_ms"];
-
-    fn from_spec(spec: &PolicySpec) -> Result<SlidingWindow, SpecError> {
-        WindowPolicy::from_spec(spec).map(SlidingWindow)
-    }
-
-    fn write(&self, spec: &mut PolicySpec) {
-        self.0.write(spec);
-    }
-
-    fn shaped(capacity: u64, per_sec: u64, spec: &mut PolicySpec) {
-        WindowPolicy::shaped(capacity, per_sec, spec);
-    }
-}
+written_as_window!(FixedWindow);
+written_as_window!(SlidingWindow);
