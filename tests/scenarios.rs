@@ -67,6 +67,13 @@ fn check_scenario(file: &Path) -> Result<(), Failed> {
         if let Some(v) = ratelab_lab::explore::verdict::explorer_expectation(&sc, &first, &history)
         {
             failures.extend(v.problems);
+            // Unknown is never a pass: a shipped scenario's keys are all decided.
+            if v.unknown_keys > 0 {
+                failures.push(format!(
+                    "unknown: the linearizability search ran out of its budget on {} keys",
+                    v.unknown_keys
+                ));
+            }
         }
         if first.trace_hash != second.trace_hash {
             failures.push(format!(

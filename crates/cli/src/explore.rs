@@ -1,6 +1,6 @@
 //! `ratelab explore`: the campaign's command line, its progress bar and its report.
 
-use ratelab_lab::commands::{EXIT_BAD_INPUT, EXIT_FAILED};
+use ratelab_lab::commands::{EXIT_BAD_INPUT, EXIT_FAILED, EXIT_UNKNOWN};
 use ratelab_lab::explore::report::{print_report, table};
 use ratelab_lab::explore::{self, Campaign, ExploreReport, Sut, shrink};
 use std::path::PathBuf;
@@ -50,6 +50,10 @@ pub struct ExploreArgs {
     /// Print the report as JSON instead of text.
     #[arg(long)]
     json: bool,
+    /// The linearizability search's budget per key and epoch, in states (1 to 10^8): past it
+    /// a key is unknown, and a campaign with unknowns and no failure exits 3.
+    #[arg(long, default_value_t = explore::verdict::LINEARIZABILITY_BUDGET, value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
+    budget: u64,
 }
 
 #[derive(clap::Subcommand, Debug)]
@@ -187,6 +191,7 @@ pub fn explore_command(args: ExploreArgs) -> ExitCode {
             count,
             shard: args.shard,
             threads,
+            budget: args.budget,
         };
         let done = outcomes.len() as u64;
         let (_, batch) = explore::run(&c, &|d, _| bar.set_position(done + d as u64));
@@ -226,10 +231,18 @@ pub fn explore_command(args: ExploreArgs) -> ExitCode {
     } else {
         print_report(&report, wall);
     }
-    if report.found.is_empty() {
-        ExitCode::SUCCESS
-    } else {
+    exit(&report)
+}
+
+/// Failures exit 1; no failure but keys the search could not decide, 3 (unknown is never a
+/// pass); otherwise 0.
+fn exit(report: &ExploreReport) -> ExitCode {
+    if !report.found.is_empty() {
         ExitCode::from(EXIT_FAILED)
+    } else if report.unknown_seeds > 0 {
+        ExitCode::from(EXIT_UNKNOWN)
+    } else {
+        ExitCode::SUCCESS
     }
 }
 
@@ -254,7 +267,7 @@ fn merge(paths: &[PathBuf], json: bool) -> ExitCode {
             } else {
                 print_report(&r, f64::NAN);
             }
-            ExitCode::SUCCESS
+            exit(&r)
         }
         Err(e) => {
             eprintln!("error: {e}");

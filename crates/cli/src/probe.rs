@@ -2,9 +2,9 @@
 //! report. The probe itself is `ratelab_lab::probe`.
 
 use ratelab_check::linearizable::{DEFAULT_BUDGET, Initial};
-use ratelab_check::probe::Claim;
+use ratelab_check::probe::{Claim, Conclusion};
 use ratelab_core::Nanos;
-use ratelab_lab::commands::{EXIT_BAD_INPUT, EXIT_FAILED};
+use ratelab_lab::commands::{EXIT_BAD_INPUT, EXIT_FAILED, EXIT_UNKNOWN};
 use ratelab_lab::probe::bench::BenchShape;
 use ratelab_lab::probe::{
     self, ProbeConfig, ProbeRun, Target, http::HttpSpec, http::HttpTarget, policy, redis, report,
@@ -370,9 +370,9 @@ async fn finish<T: Target>(
             eprintln!("timeline of key {key:?} written to {}", path.display());
         }
     }
-    if run.verdict.failures().is_empty() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(EXIT_FAILED)
+    match run.verdict.conclusion() {
+        Conclusion::Passed => ExitCode::SUCCESS,
+        Conclusion::Unknown => ExitCode::from(EXIT_UNKNOWN),
+        Conclusion::Failed => ExitCode::from(EXIT_FAILED),
     }
 }

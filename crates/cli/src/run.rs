@@ -5,7 +5,7 @@
 use ratelab_lab::commands::run_report::{
     describe, failure, gateway_line, header, job_line, row, timeline_path, write_request_logs,
 };
-use ratelab_lab::commands::{EXIT_BAD_INPUT, EXIT_FAILED};
+use ratelab_lab::commands::{EXIT_BAD_INPUT, EXIT_FAILED, EXIT_UNKNOWN};
 use ratelab_sim::{RunOptions, Scenario};
 use std::io::Write;
 use std::path::PathBuf;
@@ -72,6 +72,7 @@ pub fn run_command(args: RunArgs) -> ExitCode {
         header(&mut out, &sc);
     }
     let mut failed = Vec::new();
+    let mut unknown_seeds = 0u64;
     let options = RunOptions {
         // The timeline draws every store call of its key from the events.
         keep_events: trace || timeline.is_some(),
@@ -84,8 +85,9 @@ pub fn run_command(args: RunArgs) -> ExitCode {
             return;
         }
         let mut report = report;
-        let (verdict, named) =
+        let (verdict, named, unknown) =
             ratelab_lab::explore::report::explorer_verdict(&sc, &mut report, &history);
+        unknown_seeds += u64::from(unknown > 0);
         let s = report.seed;
         if let Some(dir) = request_logs {
             match write_request_logs(dir, &sc, &history, s) {
@@ -145,6 +147,13 @@ pub fn run_command(args: RunArgs) -> ExitCode {
     if let Some(e) = write_error {
         eprintln!("error: {e}");
         return ExitCode::from(EXIT_BAD_INPUT);
+    }
+    if failed.is_empty() && unknown_seeds > 0 {
+        eprintln!(
+            "unknown: {unknown_seeds} seeds had keys the explorer's linearizability search could not \
+             decide within its budget: not passed"
+        );
+        return ExitCode::from(EXIT_UNKNOWN);
     }
     if failed.is_empty() {
         return ExitCode::SUCCESS;

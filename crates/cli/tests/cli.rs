@@ -700,6 +700,26 @@ fn explore_finds_shrinks_and_pictures_a_planted_bug_and_refuses_bad_flags() {
     );
     let replay = ratelab(&["run", regression.to_str().unwrap()]);
     assert_eq!(replay.status.code(), Some(0), "{}", stderr(&replay));
+
+    // The naive path's histories carry no store order, so its keys are searched: starved of
+    // budget, some are undecided, said so with how to raise it (and the failures found
+    // elsewhere still exit 1).
+    let starved = ratelab(&[
+        "explore",
+        "--sut",
+        "naive",
+        "--seeds",
+        "20",
+        "--budget",
+        "1",
+        "--no-shrink",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let text = String::from_utf8_lossy(&starved.stdout);
+    assert_eq!(starved.status.code(), Some(1), "{text}{}", stderr(&starved));
+    assert!(text.contains("unknown, not passed"), "{text}");
+    assert!(text.contains("--budget"), "{text}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

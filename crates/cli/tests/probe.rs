@@ -180,6 +180,14 @@ fn the_probe_reads_draft_10_fields_as_well() {
     assert_passes(code, &r);
     assert_retry_after_exact(&r);
     assert!(u(&r, "/fields/checked") > 0, "{r:#}");
+    // The same limiter with the search starved of budget: nothing failed, nothing is shown
+    // linearizable either. Unknown is its own verdict and exit code, never a pass.
+    let (code, r) = probe_serve(&s.url, &["--budget", "1", "--retry-probes", "0"]);
+    assert_eq!(code, 3, "{r:#}");
+    assert_eq!(r["verdict"], "unknown", "{r:#}");
+    assert_eq!(r["pass"], false, "{r:#}");
+    assert_eq!(r["failures"], Value::Array(vec![]), "{r:#}");
+    assert!(!r["linearizable"]["unknown"].as_array().unwrap().is_empty());
 }
 
 #[test]

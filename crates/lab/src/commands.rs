@@ -15,6 +15,9 @@ use std::process::ExitCode;
 pub const EXIT_FAILED: u8 = 1;
 /// The exit code of bad input: flags, files, a store that cannot be reached.
 pub const EXIT_BAD_INPUT: u8 = 2;
+/// Exit code: no check failed, but some could not conclude (a key whose linearizability
+/// search ran out of its budget): unknown, never a pass.
+pub const EXIT_UNKNOWN: u8 = 3;
 
 /// `ratelab sweep`: the simulated ladder (or, with `scenarios_only`, the committed one) and
 /// the scenarios the docs cite, printed and written to `out` and the docs.

@@ -26,6 +26,7 @@ fn shards_split_the_seeds_exactly() {
         count: 100,
         shard: (i, 3),
         threads: 1,
+        budget: explore::verdict::LINEARIZABILITY_BUDGET,
     };
     let mut all: Vec<u64> = (0..3).flat_map(|i| c(i).seeds()).collect();
     all.sort_unstable();
@@ -40,6 +41,7 @@ fn a_bounded_campaign_finds_the_naive_path_and_merges_across_shards() {
         count: 24,
         shard: (i, 2),
         threads: 2,
+        budget: explore::verdict::LINEARIZABILITY_BUDGET,
     };
     let (a, _) = explore::run(&campaign(0), &|_, _| {});
     let (b, _) = explore::run(&campaign(1), &|_, _| {});
@@ -72,6 +74,7 @@ fn a_bounded_campaign_finds_nothing_wrong_with_the_correct_limiter() {
         count: 200,
         shard: (0, 1),
         threads: 2,
+        budget: explore::verdict::LINEARIZABILITY_BUDGET,
     };
     let (r, _) = explore::run(&c, &|_, _| {});
     assert_eq!(r.seeds, 200);
@@ -80,6 +83,8 @@ fn a_bounded_campaign_finds_nothing_wrong_with_the_correct_limiter() {
         "false alarms on the correct limiter: {:#?}",
         r.found
     );
+    // Unknown is never a pass: every key of every seed was decided.
+    assert_eq!(r.unknown_seeds, 0, "seeds with undecided keys");
     assert!(r.fault_coverage.len() >= 8, "{:?}", r.fault_coverage);
     // Failovers to a lagging replica are among the draws, and the correct limiter passes
     // beside them (within each failover's allowance).
@@ -129,7 +134,12 @@ fn every_planted_bug_is_found_at_the_seed_the_table_gives() {
         let text = std::fs::read_to_string(&file)
             .unwrap_or_else(|e| panic!("{}: its regression {}: {e}", r.sut.name(), file.display()));
         let spec: serde_json::Value = serde_json::from_str(&text).expect("JSON");
-        let again = explore::check(&spec, seed, explore::Rerun::Never);
+        let again = explore::check(
+            &spec,
+            seed,
+            explore::Rerun::Never,
+            explore::verdict::LINEARIZABILITY_BUDGET,
+        );
         assert_eq!(
             (again.requests, again.events),
             (shrunk.after.requests, shrunk.after.events),
@@ -166,13 +176,25 @@ fn each_shrunk_regression_fails_only_because_of_its_bug() {
             continue;
         };
         let seed = spec["seeds"][0].as_u64().expect("one seed");
-        let found = explore::check(&spec, seed, explore::Rerun::Never).failures;
+        let found = explore::check(
+            &spec,
+            seed,
+            explore::Rerun::Never,
+            explore::verdict::LINEARIZABILITY_BUDGET,
+        )
+        .failures;
         assert!(
             found.iter().any(|f| f.signature() == want),
             "{}: expected {want}, found {found:?}",
             path.display()
         );
-        let fixed = explore::check(&corrected(spec), seed, explore::Rerun::Never).failures;
+        let fixed = explore::check(
+            &corrected(spec),
+            seed,
+            explore::Rerun::Never,
+            explore::verdict::LINEARIZABILITY_BUDGET,
+        )
+        .failures;
         assert!(
             fixed.is_empty(),
             "{}: still fails with its bug taken out: {fixed:?}",
@@ -199,7 +221,13 @@ fn shrinking_is_deterministic_and_keeps_the_signature() {
         a.before,
         a.after
     );
-    let still = explore::check(&a.spec, 5, explore::Rerun::Never).failures;
+    let still = explore::check(
+        &a.spec,
+        5,
+        explore::Rerun::Never,
+        explore::verdict::LINEARIZABILITY_BUDGET,
+    )
+    .failures;
     assert!(
         still
             .iter()
@@ -230,6 +258,7 @@ fn a_campaign_reports_the_situations_it_reached_and_those_it_did_not() {
         count: 64,
         shard: (0, 1),
         threads: 2,
+        budget: explore::verdict::LINEARIZABILITY_BUDGET,
     };
     let (r, outcomes) = explore::run(&c, &|_, _| {});
     assert_eq!(

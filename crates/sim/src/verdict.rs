@@ -45,6 +45,12 @@ pub fn judge(sc: &Scenario, report: &Report, h: &History) -> Judged {
     checkers::judge(&Run::new(sc, report, h))
 }
 
+/// [`judge`] with a linearizability budget of `budget` per key and epoch instead of
+/// [`LINEARIZABILITY_BUDGET`].
+pub fn judge_within(sc: &Scenario, report: &Report, h: &History, budget: u64) -> Judged {
+    checkers::judge(&Run::new(sc, report, h).budget(budget))
+}
+
 /// [`judge`] for a run of an algorithm that the scenario's policy only bounds unless `exact`
 /// (a user's limiter and its claim).
 pub fn judge_claimed(sc: &Scenario, report: &Report, h: &History, exact: bool) -> Judged {
@@ -90,6 +96,9 @@ pub struct Expected {
     pub found: Vec<Failure>,
     /// How that differs from what the scenario expects; empty when it holds.
     pub problems: Vec<String>,
+    /// Keys (per epoch) whose linearizability search ran out of budget: a run expected to
+    /// pass with any is unknown, not passed.
+    pub unknown_keys: u64,
 }
 
 /// How `found` differs from `want` (`"pass"`, or the signature `"class/checker"` a canary must
@@ -118,7 +127,11 @@ pub fn held_to(want: &str, found: &[Failure]) -> Vec<String> {
 /// Judges a run by its scenario's `expect.explorer`; `None` when it asks for no verdict.
 pub fn explorer_expectation(sc: &Scenario, report: &Report, h: &History) -> Option<Expected> {
     let want = sc.spec().expect.explorer.as_ref()?;
-    let found = judge(sc, report, h).failures;
-    let problems = held_to(want, &found);
-    Some(Expected { found, problems })
+    let judged = judge(sc, report, h);
+    let problems = held_to(want, &judged.failures);
+    Some(Expected {
+        found: judged.failures,
+        problems,
+        unknown_keys: judged.unknown_keys,
+    })
 }

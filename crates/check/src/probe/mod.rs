@@ -64,6 +64,45 @@ impl ProbeVerdict {
         }
         out
     }
+
+    /// Keys no check could decide (the linearizability search ran out of its budget).
+    pub fn unknown(&self) -> usize {
+        self.linearizable.as_ref().map_or(0, |l| l.unknown.len())
+    }
+
+    /// The verdict: failed if any check failed, else unknown if a key could not be decided,
+    /// else passed. Unknown is never a pass.
+    pub fn conclusion(&self) -> Conclusion {
+        if !self.failures().is_empty() {
+            Conclusion::Failed
+        } else if self.unknown() > 0 {
+            Conclusion::Unknown
+        } else {
+            Conclusion::Passed
+        }
+    }
+}
+
+/// A probe's verdict in one word.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Conclusion {
+    /// Every check that applied held, and decided every key.
+    Passed,
+    /// A check failed.
+    Failed,
+    /// No check failed, but some key could not be decided.
+    Unknown,
+}
+
+impl Conclusion {
+    /// `pass`, `fail` or `unknown`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Conclusion::Passed => "pass",
+            Conclusion::Failed => "fail",
+            Conclusion::Unknown => "unknown",
+        }
+    }
 }
 
 #[cfg(test)]

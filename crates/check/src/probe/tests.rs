@@ -306,3 +306,18 @@ fn the_checks_that_apply_are_the_registrys_and_are_listed() {
     };
     assert!(!judge(&h, &bound).checks.contains(&"linearizable"));
 }
+
+#[test]
+fn a_key_the_search_cannot_decide_is_unknown_never_a_pass() {
+    let bucket = TokenBucket::new(5, 2, Nanos::from_secs(1)).unwrap();
+    let h = answered_by_the_core(&bucket, 40, 4);
+    assert_eq!(judge(&h, &judging(CLAIM)).conclusion(), Conclusion::Passed);
+    let starved = Judging {
+        budget: 1,
+        ..judging(CLAIM)
+    };
+    let v = judge(&h, &starved);
+    assert!(v.failures().is_empty(), "{:?}", v.failures());
+    assert!(v.unknown() > 0);
+    assert_eq!(v.conclusion(), Conclusion::Unknown);
+}

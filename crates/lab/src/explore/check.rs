@@ -33,9 +33,10 @@ pub enum Rerun {
     Always,
 }
 
-/// Validates scenario `json`, runs it with `seed` and judges the run, then runs it again as
-/// `rerun` says to check it is deterministic.
-pub fn check(json: &serde_json::Value, seed: u64, rerun: Rerun) -> Checked {
+/// Validates scenario `json`, runs it with `seed` and judges the run (a linearizability
+/// search of `budget` per key and epoch), then runs it again as `rerun` says to check it is
+/// deterministic.
+pub fn check(json: &serde_json::Value, seed: u64, rerun: Rerun, budget: u64) -> Checked {
     let fail = |class, checker: &str, detail: String| Checked {
         requests: 0,
         events: 0,
@@ -63,7 +64,7 @@ pub fn check(json: &serde_json::Value, seed: u64, rerun: Rerun) -> Checked {
             return fail(Class::Panic, "run", msg);
         }
     };
-    let judged = verdict::judge(&sc, &report, &history);
+    let judged = verdict::judge_within(&sc, &report, &history, budget);
     let mut failures = judged.failures;
     if rerun == Rerun::Always || (rerun == Rerun::IfFailed && !failures.is_empty()) {
         let again = std::panic::catch_unwind(run).map(|(r, _)| r.trace_hash);

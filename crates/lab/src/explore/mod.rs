@@ -189,7 +189,7 @@ pub struct Outcome {
 pub const RECHECK_EVERY: u64 = 8;
 
 /// Explores one seed.
-pub fn explore_one(seed: u64, sut: Sut) -> Outcome {
+pub fn explore_one(seed: u64, sut: Sut, budget: u64) -> Outcome {
     let json = scenario_json(seed, sut);
     let faults = json["faults"]
         .as_array()
@@ -204,7 +204,7 @@ pub fn explore_one(seed: u64, sut: Sut) -> Outcome {
     } else {
         Rerun::IfFailed
     };
-    let checked = check(&json, seed, rerun);
+    let checked = check(&json, seed, rerun, budget);
     Outcome {
         seed,
         requests: checked.requests,
@@ -228,6 +228,9 @@ pub struct Campaign {
     pub shard: (u64, u64),
     /// Worker threads.
     pub threads: usize,
+    /// The linearizability search's budget per key and epoch
+    /// ([`verdict::LINEARIZABILITY_BUDGET`] by default): past it a key is unknown.
+    pub budget: u64,
 }
 
 impl Campaign {
@@ -302,8 +305,12 @@ pub fn run(
     progress: &(dyn Fn(usize, usize) + Sync),
 ) -> (ExploreReport, Vec<Outcome>) {
     let seeds = c.seeds();
-    let outcomes =
-        ratelab_sim::parallel::map(&seeds, c.threads, |&s| explore_one(s, c.sut), progress);
+    let outcomes = ratelab_sim::parallel::map(
+        &seeds,
+        c.threads,
+        |&s| explore_one(s, c.sut, c.budget),
+        progress,
+    );
     (summarize(c.sut, &outcomes, None), outcomes)
 }
 

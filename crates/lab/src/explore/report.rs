@@ -35,6 +35,10 @@ pub fn print_report(r: &ExploreReport, wall: f64) {
             "seeds where the linearizability search ran out of budget on a key (unknown, not passed): {}",
             r.unknown_seeds
         );
+        println!(
+            "  raise the budget with --budget N (states per key and epoch; {} by default)",
+            explore::verdict::LINEARIZABILITY_BUDGET
+        );
     }
     let (hit, never): (Vec<_>, Vec<_>) = r.reached.iter().partition(|(_, n)| **n > 0);
     let hit: Vec<String> = hit.iter().map(|(k, v)| format!("{k} {v}")).collect();
@@ -136,14 +140,15 @@ pub fn table(
 }
 
 /// Adds the explorer's verdict to a run of a scenario that asks for it (`expect.explorer`),
-/// and says what it was, with the key and request its first failure names.
+/// and says what it was, with the key and request its first failure names, and how many keys
+/// its linearizability search could not decide (unknown).
 pub fn explorer_verdict(
     sc: &ratelab_sim::Scenario,
     report: &mut ratelab_sim::Report,
     history: &ratelab_sim::History,
-) -> (Option<String>, Named) {
+) -> (Option<String>, Named, u64) {
     let Some(v) = explore::verdict::explorer_expectation(sc, report, history) else {
-        return (None, Named::default());
+        return (None, Named::default(), 0);
     };
     let named = v
         .found
@@ -159,7 +164,7 @@ pub fn explorer_verdict(
         report.failures.extend(v.problems);
         report.passed = false;
     }
-    let line = format!(
+    let mut line = format!(
         "  explorer's checkers (expected {}): {}",
         sc.spec().expect.explorer.as_deref().unwrap_or("pass"),
         if found.is_empty() {
@@ -168,5 +173,11 @@ pub fn explorer_verdict(
             found.join("; ")
         }
     );
-    (Some(line), named)
+    if v.unknown_keys > 0 {
+        line += &format!(
+            "; {} keys unknown (the linearizability search ran out of its budget: not passed)",
+            v.unknown_keys
+        );
+    }
+    (Some(line), named, v.unknown_keys)
 }

@@ -221,7 +221,7 @@ pub fn shrink(spec: &Value, seed: u64, class: Class, checker: &str, runs: u32) -
     let fails = |cand: &Value, made: &mut u32| -> Option<(u64, u64, String)> {
         Scenario::parse(Path::new("<shrink>"), &cand.to_string()).ok()?;
         *made += 1;
-        let c = check(cand, seed, rerun);
+        let c = check(cand, seed, rerun, super::verdict::LINEARIZABILITY_BUDGET);
         let f = c
             .failures
             .into_iter()

@@ -38,6 +38,7 @@ pub fn first_failure(sut: Sut, max_seeds: u64, threads: usize) -> Option<Outcome
             count,
             shard: (0, 1),
             threads,
+            budget: super::verdict::LINEARIZABILITY_BUDGET,
         };
         let (_, outcomes) = super::run(&c, &|_, _| {});
         // A generator failure (an invalid draw) is the explorer's bug, not a detection.

@@ -3,7 +3,7 @@
 use super::{ProbeRun, policy};
 use crate::timeline::{self, Frame};
 use ratelab_check::history::{Answer, History, Layers, RequestRecord};
-use ratelab_check::probe::Outcome;
+use ratelab_check::probe::{Conclusion, Outcome};
 use ratelab_core::Nanos;
 use serde_json::{Value, json};
 use std::fmt::Write as _;
@@ -79,7 +79,13 @@ pub fn text(run: &ProbeRun, target: &str) -> String {
     }
     s.push('\n');
     let failures = v.failures();
-    if failures.is_empty() {
+    if failures.is_empty() && v.unknown() > 0 {
+        let _ = writeln!(
+            s,
+            "UNKNOWN: no check failed, but the linearizability search ran out of its budget on {} keys; raise it with --budget",
+            v.unknown()
+        );
+    } else if failures.is_empty() {
         s.push_str("PASS: every check held\n");
     } else {
         let _ = writeln!(s, "FAIL: {} failures", failures.len());
@@ -121,7 +127,8 @@ pub fn json(run: &ProbeRun, target: &str) -> Value {
         "retry_after": {"probes": v.retry_after.probes, "admitted": v.retry_after.admitted, "refused": v.retry_after.refused, "skipped": run.retry_skipped},
         "checks": v.checks,
         "failures": v.failures(),
-        "pass": v.failures().is_empty(),
+        "pass": v.conclusion() == Conclusion::Passed,
+        "verdict": v.conclusion().name(),
     })
 }
 

@@ -21,6 +21,9 @@ pub struct Run<'a> {
     /// limiter that claims to be exactly it), so that a checker may hold every answer to that
     /// policy, denials included; `false` when the policy is only a bound the limiter claims.
     pub exact: bool,
+    /// The linearizability search's budget per key and epoch (states made, weighed by size);
+    /// past it the key's verdict is unknown.
+    pub budget: u64,
     grouped: OnceLock<Grouped<'a>>,
 }
 
@@ -32,6 +35,7 @@ impl<'a> Run<'a> {
             report,
             h,
             exact: true,
+            budget: super::LINEARIZABILITY_BUDGET,
             grouped: OnceLock::new(),
         }
     }
@@ -39,6 +43,11 @@ impl<'a> Run<'a> {
     /// The same run, of an algorithm the scenario's policy only bounds when `exact` is false.
     pub fn exact(self, exact: bool) -> Run<'a> {
         Run { exact, ..self }
+    }
+
+    /// The same run, judged with a linearizability budget of `budget` per key and epoch.
+    pub fn budget(self, budget: u64) -> Run<'a> {
+        Run { budget, ..self }
     }
 
     /// Admissions per epoch and key and, for a token bucket, the per-key operations per

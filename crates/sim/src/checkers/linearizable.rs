@@ -8,8 +8,9 @@ use super::failure::{Class, Failure};
 use ratelab_check::linearizable::{self, Initial, Op, Spec, Verdict};
 use ratelab_core::{Nanos, Policy};
 
-/// The linearizability search's budget per key and epoch (states made, weighed by size:
-/// about 100 MB at most); past it the key's verdict is unknown, counted apart, not a failure.
+/// The linearizability search's default budget per key and epoch (states made, weighed by
+/// size: about 100 MB at most); past it the key's verdict is unknown, counted apart: neither a
+/// failure nor a pass.
 pub const LINEARIZABILITY_BUDGET: u64 = 1_000_000;
 
 /// The token bucket's linearizability checker.
@@ -47,7 +48,7 @@ impl Checker for Linearizable {
                     .collect(),
                 Initial::Full => ops.clone(),
             };
-            match linearizable::check_key_from(&spec, &ops, LINEARIZABILITY_BUDGET, initial) {
+            match linearizable::check_key_from(&spec, &ops, run.budget, initial) {
                 Verdict::Violation(v) => {
                     out.failures.push(Failure::new(
                         Class::Safety,
