@@ -309,3 +309,32 @@ fn a_witness_names_its_key_even_with_quotes_in_it() {
     assert_eq!(explore::named_key("no key here"), None);
     assert_eq!(ratelab_lab::timeline::named_request(&detail), Some(7));
 }
+
+#[test]
+fn a_campaigns_counts_are_of_seeds() {
+    use explore::verdict::{Class, Failure};
+    let failure = |detail: &str| Failure {
+        class: Class::Safety,
+        checker: "window".into(),
+        detail: detail.into(),
+    };
+    let outcome = |seed, failures: Vec<Failure>| explore::Outcome {
+        seed,
+        requests: 10,
+        faults: vec!["pause".into(), "pause".into(), "clock".into()],
+        failures,
+        reached: Vec::new(),
+        unknown_keys: 0,
+    };
+    let outcomes = [
+        outcome(1, vec![failure("key a"), failure("key b")]),
+        outcome(2, vec![failure("key c")]),
+        outcome(3, Vec::new()),
+    ];
+    let r = explore::summarize(Sut::Naive, &outcomes, None);
+    assert_eq!(r.failed_seeds, 2);
+    assert_eq!(r.found.len(), 1);
+    assert_eq!(r.found[0].seeds, 2, "two failing seeds, three failures");
+    assert_eq!(r.found[0].first_seed, 1);
+    assert_eq!(r.fault_coverage["pause"], 3, "three seeds with a pause");
+}

@@ -323,9 +323,13 @@ pub fn summarize(sut: Sut, outcomes: &[Outcome], out: Option<&Path>) -> ExploreR
         .map(|p| ((*p).to_owned(), 0))
         .collect();
     for o in outcomes {
-        for f in &o.faults {
+        // Counts are of seeds: a seed with two faults of a kind, or two failures of one
+        // signature, counts once.
+        let kinds: std::collections::BTreeSet<&String> = o.faults.iter().collect();
+        for f in kinds {
             *coverage.entry(f.clone()).or_default() += 1;
         }
+        let mut counted = std::collections::BTreeSet::new();
         for p in &o.reached {
             *reached.entry(p.clone()).or_default() += 1;
         }
@@ -346,7 +350,9 @@ pub fn summarize(sut: Sut, outcomes: &[Outcome], out: Option<&Path>) -> ExploreR
                         shrunk: None,
                     }
                 });
-            e.seeds += 1;
+            if counted.insert((f.class, &f.checker)) {
+                e.seeds += 1;
+            }
         }
     }
     ExploreReport {
