@@ -30,10 +30,8 @@ pub struct ExploreArgs {
     /// Run only shard I of N (`I/N`, 0 ≤ I < N): the seeds congruent to I modulo N.
     #[arg(long, value_parser = parse_shard, default_value = "0/1")]
     shard: (u64, u64),
-    /// The system under test: correct, or a planted bug (naive, gateway-clock, blind-cleanup,
-    /// unfenced-cleanup, retry-on-timeout, short-ttl, refill-rounding, incr-then-expire,
-    /// fence-forgets-grants).
-    #[arg(long, default_value = "correct", value_parser = parse_sut)]
+    /// The system under test: correct, or a planted bug.
+    #[arg(long, default_value = "correct", value_parser = sut_parser())]
     sut: Sut,
     /// Do not shrink the failures found.
     #[arg(long)]
@@ -63,7 +61,7 @@ enum ExploreCommand {
         /// The explore seed.
         seed: u64,
         /// The system under test.
-        #[arg(long, default_value = "correct", value_parser = parse_sut)]
+        #[arg(long, default_value = "correct", value_parser = sut_parser())]
         sut: Sut,
     },
     /// Find each planted bug from seed 1 with no hint, shrink it, and write the table.
@@ -128,8 +126,11 @@ fn parse_time(s: &str) -> Result<u64, String> {
     }
 }
 
-fn parse_sut(s: &str) -> Result<Sut, String> {
-    Sut::parse(s)
+/// Every system under test by name: clap lists them in `--help` and refuses any other.
+fn sut_parser() -> impl clap::builder::TypedValueParser<Value = Sut> {
+    use clap::builder::TypedValueParser as _;
+    clap::builder::PossibleValuesParser::new(Sut::all().map(Sut::name))
+        .map(|name| Sut::parse(&name).expect("a listed name"))
 }
 
 /// Batches of this many seeds between checks of `--time`.

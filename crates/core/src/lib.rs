@@ -22,15 +22,16 @@
 //!   `INCR`-then-`EXPIRE` limiters count.
 //!
 //! **A new algorithm** is a file here with its policy type and its [`Algorithm`] impl (state,
-//! transition, TTL) and its [`spec::Written`] impl (its parameters), plus one line in the list
-//! at the end of this file. That line gives it a [`Policy`] and [`PolicyState`] variant and an
+//! transition, TTL) and its [`spec::Written`] impl (its parameters), declared and re-exported
+//! here (`pub mod`, `pub use`), plus one line in the list at the end of this file. That line gives it a [`Policy`] and [`PolicyState`] variant and an
 //! [`AlgorithmName`]: scenario files, the server's limits file and RLS configuration (all
 //! written as a [`PolicySpec`]) accept it, the simulator and the server's memory store run it,
 //! and the explorer draws it. Redis runs only the token bucket's script (`ratelab-store`'s
 //! `token_bucket.lua`; the server refuses other algorithms on Redis). The checkers hold a new
-//! algorithm to the bound its [`Quota`] advertises (at most `limit` + `limit`·Δt/`window`,
-//! doubled as for the windows); a specification of its own (exact linearizability, its
-//! liveness and over-denial rules) goes in `ratelab-check` and `ratelab-sim`'s `checkers/`.
+//! algorithm to the bound its [`Quota`] of L per W allows any window algorithm, at most
+//! 2L + L·Δt/W in any interval Δt; a specification of its own (exact linearizability,
+//! over-denial) goes in `ratelab-check` and `ratelab-sim`'s `checkers/`, and what it must
+//! admit (the keys held to liveness) in `ratelab-sim`'s `eligible.rs`.
 //!
 //! One request at several limits is decided all or nothing by [`all::decide_all`]: admitted
 //! and spent at every limit, or denied and spent at none.

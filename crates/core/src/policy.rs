@@ -84,7 +84,9 @@ macro_rules! algorithms {
                 match self { $(Policy::$variant(_) => AlgorithmName::$variant,)* }
             }
 
-            /// The spec that writes it: its [`$crate::PolicySpec::build`] gives it back.
+            /// The spec that writes it. For a policy a file can write (periods and windows in
+            /// whole ms, at most a week) its `PolicySpec::build` gives it back; another is
+            /// written to the nearest ms, and `build` may refuse it.
             pub fn spec(&self) -> $crate::PolicySpec {
                 let mut spec = $crate::PolicySpec::empty(self.name());
                 match self { $(Policy::$variant(p) => $crate::spec::Written::write(p, &mut spec),)* }

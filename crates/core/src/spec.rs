@@ -109,7 +109,7 @@ impl fmt::Display for SpecError {
 impl std::error::Error for SpecError {}
 
 /// What an algorithm says about how it is written. Each algorithm implements it in its own
-/// file; the list in `policy.rs` names it once.
+/// file; the list at the end of `lib.rs` names it once.
 pub trait Written: Sized {
     /// The parameters it takes; any other given is refused before [`Written::from_spec`].
     const FIELDS: &'static [&'static str];
@@ -119,7 +119,8 @@ pub trait Written: Sized {
     fn from_spec(spec: &PolicySpec) -> Result<Self, SpecError>;
 
     /// Its parameters written into `spec` (whose algorithm is already set, and whose other
-    /// fields are empty): [`Written::from_spec`] of the result gives it back.
+    /// fields are empty): for a policy a file can write, [`Written::from_spec`] of the result
+    /// gives it back.
     fn write(&self, spec: &mut PolicySpec);
 
     /// Writes into `spec` this algorithm's policy that admits `capacity` at once and

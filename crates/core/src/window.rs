@@ -1,7 +1,7 @@
-//! Window-based limiters: the fixed window and the sliding-window counter.
+//! Window-based limiters aligned to the clock: the fixed window and the sliding-window counter.
 //!
 //! Both divide time into aligned windows `[k·W, (k+1)·W)` and share the policy type
-//! [`WindowPolicy`].
+//! [`WindowPolicy`] (as the first-hit window, whose windows are not aligned, does).
 //!
 //! * [`FixedWindow`] admits at most `limit` per aligned window. Its known flaw is the boundary
 //!   spike: `limit` requests at the end of one window and `limit` at the start of the next

@@ -3,7 +3,10 @@
 
 use proptest::prelude::*;
 use ratelab_core::headers::{FieldsDraft, PolicyName, render};
-use ratelab_core::{Algorithm, Decision, FixedWindow, Nanos, SlidingWindow, TokenBucket};
+use ratelab_core::{
+    Algorithm, AlgorithmName, Decision, FirstHitWindow, FixedWindow, Nanos, Policy, PolicyError,
+    SlidingWindow, TokenBucket,
+};
 
 /// Every decision of a run, with its arrival time and cost.
 type History = Vec<(u64, u64, Decision)>;
@@ -242,6 +245,35 @@ proptest! {
         check_exact(&fw, state.unwrap(), now, probe.1.min(limit))?;
     }
 
+    /// The first-hit window against its specification, replayed here: a key's window opens
+    /// at its first request and at the first request after each window closes, and admits
+    /// while its count plus the cost is at most the limit. Every decision is the replay's.
+    #[test]
+    fn first_hit_window_decides_as_its_specification((limit, w) in window_policy(), s in steps()) {
+        let fh = FirstHitWindow::new(limit, Nanos(w)).unwrap();
+        let arrivals = times(0, &clamp(&s, limit));
+        let (ds, _) = run(&fh, &arrivals);
+        let (mut start, mut count) = (None::<u64>, 0u64);
+        for &(t, c, ref d) in &ds {
+            check_decision(d)?;
+            if start.is_none_or(|s| t >= s + w) {
+                (start, count) = (Some(t), 0);
+            }
+            let admit = count + c <= limit;
+            prop_assert_eq!(d.allowed, admit, "at {} ns, cost {}, {} taken", t, c, count);
+            if admit { count += c; }
+        }
+    }
+
+    #[test]
+    fn first_hit_window_retry_after_is_exact((limit, w) in window_policy(), s in steps(), probe in (0u64..2_000_000_000, 1u64..=3)) {
+        let fh = FirstHitWindow::new(limit, Nanos(w)).unwrap();
+        let arrivals = times(1_000, &clamp(&s, limit));
+        let (_, state) = run(&fh, &arrivals);
+        let now = arrivals.last().unwrap().0 + probe.0 % w;
+        check_exact(&fh, state.unwrap(), now, probe.1.min(limit))?;
+    }
+
     /// The sliding-window counter's documented bound: in any interval of length W it admits
     /// at most limit + previous·e/W ≤ 2·limit, and within one aligned window at most limit.
     #[test]
@@ -279,11 +311,7 @@ proptest! {
         period in prop_oneof![Just(1u64), Just(ratelab_core::token_bucket::MAX_PERIOD.as_u64()), 1u64..=u64::MAX],
         ops in prop::collection::vec((prop_oneof![Just(u64::MAX), Just(u64::MAX - 1), Just(0u64), any::<u64>()], any::<u64>()), 1..40),
     ) {
-        let algs: Vec<ratelab_core::Policy> = [
-            TokenBucket::new(cap, amount, Nanos(period)).map(ratelab_core::Policy::TokenBucket),
-            FixedWindow::new(cap, Nanos(period)).map(ratelab_core::Policy::FixedWindow),
-            SlidingWindow::new(cap, Nanos(period)).map(ratelab_core::Policy::SlidingWindow),
-        ].into_iter().filter_map(Result::ok).collect();
+        let algs: Vec<Policy> = every_policy(cap, amount, period).into_iter().filter_map(Result::ok).collect();
         for alg in &algs {
             let limit = alg.quota().limit;
             let mut state = None;
@@ -374,4 +402,24 @@ fn parse_item(
         params.insert(k.as_str().to_owned(), i64::from(n));
     }
     Ok((name, params))
+}
+
+/// One policy of every algorithm from the same numbers (a capacity or limit, a refill amount,
+/// a period or window in ns), where they are valid for it.
+fn every_policy(cap: u64, amount: u64, period: u64) -> Vec<Result<Policy, PolicyError>> {
+    vec![
+        TokenBucket::new(cap, amount, Nanos(period)).map(Policy::TokenBucket),
+        FixedWindow::new(cap, Nanos(period)).map(Policy::FixedWindow),
+        SlidingWindow::new(cap, Nanos(period)).map(Policy::SlidingWindow),
+        FirstHitWindow::new(cap, Nanos(period)).map(Policy::FirstHitWindow),
+    ]
+}
+
+#[test]
+fn the_extreme_inputs_cover_every_algorithm() {
+    let names: Vec<AlgorithmName> = every_policy(1, 1, 1_000)
+        .into_iter()
+        .map(|p| p.expect("valid").name())
+        .collect();
+    assert_eq!(names, AlgorithmName::ALL);
 }

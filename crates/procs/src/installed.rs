@@ -22,7 +22,9 @@
 //! component's `RATELAB_REQUIRE_*` variable is not `1`: with the variable set (as `.ci/run`
 //! sets them all), the test is never marked ignored, runs, and fails loudly. The script runs
 //! again when `PATH` or a `RATELAB_REQUIRE_*` variable changes, and, while something is
-//! missing, when a directory of `PATH` changes (a program installed since).
+//! missing, when a directory of `PATH`, `/usr/sbin` or Python's system packages changes (a
+//! program installed since; a Python package installed elsewhere, as with `pip --user`, is
+//! seen at the next clean build or change of `PATH`).
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
@@ -182,8 +184,18 @@ pub fn build_lines(
         }
     }
     if missing {
-        // A program installed since this ran lands in one of these.
-        for dir in std::env::split_paths(path).filter(|d| d.is_absolute() && d.is_dir()) {
+        // A program installed since this ran lands in one of these: a directory of `PATH`,
+        // `/usr/sbin` (nginx), or Python's system packages (grpcio).
+        let fixed = [
+            "/usr/sbin",
+            "/usr/lib/python3/dist-packages",
+            "/usr/local/lib",
+        ]
+        .map(PathBuf::from);
+        for dir in std::env::split_paths(path)
+            .chain(fixed)
+            .filter(|d| d.is_absolute() && d.is_dir())
+        {
             lines.push(format!("cargo::rerun-if-changed={}", dir.display()));
         }
     }

@@ -93,7 +93,10 @@ pub(crate) fn fingerprint(policy: &Policy) -> u32 {
 /// SlidingWindow(SlidingWindow(WindowPolicy { limit: 60, window: Nanos(60000000000) }))
 /// ```
 ///
-/// (An algorithm added later is `name field=value …`, from its spec.) The text is frozen: it is what every release so far has hashed, so the key prefixes in a
+/// An algorithm added since is its spec as a file writes it, `name field=value …` in the
+/// spec's order (`first_hit_window limit=60 window_ms=60000`).
+///
+/// The text is frozen: it is what every release so far has hashed, so the key prefixes in a
 /// store outlive an upgrade (a new text would start every limit's buckets anew). It is
 /// written out here rather than taken from the types' `Debug` output, which may change.
 fn canonical(policy: &Policy) -> String {
@@ -253,6 +256,14 @@ name = "writes"
                 ),
                 "SlidingWindow(SlidingWindow(WindowPolicy { limit: 60, window: Nanos(60000000000) }))",
                 "70810953",
+            ),
+            (
+                Policy::FirstHitWindow(
+                    ratelab_core::FirstHitWindow::new(60, ratelab_core::Nanos(60_000_000_000))
+                        .unwrap(),
+                ),
+                "first_hit_window limit=60 window_ms=60000",
+                "c4a751a5",
             ),
         ] {
             assert_eq!(canonical(&policy), text);

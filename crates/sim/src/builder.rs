@@ -307,7 +307,7 @@ impl ScenarioBuilder {
         } else if !self.policy {
             Some((
                 "policy",
-                "a policy is needed: `token_bucket`, `fixed_window`, `sliding_window` or `policy_of`",
+                "a policy is needed: `policy`, `token_bucket`, `fixed_window`, `sliding_window` or `policy_of`",
             ))
         } else {
             None

@@ -12,9 +12,13 @@
 //!   B + R·Δt for every Δt ≥ 0 (a flow that conforms to the bucket's own envelope), and their
 //!   rate is at most R/2, so a bucket the faults left empty is full again within the two fill
 //!   times the phase waits after the last fault;
-//! - fixed window (L per W), however its windows are placed: the curve at Δt = W is at most L;
+//! - fixed window (L per W), however its windows are placed (aligned to the clock, or opened
+//!   by a key's first request: each window lies within a closed interval of length W): the
+//!   curve at Δt = W is at most L;
 //! - sliding-window counter (L per W): its estimate weighs in the previous window, so the
-//!   curve at Δt = 2W is at most L.
+//!   curve at Δt = 2W is at most L;
+//! - any other algorithm: no rule says what it must admit, so none of its requests is held to
+//!   liveness (a new algorithm needs its rule here).
 //!
 //! Each client is also its own address at the edge limit, so its stream must pass the edge
 //! bucket by the same rule; a key outside a guard's valid keys is rejected, and a key a key
@@ -151,8 +155,9 @@ fn admits(policy: &Policy, streams: &[Stream], jitter: Nanos) -> bool {
             u128::from(b.refill_amount()),
             u128::from(b.refill_period().as_u64()),
         ),
-        Policy::FixedWindow(w) => {
-            curve(streams, u128::from(w.0.window().as_u64()), jitter) <= u128::from(w.0.limit())
+        Policy::FixedWindow(ratelab_core::FixedWindow(w))
+        | Policy::FirstHitWindow(ratelab_core::FirstHitWindow(w)) => {
+            curve(streams, u128::from(w.window().as_u64()), jitter) <= u128::from(w.limit())
         }
         Policy::SlidingWindow(w) => {
             curve(streams, 2 * u128::from(w.0.window().as_u64()), jitter) <= u128::from(w.0.limit())

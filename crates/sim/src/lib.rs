@@ -27,7 +27,8 @@
 //! explorer must find ([`planted`]: a new one is a variant of [`planted::PlantedBug`] with
 //! what it needs of its scenario, its code where it lives — the store's script in
 //! `planted.rs`, a client's behaviour in `cluster/client.rs`, the store node's in
-//! `cluster/store_node.rs` — and a system under test in `ratelab-lab`'s explorer); and the
+//! `cluster/store_node.rs` — and its names in `PlantedBug::ALL`, `name` and `command_name`;
+//! the explorer then runs it as a system under test of its own); and the
 //! cost floors `ratelab bench` measures beside the cluster ([`floor`]).
 //!
 //! **A user's limiter** ([`limiter`], `docs/BRING-YOUR-OWN.md`): [`run_with`] runs a scenario

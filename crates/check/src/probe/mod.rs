@@ -10,8 +10,8 @@
 //!
 //! - **decisions**: a request without a decision is a failure, never a pass;
 //! - **envelope**: admitted cost in any window ≤ B + R·Δt, with Δt the widest the
-//!   admissions' spans allow ([`envelope::envelope_spans`]);
-//! - **linearizability**, black-box ([`linearizable::check_key_from`] with a
+//!   admissions' spans allow ([`crate::envelope::envelope_spans`]);
+//! - **linearizability**, black-box ([`crate::linearizable::check_key_from`] with a
 //!   [`Precision`](crate::linearizable::Precision) per answer), for a token-bucket claim;
 //!   a denial the claimed bucket admits from every state the furthest order reached gives
 //!   there is a *phantom denial*;

@@ -144,16 +144,22 @@ pub struct PolicyEntry {
     /// The algorithm.
     pub algorithm: AlgorithmName,
     /// Token bucket: its capacity B.
+    #[schemars(range(min = 1, max = 1_000_000_000_000u64))]
     pub capacity: Option<u64>,
     /// Token bucket: its refill per second.
+    #[schemars(range(min = 1, max = 1_000_000_000_000u64))]
     pub refill_per_sec: Option<u64>,
     /// Token bucket: tokens added every `refill_period_ms`.
+    #[schemars(range(min = 1, max = 1_000_000_000_000u64))]
     pub refill: Option<u64>,
     /// Token bucket: the period of `refill`, ms.
+    #[schemars(range(min = 1, max = 604_800_000u64))]
     pub refill_period_ms: Option<u64>,
     /// Windows: the most admitted per window.
+    #[schemars(range(min = 1, max = 1_000_000_000_000u64))]
     pub limit: Option<u64>,
     /// Windows: the window, ms.
+    #[schemars(range(min = 1, max = 604_800_000u64))]
     pub window_ms: Option<u64>,
     /// A name for the limit, as for `rate_limit`.
     pub name: Option<String>,

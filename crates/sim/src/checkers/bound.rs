@@ -1,7 +1,8 @@
 //! The bound on admissions: per store epoch and key, a token bucket's envelope B + R·Δt, or
-//! for a fixed or sliding window L·(2 + Δt/W), which holds for any fixed window however its
-//! windows are placed (an interval meets at most ⌈Δt/W⌉ + 1 of them) and for the
-//! sliding-window counter (whose current window never admits more than L). Across a failover
+//! for any other algorithm, from its quota of L per W, L·(2 + Δt/W), which holds for any fixed
+//! window however its windows are placed, aligned or opened by a key's first request (an
+//! interval meets at most ⌈Δt/W⌉ + 1 of them), and for the sliding-window counter (whose
+//! current window never admits more than L). Across a failover
 //! a key may exceed it by what the failover can have lost (`epochs`).
 
 use super::checker::{Checker, Figure, Judged, Needs, Run};
