@@ -11,7 +11,7 @@
 //! The queue reads only madsim's clock, on the gateway's node, so a paused node's timeouts
 //! fire when it resumes, as its tasks run again.
 
-use madsim::time::Instant;
+use madsim::time::{Instant, TimeHandle};
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
@@ -37,9 +37,10 @@ struct Queue {
 }
 
 /// A gateway's timeouts.
-#[derive(Default)]
 pub(crate) struct Timeouts {
     queue: Mutex<Queue>,
+    /// madsim's clock, read directly rather than through its `clock_gettime` shim.
+    time: TimeHandle,
 }
 
 impl std::fmt::Debug for Timeouts {
@@ -54,7 +55,10 @@ impl std::fmt::Debug for Timeouts {
 impl Timeouts {
     /// A queue, with its task spawned on the current node.
     pub(crate) fn start() -> Arc<Timeouts> {
-        let t = Arc::new(Timeouts::default());
+        let t = Arc::new(Timeouts {
+            queue: Mutex::default(),
+            time: TimeHandle::current(),
+        });
         madsim::task::spawn(t.clone().run());
         t
     }
@@ -62,7 +66,7 @@ impl Timeouts {
     /// Runs `fut` until madsim's clock passes `after` from now (on its own, undilated
     /// scale); `None` if it does first.
     pub(crate) async fn timeout<F: Future>(&self, after: Duration, fut: F) -> Option<F::Output> {
-        let deadline = Instant::now() + after;
+        let deadline = self.time.now_instant() + after;
         let expiry = Arc::new(Mutex::new(Expiry::default()));
         let key = {
             let mut q = self.queue.lock().expect("timeouts");
@@ -86,7 +90,7 @@ impl Timeouts {
 
     /// Fires every deadline that has passed; returns the next one.
     fn fire_due(&self) -> Option<Instant> {
-        let now = Instant::now();
+        let now = self.time.now_instant();
         let mut q = self.queue.lock().expect("timeouts");
         while let Some(entry) = q.pending.first_entry() {
             if entry.key().0 > now {

@@ -50,10 +50,16 @@ impl Env for SimEnv {
         self.shared.now()
     }
 
-    async fn timeout<F: Future + Send>(&self, after: Duration, fut: F) -> Option<F::Output>
+    /// The queue's own future, not wrapped in another: a wrapper would hold a second copy
+    /// of `fut` (the gateway's whole store call) and move it once more.
+    fn timeout<F: Future + Send>(
+        &self,
+        after: Duration,
+        fut: F,
+    ) -> impl Future<Output = Option<F::Output>> + Send
     where
         F::Output: Send,
     {
-        self.timeouts.timeout(dilate(after), fut).await
+        self.timeouts.timeout(dilate(after), fut)
     }
 }

@@ -43,7 +43,6 @@ use gateway::start_gateway;
 use inject::fault_main;
 use job::job_main;
 use madsim::runtime::Handle;
-use madsim::time::Instant;
 use nodes::Cluster;
 use ratelab_check::history::History;
 use ratelab_gateway::StatsSnapshot;
@@ -101,14 +100,14 @@ pub(crate) async fn simulate_with<S: Script>(
     let handle = Handle::current();
     // Time zero is after a short setup allowance, in which nodes start and bind; events during
     // setup are stamped 0.
-    let shared = Arc::new(Shared {
-        t0: Instant::now() + SETUP,
-        history: Mutex::new(if sc.spec.cleanup_job.is_some() {
+    let shared = Arc::new(Shared::new(
+        SETUP,
+        if sc.spec.cleanup_job.is_some() {
             History::new(keep_events).keeping_writes()
         } else {
             History::new(keep_events)
-        }),
-    });
+        },
+    ));
     let replica: Option<SharedReplica<S>> = sc.spec.store.replica.map(|r| {
         let lag = (r.lag.min_us.get() * 1_000, r.lag.max_us.get() * 1_000);
         Arc::new(Mutex::new(Replica::new(

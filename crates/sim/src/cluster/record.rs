@@ -1,7 +1,7 @@
 //! The recorder every node reaches, and what it keeps of a gateway's answer.
 
 use crate::dilation::{self, dilate};
-use madsim::time::Instant;
+use madsim::time::{Instant, TimeHandle};
 use ratelab_check::history::{Answer, ErrorKind, FailReason, History, Layers};
 use ratelab_core::Nanos;
 use ratelab_gateway::limits::{PER_IP, PER_KEY};
@@ -13,13 +13,31 @@ use std::time::Duration;
 /// State every node reaches: the recorder and the run's time origin.
 pub(crate) struct Shared {
     pub(crate) t0: Instant,
+    /// madsim's clock, read directly: `Instant::now()` in a simulation goes through madsim's
+    /// `clock_gettime` shim, which looks the runtime up and converts its time to a timespec
+    /// and back on every read. Every request reads the time about ten times.
+    pub(crate) time: TimeHandle,
+    /// `t0` as madsim's elapsed time (its `Instant`s are that much past a zero instant).
+    pub(crate) t0_elapsed: Duration,
     pub(crate) history: Mutex<History>,
 }
 
 impl Shared {
-    /// Physical time since time zero.
+    /// The recorder, with time zero `setup` from now on madsim's clock.
+    pub(crate) fn new(setup: Duration, history: History) -> Shared {
+        let time = TimeHandle::current();
+        Shared {
+            t0: Instant::now() + setup,
+            t0_elapsed: time.elapsed() + setup,
+            time,
+            history: Mutex::new(history),
+        }
+    }
+
+    /// Physical time since time zero: the same reading as
+    /// `Instant::now().saturating_duration_since(t0)`, without the shim.
     pub(crate) fn now(&self) -> Nanos {
-        dilation::physical(Instant::now().saturating_duration_since(self.t0))
+        dilation::physical(self.time.elapsed().saturating_sub(self.t0_elapsed))
     }
 
     /// Sleeps until `t` of physical time after time zero.
@@ -28,7 +46,12 @@ impl Shared {
     }
 
     pub(crate) fn record(&self, f: impl FnOnce(&mut History, Nanos)) {
-        let now = self.now();
+        self.record_at(self.now(), f);
+    }
+
+    /// Records at `now`, a reading of [`Shared::now`] taken earlier in the same poll (madsim's
+    /// clock only moves between polls).
+    pub(crate) fn record_at(&self, now: Nanos, f: impl FnOnce(&mut History, Nanos)) {
         f(&mut self.history.lock().expect("recorder"), now);
     }
 }

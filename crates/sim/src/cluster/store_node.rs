@@ -112,7 +112,7 @@ impl<S: Script> StoreNode<S> {
                 StoreFate::Dropped
             };
             self.shared
-                .record(|h, at| h.store(at, id, layer, &key, op, fate));
+                .record_at(now, |h, at| h.store(at, id, layer, &key, op, fate));
             return refuse(verdict);
         }
         let (reply, op) = self.apply(req.call, now);
@@ -126,7 +126,7 @@ impl<S: Script> StoreNode<S> {
             Verdict::Delay(d) => StoreFate::Delayed(d),
             _ => StoreFate::Served,
         };
-        self.shared.record(|h, at| {
+        self.shared.record_at(now, |h, at| {
             h.store(at, id, layer, &key, op, fate);
             if let Some(t) = full_at {
                 h.written_full_at(&key, t);

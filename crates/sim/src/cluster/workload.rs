@@ -164,18 +164,21 @@ pub(crate) async fn client_main<S: Script>(
     let n = cluster.gateways.len() as u64;
     let mut next_gateway = u64::from(client) % n;
     let mut not_before = 0u64;
+    // The time, read again after every await (madsim's clock only moves between polls).
+    let mut now = cluster.shared.now();
     while let Some(t) = arrivals.next(&mut rng) {
         if t < not_before {
             continue;
         }
         // A sleep takes at least `dilation::SLEEP_FLOOR`: sleep only when the arrival is
         // still ahead, so a late client catches up instead of drifting.
-        if Nanos(t) > cluster.shared.now() {
+        if Nanos(t) > now {
             cluster.shared.sleep_until(Duration::from_nanos(t)).await;
+            now = cluster.shared.now();
         }
         // A client that waited for answers can fall behind its arrivals: it still stops
         // sending at its stop time, so every request is sent while the run is on.
-        if cluster.shared.now().as_u64() >= arrivals.stop {
+        if now.as_u64() >= arrivals.stop {
             break;
         }
         let key = match (&c.key, &c.keys) {
@@ -194,7 +197,7 @@ pub(crate) async fn client_main<S: Script>(
         } as usize;
         let cost = c.cost.get();
         let mut id = 0;
-        cluster.shared.record(|h, at| {
+        cluster.shared.record_at(now, |h, at| {
             let peer = client_ip(client);
             id = h.send(at, client, group as u32, key.clone(), peer, g as u32, cost);
         });
@@ -205,8 +208,10 @@ pub(crate) async fn client_main<S: Script>(
         if !(c.honour_retry_after || c.self_throttle) {
             continue;
         }
-        let Ok(answer) = answer.await else { continue };
-        let now = cluster.shared.now().as_u64();
+        let answer = answer.await;
+        now = cluster.shared.now();
+        let Ok(answer) = answer else { continue };
+        let at = now.as_u64();
         let header = |name: &str| {
             answer
                 .headers
@@ -217,12 +222,12 @@ pub(crate) async fn client_main<S: Script>(
         if answer.status == 429
             && let Some(secs) = header("retry-after").and_then(|v| v.parse::<u64>().ok())
         {
-            not_before = now + secs * 1_000_000_000;
+            not_before = at + secs * 1_000_000_000;
         }
         if c.self_throttle
             && let Some((0, t)) = header("ratelimit").and_then(|v| ratelimit_item(v, "per-key"))
         {
-            not_before = not_before.max(now + t * 1_000_000_000);
+            not_before = not_before.max(at + t * 1_000_000_000);
         }
     }
 }
