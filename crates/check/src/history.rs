@@ -152,6 +152,8 @@ pub struct RequestRecord {
     /// Store messages handled for this request, whatever their fate, per layer
     /// ([`Layer::Edge`], [`Layer::PerKey`]).
     pub store_calls: [u32; 2],
+    /// Of those, the messages the store answered with an error, per layer.
+    pub store_errored: [u32; 2],
     /// The store's serial position of the last atomic transition it applied for this
     /// request's per-key layer (the store-stamped linearizability check's order).
     pub applied_seq: Option<u64>,
@@ -541,6 +543,7 @@ impl History {
             read_at: None,
             written_at: None,
             store_calls: [0; 2],
+            store_errored: [0; 2],
             applied_seq: None,
         });
         self.push(at, Event::Sent { id });
@@ -601,6 +604,9 @@ impl History {
         }
         if let Some(r) = self.requests.get_mut(id as usize) {
             r.store_calls[layer.index()] += 1;
+            if fate == StoreFate::Errored {
+                r.store_errored[layer.index()] += 1;
+            }
             if applied && layer == Layer::PerKey {
                 if matches!(op, StoreOp::Apply { .. }) {
                     r.applied_seq = Some(self.event_count);

@@ -19,6 +19,8 @@
 //! | [`cached`] | every 429 from a gateway's denial cache is covered by a denial the store gave it |
 //! | [`cleanup`] | the cleanup job deletes no live bucket; one leader at a time; its liveness |
 //! | [`linearizable`] | the answers are explained by a real-time order of requests under the token bucket's sequential specification |
+//! | [`family`] | the same, under any limiter family's sequential specification (token bucket, nginx's leaky bucket, fixed window aligned or first-hit, sliding log, sliding-window counter) |
+//! | [`fail_reasons`] | every fail-open or error answer has the failure it names behind it (a timeout its deadline, an error a store error or fault, an open breaker an earlier failure) |
 //! | [`arrivals`] | a Poisson sender's realised gaps are exponential (Kolmogorov–Smirnov) |
 //! | [`probe`] | a limiter seen only from outside (a probe's history) against a claimed policy, by the checks in [`probe::CHECKS`]: decisions, envelope over spans, black-box linearizability, fields, Retry-After honesty |
 //!
@@ -41,6 +43,8 @@ pub mod arrivals;
 pub mod cached;
 pub mod cleanup;
 pub mod envelope;
+pub mod fail_reasons;
+pub mod family;
 pub mod history;
 pub mod linearizable;
 pub mod liveness;
@@ -89,6 +93,7 @@ pub(crate) mod testing {
             read_at: None,
             written_at: None,
             store_calls: [0; 2],
+            store_errored: [0; 2],
             applied_seq: None,
         }
     }

@@ -169,6 +169,7 @@ pub fn history(run: &ProbeRun) -> History {
             read_at: None,
             written_at: None,
             store_calls: [0; 2],
+            store_errored: [0; 2],
             applied_seq: None,
         });
     }

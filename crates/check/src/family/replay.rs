@@ -1,0 +1,88 @@
+//! Store-stamped mode: one replay of a key's operations in the store's order.
+//!
+//! Each answered operation is judged at its decision time from every state the replay
+//! holds; an operation the store stamped but whose answer was lost took effect at some
+//! moment between the decisions around it (each moment the family names is tried, so the
+//! replay may hold several states); one the store never stamped is skipped.
+
+use super::{Family, decided, mismatch, violation_unless_guessed};
+use crate::linearizable::{Op, Seen, Verdict, Violation};
+use ratelab_core::Nanos;
+use std::collections::HashSet;
+
+pub(super) fn replay<F: Family>(
+    family: &F,
+    ops: &[Op],
+    fresh: Vec<F::State>,
+    budget: u64,
+) -> Verdict {
+    let mut order: Vec<&Op> = ops.iter().filter(|o| o.stamp.is_some()).collect();
+    order.sort_by_key(|o| o.stamp);
+    // Each operation's next answered decision time, in one backward pass.
+    let mut next_decided = vec![Nanos(u64::MAX / 2); order.len()];
+    let mut next = Nanos(u64::MAX / 2);
+    for (i, op) in order.iter().enumerate().rev() {
+        next_decided[i] = next;
+        if let Some(at) = decided(op) {
+            next = at;
+        }
+    }
+    let mut states = fresh;
+    let mut last_at = Nanos::ZERO;
+    let mut explored = 0u64;
+    let mut guessed = false;
+    for (i, op) in order.iter().enumerate() {
+        let mut after: Vec<F::State> = Vec::new();
+        let mut seen_states = HashSet::new();
+        let mut push = |s: F::State, after: &mut Vec<F::State>| {
+            if seen_states.insert(s.clone()) {
+                after.push(s);
+            }
+        };
+        match decided(op) {
+            None => {
+                guessed = true;
+                let from = last_at.max(op.call).min(next_decided[i]);
+                for s in &states {
+                    for at in family.moments(s, from, next_decided[i]) {
+                        push(family.decide(s, at, op.cost).1, &mut after);
+                    }
+                }
+            }
+            Some(at) => {
+                let mut first_miss = None;
+                let mut phantom = true;
+                for s in &states {
+                    let (said, next) = family.decide(s, at, op.cost);
+                    match mismatch(op, &said) {
+                        None => push(next, &mut after),
+                        Some(why) => {
+                            phantom &= said.allowed && matches!(op.seen, Seen::Denied { .. });
+                            first_miss.get_or_insert(why);
+                        }
+                    }
+                }
+                if after.is_empty() {
+                    let v = Violation {
+                        id: op.id,
+                        detail: format!(
+                            "in store order ({}): {}",
+                            family.name(),
+                            first_miss.unwrap_or_default()
+                        ),
+                        explained: i,
+                        phantom_denial: phantom,
+                    };
+                    return violation_unless_guessed(family, guessed, explored, v);
+                }
+                last_at = last_at.max(at);
+            }
+        }
+        explored += after.len() as u64;
+        if explored > budget {
+            return Verdict::Unknown { explored };
+        }
+        states = after;
+    }
+    Verdict::Linearizable
+}

@@ -1,0 +1,199 @@
+//! Black-box mode: a Wing–Gong search over the orders real time allows, in the style of Lowe
+//! and Porcupine, memoised on (the set linearized so far, the family's state, the last
+//! decision time).
+//!
+//! An answered operation is judged at its decision time. An operation without an answer
+//! stays open to the end and may take effect at some moment between the last decision and
+//! the next answered one, or never; open operations of one cost sent by then are
+//! interchangeable, so one of each cost is tried, at each moment the family names.
+
+use super::{Family, decided, mismatch, violation_unless_guessed};
+use crate::linearizable::{Op, Seen, Verdict, Violation};
+use ratelab_core::Nanos;
+use std::collections::HashSet;
+
+/// A point of the search.
+#[derive(Clone)]
+struct Node<S> {
+    /// Every answered operation before this index is linearized...
+    prefix: usize,
+    /// ... and these after it (sorted).
+    beyond: Vec<usize>,
+    /// The open operations that took effect (sorted).
+    used: Vec<usize>,
+    hash: u64,
+    state: S,
+    last_at: Nanos,
+}
+
+struct Search<'a, F: Family> {
+    family: &'a F,
+    answered: Vec<&'a Op>,
+    open: Vec<&'a Op>,
+    words: Vec<u64>,
+    seen: HashSet<(u64, F::State, Nanos)>,
+    explored: u64,
+    budget: u64,
+    /// Whether an open operation was tried at a moment the family named.
+    guessed: bool,
+    /// The furthest any branch got: explained, the operation, why, and whether a denial the
+    /// specification admits.
+    furthest: Option<(usize, u64, String, bool)>,
+}
+
+/// Fixed pseudo-random words (SplitMix64), one per operation: a set's hash is the XOR of its
+/// members' words, the same on every run.
+fn words(n: usize) -> Vec<u64> {
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    (0..n)
+        .map(|_| {
+            x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut z = x;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            z ^ (z >> 31)
+        })
+        .collect()
+}
+
+pub(super) fn search<F: Family>(
+    family: &F,
+    ops: &[Op],
+    fresh: Vec<F::State>,
+    budget: u64,
+) -> Verdict {
+    let by_call = |v: &mut Vec<&Op>| v.sort_by_key(|o| (o.call, o.id));
+    let mut answered: Vec<&Op> = ops.iter().filter(|o| o.seen != Seen::Unknown).collect();
+    let mut open: Vec<&Op> = ops.iter().filter(|o| o.seen == Seen::Unknown).collect();
+    by_call(&mut answered);
+    by_call(&mut open);
+    let words = words(answered.len() + open.len());
+    let mut s = Search {
+        family,
+        answered,
+        open,
+        words,
+        seen: HashSet::new(),
+        explored: 0,
+        budget,
+        guessed: false,
+        furthest: None,
+    };
+    let mut stack: Vec<Node<F::State>> = fresh
+        .into_iter()
+        .rev()
+        .map(|state| Node {
+            prefix: 0,
+            beyond: Vec::new(),
+            used: Vec::new(),
+            hash: 0,
+            state,
+            last_at: Nanos::ZERO,
+        })
+        .collect();
+    while let Some(n) = stack.pop() {
+        if n.prefix == s.answered.len() {
+            return Verdict::Linearizable;
+        }
+        if !s.seen.insert((n.hash, n.state.clone(), n.last_at)) {
+            continue;
+        }
+        s.explored += 1 + (n.beyond.len() + n.used.len()) as u64;
+        if s.explored > s.budget {
+            return Verdict::Unknown {
+                explored: s.explored,
+            };
+        }
+        let children = s.children(&n);
+        // Depth first, earliest call first.
+        stack.extend(children.into_iter().rev());
+    }
+    let (explained, id, detail, phantom) =
+        s.furthest
+            .take()
+            .unwrap_or((0, 0, "no order explains the answers".into(), false));
+    let v = Violation {
+        id,
+        detail: format!("({}) {detail}", family.name()),
+        explained,
+        phantom_denial: phantom,
+    };
+    violation_unless_guessed(family, s.guessed, s.explored, v)
+}
+
+impl<F: Family> Search<'_, F> {
+    fn children(&mut self, n: &Node<F::State>) -> Vec<Node<F::State>> {
+        let pending = |i: usize| i >= n.prefix && n.beyond.binary_search(&i).is_err();
+        // Real time: the next operation is any pending one sent no later than the first
+        // return among the pending answered ones.
+        let mut horizon = Nanos(u64::MAX);
+        for (i, op) in self.answered.iter().enumerate().skip(n.prefix) {
+            if op.call > horizon {
+                break;
+            }
+            if pending(i) {
+                horizon = horizon.min(op.ret.unwrap_or(Nanos(u64::MAX)));
+            }
+        }
+        let mut out = Vec::new();
+        let mut next_at: Option<Nanos> = None;
+        let explained = n.prefix + n.beyond.len();
+        for i in n.prefix..self.answered.len() {
+            let op = self.answered[i];
+            if op.call > horizon {
+                break;
+            }
+            if !pending(i) {
+                continue;
+            }
+            let Some(at) = decided(op) else { continue };
+            next_at = Some(next_at.map_or(at, |x| x.min(at)));
+            let (said, state) = self.family.decide(&n.state, at, op.cost);
+            match mismatch(op, &said) {
+                None => {
+                    let mut c = n.clone();
+                    c.beyond.insert(c.beyond.partition_point(|&b| b < i), i);
+                    while c.beyond.first() == Some(&c.prefix) {
+                        c.beyond.remove(0);
+                        c.prefix += 1;
+                    }
+                    c.hash ^= self.words[i];
+                    c.state = state;
+                    c.last_at = n.last_at.max(at);
+                    out.push(c);
+                }
+                Some(why) => {
+                    if self.furthest.as_ref().is_none_or(|f| explained > f.0) {
+                        let phantom = said.allowed && matches!(op.seen, Seen::Denied { .. });
+                        self.furthest = Some((explained, op.id, why, phantom));
+                    }
+                }
+            }
+        }
+        // An open operation may take effect before the next answered one.
+        if let Some(at) = next_at {
+            let mut costs: Vec<u64> = Vec::new();
+            for (j, op) in self.open.iter().enumerate() {
+                if op.call > at || op.call > horizon {
+                    break;
+                }
+                if n.used.binary_search(&j).is_ok() || costs.contains(&op.cost) {
+                    continue;
+                }
+                costs.push(op.cost);
+                let from = n.last_at.max(op.call).min(at);
+                for moment in self.family.moments(&n.state, from, at) {
+                    self.guessed = true;
+                    let (_, state) = self.family.decide(&n.state, moment, op.cost);
+                    let mut c = n.clone();
+                    c.used.insert(c.used.partition_point(|&u| u < j), j);
+                    c.hash ^= self.words[self.answered.len() + j];
+                    c.state = state;
+                    c.last_at = n.last_at.max(moment);
+                    out.push(c);
+                }
+            }
+        }
+        out
+    }
+}

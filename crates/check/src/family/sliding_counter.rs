@@ -1,0 +1,286 @@
+//! Sliding-window counter: the count in the last `window` estimated from two aligned
+//! windows' counts, the previous one weighted by the part of it still inside the sliding
+//! window, as Cloudflare, `limits` and Upstash compute it:
+//! `estimate = previous · (W − e) / W + current`, with `e` the time elapsed in the current
+//! window. A request is admitted when `estimate + cost ≤ limit`; `remaining` is
+//! `limit − estimate` after it, rounded down; a denied request is admitted again at the
+//! first instant the estimate, decaying with no new admission, leaves room for it.
+//!
+//! **Rounding.** The weighted previous count is a fraction; members of the family differ in
+//! what they do with it, so the specification takes it as a parameter ([`Rounding`]):
+//! rounded up (ratelab's own limiter: the conservative choice, never admitting more than
+//! the exact estimate allows), rounded down, or kept exact (compared as a fraction).
+//!
+//! Windows are aligned to the clock at a phase, as the fixed window's ([`Grid`]); a request
+//! whose clock reads earlier than its key's current window is taken at that window's start.
+
+use super::fixed_window::Grid;
+use super::{Family, Said};
+use crate::linearizable::Op;
+use ratelab_core::Nanos;
+
+/// What is done with the weighted previous count's fraction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rounding {
+    /// Rounded up to a whole unit.
+    Up,
+    /// Rounded down.
+    Down,
+    /// Kept: the estimate is compared as a fraction.
+    Exact,
+}
+
+/// A sliding-window counter's specification.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SlidingCounter {
+    /// Units per window.
+    pub limit: u64,
+    /// The window's length.
+    pub window: Nanos,
+    /// Where aligned windows start (modulo the window), if known.
+    pub phase: Option<Nanos>,
+    /// The weighted count's rounding.
+    pub rounding: Rounding,
+}
+
+/// A key's counters: the grid, the current window, its count and the previous window's.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct State {
+    grid: Grid,
+    index: u64,
+    current: u64,
+    previous: u64,
+}
+
+impl SlidingCounter {
+    fn w(&self) -> u128 {
+        u128::from(self.window.as_u64().max(1))
+    }
+
+    /// The state rolled to the window holding `at`.
+    fn rolled(s: &State, at: Nanos) -> State {
+        let k = s.grid.index(at);
+        match k {
+            k if k <= s.index => s.clone(),
+            k if k == s.index + 1 => State {
+                index: k,
+                current: 0,
+                previous: s.current,
+                ..s.clone()
+            },
+            k => State {
+                index: k,
+                current: 0,
+                previous: 0,
+                ..s.clone()
+            },
+        }
+    }
+
+    /// `estimate · W` for the rolled state `s` at `at` (a time in or before its window).
+    fn estimate_w(&self, s: &State, at: Nanos) -> u128 {
+        let w = self.w();
+        let start = u128::from(s.grid.end(s.index).as_u64()).saturating_sub(w);
+        let e = u128::from(at.as_u64()).saturating_sub(start).min(w);
+        let weighted = u128::from(s.previous) * (w - e);
+        let weighted = match self.rounding {
+            Rounding::Up => weighted.div_ceil(w) * w,
+            Rounding::Down => weighted / w * w,
+            Rounding::Exact => weighted,
+        };
+        weighted + u128::from(s.current) * w
+    }
+
+    fn admits(&self, s: &State, at: Nanos, cost: u64) -> bool {
+        let s = Self::rolled(s, at);
+        self.estimate_w(&s, at) + u128::from(cost) * self.w() <= u128::from(self.limit) * self.w()
+    }
+
+    /// The first instant from `at` at which `s` (no new admission) admits `cost`: the
+    /// estimate only falls as time passes, and is zero two windows on.
+    fn first_admitted(&self, s: &State, at: Nanos, cost: u64) -> Option<Nanos> {
+        if cost > self.limit {
+            return None;
+        }
+        let (mut lo, mut hi) = (
+            at.as_u64(),
+            s.grid.end(s.index.max(s.grid.index(at)) + 1).as_u64(),
+        );
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if self.admits(s, Nanos(mid), cost) {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
+        }
+        Some(Nanos(lo))
+    }
+}
+
+impl Family for SlidingCounter {
+    type State = State;
+
+    fn name(&self) -> &'static str {
+        "sliding-window counter"
+    }
+
+    fn fresh(&self, ops: &[Op]) -> Vec<State> {
+        let w = self.window.as_u64().max(1);
+        let phases = match self.phase {
+            Some(p) => vec![p.as_u64() % w],
+            None => Grid::phases(self.window, ops),
+        };
+        phases
+            .into_iter()
+            .map(|phase| State {
+                grid: Grid {
+                    window: self.window,
+                    phase,
+                },
+                index: 0,
+                current: 0,
+                previous: 0,
+            })
+            .collect()
+    }
+
+    fn decide(&self, s: &State, at: Nanos, cost: u64) -> (Said, State) {
+        let mut next = Self::rolled(s, at);
+        let allowed = self.admits(&next, at, cost);
+        if allowed {
+            next.current += cost;
+        }
+        let used = self.estimate_w(&next, at);
+        let limit = u128::from(self.limit) * self.w();
+        let remaining = (limit.saturating_sub(used) / self.w()) as u64;
+        let retry_at = if allowed {
+            None
+        } else {
+            self.first_admitted(&next, at, cost)
+        };
+        (
+            Said {
+                allowed,
+                remaining,
+                retry_at,
+            },
+            next,
+        )
+    }
+
+    fn moments(&self, s: &State, from: Nanos, to: Nanos) -> Vec<Nanos> {
+        // Within one window the state after a request is one of two (admitted or not): not
+        // admitted at the window's earliest moment if ever, admitted at its latest if ever.
+        let mut out = Vec::new();
+        for (lo, hi) in s.grid.classes(from, to) {
+            out.push(lo);
+            if hi > lo {
+                out.push(hi);
+            }
+        }
+        out
+    }
+
+    fn moments_cover(&self) -> bool {
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::family::check_key;
+    use crate::family::testing::{allowed, answered_by, denied, ms, unstamped, violation_at};
+    use crate::linearizable::{DEFAULT_BUDGET, Verdict};
+
+    const SPEC: SlidingCounter = SlidingCounter {
+        limit: 4,
+        window: Nanos(1_000_000_000),
+        phase: Some(Nanos(0)),
+        rounding: Rounding::Up,
+    };
+
+    #[test]
+    fn the_core_sliding_window_is_explained_replayed_and_searched() {
+        let core = ratelab_core::SlidingWindow::new(6, Nanos::from_secs(1)).unwrap();
+        let ops = answered_by(&core, 400, ms(90), 3);
+        let spec = SlidingCounter { limit: 6, ..SPEC };
+        assert_eq!(
+            check_key(&spec, &ops, DEFAULT_BUDGET),
+            Verdict::Linearizable
+        );
+        let few = unstamped(&ops[..60]);
+        assert_eq!(
+            check_key(&spec, &few, DEFAULT_BUDGET),
+            Verdict::Linearizable
+        );
+    }
+
+    /// Four in the first window; at 1.5 s the previous window weighs 4 · 0.5 = 2.
+    fn first_window() -> Vec<crate::linearizable::Op> {
+        (0..4)
+            .map(|i| allowed(i, ms(100 + 100 * i), 3 - i))
+            .collect()
+    }
+
+    #[test]
+    fn a_counter_that_forgets_the_previous_window_is_caught() {
+        let mut ops = first_window();
+        ops.push(allowed(4, ms(1_500), 1));
+        ops.push(allowed(5, ms(1_500), 0));
+        ops.push(allowed(6, ms(1_500), 0));
+        assert!(violation_at(&check_key(&SPEC, &ops, DEFAULT_BUDGET), 6));
+        assert!(violation_at(
+            &check_key(&SPEC, &unstamped(&ops), DEFAULT_BUDGET),
+            6
+        ));
+    }
+
+    #[test]
+    fn the_weighted_estimate_denies_and_says_when() {
+        let mut ops = first_window();
+        ops.push(allowed(4, ms(1_500), 1));
+        ops.push(allowed(5, ms(1_500), 0));
+        // ⌈4 · (1 000 − e) / 1 000⌉ + 2 + 1 ≤ 4 from e = 750 ms on.
+        ops.push(denied(6, ms(1_500), Some(ms(250))));
+        assert_eq!(
+            check_key(&SPEC, &ops, DEFAULT_BUDGET),
+            Verdict::Linearizable
+        );
+        let mut phantom = first_window();
+        phantom.push(denied(4, ms(1_500), Some(ms(1))));
+        match check_key(&SPEC, &phantom, DEFAULT_BUDGET) {
+            Verdict::Violation(v) => assert!(v.id == 4 && v.phantom_denial, "{v:?}"),
+            v => panic!("{v:?}"),
+        }
+    }
+
+    #[test]
+    fn the_rounding_is_the_specification_s_parameter() {
+        // At 1.7 s the previous window weighs 4 · 0.3 = 1.2: rounded up 2, down 1.
+        let mut ops = first_window();
+        ops.push(allowed(4, ms(1_700), 1));
+        ops.push(allowed(5, ms(1_700), 0));
+        assert_eq!(
+            check_key(&SPEC, &ops, DEFAULT_BUDGET),
+            Verdict::Linearizable
+        );
+        let down = SlidingCounter {
+            rounding: Rounding::Down,
+            ..SPEC
+        };
+        assert!(violation_at(&check_key(&down, &ops, DEFAULT_BUDGET), 4));
+        let mut three = first_window();
+        three.extend([
+            allowed(4, ms(1_700), 2),
+            allowed(5, ms(1_700), 1),
+            allowed(6, ms(1_700), 0),
+        ]);
+        assert_eq!(
+            check_key(&down, &three, DEFAULT_BUDGET),
+            Verdict::Linearizable
+        );
+        assert!(violation_at(&check_key(&SPEC, &three, DEFAULT_BUDGET), 4));
+    }
+}
