@@ -132,17 +132,22 @@ pub fn run_with<A: ratelab_core::Algorithm + Clone + Send + Sync + 'static>(
         column: 0,
         message,
     };
-    if let Some(bug) = scenario.spec.planted_bug.filter(|b| {
-        !matches!(
-            b,
-            scenario::PlantedBug::RetryOnTimeout | scenario::PlantedBug::FenceForgetsGrants
-        )
-    }) {
+    if let Some(bug) = scenario
+        .spec
+        .planted_bug
+        .filter(|b| !b.outside_the_algorithm())
+    {
+        let apply: Vec<&str> = scenario::PlantedBug::ALL
+            .iter()
+            .filter(|b| b.outside_the_algorithm())
+            .map(|b| b.name())
+            .collect();
         return Err(fail(
             "planted_bug",
             format!(
-                "{bug:?} lives in a builtin algorithm's code: with a user's limiter only \
-                 retry_on_timeout and fence_forgets_grants apply"
+                "{bug:?} lives in a builtin algorithm's code: with a user's limiter only {} \
+                 apply",
+                apply.join(", ")
             ),
         ));
     }

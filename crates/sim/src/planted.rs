@@ -5,17 +5,21 @@
 //! limiter does not have a place for (a fixed-window bug under a token bucket, a fence bug
 //! without a cleanup job). Each bug lives where it lives in a real deployment:
 //!
-//! - in the store's script ([`StorePolicy`]): `short_ttl`, `refill_rounding`;
+//! - in the store's script ([`StorePolicy`]): `short_ttl`, `refill_rounding`,
+//!   `window_one_over`, `counter_forgets_previous`, `expire_on_every_hit`;
 //! - in the gateway's store client (`cluster::RpcStore`): `retry_on_timeout`,
-//!   `incr_then_expire` (over the store's plain counters, [`Counters`]);
+//!   `short_client_timeout`, `incr_then_expire` (over the store's plain counters,
+//!   [`Counters`]);
 //! - in the fence beside the lease table (`cluster::StoreNode`): `fence_forgets_grants`.
 //!
 //! A new planted bug is a variant here (in [`PlantedBug::ALL`], with its names), its rule in
 //! [`PlantedBug::needs`], and its code where it lives; the explorer then runs it as a system
 //! under test of its own.
 
+use ratelab_core::window::SlidingWindowState;
 use ratelab_core::{
-    Algorithm, CostError, Decision, Nanos, Policy, PolicyState, Quota, TokenBucketState,
+    Algorithm, AlgorithmName, CostError, Decision, FixedWindow, Nanos, Policy, PolicyState, Quota,
+    TokenBucketState,
 };
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -44,6 +48,22 @@ pub enum PlantedBug {
     /// table granted: a stale leader's commit lands after a new leader was granted, until
     /// the new leader writes.
     FenceForgetsGrants,
+    /// A fixed window whose script compares the count before the request with the limit
+    /// (`count <= limit`) rather than the count after it: one request more than the limit in
+    /// every window.
+    WindowOneOver,
+    /// A sliding-window counter whose script reads only the current window's counter: the
+    /// previous window's weight is lost, so it admits as a fixed window does, up to twice
+    /// the limit across a boundary.
+    CounterForgetsPrevious,
+    /// A first-hit window whose `EXPIRE` is set again by every request, not only the
+    /// window's first: the window never closes while requests keep coming, so a key that
+    /// once reached its limit is denied for as long as its client keeps asking.
+    ExpireOnEveryHit,
+    /// The gateway's store client gives up on a decision call after a quarter of the
+    /// request's deadline (its timeout set in the wrong unit): a store that answers in time,
+    /// only not at once, is taken for a failed one, and the request fails open.
+    ShortClientTimeout,
 }
 
 /// What a planted bug needs of its scenario.
@@ -51,10 +71,8 @@ pub enum PlantedBug {
 pub enum Needs {
     /// The atomic path.
     Atomic,
-    /// The atomic path and a token bucket.
-    AtomicTokenBucket,
-    /// The atomic path and a fixed window.
-    AtomicFixedWindow,
+    /// The atomic path and this algorithm.
+    AtomicPolicy(AlgorithmName),
     /// A fenced cleanup job.
     FencedJob,
 }
@@ -67,6 +85,10 @@ impl PlantedBug {
         PlantedBug::RefillRounding,
         PlantedBug::IncrThenExpire,
         PlantedBug::FenceForgetsGrants,
+        PlantedBug::WindowOneOver,
+        PlantedBug::CounterForgetsPrevious,
+        PlantedBug::ExpireOnEveryHit,
+        PlantedBug::ShortClientTimeout,
     ];
 
     /// Its name in scenario files (`short_ttl`).
@@ -77,6 +99,10 @@ impl PlantedBug {
             PlantedBug::RefillRounding => "refill_rounding",
             PlantedBug::IncrThenExpire => "incr_then_expire",
             PlantedBug::FenceForgetsGrants => "fence_forgets_grants",
+            PlantedBug::WindowOneOver => "window_one_over",
+            PlantedBug::CounterForgetsPrevious => "counter_forgets_previous",
+            PlantedBug::ExpireOnEveryHit => "expire_on_every_hit",
+            PlantedBug::ShortClientTimeout => "short_client_timeout",
         }
     }
 
@@ -88,16 +114,49 @@ impl PlantedBug {
             PlantedBug::RefillRounding => "refill-rounding",
             PlantedBug::IncrThenExpire => "incr-then-expire",
             PlantedBug::FenceForgetsGrants => "fence-forgets-grants",
+            PlantedBug::WindowOneOver => "window-one-over",
+            PlantedBug::CounterForgetsPrevious => "counter-forgets-previous",
+            PlantedBug::ExpireOnEveryHit => "expire-on-every-hit",
+            PlantedBug::ShortClientTimeout => "short-client-timeout",
         }
+    }
+
+    /// Whether the bug lives in the store's script ([`StorePolicy`]).
+    pub fn in_script(self) -> bool {
+        matches!(
+            self,
+            PlantedBug::ShortTtl
+                | PlantedBug::RefillRounding
+                | PlantedBug::WindowOneOver
+                | PlantedBug::CounterForgetsPrevious
+                | PlantedBug::ExpireOnEveryHit
+        )
+    }
+
+    /// Whether the bug lives outside the limiter's algorithm (in the gateway's store client
+    /// or the fence), so that it applies to a user's limiter too.
+    pub fn outside_the_algorithm(self) -> bool {
+        matches!(
+            self,
+            PlantedBug::RetryOnTimeout
+                | PlantedBug::FenceForgetsGrants
+                | PlantedBug::ShortClientTimeout
+        )
     }
 
     /// What the bug needs of its scenario, for the validator and for the explorer, which
     /// puts the bug into the scenario it draws accordingly.
     pub fn needs(self) -> Needs {
         match self {
-            PlantedBug::RetryOnTimeout => Needs::Atomic,
-            PlantedBug::ShortTtl | PlantedBug::RefillRounding => Needs::AtomicTokenBucket,
-            PlantedBug::IncrThenExpire => Needs::AtomicFixedWindow,
+            PlantedBug::RetryOnTimeout | PlantedBug::ShortClientTimeout => Needs::Atomic,
+            PlantedBug::ShortTtl | PlantedBug::RefillRounding => {
+                Needs::AtomicPolicy(AlgorithmName::TokenBucket)
+            }
+            PlantedBug::IncrThenExpire | PlantedBug::WindowOneOver => {
+                Needs::AtomicPolicy(AlgorithmName::FixedWindow)
+            }
+            PlantedBug::CounterForgetsPrevious => Needs::AtomicPolicy(AlgorithmName::SlidingWindow),
+            PlantedBug::ExpireOnEveryHit => Needs::AtomicPolicy(AlgorithmName::FirstHitWindow),
             PlantedBug::FenceForgetsGrants => Needs::FencedJob,
         }
     }
@@ -147,11 +206,56 @@ impl Algorithm for StorePolicy {
         now: Nanos,
         cost: u64,
     ) -> Result<(PolicyState, Decision), CostError> {
-        let state = match self.bug {
-            Some(PlantedBug::RefillRounding) => self.rounded(state, now),
-            _ => state,
-        };
-        self.policy.transition(state, now, cost)
+        match (self.bug, self.policy, state) {
+            (Some(PlantedBug::RefillRounding), ..) => {
+                self.policy.transition(self.rounded(state, now), now, cost)
+            }
+            (Some(PlantedBug::WindowOneOver), Policy::FixedWindow(w), _)
+                if (1..=w.0.limit()).contains(&cost) =>
+            {
+                // The window's own transition with room for one more, reported against the
+                // real limit.
+                let Ok(wider) = FixedWindow::new(w.0.limit().saturating_add(1), w.0.window())
+                else {
+                    return self.policy.transition(state, now, cost);
+                };
+                let s = match state {
+                    Some(PolicyState::FixedWindow(s)) => Some(s),
+                    _ => None,
+                };
+                let (next, mut d) = wider.transition(s, now, cost)?;
+                d.limit = w.0.limit();
+                d.remaining = d.remaining.saturating_sub(1);
+                Ok((PolicyState::FixedWindow(next), d))
+            }
+            (
+                Some(PlantedBug::CounterForgetsPrevious),
+                Policy::SlidingWindow(w),
+                Some(PolicyState::SlidingWindow(s)),
+            ) => {
+                // Only the current window's counter is read: from a later window, nothing.
+                let index = now.as_u64() / w.0.window().as_u64().max(1);
+                let current =
+                    (s.window >= index).then_some(SlidingWindowState { previous: 0, ..s });
+                self.policy
+                    .transition(current.map(PolicyState::SlidingWindow), now, cost)
+            }
+            (Some(PlantedBug::ExpireOnEveryHit), Policy::FirstHitWindow(w), _) => {
+                let (next, mut d) = self.policy.transition(state, now, cost)?;
+                let PolicyState::FirstHitWindow(mut s) = next else {
+                    return Ok((next, d));
+                };
+                // The expiry set again: the window now ends one window from this request.
+                s.start = now;
+                let len = w.0.window();
+                d.retry_after = d.retry_after.map(|_| len);
+                if d.reset_after > Nanos::ZERO {
+                    (d.reset_after, d.full_after) = (len, len);
+                }
+                Ok((PolicyState::FirstHitWindow(s), d))
+            }
+            _ => self.policy.transition(state, now, cost),
+        }
     }
 
     fn expires_at(&self, state: &PolicyState) -> Nanos {

@@ -411,13 +411,9 @@ fn check_planted(
     let fenced_job = spec.cleanup_job.is_some_and(|j| j.fencing);
     let (ok, needed) = match bug.needs() {
         Needs::Atomic => (atomic, "the atomic store path"),
-        Needs::AtomicTokenBucket => (
-            atomic && algorithm == AlgorithmName::TokenBucket,
-            "the atomic store path and a token_bucket policy",
-        ),
-        Needs::AtomicFixedWindow => (
-            atomic && algorithm == AlgorithmName::FixedWindow,
-            "the atomic store path and a fixed_window policy",
+        Needs::AtomicPolicy(alg) => (
+            atomic && algorithm == alg,
+            &*format!("the atomic store path and a {} policy", alg.name()),
         ),
         Needs::FencedJob => (fenced_job, "a `cleanup_job` with fencing"),
     };

@@ -17,9 +17,11 @@
 //!   L·(2 + Δt/W), which holds for any fixed window however its windows are placed (an
 //!   interval meets at most ⌈Δt/W⌉ + 1 of them) and for the sliding-window counter (whose
 //!   current window never admits more than L);
-//! - `linearizable` (token bucket): the per-key answers are explained by a real-time order
-//!   under the token bucket's specification (`ratelab_check::linearizable`);
+//! - `linearizable` (every algorithm): the per-key answers are explained by a real-time order
+//!   under the family's specification (`ratelab_check::linearizable` for the token bucket,
+//!   `ratelab_check::family` for the others), every denial as well as every admission;
 //! - `answered-once`: every request answered exactly once;
+//! - `fail-reasons`: every fail-open or error answer has the failure it names behind it;
 //! - `over-denial` (fixed window, atomic path, store clock): no denial while the key's window
 //!   had room for it;
 //! - `cleanup`: the cleanup job deleted no live bucket and nothing it had not planned;

@@ -29,7 +29,6 @@ pub mod table;
 pub mod verdict;
 
 pub use check::{Checked, Rerun, check, first_difference};
-use ratelab_core::AlgorithmName;
 use ratelab_sim::planted::{Needs, PlantedBug};
 use ratelab_sim::{RunOptions, Scenario};
 use serde::{Deserialize, Serialize};
@@ -130,8 +129,7 @@ impl Sut {
             Sut::Planted(bug) => {
                 match bug.needs() {
                     Needs::Atomic => {}
-                    Needs::AtomicTokenBucket => recast(spec, AlgorithmName::TokenBucket),
-                    Needs::AtomicFixedWindow => recast(spec, AlgorithmName::FixedWindow),
+                    Needs::AtomicPolicy(alg) => recast(spec, alg),
                     Needs::FencedJob => with_job(spec),
                 }
                 spec["planted_bug"] = bug.name().into();

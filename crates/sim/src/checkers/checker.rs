@@ -5,7 +5,6 @@ use super::failure::Failure;
 use crate::Report;
 use crate::scenario::Scenario;
 use ratelab_check::history::History;
-use ratelab_core::Policy;
 use std::sync::OnceLock;
 
 /// One run, as the checkers see it: the scenario, the history, and the report's counts.
@@ -50,13 +49,10 @@ impl<'a> Run<'a> {
         Run { budget, ..self }
     }
 
-    /// Admissions per epoch and key and, for a token bucket, the per-key operations per
-    /// epoch and key with how each epoch starts (computed once, for every checker).
+    /// Admissions per epoch and key, the per-key operations per epoch and key, and how each
+    /// epoch starts (computed once, for every checker).
     pub(crate) fn grouped(&self) -> &Grouped<'a> {
-        self.grouped.get_or_init(|| {
-            let bucket = matches!(self.sc.policy(), Policy::TokenBucket(_));
-            grouped(self.sc, self.h, bucket)
-        })
+        self.grouped.get_or_init(|| grouped(self.sc, self.h, true))
     }
 }
 

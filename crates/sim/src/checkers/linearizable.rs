@@ -1,11 +1,23 @@
-//! Linearizability (token bucket): the per-key answers of each epoch are explained by a
-//! real-time order under the token bucket's specification (`ratelab_check::linearizable`).
-//! The first violation is reported; a key whose search runs out of budget is counted as
-//! unknown, neither passed nor failed.
+//! Linearizability, for every limiter family: the per-key answers of each epoch are
+//! explained by a real-time order under the policy's sequential specification. A token
+//! bucket is held to `ratelab_check::linearizable` (which also starts from a bucket in an
+//! unknown state, after a failover); every other family to its specification in
+//! `ratelab_check::family`, from a key nobody used, so on epochs that start from fresh
+//! state (the run's start, a crash's restart) — an epoch a failover began is left to the
+//! bound and the envelope. A request whose answer was lost is replayed where the store
+//! applied it, at the time its write was recorded. Every answer is judged: an admission the
+//! specification denies, a denial it admits (a phantom denial: over-denial, in every
+//! family), a wrong `remaining` or `Retry-After`. The first violation is reported; a key
+//! whose search runs out of budget is counted as unknown, neither passed nor failed.
 
 use super::checker::{Checker, Judged, Run};
 use super::failure::{Class, Failure};
-use ratelab_check::linearizable::{self, Initial, Op, Spec, Verdict};
+use ratelab_check::family::{self, Family};
+use ratelab_check::family::{
+    first_hit::FirstHitWindow, fixed_window::FixedWindow, sliding_counter,
+};
+use ratelab_check::history::History;
+use ratelab_check::linearizable::{self, Initial, Op, Seen, Spec, Verdict};
 use ratelab_core::{Nanos, Policy};
 
 /// The linearizability search's default budget per key and epoch (states made, weighed by
@@ -13,7 +25,7 @@ use ratelab_core::{Nanos, Policy};
 /// failure nor a pass.
 pub const LINEARIZABILITY_BUDGET: u64 = 1_000_000;
 
-/// The token bucket's linearizability checker.
+/// The linearizability checker.
 pub struct Linearizable;
 
 impl Checker for Linearizable {
@@ -22,44 +34,132 @@ impl Checker for Linearizable {
     }
 
     fn judge(&self, run: &Run<'_>, out: &mut Judged) {
-        let Policy::TokenBucket(bucket) = *run.sc.policy() else {
-            return;
-        };
-        let (_, ops, starts) = run.grouped();
-        let spec = Spec {
-            capacity: bucket.capacity(),
-            amount: bucket.refill_amount(),
-            period: bucket.refill_period(),
-        };
-        for ((epoch, key), ops) in ops {
-            let (start, initial) = starts
-                .get(*epoch)
-                .copied()
-                .unwrap_or((Nanos::ZERO, Initial::Full));
-            // A promoted bucket's state is unknown at the promotion, not before: every
-            // operation of the epoch took effect after it began, whenever it was sent.
-            let ops: Vec<Op> = match initial {
-                Initial::Unknown => ops
-                    .iter()
-                    .map(|&o| Op {
-                        call: o.call.max(start),
-                        ..o
-                    })
-                    .collect(),
-                Initial::Full => ops.clone(),
-            };
-            match linearizable::check_key_from(&spec, &ops, run.budget, initial) {
-                Verdict::Violation(v) => {
-                    out.failures.push(Failure::new(
-                        Class::Safety,
-                        "linearizable",
-                        format!("epoch {epoch}, key {key:?}: request {}: {}", v.id, v.detail),
-                    ));
-                    break;
-                }
-                Verdict::Unknown { .. } => out.unknown_keys += 1,
-                Verdict::Linearizable => {}
+        match *run.sc.policy() {
+            Policy::TokenBucket(bucket) => {
+                let spec = Spec {
+                    capacity: bucket.capacity(),
+                    amount: bucket.refill_amount(),
+                    period: bucket.refill_period(),
+                };
+                judge_bucket(run, &spec, out);
             }
+            // Another family is held to its specification only when the run's limiter claims
+            // to be exactly the policy.
+            _ if !run.exact => {}
+            Policy::FixedWindow(w) => judge_family(
+                run,
+                &FixedWindow {
+                    limit: w.0.limit(),
+                    window: w.0.window(),
+                    phase: Some(Nanos::ZERO),
+                },
+                out,
+            ),
+            Policy::SlidingWindow(w) => judge_family(
+                run,
+                &sliding_counter::SlidingCounter {
+                    limit: w.0.limit(),
+                    window: w.0.window(),
+                    phase: Some(Nanos::ZERO),
+                    rounding: sliding_counter::Rounding::Up,
+                },
+                out,
+            ),
+            Policy::FirstHitWindow(w) => judge_family(
+                run,
+                &FirstHitWindow {
+                    limit: w.0.limit(),
+                    window: w.0.window(),
+                },
+                out,
+            ),
+        }
+    }
+}
+
+fn report(out: &mut Judged, epoch: usize, key: &str, v: &linearizable::Violation) {
+    let phantom = if v.phantom_denial {
+        " (a phantom denial)"
+    } else {
+        ""
+    };
+    out.failures.push(Failure::new(
+        Class::Safety,
+        "linearizable",
+        format!(
+            "epoch {epoch}, key {key:?}: request {}{phantom}: {}",
+            v.id, v.detail
+        ),
+    ));
+}
+
+fn judge_bucket(run: &Run<'_>, spec: &Spec, out: &mut Judged) {
+    let (_, ops, starts) = run.grouped();
+    for ((epoch, key), ops) in ops {
+        let (start, initial) = starts
+            .get(*epoch)
+            .copied()
+            .unwrap_or((Nanos::ZERO, Initial::Full));
+        // A promoted bucket's state is unknown at the promotion, not before: every
+        // operation of the epoch took effect after it began, whenever it was sent.
+        let ops: Vec<Op> = match initial {
+            Initial::Unknown => ops
+                .iter()
+                .map(|&o| Op {
+                    call: o.call.max(start),
+                    ..o
+                })
+                .collect(),
+            Initial::Full => ops.clone(),
+        };
+        match linearizable::check_key_from(spec, &ops, run.budget, initial) {
+            Verdict::Violation(v) => {
+                report(out, *epoch, key, &v);
+                break;
+            }
+            Verdict::Unknown { .. } => out.unknown_keys += 1,
+            Verdict::Linearizable => {}
+        }
+    }
+}
+
+/// `o` as the store applied it: an answer lost after the store applied it is the admission
+/// the store wrote at its write's time, in the epoch that write fell in; one the store
+/// applied without writing (a denial: nothing changed) or never applied is left out.
+fn as_applied(o: &Op, h: &History, in_epoch: &dyn Fn(Nanos) -> bool) -> Option<Op> {
+    if o.seen != Seen::Unknown {
+        return Some(*o);
+    }
+    o.stamp?;
+    let at = h.requests.get(usize::try_from(o.id).ok()?)?.written_at?;
+    in_epoch(at).then_some(Op {
+        seen: Seen::Allowed {
+            at,
+            remaining: None,
+        },
+        ..*o
+    })
+}
+
+fn judge_family<F: Family>(run: &Run<'_>, spec: &F, out: &mut Judged) {
+    let (_, ops, starts) = run.grouped();
+    for ((epoch, key), ops) in ops {
+        let Some(&(start, Initial::Full)) = starts.get(*epoch) else {
+            continue;
+        };
+        let end = starts.get(epoch + 1).map_or(Nanos(u64::MAX), |s| s.0);
+        let in_epoch = |t: Nanos| t >= start && t < end;
+        let ops: Vec<Op> = ops
+            .iter()
+            .filter_map(|o| as_applied(o, run.h, &in_epoch))
+            .collect();
+        match family::check_key(spec, &ops, run.budget) {
+            Verdict::Violation(v) => {
+                report(out, *epoch, key, &v);
+                break;
+            }
+            Verdict::Unknown { .. } => out.unknown_keys += 1,
+            Verdict::Linearizable => {}
         }
     }
 }

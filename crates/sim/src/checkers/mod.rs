@@ -16,6 +16,7 @@ mod checker;
 mod cleanup;
 mod edge;
 pub(crate) mod epochs;
+mod fail_reasons;
 mod failure;
 mod fencing;
 mod gateway;
@@ -34,6 +35,7 @@ pub static CHECKERS: &[&dyn Checker] = &[
     &bound::Bound,
     &linearizable::Linearizable,
     &answers::Answers,
+    &fail_reasons::FailReasons,
     &cleanup::Cleanup,
     &fencing::Fencing,
     &liveness::Liveness,

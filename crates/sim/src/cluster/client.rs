@@ -1,5 +1,5 @@
 //! The gateways' store client over the store node's messages, with the planted bugs that
-//! live in a client (retries after a timeout, `INCRBY` then `EXPIRE`).
+//! live in a client (retries after a timeout, a timeout too short, `INCRBY` then `EXPIRE`).
 
 use super::script::Script;
 use super::wire::{JobCall, StoreCall, StoreMessage, StoreReply, StoreRequest, WireError};
@@ -198,6 +198,11 @@ impl<S: Script> StoreClient for RpcStore<S> {
                     return self.incr_then_expire(key.as_str().to_owned(), cost).await;
                 }
                 Some(PlantedBug::RetryOnTimeout) => self.call_retrying(req).await?,
+                Some(PlantedBug::ShortClientTimeout) => {
+                    dilation::timeout(self.attempt / 2, self.call(req))
+                        .await
+                        .ok_or(StoreError::Timeout)??
+                }
                 _ => self.call(req).await?,
             };
             match reply {

@@ -1,6 +1,6 @@
 //! The algorithm the cluster's store runs, and the algorithms one run plugs in.
 
-use crate::planted::{PlantedBug, StorePolicy};
+use crate::planted::StorePolicy;
 use crate::scenario::Scenario;
 use ratelab_core::{Algorithm, FixedWindow, Nanos, Policy, PolicyState};
 
@@ -64,10 +64,7 @@ pub(crate) struct Plug<S> {
 impl Plug<StorePolicy> {
     /// The builtin policy of `sc`, with its script's planted bug.
     pub(crate) fn builtin(sc: &Scenario) -> Plug<StorePolicy> {
-        let bug = sc
-            .spec
-            .planted_bug
-            .filter(|b| matches!(b, PlantedBug::ShortTtl | PlantedBug::RefillRounding));
+        let bug = sc.spec.planted_bug.filter(|b| b.in_script());
         Plug {
             script: StorePolicy {
                 policy: sc.policy,
