@@ -43,9 +43,9 @@ fn claim(a: Answer) -> Option<(FailReason, bool)> {
     }
 }
 
-/// The failure answers of `h` that nothing in it accounts for, given the requests'
-/// `deadline` and the `faults` (each active from its first instant to its last).
-pub fn unexplained(h: &History, deadline: Nanos, faults: &[(Nanos, Nanos)]) -> Vec<Unexplained> {
+/// The failure answers of `h` judged, and those that nothing in it accounts for, given the
+/// requests' `deadline` and the `faults` (each active from its first instant to its last).
+pub fn judge(h: &History, deadline: Nanos, faults: &[(Nanos, Nanos)]) -> (u64, Vec<Unexplained>) {
     // The first timeout or error answer per (gateway, layer), to account for a breaker.
     let mut first_failure: std::collections::BTreeMap<(u32, Layer), Nanos> = Default::default();
     for r in &h.requests {
@@ -60,12 +60,14 @@ pub fn unexplained(h: &History, deadline: Nanos, faults: &[(Nanos, Nanos)]) -> V
         }
     }
     let mut out = Vec::new();
+    let mut judged = 0u64;
     for r in &h.requests {
         let Some((at, _)) = r.answer else { continue };
         for layer in Layer::ALL {
             let Some((reason, open)) = r.layers.get(layer).and_then(claim) else {
                 continue;
             };
+            judged += 1;
             let waited = at.saturating_sub(r.sent_at);
             let what = if open { "failed open" } else { "refused" };
             let why = match reason {
@@ -106,7 +108,7 @@ pub fn unexplained(h: &History, deadline: Nanos, faults: &[(Nanos, Nanos)]) -> V
             }
         }
     }
-    out
+    (judged, out)
 }
 
 #[cfg(test)]
@@ -142,7 +144,7 @@ mod tests {
             Nanos(10_000_000),
         );
         let on_time = failed(1, Answer::FailedOpen(FailReason::Timeout), DEADLINE);
-        let found = unexplained(&history(vec![early, on_time]), DEADLINE, &[]);
+        let (_, found) = judge(&history(vec![early, on_time]), DEADLINE, &[]);
         assert_eq!(found.len(), 1);
         assert_eq!(found[0].id, 0);
     }
@@ -156,7 +158,7 @@ mod tests {
         let during_fault = failed(2, a, Nanos(1_000));
         let h = history(vec![errored, bare, during_fault]);
         let fault = [(Nanos::from_secs(2), Nanos::from_secs(3))];
-        let found = unexplained(&h, DEADLINE, &fault);
+        let (_, found) = judge(&h, DEADLINE, &fault);
         assert_eq!(found.iter().map(|u| u.id).collect::<Vec<_>>(), [1]);
     }
 
@@ -166,7 +168,7 @@ mod tests {
         let first = failed(0, breaker, Nanos(1_000));
         let timeout = failed(1, Answer::FailedOpen(FailReason::Timeout), DEADLINE);
         let after = failed(2, breaker, Nanos(1_000));
-        let found = unexplained(&history(vec![first, timeout, after]), DEADLINE, &[]);
+        let (_, found) = judge(&history(vec![first, timeout, after]), DEADLINE, &[]);
         assert_eq!(found.iter().map(|u| u.id).collect::<Vec<_>>(), [0]);
     }
 }

@@ -235,10 +235,10 @@ pub fn explore_command(args: ExploreArgs) -> ExitCode {
     exit(&report)
 }
 
-/// Failures exit 1; no failure but keys the search could not decide, 3 (unknown is never a
-/// pass); otherwise 0.
+/// Failures, or a checker that applied and judged nothing, exit 1; no failure but keys the
+/// search could not decide, 3 (unknown is never a pass); otherwise 0.
 fn exit(report: &ExploreReport) -> ExitCode {
-    if !report.found.is_empty() {
+    if !report.found.is_empty() || !report.blind().is_empty() {
         ExitCode::from(EXIT_FAILED)
     } else if report.unknown_seeds > 0 {
         ExitCode::from(EXIT_UNKNOWN)

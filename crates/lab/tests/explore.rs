@@ -85,6 +85,25 @@ fn a_bounded_campaign_finds_nothing_wrong_with_the_correct_limiter() {
     );
     // Unknown is never a pass: every key of every seed was decided.
     assert_eq!(r.unknown_seeds, 0, "seeds with undecided keys");
+    // Every checker that judges requests looked at some, the linearizability checker at
+    // every seed's.
+    assert!(r.blind().is_empty(), "{:?}", r.coverage_by_checker);
+    for checker in [
+        "answered-once",
+        "fail-reasons",
+        "linearizable",
+        "over-denial",
+        "liveness",
+    ] {
+        assert!(
+            r.coverage_by_checker
+                .get(checker)
+                .is_some_and(|c| c.judged > 0),
+            "{checker}: {:?}",
+            r.coverage_by_checker
+        );
+    }
+    assert_eq!(r.coverage_by_checker["linearizable"].seeds, 200);
     assert!(r.fault_coverage.len() >= 8, "{:?}", r.fault_coverage);
     // Failovers to a lagging replica are among the draws, and the correct limiter passes
     // beside them (within each failover's allowance).
@@ -325,6 +344,7 @@ fn a_campaigns_counts_are_of_seeds() {
         failures,
         reached: Vec::new(),
         unknown_keys: 0,
+        judged: Default::default(),
     };
     let outcomes = [
         outcome(1, vec![failure("key a"), failure("key b")]),
@@ -337,4 +357,32 @@ fn a_campaigns_counts_are_of_seeds() {
     assert_eq!(r.found[0].seeds, 2, "two failing seeds, three failures");
     assert_eq!(r.found[0].first_seed, 1);
     assert_eq!(r.fault_coverage["pause"], 3, "three seeds with a pause");
+}
+
+#[test]
+fn a_checker_that_judged_nothing_in_a_campaign_fails_it() {
+    let outcome = |seed, judged: u64| explore::Outcome {
+        seed,
+        requests: 10,
+        faults: Vec::new(),
+        failures: Vec::new(),
+        reached: Vec::new(),
+        unknown_keys: 0,
+        judged: [("liveness".to_owned(), judged)].into(),
+    };
+    let blind = explore::summarize(Sut::Correct, &[outcome(1, 0), outcome(2, 0)], None);
+    assert_eq!(blind.blind(), ["liveness"]);
+    let seen = explore::summarize(Sut::Correct, &[outcome(1, 0), outcome(2, 3)], None);
+    assert!(seen.blind().is_empty());
+    assert_eq!(
+        seen.coverage_by_checker["liveness"],
+        explore::Coverage {
+            seeds: 2,
+            judged: 3
+        }
+    );
+    // A merge of shards adds them up.
+    let merged = explore::merge(&[blind, seen]).unwrap();
+    assert_eq!(merged.coverage_by_checker["liveness"].seeds, 4);
+    assert!(merged.blind().is_empty());
 }

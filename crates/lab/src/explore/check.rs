@@ -5,6 +5,7 @@
 use super::coverage;
 use super::verdict::{self, Class, Failure};
 use ratelab_sim::{RunOptions, Scenario};
+use std::collections::BTreeMap;
 use std::path::Path;
 
 /// One scenario's run, judged.
@@ -20,6 +21,8 @@ pub struct Checked {
     pub reached: Vec<&'static str>,
     /// Keys whose linearizability search ran out of budget.
     pub unknown_keys: u64,
+    /// What each checker that applied judged (see [`ratelab_sim::checkers::Judged`]).
+    pub judged: BTreeMap<String, u64>,
 }
 
 /// When [`check`] runs a scenario a second time, to compare trace hashes.
@@ -47,6 +50,7 @@ pub fn check(json: &serde_json::Value, seed: u64, rerun: Rerun, budget: u64) -> 
         }],
         reached: Vec::new(),
         unknown_keys: 0,
+        judged: BTreeMap::new(),
     };
     let sc = match Scenario::parse(Path::new("<explore>"), &json.to_string()) {
         Ok(sc) => sc,
@@ -65,7 +69,7 @@ pub fn check(json: &serde_json::Value, seed: u64, rerun: Rerun, budget: u64) -> 
         }
     };
     let judged = verdict::judge_within(&sc, &report, &history, budget);
-    let mut failures = judged.failures;
+    let mut failures = judged.failures.clone();
     if rerun == Rerun::Always || (rerun == Rerun::IfFailed && !failures.is_empty()) {
         let again = std::panic::catch_unwind(run).map(|(r, _)| r.trace_hash);
         if again.as_deref().ok() != Some(report.trace_hash.as_str()) {
@@ -87,6 +91,11 @@ pub fn check(json: &serde_json::Value, seed: u64, rerun: Rerun, budget: u64) -> 
         failures,
         reached: coverage::reached(&sc, &report, &history),
         unknown_keys: judged.unknown_keys,
+        judged: judged
+            .judged
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), *v))
+            .collect(),
     }
 }
 

@@ -180,6 +180,9 @@ pub struct Outcome {
     /// Keys whose linearizability search ran out of budget (an honest unknown).
     #[serde(default)]
     pub unknown_keys: u64,
+    /// What each checker that applied judged.
+    #[serde(default)]
+    pub judged: BTreeMap<String, u64>,
 }
 
 /// How often to rerun a seed to check it is deterministic: every seed that fails, and one
@@ -210,6 +213,7 @@ pub fn explore_one(seed: u64, sut: Sut, budget: u64) -> Outcome {
         failures: checked.failures,
         reached: checked.reached.iter().map(|p| (*p).to_owned()).collect(),
         unknown_keys: checked.unknown_keys,
+        judged: checked.judged,
     }
 }
 
@@ -285,6 +289,30 @@ pub struct ExploreReport {
     pub unknown_seeds: u64,
     /// Every distinct failure, by signature.
     pub found: Vec<Found>,
+    /// Per checker: the seeds it applied to and what it judged there over the campaign.
+    #[serde(default)]
+    pub coverage_by_checker: BTreeMap<String, Coverage>,
+}
+
+/// What one checker judged over a campaign.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Coverage {
+    /// Seeds it applied to.
+    pub seeds: u64,
+    /// Requests (the cleanup job's deletions, the fence's commits) it judged.
+    pub judged: u64,
+}
+
+impl ExploreReport {
+    /// The checkers that applied to some seed and judged nothing in the whole campaign: a
+    /// check that never looked at anything is a failure of the campaign, not a pass.
+    pub fn blind(&self) -> Vec<&str> {
+        self.coverage_by_checker
+            .iter()
+            .filter(|(_, c)| c.seeds > 0 && c.judged == 0)
+            .map(|(k, _)| k.as_str())
+            .collect()
+    }
 }
 
 /// The file a failure's drawn scenario is saved to, under the output directory.
@@ -316,6 +344,7 @@ pub fn run(
 pub fn summarize(sut: Sut, outcomes: &[Outcome], out: Option<&Path>) -> ExploreReport {
     let mut found: BTreeMap<(Class, String), Found> = BTreeMap::new();
     let mut coverage: BTreeMap<String, u64> = BTreeMap::new();
+    let mut by_checker: BTreeMap<String, Coverage> = BTreeMap::new();
     let mut reached: BTreeMap<String, u64> = coverage::PROBES
         .iter()
         .map(|p| ((*p).to_owned(), 0))
@@ -328,6 +357,11 @@ pub fn summarize(sut: Sut, outcomes: &[Outcome], out: Option<&Path>) -> ExploreR
             *coverage.entry(f.clone()).or_default() += 1;
         }
         let mut counted = std::collections::BTreeSet::new();
+        for (checker, n) in &o.judged {
+            let c = by_checker.entry(checker.clone()).or_default();
+            c.seeds += 1;
+            c.judged += n;
+        }
         for p in &o.reached {
             *reached.entry(p.clone()).or_default() += 1;
         }
@@ -362,6 +396,7 @@ pub fn summarize(sut: Sut, outcomes: &[Outcome], out: Option<&Path>) -> ExploreR
         failed_seeds: outcomes.iter().filter(|o| !o.failures.is_empty()).count() as u64,
         unknown_seeds: outcomes.iter().filter(|o| o.unknown_keys > 0).count() as u64,
         found: found.into_values().collect(),
+        coverage_by_checker: by_checker,
     }
 }
 
@@ -394,7 +429,13 @@ pub fn merge(reports: &[ExploreReport]) -> Result<ExploreReport, String> {
     let mut found: BTreeMap<(Class, String), Found> = BTreeMap::new();
     let mut coverage: BTreeMap<String, u64> = BTreeMap::new();
     let mut reached: BTreeMap<String, u64> = BTreeMap::new();
+    let mut by_checker: BTreeMap<String, Coverage> = BTreeMap::new();
     for r in reports {
+        for (k, v) in &r.coverage_by_checker {
+            let c = by_checker.entry(k.clone()).or_default();
+            c.seeds += v.seeds;
+            c.judged += v.judged;
+        }
         for (k, v) in &r.fault_coverage {
             *coverage.entry(k.clone()).or_default() += v;
         }
@@ -424,6 +465,7 @@ pub fn merge(reports: &[ExploreReport]) -> Result<ExploreReport, String> {
         failed_seeds: reports.iter().map(|r| r.failed_seeds).sum(),
         unknown_seeds: reports.iter().map(|r| r.unknown_seeds).sum(),
         found: found.into_values().collect(),
+        coverage_by_checker: by_checker,
     })
 }
 

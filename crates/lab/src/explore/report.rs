@@ -5,6 +5,26 @@ use crate::explore::{self, ExploreReport, Sut, shrink};
 use crate::timeline::Named;
 use std::process::ExitCode;
 
+/// Prints what each checker judged over the campaign, and names those that applied and
+/// judged nothing.
+fn print_coverage(r: &ExploreReport) {
+    if r.coverage_by_checker.is_empty() {
+        return;
+    }
+    let mut t = crate::table::numeric(["checker", "seeds it applied to", "judged"], 1);
+    for (k, c) in &r.coverage_by_checker {
+        t.add_row([k.clone(), c.seeds.to_string(), c.judged.to_string()]);
+    }
+    println!("coverage by checker (requests judged; the job's deletions and commits):\n{t}");
+    let blind = r.blind();
+    if !blind.is_empty() {
+        println!(
+            "FAILED: applied but judged nothing in the whole campaign: {}",
+            blind.join(", ")
+        );
+    }
+}
+
 /// Prints an explore campaign's report: what it ran, and each failure found with its replay.
 /// `wall` is its wall-clock time in seconds (NaN for a merged report, which has none).
 pub fn print_report(r: &ExploreReport, wall: f64) {
@@ -47,6 +67,7 @@ pub fn print_report(r: &ExploreReport, wall: f64) {
     if !never.is_empty() {
         println!("never reached: {}", never.join(", "));
     }
+    print_coverage(r);
     if r.found.is_empty() {
         println!("no failures");
         return;

@@ -78,6 +78,7 @@ impl Checker for Answers {
 
     fn judge(&self, run: &Run<'_>, out: &mut Judged) {
         let r = run.report;
+        out.judged("answered-once", r.requests);
         if r.unanswered > 0 || r.duplicated > 0 {
             out.failures.push(Failure::new(
                 Class::Safety,

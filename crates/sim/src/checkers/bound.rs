@@ -60,7 +60,9 @@ impl Checker for Bound {
                 ("window", doubled)
             }
         };
+        out.judged(bound, 0);
         for (epoch, by_key) in admitted {
+            out.judged(bound, by_key.values().map(|a| a.len() as u64).sum());
             let found = if failovers.is_empty() {
                 let e = envelope::envelope(by_key, env);
                 (e.max_excess > 0).then(|| {

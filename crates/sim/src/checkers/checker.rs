@@ -5,6 +5,7 @@ use super::failure::Failure;
 use crate::Report;
 use crate::scenario::Scenario;
 use ratelab_check::history::History;
+use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
 /// One run, as the checkers see it: the scenario, the history, and the report's counts.
@@ -158,6 +159,16 @@ pub struct Judged {
     /// Keys (per epoch) on which the linearizability search ran out of budget: neither
     /// passed nor failed.
     pub unknown_keys: u64,
+    /// What each checker that applies to the run judged there (requests, or the job's
+    /// deletions and commits): an entry, even 0, for every checker that applied.
+    pub judged: BTreeMap<&'static str, u64>,
+}
+
+impl Judged {
+    /// Counts `n` more things `checker` judged.
+    pub fn judged(&mut self, checker: &'static str, n: u64) {
+        *self.judged.entry(checker).or_default() += n;
+    }
 }
 
 /// A checker: it says what it applies to, reports its figures, and judges a run against its

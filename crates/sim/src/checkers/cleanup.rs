@@ -47,9 +47,11 @@ impl Checker for Cleanup {
     }
 
     fn judge(&self, run: &Run<'_>, out: &mut Judged) {
-        if let Some(j) = &run.report.job
-            && (j.live_deleted > 0 || j.deleted_unplanned > 0)
-        {
+        let Some(j) = &run.report.job else {
+            return;
+        };
+        out.judged("cleanup", j.keys_removed);
+        if j.live_deleted > 0 || j.deleted_unplanned > 0 {
             out.failures.push(Failure::new(
                 Class::Safety,
                 "cleanup",

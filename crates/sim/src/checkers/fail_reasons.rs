@@ -17,10 +17,10 @@ const FIGURES: &[Figure] = &[Figure::zero(
      before the deadline, a store error with no erroring call and no fault, an open breaker \
      with no earlier failure",
     Needs::Nothing,
-    |r| Some(unexplained(r).len() as u64),
+    |r| Some(judge(r).1.len() as u64),
 )];
 
-fn unexplained(run: &Run<'_>) -> Vec<Unexplained> {
+fn judge(run: &Run<'_>) -> (u64, Vec<Unexplained>) {
     let spec = run.sc.spec();
     let faults: Vec<_> = spec
         .faults
@@ -28,7 +28,7 @@ fn unexplained(run: &Run<'_>) -> Vec<Unexplained> {
         .filter_map(|f| f.window_ms())
         .map(|(from, to)| (ms(from), ms(to)))
         .collect();
-    fail_reasons::unexplained(run.h, ms(spec.store.timeout_ms.get()), &faults)
+    fail_reasons::judge(run.h, ms(spec.store.timeout_ms.get()), &faults)
 }
 
 impl Checker for FailReasons {
@@ -41,7 +41,8 @@ impl Checker for FailReasons {
     }
 
     fn judge(&self, run: &Run<'_>, out: &mut Judged) {
-        let found = unexplained(run);
+        let (judged, found) = judge(run);
+        out.judged("fail-reasons", judged);
         if let Some(u) = found.first() {
             out.failures.push(Failure::new(
                 Class::Safety,

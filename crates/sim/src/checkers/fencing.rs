@@ -38,10 +38,11 @@ impl Checker for Fencing {
     }
 
     fn judge(&self, run: &Run<'_>, out: &mut Judged) {
-        if let Some(j) = &run.report.job
-            && j.fencing
-            && (j.stale_accepted > 0 || j.leader_conflicts > 0)
-        {
+        let Some(j) = run.report.job.as_ref().filter(|j| j.fencing) else {
+            return;
+        };
+        out.judged("fencing", run.h.commits.len() as u64);
+        if j.stale_accepted > 0 || j.leader_conflicts > 0 {
             out.failures.push(Failure::new(
                 Class::Safety,
                 "fencing",

@@ -34,6 +34,9 @@ impl Checker for Linearizable {
     }
 
     fn judge(&self, run: &Run<'_>, out: &mut Judged) {
+        if run.exact || matches!(run.sc.policy(), Policy::TokenBucket(_)) {
+            out.judged("linearizable", 0);
+        }
         match *run.sc.policy() {
             Policy::TokenBucket(bucket) => {
                 let spec = Spec {
@@ -77,6 +80,11 @@ impl Checker for Linearizable {
     }
 }
 
+/// The operations with an answer to judge.
+fn judged(ops: &[Op]) -> u64 {
+    ops.iter().filter(|o| o.seen != Seen::Unknown).count() as u64
+}
+
 fn report(out: &mut Judged, epoch: usize, key: &str, v: &linearizable::Violation) {
     let phantom = if v.phantom_denial {
         " (a phantom denial)"
@@ -112,6 +120,7 @@ fn judge_bucket(run: &Run<'_>, spec: &Spec, out: &mut Judged) {
                 .collect(),
             Initial::Full => ops.clone(),
         };
+        out.judged("linearizable", judged(&ops));
         match linearizable::check_key_from(spec, &ops, run.budget, initial) {
             Verdict::Violation(v) => {
                 report(out, *epoch, key, &v);
@@ -153,6 +162,7 @@ fn judge_family<F: Family>(run: &Run<'_>, spec: &F, out: &mut Judged) {
             .iter()
             .filter_map(|o| as_applied(o, run.h, &in_epoch))
             .collect();
+        out.judged("linearizable", judged(&ops));
         match family::check_key(spec, &ops, run.budget) {
             Verdict::Violation(v) => {
                 report(out, *epoch, key, &v);

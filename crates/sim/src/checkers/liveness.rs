@@ -13,9 +13,11 @@ impl Checker for Liveness {
     }
 
     fn judge(&self, run: &Run<'_>, out: &mut Judged) {
-        if let Some(l) = &run.report.liveness
-            && l.violations > 0
-        {
+        let Some(l) = &run.report.liveness else {
+            return;
+        };
+        out.judged("liveness", l.checked);
+        if l.violations > 0 {
             out.failures.push(Failure::new(
                 Class::Liveness,
                 "liveness",

@@ -22,7 +22,7 @@ const FIGURES: &[Figure] = &[Figure::bounded(
     "requests a fixed window denied while their window had room for them (atomic path, store \
      clock; not measured otherwise)",
     Needs::FixedWindow,
-    |r| over_denied(r).map(|d| d.len() as u64),
+    |r| over_denied(r).map(|(_, d)| d.len() as u64),
 )];
 
 /// One wrong denial: the request, its key, when, and what its window had admitted by then.
@@ -40,8 +40,8 @@ struct KeyOps {
     decided: Vec<(Nanos, bool, u64, u64)>,
 }
 
-/// The wrong denials of a run; `None` where the rule does not apply.
-fn over_denied<'h>(run: &Run<'h>) -> Option<Vec<Wrong<'h>>> {
+/// The denials judged and the wrong ones of a run; `None` where the rule does not apply.
+fn over_denied<'h>(run: &Run<'h>) -> Option<(u64, Vec<Wrong<'h>>)> {
     let Policy::FixedWindow(w) = *run.sc.policy() else {
         return None;
     };
@@ -72,6 +72,7 @@ fn over_denied<'h>(run: &Run<'h>) -> Option<Vec<Wrong<'h>>> {
         }
     }
     let mut wrong = Vec::new();
+    let mut denials = 0u64;
     for (key, mut k) in keys {
         k.decided.sort_unstable();
         // The admissions within one window's length before each decision, oldest first.
@@ -89,6 +90,7 @@ fn over_denied<'h>(run: &Run<'h>) -> Option<Vec<Wrong<'h>>> {
                 admitted = admitted.saturating_add(cost);
                 continue;
             }
+            denials += 1;
             if admitted.saturating_add(cost) <= limit {
                 wrong.push(Wrong {
                     id,
@@ -99,7 +101,7 @@ fn over_denied<'h>(run: &Run<'h>) -> Option<Vec<Wrong<'h>>> {
             }
         }
     }
-    Some(wrong)
+    Some((denials, wrong))
 }
 
 impl Checker for OverDenial {
@@ -112,9 +114,10 @@ impl Checker for OverDenial {
     }
 
     fn judge(&self, run: &Run<'_>, out: &mut Judged) {
-        let Some(wrong) = over_denied(run) else {
+        let Some((denials, wrong)) = over_denied(run) else {
             return;
         };
+        out.judged("over-denial", denials);
         if let Some(w) = wrong.first() {
             out.failures.push(Failure::new(
                 Class::Safety,
