@@ -49,7 +49,8 @@ pub enum ProbeCommand {
 /// Flags every probe takes.
 #[derive(clap::Args, Debug)]
 pub struct Common {
-    /// The policy the limiter claims: token-bucket:B,R, fixed-window:L,W or
+    /// The policy the limiter claims: token-bucket:B,R, fixed-window:L,W (aligned, phase
+    /// unseen), first-hit:L,W, sliding-log:L,W, sliding-counter:L,W[,exact|up|down] or
     /// leaky-bucket:RATE,BURST (nginx limit_req with nodelay). For HTTP, default: the
     /// limiter's own RateLimit-Policy field.
     #[arg(long)]

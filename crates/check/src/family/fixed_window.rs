@@ -157,13 +157,10 @@ impl Family for FixedWindow {
         (said, next)
     }
 
-    fn moments(&self, s: &State, from: Nanos, to: Nanos) -> Vec<Nanos> {
-        // Within one window the state after a request is the same at every moment.
-        s.grid
-            .classes(from, to)
-            .into_iter()
-            .map(|(lo, _)| lo)
-            .collect()
+    fn moments(&self, s: &State, from: Nanos, to: Nanos) -> Vec<(Nanos, Nanos)> {
+        // Within one window the answer, the instant room comes back and the state after a
+        // request are the same at every moment.
+        s.grid.classes(from, to)
     }
 
     fn moments_cover(&self) -> bool {

@@ -77,22 +77,97 @@ pub trait Family {
     /// The answer to a request of `cost` at `at` from `state`, and the state after it.
     fn decide(&self, state: &Self::State, at: Nanos, cost: u64) -> (Said, Self::State);
 
-    /// The moments in `[from, to]` to try for a request that took effect at an unknown
-    /// moment there.
-    fn moments(&self, _state: &Self::State, from: Nanos, to: Nanos) -> Vec<Nanos> {
-        if from < to { vec![from, to] } else { vec![to] }
+    /// `[from, to]` cut into pieces for a request that took effect, or was decided, at an
+    /// unknown moment there: each piece is tried at its two ends.
+    fn moments(&self, _state: &Self::State, from: Nanos, to: Nanos) -> Vec<(Nanos, Nanos)> {
+        vec![(from, to)]
     }
 
-    /// Whether [`Family::moments`] gives every state reachable in its interval (a state that
-    /// changes with the exact moment, as a log of admission times does, is not covered).
+    /// Whether trying each piece of [`Family::moments`] at its ends gives every answer and
+    /// state reachable in it (a state that changes with the exact moment, as a log of
+    /// admission times does, is not covered).
     fn moments_cover(&self) -> bool {
         false
     }
 }
 
-/// Why `op`'s answer is not what `said` gives, or `None` if it is. A reported `Retry-After`
-/// is the true wait rounded up to `op`'s unit (exact for the simulator).
-pub(crate) fn mismatch(op: &Op, said: &Said) -> Option<String> {
+/// What an answered operation leaves possible from one state.
+pub(crate) struct Explained<S> {
+    /// The states after it (none: nothing explains it).
+    pub next: Vec<S>,
+    /// When nothing does: why, and whether it is a denial the specification admits.
+    pub miss: Option<(String, bool)>,
+    /// Whether its decision's moment was tried only at the ends of pieces that may not
+    /// cover every answer.
+    pub guessed: bool,
+}
+
+/// What `op`'s answer leaves possible from `state`: its decision fell at some moment of
+/// `[at, at + decided_within]` (one moment for the simulator's exact times).
+pub(crate) fn explain<F: Family>(family: &F, state: &F::State, op: &Op) -> Explained<F::State> {
+    let at = decided(op).unwrap_or(op.call);
+    let within = op.precision.decided_within;
+    let pieces = if within == Nanos::ZERO {
+        vec![(at, at)]
+    } else {
+        family.moments(state, at, at.saturating_add(within))
+    };
+    let mut out = Explained {
+        next: Vec::new(),
+        miss: None,
+        guessed: false,
+    };
+    let mut phantom = true;
+    for (lo, hi) in pieces {
+        out.guessed |= lo != hi && !family.moments_cover();
+        let ends: Vec<(Said, F::State)> = [lo, hi][..if lo == hi { 1 } else { 2 }]
+            .iter()
+            .map(|&t| family.decide(state, t, op.cost))
+            .collect();
+        for (said, next) in &ends {
+            match mismatch(op, said, (lo, hi)) {
+                None => {
+                    if !out.next.contains(next) {
+                        out.next.push(next.clone());
+                    }
+                }
+                Some(why) => {
+                    phantom &= said.allowed && matches!(op.seen, Seen::Denied { .. });
+                    out.miss.get_or_insert((why, false));
+                }
+            }
+        }
+        // Admitted at both ends, with a `remaining` between theirs: a moment between gave it
+        // (a remaining that moves with the moment moves by whole units).
+        if let (
+            [(a, _), (b, next)],
+            Seen::Allowed {
+                remaining: Some(r), ..
+            },
+        ) = (&ends[..], op.seen)
+            && a.allowed
+            && b.allowed
+            && r > a.remaining.min(b.remaining)
+            && r < a.remaining.max(b.remaining)
+            && !out.next.contains(next)
+        {
+            out.next.push(next.clone());
+        }
+    }
+    if out.next.is_empty() {
+        if let Some(m) = out.miss.as_mut() {
+            m.1 = phantom;
+        }
+    } else {
+        out.miss = None;
+    }
+    out
+}
+
+/// Why `op`'s answer is not what `said` gives when decided at some moment of `[lo, hi]`, or
+/// `None` if it is. A reported `Retry-After` is the true wait rounded up to `op`'s unit
+/// (exact for the simulator).
+pub(crate) fn mismatch(op: &Op, said: &Said, (lo, hi): (Nanos, Nanos)) -> Option<String> {
     let says = || match (said.allowed, said.retry_at) {
         (true, _) => format!("the spec admits it, {} left", said.remaining),
         (false, Some(r)) => format!("the spec denies it until {r}"),
@@ -107,10 +182,14 @@ pub(crate) fn mismatch(op: &Op, said: &Said) -> Option<String> {
             })
         }
         Seen::Denied { at, retry_after } => {
-            let wait = said.retry_at.map(|r| r.saturating_sub(at));
+            // The true wait, `retry_at − τ` for τ in [lo, hi], is above 0 and within one unit
+            // below the reported `w`.
             let unit = op.precision.retry_after_unit.as_u64().max(1);
             let fits = |w: Nanos| {
-                wait.is_some_and(|v| v <= w && v.as_u64() + unit > w.as_u64() && v > Nanos::ZERO)
+                said.retry_at.is_some_and(|r| {
+                    let (least, most) = (r.saturating_sub(hi), r.saturating_sub(lo));
+                    most > Nanos::ZERO && least <= w && most.as_u64() + unit > w.as_u64()
+                })
             };
             let ok = !said.allowed && retry_after.is_none_or(fits);
             (!ok).then(|| {

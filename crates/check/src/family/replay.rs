@@ -5,8 +5,8 @@
 //! moment between the decisions around it (each moment the family names is tried, so the
 //! replay may hold several states); one the store never stamped is skipped.
 
-use super::{Family, decided, mismatch, violation_unless_guessed};
-use crate::linearizable::{Op, Seen, Verdict, Violation};
+use super::{Family, decided, explain, violation_unless_guessed};
+use crate::linearizable::{Op, Verdict, Violation};
 use ratelab_core::Nanos;
 use std::collections::HashSet;
 
@@ -44,8 +44,10 @@ pub(super) fn replay<F: Family>(
                 guessed = true;
                 let from = last_at.max(op.call).min(next_decided[i]);
                 for s in &states {
-                    for at in family.moments(s, from, next_decided[i]) {
-                        push(family.decide(s, at, op.cost).1, &mut after);
+                    for (lo, hi) in family.moments(s, from, next_decided[i]) {
+                        for at in [lo, hi] {
+                            push(family.decide(s, at, op.cost).1, &mut after);
+                        }
                     }
                 }
             }
@@ -53,13 +55,14 @@ pub(super) fn replay<F: Family>(
                 let mut first_miss = None;
                 let mut phantom = true;
                 for s in &states {
-                    let (said, next) = family.decide(s, at, op.cost);
-                    match mismatch(op, &said) {
-                        None => push(next, &mut after),
-                        Some(why) => {
-                            phantom &= said.allowed && matches!(op.seen, Seen::Denied { .. });
-                            first_miss.get_or_insert(why);
-                        }
+                    let e = explain(family, s, op);
+                    guessed |= e.guessed;
+                    for next in e.next {
+                        push(next, &mut after);
+                    }
+                    if let Some((why, p)) = e.miss {
+                        phantom &= p;
+                        first_miss.get_or_insert(why);
                     }
                 }
                 if after.is_empty() {

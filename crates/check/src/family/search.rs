@@ -7,7 +7,7 @@
 //! the next answered one, or never; open operations of one cost sent by then are
 //! interchangeable, so one of each cost is tried, at each moment the family names.
 
-use super::{Family, decided, mismatch, violation_unless_guessed};
+use super::{Family, decided, explain, violation_unless_guessed};
 use crate::linearizable::{Op, Seen, Verdict, Violation};
 use ratelab_core::Nanos;
 use std::collections::HashSet;
@@ -148,26 +148,24 @@ impl<F: Family> Search<'_, F> {
             }
             let Some(at) = decided(op) else { continue };
             next_at = Some(next_at.map_or(at, |x| x.min(at)));
-            let (said, state) = self.family.decide(&n.state, at, op.cost);
-            match mismatch(op, &said) {
-                None => {
-                    let mut c = n.clone();
-                    c.beyond.insert(c.beyond.partition_point(|&b| b < i), i);
-                    while c.beyond.first() == Some(&c.prefix) {
-                        c.beyond.remove(0);
-                        c.prefix += 1;
-                    }
-                    c.hash ^= self.words[i];
-                    c.state = state;
-                    c.last_at = n.last_at.max(at);
-                    out.push(c);
+            let e = explain(self.family, &n.state, op);
+            self.guessed |= e.guessed;
+            for state in e.next {
+                let mut c = n.clone();
+                c.beyond.insert(c.beyond.partition_point(|&b| b < i), i);
+                while c.beyond.first() == Some(&c.prefix) {
+                    c.beyond.remove(0);
+                    c.prefix += 1;
                 }
-                Some(why) => {
-                    if self.furthest.as_ref().is_none_or(|f| explained > f.0) {
-                        let phantom = said.allowed && matches!(op.seen, Seen::Denied { .. });
-                        self.furthest = Some((explained, op.id, why, phantom));
-                    }
-                }
+                c.hash ^= self.words[i];
+                c.state = state;
+                c.last_at = n.last_at.max(at);
+                out.push(c);
+            }
+            if let Some((why, phantom)) = e.miss
+                && self.furthest.as_ref().is_none_or(|f| explained > f.0)
+            {
+                self.furthest = Some((explained, op.id, why, phantom));
             }
         }
         // An open operation may take effect before the next answered one.
@@ -182,7 +180,8 @@ impl<F: Family> Search<'_, F> {
                 }
                 costs.push(op.cost);
                 let from = n.last_at.max(op.call).min(at);
-                for moment in self.family.moments(&n.state, from, at) {
+                let pieces = self.family.moments(&n.state, from, at);
+                for moment in pieces.into_iter().flat_map(|(lo, hi)| [lo, hi]) {
                     self.guessed = true;
                     let (_, state) = self.family.decide(&n.state, moment, op.cost);
                     let mut c = n.clone();

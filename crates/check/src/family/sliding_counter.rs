@@ -169,17 +169,12 @@ impl Family for SlidingCounter {
         )
     }
 
-    fn moments(&self, s: &State, from: Nanos, to: Nanos) -> Vec<Nanos> {
-        // Within one window the state after a request is one of two (admitted or not): not
-        // admitted at the window's earliest moment if ever, admitted at its latest if ever.
-        let mut out = Vec::new();
-        for (lo, hi) in s.grid.classes(from, to) {
-            out.push(lo);
-            if hi > lo {
-                out.push(hi);
-            }
-        }
-        out
+    fn moments(&self, s: &State, from: Nanos, to: Nanos) -> Vec<(Nanos, Nanos)> {
+        // Within one window the estimate only falls: not admitted at the window's earliest
+        // moment if ever, admitted at its latest if ever, a `remaining` between theirs at a
+        // moment between; the state after is one of two, and the instant room comes back
+        // one.
+        s.grid.classes(from, to)
     }
 
     fn moments_cover(&self) -> bool {

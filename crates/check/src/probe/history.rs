@@ -2,7 +2,8 @@
 //! policy and how the history is judged.
 
 use crate::envelope::Envelope;
-use crate::linearizable::{Initial, Spec};
+pub use crate::family::sliding_counter::Rounding;
+use crate::linearizable::{Initial, Op, Spec, Verdict};
 use ratelab_core::Nanos;
 
 /// What the limiter answered.
@@ -112,8 +113,10 @@ pub enum Claim {
         /// The refill period.
         period: Nanos,
     },
-    /// At most `limit` per aligned `window` (its placement unknown from outside).
-    FixedWindow {
+    /// At most `limit` per `window`, counted as `kind` counts.
+    Window {
+        /// Which window family.
+        kind: WindowKind,
         /// L.
         limit: u64,
         /// W.
@@ -121,10 +124,24 @@ pub enum Claim {
     },
 }
 
+/// How a window claim counts (each a family of [`crate::family`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WindowKind {
+    /// Fixed windows aligned to the limiter's clock, at a phase the probe cannot see.
+    Fixed,
+    /// Fixed windows opened by each key's first request.
+    FirstHit,
+    /// A log of admissions: at most L in any window of length W.
+    SlidingLog,
+    /// The sliding-window counter's weighted estimate, with this rounding.
+    SlidingCounter(Rounding),
+}
+
 impl Claim {
-    /// The envelope the claim promises: a bucket's B + R·Δt; for a fixed window whose
-    /// boundaries the probe cannot see, any interval of Δt meets at most ⌈Δt/W⌉ + 1 windows,
-    /// so 2L + L·Δt/W.
+    /// The envelope the claim promises: a bucket's B + R·Δt; a sliding log's L + L·Δt/W
+    /// (an interval of Δt is covered by ⌈Δt/W⌉ windows); for the other windows, any
+    /// interval of Δt meets at most ⌈Δt/W⌉ + 1 windows of L each (the sliding counter's
+    /// aligned windows never hold more than L either), so 2L + L·Δt/W.
     pub fn envelope(&self) -> Envelope {
         match *self {
             Claim::TokenBucket {
@@ -136,16 +153,23 @@ impl Claim {
                 amount,
                 period: period.as_u64().max(1),
             },
-            Claim::FixedWindow { limit, window } => Envelope {
-                burst: limit.saturating_mul(2),
+            Claim::Window {
+                kind,
+                limit,
+                window,
+            } => Envelope {
+                burst: if kind == WindowKind::SlidingLog {
+                    limit
+                } else {
+                    limit.saturating_mul(2)
+                },
                 amount: limit,
                 period: window.as_u64().max(1),
             },
         }
     }
 
-    /// The sequential specification the black-box search holds answers to: the token
-    /// bucket's (a window's answers depend on boundaries the probe cannot see).
+    /// The token bucket's sequential specification, for a bucket claim.
     pub fn spec(&self) -> Option<Spec> {
         match *self {
             Claim::TokenBucket {
@@ -157,8 +181,66 @@ impl Claim {
                 amount,
                 period,
             }),
-            Claim::FixedWindow { .. } => None,
+            Claim::Window { .. } => None,
         }
+    }
+
+    /// The most a key admits at once: B, or L.
+    pub fn burst(&self) -> u64 {
+        match *self {
+            Claim::TokenBucket { capacity, .. } => capacity,
+            Claim::Window { limit, .. } => limit,
+        }
+    }
+
+    /// Holds one key's operations to the claim's sequential specification, from `initial`:
+    /// a bucket from any state; a window family from a key nobody used (`None` for a window
+    /// key in an unknown state, which no family here starts from).
+    pub fn check_key(&self, ops: &[Op], budget: u64, initial: Initial) -> Option<Verdict> {
+        if let Some(spec) = self.spec() {
+            return Some(crate::linearizable::check_key_from(
+                &spec, ops, budget, initial,
+            ));
+        }
+        let Claim::Window {
+            kind,
+            limit,
+            window,
+        } = *self
+        else {
+            return None;
+        };
+        if initial != Initial::Full {
+            return None;
+        }
+        use crate::family::{check_key, first_hit, fixed_window, sliding_counter, sliding_log};
+        Some(match kind {
+            WindowKind::Fixed => check_key(
+                &fixed_window::FixedWindow {
+                    limit,
+                    window,
+                    phase: None,
+                },
+                ops,
+                budget,
+            ),
+            WindowKind::FirstHit => {
+                check_key(&first_hit::FirstHitWindow { limit, window }, ops, budget)
+            }
+            WindowKind::SlidingLog => {
+                check_key(&sliding_log::SlidingLog { limit, window }, ops, budget)
+            }
+            WindowKind::SlidingCounter(rounding) => check_key(
+                &sliding_counter::SlidingCounter {
+                    limit,
+                    window,
+                    phase: None,
+                    rounding,
+                },
+                ops,
+                budget,
+            ),
+        })
     }
 }
 

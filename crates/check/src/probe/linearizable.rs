@@ -1,12 +1,13 @@
-//! **linearizable**, black-box ([`crate::linearizable::check_key_from`] with a precision per
-//! answer), for an exact claim of a policy with a sequential specification: a denial the
+//! **linearizable**, black-box ([`crate::linearizable::check_key_from`] for a bucket,
+//! [`crate::family::check_key`] for a window family, with a precision per answer), for an
+//! exact claim of a policy with a sequential specification: a denial the
 //! claimed policy admits from every state the furthest order reached gives there is a
 //! *phantom denial*. A key whose search ran out of budget is unknown, never a pass.
 
 use super::check::{Prepared, ProbeCheck};
 use super::history::Judging;
 use super::verdict::ProbeVerdict;
-use crate::linearizable::{self, LinearizabilityReport, Seen, Verdict};
+use crate::linearizable::{LinearizabilityReport, Seen, Verdict};
 
 /// The linearizability check.
 pub struct Linearizable;
@@ -17,13 +18,10 @@ impl ProbeCheck for Linearizable {
     }
 
     fn applies(&self, j: &Judging) -> bool {
-        j.exact && j.claim.spec().is_some()
+        j.exact && j.claim.check_key(&[], 0, j.initial).is_some()
     }
 
     fn judge(&self, p: &Prepared<'_>, j: &Judging, v: &mut ProbeVerdict) {
-        let Some(spec) = j.claim.spec() else {
-            return;
-        };
         let mut report = LinearizabilityReport::default();
         for (key, key_ops) in &p.ops {
             // A key no answer came back for says nothing either way.
@@ -31,15 +29,15 @@ impl ProbeCheck for Linearizable {
                 continue;
             }
             report.keys += 1;
-            match linearizable::check_key_from(&spec, key_ops, j.budget, j.initial) {
-                Verdict::Linearizable => {}
-                Verdict::Violation(viol) => {
+            match j.claim.check_key(key_ops, j.budget, j.initial) {
+                None | Some(Verdict::Linearizable) => {}
+                Some(Verdict::Violation(viol)) => {
                     if viol.phantom_denial {
                         v.phantom_denials.push(((*key).to_owned(), viol.id));
                     }
                     report.violations.insert((*key).to_owned(), viol);
                 }
-                Verdict::Unknown { .. } => report.unknown.push((*key).to_owned()),
+                Some(Verdict::Unknown { .. }) => report.unknown.push((*key).to_owned()),
             }
         }
         v.linearizable = Some(report);

@@ -12,9 +12,10 @@
 //! - **envelope**: admitted cost in any window ≤ B + R·Δt, with Δt the widest the
 //!   admissions' spans allow ([`crate::envelope::envelope_spans`]);
 //! - **linearizability**, black-box ([`crate::linearizable::check_key_from`] with a
-//!   [`Precision`](crate::linearizable::Precision) per answer), for a token-bucket claim;
-//!   a denial the claimed bucket admits from every state the furthest order reached gives
-//!   there is a *phantom denial*;
+//!   [`Precision`](crate::linearizable::Precision) per answer for a token-bucket claim,
+//!   [`crate::family::check_key`] for a window family's: fixed at an unknown phase, first-hit,
+//!   sliding log, sliding counter); a denial the claimed policy admits from every state the
+//!   furthest order reached gives there is a *phantom denial*;
 //! - **fields**: `remaining` never grows faster than the refill between two answers in real
 //!   time, a denial never reports room for its own cost, and `Retry-After` is never earlier
 //!   than the `RateLimit` field's `t`;
@@ -31,7 +32,9 @@ mod linearizable;
 mod verdict;
 
 pub use check::{Prepared, ProbeCheck};
-pub use history::{Claim, Fields, Judging, Observation, Outcome, ProbeHistory, RetryProbe};
+pub use history::{
+    Claim, Fields, Judging, Observation, Outcome, ProbeHistory, RetryProbe, Rounding, WindowKind,
+};
 pub use verdict::{FieldViolation, HonestyReport, ProbeVerdict};
 
 /// Every check, in the order the report lists their failures.

@@ -23,7 +23,7 @@ fn judging(claim: Claim) -> Judging {
 /// Requests on one key answered by `ratelab-core`'s bucket at a moment inside each
 /// request's flight, reported as a limiter's HTTP fields would be (Retry-After in whole
 /// seconds, rounded up), with `clients` of them in flight at once.
-fn answered_by_the_core(bucket: &TokenBucket, n: u64, clients: u64) -> ProbeHistory {
+fn answered_by_the_core<A: Algorithm>(bucket: &A, n: u64, clients: u64) -> ProbeHistory {
     let mut state = None;
     let mut h = ProbeHistory::default();
     for i in 0..n {
@@ -152,7 +152,8 @@ fn a_follow_up_denied_after_waiting_is_a_dishonest_retry_after() {
 
 #[test]
 fn a_fixed_window_claim_is_held_to_twice_its_limit() {
-    let claim = Claim::FixedWindow {
+    let claim = Claim::Window {
+        kind: WindowKind::Fixed,
         limit: 5,
         window: Nanos::from_secs(1),
     };
@@ -161,7 +162,11 @@ fn a_fixed_window_claim_is_held_to_twice_its_limit() {
     for o in &mut h.observations {
         o.fields = Fields::default();
     }
-    let v = judge(&h, &judging(claim));
+    let bound = Judging {
+        exact: false,
+        ..judging(claim)
+    };
+    let v = judge(&h, &bound);
     assert!(v.linearizable.is_none());
     assert_eq!(v.envelope.max_excess, 0, "8 at once is within 2L");
 }
@@ -291,12 +296,17 @@ fn the_checks_that_apply_are_the_registrys_and_are_listed() {
     let h = answered_by_the_core(&bucket, 20, 2);
     let all: Vec<&str> = CHECKS.iter().map(|c| c.name()).collect();
     assert_eq!(judge(&h, &judging(CLAIM)).checks, all);
-    // A window's answers have no sequential specification here: every check but that one.
-    let window = Claim::FixedWindow {
-        limit: 5,
-        window: Nanos::from_secs(1),
+    // A window from an unknown state has no specification to start from: every check but
+    // that one.
+    let window = Judging {
+        initial: linearizable::Initial::Unknown,
+        ..judging(Claim::Window {
+            kind: WindowKind::Fixed,
+            limit: 5,
+            window: Nanos::from_secs(1),
+        })
     };
-    let v = judge(&h, &judging(window));
+    let v = judge(&h, &window);
     assert!(!v.checks.contains(&"linearizable") && v.linearizable.is_none());
     assert_eq!(v.checks.len(), all.len() - 1);
     // A bound only: no check holds answers to a sequential specification.
@@ -320,4 +330,65 @@ fn a_key_the_search_cannot_decide_is_unknown_never_a_pass() {
     assert!(v.failures().is_empty(), "{:?}", v.failures());
     assert!(v.unknown() > 0);
     assert_eq!(v.conclusion(), Conclusion::Unknown);
+}
+
+/// Each window family's claim, and ratelab-core's limiter of that family.
+fn window_families(limit: u64) -> Vec<(Claim, Box<dyn Fn() -> ProbeHistory>)> {
+    use ratelab_core::{FirstHitWindow, FixedWindow, SlidingWindow};
+    let w = Nanos::from_secs(1);
+    let claim = |kind| Claim::Window {
+        kind,
+        limit: 5,
+        window: w,
+    };
+    vec![
+        (
+            claim(WindowKind::Fixed),
+            Box::new(move || answered_by_the_core(&FixedWindow::new(limit, w).unwrap(), 150, 2)),
+        ),
+        (
+            claim(WindowKind::FirstHit),
+            Box::new(move || answered_by_the_core(&FirstHitWindow::new(limit, w).unwrap(), 150, 2)),
+        ),
+        (
+            claim(WindowKind::SlidingCounter(Rounding::Up)),
+            Box::new(move || answered_by_the_core(&SlidingWindow::new(limit, w).unwrap(), 150, 2)),
+        ),
+    ]
+}
+
+#[test]
+fn every_window_family_seen_from_outside_is_held_to_its_specification() {
+    // Answered by the family's own limiter, decided within each request's flight, the
+    // Retry-After in whole seconds: every check passes, the fixed window's phase unseen.
+    for (claim, history) in window_families(5) {
+        let v = judge(&history(), &judging(claim));
+        assert!(v.checks.contains(&"linearizable"), "{claim:?}");
+        assert_eq!(
+            v.conclusion(),
+            Conclusion::Passed,
+            "{claim:?}: {:?}",
+            v.failures()
+        );
+    }
+    // One more per window than claimed: the fixed window and the sliding counter are caught
+    // by their specification (the first-hit window's, whose state moves with the exact
+    // moment a window opened, is at least never passed).
+    for (claim, history) in window_families(6) {
+        let v = judge(&history(), &judging(claim));
+        assert_ne!(v.conclusion(), Conclusion::Passed, "{claim:?}");
+        if !matches!(
+            claim,
+            Claim::Window {
+                kind: WindowKind::FirstHit,
+                ..
+            }
+        ) {
+            assert!(
+                v.failures().iter().any(|f| f.starts_with("linearizable")),
+                "{claim:?}: {:?}",
+                v.failures()
+            );
+        }
+    }
 }

@@ -276,13 +276,11 @@ async fn honesty<T: Target>(
     cfg: &ProbeConfig,
     claim: Claim,
 ) -> (Vec<RetryProbe>, Vec<String>) {
-    let most = match claim {
-        Claim::TokenBucket { capacity, .. } => capacity,
-        Claim::FixedWindow { limit, .. } => limit,
-    }
-    .saturating_mul(2)
-    .saturating_add(10)
-    .min(100_000);
+    let most = claim
+        .burst()
+        .saturating_mul(2)
+        .saturating_add(10)
+        .min(100_000);
     // One shared bucket is quiet only for one prober at a time.
     let probes = if cfg.partitioned {
         cfg.retry_probes

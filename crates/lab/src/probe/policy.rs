@@ -2,29 +2,56 @@
 //!
 //! ```text
 //! token-bucket:B,R        capacity B, R tokens a second (R: 10, 0.5, 10/s, 600/m, 36000/h)
-//! fixed-window:L,W        at most L per window W (W: 1s, 500ms, 2m, 1h; a bare number is seconds)
+//! fixed-window:L,W        at most L per window W aligned to the limiter's clock, at a phase
+//!                         found from the history (W: 1s, 500ms, 2m, 1h; bare: seconds)
+//! first-hit:L,W           at most L per window W opened by each key's first request
+//! sliding-log:L,W         at most L in any window of length W
+//! sliding-counter:L,W[,R] the weighted two-window estimate at most L per W, its weighted
+//!                         count rounded R: exact (default, kept as a fraction), up or down
 //! leaky-bucket:RATE,BURST nginx limit_req's rate and burst with nodelay: a token bucket of
 //!                         BURST + 1 tokens at RATE a second (RATE: 10, 10r/s, 600r/m)
 //! ```
 
-use ratelab_check::probe::Claim;
+use ratelab_check::probe::{Claim, Rounding, WindowKind};
 use ratelab_core::Nanos;
 
 const SEC: u64 = 1_000_000_000;
 
 /// Parses a policy string (see the module docs).
 pub fn parse(text: &str) -> Result<Claim, String> {
-    let expected = "expected token-bucket:B,R, fixed-window:L,W or leaky-bucket:RATE,BURST";
+    let expected = "expected token-bucket:B,R, fixed-window:L,W, first-hit:L,W, \
+                    sliding-log:L,W, sliding-counter:L,W[,exact|up|down] or leaky-bucket:RATE,BURST";
     let (kind, args) = text
         .split_once(':')
         .ok_or_else(|| format!("policy {text:?}: {expected}"))?;
-    let parts: Vec<&str> = args.split(',').map(str::trim).collect();
+    let mut parts: Vec<&str> = args.split(',').map(str::trim).collect();
+    let err = |e: String| format!("policy {text:?}: {e}");
+    let rounding = match (kind.trim(), parts.len()) {
+        ("sliding-counter", 3) => match parts.pop() {
+            Some("exact") => Rounding::Exact,
+            Some("up") => Rounding::Up,
+            Some("down") => Rounding::Down,
+            r => {
+                return Err(err(format!(
+                    "rounding {:?}: expected exact, up or down",
+                    r.unwrap_or_default()
+                )));
+            }
+        },
+        _ => Rounding::Exact,
+    };
     let [a, b] = parts[..] else {
         return Err(format!(
             "policy {text:?}: {kind} takes two values separated by a comma"
         ));
     };
-    let err = |e: String| format!("policy {text:?}: {e}");
+    let window = |kind| -> Result<Claim, String> {
+        Ok(Claim::Window {
+            kind,
+            limit: count(a, "L").map_err(err)?,
+            window: duration(b).map_err(err)?,
+        })
+    };
     let claim = match kind.trim() {
         "token-bucket" => {
             let capacity = count(a, "B").map_err(err)?;
@@ -35,10 +62,10 @@ pub fn parse(text: &str) -> Result<Claim, String> {
                 period,
             }
         }
-        "fixed-window" => Claim::FixedWindow {
-            limit: count(a, "L").map_err(err)?,
-            window: duration(b).map_err(err)?,
-        },
+        "fixed-window" => window(WindowKind::Fixed)?,
+        "first-hit" => window(WindowKind::FirstHit)?,
+        "sliding-log" => window(WindowKind::SlidingLog)?,
+        "sliding-counter" => window(WindowKind::SlidingCounter(rounding))?,
         "leaky-bucket" => {
             let (amount, period) = rate(a, "r").map_err(err)?;
             let burst = b
@@ -163,7 +190,33 @@ pub fn describe(c: &Claim) -> String {
             "token-bucket:{capacity},{}",
             rate_text(amount, period.as_u64())
         ),
-        Claim::FixedWindow { limit, window } => format!("fixed-window:{limit},{window}"),
+        Claim::Window {
+            kind,
+            limit,
+            window,
+        } => {
+            let name = match kind {
+                WindowKind::Fixed => "fixed-window",
+                WindowKind::FirstHit => "first-hit",
+                WindowKind::SlidingLog => "sliding-log",
+                WindowKind::SlidingCounter(_) => "sliding-counter",
+            };
+            let rounding = match kind {
+                WindowKind::SlidingCounter(Rounding::Up) => ",up",
+                WindowKind::SlidingCounter(Rounding::Down) => ",down",
+                _ => "",
+            };
+            format!("{name}:{limit},{}{rounding}", duration_text(window))
+        }
+    }
+}
+
+/// A duration as [`duration`] reads it, where it can.
+fn duration_text(d: Nanos) -> String {
+    match d.as_u64() {
+        ns if ns % SEC == 0 => format!("{}s", ns / SEC),
+        ns if ns % 1_000_000 == 0 => format!("{}ms", ns / 1_000_000),
+        _ => d.to_string(),
     }
 }
 
@@ -223,11 +276,29 @@ mod tests {
         );
         assert_eq!(
             parse("fixed-window:100,500ms").unwrap(),
-            Claim::FixedWindow {
+            Claim::Window {
+                kind: WindowKind::Fixed,
                 limit: 100,
                 window: Nanos(500_000_000)
             }
         );
+        assert_eq!(
+            parse("sliding-counter:10,1m,up").unwrap(),
+            Claim::Window {
+                kind: WindowKind::SlidingCounter(Rounding::Up),
+                limit: 10,
+                window: Nanos(60 * SEC)
+            }
+        );
+        for text in [
+            "fixed-window:100,500ms",
+            "first-hit:5,2s",
+            "sliding-log:7,1s",
+            "sliding-counter:10,60s",
+            "sliding-counter:10,60s,down",
+        ] {
+            assert_eq!(describe(&parse(text).unwrap()), text);
+        }
         assert_eq!(
             describe(&parse("token-bucket:3,0.5").unwrap()),
             "token-bucket:3,0.5"
@@ -245,6 +316,8 @@ mod tests {
             ("fixed-window:10,5x", "duration \"5x\""),
             ("leaky-bucket:10r/s,-1", "BURST"),
             ("gcra:1,2", "unknown kind"),
+            ("sliding-counter:5,1s,half", "rounding \"half\""),
+            ("first-hit:5,1s,up", "two values"),
         ] {
             let e = parse(s).unwrap_err();
             assert!(e.contains(says), "{s}: {e}");

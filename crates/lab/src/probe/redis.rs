@@ -200,7 +200,7 @@ impl ScriptTarget {
                 amount,
                 period,
             } => (capacity, amount, period),
-            Claim::FixedWindow { limit, window } => (limit, limit, window),
+            Claim::Window { limit, window, .. } => (limit, limit, window),
         };
         let p = period.as_u64();
         let rate = amount as f64 * 1e9 / p.max(1) as f64;
