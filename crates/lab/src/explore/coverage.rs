@@ -12,7 +12,7 @@ use ratelab_sim::scenario::{FaultKind, FaultSpec, ms};
 use ratelab_sim::{Report, Scenario};
 
 /// Every probe, by name.
-pub const PROBES: [&str; 12] = [
+pub const PROBES: [&str; 17] = [
     "denial-during-partition",
     "fail-open",
     "breaker-opened-and-closed",
@@ -25,6 +25,11 @@ pub const PROBES: [&str; 12] = [
     "store-full",
     "cleanup-deleted-a-bucket",
     "failover-lost-writes",
+    "denial-cache-answered",
+    "guard-rejected",
+    "cost-above-three",
+    "boundary-bursts",
+    "run-past-ten-seconds",
 ];
 
 /// The probes one run reached, in [`PROBES`] order.
@@ -80,6 +85,14 @@ pub fn reached(sc: &Scenario, report: &Report, h: &History) -> Vec<&'static str>
             "kill-switch-bypass" => report.bypassed > 0,
             "store-full" => report.full > 0,
             "cleanup-deleted-a-bucket" => job.is_some_and(|j| j.keys_removed > 0),
+            "denial-cache-answered" => report.cached > 0,
+            "guard-rejected" => report.rejected > 0,
+            "cost-above-three" => h.requests.iter().any(|r| r.cost > 3 && r.answer.is_some()),
+            "boundary-bursts" => spec
+                .clients
+                .iter()
+                .any(|c| c.arrival.pattern == ratelab_sim::scenario::Pattern::BoundaryBursts),
+            "run-past-ten-seconds" => spec.duration_ms.get() > 10_000,
             _ => false,
         }
     };

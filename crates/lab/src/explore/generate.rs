@@ -170,7 +170,74 @@ pub fn draw(seed: u64) -> Value {
             }
         }
     }
+    extras(&mut d, &mut spec, capacity, refill);
     spec
+}
+
+/// Features drawn last, so that every draw before them stays what it was, each in a fair
+/// share of seeds: the gateway's denial cache and bloom guard, boundary bursts and explicit
+/// times, costs up to the burst, a key left idle past its state's lifetime, and runs up to
+/// 30 s when the refill is slow.
+fn extras(d: &mut Draw, spec: &mut Value, capacity: u64, refill: u64) {
+    let mut duration = spec["duration_ms"].as_u64().unwrap_or(1_000);
+    if d.chance(0.25) {
+        spec["gateway"]["denial_cache"] = json!({ "keys": d.int(1, 1_000) });
+    }
+    // The guard knows the `u` keys; the `k` keys are made up (rejected but for the filter's
+    // false positives). Not beside a liveness probe, whose key it would reject.
+    if d.chance(0.15) && spec.get("expect").is_none() {
+        spec["gateway"]["guard"] = json!({
+            "valid_keys": { "prefix": "u", "count": d.int(1, 40) },
+            "false_positive_rate": *d.pick(&[0.001, 0.01, 0.1])
+        });
+    }
+    // A window's length, or a bucket's time to refill from empty, ms.
+    let full_ms = spec["policy"]["window_ms"]
+        .as_u64()
+        .unwrap_or(capacity.saturating_mul(1_000) / refill.max(1))
+        .max(1);
+    if d.chance(0.1) && refill <= 5 {
+        duration = d.int(duration, 30_000);
+    }
+    let Some(clients) = spec["clients"].as_array_mut() else {
+        return;
+    };
+    if d.chance(0.15) {
+        let every = full_ms.min(duration);
+        clients[0]["arrival"] = json!({
+            "pattern": "boundary_bursts",
+            "every_ms": every,
+            "requests": d.int(1, 2 * capacity),
+            "before_ms": d.int(0, every.min(50)),
+            "after_ms": d.int(0, every.min(50))
+        });
+    }
+    if d.chance(0.2) {
+        let i = d.int(0, clients.len() as u64 - 1) as usize;
+        clients[i]["cost"] = json!(d.int(1, capacity));
+    }
+    if d.chance(0.1) {
+        let mut times: Vec<u64> = (0..d.int(1, 30))
+            .map(|_| d.int(0, duration * 1_000 - 1))
+            .collect();
+        times.sort_unstable();
+        clients.push(json!({
+            "key": "t",
+            "arrival": { "pattern": "times", "times_us": times }
+        }));
+    }
+    // A key drained, left idle past the time its state lives, then drained again.
+    let gap_at = full_ms.saturating_add(d.int(1, 2 * full_ms));
+    if d.chance(0.15) && gap_at < 30_000 {
+        duration = duration.max(gap_at + 100);
+        for at_ms in [0, gap_at] {
+            clients.push(json!({
+                "key": "idle",
+                "arrival": { "pattern": "burst", "at_ms": at_ms, "requests": capacity }
+            }));
+        }
+    }
+    spec["duration_ms"] = json!(duration);
 }
 
 fn client(d: &mut Draw, duration: u64, gateways: u64, capacity: u64) -> Value {
