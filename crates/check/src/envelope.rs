@@ -101,6 +101,16 @@ pub fn admissions(requests: &[RequestRecord]) -> BTreeMap<&str, Vec<Admission>> 
     }))
 }
 
+/// [`admissions`] and the fail-open answers beside them, at the time each was answered: the
+/// users' traffic that went through, whether the limiter or the store's failure let it.
+pub fn admissions_with_fail_open(requests: &[RequestRecord]) -> BTreeMap<&str, Vec<Admission>> {
+    group(requests.iter().filter_map(|r| match r.answer {
+        Some((_, Answer::Allowed { decided_at, .. })) => Some((r.key.as_str(), decided_at, r)),
+        Some((at, Answer::FailedOpen(_))) => Some((r.key.as_str(), at, r)),
+        _ => None,
+    }))
+}
+
 /// The network an edge limit counts `ip` under, by the checker's own masking: an IPv4
 /// address alone, an IPv6 address by its first `v6_prefix` bits.
 pub fn network(ip: IpAddr, v6_prefix: u8) -> String {

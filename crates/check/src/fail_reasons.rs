@@ -12,8 +12,10 @@
 //! - **error**: the store answered one of this request's calls on that layer with an error,
 //!   or a fault was active at some moment between the send and the answer (a store that is
 //!   down, cut off or failing over answers nothing).
-//! - **breaker open**: the same gateway had already answered a request on that layer with a
-//!   timeout or an error (a breaker opens only on failures).
+//! - **breaker open**: a request sent to the same gateway no later than this answer failed
+//!   on that layer with a timeout or an error (a breaker opens only on failures; a failure
+//!   falls between its request's send and its answer, and the answer may come later, after
+//!   another layer).
 //!
 //! A fail-open with none of these behind it let a user's request through while the limiter
 //! could have decided it; an error with none refused one for nothing.
@@ -46,10 +48,11 @@ fn claim(a: Answer) -> Option<(FailReason, bool)> {
 /// The failure answers of `h` judged, and those that nothing in it accounts for, given the
 /// requests' `deadline` and the `faults` (each active from its first instant to its last).
 pub fn judge(h: &History, deadline: Nanos, faults: &[(Nanos, Nanos)]) -> (u64, Vec<Unexplained>) {
-    // The first timeout or error answer per (gateway, layer), to account for a breaker.
+    // The first send of a request that failed with a timeout or an error, per (gateway,
+    // layer), to account for a breaker.
     let mut first_failure: std::collections::BTreeMap<(u32, Layer), Nanos> = Default::default();
     for r in &h.requests {
-        let Some((at, _)) = r.answer else { continue };
+        let at = r.sent_at;
         for layer in Layer::ALL {
             if let Some((FailReason::Timeout | FailReason::Error, _)) =
                 r.layers.get(layer).and_then(claim)
@@ -92,8 +95,8 @@ pub fn judge(h: &History, deadline: Nanos, faults: &[(Nanos, Nanos)]) -> (u64, V
                         .is_none_or(|&first| first > at) =>
                 {
                     Some(format!(
-                        "{what} on an open breaker at {at}, but gateway {} had failed no \
-                         request on this limit by then",
+                        "{what} on an open breaker at {at}, but no request sent to gateway {} \
+                         by then failed on this limit",
                         r.gateway
                     ))
                 }
@@ -170,5 +173,26 @@ mod tests {
         let after = failed(2, breaker, Nanos(1_000));
         let (_, found) = judge(&history(vec![first, timeout, after]), DEADLINE, &[]);
         assert_eq!(found.iter().map(|u| u.id).collect::<Vec<_>>(), [0]);
+    }
+
+    #[test]
+    fn a_breaker_opened_by_a_failure_answered_after_it_is_explained() {
+        let breaker = Answer::FailedOpen(FailReason::BreakerOpen);
+        // Sent at 1.5 s, failed on its layer, answered at 6.5 s after another layer; the
+        // breaker it opened answered a request at 2 s.
+        let mut slow = failed(
+            1,
+            Answer::FailedOpen(FailReason::Timeout),
+            Nanos::from_secs(5),
+        );
+        slow.sent_at = Nanos::from_millis(1_500);
+        slow.answer = Some((
+            Nanos::from_millis(6_500),
+            Answer::FailedOpen(FailReason::Timeout),
+        ));
+        let quick = failed(2, breaker, Nanos(1_000));
+        let (judged, found) = judge(&history(vec![slow, quick]), DEADLINE, &[]);
+        assert_eq!(judged, 2);
+        assert!(found.is_empty(), "{found:?}");
     }
 }

@@ -77,6 +77,10 @@ pub struct Report {
     pub max_excess: u64,
     /// Excess over B + R·T across each key's run, summed.
     pub total_excess: u64,
+    /// Largest excess in any interval counting the fail-open answers as the admissions they
+    /// are: beside `max_excess` (the limiter's own), what the store's failures let through.
+    #[serde(default)]
+    pub max_excess_with_fail_open: u64,
     /// B + R·T summed over keys that admitted anything: what a correct limiter could admit.
     pub envelope: u64,
     /// The worst window: key, from, to (ns), admitted, bound, request ids.
@@ -296,6 +300,7 @@ pub fn build(
         total_excess,
         witness,
     } = envelope::envelope(&by_key, env);
+    let with_fail_open = envelope::envelope(&envelope::admissions_with_fail_open(&h.requests), env);
     let window = sc.policy.quota().window;
     let SpikeReport { max_in_window, .. } = window::window_spike(&by_key, window);
     let AnswerReport {
@@ -395,6 +400,7 @@ pub fn build(
         duplicated,
         max_excess,
         total_excess,
+        max_excess_with_fail_open: with_fail_open.max_excess,
         envelope: envelope::allowance(&by_key, env),
         excess_witness: witness.map(Witness::from),
         max_in_window,

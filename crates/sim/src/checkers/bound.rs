@@ -21,6 +21,13 @@ const FIGURES: &[Figure] = &[
         |r| Some(r.report.max_excess),
     ),
     Figure::bounded(
+        "max_excess_with_fail_open",
+        "largest excess over the envelope counting fail-open answers as the admissions they \
+         are: beside max_excess (the limiter's own), what the store's failures let through",
+        Needs::Nothing,
+        |r| Some(r.report.max_excess_with_fail_open),
+    ),
+    Figure::bounded(
         "total_excess",
         "admitted beyond B + R·T over each key's whole run, summed over keys",
         Needs::Nothing,
