@@ -48,17 +48,18 @@ pub enum PlantedBug {
     /// table granted: a stale leader's commit lands after a new leader was granted, until
     /// the new leader writes.
     FenceForgetsGrants,
-    /// A fixed window whose script compares the count before the request with the limit
-    /// (`count <= limit`) rather than the count after it: one request more than the limit in
-    /// every window.
+    /// A fixed window whose script checks the count before the request against the limit
+    /// (`count < limit + cost`, where `count + cost <= limit` is meant): one unit more than
+    /// the limit in every window.
     WindowOneOver,
     /// A sliding-window counter whose script reads only the current window's counter: the
     /// previous window's weight is lost, so it admits as a fixed window does, up to twice
     /// the limit across a boundary.
     CounterForgetsPrevious,
-    /// A first-hit window whose `EXPIRE` is set again by every request, not only the
-    /// window's first: the window never closes while requests keep coming, so a key that
-    /// once reached its limit is denied for as long as its client keeps asking.
+    /// A first-hit window whose `EXPIRE` is set again by every admitted request, not only
+    /// the window's first: the window ends one window after its last admission, not after
+    /// its first, so a client is denied past the window's end, and every denial says to
+    /// wait a whole window.
     ExpireOnEveryHit,
     /// The gateway's store client gives up on a decision call after a quarter of the
     /// request's deadline (its timeout set in the wrong unit): a store that answers in time,

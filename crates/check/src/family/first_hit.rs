@@ -4,7 +4,7 @@
 //! denied request is admitted again when the window ends (never, if its cost exceeds the
 //! limit). A request whose clock reads earlier than its window's start is counted in it.
 
-use super::{Family, Said};
+use super::spec::{Family, Said};
 use crate::linearizable::Op;
 use ratelab_core::Nanos;
 

@@ -8,7 +8,7 @@
 //! passes if one of them explains the answers. A request whose clock reads earlier than
 //! its key's window (a clock that stepped back) is counted in that window.
 
-use super::Family;
+use super::spec::{Family, Said};
 use crate::linearizable::{Op, Seen};
 use ratelab_core::Nanos;
 
@@ -28,7 +28,10 @@ impl Grid {
 
     /// The window holding `t`, numbered so that the window holding instant 0 is 0 or 1.
     pub fn index(&self, t: Nanos) -> u64 {
-        (t.as_u64() + self.w() - self.phase) / self.w()
+        match t.as_u64().checked_sub(self.phase) {
+            Some(since) => since / self.w() + 1,
+            None => 0,
+        }
     }
 
     /// When window `k` ends.
@@ -36,56 +39,93 @@ impl Grid {
         Nanos(k.saturating_mul(self.w()).saturating_add(self.phase))
     }
 
-    /// One sub-interval `(from, to)` of `[from, to]` per class of windows a request taking
-    /// effect there can land in, as seen by requests decided at `to` or later: the window
-    /// holding `from`, one window between (they all end before `to`'s previous window), the
-    /// window before `to`'s, and `to`'s.
-    pub fn classes(&self, from: Nanos, to: Nanos) -> Vec<(Nanos, Nanos)> {
+    /// `[from, to]` cut at the window boundaries in it: one piece per window, when there
+    /// are at most [`Grid::MOST_PIECES`]; beyond that, the windows holding `from` and `to`,
+    /// the ones next to them, and the middle as one piece ([`Grid::cut_whole`] says which).
+    pub fn pieces(&self, from: Nanos, to: Nanos) -> Vec<(Nanos, Nanos)> {
         let (a, b) = (self.index(from), self.index(to));
-        let mut ks = vec![a];
-        for k in [a + 1, b.saturating_sub(1), b] {
-            if k > a && k <= b && !ks.contains(&k) {
-                ks.push(k);
-            }
+        let piece = |k: u64| {
+            let lo = if k == a { from } else { self.end(k - 1) };
+            let hi = if k == b {
+                to
+            } else {
+                Nanos(self.end(k).as_u64().saturating_sub(1))
+            };
+            (lo, hi)
+        };
+        if self.cut_whole(from, to) {
+            return (a..=b).map(piece).collect();
         }
-        ks.into_iter()
-            .map(|k| {
-                let lo = if k == a { from } else { self.end(k - 1) };
-                let hi = if k == b {
-                    to
-                } else {
-                    Nanos(self.end(k).as_u64() - 1)
-                };
-                (lo, hi)
-            })
-            .collect()
+        let mut out = vec![piece(a), piece(a + 1)];
+        out.push((
+            self.end(a + 1),
+            Nanos(self.end(b - 2).as_u64().saturating_sub(1)),
+        ));
+        out.push(piece(b - 1));
+        out.push(piece(b));
+        out
+    }
+
+    /// The most windows [`Grid::pieces`] cuts an interval into one by one.
+    pub const MOST_PIECES: u64 = 64;
+
+    /// Whether [`Grid::pieces`] gives `[from, to]` one piece per window.
+    pub fn cut_whole(&self, from: Nanos, to: Nanos) -> bool {
+        self.index(to).saturating_sub(self.index(from)) < Self::MOST_PIECES
+    }
+
+    /// Whether every grid of `window`, whatever its phase, cuts `[from, to]` whole.
+    pub fn cut_whole_at_any_phase(window: Nanos, from: Nanos, to: Nanos) -> bool {
+        to.saturating_sub(from).as_u64() / window.as_u64().max(1) + 2 < Self::MOST_PIECES
     }
 
     /// Every phase that places `ops` in windows differently (each decision's offset in its
-    /// window, and 0), and every phase a denial's `Retry-After` points at (the instant it
-    /// names, to the precision it has, is a window's end), sorted.
+    /// window, at either end of the interval it is known within, and 0), and every phase a
+    /// denial's `Retry-After` points at (the instant it names, at either end of its
+    /// precision, is a window's end), sorted.
     pub fn phases(window: Nanos, ops: &[Op]) -> Vec<u64> {
         let w = window.as_u64().max(1);
         let mut p: Vec<u64> = Vec::new();
         for o in ops {
+            let within = o.precision.decided_within.as_u64();
+            let mut edges = |t: u64| {
+                p.push(t % w);
+                p.push(t.saturating_add(within) % w);
+            };
             match o.seen {
-                Seen::Allowed { at, .. } => p.push(at.as_u64() % w),
+                Seen::Allowed { at, .. } => edges(at.as_u64()),
                 Seen::Denied { at, retry_after } => {
-                    p.push(at.as_u64() % w);
+                    edges(at.as_u64());
                     if let Some(r) = retry_after {
+                        // The instant it names lies from `at + r − unit + 1` to
+                        // `at + within + r`.
                         let unit = o.precision.retry_after_unit.as_u64().max(1);
                         let end = at.as_u64().saturating_add(r.as_u64());
-                        p.push(end % w);
+                        edges(end);
                         p.push(end.saturating_sub(unit - 1) % w);
                     }
                 }
-                Seen::Unknown => p.push(o.call.as_u64() % w),
+                Seen::Unknown => edges(o.call.as_u64()),
             }
         }
         p.push(0);
         p.sort_unstable();
         p.dedup();
         p
+    }
+
+    /// The grids a fixed window or a sliding counter of `window` may start on: at `phase`,
+    /// or at every phase of [`Grid::phases`] when it is unknown.
+    pub fn starts(window: Nanos, phase: Option<Nanos>, ops: &[Op]) -> Vec<Grid> {
+        let w = window.as_u64().max(1);
+        let phases = match phase {
+            Some(p) => vec![p.as_u64() % w],
+            None => Grid::phases(window, ops),
+        };
+        phases
+            .into_iter()
+            .map(|phase| Grid { window, phase })
+            .collect()
     }
 }
 
@@ -116,25 +156,17 @@ impl Family for FixedWindow {
     }
 
     fn fresh(&self, ops: &[Op]) -> Vec<State> {
-        let w = self.window.as_u64().max(1);
-        let phases = match self.phase {
-            Some(p) => vec![p.as_u64() % w],
-            None => Grid::phases(self.window, ops),
-        };
-        phases
+        Grid::starts(self.window, self.phase, ops)
             .into_iter()
-            .map(|phase| State {
-                grid: Grid {
-                    window: self.window,
-                    phase,
-                },
+            .map(|grid| State {
+                grid,
                 index: 0,
                 count: 0,
             })
             .collect()
     }
 
-    fn decide(&self, s: &State, at: Nanos, cost: u64) -> (super::Said, State) {
+    fn decide(&self, s: &State, at: Nanos, cost: u64) -> (Said, State) {
         let k = s.grid.index(at);
         let mut next = if s.index >= k {
             s.clone()
@@ -149,7 +181,7 @@ impl Family for FixedWindow {
         if allowed {
             next.count += cost;
         }
-        let said = super::Said {
+        let said = Said {
             allowed,
             remaining: self.limit.saturating_sub(next.count),
             retry_at: (!allowed && cost <= self.limit).then(|| s.grid.end(next.index)),
@@ -160,11 +192,11 @@ impl Family for FixedWindow {
     fn moments(&self, s: &State, from: Nanos, to: Nanos) -> Vec<(Nanos, Nanos)> {
         // Within one window the answer, the instant room comes back and the state after a
         // request are the same at every moment.
-        s.grid.classes(from, to)
+        s.grid.pieces(from, to)
     }
 
-    fn moments_cover(&self) -> bool {
-        true
+    fn moments_cover(&self, from: Nanos, to: Nanos) -> bool {
+        Grid::cut_whole_at_any_phase(self.window, from, to)
     }
 }
 
@@ -293,5 +325,91 @@ mod tests {
             check_key(&SPEC, &ops, DEFAULT_BUDGET),
             Verdict::Linearizable
         );
+    }
+
+    /// A request sent at `sent` ms and answered at `ret` ms, decided somewhere between.
+    fn flight(id: u64, sent: u64, ret: u64, seen: Seen) -> Op {
+        Op {
+            id,
+            call: ms(sent),
+            ret: Some(ms(ret)),
+            cost: 1,
+            seen,
+            stamp: None,
+            precision: crate::linearizable::Precision {
+                decided_within: ms(ret - sent),
+                retry_after_unit: Nanos(1),
+            },
+        }
+    }
+
+    fn admitted(left: u64, sent: u64) -> Seen {
+        Seen::Allowed {
+            at: ms(sent),
+            remaining: Some(left),
+        }
+    }
+
+    #[test]
+    fn a_boundary_inside_a_flight_is_tried_at_every_phase_it_allows() {
+        // Windows from 500 ms: A decided at 550 within its flight 400–600, C at 1 450 in the
+        // same window. No request's own send or answer time is the phase.
+        let spec = FixedWindow {
+            limit: 2,
+            window: Nanos::from_secs(1),
+            phase: None,
+        };
+        let ops = [
+            flight(0, 400, 600, admitted(1, 400)),
+            flight(1, 1_450, 1_460, admitted(0, 1_450)),
+        ];
+        assert_eq!(
+            check_key(&spec, &ops, DEFAULT_BUDGET),
+            Verdict::Linearizable
+        );
+    }
+
+    #[test]
+    fn a_long_flight_is_tried_in_every_window_it_meets() {
+        // One per 10 ms: X decided at 25 within 0–60, Y denied at 26–28, Z admitted at
+        // 31–33 (phase 0: X and Y share 20–30, Z opens 30–40).
+        let spec = FixedWindow {
+            limit: 1,
+            window: ms(10),
+            phase: None,
+        };
+        let ops = [
+            flight(0, 0, 60, admitted(0, 0)),
+            flight(
+                1,
+                26,
+                28,
+                Seen::Denied {
+                    at: ms(26),
+                    retry_after: None,
+                },
+            ),
+            flight(2, 31, 33, admitted(0, 31)),
+        ];
+        assert_eq!(
+            check_key(&spec, &ops, DEFAULT_BUDGET),
+            Verdict::Linearizable
+        );
+        // Two admitted within one window's flight overlap, with nothing between: over.
+        let two = [
+            flight(0, 20, 21, admitted(0, 20)),
+            flight(1, 22, 23, admitted(0, 22)),
+        ];
+        assert!(matches!(
+            check_key(
+                &FixedWindow {
+                    phase: Some(Nanos::ZERO),
+                    ..spec
+                },
+                &two,
+                DEFAULT_BUDGET
+            ),
+            Verdict::Violation(_)
+        ));
     }
 }

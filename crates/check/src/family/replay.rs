@@ -5,7 +5,8 @@
 //! moment between the decisions around it (each moment the family names is tried, so the
 //! replay may hold several states); one the store never stamped is skipped.
 
-use super::{Family, decided, explain, violation_unless_guessed};
+use super::explain::{decided, explain, violation_unless_guessed};
+use super::spec::Family;
 use crate::linearizable::{Op, Verdict, Violation};
 use ratelab_core::Nanos;
 use std::collections::HashSet;
@@ -41,8 +42,8 @@ pub(super) fn replay<F: Family>(
         };
         match decided(op) {
             None => {
-                guessed = true;
                 let from = last_at.max(op.call).min(next_decided[i]);
+                guessed |= !family.moments_cover(from, next_decided[i]);
                 for s in &states {
                     for (lo, hi) in family.moments(s, from, next_decided[i]) {
                         for at in [lo, hi] {

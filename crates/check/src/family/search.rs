@@ -7,7 +7,8 @@
 //! the next answered one, or never; open operations of one cost sent by then are
 //! interchangeable, so one of each cost is tried, at each moment the family names.
 
-use super::{Family, decided, explain, violation_unless_guessed};
+use super::explain::{decided, explain, violation_unless_guessed};
+use super::spec::Family;
 use crate::linearizable::{Op, Seen, Verdict, Violation};
 use ratelab_core::Nanos;
 use std::collections::HashSet;
@@ -147,7 +148,10 @@ impl<F: Family> Search<'_, F> {
                 continue;
             }
             let Some(at) = decided(op) else { continue };
-            next_at = Some(next_at.map_or(at, |x| x.min(at)));
+            // The latest moment it may have been decided: an open operation before it took
+            // effect no later than that.
+            let latest = at.saturating_add(op.precision.decided_within);
+            next_at = Some(next_at.map_or(latest, |x| x.min(latest)));
             let e = explain(self.family, &n.state, op);
             self.guessed |= e.guessed;
             for state in e.next {
@@ -181,8 +185,8 @@ impl<F: Family> Search<'_, F> {
                 costs.push(op.cost);
                 let from = n.last_at.max(op.call).min(at);
                 let pieces = self.family.moments(&n.state, from, at);
+                self.guessed |= !self.family.moments_cover(from, at);
                 for moment in pieces.into_iter().flat_map(|(lo, hi)| [lo, hi]) {
-                    self.guessed = true;
                     let (_, state) = self.family.decide(&n.state, moment, op.cost);
                     let mut c = n.clone();
                     c.used.insert(c.used.partition_point(|&u| u < j), j);

@@ -15,7 +15,7 @@
 //! whose clock reads earlier than its key's current window is taken at that window's start.
 
 use super::fixed_window::Grid;
-use super::{Family, Said};
+use super::spec::{Family, Said};
 use crate::linearizable::Op;
 use ratelab_core::Nanos;
 
@@ -126,23 +126,20 @@ impl Family for SlidingCounter {
     }
 
     fn fresh(&self, ops: &[Op]) -> Vec<State> {
-        let w = self.window.as_u64().max(1);
-        let phases = match self.phase {
-            Some(p) => vec![p.as_u64() % w],
-            None => Grid::phases(self.window, ops),
-        };
-        phases
+        Grid::starts(self.window, self.phase, ops)
             .into_iter()
-            .map(|phase| State {
-                grid: Grid {
-                    window: self.window,
-                    phase,
-                },
+            .map(|grid| State {
+                grid,
                 index: 0,
                 current: 0,
                 previous: 0,
             })
             .collect()
+    }
+
+    fn fresh_covers(&self) -> bool {
+        // The weights move with the exact phase, which the phases tried only place.
+        self.phase.is_some()
     }
 
     fn decide(&self, s: &State, at: Nanos, cost: u64) -> (Said, State) {
@@ -174,11 +171,11 @@ impl Family for SlidingCounter {
         // moment if ever, admitted at its latest if ever, a `remaining` between theirs at a
         // moment between; the state after is one of two, and the instant room comes back
         // one.
-        s.grid.classes(from, to)
+        s.grid.pieces(from, to)
     }
 
-    fn moments_cover(&self) -> bool {
-        true
+    fn moments_cover(&self, from: Nanos, to: Nanos) -> bool {
+        Grid::cut_whole_at_any_phase(self.window, from, to)
     }
 }
 

@@ -5,7 +5,7 @@
 //! exceeds the limit). An admission logged at a later time than a request's clock (a clock
 //! that stepped back) still counts.
 
-use super::{Family, Said};
+use super::spec::{Family, Said};
 use crate::linearizable::Op;
 use ratelab_core::Nanos;
 

@@ -5,7 +5,7 @@
 //! and so handles imprecise decision times, stays the one the probe and the simulator use
 //! for a bucket; this one cross-checks it.
 
-use super::{Family, Said};
+use super::spec::{Family, Said};
 use crate::linearizable::{Op, Spec};
 use ratelab_core::Nanos;
 

@@ -193,6 +193,12 @@ impl Claim {
         }
     }
 
+    /// Whether the claim has a sequential specification to start from `initial`: a bucket
+    /// from any state, a window family from a key nobody used.
+    pub fn has_spec(&self, initial: Initial) -> bool {
+        self.spec().is_some() || initial == Initial::Full
+    }
+
     /// Holds one key's operations to the claim's sequential specification, from `initial`:
     /// a bucket from any state; a window family from a key nobody used (`None` for a window
     /// key in an unknown state, which no family here starts from).
@@ -210,7 +216,7 @@ impl Claim {
         else {
             return None;
         };
-        if initial != Initial::Full {
+        if !self.has_spec(initial) {
             return None;
         }
         use crate::family::{check_key, first_hit, fixed_window, sliding_counter, sliding_log};

@@ -18,7 +18,7 @@ impl ProbeCheck for Linearizable {
     }
 
     fn applies(&self, j: &Judging) -> bool {
-        j.exact && j.claim.check_key(&[], 0, j.initial).is_some()
+        j.exact && j.claim.has_spec(j.initial)
     }
 
     fn judge(&self, p: &Prepared<'_>, j: &Judging, v: &mut ProbeVerdict) {

@@ -17,6 +17,9 @@ use ratelab_core::Nanos;
 
 const SEC: u64 = 1_000_000_000;
 
+/// The longest window a claim may name: 100 years, as ratelab's own policies allow.
+const WINDOW_MAX: Nanos = Nanos(100 * 365 * 24 * 3_600 * SEC);
+
 /// Parses a policy string (see the module docs).
 pub fn parse(text: &str) -> Result<Claim, String> {
     let expected = "expected token-bucket:B,R, fixed-window:L,W, first-hit:L,W, \
@@ -46,10 +49,21 @@ pub fn parse(text: &str) -> Result<Claim, String> {
         ));
     };
     let window = |kind| -> Result<Claim, String> {
+        let limit = count(a, "L").map_err(err)?;
+        let window = duration(b).map_err(err)?;
+        if limit > ratelab_core::spec::COUNT_MAX {
+            return Err(err(format!(
+                "L {limit}: at most {}",
+                ratelab_core::spec::COUNT_MAX
+            )));
+        }
+        if window > WINDOW_MAX {
+            return Err(err(format!("W {b:?}: at most 100 years")));
+        }
         Ok(Claim::Window {
             kind,
-            limit: count(a, "L").map_err(err)?,
-            window: duration(b).map_err(err)?,
+            limit,
+            window,
         })
     };
     let claim = match kind.trim() {
@@ -318,6 +332,8 @@ mod tests {
             ("gcra:1,2", "unknown kind"),
             ("sliding-counter:5,1s,half", "rounding \"half\""),
             ("first-hit:5,1s,up", "two values"),
+            ("sliding-log:5,1000000h", "at most 100 years"),
+            ("fixed-window:10000000000000,1s", "at most"),
         ] {
             let e = parse(s).unwrap_err();
             assert!(e.contains(says), "{s}: {e}");

@@ -160,7 +160,9 @@ pub struct Judged {
     /// passed nor failed.
     pub unknown_keys: u64,
     /// What each checker that applies to the run judged there (requests, or the job's
-    /// deletions and commits): an entry, even 0, for every checker that applied.
+    /// commits): an entry, even 0, for every checker that applied. A checker applies where
+    /// the run has what it judges (failure answers, denials, the job's commits) or where it
+    /// should have (the liveness phase's keys, every answer).
     pub judged: BTreeMap<&'static str, u64>,
 }
 

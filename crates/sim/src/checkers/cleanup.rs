@@ -50,7 +50,10 @@ impl Checker for Cleanup {
         let Some(j) = &run.report.job else {
             return;
         };
-        out.judged("cleanup", j.keys_removed);
+        // It applies where the job committed: each accepted commit's deletions judged.
+        if !run.h.commits.is_empty() {
+            out.judged("cleanup", j.runs);
+        }
         if j.live_deleted > 0 || j.deleted_unplanned > 0 {
             out.failures.push(Failure::new(
                 Class::Safety,

@@ -42,7 +42,10 @@ impl Checker for FailReasons {
 
     fn judge(&self, run: &Run<'_>, out: &mut Judged) {
         let (judged, found) = judge(run);
-        out.judged("fail-reasons", judged);
+        // It applies where there are failure answers to judge.
+        if judged > 0 {
+            out.judged("fail-reasons", judged);
+        }
         if let Some(u) = found.first() {
             out.failures.push(Failure::new(
                 Class::Safety,

@@ -41,7 +41,9 @@ impl Checker for Fencing {
         let Some(j) = run.report.job.as_ref().filter(|j| j.fencing) else {
             return;
         };
-        out.judged("fencing", run.h.commits.len() as u64);
+        if !run.h.commits.is_empty() {
+            out.judged("fencing", run.h.commits.len() as u64);
+        }
         if j.stale_accepted > 0 || j.leader_conflicts > 0 {
             out.failures.push(Failure::new(
                 Class::Safety,

@@ -132,14 +132,14 @@ fn judge_bucket(run: &Run<'_>, spec: &Spec, out: &mut Judged) {
     }
 }
 
-/// `o` as the store applied it: an answer lost after the store applied it is the admission
-/// the store wrote at its write's time, in the epoch that write fell in; one the store
-/// applied without writing (a denial: nothing changed) or never applied is left out.
+/// `o` as the store applied it: an answer lost after the store applied it (stamped) is the
+/// admission the store wrote at its write's time, in the epoch that write fell in; one the
+/// store applied without writing (a denial: nothing changed) is left out; one without a
+/// stamp (the naive path's reads and writes) stays open for the search.
 fn as_applied(o: &Op, h: &History, in_epoch: &dyn Fn(Nanos) -> bool) -> Option<Op> {
-    if o.seen != Seen::Unknown {
+    if o.seen != Seen::Unknown || o.stamp.is_none() {
         return Some(*o);
     }
-    o.stamp?;
     let at = h.requests.get(usize::try_from(o.id).ok()?)?.written_at?;
     in_epoch(at).then_some(Op {
         seen: Seen::Allowed {

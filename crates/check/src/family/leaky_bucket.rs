@@ -1,13 +1,15 @@
 //! Leaky bucket in nginx's form (`limit_req`): a key's *excess*, in thousandths of a
 //! request, leaks at `rate` requests a second, counted in whole milliseconds of the
 //! limiter's clock. A request at millisecond `m` to a key last admitted at `last` with
-//! excess `x` computes `x' = max(x − rate·|m − last| + 1000·cost, 0)` and is denied when `x' > burst·1000`; admitted, the key keeps `x'` and
-//! `last = m`. A key's first request is admitted with excess `1000·(cost − 1)`. `remaining`
-//! is `(burst·1000 − x') / 1000` rounded down (nginx reports none); a denied request is
-//! admitted again at the first millisecond the leak leaves room for it (the leak empties
-//! any excess, so every cost is admitted in time).
+//! excess `x` computes `x' = max(x − rate·(m − last) + 1000·cost, 0)` and is denied when
+//! `x' > burst·1000`; admitted, the key keeps `x'` and `last = m`. A key's first request is
+//! admitted with excess `1000·(cost − 1)`. `remaining` is `(burst·1000 − x') / 1000`
+//! rounded down (nginx reports none); a denied request is admitted again at the first
+//! millisecond the leak leaves room for it (the leak empties any excess, so every cost is
+//! admitted in time). The probe's `leaky-bucket` claim is held to the token bucket of
+//! `burst + 1` at `rate`; this family refines it to nginx's millisecond clock.
 
-use super::{Family, Said};
+use super::spec::{Family, Said};
 use crate::linearizable::Op;
 use ratelab_core::Nanos;
 
@@ -27,13 +29,18 @@ pub struct State(Option<(u64, u64)>);
 const MS: u64 = 1_000_000;
 
 impl NginxLeakyBucket {
-    /// `max(x − rate·|m − last| + 1000·cost, 0)`: the leak is `rate·1000` thousandths a
-    /// second, `rate` a millisecond.
+    /// `max(x − rate·(m − last) + 1000·cost, 0)`: the leak is `rate·1000` thousandths a
+    /// second, `rate` a millisecond. A clock that stepped back counts as no time passed (as
+    /// one millisecond, a minute or more back), as nginx does.
     fn excess_at(&self, excess: u64, last: u64, m: u64, cost: u64) -> u64 {
-        let leaked = self.rate.saturating_mul(m.abs_diff(last));
+        let elapsed = match m.checked_sub(last) {
+            Some(d) => d,
+            None if last - m > 60_000 => 1,
+            None => 0,
+        };
         excess
             .saturating_add(1000u64.saturating_mul(cost))
-            .saturating_sub(leaked)
+            .saturating_sub(self.rate.saturating_mul(elapsed))
     }
 }
 
@@ -52,7 +59,7 @@ impl Family for NginxLeakyBucket {
         let m = at.as_u64() / MS;
         let burst = self.burst.saturating_mul(1000);
         let excess = match s.0 {
-            None => 1000 * cost.saturating_sub(1),
+            None => 1000u64.saturating_mul(cost.saturating_sub(1)),
             Some((x, last)) => self.excess_at(x, last, m, cost),
         };
         let allowed = excess <= burst;
@@ -65,9 +72,11 @@ impl Family for NginxLeakyBucket {
             (false, Some((x, last))) => {
                 // The first millisecond d after `last` with x − ⌊rate·1000·d/1000⌋ +
                 // 1000·cost ≤ burst (and d at least m − last).
-                let need = (x + 1000 * cost).saturating_sub(burst);
+                let need = x
+                    .saturating_add(1000u64.saturating_mul(cost))
+                    .saturating_sub(burst);
                 let d = need.div_ceil(self.rate.max(1)).max(m.saturating_sub(last));
-                Some(Nanos((last + d).saturating_mul(MS)))
+                Some(Nanos(last.saturating_add(d).saturating_mul(MS)))
             }
             _ => None,
         };

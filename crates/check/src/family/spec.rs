@@ -1,0 +1,56 @@
+//! What a family is: the trait every limiter family's specification implements, and what
+//! it answers one request.
+
+use crate::linearizable::Op;
+use ratelab_core::Nanos;
+use std::fmt::Debug;
+use std::hash::Hash;
+
+/// What the specification answers one request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Said {
+    /// Admitted.
+    pub allowed: bool,
+    /// The room left after it, in the family's units (as the limiter reports it).
+    pub remaining: u64,
+    /// On a denial, the instant the request would first be admitted (its `Retry-After` is
+    /// this less the decision time); `None` if never.
+    pub retry_at: Option<Nanos>,
+}
+
+/// A limiter family's sequential specification.
+pub trait Family {
+    /// The state of one key.
+    type State: Clone + Eq + Hash + Debug;
+
+    /// The family's name in reports.
+    fn name(&self) -> &'static str;
+
+    /// The states a key nobody used may start in, given its history: one, or one per value
+    /// a parameter invisible from outside can take that the history can tell apart (a fixed
+    /// window's phase).
+    fn fresh(&self, ops: &[Op]) -> Vec<Self::State>;
+
+    /// The answer to a request of `cost` at `at` from `state`, and the state after it.
+    fn decide(&self, state: &Self::State, at: Nanos, cost: u64) -> (Said, Self::State);
+
+    /// `[from, to]` cut into pieces for a request that took effect, or was decided, at an
+    /// unknown moment there: each piece is tried at its two ends.
+    fn moments(&self, _state: &Self::State, from: Nanos, to: Nanos) -> Vec<(Nanos, Nanos)> {
+        vec![(from, to)]
+    }
+
+    /// Whether trying each piece of [`Family::moments`] over `[from, to]` at its ends gives
+    /// every answer and state reachable in it (a state that changes with the exact moment,
+    /// as a log of admission times does, is not covered).
+    fn moments_cover(&self, _from: Nanos, _to: Nanos) -> bool {
+        false
+    }
+
+    /// Whether [`Family::fresh`] gives every starting state that can explain a history (not
+    /// so where a hidden parameter moves answers continuously, as a sliding counter's phase
+    /// moves its weights).
+    fn fresh_covers(&self) -> bool {
+        true
+    }
+}
