@@ -483,7 +483,9 @@ struct State {
     last_at: Nanos,
 }
 
-fn words(n: usize) -> Vec<u64> {
+/// Fixed pseudo-random words (SplitMix64), one per operation: a set's hash is the XOR of its
+/// members' words, the same on every run (the family search's too).
+pub(crate) fn words(n: usize) -> Vec<u64> {
     let mut x = 0x9e37_79b9_7f4a_7c15u64;
     (0..n)
         .map(|_| {

@@ -9,7 +9,7 @@
 
 use super::explain::{decided, explain, violation_unless_guessed};
 use super::spec::Family;
-use crate::linearizable::{Op, Seen, Verdict, Violation};
+use crate::linearizable::{Op, Seen, Verdict, Violation, words};
 use ratelab_core::Nanos;
 use std::collections::HashSet;
 
@@ -40,21 +40,6 @@ struct Search<'a, F: Family> {
     /// The furthest any branch got: explained, the operation, why, and whether a denial the
     /// specification admits.
     furthest: Option<(usize, u64, String, bool)>,
-}
-
-/// Fixed pseudo-random words (SplitMix64), one per operation: a set's hash is the XOR of its
-/// members' words, the same on every run.
-fn words(n: usize) -> Vec<u64> {
-    let mut x = 0x9e37_79b9_7f4a_7c15u64;
-    (0..n)
-        .map(|_| {
-            x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-            let mut z = x;
-            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-            z ^ (z >> 31)
-        })
-        .collect()
 }
 
 pub(super) fn search<F: Family>(

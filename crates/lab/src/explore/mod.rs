@@ -305,7 +305,7 @@ pub struct ExploreReport {
 pub struct Coverage {
     /// Seeds it applied to.
     pub seeds: u64,
-    /// Requests (the cleanup job's deletions, the fence's commits) it judged.
+    /// Requests (the cleanup job's commits) it judged.
     pub judged: u64,
 }
 

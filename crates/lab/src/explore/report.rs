@@ -15,7 +15,7 @@ fn print_coverage(r: &ExploreReport) {
     for (k, c) in &r.coverage_by_checker {
         t.add_row([k.clone(), c.seeds.to_string(), c.judged.to_string()]);
     }
-    println!("coverage by checker (requests judged; the job's deletions and commits):\n{t}");
+    println!("coverage by checker (requests judged; the cleanup job's commits):\n{t}");
     let blind = r.blind();
     if !blind.is_empty() {
         println!(
