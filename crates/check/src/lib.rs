@@ -16,6 +16,7 @@
 //! | [`window`] | the most admitted in any interval of one window length |
 //! | [`answers`] | every request answered exactly once |
 //! | [`liveness`] | after faults heal, a client within the rate is admitted |
+//! | [`recovery`] | after faults heal, every request is decided (no fail-open, error or bypass: a breaker that never closes, a limiter that stopped deciding) |
 //! | [`cached`] | every 429 from a gateway's denial cache is covered by a denial the store gave it |
 //! | [`cleanup`] | the cleanup job deletes no live bucket; one leader at a time; its liveness |
 //! | [`linearizable`] | the answers are explained by a real-time order of requests under the token bucket's sequential specification |
@@ -50,6 +51,7 @@ pub mod linearizable;
 pub mod liveness;
 pub mod percentile;
 pub mod probe;
+pub mod recovery;
 pub mod window;
 
 pub use envelope::{Admission, Envelope, EnvelopeReport, Witness};

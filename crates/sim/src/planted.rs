@@ -8,7 +8,7 @@
 //! - in the store's script ([`StorePolicy`]): `short_ttl`, `refill_rounding`,
 //!   `window_one_over`, `counter_forgets_previous`, `expire_on_every_hit`;
 //! - in the gateway's store client (`cluster::RpcStore`): `retry_on_timeout`,
-//!   `short_client_timeout`, `incr_then_expire` (over the store's plain counters,
+//!   `short_client_timeout`, `no_reconnect`, `incr_then_expire` (over the store's plain counters,
 //!   [`Counters`]);
 //! - in the fence beside the lease table (`cluster::StoreNode`): `fence_forgets_grants`.
 //!
@@ -65,6 +65,10 @@ pub enum PlantedBug {
     /// request's deadline (its timeout set in the wrong unit): a store that answers in time,
     /// only not at once, is taken for a failed one, and the request fails open.
     ShortClientTimeout,
+    /// The gateway's store client never replaces a connection that failed: after its first
+    /// failed call (a timeout, an error), every later decision fails at once, long after the
+    /// store is back.
+    NoReconnect,
 }
 
 /// What a planted bug needs of its scenario.
@@ -90,6 +94,7 @@ impl PlantedBug {
         PlantedBug::CounterForgetsPrevious,
         PlantedBug::ExpireOnEveryHit,
         PlantedBug::ShortClientTimeout,
+        PlantedBug::NoReconnect,
     ];
 
     /// Its name in scenario files (`short_ttl`).
@@ -104,6 +109,7 @@ impl PlantedBug {
             PlantedBug::CounterForgetsPrevious => "counter_forgets_previous",
             PlantedBug::ExpireOnEveryHit => "expire_on_every_hit",
             PlantedBug::ShortClientTimeout => "short_client_timeout",
+            PlantedBug::NoReconnect => "no_reconnect",
         }
     }
 
@@ -119,6 +125,7 @@ impl PlantedBug {
             PlantedBug::CounterForgetsPrevious => "counter-forgets-previous",
             PlantedBug::ExpireOnEveryHit => "expire-on-every-hit",
             PlantedBug::ShortClientTimeout => "short-client-timeout",
+            PlantedBug::NoReconnect => "no-reconnect",
         }
     }
 
@@ -142,6 +149,7 @@ impl PlantedBug {
             PlantedBug::RetryOnTimeout
                 | PlantedBug::FenceForgetsGrants
                 | PlantedBug::ShortClientTimeout
+                | PlantedBug::NoReconnect
         )
     }
 
@@ -149,7 +157,9 @@ impl PlantedBug {
     /// puts the bug into the scenario it draws accordingly.
     pub fn needs(self) -> Needs {
         match self {
-            PlantedBug::RetryOnTimeout | PlantedBug::ShortClientTimeout => Needs::Atomic,
+            PlantedBug::RetryOnTimeout
+            | PlantedBug::ShortClientTimeout
+            | PlantedBug::NoReconnect => Needs::Atomic,
             PlantedBug::ShortTtl | PlantedBug::RefillRounding => {
                 Needs::AtomicPolicy(AlgorithmName::TokenBucket)
             }

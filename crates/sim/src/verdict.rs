@@ -22,6 +22,7 @@
 //!   `ratelab_check::family` for the others), every denial as well as every admission;
 //! - `answered-once`: every request answered exactly once;
 //! - `fail-reasons`: every fail-open or error answer has the failure it names behind it;
+//! - `recovery`: after every fault healed, every request decided by every limit;
 //! - `over-denial` (fixed window, atomic path, store clock): no denial while the key's window
 //!   had room for it;
 //! - `cleanup`: the cleanup job deleted no live bucket and nothing it had not planned;

@@ -23,6 +23,7 @@ mod gateway;
 mod linearizable;
 mod liveness;
 mod over_denial;
+mod recovery;
 
 pub use checker::{Bounds, Checker, Figure, Judged, Needs, Run};
 pub use failure::{Class, Failure};
@@ -39,6 +40,7 @@ pub static CHECKERS: &[&dyn Checker] = &[
     &cleanup::Cleanup,
     &fencing::Fencing,
     &liveness::Liveness,
+    &recovery::Recovery,
     &over_denial::OverDenial,
     &gateway::Gateways,
     &edge::Edge,

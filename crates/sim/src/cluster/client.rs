@@ -1,5 +1,6 @@
 //! The gateways' store client over the store node's messages, with the planted bugs that
-//! live in a client (retries after a timeout, a timeout too short, `INCRBY` then `EXPIRE`).
+//! live in a client (retries after a timeout, a timeout too short, a connection never
+//! re-established, `INCRBY` then `EXPIRE`).
 
 use super::script::Script;
 use super::wire::{JobCall, StoreCall, StoreMessage, StoreReply, StoreRequest, WireError};
@@ -34,6 +35,8 @@ pub(crate) struct RpcStore<S: Script> {
     pub(crate) planted: Option<PlantedBug>,
     /// The per-attempt timeout after which `retry_on_timeout` sends its call again.
     pub(crate) attempt: Duration,
+    /// `no_reconnect`'s connection, once a call on it failed: shared by the gateway's calls.
+    pub(crate) dead: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// A store call in flight.
@@ -70,6 +73,9 @@ impl<S: Script> RpcStore<S> {
         match reply {
             Ok(Ok(reply)) => Ok(reply),
             Ok(Err(WireError::Full)) => Err(StoreError::Full),
+            Ok(Err(WireError::Cost { cost, limit })) => {
+                Ok(StoreReply::CostRefused(CostError { cost, limit }))
+            }
             Ok(Err(_)) | Err(Lost::Unsent) => Err(StoreError::Unavailable),
         }
     }
@@ -84,6 +90,23 @@ impl<S: Script> RpcStore<S> {
             Some(reply) => reply,
             None => self.call(call).await,
         }
+    }
+
+    /// A decision call as the `no_reconnect` gateway makes it: over a connection that, once a
+    /// call on it failed, fails every call at once.
+    pub(crate) async fn call_once_alive(
+        &self,
+        call: StoreCall<S::State>,
+    ) -> Result<StoreReply<S::State>, StoreError> {
+        use std::sync::atomic::Ordering;
+        if self.dead.load(Ordering::Relaxed) {
+            return Err(StoreError::Unavailable);
+        }
+        let reply = self.call(call).await;
+        if matches!(reply, Err(StoreError::Unavailable | StoreError::Timeout)) {
+            self.dead.store(true, Ordering::Relaxed);
+        }
+        reply
     }
 
     /// A fixed window as the `incr_then_expire` gateway decides it: `INCRBY`, then, when the
@@ -198,6 +221,7 @@ impl<S: Script> StoreClient for RpcStore<S> {
                     return self.incr_then_expire(key.as_str().to_owned(), cost).await;
                 }
                 Some(PlantedBug::RetryOnTimeout) => self.call_retrying(req).await?,
+                Some(PlantedBug::NoReconnect) => self.call_once_alive(req).await?,
                 Some(PlantedBug::ShortClientTimeout) => {
                     dilation::timeout(self.attempt / 2, self.call(req))
                         .await
@@ -213,6 +237,7 @@ impl<S: Script> StoreClient for RpcStore<S> {
                     decision,
                     store_time,
                 }),
+                StoreReply::CostRefused(c) => Err(LimitError::Cost(c)),
                 _ => Err(StoreError::Unavailable.into()),
             }
         }

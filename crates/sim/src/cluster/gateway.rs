@@ -61,7 +61,9 @@ pub(crate) async fn start_gateway<S: Script>(
         });
     }
     let timeout = Duration::from_millis(sc.spec.store.timeout_ms.get());
+    let dead = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let rpc = |layer, algorithm| RpcStore {
+        dead: dead.clone(),
         link: link.clone(),
         timeout: None,
         layer,

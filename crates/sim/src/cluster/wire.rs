@@ -164,6 +164,10 @@ pub enum StoreReply<S = PolicyState> {
     Done(bool),
     /// Expired bucket keys.
     Keys(Vec<String>),
+    /// The store refused a cost its policy can never admit: the caller's error, not the
+    /// store's (made by the gateway's client from [`WireError::Cost`], so that the gateway
+    /// answers it as the denial it is rather than as a store failure).
+    CostRefused(ratelab_core::CostError),
     /// A fenced commit's verdict.
     Fenced {
         /// Applied, or refused as stale.
