@@ -7,10 +7,13 @@
 //! an error or a kill-switch bypass then is a limiter that stopped deciding — a connection
 //! never re-established, a switch never switched back. An open breaker is judged by what
 //! closes it: it stays open until a request probes the store (none may come while a denial
-//! cache answers), and turns others away while its probe is in flight, so an open-breaker
-//! answer fails only once the same gateway's store decided that limit for a request sent
-//! after recovery and answered before this one was sent: a breaker that never closes. This
-//! is liveness on what remains after faults, for every request, not only for a paced probe.
+//! cache answers), and turns others away while its probe is in flight. An open-breaker
+//! answer therefore fails once the same gateway's store decided that limit for a request
+//! sent after recovery and answered before this one was sent, or once a deadline has passed
+//! since that gateway's first open-breaker answer after recovery (its probe was in flight
+//! then, against a healthy store, and is over within a deadline): a breaker that never
+//! closes. This is liveness on what remains after faults, for every request, not only for a
+//! paced probe.
 
 use crate::history::{Answer, ErrorKind, FailReason, History, Layer};
 use ratelab_core::Nanos;
@@ -45,14 +48,21 @@ fn breaker_open(a: Answer) -> bool {
 }
 
 /// The requests of `h` sent from `from` on and answered: how many, and those a limit did not
-/// decide.
-pub fn undecided_after(h: &History, from: Nanos) -> (u64, Vec<Undecided>) {
+/// decide, with `deadline` the requests' deadline.
+pub fn undecided_after(h: &History, from: Nanos, deadline: Nanos) -> (u64, Vec<Undecided>) {
     // Per (gateway, layer): the first answer, to a request sent from `from` on, that its
     // store decided (a probe that closed the breaker, or a call through a closed one).
     let mut closed: std::collections::BTreeMap<(u32, Layer), Nanos> = Default::default();
+    // Per (gateway, layer): the first open-breaker answer after `from`, and so the latest its
+    // probe ends.
+    let mut probed: std::collections::BTreeMap<(u32, Layer), Nanos> = Default::default();
     for r in h.requests.iter().filter(|r| r.sent_at >= from) {
         let Some((at, _)) = r.answer else { continue };
         for l in Layer::ALL {
+            if r.layers.get(l).is_some_and(breaker_open) {
+                let e = probed.entry((r.gateway, l)).or_insert(at);
+                *e = (*e).min(at);
+            }
             let by_store = r.store_calls_on(l) > 0
                 && matches!(
                     r.layers.get(l),
@@ -78,9 +88,13 @@ pub fn undecided_after(h: &History, from: Nanos) -> (u64, Vec<Undecided>) {
             Some((Layer::PerKey, answer))
         } else {
             layers.find(|&(l, a)| {
-                !decided(a)
-                    && (!breaker_open(a)
-                        || closed.get(&(r.gateway, l)).is_some_and(|&t| t < r.sent_at))
+                let never_closed = || {
+                    closed.get(&(r.gateway, l)).is_some_and(|&t| t < r.sent_at)
+                        || probed
+                            .get(&(r.gateway, l))
+                            .is_some_and(|&t| t.saturating_add(deadline) < r.sent_at)
+                };
+                !decided(a) && (!breaker_open(a) || never_closed())
             })
         };
         if let Some((layer, answer)) = failed {
@@ -126,7 +140,7 @@ mod tests {
             answered(4, Answer::Bypassed),
             answered(5, Answer::Full),
         ];
-        let (judged, found) = undecided_after(&h, Nanos::from_secs(1));
+        let (judged, found) = undecided_after(&h, Nanos::from_secs(1), Nanos::from_millis(50));
         assert_eq!(judged, 5);
         // The open breaker at 2 s: nothing had probed the store since recovery.
         assert_eq!(found.iter().map(|u| u.id).collect::<Vec<_>>(), [3, 4]);
@@ -143,10 +157,27 @@ mod tests {
         probe.store_calls = [0, 1];
         let mut h = History::new(false);
         h.requests = vec![probe, answered(2, breaker)];
-        let (_, found) = undecided_after(&h, Nanos::from_secs(1));
+        let (_, found) = undecided_after(&h, Nanos::from_secs(1), Nanos::from_millis(50));
         assert_eq!(found.iter().map(|u| u.id).collect::<Vec<_>>(), [2]);
         // Answered from the denial cache, with no store call, it closed nothing.
         h.requests[0].store_calls = [0, 0];
-        assert!(undecided_after(&h, Nanos::from_secs(1)).1.is_empty());
+        assert!(
+            undecided_after(&h, Nanos::from_secs(1), Nanos::from_millis(50))
+                .1
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn a_breaker_still_open_a_deadline_after_its_first_refusal_never_closed() {
+        let breaker = Answer::FailedOpen(FailReason::BreakerOpen);
+        let mut h = History::new(false);
+        // Open at 2 s (its probe in flight), open again at 3 s: a probe lasts one deadline.
+        h.requests = vec![answered(2, breaker), answered(3, breaker)];
+        let (_, found) = undecided_after(&h, Nanos::from_secs(1), Nanos::from_millis(50));
+        assert_eq!(found.iter().map(|u| u.id).collect::<Vec<_>>(), [3]);
+        // Within the deadline, the probe may still be in flight.
+        let (_, found) = undecided_after(&h, Nanos::from_secs(1), Nanos::from_secs(5));
+        assert!(found.is_empty());
     }
 }

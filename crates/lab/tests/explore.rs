@@ -94,6 +94,7 @@ fn a_bounded_campaign_finds_nothing_wrong_with_the_correct_limiter() {
         "linearizable",
         "over-denial",
         "liveness",
+        "recovery",
     ] {
         assert!(
             r.coverage_by_checker

@@ -43,6 +43,8 @@ pub struct ScenarioBuilder {
 pub struct Client {
     spec: ClientSpec,
     error: Option<(String, String)>,
+    /// Whether an arrival was given (a group needs one).
+    arrival_given: bool,
 }
 
 /// A fault for [`ScenarioBuilder::fault`]: one constructor per kind, times in ms.
@@ -251,7 +253,13 @@ impl ScenarioBuilder {
     /// Adds a client group.
     pub fn client(mut self, c: Client) -> Self {
         let i = self.spec.clients.len();
-        if let Some((path, message)) = c.error {
+        let missing = (!c.arrival_given).then(|| {
+            (
+                "arrival".to_owned(),
+                "a client group needs an arrival: constant, poisson or burst".to_owned(),
+            )
+        });
+        if let Some((path, message)) = c.error.or(missing) {
             self.error
                 .get_or_insert_with(|| (format!("clients[{i}].{path}"), message));
         }
@@ -335,17 +343,10 @@ impl Client {
                 count: Bounded::new(1).expect("one client"),
                 key,
                 keys,
-                arrival: ArrivalSpec {
-                    pattern: Pattern::Constant,
-                    rate_per_sec: None,
-                    at_ms: None,
-                    requests: None,
-                    spread_ms: None,
-                    every_ms: None,
-                    before_ms: None,
-                    after_ms: None,
-                    times_us: None,
-                },
+                // Until an arrival is given: `build` refuses a group without one.
+                arrival: ArrivalSpec::Times(Times {
+                    times_us: Vec::new(),
+                }),
                 cost: Bounded::new(1).expect("cost 1"),
                 gateway: GatewayChoice::default(),
                 honour_retry_after: false,
@@ -354,6 +355,7 @@ impl Client {
                 stop_ms: None,
             },
             error: None,
+            arrival_given: false,
         }
     }
 
@@ -395,21 +397,26 @@ impl Client {
     }
 
     fn rate(mut self, pattern: Pattern, rate_per_sec: u64) -> Client {
-        self.spec.arrival.pattern = pattern;
-        self.spec.arrival.rate_per_sec = Some(bounded(
-            &mut self.error,
-            "arrival.rate_per_sec",
-            rate_per_sec,
-        ));
+        self.arrival_given = true;
+        let rate = Rate {
+            rate_per_sec: bounded(&mut self.error, "arrival.rate_per_sec", rate_per_sec),
+        };
+        self.spec.arrival = match pattern {
+            Pattern::Poisson => ArrivalSpec::Poisson(rate),
+            _ => ArrivalSpec::Constant(rate),
+        };
         self
     }
 
     /// `requests` sent at once at `at_ms`.
     pub fn burst(mut self, at_ms: u64, requests: u64) -> Client {
+        self.arrival_given = true;
         let e = &mut self.error;
-        self.spec.arrival.pattern = Pattern::Burst;
-        self.spec.arrival.at_ms = Some(bounded(e, "arrival.at_ms", at_ms));
-        self.spec.arrival.requests = Some(bounded(e, "arrival.requests", requests));
+        self.spec.arrival = ArrivalSpec::Burst(Burst {
+            at_ms: bounded(e, "arrival.at_ms", at_ms),
+            requests: bounded(e, "arrival.requests", requests),
+            spread_ms: None,
+        });
         self
     }
 

@@ -79,7 +79,7 @@ pub(crate) fn liveness_keys(sc: &Scenario) -> Vec<String> {
     }
     let jitter = jitter(sc);
     let paced = |c: &ClientSpec| {
-        c.arrival.pattern == Pattern::Constant && !c.honour_retry_after && !c.self_throttle
+        c.arrival.pattern() == Pattern::Constant && !c.honour_retry_after && !c.self_throttle
     };
     let edge = sc
         .spec
@@ -99,7 +99,7 @@ pub(crate) fn liveness_keys(sc: &Scenario) -> Vec<String> {
             continue;
         };
         let s = Stream {
-            rate: c.arrival.rate_per_sec.map_or(0, |v| v.get()),
+            rate: c.arrival.rate_per_sec().unwrap_or(0),
             cost: c.cost.get(),
             count: c.count.get(),
         };

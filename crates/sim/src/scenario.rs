@@ -425,28 +425,128 @@ pub enum Pattern {
     Times,
 }
 
-/// A client's arrival pattern.
+impl Pattern {
+    /// Its name in scenario files.
+    pub fn name(self) -> &'static str {
+        match self {
+            Pattern::Constant => "constant",
+            Pattern::Poisson => "poisson",
+            Pattern::Burst => "burst",
+            Pattern::BoundaryBursts => "boundary_bursts",
+            Pattern::Times => "times",
+        }
+    }
+}
+
+/// A client's arrival pattern: its `pattern` and exactly that pattern's fields.
+#[derive(Clone, Debug, Serialize, JsonSchema)]
+#[serde(tag = "pattern", rename_all = "snake_case")]
+pub enum ArrivalSpec {
+    /// Evenly spaced at `rate_per_sec`.
+    Constant(Rate),
+    /// Poisson arrivals at `rate_per_sec`.
+    Poisson(Rate),
+    /// `requests` at `at_ms`, spread evenly over `spread_ms` (default 0).
+    Burst(Burst),
+    /// Every `every_ms`: `requests` spread over the `before_ms` before the boundary and
+    /// `requests` over the `after_ms` after it (aimed at fixed-window resets).
+    BoundaryBursts(BoundaryBursts),
+    /// At the listed times, `times_us` (a recorded or replayed load).
+    Times(Times),
+}
+
+/// A rate: `constant` and `poisson`.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Rate {
+    /// Requests per second.
+    pub rate_per_sec: Bounded<1, 10_000_000>,
+}
+
+/// A `burst`.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Burst {
+    /// When, in ms.
+    pub at_ms: Ms,
+    /// Requests in it.
+    pub requests: Bounded<1, 1_000_000>,
+    /// Its spread, in ms (default 0: all at once).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spread_ms: Option<Ms>,
+}
+
+/// `boundary_bursts`.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BoundaryBursts {
+    /// The boundary period, in ms.
+    pub every_ms: Bounded<1, MAX_DURATION_MS>,
+    /// Requests on each side of a boundary.
+    pub requests: Bounded<1, 1_000_000>,
+    /// How long before each boundary the first half is sent, in ms.
+    pub before_ms: Ms,
+    /// How long after each boundary the second half is sent, in ms.
+    pub after_ms: Ms,
+}
+
+/// `times`.
 #[derive(Clone, Debug, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct ArrivalSpec {
-    /// The pattern.
-    pub pattern: Pattern,
-    /// constant, poisson: requests per second.
-    pub rate_per_sec: Option<Bounded<1, 10_000_000>>,
-    /// burst: when, in ms.
-    pub at_ms: Option<Ms>,
-    /// burst, boundary_bursts: requests per burst (per side for boundary_bursts).
-    pub requests: Option<Bounded<1, 1_000_000>>,
-    /// burst: spread of the burst, in ms (default 0: all at once).
-    pub spread_ms: Option<Ms>,
-    /// boundary_bursts: boundary period, in ms.
-    pub every_ms: Option<Bounded<1, MAX_DURATION_MS>>,
-    /// boundary_bursts: how long before each boundary the first half is sent, in ms.
-    pub before_ms: Option<Ms>,
-    /// boundary_bursts: how long after each boundary the second half is sent, in ms.
-    pub after_ms: Option<Ms>,
-    /// times: when each request is sent, µs from the start of the run, in any order.
-    pub times_us: Option<Vec<u64>>,
+pub struct Times {
+    /// When each request is sent, µs from the start of the run, in any order.
+    pub times_us: Vec<u64>,
+}
+
+impl ArrivalSpec {
+    /// Its pattern.
+    pub fn pattern(&self) -> Pattern {
+        match self {
+            ArrivalSpec::Constant(_) => Pattern::Constant,
+            ArrivalSpec::Poisson(_) => Pattern::Poisson,
+            ArrivalSpec::Burst(_) => Pattern::Burst,
+            ArrivalSpec::BoundaryBursts(_) => Pattern::BoundaryBursts,
+            ArrivalSpec::Times(_) => Pattern::Times,
+        }
+    }
+
+    /// Its rate, for `constant` and `poisson`.
+    pub fn rate_per_sec(&self) -> Option<u64> {
+        match self {
+            ArrivalSpec::Constant(r) | ArrivalSpec::Poisson(r) => Some(r.rate_per_sec.get()),
+            _ => None,
+        }
+    }
+}
+
+impl crate::tagged::Tagged for ArrivalSpec {
+    type Tag = Pattern;
+    const TAG: &'static str = "pattern";
+    const EXPECTING: &'static str =
+        "an arrival: an object with its `pattern` and that pattern's fields";
+
+    fn of_tag<'de, D: Deserializer<'de>>(p: Pattern, fields: D) -> Result<Self, D::Error> {
+        Ok(match p {
+            Pattern::Constant => ArrivalSpec::Constant(Rate::deserialize(fields)?),
+            Pattern::Poisson => ArrivalSpec::Poisson(Rate::deserialize(fields)?),
+            Pattern::Burst => ArrivalSpec::Burst(Burst::deserialize(fields)?),
+            Pattern::BoundaryBursts => {
+                ArrivalSpec::BoundaryBursts(BoundaryBursts::deserialize(fields)?)
+            }
+            Pattern::Times => ArrivalSpec::Times(Times::deserialize(fields)?),
+        })
+    }
+
+    fn needs(p: Pattern, field: &str) -> String {
+        format!("a {} arrival needs `{field}`", p.name())
+    }
+}
+
+impl<'de> Deserialize<'de> for ArrivalSpec {
+    /// Through [`crate::tagged`]: each error at its field.
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        crate::tagged::deserialize(d)
+    }
 }
 
 /// A group of identical clients.

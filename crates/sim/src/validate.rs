@@ -12,48 +12,6 @@ fn key(k: &str) -> PathSeg {
     PathSeg::Key(k.into())
 }
 
-/// The fields an arrival pattern needs, and the ones it may also take.
-fn arrival_fields(p: Pattern) -> (&'static [&'static str], &'static [&'static str]) {
-    match p {
-        Pattern::Constant | Pattern::Poisson => (&["rate_per_sec"], &[]),
-        Pattern::Burst => (&["at_ms", "requests"], &["spread_ms"]),
-        Pattern::BoundaryBursts => (&["every_ms", "requests", "before_ms", "after_ms"], &[]),
-        Pattern::Times => (&["times_us"], &[]),
-    }
-}
-
-/// Checks that exactly the needed fields (and only allowed ones) are present.
-fn check_fields(
-    present: &[(&'static str, bool)],
-    needed: &[&str],
-    allowed: &[&str],
-    what: &str,
-    at: Vec<PathSeg>,
-    located: Located<'_>,
-) -> Result<(), ScenarioError> {
-    for (name, set) in present {
-        if *set && !needed.contains(name) && !allowed.contains(name) {
-            let mut p = at.clone();
-            p.push(key(name));
-            let mut takes: Vec<&str> = needed.iter().chain(allowed).copied().collect();
-            takes.sort_unstable();
-            return Err(located(
-                p,
-                format!(
-                    "`{name}` does not apply to {what} (it takes: {})",
-                    takes.join(", ")
-                ),
-            ));
-        }
-    }
-    for name in needed {
-        if !present.iter().any(|(n, set)| n == name && *set) {
-            return Err(located(at, format!("{what} needs `{name}`")));
-        }
-    }
-    Ok(())
-}
-
 pub(crate) fn validate(
     spec: ScenarioSpec,
     file: &Path,
@@ -145,25 +103,6 @@ pub(crate) fn validate(
                 ),
             ));
         }
-        let a = &c.arrival;
-        let (needed, allowed) = arrival_fields(a.pattern);
-        check_fields(
-            &[
-                ("rate_per_sec", a.rate_per_sec.is_some()),
-                ("at_ms", a.at_ms.is_some()),
-                ("requests", a.requests.is_some()),
-                ("spread_ms", a.spread_ms.is_some()),
-                ("every_ms", a.every_ms.is_some()),
-                ("before_ms", a.before_ms.is_some()),
-                ("after_ms", a.after_ms.is_some()),
-                ("times_us", a.times_us.is_some()),
-            ],
-            needed,
-            allowed,
-            &format!("a {:?} arrival", a.pattern).to_lowercase(),
-            at("arrival"),
-            located,
-        )?;
         let start = c.start_ms.get();
         let stop = c.stop_ms.map_or(duration, Bounded::get);
         if stop > duration {
@@ -189,15 +128,12 @@ pub(crate) fn validate(
                 ),
             ));
         }
-        let per_client = match a.pattern {
-            Pattern::Constant | Pattern::Poisson => {
-                a.rate_per_sec
-                    .map_or(0, Bounded::get)
-                    .saturating_mul(stop - start)
-                    / 1000
+        let per_client = match &c.arrival {
+            ArrivalSpec::Constant(r) | ArrivalSpec::Poisson(r) => {
+                r.rate_per_sec.get().saturating_mul(stop - start) / 1000
             }
-            Pattern::Burst => {
-                let at_ms = a.at_ms.map_or(0, Bounded::get);
+            ArrivalSpec::Burst(b) => {
+                let at_ms = b.at_ms.get();
                 if at_ms < start || at_ms >= stop {
                     return Err(located(
                         vec![
@@ -211,14 +147,14 @@ pub(crate) fn validate(
                         ),
                     ));
                 }
-                a.requests.map_or(0, Bounded::get)
+                b.requests.get()
             }
-            Pattern::BoundaryBursts => {
-                let every = a.every_ms.map_or(1, Bounded::get);
+            ArrivalSpec::BoundaryBursts(bb) => {
+                let every = bb.every_ms.get();
                 // Each half of a burst must fit between two boundaries: the first starts
                 // `before_ms` ahead of a boundary, and the first boundary is `every_ms` in.
-                for (field, v) in [("before_ms", a.before_ms), ("after_ms", a.after_ms)] {
-                    let v = v.map_or(0, Bounded::get);
+                for (field, v) in [("before_ms", bb.before_ms), ("after_ms", bb.after_ms)] {
+                    let v = v.get();
                     if v > every {
                         return Err(located(
                             vec![
@@ -232,10 +168,10 @@ pub(crate) fn validate(
                     }
                 }
                 let boundaries = (stop - 1) / every - start / every;
-                boundaries.saturating_mul(2 * a.requests.map_or(0, Bounded::get))
+                boundaries.saturating_mul(2 * bb.requests.get())
             }
-            Pattern::Times => {
-                let times = a.times_us.as_deref().unwrap_or_default();
+            ArrivalSpec::Times(t) => {
+                let times = &t.times_us;
                 let (lo, hi) = (start.saturating_mul(1000), stop.saturating_mul(1000));
                 if let Some((j, &t)) = times
                     .iter()

@@ -8,7 +8,7 @@ use crate::breaker::{Permit, Transition};
 use crate::env::Env;
 use crate::limits::Limit;
 use crate::stats::bump;
-use ratelab_core::{Decision, Nanos};
+use ratelab_core::{Algorithm, CostError, Decision, Nanos};
 use ratelab_store::{Key, LimitError, StoreClient, StoreError, TimeSource, decide_remote};
 use std::time::Duration;
 
@@ -37,6 +37,15 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
         // The send time first: a denial cached from this call must never outlast the store's
         // wait, which runs from a decision made at or after it.
         let started = self.env.monotonic();
+        // A cost the limit can never admit is the caller's error: a denial with no retry,
+        // decided here without a store call, as the stores' clients would refuse it. The
+        // breaker, which counts the store's answers, learns nothing from it: a store never
+        // reached must not close it.
+        let most = layer.client.algorithm().quota().limit;
+        if cost > most {
+            let refused = LimitError::Cost(CostError { cost, limit: most });
+            return error_outcome(refused, || self.env.now(), fail).0;
+        }
         let budget = self.budget(started, deadline);
         if budget.is_zero() {
             // Spent before this limit: the store is not called, and the breaker, which counts

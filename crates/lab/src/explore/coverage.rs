@@ -91,7 +91,7 @@ pub fn reached(sc: &Scenario, report: &Report, h: &History) -> Vec<&'static str>
             "boundary-bursts" => spec
                 .clients
                 .iter()
-                .any(|c| c.arrival.pattern == ratelab_sim::scenario::Pattern::BoundaryBursts),
+                .any(|c| c.arrival.pattern() == ratelab_sim::scenario::Pattern::BoundaryBursts),
             "run-past-ten-seconds" => spec.duration_ms.get() > 10_000,
             _ => false,
         }

@@ -32,7 +32,8 @@ fn recovered_at(run: &Run<'_>) -> Nanos {
 }
 
 fn judge(run: &Run<'_>) -> (u64, Vec<Undecided>) {
-    recovery::undecided_after(run.h, recovered_at(run))
+    let deadline = ms(run.sc.spec().store.timeout_ms.get());
+    recovery::undecided_after(run.h, recovered_at(run), deadline)
 }
 
 impl Checker for Recovery {

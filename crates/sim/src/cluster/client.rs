@@ -98,14 +98,23 @@ impl<S: Script> RpcStore<S> {
         &self,
         call: StoreCall<S::State>,
     ) -> Result<StoreReply<S::State>, StoreError> {
-        use std::sync::atomic::Ordering;
+        use std::sync::atomic::{AtomicBool, Ordering};
+        /// Marks the connection dead unless the call completes: a call the gateway's
+        /// deadline drops (a timeout) fails the connection too.
+        struct Guard<'a>(&'a AtomicBool, bool);
+        impl Drop for Guard<'_> {
+            fn drop(&mut self) {
+                if !self.1 {
+                    self.0.store(true, Ordering::Relaxed);
+                }
+            }
+        }
         if self.dead.load(Ordering::Relaxed) {
             return Err(StoreError::Unavailable);
         }
+        let mut guard = Guard(&self.dead, false);
         let reply = self.call(call).await;
-        if matches!(reply, Err(StoreError::Unavailable | StoreError::Timeout)) {
-            self.dead.store(true, Ordering::Relaxed);
-        }
+        guard.1 = !matches!(reply, Err(StoreError::Unavailable | StoreError::Timeout));
         reply
     }
 

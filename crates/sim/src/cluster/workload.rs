@@ -5,7 +5,7 @@ use super::nodes::Cluster;
 use super::record::{client_ip, to_history};
 use super::script::Script;
 use crate::rng::{SimRng, stream};
-use crate::scenario::{ClientSpec, GatewayChoice, Pattern};
+use crate::scenario::{ArrivalSpec, ClientSpec, GatewayChoice, Pattern};
 use ratelab_core::Nanos;
 use ratelab_gateway::limits::NoHeaders;
 use ratelab_gateway::{Answer as GatewayAnswer, Forwarding, Request as GatewayRequest};
@@ -81,21 +81,23 @@ impl Arrivals {
         let a = &c.arrival;
         let start = c.start_ms.get() * 1_000_000;
         let stop = c.stop_ms.map_or(duration_ms, |v| v.get()) * 1_000_000;
-        let rate = a.rate_per_sec.map_or(1, |r| r.get());
+        // Every pattern draws a phase and a first Poisson gap, as at a rate of 1 when it has
+        // none: each client's stream of draws is the same whatever its pattern.
+        let rate = a.rate_per_sec().unwrap_or(1);
         let interval = 1_000_000_000 / rate;
         let mut burst = Vec::new();
-        match a.pattern {
-            Pattern::Burst => {
-                let n = a.requests.map_or(0, |v| v.get());
-                let at = a.at_ms.map_or(0, |v| v.get()) * 1_000_000;
-                let spread = a.spread_ms.map_or(0, |v| v.get()) * 1_000_000;
+        match a {
+            ArrivalSpec::Burst(b) => {
+                let n = b.requests.get();
+                let at = b.at_ms.get() * 1_000_000;
+                let spread = b.spread_ms.map_or(0, |v| v.get()) * 1_000_000;
                 burst.extend((0..n).map(|k| at + spread * k / n));
             }
-            Pattern::BoundaryBursts => {
-                let n = a.requests.map_or(0, |v| v.get());
-                let every = a.every_ms.map_or(1, |v| v.get()) * 1_000_000;
-                let before = a.before_ms.map_or(0, |v| v.get()) * 1_000_000;
-                let after = a.after_ms.map_or(0, |v| v.get()) * 1_000_000;
+            ArrivalSpec::BoundaryBursts(bb) => {
+                let n = bb.requests.get();
+                let every = bb.every_ms.get() * 1_000_000;
+                let before = bb.before_ms.get() * 1_000_000;
+                let after = bb.after_ms.get() * 1_000_000;
                 let mut b = (start / every + 1) * every;
                 while b < stop {
                     burst.extend((0..n).map(|k| b - before + before * k / n));
@@ -104,22 +106,17 @@ impl Arrivals {
                 }
                 burst.retain(|&t| t >= start && t < stop);
             }
-            Pattern::Times => {
-                burst.extend(
-                    a.times_us
-                        .iter()
-                        .flatten()
-                        .map(|&us| us.saturating_mul(1_000)),
-                );
+            ArrivalSpec::Times(t) => {
+                burst.extend(t.times_us.iter().map(|&us| us.saturating_mul(1_000)));
                 burst.sort_unstable();
             }
-            _ => {}
+            ArrivalSpec::Constant(_) | ArrivalSpec::Poisson(_) => {}
         }
         burst.reverse();
         let phase = rng.below(interval.max(1));
         let next_poisson = start + rng.exponential(interval as f64);
         Arrivals {
-            pattern: a.pattern,
+            pattern: a.pattern(),
             start,
             stop,
             k: 0,

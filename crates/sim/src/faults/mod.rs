@@ -18,10 +18,8 @@ pub use kind::{Cut, Outage, Rated, Shape};
 
 use crate::rng::Draw;
 use schemars::JsonSchema;
-use serde::de::value::MapAccessDeserializer;
-use serde::de::{self, Deserializer, MapAccess, Visitor};
+use serde::de::Deserializer;
 use serde::{Deserialize, Serialize};
-use std::fmt;
 
 /// Makes the fault types, [`FaultSpec`] and [`FaultKind`] from one list: each line is a kind's
 /// variant, the module that owns it (named as scenario files name the kind) and its type.
@@ -153,69 +151,23 @@ impl FaultSpec {
     }
 }
 
-/// Names the kind in serde's message for a missing field (which points at the fault as a
-/// whole). Other messages, an unknown field's among them, keep serde's exact position.
-fn in_terms_of(kind: FaultKind, message: String) -> String {
-    match message
-        .strip_prefix("missing field `")
-        .and_then(|rest| rest.split('`').next())
-    {
-        Some(field) => format!("a {} fault needs `{field}`", kind.name()),
-        None => message,
+impl crate::tagged::Tagged for FaultSpec {
+    type Tag = FaultKind;
+    const TAG: &'static str = "kind";
+    const EXPECTING: &'static str = "a fault: an object with its `kind` and that kind's fields";
+
+    fn of_tag<'de, D: Deserializer<'de>>(kind: FaultKind, fields: D) -> Result<Self, D::Error> {
+        FaultSpec::of_kind(kind, fields)
+    }
+
+    fn needs(kind: FaultKind, field: &str) -> String {
+        format!("a {} fault needs `{field}`", kind.name())
     }
 }
 
 impl<'de> Deserialize<'de> for FaultSpec {
-    /// `kind` first (as hand-written scenarios write it): the rest streams into the kind's
-    /// own type, so each error points at its field. `kind` elsewhere: the object is read whole
-    /// first.
+    /// Through [`crate::tagged`]: each error at its field.
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = FaultSpec;
-
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                write!(
-                    f,
-                    "a fault: an object with its `kind` and that kind's fields"
-                )
-            }
-
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<FaultSpec, A::Error> {
-                let Some(first) = map.next_key::<String>()? else {
-                    return Err(de::Error::missing_field("kind"));
-                };
-                if first == "kind" {
-                    let kind: FaultKind = map.next_value()?;
-                    return FaultSpec::of_kind(kind, MapAccessDeserializer::new(map)).map_err(
-                        |e| {
-                            let message = e.to_string();
-                            let ours = in_terms_of(kind, message.clone());
-                            if ours == message {
-                                e
-                            } else {
-                                de::Error::custom(ours)
-                            }
-                        },
-                    );
-                }
-                let mut fields = serde_json::Map::new();
-                fields.insert(first, map.next_value()?);
-                while let Some(k) = map.next_key::<String>()? {
-                    let v: serde_json::Value = map.next_value()?;
-                    if fields.contains_key(&k) {
-                        return Err(de::Error::custom(format!("duplicate field `{k}`")));
-                    }
-                    fields.insert(k, v);
-                }
-                let Some(kind) = fields.remove("kind") else {
-                    return Err(de::Error::missing_field("kind"));
-                };
-                let kind = FaultKind::deserialize(kind).map_err(de::Error::custom)?;
-                FaultSpec::of_kind(kind, serde_json::Value::Object(fields))
-                    .map_err(|e| de::Error::custom(in_terms_of(kind, e.to_string())))
-            }
-        }
-        d.deserialize_map(V)
+        crate::tagged::deserialize(d)
     }
 }
