@@ -562,4 +562,25 @@ match = { route_prefix = "/api/", methods = ["post", "PUT"], clients = ["10.0.0.
         let e = err("limit = []");
         assert!(e.contains("at least one"), "{e}");
     }
+
+    /// The properties of `T`'s JSON Schema.
+    fn properties<T: schemars::JsonSchema>() -> serde_json::Value {
+        serde_json::to_value(schemars::schema_for!(T)).unwrap()["properties"].clone()
+    }
+
+    /// A `[[limit]]` and a descriptor's `policy` write a policy's parameters beside their own
+    /// fields, so they declare them again: each must read them as core's `PolicySpec` does.
+    #[test]
+    fn the_files_write_a_policys_parameters_as_the_policy_spec_does() {
+        let spec = properties::<PolicySpec>();
+        let limit = properties::<LimitEntry>();
+        let rls = properties::<crate::rls::config::PolicyEntry>();
+        let bounds = |v: &serde_json::Value| (v["minimum"].clone(), v["maximum"].clone());
+        for (field, _) in PolicySpec::empty(AlgorithmName::TokenBucket).values() {
+            let want = bounds(&spec[field]);
+            assert!(want.1.is_number(), "{field}: {spec}");
+            assert_eq!(bounds(&limit[field]), want, "limit[].{field}");
+            assert_eq!(bounds(&rls[field]), want, "descriptor policy.{field}");
+        }
+    }
 }

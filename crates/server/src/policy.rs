@@ -49,30 +49,3 @@ pub(crate) fn redis_can_run(policy: &Policy) -> Result<(), RedisRefusal> {
         )),
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::Value;
-
-    /// The properties of `T`'s JSON Schema.
-    fn properties<T: schemars::JsonSchema>() -> Value {
-        serde_json::to_value(schemars::schema_for!(T)).unwrap()["properties"].clone()
-    }
-
-    /// A `[[limit]]` and a descriptor's `policy` write a policy's parameters beside their own
-    /// fields, so they declare them again: each must read them as core's `PolicySpec` does.
-    #[test]
-    fn the_files_write_a_policys_parameters_as_the_policy_spec_does() {
-        let spec = properties::<PolicySpec>();
-        let limit = properties::<crate::limits::LimitEntry>();
-        let rls = properties::<crate::rls::config::PolicyEntry>();
-        let bounds = |v: &Value| (v["minimum"].clone(), v["maximum"].clone());
-        for (field, _) in PolicySpec::empty(AlgorithmName::TokenBucket).values() {
-            let want = bounds(&spec[field]);
-            assert!(want.1.is_number(), "{field}: {spec}");
-            assert_eq!(bounds(&limit[field]), want, "limit[].{field}");
-            assert_eq!(bounds(&rls[field]), want, "descriptor policy.{field}");
-        }
-    }
-}
