@@ -391,21 +391,8 @@ pub fn check_key_from(spec: &Spec, ops: &[Op], budget: u64, initial: Initial) ->
 
 /// Store-stamped mode: one replay in the store's order.
 fn replay_stamped(spec: &Spec, ops: &[Op], initial: Tats) -> Verdict {
-    let mut order: Vec<&Op> = ops.iter().filter(|o| o.stamp.is_some()).collect();
-    order.sort_by_key(|o| o.stamp);
-    let decided = |o: &Op| match o.seen {
-        Seen::Allowed { at, .. } | Seen::Denied { at, .. } => Some(at),
-        Seen::Unknown => None,
-    };
-    // Each operation's next answered decision time, in one backward pass.
-    let mut next_decided = vec![Nanos(u64::MAX / 2); order.len()];
-    let mut next = Nanos(u64::MAX / 2);
-    for (i, op) in order.iter().enumerate().rev() {
-        next_decided[i] = next;
-        if let Some(at) = decided(op) {
-            next = at;
-        }
-    }
+    let (order, next_decided) = store_order(ops);
+    let decided = |o: &Op| o.decided();
     let mut tats = initial;
     let mut last_at = Nanos::ZERO;
     for (i, op) in order.iter().enumerate() {
@@ -481,6 +468,39 @@ struct State {
     hash: u64,
     tats: Tats,
     last_at: Nanos,
+}
+
+/// The real-time horizon of a search point: the next operation can be any pending one sent
+/// no later than the first return among the pending answered ones (`answered` by call time,
+/// pending from `prefix` on as `pending` says). Operations return after their call, so the
+/// scan stops once calls pass the running minimum.
+pub(crate) fn horizon(answered: &[&Op], prefix: usize, pending: impl Fn(usize) -> bool) -> Nanos {
+    let mut horizon = Nanos(u64::MAX);
+    for (i, op) in answered.iter().enumerate().skip(prefix) {
+        if op.call > horizon {
+            break;
+        }
+        if pending(i) {
+            horizon = horizon.min(op.ret.unwrap_or(Nanos(u64::MAX)));
+        }
+    }
+    horizon
+}
+
+/// The operations the store stamped, in its order, each with the next answered decision
+/// time after it (one backward pass; far in the future after the last).
+pub(crate) fn store_order(ops: &[Op]) -> (Vec<&Op>, Vec<Nanos>) {
+    let mut order: Vec<&Op> = ops.iter().filter(|o| o.stamp.is_some()).collect();
+    order.sort_by_key(|o| o.stamp);
+    let mut next_decided = vec![Nanos(u64::MAX / 2); order.len()];
+    let mut next = Nanos(u64::MAX / 2);
+    for (i, op) in order.iter().enumerate().rev() {
+        next_decided[i] = next;
+        if let Some(at) = op.decided() {
+            next = at;
+        }
+    }
+    (order, next_decided)
 }
 
 /// Fixed pseudo-random words (SplitMix64), one per operation: a set's hash is the XOR of its
@@ -564,18 +584,7 @@ impl<'a> Search<'a> {
     /// Every state one operation further on (fewer when the budget runs out).
     fn children(&mut self, s: &State) -> Vec<State> {
         let pending = |i: usize| i >= s.prefix && s.beyond.binary_search(&i).is_err();
-        // Real time: the next operation can be any pending one sent no later than the first
-        // return among the pending answered ones. Operations are by call time and return
-        // after their call, so the scan can stop once calls pass the running minimum.
-        let mut horizon = Nanos(u64::MAX);
-        for (i, op) in self.answered.iter().enumerate().skip(s.prefix) {
-            if op.call > horizon {
-                break;
-            }
-            if pending(i) {
-                horizon = horizon.min(op.ret.unwrap_or(Nanos(u64::MAX)));
-            }
-        }
+        let horizon = horizon(&self.answered, s.prefix, pending);
         let mut out = Vec::new();
         // The earliest decision time among the candidates: an unanswered operation put
         // before them takes effect before then.
@@ -589,10 +598,7 @@ impl<'a> Search<'a> {
             if !pending(i) {
                 continue;
             }
-            let at = match op.seen {
-                Seen::Allowed { at, .. } | Seen::Denied { at, .. } => at,
-                Seen::Unknown => continue,
-            };
+            let Some(at) = op.decided() else { continue };
             // The latest moment it may have been decided: an open operation before it took
             // effect no later than that.
             let latest = Nanos(
@@ -656,6 +662,14 @@ impl<'a> Search<'a> {
 }
 
 impl Op {
+    /// When its decision was made, if an answer says.
+    pub fn decided(&self) -> Option<Nanos> {
+        match self.seen {
+            Seen::Allowed { at, .. } | Seen::Denied { at, .. } => Some(at),
+            Seen::Unknown => None,
+        }
+    }
+
     /// `r`'s per-key operation: its call and return times, what its answer said (an answer
     /// the gateway gave for a failure is [`Seen::Unknown`]), and the store's stamp when the
     /// recorder has one (a simulated store's atomic transition). Without stamps, as from a

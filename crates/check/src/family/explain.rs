@@ -18,7 +18,7 @@ pub(crate) struct Explained<S> {
 /// What `op`'s answer leaves possible from `state`: its decision fell at some moment of
 /// `[at, at + decided_within]` (one moment for the simulator's exact times).
 pub(crate) fn explain<F: Family>(family: &F, state: &F::State, op: &Op) -> Explained<F::State> {
-    let at = decided(op).unwrap_or(op.call);
+    let at = op.decided().unwrap_or(op.call);
     let within = op.precision.decided_within;
     let pieces = if within == Nanos::ZERO {
         vec![(at, at)]
@@ -109,14 +109,6 @@ pub(crate) fn mismatch(op: &Op, said: &Said, (lo, hi): (Nanos, Nanos)) -> Option
                 format!("denied{told} at {at}; {}", says())
             })
         }
-        Seen::Unknown => None,
-    }
-}
-
-/// When `op`'s decision was made, if an answer says.
-pub(crate) fn decided(op: &Op) -> Option<Nanos> {
-    match op.seen {
-        Seen::Allowed { at, .. } | Seen::Denied { at, .. } => Some(at),
         Seen::Unknown => None,
     }
 }

@@ -5,9 +5,9 @@
 //! moment between the decisions around it (each moment the family names is tried, so the
 //! replay may hold several states); one the store never stamped is skipped.
 
-use super::explain::{decided, explain, violation_unless_guessed};
+use super::explain::{explain, violation_unless_guessed};
 use super::spec::Family;
-use crate::linearizable::{Op, Verdict, Violation};
+use crate::linearizable::{Op, Verdict, Violation, store_order};
 use ratelab_core::Nanos;
 use std::collections::HashSet;
 
@@ -17,17 +17,7 @@ pub(super) fn replay<F: Family>(
     fresh: Vec<F::State>,
     budget: u64,
 ) -> Verdict {
-    let mut order: Vec<&Op> = ops.iter().filter(|o| o.stamp.is_some()).collect();
-    order.sort_by_key(|o| o.stamp);
-    // Each operation's next answered decision time, in one backward pass.
-    let mut next_decided = vec![Nanos(u64::MAX / 2); order.len()];
-    let mut next = Nanos(u64::MAX / 2);
-    for (i, op) in order.iter().enumerate().rev() {
-        next_decided[i] = next;
-        if let Some(at) = decided(op) {
-            next = at;
-        }
-    }
+    let (order, next_decided) = store_order(ops);
     let mut states = fresh;
     let mut last_at = Nanos::ZERO;
     let mut explored = 0u64;
@@ -40,7 +30,7 @@ pub(super) fn replay<F: Family>(
                 after.push(s);
             }
         };
-        match decided(op) {
+        match op.decided() {
             None => {
                 let from = last_at.max(op.call).min(next_decided[i]);
                 guessed |= !family.moments_cover(from, next_decided[i]);

@@ -7,9 +7,9 @@
 //! the next answered one, or never; open operations of one cost sent by then are
 //! interchangeable, so one of each cost is tried, at each moment the family names.
 
-use super::explain::{decided, explain, violation_unless_guessed};
+use super::explain::{explain, violation_unless_guessed};
 use super::spec::Family;
-use crate::linearizable::{Op, Seen, Verdict, Violation, words};
+use crate::linearizable::{Op, Seen, Verdict, Violation, horizon, words};
 use ratelab_core::Nanos;
 use std::collections::HashSet;
 
@@ -110,17 +110,7 @@ pub(super) fn search<F: Family>(
 impl<F: Family> Search<'_, F> {
     fn children(&mut self, n: &Node<F::State>) -> Vec<Node<F::State>> {
         let pending = |i: usize| i >= n.prefix && n.beyond.binary_search(&i).is_err();
-        // Real time: the next operation is any pending one sent no later than the first
-        // return among the pending answered ones.
-        let mut horizon = Nanos(u64::MAX);
-        for (i, op) in self.answered.iter().enumerate().skip(n.prefix) {
-            if op.call > horizon {
-                break;
-            }
-            if pending(i) {
-                horizon = horizon.min(op.ret.unwrap_or(Nanos(u64::MAX)));
-            }
-        }
+        let horizon = horizon(&self.answered, n.prefix, pending);
         let mut out = Vec::new();
         let mut next_at: Option<Nanos> = None;
         let explained = n.prefix + n.beyond.len();
@@ -132,7 +122,7 @@ impl<F: Family> Search<'_, F> {
             if !pending(i) {
                 continue;
             }
-            let Some(at) = decided(op) else { continue };
+            let Some(at) = op.decided() else { continue };
             // The latest moment it may have been decided: an open operation before it took
             // effect no later than that.
             let latest = at.saturating_add(op.precision.decided_within);
