@@ -154,6 +154,8 @@ pub struct RequestRecord {
     pub store_calls: [u32; 2],
     /// Of those, the messages the store answered with an error, per layer.
     pub store_errored: [u32; 2],
+    /// Of those, the messages the store refused for want of room for a new key, per layer.
+    pub store_full: [u32; 2],
     /// The store's serial position of the last atomic transition it applied for this
     /// request's per-key layer (the store-stamped linearizability check's order).
     pub applied_seq: Option<u64>,
@@ -192,6 +194,8 @@ pub enum StoreFate {
     Served,
     /// Answered with an error, not applied.
     Errored,
+    /// Refused for want of room for a new key, not applied.
+    Full,
     /// Dropped unapplied: the caller times out.
     Dropped,
     /// Applied, reply lost.
@@ -240,9 +244,8 @@ pub struct WriteRecord {
     pub at: Nanos,
     /// The store key written.
     pub key: String,
-    /// When the bucket written is full again, read off the state written (`None`: not
-    /// known, and a checker takes the policy's time to refill from empty).
-    pub full_at: Option<Nanos>,
+    /// The cost of the request it admitted.
+    pub cost: u64,
 }
 
 /// A cleanup job's scan for expired buckets: the plan a later commit acts on.
@@ -391,6 +394,7 @@ impl Fnv {
             StoreFate::Errored => self.u64(1),
             StoreFate::Dropped => self.u64(2),
             StoreFate::ReplyLost => self.u64(3),
+            StoreFate::Full => self.u64(5),
             StoreFate::Delayed(d) => {
                 self.u64(4);
                 self.u64(d.as_u64());
@@ -544,6 +548,7 @@ impl History {
             written_at: None,
             store_calls: [0; 2],
             store_errored: [0; 2],
+            store_full: [0; 2],
             applied_seq: None,
         });
         self.push(at, Event::Sent { id });
@@ -563,16 +568,6 @@ impl History {
         self.push(at, Event::Answered { id, answer, layers });
     }
 
-    /// Records a store operation on `layer`'s store made for request `id`.
-    /// Notes when the bucket the last recorded write (to `key`) wrote is full again.
-    pub fn written_full_at(&mut self, key: &str, full_at: Nanos) {
-        if let Some(w) = self.writes.last_mut()
-            && w.key == key
-        {
-            w.full_at = Some(full_at);
-        }
-    }
-
     /// Takes back the per-key write of `key` the store made at `at`, which a failover lost:
     /// the bucket writes are the surviving store's.
     pub fn retract_write(&mut self, key: &str, at: Nanos) {
@@ -589,7 +584,10 @@ impl History {
         op: StoreOp,
         fate: StoreFate,
     ) {
-        let applied = !matches!(fate, StoreFate::Errored | StoreFate::Dropped);
+        let applied = !matches!(
+            fate,
+            StoreFate::Errored | StoreFate::Dropped | StoreFate::Full
+        );
         if applied && fate == StoreFate::ReplyLost {
             self.applied_replies_lost += 1;
         }
@@ -599,13 +597,16 @@ impl History {
                 seq: self.event_count,
                 at,
                 key: key.to_owned(),
-                full_at: None,
+                cost: self.requests.get(id as usize).map_or(1, |r| r.cost),
             });
         }
         if let Some(r) = self.requests.get_mut(id as usize) {
             r.store_calls[layer.index()] += 1;
             if fate == StoreFate::Errored {
                 r.store_errored[layer.index()] += 1;
+            }
+            if fate == StoreFate::Full {
+                r.store_full[layer.index()] += 1;
             }
             if applied && layer == Layer::PerKey {
                 if matches!(op, StoreOp::Apply { .. }) {

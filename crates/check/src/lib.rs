@@ -21,7 +21,7 @@
 //! | [`cleanup`] | the cleanup job deletes no live bucket; one leader at a time; its liveness |
 //! | [`linearizable`] | the answers are explained by a real-time order of requests under the token bucket's sequential specification |
 //! | [`family`] | the same, under any limiter family's sequential specification (token bucket, nginx's leaky bucket, fixed window aligned or first-hit, sliding log, sliding-window counter) |
-//! | [`fail_reasons`] | every fail-open or error answer has the failure it names behind it (a timeout its deadline, an error a store error or fault, an open breaker an earlier failure) |
+//! | [`fail_reasons`] | every fail-open, error or store-full answer has the failure it names behind it (a timeout its deadline, an error a store error or a fault on its path, an open breaker the failures that open it, store-full the store's refusal) |
 //! | [`arrivals`] | a Poisson sender's realised gaps are exponential (Kolmogorov–Smirnov) |
 //! | [`probe`] | a limiter seen only from outside (a probe's history) against a claimed policy, by the checks in [`probe::CHECKS`]: decisions, envelope over spans, black-box linearizability, fields, Retry-After honesty |
 //!
@@ -96,6 +96,7 @@ pub(crate) mod testing {
             written_at: None,
             store_calls: [0; 2],
             store_errored: [0; 2],
+            store_full: [0; 2],
             applied_seq: None,
         }
     }

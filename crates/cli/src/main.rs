@@ -5,6 +5,7 @@
 //! This file parses the arguments and dispatches; each subcommand is a module of its own
 //! (its flags and what it prints), and the experiments behind them are `ratelab-lab`'s.
 
+mod audit;
 mod bench;
 mod check;
 mod explore;
@@ -64,6 +65,10 @@ enum Command {
         #[command(subcommand)]
         command: probe::ProbeCommand,
     },
+    /// Audit the rate limiters people deploy (the recipes under audits/): install each from
+    /// its registry, start it on loopback, probe it and write docs/AUDITS.md and
+    /// docs/results/audits/ (exit 1 if a target could not be run).
+    Audit(Box<audit::AuditArgs>),
     /// The overshoot experiment: naive vs atomic across concurrency and store round trip,
     /// plus the algorithm comparison. Writes docs/results/ and the figures in the docs.
     Sweep(Box<sweep::SweepArgs>),
@@ -98,6 +103,7 @@ fn main() -> ExitCode {
         Command::Soak(args) => soak::soak_command(*args),
         Command::Serve(args) => ratelab_server::serve_command(*args),
         Command::Probe { command } => probe::probe_command(command),
+        Command::Audit(args) => audit::audit_command(*args),
         Command::Sweep(args) => sweep::sweep_command(*args),
         Command::Failover(args) => failover::failover_command(args),
         Command::Bench(args) => bench::bench_command(args),

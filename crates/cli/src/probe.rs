@@ -68,6 +68,12 @@ pub struct Common {
     /// A bound on the ladder's wall time (ms, s, m or h; bare: seconds).
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     max_time: Duration,
+    /// Phases after the ladder, each on keys of its own: idle (past the claim's time to
+    /// forget a key, then a burst on the ladder's first keys), steady (a client per key at
+    /// 80 % of the claimed rate, never to be denied), boundary (four times the rate across
+    /// two windows); a comma-separated list, or none.
+    #[arg(long, default_value = "none", value_parser = parse_phases)]
+    phases: probe::Phases,
     /// Retry-After honesty probes after the ladder (0 to 64).
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(0..=64))]
     retry_probes: u32,
@@ -99,8 +105,13 @@ pub struct Common {
 /// `ratelab probe http`.
 #[derive(clap::Args, Debug)]
 pub struct HttpArgs {
-    /// The URL; `{key}` in it is replaced by the key.
-    url: String,
+    /// The URL; `{key}` in it is replaced by the key. Several URLs are several instances of
+    /// one limiter (sharing its store): each request goes to one, as --spread says.
+    #[arg(required = true, num_args = 1..)]
+    url: Vec<String>,
+    /// How requests are spread over several URLs: round-robin, or random:SEED.
+    #[arg(long, default_value = "round-robin", value_parser = probe::Spread::parse)]
+    spread: probe::Spread,
     /// The header that carries the key (e.g. x-api-key).
     #[arg(long)]
     key_header: Option<String>,
@@ -117,6 +128,10 @@ pub struct HttpArgs {
     /// The RateLimit / RateLimit-Policy item to read when the limiter sends several.
     #[arg(long)]
     policy_name: Option<String>,
+    /// What X-RateLimit-Reset counts: auto (told apart by size), delta (seconds from now),
+    /// epoch-s or epoch-ms.
+    #[arg(long, default_value = "auto", value_parser = probe::fields::ResetReading::parse)]
+    reset_unit: probe::fields::ResetReading,
     #[command(flatten)]
     common: Common,
 }
@@ -148,6 +163,13 @@ pub struct RedisArgs {
     common: Common,
 }
 
+/// The steady phase's length.
+const STEADY: Duration = Duration::from_secs(3);
+
+fn parse_phases(s: &str) -> Result<probe::Phases, String> {
+    probe::Phases::parse(s, STEADY)
+}
+
 fn parse_duration(s: &str) -> Result<Duration, String> {
     policy::duration(s).map(|n| Duration::from_nanos(n.as_u64()))
 }
@@ -176,6 +198,7 @@ fn config(c: &Common, partitioned: bool) -> ProbeConfig {
         },
         budget: c.budget,
         exact: true,
+        phases: c.phases,
     }
 }
 
@@ -210,17 +233,19 @@ pub fn probe_command(cmd: ProbeCommand) -> ExitCode {
 }
 
 async fn http(a: HttpArgs) -> ExitCode {
-    let partitioned = a.key_header.is_some() || a.url.contains("{key}");
+    let partitioned = a.key_header.is_some() || a.url.iter().any(|u| u.contains("{key}"));
     if !partitioned && a.common.keys > 1 {
         return bad("--keys needs a place for the key: --key-header NAME or {key} in the URL");
     }
     let spec = HttpSpec {
-        url: a.url.clone(),
+        urls: a.url.clone(),
+        spread: a.spread,
         method: a.method.clone(),
         key_header: a.key_header.clone(),
         headers: a.headers.clone(),
         deny_statuses: a.deny_status.clone(),
         policy_name: a.policy_name.clone(),
+        reset: a.reset_unit,
         timeout: a.common.timeout,
     };
     let top = a.common.concurrency.iter().copied().max().unwrap_or(1) as usize;
@@ -259,7 +284,8 @@ async fn http(a: HttpArgs) -> ExitCode {
             return bad("the limiter announces no RateLimit-Policy: give --policy");
         }
     };
-    finish(target, claim, &cfg, &a.common, &a.url).await
+    let name = a.url.join(" ");
+    finish(target, claim, &cfg, &a.common, &name).await
 }
 
 async fn redis_probe(a: RedisArgs) -> ExitCode {

@@ -101,14 +101,14 @@ const LADDER: [&str; 6] = [
 ];
 
 fn probe_serve(url: &str, extra: &[&str]) -> (i32, Value) {
-    let mut args = vec![
-        "http",
-        url,
-        "--key-header",
-        "x-api-key",
-        "--policy-name",
-        "per-key",
-    ];
+    probe_instances(&[url], extra)
+}
+
+/// [`probe_serve`] over several instances.
+fn probe_instances(urls: &[&str], extra: &[&str]) -> (i32, Value) {
+    let mut args = vec!["http"];
+    args.extend(urls);
+    args.extend(["--key-header", "x-api-key", "--policy-name", "per-key"]);
     args.extend(["--policy", "token-bucket:5,2"]);
     args.extend(LADDER);
     args.extend(extra);
@@ -180,6 +180,11 @@ fn the_probe_reads_draft_10_fields_as_well() {
     assert_passes(code, &r);
     assert_retry_after_exact(&r);
     assert!(u(&r, "/fields/checked") > 0, "{r:#}");
+    assert_eq!(
+        u(&r, "/fields/dialects/RateLimit"),
+        u(&r, "/fields/checked"),
+        "every answer in the structured field: {r:#}"
+    );
     // The same limiter with the search starved of budget: nothing failed, nothing is shown
     // linearizable either. Unknown is its own verdict and exit code, never a pass.
     let (code, r) = probe_serve(&s.url, &["--budget", "1", "--retry-probes", "0"]);
@@ -226,6 +231,54 @@ fn ratelab_serve_on_redis_passes_atomic_and_the_probe_catches_its_naive_path() {
         "{html:.400}"
     );
     assert!(html.contains(r#"class="violation""#) && html.contains(r#"class="request""#));
+}
+
+/// Several instances of one limiter: two `ratelab serve` sharing one Redis hold the policy
+/// together; two each with its own memory admit the burst twice (a per-process limit), and
+/// the probe, spreading its requests over both, says so.
+#[test]
+#[cfg_attr(
+    ratelab_missing_redis,
+    ignore = "redis-server is not installed (Debian: apt-get install redis-server)"
+)]
+fn the_probe_spreads_over_instances_and_catches_per_instance_memory() {
+    let Some(redis) = RedisServer::start("probe_instances") else {
+        return;
+    };
+    let url = redis.url();
+    let (a, b) = (
+        Serve::start(&["--redis", &url]),
+        Serve::start(&["--redis", &url]),
+    );
+    let (code, r) = probe_instances(&[&a.url, &b.url], &["--spread", "random:7"]);
+    assert_passes(code, &r);
+    let instances = r["instances"].as_array().unwrap();
+    assert_eq!(instances.len(), 2, "{r:#}");
+    assert!(instances.iter().all(|i| u(i, "/requests") > 100), "{r:#}");
+    let (a, b) = (Serve::start(&[]), Serve::start(&[]));
+    let (code, r) = probe_instances(&[&a.url, &b.url], &["--retry-probes", "0"]);
+    assert_eq!(code, 1, "each instance admits its own burst: {r:#}");
+    assert!(u(&r, "/envelope/max_excess") >= 4, "{r:#}");
+    // Round robin by request: each instance got half.
+    let instances = r["instances"].as_array().unwrap();
+    assert_eq!(u(&instances[0], "/requests"), u(&instances[1], "/requests"));
+    let e = probe_refused(&[
+        "http",
+        &a.url,
+        "http://127.0.0.1:1/{key}",
+        "--policy",
+        "token-bucket:5,2",
+    ]);
+    assert!(e.contains("{key} must be in every URL or in none"), "{e}");
+    let e = probe_refused(&[
+        "http",
+        &a.url,
+        "--spread",
+        "random:x",
+        "--policy",
+        "token-bucket:5,2",
+    ]);
+    assert!(e.contains("random:SEED"), "{e}");
 }
 
 /// `ratelab probe redis URL` running ratelab's own token-bucket script, B = 5, R = 2/s.

@@ -22,6 +22,9 @@
 //! - [`soak`]: a long, bounded run of a real `ratelab-server` over many keys, sampled for
 //!   growth (`ratelab soak`);
 //! - [`table`]: the one style of the tables the commands print on a terminal;
+//! - [`audit`]: the rate limiters people deploy, installed from their registries and
+//!   started on loopback from the recipes under `audits/`, probed and judged, with the
+//!   results written to `docs/AUDITS.md` (`ratelab audit`);
 //! - [`timeline`]: one key's requests, the store's applies, the envelope and the faults as a
 //!   self-contained HTML page (`ratelab run --timeline`, and the explorer's shrunk failures).
 //!
@@ -33,6 +36,7 @@
 //! against the committed results.
 #![warn(missing_docs)]
 
+pub mod audit;
 pub mod commands;
 pub mod explore;
 pub mod failover;

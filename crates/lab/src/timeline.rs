@@ -386,7 +386,7 @@ fn applies(
         let t = x(ms(e.at));
         let (colour, what) = match fate {
             StoreFate::ReplyLost => ("#d50000", "applied, reply lost"),
-            StoreFate::Errored | StoreFate::Dropped => ("#9e9e9e", "not applied"),
+            StoreFate::Errored | StoreFate::Dropped | StoreFate::Full => ("#9e9e9e", "not applied"),
             StoreFate::Delayed(_) => ("#6d4c41", "applied, reply delayed"),
             StoreFate::Served => ("#212121", "applied"),
         };

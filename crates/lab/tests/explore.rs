@@ -228,11 +228,11 @@ fn each_shrunk_regression_fails_only_because_of_its_bug() {
 #[test]
 fn shrinking_is_deterministic_and_keeps_the_signature() {
     let spec = explore::scenario_json(
-        5,
+        18,
         Sut::Planted(ratelab_sim::planted::PlantedBug::RetryOnTimeout),
     );
-    let a = explore::shrink::shrink(&spec, 5, Class::Safety, "linearizable", 60);
-    let b = explore::shrink::shrink(&spec, 5, Class::Safety, "linearizable", 60);
+    let a = explore::shrink::shrink(&spec, 18, Class::Safety, "linearizable", 60);
+    let b = explore::shrink::shrink(&spec, 18, Class::Safety, "linearizable", 60);
     assert_eq!(a.spec, b.spec);
     assert!(a.runs <= 60);
     assert!(
@@ -243,7 +243,7 @@ fn shrinking_is_deterministic_and_keeps_the_signature() {
     );
     let still = explore::check(
         &a.spec,
-        5,
+        18,
         explore::Rerun::Never,
         explore::verdict::LINEARIZABILITY_BUDGET,
     )

@@ -351,6 +351,8 @@ impl Client {
                 gateway: GatewayChoice::default(),
                 honour_retry_after: false,
                 self_throttle: false,
+                retry_at_retry_after: false,
+                address: AddressKind::default(),
                 start_ms: Ms::default(),
                 stop_ms: None,
             },
@@ -429,6 +431,19 @@ impl Client {
     /// Wait the returned Retry-After after a denial before sending again.
     pub fn honour_retry_after(mut self) -> Client {
         self.spec.honour_retry_after = true;
+        self
+    }
+
+    /// After a 429 whose Retry-After is at least a second, send the same request again
+    /// exactly then.
+    pub fn retry_at_retry_after(mut self) -> Client {
+        self.spec.retry_at_retry_after = true;
+        self
+    }
+
+    /// Connect from `address` (each client its own IPv4 address, by default).
+    pub fn address(mut self, address: AddressKind) -> Client {
+        self.spec.address = address;
         self
     }
 

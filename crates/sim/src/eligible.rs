@@ -29,7 +29,7 @@
 //! Anything the rule cannot settle within its budget of steps is left out, so a key is held
 //! to liveness only when the policy's own guarantee covers it.
 
-use crate::scenario::{ClientSpec, Pattern, Scenario};
+use crate::scenario::{AddressKind, ClientSpec, Pattern, Scenario};
 use ratelab_core::{Nanos, Policy};
 use std::collections::BTreeMap;
 
@@ -59,9 +59,19 @@ fn never_full(sc: &Scenario) -> bool {
         .iter()
         .map(|c| c.keys.as_ref().map_or(1, |k| k.count.get()))
         .sum();
-    // The edge layer keys each client by its own address.
-    let edge: u64 = sc.spec.clients.iter().map(|c| c.count.get()).sum();
+    // The edge layer keys each client by its own network: one per client, one per group
+    // that shares an IPv6 /64.
+    let edge: u64 = sc.spec.clients.iter().map(edge_buckets).sum();
     per_key <= per_shard && (sc.spec.gateway.edge.is_none() || edge <= per_shard)
+}
+
+/// The edge buckets a client group's requests fall in: one per client, or one for a group
+/// sharing an IPv6 /64.
+fn edge_buckets(c: &ClientSpec) -> u64 {
+    match c.address {
+        AddressKind::Ipv6SharedPrefix => 1,
+        AddressKind::Ipv4 | AddressKind::Ipv6 => c.count.get(),
+    }
 }
 
 /// Whether `key` is one of a key set's keys (`prefix:i`, i below its count).
@@ -78,19 +88,21 @@ pub(crate) fn liveness_keys(sc: &Scenario) -> Vec<String> {
         return Vec::new();
     }
     let jitter = jitter(sc);
-    let paced = |c: &ClientSpec| {
-        c.arrival.pattern() == Pattern::Constant && !c.honour_retry_after && !c.self_throttle
-    };
+    let paced = |c: &ClientSpec| c.arrival.pattern() == Pattern::Constant && !c.waits_for_answers();
     let edge = sc
         .spec
         .gateway
         .edge
         .map(|e| (e.capacity.get(), e.refill_per_sec.get()));
-    // Each client's own stream through its own edge bucket.
-    let passes_edge = |s: Stream| {
+    // Each edge bucket's streams: a client's own, or its whole group's when the group
+    // shares one IPv6 /64.
+    let passes_edge = |s: Stream, c: &ClientSpec| {
         edge.is_none_or(|(b, r)| {
-            let one = Stream { count: 1, ..s };
-            bucket_admits(&[one], jitter, u128::from(b), u128::from(r), SEC)
+            let per_bucket = Stream {
+                count: s.count / edge_buckets(c),
+                ..s
+            };
+            bucket_admits(&[per_bucket], jitter, u128::from(b), u128::from(r), SEC)
         })
     };
     let mut streams: BTreeMap<&str, Option<Vec<Stream>>> = BTreeMap::new();
@@ -105,7 +117,7 @@ pub(crate) fn liveness_keys(sc: &Scenario) -> Vec<String> {
         };
         let entry = streams.entry(k.as_str()).or_insert(Some(Vec::new()));
         match entry.as_mut() {
-            Some(list) if paced(c) && passes_edge(s) => list.push(s),
+            Some(list) if paced(c) && passes_edge(s, c) => list.push(s),
             _ => *entry = None,
         }
     }

@@ -69,6 +69,7 @@ mod replica;
 pub mod report;
 pub mod rng;
 pub mod scenario;
+mod spec;
 mod tagged;
 mod timeouts;
 mod transport;

@@ -155,12 +155,6 @@ impl<A: Algorithm> Algorithm for Plugged<A> {
 }
 
 impl<A: Algorithm + Clone + Send + Sync + 'static> Script for Plugged<A> {
-    /// A user's state is full again when it expires: that is what [`Algorithm::expires_at`]
-    /// promises (equivalent to no state from then on).
-    fn full_at(&self, state: &Self::State) -> Option<Nanos> {
-        Some(self.expires_at(state))
-    }
-
     fn fixed_window(&self) -> Option<FixedWindow> {
         None
     }

@@ -8,8 +8,8 @@
 //! - in the store's script ([`StorePolicy`]): `short_ttl`, `refill_rounding`,
 //!   `window_one_over`, `counter_forgets_previous`, `expire_on_every_hit`;
 //! - in the gateway's store client (`cluster::RpcStore`): `retry_on_timeout`,
-//!   `short_client_timeout`, `no_reconnect`, `incr_then_expire` (over the store's plain counters,
-//!   [`Counters`]);
+//!   `short_client_timeout`, `no_reconnect`, `errors_as_full`, `incr_then_expire` (over the
+//!   store's plain counters, [`Counters`]);
 //! - in the fence beside the lease table (`cluster::StoreNode`): `fence_forgets_grants`.
 //!
 //! A new planted bug is a variant here (in [`PlantedBug::ALL`], with its names), its rule in
@@ -69,6 +69,10 @@ pub enum PlantedBug {
     /// failed call (a timeout, an error), every later decision fails at once, long after the
     /// store is back.
     NoReconnect,
+    /// The gateway's store client reads every error reply as "no room for the key": a store
+    /// that fails (an error burst, a restart) has its limit refuse requests as store-full,
+    /// not fail open or closed as the gateway is configured to.
+    ErrorsAsFull,
 }
 
 /// What a planted bug needs of its scenario.
@@ -95,6 +99,7 @@ impl PlantedBug {
         PlantedBug::ExpireOnEveryHit,
         PlantedBug::ShortClientTimeout,
         PlantedBug::NoReconnect,
+        PlantedBug::ErrorsAsFull,
     ];
 
     /// Its name in scenario files (`short_ttl`).
@@ -110,6 +115,7 @@ impl PlantedBug {
             PlantedBug::ExpireOnEveryHit => "expire_on_every_hit",
             PlantedBug::ShortClientTimeout => "short_client_timeout",
             PlantedBug::NoReconnect => "no_reconnect",
+            PlantedBug::ErrorsAsFull => "errors_as_full",
         }
     }
 
@@ -126,6 +132,7 @@ impl PlantedBug {
             PlantedBug::ExpireOnEveryHit => "expire-on-every-hit",
             PlantedBug::ShortClientTimeout => "short-client-timeout",
             PlantedBug::NoReconnect => "no-reconnect",
+            PlantedBug::ErrorsAsFull => "errors-as-full",
         }
     }
 
@@ -150,6 +157,7 @@ impl PlantedBug {
                 | PlantedBug::FenceForgetsGrants
                 | PlantedBug::ShortClientTimeout
                 | PlantedBug::NoReconnect
+                | PlantedBug::ErrorsAsFull
         )
     }
 
@@ -159,7 +167,8 @@ impl PlantedBug {
         match self {
             PlantedBug::RetryOnTimeout
             | PlantedBug::ShortClientTimeout
-            | PlantedBug::NoReconnect => Needs::Atomic,
+            | PlantedBug::NoReconnect
+            | PlantedBug::ErrorsAsFull => Needs::Atomic,
             PlantedBug::ShortTtl | PlantedBug::RefillRounding => {
                 Needs::AtomicPolicy(AlgorithmName::TokenBucket)
             }

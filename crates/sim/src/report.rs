@@ -1,10 +1,13 @@
 //! A run's report: counts, checker figures, the trace hash, and the expectations it failed.
 
 use crate::scenario::Scenario;
+use crate::spec::{WithFamily, with_family};
 use ratelab_check::answers::{self, AnswerReport};
-use ratelab_check::cleanup::{self, CleanupReport};
+use ratelab_check::cleanup::{self, CleanupReport, FullAgain, StoreReset};
 use ratelab_check::envelope::{self, Envelope, EnvelopeReport};
+use ratelab_check::family::Family;
 use ratelab_check::history::{Answer, History, Layer};
+use ratelab_check::linearizable::Initial;
 use ratelab_check::liveness::{self, LivenessReport};
 use ratelab_check::window::{self, SpikeReport};
 use ratelab_core::{Algorithm, Nanos, TokenBucket};
@@ -230,6 +233,10 @@ pub struct JobFigures {
     pub leader_conflicts: u64,
     /// Accepted commits: the job's runs.
     pub runs: u64,
+    /// Commits accepted while a lease granted after their sender's was still within its
+    /// length (recomputed from the grant, renewal and commit records and the lease lengths).
+    #[serde(default)]
+    pub in_successor_lease: u64,
     /// Commits accepted from a sender another grant had superseded.
     pub stale_accepted: u64,
     /// Such commits refused.
@@ -262,6 +269,7 @@ impl JobFigures {
             grants: f.grants,
             leader_conflicts: f.leader_conflicts,
             runs: f.accepted,
+            in_successor_lease: f.in_successor_lease,
             stale_accepted: f.superseded_accepted,
             stale_rejected: f.superseded_rejected,
             wrongly_rejected: f.wrongly_rejected,
@@ -282,6 +290,43 @@ impl JobFigures {
             max_gap_ms: ms(f.max_gap),
         }
     }
+}
+
+/// When a bucket is full again after each write, by a family's specification.
+struct FullBySpec<'a> {
+    job: cleanup::JobHistory<'a>,
+    resets: &'a [StoreReset],
+}
+
+impl WithFamily for FullBySpec<'_> {
+    type Out = FullAgain;
+
+    fn with<F: Family>(self, family: &F) -> FullAgain {
+        FullAgain::by_spec(family, self.job, self.resets)
+    }
+}
+
+/// The cleanup job judged ([`cleanup::cleanup`]), a bucket full again when the policy's
+/// specification, replaying the admissions the store wrote, says so.
+fn judge_job(sc: &Scenario, h: &History) -> CleanupReport {
+    let end = ms_to_nanos(sc.spec.duration_ms.get());
+    let resets: Vec<StoreReset> = crate::checkers::epochs::epochs(sc, true)
+        .into_iter()
+        .skip(1)
+        .map(|(at, initial)| StoreReset {
+            at,
+            emptied: initial == Initial::Full,
+        })
+        .collect();
+    let job = cleanup::JobHistory::of(h);
+    let full = with_family(
+        &sc.policy,
+        FullBySpec {
+            job,
+            resets: &resets,
+        },
+    );
+    cleanup::cleanup(job, &full, end)
 }
 
 /// Builds the report for one run and checks the scenario's expectations.
@@ -352,19 +397,10 @@ pub fn build(
     let race_window_us =
         (!gaps.is_empty()).then(|| gaps.iter().sum::<u64>() as f64 / gaps.len() as f64 / 1e3);
 
-    let job = sc.spec.cleanup_job.map(|spec| {
-        let end = ms_to_nanos(sc.spec.duration_ms.get());
-        // How long a bucket's state still weighs on decisions after a write: a token bucket
-        // and a fixed window are back to full within one window; a sliding window's previous
-        // count still counts through the next one.
-        let window = sc.policy.quota().window;
-        let refill = match sc.policy {
-            ratelab_core::Policy::SlidingWindow(_) => window.saturating_add(window),
-            _ => window,
-        };
-        let f = cleanup::cleanup(cleanup::JobHistory::of(h), refill, end);
-        JobFigures::new(spec.fencing, f)
-    });
+    let job = sc
+        .spec
+        .cleanup_job
+        .map(|spec| JobFigures::new(spec.fencing, judge_job(sc, h)));
 
     let invariants = counts.invariant_failures(&gateway_counters);
     let mut report = Report {

@@ -209,6 +209,20 @@ pub enum PathName {
     Atomic,
 }
 
+/// Where a group's clients connect from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum AddressKind {
+    /// Each client its own IPv4 address (default).
+    #[default]
+    Ipv4,
+    /// Each client its own IPv6 /64.
+    Ipv6,
+    /// The group's clients share one IPv6 /64, each with its own address in it: one
+    /// subscriber rotating addresses, one client to the edge layer.
+    Ipv6SharedPrefix,
+}
+
 /// Whose clock the transition uses.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
@@ -577,11 +591,27 @@ pub struct ClientSpec {
     /// each answer before its next request.
     #[serde(default)]
     pub self_throttle: bool,
+    /// After a 429 with a `Retry-After` of at least a second, send the same request again
+    /// exactly then (the answer's time plus those seconds), skipping arrivals until then
+    /// (default false). Such a client waits for each answer before its next request.
+    #[serde(default)]
+    pub retry_at_retry_after: bool,
+    /// Where the group's clients connect from (default `ipv4`).
+    #[serde(default)]
+    pub address: AddressKind,
     /// When the group starts sending, in ms (default 0).
     #[serde(default)]
     pub start_ms: Ms,
     /// When the group stops sending, in ms (default: the run's duration).
     pub stop_ms: Option<Ms>,
+}
+
+impl ClientSpec {
+    /// Whether the group's clients wait for each answer and read its headers (they honour
+    /// Retry-After, pace themselves, or retry at Retry-After).
+    pub fn waits_for_answers(&self) -> bool {
+        self.honour_retry_after || self.self_throttle || self.retry_at_retry_after
+    }
 }
 
 fn one_client() -> Bounded<1, 1_024> {

@@ -93,6 +93,15 @@ pub(crate) fn validate(
                 Key::new(&longest).map_err(|e| located(at("keys"), e.to_string()))?;
             }
         }
+        if c.retry_at_retry_after && c.self_throttle {
+            return Err(located(
+                at("retry_at_retry_after"),
+                "a client that retries exactly at Retry-After cannot also pace itself from the \
+                 RateLimit field (`self_throttle`), which may hold the retry past its time: \
+                 choose one"
+                    .into(),
+            ));
+        }
         let limit = ratelab_core::Algorithm::quota(&policy).limit;
         if c.cost.get() > limit {
             return Err(located(

@@ -26,8 +26,9 @@
 //! - `over-denial` (fixed window, atomic path, store clock): no denial while the key's window
 //!   had room for it;
 //! - `cleanup`: the cleanup job deleted no live bucket and nothing it had not planned;
-//! - `fencing` (a fenced job): no commit accepted from a leader another grant had
-//!   superseded, and one leader at a time, both recomputed from the lease records;
+//! - `fencing` (a fenced job): one leader at a time, and no commit accepted while a lease
+//!   granted after its sender's was still within its length, both recomputed from the lease
+//!   and commit records and the lease lengths;
 //! - `liveness` (after the last fault heals, when the run has a probe client within the
 //!   policy): every probe request admitted.
 //!

@@ -183,3 +183,119 @@ fn listed_times_are_sent_as_listed() {
         "{e}"
     );
 }
+
+#[test]
+fn a_retrier_sends_a_denied_request_again_exactly_at_its_retry_after() {
+    let sc = scenario(serde_json::json!({
+        "description": "a bucket of 2 gaining 1 a second; a client draining it retries at Retry-After",
+        "seeds": 1,
+        "duration_ms": 5_000,
+        "gateways": 1,
+        "policy": { "algorithm": "token_bucket", "capacity": 2, "refill_per_sec": 1 },
+        "store": { "path": "atomic" },
+        "clients": [ {
+            "key": "k",
+            "arrival": { "pattern": "constant", "rate_per_sec": 50 },
+            "stop_ms": 3_000,
+            "retry_at_retry_after": true
+        } ]
+    }));
+    let h = run(&sc);
+    let denied: Vec<_> = h
+        .requests
+        .iter()
+        .filter(|r| {
+            matches!(
+                r.answer,
+                Some((_, ratelab_check::history::Answer::Denied { .. }))
+            )
+        })
+        .collect();
+    // Each second: a retry admitted, the next arrival denied (a retry sent at or after the
+    // group's stop time is not sent).
+    assert!(denied.len() >= 3, "{} denials", denied.len());
+    let denied: Vec<_> = denied
+        .into_iter()
+        .filter(|d| d.answer.unwrap().0.as_u64() + 1_000_000_000 < 3_000_000_000)
+        .collect();
+    for d in &denied {
+        let (answered, _) = d.answer.expect("answered");
+        // Retry-After is whole seconds, rounded up: 1 s here.
+        let due = answered.as_u64() + 1_000_000_000;
+        let again = h
+            .requests
+            .iter()
+            .find(|r| r.sent_at.as_u64() >= due)
+            .unwrap_or_else(|| panic!("no request after {due} ns"));
+        assert_eq!(
+            again.sent_at.as_u64(),
+            due,
+            "the retry is sent exactly then"
+        );
+        assert_eq!((again.key.as_str(), again.cost), ("k", 1));
+        assert!(
+            matches!(
+                again.answer,
+                Some((_, ratelab_check::history::Answer::Allowed { .. }))
+            ),
+            "the retry finds the room Retry-After promised: {again:?}"
+        );
+    }
+}
+
+#[test]
+fn ipv6_clients_send_from_their_own_prefix_or_share_one() {
+    use std::net::IpAddr;
+    let sc = scenario(serde_json::json!({
+        "description": "three groups of two clients: IPv4, IPv6 each its own /64, IPv6 sharing a /64",
+        "seeds": 1,
+        "duration_ms": 100,
+        "gateways": 1,
+        "policy": { "algorithm": "token_bucket", "capacity": 100, "refill_per_sec": 100 },
+        "store": { "path": "atomic" },
+        "clients": [
+            { "count": 2, "key": "a", "arrival": { "pattern": "burst", "at_ms": 0, "requests": 1 } },
+            { "count": 2, "key": "b", "address": "ipv6", "arrival": { "pattern": "burst", "at_ms": 0, "requests": 1 } },
+            { "count": 2, "key": "c", "address": "ipv6_shared_prefix", "arrival": { "pattern": "burst", "at_ms": 0, "requests": 1 } }
+        ]
+    }));
+    let h = run(&sc);
+    let peers = |key: &str| -> Vec<IpAddr> {
+        h.requests
+            .iter()
+            .filter(|r| r.key == key)
+            .map(|r| r.peer)
+            .collect()
+    };
+    let net = |ip: &IpAddr| ratelab_check::envelope::network(*ip, 64);
+    let (a, b, c) = (peers("a"), peers("b"), peers("c"));
+    assert!(a.iter().all(IpAddr::is_ipv4) && a[0] != a[1], "{a:?}");
+    assert!(
+        b.iter().all(IpAddr::is_ipv6) && net(&b[0]) != net(&b[1]),
+        "{b:?}"
+    );
+    assert!(c.iter().all(IpAddr::is_ipv6) && c[0] != c[1], "{c:?}");
+    assert_eq!(net(&c[0]), net(&c[1]), "one /64: {c:?}");
+}
+
+#[test]
+fn a_retrier_that_also_paces_itself_is_refused_at_its_field() {
+    let text = serde_json::json!({
+        "description": "both",
+        "seeds": 1,
+        "duration_ms": 100,
+        "gateways": 1,
+        "policy": { "algorithm": "token_bucket", "capacity": 2, "refill_per_sec": 1 },
+        "store": { "path": "atomic" },
+        "clients": [ {
+            "key": "k",
+            "arrival": { "pattern": "constant", "rate_per_sec": 50 },
+            "retry_at_retry_after": true,
+            "self_throttle": true
+        } ]
+    })
+    .to_string();
+    let e = Scenario::parse(Path::new("both.json"), &text).unwrap_err();
+    assert_eq!(e.path, "clients[0].retry_at_retry_after", "{e}");
+    assert!(e.message.contains("choose one"), "{e}");
+}

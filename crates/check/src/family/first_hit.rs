@@ -37,6 +37,10 @@ impl Family for FirstHitWindow {
         "first-hit window"
     }
 
+    fn first_window(&self) -> Option<(Nanos, u64)> {
+        Some((self.window, self.limit))
+    }
+
     fn fresh(&self, _ops: &[Op]) -> Vec<State> {
         vec![State {
             start: None,
@@ -64,6 +68,11 @@ impl Family for FirstHitWindow {
         };
         (said, next)
     }
+
+    /// Idle once the key's window is over.
+    fn idle_from(&self, s: &State) -> Option<Nanos> {
+        Some(s.start.map_or(Nanos::ZERO, |start| self.end(start)))
+    }
 }
 
 #[cfg(test)]
@@ -71,7 +80,7 @@ mod tests {
     use super::*;
     use crate::family::check_key;
     use crate::family::testing::{allowed, answered_by, denied, ms, unstamped, violation_at};
-    use crate::linearizable::{DEFAULT_BUDGET, Verdict};
+    use crate::linearizable::{DEFAULT_BUDGET, Precision, Seen, Verdict};
 
     const SPEC: FirstHitWindow = FirstHitWindow {
         limit: 2,
@@ -90,6 +99,66 @@ mod tests {
         let few = unstamped(&ops[..60]);
         assert_eq!(
             check_key(&spec, &few, DEFAULT_BUDGET),
+            Verdict::Linearizable
+        );
+    }
+
+    #[test]
+    fn many_concurrent_admissions_past_the_first_window_are_refuted_by_counting() {
+        // 40 requests all in flight together for 100 ms, from 10 ms on: 2 · L admitted.
+        // Every order fails, and a search over them would try orders for ever; counting
+        // finds it within the smallest budget.
+        let spec = FirstHitWindow { limit: 10, ..SPEC };
+        let flight = |id: u64, seen: Seen| Op {
+            id,
+            call: ms(10),
+            ret: Some(ms(110)),
+            cost: 1,
+            seen,
+            stamp: None,
+            precision: Precision {
+                decided_within: ms(100),
+                retry_after_unit: Nanos(1),
+            },
+        };
+        let mut ops: Vec<Op> = (0..40)
+            .map(|id| {
+                if id % 2 == 0 {
+                    flight(
+                        id,
+                        Seen::Allowed {
+                            at: ms(10),
+                            remaining: None,
+                        },
+                    )
+                } else {
+                    flight(
+                        id,
+                        Seen::Denied {
+                            at: ms(10),
+                            retry_after: None,
+                        },
+                    )
+                }
+            })
+            .collect();
+        let v = check_key(&spec, &ops, 1_000);
+        assert!(
+            matches!(&v, Verdict::Violation(x) if x.detail.contains("first window admits 10")),
+            "{v:?}"
+        );
+        // Ten admitted in flight, ten more after the window: nothing to count against.
+        ops.retain(|o| o.id % 2 == 0);
+        for o in ops.iter_mut().filter(|o| o.id >= 20) {
+            o.call = ms(1_200);
+            o.ret = Some(ms(1_300));
+            o.seen = Seen::Allowed {
+                at: ms(1_200),
+                remaining: None,
+            };
+        }
+        assert_eq!(
+            check_key(&spec, &ops, DEFAULT_BUDGET),
             Verdict::Linearizable
         );
     }
@@ -126,5 +195,19 @@ mod tests {
             Verdict::Violation(v) => assert!(v.id == 2 && v.phantom_denial, "{v:?}"),
             v => panic!("{v:?}"),
         }
+    }
+
+    #[test]
+    fn an_idle_state_answers_as_a_fresh_key() {
+        let named = crate::family::testing::assert_idle_answers_as_fresh(
+            &FirstHitWindow {
+                limit: 4,
+                window: ms(1000),
+            },
+            300,
+            ms(400),
+            3,
+        );
+        assert!(named > 100, "{named} states tight");
     }
 }

@@ -198,6 +198,15 @@ impl Family for FixedWindow {
     fn moments_cover(&self, from: Nanos, to: Nanos) -> bool {
         Grid::cut_whole_at_any_phase(self.window, from, to)
     }
+
+    /// Idle once the window holding a count is over.
+    fn idle_from(&self, s: &State) -> Option<Nanos> {
+        Some(if s.count == 0 {
+            Nanos::ZERO
+        } else {
+            s.grid.end(s.index)
+        })
+    }
 }
 
 #[cfg(test)]
@@ -411,5 +420,20 @@ mod tests {
             ),
             Verdict::Violation(_)
         ));
+    }
+
+    #[test]
+    fn an_idle_state_answers_as_a_fresh_key() {
+        let named = crate::family::testing::assert_idle_answers_as_fresh(
+            &FixedWindow {
+                limit: 4,
+                window: ms(1000),
+                phase: Some(ms(250)),
+            },
+            300,
+            ms(400),
+            3,
+        );
+        assert!(named > 100, "{named} states tight");
     }
 }

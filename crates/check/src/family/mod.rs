@@ -50,12 +50,16 @@ pub(crate) mod testing;
 
 pub use spec::{Family, Said};
 
-use crate::linearizable::{Op, Seen, Verdict};
+use crate::linearizable::{Op, Seen, Verdict, Violation};
+use ratelab_core::Nanos;
 
 /// Holds one key's operations (any order) to `family`, from a key nobody used, searching at
 /// most `budget` states: store-stamped histories are replayed in the store's order, others
 /// searched.
 pub fn check_key<F: Family>(family: &F, ops: &[Op], budget: u64) -> Verdict {
+    if let Some(v) = first_window_overflow(family, ops) {
+        return Verdict::Violation(v);
+    }
     let fresh = family.fresh(ops);
     let answered_stamped = ops
         .iter()
@@ -66,4 +70,50 @@ pub fn check_key<F: Family>(family: &F, ops: &[Op], budget: u64) -> Verdict {
     } else {
         search::search(family, ops, fresh, budget)
     }
+}
+
+/// The earliest moment `o` may have been decided.
+fn earliest(o: &Op) -> Nanos {
+    match o.seen {
+        Seen::Allowed { at, .. } | Seen::Denied { at, .. } => at,
+        Seen::Unknown => o.call,
+    }
+}
+
+/// From a key nobody used, the first decision opens a window ([`Family::first_window`]) no
+/// earlier than the first request was sent; every admission certainly decided before that
+/// send plus the window's length is in it. More than the window admits there is a
+/// violation whatever the order, found by counting (the admission that overflows it is the
+/// witness).
+fn first_window_overflow<F: Family>(family: &F, ops: &[Op]) -> Option<Violation> {
+    let (window, limit) = family.first_window()?;
+    let first = ops.iter().map(earliest).min()?;
+    let until = first.as_u64().saturating_add(window.as_u64());
+    let mut inside: Vec<(u64, &Op)> = ops
+        .iter()
+        .filter(|o| matches!(o.seen, Seen::Allowed { .. }))
+        .map(|o| {
+            let latest = earliest(o)
+                .as_u64()
+                .saturating_add(o.precision.decided_within.as_u64());
+            (latest, o)
+        })
+        .filter(|&(latest, _)| latest < until)
+        .collect();
+    inside.sort_by_key(|&(latest, o)| (latest, o.id));
+    let mut admitted = 0u64;
+    for (_, o) in &inside {
+        admitted = admitted.saturating_add(o.cost);
+        if admitted > limit {
+            return Some(Violation {
+                id: o.id,
+                detail: format!(
+                    "admitted with {admitted} units certainly decided within {window} of the key's first request (sent at {first}); its first window admits {limit}"
+                ),
+                explained: 0,
+                phantom_denial: false,
+            });
+        }
+    }
+    None
 }

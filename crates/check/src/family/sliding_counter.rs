@@ -177,6 +177,16 @@ impl Family for SlidingCounter {
     fn moments_cover(&self, from: Nanos, to: Nanos) -> bool {
         Grid::cut_whole_at_any_phase(self.window, from, to)
     }
+
+    /// Idle once neither count weighs: the window after the current one's count has
+    /// become the previous, or the current window once the previous count is all it holds.
+    fn idle_from(&self, s: &State) -> Option<Nanos> {
+        Some(match (s.current, s.previous) {
+            (0, 0) => Nanos::ZERO,
+            (0, _) => s.grid.end(s.index),
+            _ => s.grid.end(s.index + 1),
+        })
+    }
 }
 
 #[cfg(test)]
@@ -274,5 +284,21 @@ mod tests {
             Verdict::Linearizable
         );
         assert!(violation_at(&check_key(&SPEC, &three, DEFAULT_BUDGET), 4));
+    }
+
+    #[test]
+    fn an_idle_state_answers_as_a_fresh_key() {
+        let named = crate::family::testing::assert_idle_answers_as_fresh(
+            &SlidingCounter {
+                limit: 4,
+                window: ms(1000),
+                phase: Some(ms(250)),
+                rounding: Rounding::Up,
+            },
+            300,
+            ms(400),
+            3,
+        );
+        assert!(named > 100, "{named} states tight");
     }
 }

@@ -76,6 +76,14 @@ impl Family for SlidingLog {
         };
         (said, State { log })
     }
+
+    /// Idle once the last admission logged has left the window.
+    fn idle_from(&self, s: &State) -> Option<Nanos> {
+        let last = s.log.iter().map(|&(t, _)| t).max();
+        Some(last.map_or(Nanos::ZERO, |t| {
+            Nanos(t.as_u64().saturating_add(self.window.as_u64()))
+        }))
+    }
 }
 
 #[cfg(test)]
@@ -142,5 +150,19 @@ mod tests {
         let mut ops = three();
         ops.push(denied(3, ms(1_050), Some(ms(350))));
         assert!(violation_at(&check_key(&SPEC, &ops, DEFAULT_BUDGET), 3));
+    }
+
+    #[test]
+    fn an_idle_state_answers_as_a_fresh_key() {
+        let named = crate::family::testing::assert_idle_answers_as_fresh(
+            &SlidingLog {
+                limit: 4,
+                window: ms(1000),
+            },
+            300,
+            ms(400),
+            3,
+        );
+        assert!(named > 100, "{named} states tight");
     }
 }

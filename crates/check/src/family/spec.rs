@@ -47,10 +47,25 @@ pub trait Family {
         false
     }
 
+    /// The window a key's first request opens and what it admits, if the family has one:
+    /// from a key nobody used, every admission decided within `.0` of the first decision is
+    /// in one window of at most `.1` (a first-hit window's length and limit). The check
+    /// counts those before it searches: a history of many concurrent admissions is refuted
+    /// at once, not by trying every order.
+    fn first_window(&self) -> Option<(Nanos, u64)> {
+        None
+    }
+
     /// Whether [`Family::fresh`] gives every starting state that can explain a history (not
     /// so where a hidden parameter moves answers continuously, as a sliding counter's phase
     /// moves its weights).
     fn fresh_covers(&self) -> bool {
         true
+    }
+
+    /// The instant from which `state`, left alone, answers every request as a key nobody
+    /// used would (a bucket full again, a window over); `None` if the family cannot say.
+    fn idle_from(&self, _state: &Self::State) -> Option<Nanos> {
+        None
     }
 }

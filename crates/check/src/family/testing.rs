@@ -84,3 +84,51 @@ pub fn unstamped(ops: &[Op]) -> Vec<Op> {
 pub fn violation_at(v: &Verdict, id: u64) -> bool {
     matches!(v, Verdict::Violation(x) if x.id == id)
 }
+
+/// Asserts [`Family::idle_from`]'s promise for `family` over a pseudo-random run of `n`
+/// requests (gaps up to `max_gap`, costs up to `max_cost`): from the instant it names, each
+/// state answers every request as a key nobody used does, and a nanosecond before it (when
+/// that is after the state's last request) some request is answered otherwise: the instant
+/// is the first, not merely a safe one. Returns how many states were tight that way.
+pub fn assert_idle_answers_as_fresh<F: super::Family>(
+    family: &F,
+    n: u64,
+    max_gap: Nanos,
+    max_cost: u64,
+) -> u64 {
+    let fresh = family.fresh(&[]).remove(0);
+    let mut state = fresh.clone();
+    let (mut t, mut named) = (0u64, 0);
+    for i in 0..n {
+        t += (i * 7_919 % 101) * max_gap.as_u64() / 100;
+        let cost = 1 + (i * 31 % 7) % max_cost;
+        state = family.decide(&state, Nanos(t), cost).1;
+        let Some(idle) = family.idle_from(&state) else {
+            continue;
+        };
+        if idle > Nanos(t + 1) {
+            let before = Nanos(idle.as_u64() - 1);
+            let differs = (1..=max_cost)
+                .any(|c| family.decide(&state, before, c).0 != family.decide(&fresh, before, c).0);
+            assert!(
+                differs,
+                "{}: state {state:?} already answers as a fresh key at {before:?}, before {idle:?}",
+                family.name()
+            );
+            named += 1;
+        }
+        let idle = idle.max(Nanos(t));
+        for later in [0, 1, max_gap.as_u64() / 3, max_gap.as_u64() * 5] {
+            let at = Nanos(idle.as_u64() + later);
+            for c in 1..=max_cost {
+                assert_eq!(
+                    family.decide(&state, at, c).0,
+                    family.decide(&fresh, at, c).0,
+                    "{}: state {state:?} idle from {idle:?}, asked at {at:?} for {c}",
+                    family.name()
+                );
+            }
+        }
+    }
+    named
+}

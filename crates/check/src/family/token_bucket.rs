@@ -54,6 +54,13 @@ impl Family for Spec {
         };
         (said, s.clone())
     }
+
+    /// Full again at the theoretical arrival time.
+    fn idle_from(&self, s: &State) -> Option<Nanos> {
+        let amount = i128::from(self.amount).max(1);
+        let at = (s.0.max(0) + amount - 1) / amount;
+        Some(Nanos(u64::try_from(at).unwrap_or(u64::MAX)))
+    }
 }
 
 #[cfg(test)]
@@ -100,5 +107,16 @@ mod tests {
                 last
             ));
         }
+    }
+
+    #[test]
+    fn an_idle_state_answers_as_a_fresh_key() {
+        let named = crate::family::testing::assert_idle_answers_as_fresh(
+            &crate::linearizable::Spec::per_second(5, 3),
+            300,
+            ms(400),
+            3,
+        );
+        assert!(named > 100, "{named} states tight");
     }
 }

@@ -1,6 +1,8 @@
 //! **fields**: `remaining` never grows faster than the refill between two answers in real
-//! time (an exact bucket claim), a denial never reports room for its own cost, and
-//! `Retry-After` is never earlier than the `RateLimit` field's `t`.
+//! time (an exact bucket claim), a denial never reports room for its own cost,
+//! `Retry-After` is never earlier than the `RateLimit` field's `t` (or the reset of the
+//! older dialects), `remaining` is never above the limit announced beside it, and the
+//! announced limit is the claim's (an exact claim; the first answer per key that differs).
 
 use super::check::{Prepared, ProbeCheck};
 use super::history::{Claim, Judging, Observation, Outcome, ProbeHistory};
@@ -48,8 +50,36 @@ fn judge_fields(h: &ProbeHistory, j: &Judging, v: &mut ProbeVerdict) {
                 what,
             })
         };
+        let mut limit_flagged = false;
+        // Once per key each: the first answer is the witness.
+        let mut malformed_flagged = false;
         for o in &obs {
-            let has = o.fields.remaining.is_some() || o.fields.retry_after.is_some();
+            if let Some(l) = o.fields.limit {
+                if let Some(r) = o.fields.remaining.filter(|&r| r > l) {
+                    flag(
+                        vec![o.id],
+                        format!("remaining {r} above the announced limit {l}"),
+                    );
+                }
+                if j.exact && l != j.claim.burst() && !limit_flagged {
+                    limit_flagged = true;
+                    flag(
+                        vec![o.id],
+                        format!("announced limit {l}, the claim's is {}", j.claim.burst()),
+                    );
+                }
+            }
+            if let Some((name, value)) = o.fields.malformed.as_ref().filter(|_| !malformed_flagged)
+            {
+                malformed_flagged = true;
+                flag(
+                    vec![o.id],
+                    format!("{name}: {value:?} is not what the field's grammar allows"),
+                );
+            }
+            let has = o.fields.remaining.is_some()
+                || o.fields.retry_after.is_some()
+                || o.fields.malformed.is_some();
             v.fields_checked += usize::from(has);
             if o.outcome != Outcome::Denied {
                 continue;

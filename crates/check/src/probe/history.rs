@@ -24,14 +24,57 @@ pub struct Fields {
     /// Units left (`RateLimit` `r`, `X-RateLimit-Remaining`, or a script's reply).
     pub remaining: Option<u64>,
     /// The `RateLimit` field's `t`, in whole seconds: draft-10's time until more quota, or
-    /// draft-11's effective window. Under either draft a denial's `Retry-After` must not
-    /// point before it.
+    /// draft-11's effective window (or the older dialects' reset; for a reset given as an
+    /// epoch, the least time it can mean). Under either draft a denial's `Retry-After` must
+    /// not point before it.
     pub reset_secs: Option<u64>,
     /// The wait a denial announced.
     pub retry_after: Option<Nanos>,
     /// `retry_after` is the true wait rounded up to a multiple of this (1 s for a
     /// `Retry-After` field; 1 ns when exact).
     pub retry_after_unit: Nanos,
+    /// The limit the answer announced (`RateLimit-Limit`, `X-RateLimit-Limit`).
+    pub limit: Option<u64>,
+    /// Which fields carried `remaining` and the reset.
+    pub dialect: Option<Dialect>,
+    /// A rate-limit field the answer carried that no client can read as its grammar says
+    /// (`Retry-After: 0.5`, `X-RateLimit-Remaining: -1`): its name and value.
+    pub malformed: Option<(String, String)>,
+}
+
+/// The fields an HTTP limiter speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Dialect {
+    /// The IETF draft's structured `RateLimit` field (draft-08 on: `"name";r=…;t=…`).
+    RateLimit,
+    /// The draft's earlier `RateLimit-Limit`, `-Remaining` and `-Reset` (delta seconds).
+    RateLimitTriple,
+    /// `X-RateLimit-Limit`, `-Remaining` and `-Reset`, the reset in this unit.
+    XRateLimit(ResetUnit),
+}
+
+/// What an `X-RateLimit-Reset` counts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum ResetUnit {
+    /// Seconds from now.
+    DeltaSeconds,
+    /// Seconds since the Unix epoch.
+    EpochSeconds,
+    /// Milliseconds since the Unix epoch.
+    EpochMillis,
+}
+
+impl Dialect {
+    /// Its name in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Dialect::RateLimit => "RateLimit",
+            Dialect::RateLimitTriple => "RateLimit-Limit/-Remaining/-Reset",
+            Dialect::XRateLimit(ResetUnit::DeltaSeconds) => "X-RateLimit-* (reset: delta seconds)",
+            Dialect::XRateLimit(ResetUnit::EpochSeconds) => "X-RateLimit-* (reset: epoch seconds)",
+            Dialect::XRateLimit(ResetUnit::EpochMillis) => "X-RateLimit-* (reset: epoch ms)",
+        }
+    }
 }
 
 impl Fields {
@@ -46,6 +89,9 @@ impl Fields {
             reset_secs: Some(secs(d.reset_after)),
             retry_after: d.retry_after.map(|w| Nanos::from_secs(secs(w))),
             retry_after_unit: Nanos::from_secs(1),
+            limit: None,
+            dialect: Some(Dialect::RateLimit),
+            malformed: None,
         }
     }
 }
@@ -70,6 +116,8 @@ pub struct Observation {
     pub key: String,
     /// The probe client that sent it.
     pub client: u32,
+    /// The instance of the limiter it went to (0 when there is one).
+    pub instance: u32,
     /// Its cost.
     pub cost: u64,
     /// When it was sent, on the probe's clock (from the probe's start).

@@ -18,7 +18,8 @@
 //!   furthest order reached gives there is a *phantom denial*;
 //! - **fields**: `remaining` never grows faster than the refill between two answers in real
 //!   time, a denial never reports room for its own cost, and `Retry-After` is never earlier
-//!   than the `RateLimit` field's `t`;
+//!   than the `RateLimit` field's `t`, an announced limit agrees with the claim and
+//!   `remaining`, and every rate-limit field is one its grammar allows;
 //! - **Retry-After honesty**: a client that waited exactly the time it was told was admitted
 //!   (the probe sends those requests on a quiet key and records each pair).
 
@@ -33,7 +34,8 @@ mod verdict;
 
 pub use check::{Prepared, ProbeCheck};
 pub use history::{
-    Claim, Fields, Judging, Observation, Outcome, ProbeHistory, RetryProbe, Rounding, WindowKind,
+    Claim, Dialect, Fields, Judging, Observation, Outcome, ProbeHistory, ResetUnit, RetryProbe,
+    Rounding, WindowKind,
 };
 pub use verdict::{FieldViolation, HonestyReport, ProbeVerdict};
 

@@ -35,6 +35,7 @@ fn answered_by_the_core<A: Algorithm>(bucket: &A, n: u64, clients: u64) -> Probe
             id: i,
             key: "k".into(),
             client: (i % clients) as u32,
+            instance: 0,
             cost: 1,
             sent,
             answered: Nanos(decided.as_u64() + 2_000_000),
@@ -113,6 +114,55 @@ fn contradictory_fields_are_reported() {
 }
 
 #[test]
+fn an_announced_limit_is_held_to_the_claim_and_above_remaining() {
+    let bucket = TokenBucket::per_second(5, 2).unwrap();
+    let mut h = answered_by_the_core(&bucket, 60, 1);
+    for o in &mut h.observations {
+        o.fields.limit = Some(5);
+    }
+    assert!(
+        judge(&h, &judging(CLAIM)).fields.is_empty(),
+        "the claim's limit"
+    );
+    // Remaining after the first admission is 4.
+    for o in &mut h.observations {
+        o.fields.limit = Some(3);
+    }
+    let v = judge(&h, &judging(CLAIM));
+    let what: Vec<&str> = v.fields.iter().map(|f| f.what.as_str()).collect();
+    assert_eq!(
+        what.iter()
+            .filter(|w| w.contains("announced limit 3, the claim's is 5"))
+            .count(),
+        1,
+        "once per key: {what:?}"
+    );
+    assert!(
+        what.iter()
+            .any(|w| w.contains("above the announced limit 3")),
+        "{what:?}"
+    );
+}
+
+#[test]
+fn a_malformed_field_is_a_contradiction_once_per_key() {
+    let bucket = TokenBucket::per_second(5, 2).unwrap();
+    let mut h = answered_by_the_core(&bucket, 20, 1);
+    assert!(judge(&h, &judging(CLAIM)).fields.is_empty());
+    for o in h.observations.iter_mut().skip(3) {
+        o.fields.malformed = Some(("retry-after".into(), "0.25".into()));
+    }
+    let v = judge(&h, &judging(CLAIM));
+    let flagged: Vec<&FieldViolation> = v
+        .fields
+        .iter()
+        .filter(|f| f.what.contains("retry-after: \"0.25\""))
+        .collect();
+    assert_eq!(flagged.len(), 1, "{:?}", v.fields);
+    assert_eq!(flagged[0].ids, vec![h.observations[3].id]);
+}
+
+#[test]
 fn a_follow_up_denied_after_waiting_is_a_dishonest_retry_after() {
     let bucket = TokenBucket::per_second(5, 2).unwrap();
     let mut h = answered_by_the_core(&bucket, 20, 1);
@@ -176,6 +226,7 @@ fn seen(id: u64, sent_us: u64, answered_us: u64, outcome: Outcome) -> Observatio
         id,
         key: "k".into(),
         client: id as u32,
+        instance: 0,
         cost: 1,
         sent: Nanos(sent_us * 1_000),
         answered: Nanos(answered_us * 1_000),

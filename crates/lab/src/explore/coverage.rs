@@ -12,7 +12,7 @@ use ratelab_sim::scenario::{FaultKind, FaultSpec, ms};
 use ratelab_sim::{Report, Scenario};
 
 /// Every probe, by name.
-pub const PROBES: [&str; 17] = [
+pub const PROBES: [&str; 20] = [
     "denial-during-partition",
     "fail-open",
     "breaker-opened-and-closed",
@@ -30,6 +30,9 @@ pub const PROBES: [&str; 17] = [
     "cost-above-three",
     "boundary-bursts",
     "run-past-ten-seconds",
+    "retried-at-retry-after",
+    "ipv6-client-answered",
+    "one-ipv6-prefix-at-the-edge",
 ];
 
 /// The probes one run reached, in [`PROBES`] order.
@@ -93,10 +96,52 @@ pub fn reached(sc: &Scenario, report: &Report, h: &History) -> Vec<&'static str>
                 .iter()
                 .any(|c| c.arrival.pattern() == ratelab_sim::scenario::Pattern::BoundaryBursts),
             "run-past-ten-seconds" => spec.duration_ms.get() > 10_000,
+            "retried-at-retry-after" => retried_at_retry_after(h),
+            "ipv6-client-answered" => h
+                .requests
+                .iter()
+                .any(|r| r.peer.is_ipv6() && r.answer.is_some()),
+            "one-ipv6-prefix-at-the-edge" => one_prefix_at_the_edge(h),
             _ => false,
         }
     };
     PROBES.into_iter().filter(|p| test(p)).collect()
+}
+
+/// Whether a client, denied, sent the same key again a whole number of seconds (at least
+/// one, the Retry-After it was told, rounded up as the header is) after the denial's answer,
+/// and was answered.
+fn retried_at_retry_after(h: &History) -> bool {
+    let mut denied: std::collections::BTreeMap<(u32, &str), Vec<Nanos>> = Default::default();
+    for r in &h.requests {
+        if let Some((at, Answer::Denied { retry_after, .. })) = r.answer
+            && retry_after > Nanos::ZERO
+        {
+            let secs = retry_after.as_u64().div_ceil(1_000_000_000);
+            denied
+                .entry((r.client, r.key.as_str()))
+                .or_default()
+                .push(Nanos(at.as_u64() + secs * 1_000_000_000));
+        }
+    }
+    h.requests.iter().any(|r| {
+        r.answer.is_some()
+            && denied
+                .get(&(r.client, r.key.as_str()))
+                .is_some_and(|due| due.contains(&r.sent_at))
+    })
+}
+
+/// Whether the edge layer decided for two addresses of one IPv6 /64.
+fn one_prefix_at_the_edge(h: &History) -> bool {
+    let mut seen: std::collections::BTreeMap<String, std::net::IpAddr> = Default::default();
+    h.requests
+        .iter()
+        .filter(|r| r.peer.is_ipv6() && r.layers.edge.is_some())
+        .any(|r| {
+            let net = ratelab_check::envelope::network(r.peer, 64);
+            *seen.entry(net).or_insert(r.peer) != r.peer
+        })
 }
 
 /// Whether some key was admitted, then left alone longer than its state lives (at most the

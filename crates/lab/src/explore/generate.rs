@@ -261,6 +261,11 @@ fn client(d: &mut Draw, duration: u64, gateways: u64, capacity: u64) -> Value {
         c["honour_retry_after"] = json!(true);
     } else if d.chance(0.15) {
         c["self_throttle"] = json!(true);
+    } else if d.chance(0.15) {
+        c["retry_at_retry_after"] = json!(true);
+    }
+    if d.chance(0.2) {
+        c["address"] = json!(*d.pick(&["ipv6", "ipv6_shared_prefix"]));
     }
     if d.chance(0.2) {
         c["gateway"] = json!(d.int(0, gateways - 1));

@@ -160,6 +160,7 @@ fn history(shape: &BenchShape, seed: u64) -> (ProbeHistory, Vec<u64>) {
                 id: p.id,
                 key: format!("k{}", p.key),
                 client: p.client as u32,
+                instance: 0,
                 cost: 1,
                 sent: Nanos(p.sent),
                 answered: Nanos(p.answered),

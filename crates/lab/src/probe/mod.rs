@@ -36,6 +36,49 @@ pub trait Target: Clone + Send + Sync + 'static {
     /// or [`Outcome::Failed`] when none came back, and the fields it sent.
     fn send(&self, id: u64, key: &str, cost: u64)
     -> impl Future<Output = (Outcome, Fields)> + Send;
+
+    /// The instance of the limiter request `id` goes to, when the target spreads requests
+    /// over several (0 otherwise).
+    fn instance(&self, _id: u64) -> u32 {
+        0
+    }
+}
+
+/// How a probe spreads its requests over a limiter's instances.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Spread {
+    /// Request `id` goes to instance `id mod n`.
+    RoundRobin,
+    /// Each request to an instance drawn from `seed` and its id.
+    Random {
+        /// The seed.
+        seed: u64,
+    },
+}
+
+impl Spread {
+    /// `round-robin` or `random:SEED`.
+    pub fn parse(s: &str) -> Result<Spread, String> {
+        match s.split_once(':') {
+            None if s == "round-robin" => Ok(Spread::RoundRobin),
+            Some(("random", seed)) => seed
+                .trim()
+                .parse()
+                .map(|seed| Spread::Random { seed })
+                .map_err(|_| format!("{s:?}: the seed must be a whole number (random:SEED)")),
+            _ => Err(format!("{s:?}: expected round-robin or random:SEED")),
+        }
+    }
+
+    /// The instance of `n` request `id` goes to.
+    pub fn pick(self, id: u64, n: u32) -> u32 {
+        let n = u64::from(n.max(1));
+        let at = match self {
+            Spread::RoundRobin => id % n,
+            Spread::Random { seed } => ratelab_sim::rng::SimRng::new(seed, id).next_u64() % n,
+        };
+        u32::try_from(at).unwrap_or(0)
+    }
 }
 
 /// How a probe runs.
@@ -67,6 +110,84 @@ pub struct ProbeConfig {
     /// Whether the claim is exact (given on the command line) or only a bound (read from
     /// a rounded `RateLimit-Policy` field).
     pub exact: bool,
+    /// The phases after the ladder.
+    pub phases: Phases,
+}
+
+/// The phases a probe runs after its ladder and before the honesty probes, each on keys of
+/// its own and judged by the same checkers as the ladder.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Phases {
+    /// Idle past the time the claim takes to forget a key (its bucket full again, its
+    /// windows over), then a burst of the claim's burst on each of the ladder's first keys:
+    /// a limiter whose keys never expire, or expire late, denies it (expiry bugs).
+    pub idle: bool,
+    /// One client per key sending evenly at `steady_percent` of the claimed rate for
+    /// `steady`, from a key nobody used: the claim never denies such a client, so each
+    /// denial is a phantom (over-denial).
+    pub steady: Option<Duration>,
+    /// The steady client's rate, in percent of the claimed rate (1 to 99).
+    pub steady_percent: u32,
+    /// One client per key sending at four times the claimed rate for two of the claim's
+    /// windows (or refills), so that its bursts straddle whatever boundary the limiter's
+    /// windows have.
+    pub boundary: bool,
+}
+
+impl Phases {
+    /// Every phase, with a steady client at 80 % of the rate for `steady`.
+    pub fn all(steady: Duration) -> Phases {
+        Phases {
+            idle: true,
+            steady: Some(steady),
+            steady_percent: 80,
+            boundary: true,
+        }
+    }
+
+    /// Parses `idle,steady,boundary` (any of them, or `none`), the steady phase lasting
+    /// `steady`.
+    pub fn parse(s: &str, steady: Duration) -> Result<Phases, String> {
+        let mut p = Phases {
+            steady_percent: 80,
+            ..Phases::default()
+        };
+        for part in s.split(',').map(str::trim).filter(|t| !t.is_empty()) {
+            match part {
+                "idle" => p.idle = true,
+                "steady" => p.steady = Some(steady),
+                "boundary" => p.boundary = true,
+                "none" => {}
+                other => {
+                    return Err(format!(
+                        "phase {other:?}: expected idle, steady, boundary or none"
+                    ));
+                }
+            }
+        }
+        Ok(p)
+    }
+}
+
+/// How long `claim` takes to forget a key: a bucket refilled from empty, or two windows
+/// (a sliding counter's previous window still weighs through the next).
+pub fn forget_time(claim: &Claim) -> Duration {
+    let e = claim.envelope();
+    let ns = match claim {
+        Claim::TokenBucket { capacity, .. } => {
+            capacity.div_ceil(e.amount.max(1)).saturating_mul(e.period)
+        }
+        Claim::Window { window, .. } => window.as_u64().saturating_mul(2),
+    };
+    Duration::from_nanos(ns)
+}
+
+/// The time between two requests at `percent` of `claim`'s sustained rate.
+fn interval_at(claim: &Claim, percent: u32) -> Duration {
+    let e = claim.envelope();
+    let ns =
+        u128::from(e.period) * 100 / (u128::from(e.amount.max(1)) * u128::from(percent.max(1)));
+    Duration::from_nanos(u64::try_from(ns).unwrap_or(u64::MAX))
 }
 
 /// A finished probe.
@@ -80,7 +201,7 @@ pub struct ProbeRun {
     pub verdict: ProbeVerdict,
     /// Per step: clients, requests, admitted, seconds.
     pub steps: Vec<StepSummary>,
-    /// Honesty probes skipped, and why.
+    /// Phases and honesty probes skipped, and why.
     pub retry_skipped: Vec<String>,
     /// Wall time of the whole probe.
     pub seconds: f64,
@@ -133,6 +254,7 @@ impl Recorder {
             id,
             key: key.to_owned(),
             client,
+            instance: target.instance(id),
             cost,
             sent,
             answered,
@@ -179,7 +301,9 @@ pub async fn probe<T: Target>(
         steps.push(run_step(&target, &rec, cfg, step, clients, deadline).await);
     }
     ticker.abort();
-    let (retry_probes, retry_skipped) = honesty(&target, &rec, cfg, claim).await;
+    let phase_skipped = run_phases(&target, &rec, cfg, claim).await;
+    let (retry_probes, mut retry_skipped) = honesty(&target, &rec, cfg, claim).await;
+    retry_skipped.extend(phase_skipped);
     let mut observations = std::mem::take(&mut *rec.observations.lock().expect("probe recorder"));
     observations.sort_by_key(|o| o.id);
     let history = ProbeHistory {
@@ -206,6 +330,77 @@ pub async fn probe<T: Target>(
         seconds: rec.start.elapsed().as_secs_f64(),
         check_seconds: checking.elapsed().as_secs_f64(),
     }
+}
+
+/// The phases after the ladder: steady and boundary clients side by side, then the idle
+/// burst once the ladder's keys have been quiet long enough.
+/// Returns why a phase was skipped, if one was.
+async fn run_phases<T: Target>(
+    target: &T,
+    rec: &Recorder,
+    cfg: &ProbeConfig,
+    claim: Claim,
+) -> Option<String> {
+    let p = cfg.phases;
+    let quiet_from = Instant::now();
+    // Phases on one shared bucket would judge each other's traffic: only the idle burst.
+    let keys = if cfg.partitioned { cfg.keys.max(1) } else { 0 };
+    let mut tasks = Vec::new();
+    let mut paced = |name: &str, client: u32, every: Duration, count: u64| {
+        for k in 0..keys {
+            let (target, rec) = (target.clone(), rec.clone());
+            let key = format!("{}-{name}{k}", cfg.key_prefix);
+            tasks.push(tokio::spawn(async move {
+                let start = tokio::time::Instant::now();
+                for n in 0..count {
+                    let at = start + every.saturating_mul(u32::try_from(n).unwrap_or(u32::MAX));
+                    tokio::time::sleep_until(at).await;
+                    rec.send(&target, client + k, &key, 1).await;
+                }
+            }));
+        }
+    };
+    if let Some(d) = p.steady {
+        let every = interval_at(&claim, p.steady_percent);
+        let count = (d.as_nanos() / every.as_nanos().max(1)).clamp(1, 10_000) as u64;
+        paced("steady", 20_000, every, count);
+    }
+    if p.boundary {
+        let every = interval_at(&claim, 400);
+        let span = forget_time(&claim);
+        let count = (span.as_nanos() / every.as_nanos().max(1)).clamp(1, 2_000) as u64;
+        paced("boundary", 30_000, every, count);
+    }
+    for t in tasks {
+        let _ = t.await;
+    }
+    if p.idle {
+        // A tenth more than the claim's own forgetting time, for the limiter's clock.
+        let wait =
+            forget_time(&claim).mul_f64(1.1) + Duration::from_nanos(cfg.clock_resolution.as_u64());
+        let elapsed = quiet_from.elapsed();
+        if wait > cfg.max_wait {
+            return Some(format!(
+                "idle phase: the claim forgets a key after {wait:?}, beyond --max-wait"
+            ));
+        }
+        tokio::time::sleep(wait.saturating_sub(elapsed)).await;
+        let mut burst = Vec::new();
+        for k in 0..keys.max(1) {
+            let (target, rec) = (target.clone(), rec.clone());
+            let key = key_of(cfg, 0, k, 0);
+            let count = claim.burst().min(1_000);
+            burst.push(tokio::spawn(async move {
+                for _ in 0..count {
+                    rec.send(&target, 40_000 + k, &key, 1).await;
+                }
+            }));
+        }
+        for t in burst {
+            let _ = t.await;
+        }
+    }
+    None
 }
 
 /// The one key of a probe whose target does not partition by key.

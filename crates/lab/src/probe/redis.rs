@@ -368,6 +368,7 @@ impl Target for GetSetTarget {
                     reset_secs: None,
                     retry_after: o.decision.retry_after,
                     retry_after_unit: Nanos(1),
+                    ..Fields::default()
                 },
             ),
             Err(e) => (Outcome::Failed(e.to_string()), Fields::default()),

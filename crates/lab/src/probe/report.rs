@@ -35,6 +35,19 @@ pub fn text(run: &ProbeRun, target: &str) -> String {
         "admitted {}, denied {}, without a decision {}",
         v.admitted, v.denied, v.failed
     );
+    let instances = per_instance(run);
+    if instances.len() > 1 {
+        let each: Vec<String> = instances
+            .iter()
+            .map(|(i, c)| {
+                format!(
+                    "{i}: {} requests, {} admitted, {} denied, {} without a decision",
+                    c.requests, c.admitted, c.denied, c.failed
+                )
+            })
+            .collect();
+        let _ = writeln!(s, "instances: {}", each.join("; "));
+    }
     let e = &v.envelope;
     let _ = write!(
         s,
@@ -62,10 +75,19 @@ pub fn text(run: &ProbeRun, target: &str) -> String {
         None => s.push_str("linearizable: not checked (the claim's answers depend on window boundaries a probe cannot see)\n"),
     }
     let _ = writeln!(s, "phantom denials: {}", v.phantom_denials.len());
+    let spoken: Vec<String> = dialects(run)
+        .iter()
+        .map(|(d, n)| format!("{d} {n}"))
+        .collect();
     let _ = writeln!(
         s,
-        "fields: {} answers carried fields, {} contradictions",
+        "fields: {} answers carried fields{}, {} contradictions",
         v.fields_checked,
+        if spoken.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", spoken.join(", "))
+        },
         v.fields.len()
     );
     let r = &v.retry_after;
@@ -96,6 +118,45 @@ pub fn text(run: &ProbeRun, target: &str) -> String {
     s
 }
 
+/// What one instance of the limiter answered.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct InstanceCounts {
+    /// Requests sent to it.
+    pub requests: u64,
+    /// Admitted.
+    pub admitted: u64,
+    /// Denied.
+    pub denied: u64,
+    /// Without a decision.
+    pub failed: u64,
+}
+
+/// The requests each instance answered, by instance.
+pub fn per_instance(run: &ProbeRun) -> std::collections::BTreeMap<u32, InstanceCounts> {
+    let mut out = std::collections::BTreeMap::<u32, InstanceCounts>::new();
+    for o in &run.history.observations {
+        let c = out.entry(o.instance).or_default();
+        c.requests += 1;
+        match o.outcome {
+            Outcome::Allowed => c.admitted += 1,
+            Outcome::Denied => c.denied += 1,
+            Outcome::Failed(_) => c.failed += 1,
+        }
+    }
+    out
+}
+
+/// How many answers spoke each dialect of rate-limit fields.
+pub fn dialects(run: &ProbeRun) -> std::collections::BTreeMap<&'static str, u64> {
+    let mut out = std::collections::BTreeMap::new();
+    for o in &run.history.observations {
+        if let Some(d) = o.fields.dialect {
+            *out.entry(d.name()).or_default() += 1;
+        }
+    }
+    out
+}
+
 /// The report as JSON.
 pub fn json(run: &ProbeRun, target: &str) -> Value {
     let v = &run.verdict;
@@ -120,10 +181,11 @@ pub fn json(run: &ProbeRun, target: &str) -> Value {
         "admitted": v.admitted,
         "denied": v.denied,
         "failed": v.failed,
+        "instances": per_instance(run).iter().map(|(i, c)| json!({"instance": i, "requests": c.requests, "admitted": c.admitted, "denied": c.denied, "failed": c.failed})).collect::<Vec<_>>(),
         "envelope": {"allowance": v.allowance, "max_excess": v.envelope.max_excess, "total_excess": v.envelope.total_excess, "witness": witness},
         "linearizable": lin,
         "phantom_denials": v.phantom_denials.iter().map(|(k, id)| json!({"key": k, "id": id})).collect::<Vec<_>>(),
-        "fields": {"checked": v.fields_checked, "violations": v.fields.iter().map(|f| json!({"key": f.key, "ids": f.ids, "what": f.what})).collect::<Vec<_>>()},
+        "fields": {"checked": v.fields_checked, "dialects": dialects(run), "violations": v.fields.iter().map(|f| json!({"key": f.key, "ids": f.ids, "what": f.what})).collect::<Vec<_>>()},
         "retry_after": {"probes": v.retry_after.probes, "admitted": v.retry_after.admitted, "refused": v.retry_after.refused, "skipped": run.retry_skipped},
         "checks": v.checks,
         "failures": v.failures(),
@@ -170,6 +232,7 @@ pub fn history(run: &ProbeRun) -> History {
             written_at: None,
             store_calls: [0; 2],
             store_errored: [0; 2],
+            store_full: [0; 2],
             applied_seq: None,
         });
     }

@@ -1,21 +1,21 @@
 //! Failure answers judged (`ratelab_check::fail_reasons`): each fail-open or error answer
 //! has the failure it names behind it in the history — a timeout its whole deadline, a
 //! store error an erroring store call or an active fault, an open breaker an earlier
-//! failure on its gateway.
+//! failure on its gateway; each store-full answer the store's refusal for want of room.
 
 use super::checker::{Checker, Figure, Judged, Needs, Run};
 use super::failure::{Class, Failure};
 use crate::scenario::ms;
-use ratelab_check::fail_reasons::{self, Unexplained};
+use ratelab_check::fail_reasons::{self, FaultWindow, Unexplained};
 
 /// The failure answers' checker.
 pub struct FailReasons;
 
 const FIGURES: &[Figure] = &[Figure::zero(
     "unexplained_failures",
-    "fail-open and error answers with no failure behind them in the history: a timeout \
-     before the deadline, a store error with no erroring call and no fault, an open breaker \
-     with no earlier failure",
+    "fail-open, error and store-full answers with no failure behind them in the history: a \
+     timeout before the deadline, a store error with no erroring call and no fault, an open \
+     breaker with no earlier failure, a full store the store never reported",
     Needs::Nothing,
     |r| Some(judge(r).1.len() as u64),
 )];
@@ -25,10 +25,20 @@ fn judge(run: &Run<'_>) -> (u64, Vec<Unexplained>) {
     let faults: Vec<_> = spec
         .faults
         .iter()
-        .filter_map(|f| f.window_ms())
-        .map(|(from, to)| (ms(from), ms(to)))
+        .filter_map(|f| {
+            let (from, to) = f.window_ms()?;
+            Some(FaultWindow {
+                from: ms(from),
+                to: ms(to),
+                gateways: f.fails_calls_from(),
+            })
+        })
         .collect();
-    fail_reasons::judge(run.h, ms(spec.store.timeout_ms.get()), &faults)
+    let opens_after = spec
+        .gateway
+        .breaker
+        .map(|b| u32::try_from(b.failures_to_open.get()).unwrap_or(u32::MAX));
+    fail_reasons::judge(run.h, ms(spec.store.timeout_ms.get()), &faults, opens_after)
 }
 
 impl Checker for FailReasons {

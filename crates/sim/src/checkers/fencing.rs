@@ -1,5 +1,8 @@
-//! Fencing (a fenced job): no commit accepted from a leader another grant had superseded,
-//! and one leader at a time, both recomputed from the lease records.
+//! Fencing (a fenced job): one leader at a time, and no commit accepted while a lease granted
+//! after its sender's is still within its length, both recomputed from the grant, renewal and
+//! commit records and the lengths asked for (`ratelab_check::cleanup`), never from the
+//! fence's rule. Commits from a superseded sender (another owner or token granted the lease
+//! since its grant, close to the fence's own rule) are figures only.
 
 use super::checker::{Checker, Figure, Judged, Needs, Run};
 use super::failure::{Class, Failure};
@@ -8,9 +11,23 @@ use super::failure::{Class, Failure};
 pub struct Fencing;
 
 const FIGURES: &[Figure] = &[
+    Figure::zero(
+        "commits_in_successor_lease",
+        "cleanup commits accepted while a lease granted after their sender's was still within \
+         its length",
+        Needs::Job,
+        |r| {
+            r.report
+                .job
+                .as_ref()
+                .filter(|j| j.fencing)
+                .map(|j| j.in_successor_lease)
+        },
+    ),
     Figure::bounded(
         "stale_writes_accepted",
-        "cleanup commits accepted with a token lower than one granted before them",
+        "cleanup commits accepted from a sender another owner or token was granted the lease \
+         after",
         Needs::Job,
         |r| r.report.job.as_ref().map(|j| j.stale_accepted),
     ),
@@ -44,14 +61,14 @@ impl Checker for Fencing {
         if !run.h.commits.is_empty() {
             out.judged("fencing", run.h.commits.len() as u64);
         }
-        if j.stale_accepted > 0 || j.leader_conflicts > 0 {
+        if j.in_successor_lease > 0 || j.leader_conflicts > 0 {
             out.failures.push(Failure::new(
                 Class::Safety,
                 "fencing",
                 format!(
-                    "{} commits accepted from a superseded leader, {} breaches of one leader at a \
-                     time",
-                    j.stale_accepted, j.leader_conflicts
+                    "{} commits accepted within a successor's lease, {} breaches of one leader \
+                     at a time",
+                    j.in_successor_lease, j.leader_conflicts
                 ),
             ));
         }

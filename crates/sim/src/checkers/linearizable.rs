@@ -12,10 +12,8 @@
 
 use super::checker::{Checker, Judged, Run};
 use super::failure::{Class, Failure};
+use crate::spec::{WithFamily, bucket_spec, with_family};
 use ratelab_check::family::{self, Family};
-use ratelab_check::family::{
-    first_hit::FirstHitWindow, fixed_window::FixedWindow, sliding_counter,
-};
 use ratelab_check::history::History;
 use ratelab_check::linearizable::{self, Initial, Op, Seen, Spec, Verdict};
 use ratelab_core::{Nanos, Policy};
@@ -37,46 +35,27 @@ impl Checker for Linearizable {
         if run.exact || matches!(run.sc.policy(), Policy::TokenBucket(_)) {
             out.judged("linearizable", 0);
         }
-        match *run.sc.policy() {
-            Policy::TokenBucket(bucket) => {
-                let spec = Spec {
-                    capacity: bucket.capacity(),
-                    amount: bucket.refill_amount(),
-                    period: bucket.refill_period(),
-                };
-                judge_bucket(run, &spec, out);
-            }
+        match run.sc.policy() {
+            Policy::TokenBucket(bucket) => judge_bucket(run, &bucket_spec(bucket), out),
             // Another family is held to its specification only when the run's limiter claims
             // to be exactly the policy.
             _ if !run.exact => {}
-            Policy::FixedWindow(w) => judge_family(
-                run,
-                &FixedWindow {
-                    limit: w.0.limit(),
-                    window: w.0.window(),
-                    phase: Some(Nanos::ZERO),
-                },
-                out,
-            ),
-            Policy::SlidingWindow(w) => judge_family(
-                run,
-                &sliding_counter::SlidingCounter {
-                    limit: w.0.limit(),
-                    window: w.0.window(),
-                    phase: Some(Nanos::ZERO),
-                    rounding: sliding_counter::Rounding::Up,
-                },
-                out,
-            ),
-            Policy::FirstHitWindow(w) => judge_family(
-                run,
-                &FirstHitWindow {
-                    limit: w.0.limit(),
-                    window: w.0.window(),
-                },
-                out,
-            ),
+            policy => with_family(policy, JudgeFamily { run, out }),
         }
+    }
+}
+
+/// [`judge_family`] as work for whichever family the policy names.
+struct JudgeFamily<'r, 'a> {
+    run: &'r Run<'a>,
+    out: &'r mut Judged,
+}
+
+impl WithFamily for JudgeFamily<'_, '_> {
+    type Out = ();
+
+    fn with<F: Family>(self, family: &F) {
+        judge_family(self.run, family, self.out)
     }
 }
 

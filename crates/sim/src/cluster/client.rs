@@ -231,6 +231,10 @@ impl<S: Script> StoreClient for RpcStore<S> {
                 }
                 Some(PlantedBug::RetryOnTimeout) => self.call_retrying(req).await?,
                 Some(PlantedBug::NoReconnect) => self.call_once_alive(req).await?,
+                Some(PlantedBug::ErrorsAsFull) => self.call(req).await.map_err(|e| match e {
+                    StoreError::Unavailable => StoreError::Full,
+                    e => e,
+                })?,
                 Some(PlantedBug::ShortClientTimeout) => {
                     dilation::timeout(self.attempt / 2, self.call(req))
                         .await

@@ -90,11 +90,7 @@ pub(crate) async fn start_gateway<S: Script>(
         ),
         fail_open: spec.fail_open,
         // Only clients that pace themselves read the headers: render them only for those.
-        headers: sc
-            .spec
-            .clients
-            .iter()
-            .any(|c| c.honour_retry_after || c.self_throttle),
+        headers: sc.spec.clients.iter().any(|c| c.waits_for_answers()),
         name: format!("gateway-{i}"),
         id_seed: Some(SimRng::new(seed, stream::GATEWAY_IDS + u64::from(i)).next_u64()),
         denial_cache: sc

@@ -1,12 +1,13 @@
 //! The recorder every node reaches, and what it keeps of a gateway's answer.
 
 use crate::dilation::{self, dilate};
+use crate::scenario::AddressKind;
 use madsim::time::{Instant, TimeHandle};
 use ratelab_check::history::{Answer, ErrorKind, FailReason, History, Layers};
 use ratelab_core::Nanos;
 use ratelab_gateway::limits::{PER_IP, PER_KEY};
 use ratelab_gateway::{Answer as GatewayAnswer, LayerOutcome};
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -56,9 +57,18 @@ impl Shared {
     }
 }
 
-/// The address client `i` sends from.
-pub(crate) fn client_ip(i: u32) -> IpAddr {
-    IpAddr::V4(Ipv4Addr::from(0x0a20_0000 + i))
+/// The address client `i` of group `group` sends from.
+pub(crate) fn client_ip(kind: AddressKind, group: u32, i: u32) -> IpAddr {
+    match kind {
+        AddressKind::Ipv4 => IpAddr::V4(Ipv4Addr::from(0x0a20_0000 + i)),
+        // fd00:0:0:<i>::1, fd20:0:0:<group>::<i + 1>: unique local addresses.
+        AddressKind::Ipv6 => IpAddr::V6(Ipv6Addr::from(
+            (0xfd00_u128 << 112) | (u128::from(i) << 64) | 1,
+        )),
+        AddressKind::Ipv6SharedPrefix => IpAddr::V6(Ipv6Addr::from(
+            (0xfd20_u128 << 112) | (u128::from(group) << 64) | (u128::from(i) + 1),
+        )),
+    }
 }
 
 /// What the recorder keeps of a gateway's answer: the binding layer's outcome, and each

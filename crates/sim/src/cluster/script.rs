@@ -2,44 +2,17 @@
 
 use crate::planted::StorePolicy;
 use crate::scenario::Scenario;
-use ratelab_core::{Algorithm, FixedWindow, Nanos, Policy, PolicyState};
+use ratelab_core::{Algorithm, FixedWindow, Policy};
 
 /// What the cluster needs of the algorithm its store runs, beyond [`Algorithm`]: the
 /// builtin policies' script ([`StorePolicy`]) and a user's limiter
 /// ([`crate::limiter::Plugged`]) both provide it.
 pub(crate) trait Script: Algorithm + Clone + Send + Sync + 'static {
-    /// When a state this algorithm wrote is full again, for the cleanup job's checker.
-    fn full_at(&self, state: &Self::State) -> Option<Nanos>;
-
     /// The fixed window the `incr_then_expire` planted bug counts over, if this is one.
     fn fixed_window(&self) -> Option<FixedWindow>;
 }
 
 impl Script for StorePolicy {
-    /// Read off the state: a token bucket's theoretical arrival time, the end of a fixed
-    /// window, the end of the window after a sliding window's (when its count stops weighing);
-    /// for another algorithm, when its state expires.
-    fn full_at(&self, state: &PolicyState) -> Option<Nanos> {
-        let ns = match (self.policy, *state) {
-            (Policy::TokenBucket(b), PolicyState::TokenBucket(s)) => {
-                s.tat_scaled / u128::from(b.refill_amount().max(1))
-            }
-            (Policy::FixedWindow(w), PolicyState::FixedWindow(s)) => {
-                let len = u128::from(w.0.window().as_u64());
-                (u128::from(s.window) + 1) * len
-            }
-            (Policy::SlidingWindow(w), PolicyState::SlidingWindow(s)) => {
-                let len = u128::from(w.0.window().as_u64());
-                (u128::from(s.window) + 2) * len
-            }
-            // Another algorithm's state is full again when it expires, as
-            // `Algorithm::expires_at` promises (a foreign state: at once).
-            #[allow(unreachable_patterns)]
-            (policy, state) => u128::from(policy.expires_at(&state).as_u64()),
-        };
-        Some(Nanos(u64::try_from(ns).unwrap_or(u64::MAX)))
-    }
-
     fn fixed_window(&self) -> Option<FixedWindow> {
         match self.policy {
             Policy::FixedWindow(w) => Some(w),

@@ -67,8 +67,6 @@ pub(crate) struct StoreNode<S: Script> {
     /// Whether the fence learns each token the lease table grants (false: only the tokens
     /// it sees written, the `fence_forgets_grants` planted bug).
     pub(crate) fence_learns_grants: bool,
-    /// Whether writes' full-again times are recorded (for the cleanup job's checker).
-    pub(crate) track_full: bool,
     /// The replica every write is copied to, if the scenario has one (it outlives the node).
     pub(crate) replica: Option<SharedReplica<S>>,
     /// Whether an acknowledged write's reply waits for its copy to reach the replica.
@@ -118,20 +116,16 @@ impl<S: Script> StoreNode<S> {
         let (reply, op) = self.apply(req.call, now);
         let copied = self.replicate_write(layer, &key, counter, op, reply.is_ok(), now);
         let verdict = self.waited(verdict, copied, now);
-        let full_at = self.full_at(layer, &key, op, reply.is_ok(), now);
         let fate = match verdict {
             // A refusal (a full store, a bad key) applied nothing, whatever became of its reply.
+            _ if matches!(reply, Err(WireError::Full)) => StoreFate::Full,
             _ if reply.is_err() => StoreFate::Errored,
             Verdict::LoseReply => StoreFate::ReplyLost,
             Verdict::Delay(d) => StoreFate::Delayed(d),
             _ => StoreFate::Served,
         };
-        self.shared.record_at(now, |h, at| {
-            h.store(at, id, layer, &key, op, fate);
-            if let Some(t) = full_at {
-                h.written_full_at(&key, t);
-            }
-        });
+        self.shared
+            .record_at(now, |h, at| h.store(at, id, layer, &key, op, fate));
         deliver(verdict, reply)
     }
 
@@ -183,26 +177,6 @@ impl<S: Script> StoreNode<S> {
             Verdict::Delay(d) => Verdict::Delay(d.max(hold)),
             other => other,
         }
-    }
-
-    /// When a per-key state this call wrote is full again, read off the state now stored: a
-    /// token bucket's theoretical arrival time, the end of a fixed window, the end of the
-    /// window after a sliding window's (when its count stops weighing); `None` for other calls.
-    pub(crate) fn full_at(
-        &self,
-        layer: Layer,
-        key: &str,
-        op: StoreOp,
-        ok: bool,
-        now: Nanos,
-    ) -> Option<Nanos> {
-        let wrote = ok && matches!(op, StoreOp::Set | StoreOp::Apply { allowed: true });
-        if !self.track_full || !wrote || layer != Layer::PerKey {
-            return None;
-        }
-        let k = Key::new(key).ok()?;
-        let state = self.store.get(&k, now).ok()??;
-        Store::algorithm(&self.store).full_at(&state)
     }
 
     /// Applies one of the cleanup job's calls, and copies what it changed to the replica, if
@@ -470,7 +444,6 @@ pub(crate) fn start_store_node<S: Script>(
     let job = sc.spec.cleanup_job;
     let fencing = job.is_none_or(|j| j.fencing);
     let blind_delete = job.is_some_and(|j| j.blind_delete);
-    let track_full = job.is_some();
     let tokens = match job.map(|j| j.tokens) {
         Some(TokenSourceName::Counter) => TokenSource::Counter,
         _ => TokenSource::StoreClock,
@@ -525,7 +498,6 @@ pub(crate) fn start_store_node<S: Script>(
                 edge,
                 blind_delete,
                 fence_learns_grants,
-                track_full,
                 replica: replica.clone(),
                 wait,
                 shared: shared.clone(),

@@ -9,6 +9,7 @@ use crate::scenario::{ArrivalSpec, ClientSpec, GatewayChoice, Pattern};
 use ratelab_core::Nanos;
 use ratelab_gateway::limits::NoHeaders;
 use ratelab_gateway::{Answer as GatewayAnswer, Forwarding, Request as GatewayRequest};
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -36,13 +37,13 @@ pub(crate) async fn serve<S: Script>(
     cluster: Arc<Cluster<S>>,
     g: usize,
     id: u64,
-    client: u32,
+    peer: IpAddr,
     key: String,
     cost: u64,
 ) -> GatewayAnswer {
     let gw = &cluster.gateways[g];
     let req = GatewayRequest {
-        peer: client_ip(client),
+        peer,
         forwarding: Forwarding::default(),
         api_key: Some(key.as_bytes()),
         route: "/",
@@ -161,9 +162,19 @@ pub(crate) async fn client_main<S: Script>(
     let n = cluster.gateways.len() as u64;
     let mut next_gateway = u64::from(client) % n;
     let mut not_before = 0u64;
+    let peer = client_ip(c.address, group as u32, client);
+    // A denied request to send again, and when (`retry_at_retry_after`).
+    let mut retry: Option<(u64, String)> = None;
     // The time, read again after every await (madsim's clock only moves between polls).
     let mut now = cluster.shared.now();
-    while let Some(t) = arrivals.next(&mut rng) {
+    loop {
+        let (t, again) = match retry.take() {
+            Some((t, key)) => (t, Some(key)),
+            None => match arrivals.next(&mut rng) {
+                Some(t) => (t, None),
+                None => break,
+            },
+        };
         if t < not_before {
             continue;
         }
@@ -178,10 +189,10 @@ pub(crate) async fn client_main<S: Script>(
         if now.as_u64() >= arrivals.stop {
             break;
         }
-        let key = match (&c.key, &c.keys) {
-            (Some(k), _) => k.clone(),
-            (None, Some(ks)) => format!("{}:{}", ks.prefix, rng.below(ks.count.get())),
-            (None, None) => unreachable!("validated: key or keys"),
+        let key = match (again.as_ref(), &c.key, &c.keys) {
+            (Some(k), _, _) | (None, Some(k), _) => k.clone(),
+            (None, None, Some(ks)) => format!("{}:{}", ks.prefix, rng.below(ks.count.get())),
+            (None, None, None) => unreachable!("validated: key or keys"),
         };
         let g = match c.gateway {
             GatewayChoice::RoundRobin => {
@@ -195,14 +206,13 @@ pub(crate) async fn client_main<S: Script>(
         let cost = c.cost.get();
         let mut id = 0;
         cluster.shared.record_at(now, |h, at| {
-            let peer = client_ip(client);
             id = h.send(at, client, group as u32, key.clone(), peer, g as u32, cost);
         });
         let answer =
             cluster.gateways[g]
                 .node
-                .spawn(serve(cluster.clone(), g, id, client, key, cost));
-        if !(c.honour_retry_after || c.self_throttle) {
+                .spawn(serve(cluster.clone(), g, id, peer, key.clone(), cost));
+        if !c.waits_for_answers() {
             continue;
         }
         let answer = answer.await;
@@ -220,6 +230,9 @@ pub(crate) async fn client_main<S: Script>(
             && let Some(secs) = header("retry-after").and_then(|v| v.parse::<u64>().ok())
         {
             not_before = at + secs * 1_000_000_000;
+            if c.retry_at_retry_after && secs > 0 {
+                retry = Some((not_before, key));
+            }
         }
         if c.self_throttle
             && let Some((0, t)) = header("ratelimit").and_then(|v| ratelimit_item(v, "per-key"))

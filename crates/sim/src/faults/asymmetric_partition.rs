@@ -14,6 +14,10 @@ use serde::{Deserialize, Serialize};
 pub struct AsymmetricPartition(pub Cut);
 
 impl Kind for AsymmetricPartition {
+    fn fails_calls_from(&self) -> Option<Vec<u32>> {
+        Some(self.0.gateways.clone())
+    }
+
     fn window_ms(&self) -> Option<(u64, u64)> {
         self.0.window_ms()
     }

@@ -23,6 +23,10 @@ pub struct Clock {
 }
 
 impl Kind for Clock {
+    fn fails_calls_from(&self) -> Option<Vec<u32>> {
+        Some(Vec::new())
+    }
+
     fn window_ms(&self) -> Option<(u64, u64)> {
         None
     }

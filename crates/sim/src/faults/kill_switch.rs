@@ -20,6 +20,10 @@ pub struct KillSwitch {
 }
 
 impl Kind for KillSwitch {
+    fn fails_calls_from(&self) -> Option<Vec<u32>> {
+        Some(Vec::new())
+    }
+
     fn window_ms(&self) -> Option<(u64, u64)> {
         Some((self.at_ms.get(), self.until_ms.get()))
     }

@@ -158,6 +158,13 @@ pub(crate) trait Kind: fmt::Debug + Send + Sync {
         None
     }
 
+    /// The gateways whose store calls it may fail without the store answering them with an
+    /// error (a store down, a link cut, a node paused): `None`, every gateway (the default,
+    /// for any fault that touches the store); `Some(&[])` for none.
+    fn fails_calls_from(&self) -> Option<Vec<u32>> {
+        None
+    }
+
     /// The largest delay it adds to a reply, µs (the run drains for it).
     fn extra_latency_us(&self) -> u64 {
         0

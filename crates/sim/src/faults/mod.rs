@@ -149,6 +149,12 @@ impl FaultSpec {
     pub fn clock(&self, gateway: u32) -> Option<(i64, i64)> {
         self.as_kind().clock(gateway)
     }
+
+    /// The gateways whose store calls it may fail without the store answering them with an
+    /// error: `None`, every gateway.
+    pub fn fails_calls_from(&self) -> Option<Vec<u32>> {
+        self.as_kind().fails_calls_from()
+    }
 }
 
 impl crate::tagged::Tagged for FaultSpec {

@@ -12,6 +12,10 @@ use serde::{Deserialize, Serialize};
 pub struct Partition(pub Cut);
 
 impl Kind for Partition {
+    fn fails_calls_from(&self) -> Option<Vec<u32>> {
+        Some(self.0.gateways.clone())
+    }
+
     fn window_ms(&self) -> Option<(u64, u64)> {
         self.0.window_ms()
     }

@@ -20,6 +20,14 @@ pub struct Pause {
 }
 
 impl Kind for Pause {
+    /// A paused gateway's calls; a paused store, everyone's.
+    fn fails_calls_from(&self) -> Option<Vec<u32>> {
+        match self.node {
+            NodeName::Store => None,
+            NodeName::Gateway(g) => Some(vec![g]),
+        }
+    }
+
     fn window_ms(&self) -> Option<(u64, u64)> {
         Some((self.at_ms.get(), self.until_ms.get()))
     }

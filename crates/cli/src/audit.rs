@@ -1,0 +1,141 @@
+//! `ratelab audit`: the rate limiters people deploy, from the recipes under `audits/`.
+
+use ratelab_lab::audit::{self, Settings, card};
+use ratelab_lab::commands::{EXIT_BAD_INPUT, EXIT_FAILED};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// `ratelab audit`.
+#[derive(clap::Args, Debug)]
+pub struct AuditArgs {
+    /// Targets: NAME for each of a recipe's variants, NAME/VARIANT for one (default: every
+    /// target).
+    targets: Vec<String>,
+    /// Where the recipes are.
+    #[arg(long, default_value = "audits")]
+    recipes: PathBuf,
+    /// Where results go: DOCS/results/audits/*.json and DOCS/AUDITS.md.
+    #[arg(long, default_value = "docs")]
+    docs: PathBuf,
+    /// Do not install missing packages: say what to install instead.
+    #[arg(long)]
+    no_install: bool,
+    /// The short audit the tests run (a smaller ladder, a shorter steady phase).
+    #[arg(long)]
+    bounded: bool,
+    /// The linearizability search's budget per key (states, 1 to 10^8): past it a key is
+    /// unknown.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
+    budget: Option<u64>,
+    /// Print the targets and exit.
+    #[arg(long)]
+    list: bool,
+    /// Write DOCS/AUDITS.md again from the results in DOCS/results/audits, probing nothing.
+    #[arg(long, conflicts_with_all = ["install_only", "list"])]
+    render: bool,
+    /// Install what the targets need, print the versions installed, and exit.
+    #[arg(long, conflicts_with = "no_install")]
+    install_only: bool,
+}
+
+/// Runs `ratelab audit`: exit 0 when every target ran (findings are its results, not
+/// failures), 1 if a target could not be installed or started, 2 on bad input.
+pub fn audit_command(a: AuditArgs) -> ExitCode {
+    if a.render {
+        return match card::write(&a.docs, &[]) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::from(EXIT_FAILED)
+            }
+        };
+    }
+    let targets = match audit::select(&a.recipes, &a.targets) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(EXIT_BAD_INPUT);
+        }
+    };
+    if a.list {
+        for t in &targets {
+            println!("{}\t{}", t.name(), t.variant().description);
+        }
+        return ExitCode::SUCCESS;
+    }
+    if a.install_only {
+        let mut seen = std::collections::BTreeSet::new();
+        for t in targets
+            .iter()
+            .filter(|t| seen.insert(t.loaded.name.clone()))
+        {
+            match audit::install::ensure(&t.loaded, true) {
+                Ok(versions) => {
+                    for (k, v) in versions {
+                        println!("{}\t{k}\t{v}", t.loaded.name);
+                    }
+                }
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return ExitCode::from(EXIT_FAILED);
+                }
+            }
+        }
+        return ExitCode::SUCCESS;
+    }
+    let mut s = if a.bounded {
+        Settings::bounded()
+    } else {
+        Settings::full()
+    };
+    s.install = !a.no_install;
+    if let Some(b) = a.budget {
+        s.budget = b;
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime starts");
+    let (mut cards, mut broken) = (Vec::new(), Vec::new());
+    for (i, t) in targets.iter().enumerate() {
+        eprintln!("[{}/{}] {}", i + 1, targets.len(), t.name());
+        let bar = indicatif::ProgressBar::new(1);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template("  ladder {bar:30} {pos}/{len} requests")
+                .expect("a valid template"),
+        );
+        let shown = bar.clone();
+        let result = rt.block_on(audit::audit(t, &s, move |done, total| {
+            shown.set_length(total);
+            shown.set_position(done);
+        }));
+        bar.finish_and_clear();
+        match result {
+            Ok(done) => {
+                let c = card::card(&done);
+                print!("{}", card::text(&c));
+                cards.push(c);
+            }
+            Err(e) => {
+                eprintln!("{}: could not be audited: {e}", t.name());
+                broken.push(t.name());
+            }
+        }
+    }
+    if let Err(e) = card::write(&a.docs, &cards) {
+        eprintln!("error: {e}");
+        return ExitCode::from(EXIT_FAILED);
+    }
+    eprintln!(
+        "wrote {} results to {} and {}",
+        cards.len(),
+        a.docs.join("results/audits").display(),
+        a.docs.join("AUDITS.md").display()
+    );
+    if broken.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        eprintln!("not audited: {}", broken.join(", "));
+        ExitCode::from(EXIT_FAILED)
+    }
+}

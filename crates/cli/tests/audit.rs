@@ -1,0 +1,161 @@
+//! A bounded audit of two cheap targets, one from npm and one from PyPI, asserting what is
+//! so by design: a limiter whose instances share an atomic counter stays within its policy,
+//! a read-then-write one and instances that each count alone are caught, a field no client
+//! can read is flagged, and a fail-closed limiter admits nothing while its store is frozen or
+//! dead and decides again once it is back. The full audit is `ratelab audit`.
+
+use ratelab_lab::audit::{self, Settings, card};
+use std::path::Path;
+
+/// The targets, when their packages are installed (`ratelab audit --install-only NAME`);
+/// `None` (after saying why) when they are not and not required.
+fn targets(test: &str, names: &[&str]) -> Option<Vec<audit::Target>> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../audits");
+    let names: Vec<String> = names.iter().map(|s| (*s).to_owned()).collect();
+    let targets = audit::select(&root, &names).expect("the recipes load");
+    let redis = std::process::Command::new("redis-server")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    let how = "Debian: apt-get install redis-server";
+    if !ratelab_testkit::require(test, "redis-server", redis, "RATELAB_REQUIRE_REDIS", how) {
+        return None;
+    }
+    for t in &targets {
+        let missing = audit::install::ensure(&t.loaded, false).err();
+        let how = format!(
+            "ratelab audit --install-only {}: {}",
+            t.loaded.name,
+            missing.as_deref().unwrap_or("")
+        );
+        let ok = ratelab_testkit::require(
+            test,
+            &t.loaded.name,
+            missing.is_none(),
+            "RATELAB_REQUIRE_AUDITS",
+            &how,
+        );
+        if !ok {
+            return None;
+        }
+    }
+    Some(targets)
+}
+
+fn audited(t: &audit::Target) -> card::Card {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let done = rt
+        .block_on(audit::audit(t, &Settings::bounded(), |_, _| {}))
+        .unwrap_or_else(|e| panic!("{}: {e}", t.name()));
+    card::card(&done)
+}
+
+fn checks(c: &card::Card) -> Vec<&str> {
+    c.findings.iter().map(|f| f.check.as_str()).collect()
+}
+
+/// The checks that see over-admission.
+const OVER: [&str; 2] = ["envelope", "linearizable"];
+
+#[test]
+fn an_atomic_limiter_holds_a_read_then_write_one_and_lone_instances_are_caught() {
+    let names = [
+        "rate-limiter-flexible/atomic",
+        "rate-limiter-flexible/non-atomic",
+        "rate-limiter-flexible/memory",
+        "flask-limiter/redis-fixed",
+    ];
+    let Some(targets) = targets("audit", &names) else {
+        return;
+    };
+    // Side by side: each target has its own store, instances and ports.
+    let cards: Vec<card::Card> = std::thread::scope(|s| {
+        let running: Vec<_> = targets.iter().map(|t| s.spawn(|| audited(t))).collect();
+        running.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for (t, c) in targets.iter().zip(&cards) {
+        let found = checks(c);
+        eprint!("{}", card::text(c));
+        assert_eq!(c.failed, 0, "{}: every request decided", c.target);
+        assert!(c.requests > 250, "{}: {} requests", c.target, c.requests);
+        match t.variant().name.as_str() {
+            // One Lua script or one INCR per decision: within the policy.
+            "atomic" | "redis-fixed" => assert!(
+                !found.iter().any(|f| OVER.contains(f) || *f == "decisions"),
+                "{}: {found:?}",
+                c.target
+            ),
+            // A GET then a SET: two clients read the same count (the lost update).
+            "non-atomic" => assert!(
+                found.iter().any(|f| OVER.contains(f)),
+                "{}: {found:?}",
+                c.target
+            ),
+            // Round robin over two instances that each admit the limit.
+            "memory" => {
+                assert!(
+                    found.iter().any(|f| OVER.contains(f)),
+                    "{}: {found:?}",
+                    c.target
+                );
+                assert!(
+                    c.findings
+                        .iter()
+                        .all(|f| f.by_design.is_some() || f.upstream.is_some())
+                );
+            }
+            other => panic!("unexpected variant {other}"),
+        }
+        // Every target here that shares a store declares fail-closed: while its store was
+        // frozen or dead it admitted nothing, and it decides again once the store is back.
+        if c.store != "none" {
+            let f = c.faults.as_ref().expect("the store-fault phase ran");
+            assert_eq!(f.down.admitted, 0, "{}: {f:?}", c.target);
+            assert!(f.recovered.requests > 0, "{}: {f:?}", c.target);
+            assert!(
+                !found
+                    .iter()
+                    .any(|f| *f == "failure-mode" || *f == "recovery"),
+                "{}: {found:?}",
+                c.target
+            );
+        } else {
+            assert_eq!(c.faults, None, "{}: no store to fault", c.target);
+        }
+        if t.loaded.name == "rate-limiter-flexible" {
+            // The README's headers send Retry-After as a fraction of seconds.
+            let fields = c.findings.iter().find(|f| f.check == "fields");
+            assert!(
+                fields.is_some_and(|f| f.witness.contains("retry-after")
+                    && f.upstream
+                        .as_ref()
+                        .is_some_and(|u| u.issue.ends_with("#104"))),
+                "{}: {:?}",
+                c.target,
+                c.findings
+            );
+        }
+    }
+}
+
+#[test]
+fn the_audits_page_is_rendered_from_the_results() {
+    let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs");
+    let cards = card::read_all(&docs.join("results/audits")).expect("the results read");
+    assert!(
+        !cards.is_empty(),
+        "docs/results/audits holds the published audit"
+    );
+    let page = std::fs::read_to_string(docs.join("AUDITS.md")).expect("docs/AUDITS.md");
+    assert!(
+        page == card::markdown(&cards),
+        "docs/AUDITS.md is not what `ratelab audit --render` writes from docs/results/audits"
+    );
+    // Every card's findings are reproducible by the command it prints.
+    for c in &cards {
+        assert_eq!(c.command, format!("ratelab audit {}", c.target));
+    }
+}

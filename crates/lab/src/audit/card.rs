@@ -1,0 +1,561 @@
+//! An audit's results: per target a report card (overshoot against concurrency, phantom
+//! denials, field honesty, expiry, boundary, Retry-After) and its findings, as JSON under
+//! `docs/results/audits/`, and `docs/AUDITS.md` rendered from every result there.
+//!
+//! A finding is one check's failures on one target: how many, the first as its witness, the
+//! command that reproduces it, and the upstream issue it matches when the recipe lists one
+//! ([`Known`](super::recipe::Known)); a finding no listed issue matches is marked as not
+//! known upstream.
+
+use super::Audited;
+use crate::probe::report;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+
+/// An upstream issue a finding matches.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Upstream {
+    /// `owner/repo#N`.
+    pub issue: String,
+    /// What it says.
+    pub title: String,
+}
+
+/// One check's failures on one target.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Finding {
+    /// The check (`envelope`, `linearizable`, `fields`, `retry-after`, `decisions`).
+    pub check: String,
+    /// How many failures it reported.
+    pub count: usize,
+    /// The first, as the report prints it.
+    pub witness: String,
+    /// The upstream issue it matches, if the recipe lists one.
+    pub upstream: Option<Upstream>,
+    /// Why the variant fails by design, if the recipe says it does.
+    #[serde(default)]
+    pub by_design: Option<String>,
+}
+
+/// One ladder step as the card shows it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Step {
+    /// Concurrent clients.
+    pub clients: u32,
+    /// Requests sent.
+    pub requests: u64,
+    /// Admitted.
+    pub admitted: u64,
+}
+
+/// A target's report card.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Card {
+    /// `NAME/VARIANT`.
+    pub target: String,
+    /// The recipe's description, then the variant's.
+    pub description: String,
+    /// Where the target comes from.
+    pub upstream: String,
+    /// Versions installed (`npm:NAME`, `pypi:NAME`, `program:NAME`).
+    pub versions: BTreeMap<String, String>,
+    /// The store its instances share.
+    pub store: String,
+    /// Instances.
+    pub instances: u32,
+    /// The policy it is configured with and held to.
+    pub policy: String,
+    /// The failure mode it declares.
+    pub failure_mode: String,
+    /// `pass`, `fail` or `unknown`.
+    pub conclusion: String,
+    /// Requests sent, admitted, denied, without a decision.
+    pub requests: usize,
+    /// Admitted.
+    pub admitted: u64,
+    /// Denied.
+    pub denied: u64,
+    /// Without a decision.
+    pub failed: u64,
+    /// The ladder.
+    pub steps: Vec<Step>,
+    /// The envelope's largest excess over the claim (0: within it).
+    pub max_excess: u64,
+    /// Keys checked for linearizability, violations, unknown.
+    pub linearizable: Option<(usize, usize, usize)>,
+    /// Denials the claim admits from every state (over-denial).
+    pub phantom_denials: usize,
+    /// Denials of the steady client sending under the claimed rate.
+    pub steady_denied: u64,
+    /// Requests of the steady phase.
+    pub steady_requests: u64,
+    /// Requests of the idle burst, and of those denied.
+    pub idle_burst: (u64, u64),
+    /// Requests of the boundary phase, and of those admitted.
+    pub boundary: (u64, u64),
+    /// Answers whose fields were checked, and the contradictions found.
+    pub fields: (usize, usize),
+    /// The field dialects spoken, with the answers in each.
+    pub dialects: BTreeMap<String, u64>,
+    /// Retry-After honesty: probes judged, admitted after waiting.
+    pub retry_after: (usize, usize),
+    /// What was skipped, and why.
+    pub skipped: Vec<String>,
+    /// The store-fault phase, when it ran.
+    #[serde(default)]
+    pub faults: Option<super::faults::FaultReport>,
+    /// The findings.
+    pub findings: Vec<Finding>,
+    /// The command that reproduces every finding.
+    pub command: String,
+    /// Wall seconds.
+    pub seconds: f64,
+}
+
+/// The check a failure line belongs to: its prefix before the first `:`.
+fn check_of(line: &str) -> &str {
+    line.split_once(':').map_or(line, |(c, _)| c)
+}
+
+/// Requests and (admitted, denied) on keys whose name carries `tag` (a phase's keys).
+fn phase(a: &Audited, tag: &str) -> (u64, u64, u64) {
+    let mut c = (0, 0, 0);
+    for o in &a.run.history.observations {
+        if o.key.contains(tag) {
+            c.0 += 1;
+            match o.outcome {
+                ratelab_check::probe::Outcome::Allowed => c.1 += 1,
+                ratelab_check::probe::Outcome::Denied => c.2 += 1,
+                ratelab_check::probe::Outcome::Failed(_) => {}
+            }
+        }
+    }
+    c
+}
+
+/// The findings: the verdict's failures grouped by check, each matched to the recipe's
+/// known upstream issues for this variant.
+pub fn findings(a: &Audited) -> Vec<Finding> {
+    let mut by_check: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let faults = a.faults.iter().flat_map(|f| f.failures.iter().cloned());
+    for line in a.run.verdict.failures().into_iter().chain(faults) {
+        by_check
+            .entry(check_of(&line).to_owned())
+            .or_default()
+            .push(line);
+    }
+    let variant = &a.target.variant().name;
+    by_check
+        .into_iter()
+        .map(|(check, lines)| {
+            let known = a
+                .target
+                .loaded
+                .recipe
+                .known
+                .iter()
+                .filter(|k| k.check == check)
+                .filter(|k| k.variants.is_empty() || k.variants.contains(variant))
+                .find(|k| {
+                    k.contains
+                        .as_ref()
+                        .is_none_or(|c| lines.iter().any(|l| l.contains(c.as_str())))
+                });
+            let witness = known
+                .and_then(|k| k.contains.as_ref())
+                .and_then(|c| lines.iter().find(|l| l.contains(c.as_str())))
+                .unwrap_or(&lines[0])
+                .clone();
+            let upstream = known.map(|k| Upstream {
+                issue: k.issue.clone(),
+                title: k.title.clone(),
+            });
+            Finding {
+                check,
+                count: lines.len(),
+                witness,
+                by_design: a
+                    .target
+                    .variant()
+                    .by_design
+                    .clone()
+                    .filter(|_| upstream.is_none()),
+                upstream,
+            }
+        })
+        .collect()
+}
+
+/// The report card of `a`.
+pub fn card(a: &Audited) -> Card {
+    let r = &a.target.loaded.recipe;
+    let v = &a.run.verdict;
+    let steady = phase(a, "-steady");
+    let idle = {
+        // The idle burst is the ladder's first keys' last requests: client ids from 40 000.
+        let mut c = (0, 0);
+        for o in &a.run.history.observations {
+            if (40_000..50_000).contains(&o.client) {
+                c.0 += 1;
+                c.1 += u64::from(o.outcome == ratelab_check::probe::Outcome::Denied);
+            }
+        }
+        c
+    };
+    let boundary = phase(a, "-boundary");
+    Card {
+        target: a.target.name(),
+        description: format!("{} {}", r.description, a.target.variant().description),
+        upstream: r.upstream.clone(),
+        versions: a.versions.clone(),
+        store: format!("{:?}", a.target.store()).to_lowercase(),
+        instances: a.target.instances(),
+        policy: a.target.policy().to_owned(),
+        failure_mode: r.failure_mode.name().to_owned(),
+        conclusion: v.conclusion().name().to_owned(),
+        requests: v.requests,
+        admitted: v.admitted,
+        denied: v.denied,
+        failed: v.failed,
+        steps: a
+            .run
+            .steps
+            .iter()
+            .map(|s| Step {
+                clients: s.clients,
+                requests: s.requests,
+                admitted: s.admitted,
+            })
+            .collect(),
+        max_excess: v.envelope.max_excess,
+        linearizable: v
+            .linearizable
+            .as_ref()
+            .map(|l| (l.keys, l.violations.len(), l.unknown.len())),
+        phantom_denials: v.phantom_denials.len(),
+        steady_denied: steady.2,
+        steady_requests: steady.0,
+        idle_burst: idle,
+        boundary: (boundary.0, boundary.1),
+        fields: (v.fields_checked, v.fields.len()),
+        dialects: report::dialects(&a.run)
+            .into_iter()
+            .map(|(d, n)| (d.to_owned(), n))
+            .collect(),
+        retry_after: (v.retry_after.probes, v.retry_after.admitted),
+        skipped: a.run.retry_skipped.clone(),
+        faults: a.faults.clone(),
+        findings: findings(a),
+        command: format!("ratelab audit {}", a.target.name()),
+        seconds: (a.run.seconds * 10.0).round() / 10.0,
+    }
+}
+
+/// The card as a terminal shows it.
+pub fn text(c: &Card) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{}: {} ({} instances on {}, held to {}): {} requests, {} admitted, {} denied, {} without a decision, {:.1} s",
+        c.target,
+        c.conclusion.to_uppercase(),
+        c.instances,
+        c.store,
+        c.policy,
+        c.requests,
+        c.admitted,
+        c.denied,
+        c.failed,
+        c.seconds
+    );
+    for f in &c.findings {
+        let _ = writeln!(
+            s,
+            "  {} ×{} ({}): {}",
+            f.check,
+            f.count,
+            provenance(f),
+            f.witness
+        );
+    }
+    s
+}
+
+/// Where a finding comes from: the upstream issue it rediscovers, the deployment's design,
+/// or nothing known.
+fn provenance(f: &Finding) -> String {
+    match (&f.upstream, &f.by_design) {
+        (Some(u), _) => format!("rediscovers {}: {}", u.issue, u.title),
+        (None, Some(why)) => format!("by design: {why}"),
+        (None, None) => "not known upstream".to_owned(),
+    }
+}
+
+/// The file a card is written to under `dir`.
+fn file_of(dir: &Path, target: &str) -> std::path::PathBuf {
+    dir.join(format!("{}.json", target.replace('/', "-")))
+}
+
+/// Writes `cards` to `docs/results/audits/` under `docs` and renders `docs/AUDITS.md` from
+/// every card there (with no cards: only renders it).
+pub fn write(docs: &Path, cards: &[Card]) -> Result<(), String> {
+    let dir = docs.join("results").join("audits");
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    for c in cards {
+        let path = file_of(&dir, &c.target);
+        let text = serde_json::to_string_pretty(c).map_err(|e| e.to_string())? + "\n";
+        std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    let all = read_all(&dir)?;
+    let md = docs.join("AUDITS.md");
+    std::fs::write(&md, markdown(&all)).map_err(|e| format!("{}: {e}", md.display()))
+}
+
+/// Every card under `dir`, in name order.
+pub fn read_all(dir: &Path) -> Result<Vec<Card>, String> {
+    let mut files: Vec<std::path::PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| format!("{}: {e}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    files.sort();
+    files
+        .iter()
+        .map(|p| {
+            let text = std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
+            serde_json::from_str(&text)
+                .map_err(|e| format!("{}:{}:{}: {e}", p.display(), e.line(), e.column()))
+        })
+        .collect()
+}
+
+/// `docs/AUDITS.md`.
+pub fn markdown(cards: &[Card]) -> String {
+    let mut s = String::new();
+    s.push_str(
+        "# Audits\n\n\
+         <!-- Generated by `ratelab audit` from docs/results/audits/*.json; do not edit. -->\n\n\
+         Each target below is a rate limiter people deploy, installed from its registry at the \
+         version shown, configured as its documentation recommends, started on loopback (several \
+         instances on one store where it supports sharing) and probed from outside by \
+         `ratelab audit`: a concurrency ladder of real clients, an idle phase past the policy's \
+         time to forget a key, a steady client under the claimed rate, bursts straddling the \
+         windows' boundaries and Retry-After honesty probes, every answer judged by the probe's \
+         checkers against the policy the target is configured with (docs/PROBES.md); then, \
+         where the audit started the target's store, the store is frozen, killed and started \
+         again empty under paced clients, and the answers are held to the failure mode the \
+         target declares and to recovery after. Each \
+         finding names the command that reproduces it (results differ in detail from run to \
+         run: they are real processes on a real machine) and the upstream issue it matches, \
+         where one is known. Recipes are in `audits/<name>/`.\n\n",
+    );
+    s.push_str("| target | policy | instances | store | verdict | findings |\n|---|---|---:|---|---|---|\n");
+    for c in cards {
+        let findings: Vec<String> = c
+            .findings
+            .iter()
+            .map(|f| match (&f.upstream, &f.by_design) {
+                (Some(u), _) => format!("{} ({})", f.check, u.issue),
+                (None, Some(_)) => format!("{} (by design)", f.check),
+                (None, None) => format!("{} (not known upstream)", f.check),
+            })
+            .collect();
+        let _ = writeln!(
+            s,
+            "| [`{}`](#{}) | `{}` | {} | {} | {} | {} |",
+            c.target,
+            anchor(&c.target),
+            c.policy,
+            c.instances,
+            c.store,
+            c.conclusion,
+            if findings.is_empty() {
+                "none".to_owned()
+            } else {
+                findings.join(", ")
+            }
+        );
+    }
+    for c in cards {
+        section(&mut s, c);
+    }
+    s.push_str(RECIPES);
+    s
+}
+
+/// How a target is added, at the end of `docs/AUDITS.md`.
+const RECIPES: &str = "
+## Adding a target
+
+A target is a directory under `audits/` holding `recipe.toml` and, when the target is a
+library, the glue app that serves it (a few dozen lines in the target's own language, its
+settings read from the environment). The recipe says:
+
+- `description`, `upstream`: what the target is and where it comes from;
+- `[install]`: `npm` packages (`name@version`, installed into the recipe's directory),
+  `pip` packages (`name==version`), the Debian packages (`apt`) that give the `programs` it
+  runs;
+- `store`: `redis`, `memcached` or `none`, started privately on a free loopback port;
+- `[instance]`: the `command` that starts one instance, its `env`, how many (`count`), and
+  `templates` (configuration files written for each instance); `{port}`, `{store_url}`,
+  `{store_host}`, `{store_port}`, `{instance}`, `{dir}` and `{run_dir}` are replaced;
+- `[probe]`: the `url` of an instance, the `key_header` that carries the key, the `policy`
+  it is configured with (in `ratelab probe --policy`'s grammar), the `deny_status`es, the
+  `reset_unit` of `X-RateLimit-Reset` and the `clock_resolution` of its decisions;
+- `failure_mode`: `fail-open`, `fail-closed` or `local-fallback`, as its configuration
+  declares;
+- `[[known]]`: upstream issues a finding of a given check (and containing a given text)
+  rediscovers;
+- `[[variant]]`: each a target of its own (`NAME/VARIANT`): its `env`, and where they
+  differ, its `policy`, `count` and `store`; `by_design` says why a variant fails by design
+  (instances that each count alone).
+
+`ratelab audit NAME` installs, starts, probes and writes the results; `ratelab audit
+--render` writes this page again from the results without probing.
+";
+
+/// A heading's anchor as GitHub makes it.
+fn anchor(target: &str) -> String {
+    target
+        .chars()
+        .filter_map(|ch| match ch {
+            'a'..='z' | '0'..='9' | '-' | '_' => Some(ch),
+            'A'..='Z' => Some(ch.to_ascii_lowercase()),
+            ' ' => Some('-'),
+            _ => None,
+        })
+        .collect()
+}
+
+fn section(s: &mut String, c: &Card) {
+    let _ = writeln!(s, "\n## {}\n\n{}\n", c.target, c.description);
+    let versions: Vec<String> = c.versions.iter().map(|(k, v)| format!("{k} {v}")).collect();
+    let _ = writeln!(
+        s,
+        "Upstream: {}. Installed: {}. {} instance(s) on {}; held to `{}`; declared failure mode: {}.\n",
+        c.upstream,
+        versions.join(", "),
+        c.instances,
+        c.store,
+        c.policy,
+        c.failure_mode
+    );
+    let _ = writeln!(s, "| | |\n|---|---|");
+    let ladder: Vec<String> = c
+        .steps
+        .iter()
+        .map(|st| format!("{} clients: {}/{}", st.clients, st.admitted, st.requests))
+        .collect();
+    let _ = writeln!(s, "| verdict | {} |", c.conclusion);
+    let _ = writeln!(
+        s,
+        "| requests | {} ({} admitted, {} denied, {} without a decision) in {:.1} s |",
+        c.requests, c.admitted, c.denied, c.failed, c.seconds
+    );
+    let _ = writeln!(
+        s,
+        "| overshoot against concurrency (admitted/sent) | {}; largest excess over the claim {} |",
+        ladder.join(", "),
+        c.max_excess
+    );
+    let _ = writeln!(
+        s,
+        "| linearizability | {} |",
+        c.linearizable.map_or_else(
+            || "not checked".to_owned(),
+            |(k, v, u)| format!("{k} keys, {v} violations, {u} unknown")
+        )
+    );
+    let _ = writeln!(
+        s,
+        "| phantom denials | {} (steady client under the rate: {} of {} denied) |",
+        c.phantom_denials, c.steady_denied, c.steady_requests
+    );
+    let _ = writeln!(
+        s,
+        "| expiry (burst after idling past the policy's time to forget) | {} of {} denied |",
+        c.idle_burst.1, c.idle_burst.0
+    );
+    let _ = writeln!(
+        s,
+        "| boundary (four times the rate across two windows) | {} of {} admitted |",
+        c.boundary.1, c.boundary.0
+    );
+    let dialects: Vec<String> = c.dialects.iter().map(|(d, n)| format!("{d} {n}")).collect();
+    let _ = writeln!(
+        s,
+        "| fields | {} answers checked ({}), {} contradictions |",
+        c.fields.0,
+        if dialects.is_empty() {
+            "no rate-limit fields".to_owned()
+        } else {
+            dialects.join(", ")
+        },
+        c.fields.1
+    );
+    let _ = writeln!(
+        s,
+        "| Retry-After honesty | {} of {} admitted after waiting exactly the time announced |",
+        c.retry_after.1, c.retry_after.0
+    );
+    match &c.faults {
+        Some(f) => {
+            let _ = writeln!(
+                s,
+                "| store frozen, killed, restarted (admitted/denied/no decision) | healthy {}/{}/{}; down {}/{}/{}; after recovery {}/{}/{} |",
+                f.healthy.admitted,
+                f.healthy.denied,
+                f.healthy.failed,
+                f.down.admitted,
+                f.down.denied,
+                f.down.failed,
+                f.recovered.admitted,
+                f.recovered.denied,
+                f.recovered.failed
+            );
+        }
+        None => {
+            let _ = writeln!(s, "| store faults | not run (no store the audit starts) |");
+        }
+    }
+    if !c.skipped.is_empty() {
+        let _ = writeln!(
+            s,
+            "| skipped | {} |",
+            c.skipped.join("; ").replace('|', "\\|")
+        );
+    }
+    if c.findings.is_empty() {
+        let _ = writeln!(s, "\nNo finding: every check held.");
+        return;
+    }
+    let _ = writeln!(s, "\nFindings (reproduce with `{}`):\n", c.command);
+    for f in &c.findings {
+        let _ = writeln!(
+            s,
+            "- **{}** ({} failures; {}): `{}`",
+            f.check,
+            f.count,
+            provenance(f),
+            f.witness.replace('`', "'")
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failure_line_belongs_to_its_check() {
+        assert_eq!(check_of("fields: key \"k\": requests [3]: x"), "fields");
+        assert_eq!(check_of("envelope: key"), "envelope");
+        assert_eq!(check_of("odd"), "odd");
+        assert_eq!(
+            anchor("rate-limiter-flexible/non-atomic"),
+            "rate-limiter-flexiblenon-atomic"
+        );
+    }
+}

@@ -1,0 +1,238 @@
+//! What a recipe needs installed: its npm packages in its own directory, its PyPI packages in
+//! the machine's `python3`, and the programs (from Debian) it starts. Missing packages are
+//! installed from their registries at the versions the recipe pins, unless told not to;
+//! missing programs are named with the `apt-get` line that installs them. The versions found
+//! are recorded in the results.
+
+use super::recipe::Loaded;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+/// `name@version` → (`name`, `version`); a scoped npm name keeps its leading `@`.
+fn npm_split(spec: &str) -> (&str, &str) {
+    match spec.get(1..).and_then(|t| t.rfind('@')) {
+        Some(i) => (&spec[..=i], &spec[i + 2..]),
+        None => (spec, ""),
+    }
+}
+
+/// `name==version` → (`name`, `version`).
+fn pip_split(spec: &str) -> (&str, &str) {
+    spec.split_once("==").unwrap_or((spec, ""))
+}
+
+/// The version of npm package `name` installed under `dir`, if any.
+fn npm_installed(dir: &Path, name: &str) -> Option<String> {
+    let manifest = dir.join("node_modules").join(name).join("package.json");
+    let text = std::fs::read_to_string(manifest).ok()?;
+    let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+    v.get("version")?.as_str().map(str::to_owned)
+}
+
+/// The versions of the PyPI packages `names` that `python3` has, by lower-case name (one
+/// `pip show` for all: each call starts an interpreter).
+fn pip_installed(names: &[&str]) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    if names.is_empty() {
+        return out;
+    }
+    let Ok(shown) = Command::new("python3")
+        .args(["-m", "pip", "show"])
+        .args(names)
+        .stderr(Stdio::null())
+        .output()
+    else {
+        return out;
+    };
+    let text = String::from_utf8_lossy(&shown.stdout);
+    for block in text.split("\n---") {
+        let field = |f: &str| {
+            block
+                .lines()
+                .find_map(|l| l.strip_prefix(f))
+                .map(|v| v.trim().to_owned())
+        };
+        if let (Some(name), Some(version)) = (field("Name:"), field("Version:")) {
+            out.insert(name.to_lowercase().replace('_', "-"), version);
+        }
+    }
+    out
+}
+
+/// `name` as pip compares names.
+fn pip_key(name: &str) -> String {
+    name.to_lowercase().replace('_', "-")
+}
+
+fn on_path(program: &str) -> bool {
+    std::env::var_os("PATH").is_some_and(|p| {
+        ratelab_procs::installed::on_path(program, &p).is_some()
+            || ["/usr/sbin", "/sbin"]
+                .iter()
+                .any(|d| Path::new(d).join(program).is_file())
+    })
+}
+
+fn run(cmd: &mut Command, what: &str) -> Result<(), String> {
+    let out = cmd
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("{what}: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        let err = String::from_utf8_lossy(&out.stderr);
+        let tail: Vec<&str> = err.lines().rev().take(6).collect();
+        Err(format!(
+            "{what} failed ({}):\n{}",
+            out.status,
+            tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+        ))
+    }
+}
+
+/// Checks (and with `install`, installs) what `r` needs; returns each package's installed
+/// version and each program's path, or exactly what is missing and how to install it.
+pub fn ensure(r: &Loaded, install: bool) -> Result<BTreeMap<String, String>, String> {
+    let i = &r.recipe.install;
+    let mut versions = BTreeMap::new();
+    let missing_programs: Vec<&String> = i.programs.iter().filter(|p| !on_path(p)).collect();
+    if !missing_programs.is_empty() {
+        return Err(format!(
+            "{}: {} not on the PATH; install with: apt-get install {}",
+            r.name,
+            missing_programs
+                .iter()
+                .map(|p| p.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+            i.apt.join(" ")
+        ));
+    }
+    let npm_missing: Vec<&String> = i
+        .npm
+        .iter()
+        .filter(|s| {
+            let (name, version) = npm_split(s);
+            npm_installed(&r.dir, name).is_none_or(|v| !version.is_empty() && v != version)
+        })
+        .collect();
+    if !npm_missing.is_empty() {
+        let line = format!(
+            "npm install --no-save --no-package-lock --no-audit --no-fund --prefix {} {}",
+            r.dir.display(),
+            npm_missing
+                .iter()
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+        if !install {
+            return Err(format!("{}: missing npm packages; run: {line}", r.name));
+        }
+        eprintln!("{}: {line}", r.name);
+        run(
+            Command::new("npm")
+                .args([
+                    "install",
+                    "--no-save",
+                    "--no-package-lock",
+                    "--no-audit",
+                    "--no-fund",
+                    "--prefix",
+                ])
+                .arg(&r.dir)
+                .args(i.npm.iter()),
+            "npm install",
+        )?;
+    }
+    let pip_names: Vec<&str> = i.pip.iter().map(|s| pip_split(s).0).collect();
+    let have = pip_installed(&pip_names);
+    let pip_missing: Vec<&String> = i
+        .pip
+        .iter()
+        .filter(|s| {
+            let (name, version) = pip_split(s);
+            have.get(&pip_key(name))
+                .is_none_or(|v| !version.is_empty() && v != version)
+        })
+        .collect();
+    if !pip_missing.is_empty() {
+        let pkgs: Vec<&str> = pip_missing.iter().map(|s| s.as_str()).collect();
+        let line = format!("python3 -m pip install {}", pkgs.join(" "));
+        if !install {
+            return Err(format!("{}: missing PyPI packages; run: {line}", r.name));
+        }
+        eprintln!("{}: {line}", r.name);
+        run(
+            Command::new("python3")
+                .args(["-m", "pip", "install", "-q"])
+                .args(&pkgs),
+            "pip install",
+        )?;
+    }
+    for s in &i.npm {
+        let (name, _) = npm_split(s);
+        let v = npm_installed(&r.dir, name)
+            .ok_or_else(|| format!("{}: npm package {name} is not installed", r.name))?;
+        versions.insert(format!("npm:{name}"), v);
+    }
+    let have = if pip_missing.is_empty() {
+        have
+    } else {
+        pip_installed(&pip_names)
+    };
+    for name in &pip_names {
+        let v = have
+            .get(&pip_key(name))
+            .ok_or_else(|| format!("{}: PyPI package {name} is not installed", r.name))?;
+        versions.insert(format!("pypi:{name}"), v.clone());
+    }
+    for p in &i.programs {
+        if let Some(v) = program_version(p) {
+            versions.insert(format!("program:{p}"), v);
+        }
+    }
+    Ok(versions)
+}
+
+/// The first line a program prints for `-v`/`--version`, as its version.
+fn program_version(program: &str) -> Option<String> {
+    for flag in ["--version", "-v", "-V"] {
+        if let Ok(out) = Command::new(program)
+            .arg(flag)
+            .stdin(Stdio::null())
+            .output()
+        {
+            let text = if out.stdout.is_empty() {
+                out.stderr
+            } else {
+                out.stdout
+            };
+            if out.status.success()
+                && let Some(line) = String::from_utf8_lossy(&text).lines().next()
+            {
+                return Some(line.trim().to_owned());
+            }
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn registry_specs_split_into_name_and_version() {
+        assert_eq!(npm_split("ioredis@5.4.1"), ("ioredis", "5.4.1"));
+        assert_eq!(
+            npm_split("@upstash/ratelimit@2.2.0"),
+            ("@upstash/ratelimit", "2.2.0")
+        );
+        assert_eq!(npm_split("express"), ("express", ""));
+        assert_eq!(pip_split("limits==5.8.0"), ("limits", "5.8.0"));
+        assert_eq!(pip_split("flask"), ("flask", ""));
+    }
+}

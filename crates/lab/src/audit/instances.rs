@@ -1,0 +1,282 @@
+//! A target's processes on loopback: its store (a private `redis-server`) and its instances,
+//! each on a free port, with its output in a log file; all stopped when dropped.
+
+use super::recipe::{Loaded, StoreKind};
+use ratelab_procs::redis::RedisServer;
+use std::collections::BTreeMap;
+use std::net::TcpStream;
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A private store on a free loopback port.
+#[derive(Debug)]
+pub enum Store {
+    /// `redis-server`.
+    Redis(RedisServer),
+    /// `memcached`, killed when dropped.
+    Memcached {
+        /// The process.
+        child: Child,
+        /// Its port.
+        port: u16,
+    },
+}
+
+impl Store {
+    fn start(kind: StoreKind) -> Result<Option<Store>, String> {
+        Ok(match kind {
+            StoreKind::None => None,
+            StoreKind::Redis => Some(Store::Redis(RedisServer::start()?)),
+            StoreKind::Memcached => {
+                let port = ratelab_procs::free_port();
+                Some(Store::Memcached {
+                    child: spawn_memcached(port)?,
+                    port,
+                })
+            }
+        })
+    }
+
+    /// Freezes it (SIGSTOP) or lets it go on (SIGCONT).
+    pub fn signal(&self, sig: &str) -> Result<(), String> {
+        match self {
+            Store::Redis(r) => {
+                let pid = r.pid().ok_or("redis-server is not running")?;
+                ratelab_procs::redis::signal(pid, sig)
+            }
+            Store::Memcached { child, .. } => ratelab_procs::redis::signal(child.id(), sig),
+        }
+    }
+
+    /// Kills it (SIGKILL): everything it held is gone.
+    pub fn kill(&mut self) {
+        match self {
+            Store::Redis(r) => r.kill(),
+            Store::Memcached { child, .. } => {
+                ratelab_procs::redis::signal(child.id(), "CONT").ok();
+                child.kill().ok();
+                child.wait().ok();
+            }
+        }
+    }
+
+    /// Starts it again, empty, on the same port.
+    pub fn restart(&mut self) -> Result<(), String> {
+        match self {
+            Store::Redis(r) => {
+                r.restart();
+                Ok(())
+            }
+            Store::Memcached { child, port } => {
+                *child = spawn_memcached(*port)?;
+                Ok(())
+            }
+        }
+    }
+
+    /// Its port.
+    pub fn port(&self) -> u16 {
+        match self {
+            Store::Redis(r) => r.port,
+            Store::Memcached { port, .. } => *port,
+        }
+    }
+
+    /// Its URL, in the scheme its clients take (`redis://…/`, `memcached://…`).
+    pub fn url(&self) -> String {
+        match self {
+            Store::Redis(r) => r.url(),
+            Store::Memcached { port, .. } => format!("memcached://127.0.0.1:{port}"),
+        }
+    }
+}
+
+impl Drop for Store {
+    fn drop(&mut self) {
+        if let Store::Memcached { child, .. } = self {
+            child.kill().ok();
+            child.wait().ok();
+        }
+    }
+}
+
+/// A private `memcached` on `port`, once it listens.
+fn spawn_memcached(port: u16) -> Result<Child, String> {
+    // memcached refuses to run as root unless told which user to be.
+    let root = Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| o.stdout.trim_ascii() == b"0");
+    let mut cmd = Command::new("memcached");
+    if root {
+        cmd.args(["-u", "root"]);
+    }
+    let mut child = cmd
+        .args(["-l", "127.0.0.1", "-U", "0", "-p", &port.to_string()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("starting memcached: {e}"))?;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if Instant::now() > deadline {
+            child.kill().ok();
+            child.wait().ok();
+            return Err(format!("memcached did not listen on {port} within 10 s"));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(child)
+}
+
+/// A running target.
+#[derive(Debug)]
+pub struct Running {
+    /// The store, if the recipe has one.
+    pub store: Option<Store>,
+    children: Vec<Child>,
+    /// Each instance's port, in order.
+    pub ports: Vec<u16>,
+    /// Where each instance's output goes.
+    pub logs: Vec<PathBuf>,
+    dir: PathBuf,
+}
+
+impl Drop for Running {
+    /// Each instance runs in a process group of its own (a server's workers with it): the
+    /// group gets SIGTERM, a server's orderly stop in which a master stops its workers, and
+    /// SIGKILL if it has not exited within 5 s. A SIGKILL to a master alone would leave its
+    /// workers serving the port.
+    fn drop(&mut self) {
+        let group = |c: &Child, sig: &str| {
+            Command::new("kill")
+                .args([sig, "--", &format!("-{}", c.id())])
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        };
+        for c in &mut self.children {
+            group(c, "-CONT");
+            let termed = group(c, "-TERM");
+            let start = Instant::now();
+            while termed && start.elapsed() < Duration::from_secs(5) {
+                if let Ok(Some(_)) = c.try_wait() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            group(c, "-KILL");
+            c.kill().ok();
+            c.wait().ok();
+        }
+        std::fs::remove_dir_all(&self.dir).ok();
+    }
+}
+
+/// Replaces the recipe's placeholders in `s`.
+fn fill(s: &str, vars: &BTreeMap<&str, String>) -> String {
+    vars.iter()
+        .fold(s.to_owned(), |s, (k, v)| s.replace(&format!("{{{k}}}"), v))
+}
+
+/// The last lines a log holds, to say why an instance died.
+fn tail(path: &PathBuf) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().rev().take(8).collect();
+    lines.into_iter().rev().collect::<Vec<_>>().join("\n")
+}
+
+/// Starts `store` and `count` instances with the variant's environment; waits until each
+/// instance accepts connections, or says which did not and what it printed.
+pub fn start(
+    r: &Loaded,
+    store: StoreKind,
+    env: &BTreeMap<String, String>,
+    count: u32,
+) -> Result<Running, String> {
+    let store = Store::start(store)?;
+    let dir = std::env::temp_dir().join(format!(
+        "ratelab-audit-{}-{}",
+        r.name,
+        ratelab_procs::free_port()
+    ));
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let mut running = Running {
+        store,
+        children: Vec::new(),
+        ports: Vec::new(),
+        logs: Vec::new(),
+        dir: dir.clone(),
+    };
+    let inst = &r.recipe.instance;
+    for i in 0..count {
+        let port = ratelab_procs::free_port();
+        let mut vars: BTreeMap<&str, String> = BTreeMap::new();
+        vars.insert("port", port.to_string());
+        vars.insert("instance", i.to_string());
+        let abs = r.dir.canonicalize().unwrap_or_else(|_| r.dir.clone());
+        vars.insert("dir", abs.display().to_string());
+        vars.insert("run_dir", dir.display().to_string());
+        if let Some(s) = &running.store {
+            vars.insert("store_url", s.url());
+            vars.insert("store_host", "127.0.0.1".into());
+            vars.insert("store_port", s.port().to_string());
+        }
+        for t in &inst.templates {
+            let text = std::fs::read_to_string(r.dir.join(&t.from))
+                .map_err(|e| format!("{}: {}: {e}", r.name, t.from))?;
+            let to = dir.join(fill(&t.to, &vars));
+            std::fs::write(&to, fill(&text, &vars))
+                .map_err(|e| format!("{}: {e}", to.display()))?;
+        }
+        let log = dir.join(format!("instance-{i}.log"));
+        let out = std::fs::File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?;
+        let err = out.try_clone().map_err(|e| e.to_string())?;
+        let args: Vec<String> = inst.command.iter().map(|a| fill(a, &vars)).collect();
+        let mut cmd = Command::new(&args[0]);
+        cmd.args(&args[1..])
+            .process_group(0)
+            .current_dir(&r.dir)
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err);
+        for (k, v) in inst.env.iter().chain(env) {
+            cmd.env(k, fill(v, &vars));
+        }
+        let child = cmd
+            .spawn()
+            .map_err(|e| format!("{}: starting {:?}: {e}", r.name, args.join(" ")))?;
+        running.children.push(child);
+        running.ports.push(port);
+        running.logs.push(log);
+    }
+    let deadline = Instant::now() + Duration::from_secs(inst.start_timeout_s);
+    for i in 0..running.ports.len() {
+        loop {
+            if TcpStream::connect(("127.0.0.1", running.ports[i])).is_ok() {
+                break;
+            }
+            if let Ok(Some(status)) = running.children[i].try_wait() {
+                return Err(format!(
+                    "{}: instance {i} exited ({status}) before listening; it printed:\n{}",
+                    r.name,
+                    tail(&running.logs[i])
+                ));
+            }
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "{}: instance {i} did not listen on port {} within {} s; it printed:\n{}",
+                    r.name,
+                    running.ports[i],
+                    inst.start_timeout_s,
+                    tail(&running.logs[i])
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    Ok(running)
+}

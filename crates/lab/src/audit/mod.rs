@@ -1,0 +1,272 @@
+//! Audits: the rate limiters people deploy, installed from their registries, started on
+//! loopback as their docs recommend (several instances on a shared store where the target
+//! supports it), probed from outside and judged by the probe's checkers (`ratelab audit`).
+//!
+//! Each target is a directory under `audits/`: a [`recipe`] (`recipe.toml`) and, when the
+//! target is a library, the glue app that serves it — a few dozen lines in the target's own
+//! language. An audit of one target:
+//!
+//! 1. [`install`]: checks its npm, PyPI and Debian needs, installing the packages that are
+//!    missing at the versions the recipe pins (or saying exactly what to install);
+//! 2. [`instances`]: starts its store and its instances on free loopback ports;
+//! 3. probes them ([`crate::probe::probe`] over an [`HttpTarget`] spreading requests round
+//!    robin over the instances): the concurrency ladder, the idle, steady and boundary
+//!    phases ([`Phases`]) and the Retry-After honesty probes, every request judged against
+//!    the policy the recipe says the target is configured with;
+//! 4. for a target whose store it started, the store-fault phase ([`faults`]): the store
+//!    frozen, killed and started again under paced clients, the answers held to the failure
+//!    mode the recipe declares and to recovery after;
+//! 5. stops everything and turns the verdict into a report card and findings ([`card`]),
+//!    each finding with the command that reproduces it and, where a finding matches an
+//!    upstream issue the recipe lists, that issue.
+//!
+//! [`card::write`] writes `docs/results/audits/<name>-<variant>.json` and renders
+//! `docs/AUDITS.md` from every result there. A new target is a directory with a recipe; the
+//! mechanism knows no target by name.
+
+pub mod card;
+pub mod faults;
+pub mod install;
+pub mod instances;
+pub mod recipe;
+
+use crate::probe::fields::ResetReading;
+use crate::probe::http::{HttpSpec, HttpTarget};
+use crate::probe::{self, Phases, ProbeConfig, ProbeRun, Spread, policy};
+use ratelab_check::linearizable::{DEFAULT_BUDGET, Initial};
+use recipe::{Loaded, Variant};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// How hard an audit probes each target.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// Clients per ladder step.
+    pub ladder: Vec<u32>,
+    /// Requests per step.
+    pub requests_per_step: u64,
+    /// Keys per step.
+    pub keys: u32,
+    /// Retry-After honesty probes.
+    pub retry_probes: u32,
+    /// The phases after the ladder.
+    pub phases: Phases,
+    /// Install missing packages (else say what to install).
+    pub install: bool,
+    /// The linearizability search's budget per key.
+    pub budget: u64,
+    /// The store-fault phase's steps, or none.
+    pub faults: Option<faults::Timing>,
+}
+
+impl Settings {
+    /// The published audit.
+    pub fn full() -> Settings {
+        Settings {
+            ladder: vec![1, 4, 16, 64],
+            requests_per_step: 600,
+            keys: 4,
+            retry_probes: 3,
+            phases: Phases::all(Duration::from_secs(3)),
+            install: true,
+            budget: DEFAULT_BUDGET,
+            faults: Some(faults::Timing {
+                step: Duration::from_millis(1_500),
+                frozen: Duration::from_secs(2),
+                grace: Duration::from_secs(2),
+                judged: Duration::from_secs(2),
+                every: Duration::from_millis(50),
+                clients: 4,
+            }),
+        }
+    }
+
+    /// A short audit for tests: a smaller ladder, a shorter steady phase, a search budget
+    /// that leaves the keys concurrency makes hard unknown rather than spend a minute.
+    pub fn bounded() -> Settings {
+        Settings {
+            ladder: vec![1, 8],
+            requests_per_step: 120,
+            keys: 2,
+            retry_probes: 1,
+            phases: Phases::all(Duration::from_secs(1)),
+            install: false,
+            budget: 100_000,
+            faults: Some(faults::Timing {
+                step: Duration::from_millis(700),
+                frozen: Duration::from_secs(1),
+                grace: Duration::from_secs(2),
+                judged: Duration::from_secs(1),
+                every: Duration::from_millis(50),
+                clients: 2,
+            }),
+        }
+    }
+}
+
+/// One target of a recipe: the recipe and one of its variants.
+#[derive(Clone, Debug)]
+pub struct Target {
+    /// The recipe.
+    pub loaded: Loaded,
+    /// Which variant.
+    pub variant: usize,
+}
+
+impl Target {
+    /// `NAME/VARIANT`.
+    pub fn name(&self) -> String {
+        format!("{}/{}", self.loaded.name, self.variant().name)
+    }
+
+    /// The variant.
+    pub fn variant(&self) -> &Variant {
+        &self.loaded.recipe.variant[self.variant]
+    }
+
+    /// The policy the target is configured with, as the probe's grammar writes it.
+    pub fn policy(&self) -> &str {
+        self.variant()
+            .policy
+            .as_deref()
+            .unwrap_or(&self.loaded.recipe.probe.policy)
+    }
+
+    /// The store its instances share.
+    pub fn store(&self) -> recipe::StoreKind {
+        self.variant().store.unwrap_or(self.loaded.recipe.store)
+    }
+
+    /// How many instances it runs.
+    pub fn instances(&self) -> u32 {
+        self.variant()
+            .count
+            .unwrap_or(self.loaded.recipe.instance.count)
+    }
+}
+
+/// The targets under `root` that `names` select (`NAME` for each of its variants,
+/// `NAME/VARIANT` for one), every target if `names` is empty; an error names what matched
+/// nothing.
+pub fn select(root: &std::path::Path, names: &[String]) -> Result<Vec<Target>, String> {
+    let recipes = recipe::all(root)?;
+    let every: Vec<Target> = recipes
+        .iter()
+        .flat_map(|l| {
+            (0..l.recipe.variant.len()).map(|variant| Target {
+                loaded: l.clone(),
+                variant,
+            })
+        })
+        .collect();
+    if names.is_empty() {
+        return Ok(every);
+    }
+    let mut out = Vec::new();
+    for n in names {
+        let chosen: Vec<&Target> = every
+            .iter()
+            .filter(|t| t.name() == *n || t.loaded.name == *n)
+            .collect();
+        if chosen.is_empty() {
+            let known: Vec<String> = every.iter().map(Target::name).collect();
+            return Err(format!(
+                "no audit target {n:?} under {}; there are: {}",
+                root.display(),
+                known.join(", ")
+            ));
+        }
+        out.extend(chosen.into_iter().cloned());
+    }
+    Ok(out)
+}
+
+/// What one audit found: the probe's run, the versions installed, and the report card.
+#[derive(Debug)]
+pub struct Audited {
+    /// The target.
+    pub target: Target,
+    /// The run.
+    pub run: ProbeRun,
+    /// The versions installed.
+    pub versions: BTreeMap<String, String>,
+    /// The store-fault phase, when it ran.
+    pub faults: Option<faults::FaultReport>,
+}
+
+/// Audits `t`: installs or checks, starts, probes, stops. `progress` is told the ladder's
+/// requests sent and planned.
+pub async fn audit(
+    t: &Target,
+    s: &Settings,
+    progress: impl Fn(u64, u64) + Send + Sync + 'static,
+) -> Result<Audited, String> {
+    let r = &t.loaded.recipe;
+    let versions = install::ensure(&t.loaded, s.install)?;
+    let claim = policy::parse(t.policy()).map_err(|e| format!("{}: policy: {e}", t.name()))?;
+    let clock_resolution = policy::duration(&r.probe.clock_resolution)
+        .map_err(|e| format!("{}: probe.clock_resolution: {e}", t.name()))?;
+    let reset = ResetReading::parse(&r.probe.reset_unit)
+        .map_err(|e| format!("{}: probe.reset_unit: {e}", t.name()))?;
+    let mut env = t.variant().env.clone();
+    env.insert("RATELAB_AUDIT_TARGET".into(), t.name());
+    // Started on a blocking thread: it waits for ports.
+    let (loaded, count, store) = (t.loaded.clone(), t.instances(), t.store());
+    let mut running =
+        tokio::task::spawn_blocking(move || instances::start(&loaded, store, &env, count))
+            .await
+            .map_err(|e| format!("{}: {e}", t.name()))??;
+    let spec = HttpSpec {
+        urls: running
+            .ports
+            .iter()
+            .map(|p| r.probe.url.replace("{port}", &p.to_string()))
+            .collect(),
+        spread: Spread::RoundRobin,
+        method: "GET".into(),
+        key_header: r.probe.key_header.clone(),
+        headers: Vec::new(),
+        deny_statuses: r.probe.deny_status.clone(),
+        policy_name: None,
+        reset,
+        timeout: Duration::from_secs(5),
+    };
+    let top = s.ladder.iter().copied().max().unwrap_or(1) as usize;
+    let target = HttpTarget::new(&spec, top).map_err(|e| format!("{}: {e}", t.name()))?;
+    let partitioned = r.probe.key_header.is_some() || r.probe.url.contains("{key}");
+    let cfg = ProbeConfig {
+        ladder: s.ladder.clone(),
+        requests_per_step: s.requests_per_step,
+        keys: if partitioned { s.keys } else { 1 },
+        partitioned,
+        key_prefix: probe::fresh_prefix(),
+        max_time: Duration::from_secs(120),
+        retry_probes: s.retry_probes,
+        max_wait: Duration::from_secs(10),
+        clock_resolution,
+        initial: if partitioned {
+            Initial::Full
+        } else {
+            Initial::Unknown
+        },
+        budget: s.budget,
+        exact: true,
+        phases: s.phases,
+    };
+    let run = probe::probe(target.clone(), claim, &cfg, progress).await;
+    let faults = match (s.faults, running.store.as_mut()) {
+        (Some(timing), Some(store)) => Some(
+            faults::run(&target, store, r.failure_mode, &cfg.key_prefix, timing)
+                .await
+                .map_err(|e| format!("{}: store-fault phase: {e}", t.name()))?,
+        ),
+        _ => None,
+    };
+    drop(running);
+    Ok(Audited {
+        target: t.clone(),
+        run,
+        versions,
+        faults,
+    })
+}

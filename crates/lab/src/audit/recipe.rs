@@ -1,0 +1,302 @@
+//! A target's recipe: `audits/<name>/recipe.toml`, beside the glue app when the target is a
+//! library. It says how to install the target from its registry, which store it shares, how
+//! to start one instance and how many, the policy it is configured with and the failure mode
+//! it declares, and the upstream issues an audit may find again. Each `[[variant]]` is a
+//! target of its own (`NAME/VARIANT`): the same glue app configured another way.
+
+use ratelab_core::located::{Located, line_column};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// One recipe file.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Recipe {
+    /// What the target is, in a sentence.
+    pub description: String,
+    /// Where it comes from (its repository or registry page).
+    pub upstream: String,
+    /// What to install, by registry.
+    #[serde(default)]
+    pub install: Install,
+    /// The store its instances share.
+    pub store: StoreKind,
+    /// How to start one instance.
+    pub instance: Instance,
+    /// How to probe it.
+    pub probe: ProbeSpec,
+    /// What it does when its store fails, as its configuration declares.
+    pub failure_mode: FailureMode,
+    /// Upstream issues a finding may rediscover.
+    #[serde(default)]
+    pub known: Vec<Known>,
+    /// The targets this recipe makes: one per variant (at least one).
+    pub variant: Vec<Variant>,
+}
+
+/// What to install.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Install {
+    /// npm packages (`name@version`), installed into the recipe's directory.
+    #[serde(default)]
+    pub npm: Vec<String>,
+    /// PyPI packages (`name==version`), installed with the machine's `pip`.
+    #[serde(default)]
+    pub pip: Vec<String>,
+    /// Debian packages the audit needs (it says so; it does not install them).
+    #[serde(default)]
+    pub apt: Vec<String>,
+    /// Programs that must be on the PATH.
+    #[serde(default)]
+    pub programs: Vec<String>,
+}
+
+/// The store the instances share.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StoreKind {
+    /// A private `redis-server` on a free loopback port.
+    Redis,
+    /// A private `memcached` on a free loopback port.
+    Memcached,
+    /// None: each instance keeps its own state.
+    None,
+}
+
+/// How to start one instance: `{port}`, `{store_url}`, `{store_host}`, `{store_port}`,
+/// `{instance}`, `{dir}` (the recipe's directory) and `{run_dir}` (a private directory for
+/// this run) are replaced in the command, the environment and the templates.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Instance {
+    /// The command and its arguments, run in the recipe's directory.
+    pub command: Vec<String>,
+    /// Environment variables.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// How many instances (1 to 16).
+    pub count: u32,
+    /// How long one may take to listen, seconds (default 20).
+    #[serde(default = "twenty")]
+    pub start_timeout_s: u64,
+    /// Files written for each instance before it starts (a server's configuration).
+    #[serde(default)]
+    pub templates: Vec<Template>,
+}
+
+/// A file of the recipe's directory written, placeholders replaced, into the run's.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Template {
+    /// The file in the recipe's directory.
+    pub from: String,
+    /// Its name in `{run_dir}` (placeholders allowed: `nginx-{instance}.conf`).
+    pub to: String,
+}
+
+fn twenty() -> u64 {
+    20
+}
+
+/// How the probe reaches and judges the target.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProbeSpec {
+    /// The URL of an instance: `{port}` is its port, `{key}` the key if it goes in the path.
+    pub url: String,
+    /// The header that carries the key, if any.
+    pub key_header: Option<String>,
+    /// The policy the target is configured with, in `ratelab probe --policy`'s grammar.
+    pub policy: String,
+    /// Statuses that mean denied (default 429).
+    #[serde(default = "deny_429")]
+    pub deny_status: Vec<u16>,
+    /// What `X-RateLimit-Reset` counts (`auto`, `delta`, `epoch-s`, `epoch-ms`).
+    #[serde(default = "auto")]
+    pub reset_unit: String,
+    /// How far the target's clock may lag its decisions (`1ms`, `1s`…; default `1ms`).
+    #[serde(default = "one_ms")]
+    pub clock_resolution: String,
+}
+
+fn deny_429() -> Vec<u16> {
+    vec![429]
+}
+
+fn auto() -> String {
+    "auto".into()
+}
+
+fn one_ms() -> String {
+    "1ms".into()
+}
+
+/// What a target does when its store fails.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FailureMode {
+    /// Admits every request.
+    FailOpen,
+    /// Refuses every request (an error or a denial).
+    FailClosed,
+    /// Falls back to a limit kept in each instance's memory.
+    LocalFallback,
+}
+
+impl FailureMode {
+    /// As recipes write it.
+    pub fn name(self) -> &'static str {
+        match self {
+            FailureMode::FailOpen => "fail-open",
+            FailureMode::FailClosed => "fail-closed",
+            FailureMode::LocalFallback => "local-fallback",
+        }
+    }
+}
+
+/// An upstream issue a finding of `check` may be.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Known {
+    /// The check whose failure it is (`envelope`, `linearizable`, `fields`, `retry-after`,
+    /// `decisions`, or the store-fault phase's `failure-mode` and `recovery`).
+    pub check: String,
+    /// Text the finding must contain, if the check alone does not identify it.
+    #[serde(default)]
+    pub contains: Option<String>,
+    /// The issue (`owner/repo#N`).
+    pub issue: String,
+    /// What it says, in a line.
+    pub title: String,
+    /// The variants it applies to (default: all).
+    #[serde(default)]
+    pub variants: Vec<String>,
+}
+
+/// One configuration of the glue app: a target of its own.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Variant {
+    /// Its name (`NAME/VARIANT`).
+    pub name: String,
+    /// What differs, in a sentence.
+    pub description: String,
+    /// Environment added to every instance's.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// The policy, when this variant's differs from the recipe's.
+    #[serde(default)]
+    pub policy: Option<String>,
+    /// The instance count, when this variant's differs from the recipe's.
+    #[serde(default)]
+    pub count: Option<u32>,
+    /// The store, when this variant's differs from the recipe's.
+    #[serde(default)]
+    pub store: Option<StoreKind>,
+    /// Why this variant fails by design, if it does (instances that each count alone): its
+    /// findings are then the deployment's, not a bug of the target.
+    #[serde(default)]
+    pub by_design: Option<String>,
+}
+
+/// A recipe read from its file, with where it lives.
+#[derive(Clone, Debug)]
+pub struct Loaded {
+    /// The recipe's name: its directory's.
+    pub name: String,
+    /// Its directory.
+    pub dir: PathBuf,
+    /// What it says.
+    pub recipe: Recipe,
+}
+
+/// Reads and checks `dir/recipe.toml`; errors name the file, line, column and path.
+pub fn load(dir: &Path) -> Result<Loaded, String> {
+    let file = dir.join("recipe.toml");
+    let text = std::fs::read_to_string(&file).map_err(|e| format!("{}: {e}", file.display()))?;
+    let shown = file.display().to_string();
+    let recipe: Recipe = toml::from_str(&text).map_err(|e| {
+        let at = e.span().map_or(0, |s| s.start);
+        Located::new(
+            &shown,
+            line_column(&text, at),
+            "",
+            e.message().trim().to_owned(),
+        )
+        .to_string()
+    })?;
+    let fail =
+        |path: &str, msg: String| -> String { Located::new(&shown, (0, 0), path, msg).to_string() };
+    if recipe.variant.is_empty() {
+        return Err(fail(
+            "variant",
+            "a recipe makes at least one [[variant]]".into(),
+        ));
+    }
+    if recipe.instance.command.is_empty() {
+        return Err(fail("instance.command", "the command is empty".into()));
+    }
+    for (i, count) in std::iter::once(Some(recipe.instance.count))
+        .chain(recipe.variant.iter().map(|v| v.count))
+        .enumerate()
+    {
+        if let Some(c) = count.filter(|c| !(1..=16).contains(c)) {
+            let path = if i == 0 {
+                "instance.count".to_owned()
+            } else {
+                format!("variant[{}].count", i - 1)
+            };
+            return Err(fail(&path, format!("{c} instances: give 1 to 16")));
+        }
+    }
+    let mut names = std::collections::BTreeSet::new();
+    for (i, v) in recipe.variant.iter().enumerate() {
+        if v.name.is_empty()
+            || !v
+                .name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-')
+        {
+            return Err(fail(
+                &format!("variant[{i}].name"),
+                format!("{:?}: letters, digits and '-' only", v.name),
+            ));
+        }
+        if !names.insert(v.name.as_str()) {
+            return Err(fail(
+                &format!("variant[{i}].name"),
+                format!("{:?} twice", v.name),
+            ));
+        }
+    }
+    for (i, k) in recipe.known.iter().enumerate() {
+        if let Some(v) = k.variants.iter().find(|v| !names.contains(v.as_str())) {
+            return Err(fail(
+                &format!("known[{i}].variants"),
+                format!("no variant named {v:?}"),
+            ));
+        }
+    }
+    let name = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    Ok(Loaded {
+        name,
+        dir: dir.to_owned(),
+        recipe,
+    })
+}
+
+/// Every recipe under `root` (`audits/`), by name.
+pub fn all(root: &Path) -> Result<Vec<Loaded>, String> {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(root)
+        .map_err(|e| format!("{}: {e}", root.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.join("recipe.toml").is_file())
+        .collect();
+    dirs.sort();
+    dirs.iter().map(|d| load(d)).collect()
+}
