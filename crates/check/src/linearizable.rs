@@ -24,8 +24,10 @@
 //!   store's, and the check is one replay in stamp order; an operation the store stamped but
 //!   whose answer was lost is replayed too, and one it never stamped is skipped.
 //! - *Black-box*: otherwise, a Wing–Gong search in the style of Lowe and Porcupine over the
-//!   orders real time allows, memoised on (the set linearized so far, the bucket's state,
-//!   the last decision time).
+//!   orders real time allows, memoised on the set linearized so far: a point is skipped
+//!   when one with the same set, a range of states holding its own and an earlier last
+//!   decision time was visited; and a denial that every state of the range gives, changing
+//!   none, is linearized at once ([`Search`]).
 //!   An operation without an answer (a timeout, a lost reply, a failure the gateway answered
 //!   for) stays open to the end of the history and may take effect after its call, or never
 //!   (Knossos' `:info`). Before each answered operation the search may let one open
@@ -34,7 +36,7 @@
 //!   already sent by then are interchangeable, so one of each cost is tried. The search has a
 //!   budget of states; past it the verdict is [`Verdict::Unknown`], never a guess.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 
 use ratelab_core::Nanos;
 
@@ -440,6 +442,15 @@ fn charge(explored: &mut u64, budget: u64, s: &State) -> bool {
 }
 
 /// Black-box mode: the Wing–Gong search, depth first, on an explicit stack.
+///
+/// One reduction keeps histories of many overlapping denials small (a probe's 64 clients on
+/// one key, most of them turned away): an answered operation that every state of the range
+/// explains without narrowing it — a denial the bucket gives from all of them — is
+/// linearized at once, as the only child. A denial never moves a bucket's TAT, so any order
+/// that places it later explains the same answers with it placed here (it is within the
+/// real-time horizon, so no pending operation had to come first), provided the moments open
+/// operations may take effect at stay as they were (no open operation, or the last decision
+/// time unchanged).
 struct Search<'a> {
     spec: &'a Spec,
     /// Answered operations, by call time.
@@ -449,7 +460,9 @@ struct Search<'a> {
     /// A fixed random word per operation (answered, then open): a set's hash is the XOR of
     /// its members' words.
     words: Vec<u64>,
-    seen: HashSet<(u64, Tats, Nanos)>,
+    /// The points visited, by the hash of their set: each one's states and last decision
+    /// time (see [`Search::subsumed`]).
+    seen: HashMap<u64, Vec<(Tats, Nanos)>>,
     explored: u64,
     budget: u64,
     /// The furthest any branch got, and the first operation it could not explain there.
@@ -532,7 +545,7 @@ impl<'a> Search<'a> {
             answered,
             open,
             words,
-            seen: HashSet::new(),
+            seen: HashMap::new(),
             explored: 0,
             budget,
             furthest: None,
@@ -552,7 +565,7 @@ impl<'a> Search<'a> {
             if s.prefix == self.answered.len() {
                 return Verdict::Linearizable;
             }
-            if !self.seen.insert((s.hash, s.tats, s.last_at)) {
+            if self.subsumed(&s) {
                 continue;
             }
             self.explored += 1;
@@ -579,6 +592,30 @@ impl<'a> Search<'a> {
             explained,
             phantom_denial: e.phantom_denial,
         })
+    }
+
+    /// Whether a point with the same operations linearized, a range of states holding
+    /// `s`'s and a last decision time no later was visited (and `s` is recorded if not).
+    /// Every step maps a wider range onto a wider one and an earlier last decision leaves
+    /// open operations more moments, so whatever `s` can explain such a point could: it
+    /// has been explored, or is being explored above `s`, and `s` adds nothing.
+    fn subsumed(&mut self, s: &State) -> bool {
+        let visited = self.seen.entry(s.hash).or_default();
+        let covers =
+            |(t, at): &(Tats, Nanos)| t.lo <= s.tats.lo && s.tats.hi <= t.hi && *at <= s.last_at;
+        if visited.iter().any(covers) {
+            return true;
+        }
+        visited.retain(|(t, at)| !(s.tats.lo <= t.lo && t.hi <= s.tats.hi && s.last_at <= *at));
+        visited.push((s.tats, s.last_at));
+        false
+    }
+
+    /// Whether linearizing an operation decided at `at` next leaves the moments open
+    /// operations may take effect at as they were: there are none, or the last decision
+    /// time does not move.
+    fn leaves_open_ops_alone(&self, s: &State, at: Nanos) -> bool {
+        self.open.is_empty() || at <= s.last_at
     }
 
     /// Every state one operation further on (fewer when the budget runs out).
@@ -620,6 +657,13 @@ impl<'a> Search<'a> {
                     c.hash ^= self.words[i];
                     c.tats = tats;
                     c.last_at = s.last_at.max(at);
+                    if matches!(op.seen, Seen::Denied { .. })
+                        && tats == s.tats
+                        && self.leaves_open_ops_alone(s, at)
+                    {
+                        // A denial every state here gives, changing none: see `Search`.
+                        return vec![c];
+                    }
                     out.push(c);
                 }
                 Err(e) => {

@@ -55,6 +55,11 @@ impl Family for NginxLeakyBucket {
         vec![State(None)]
     }
 
+    /// nginx leaves a node untouched when it rejects.
+    fn denials_keep_state(&self) -> bool {
+        true
+    }
+
     fn decide(&self, s: &State, at: Nanos, cost: u64) -> (Said, State) {
         let m = at.as_u64() / MS;
         let burst = self.burst.saturating_mul(1000);

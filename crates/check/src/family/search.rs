@@ -6,6 +6,13 @@
 //! stays open to the end and may take effect at some moment between the last decision and
 //! the next answered one, or never; open operations of one cost sent by then are
 //! interchangeable, so one of each cost is tried, at each moment the family names.
+//!
+//! Where a family's denials never change its state ([`Family::denials_keep_state`]), a
+//! denial explained from a node with that node's state as its only outcome is linearized at
+//! once, as the node's only child: any order placing it later explains the same answers
+//! with it placed here (it is within the real-time horizon), provided the moments open
+//! operations may take effect at stay as they were (none is open, or the last decision time
+//! does not move). A crowd of overlapping denials is then one path, not every order of it.
 
 use super::explain::{explain, violation_unless_guessed};
 use super::spec::Family;
@@ -129,6 +136,11 @@ impl<F: Family> Search<'_, F> {
             next_at = Some(next_at.map_or(latest, |x| x.min(latest)));
             let e = explain(self.family, &n.state, op);
             self.guessed |= e.guessed;
+            let keeps = self.family.denials_keep_state()
+                && matches!(op.seen, Seen::Denied { .. })
+                && e.next.len() == 1
+                && e.next[0] == n.state
+                && (self.open.is_empty() || at <= n.last_at);
             for state in e.next {
                 let mut c = n.clone();
                 c.beyond.insert(c.beyond.partition_point(|&b| b < i), i);
@@ -139,6 +151,10 @@ impl<F: Family> Search<'_, F> {
                 c.hash ^= self.words[i];
                 c.state = state;
                 c.last_at = n.last_at.max(at);
+                if keeps {
+                    // A denial changing nothing here: linearized at once (module docs).
+                    return vec![c];
+                }
                 out.push(c);
             }
             if let Some((why, phantom)) = e.miss

@@ -56,6 +56,13 @@ pub trait Family {
         None
     }
 
+    /// Whether a denial leaves every state exactly as it was, at any moment (a bucket's TAT;
+    /// not a window that a later decision rolls over): the search then linearizes such a
+    /// denial as soon as it is explained.
+    fn denials_keep_state(&self) -> bool {
+        false
+    }
+
     /// Whether [`Family::fresh`] gives every starting state that can explain a history (not
     /// so where a hidden parameter moves answers continuously, as a sliding counter's phase
     /// moves its weights).

@@ -75,6 +75,54 @@ pub fn answered_by<A: Algorithm>(alg: &A, n: u64, max_gap: Nanos, max_cost: u64)
     ops
 }
 
+/// A probe's crowd on one key, answered by `family`: `n` requests of cost 1, one sent
+/// every `every`, each answered `flight` after its send and decided at a pseudo-random
+/// moment of the first `within` of it (that much blur in its record); unstamped.
+pub fn crowd<F: super::Family>(
+    family: &F,
+    n: u64,
+    every: Nanos,
+    flight: Nanos,
+    within: Nanos,
+) -> Vec<Op> {
+    let blur = within.as_u64().max(1);
+    let mut decided: Vec<(u64, u64)> = (0..n)
+        .map(|i| (i * every.as_u64() + (i * 7_919_000_003 % blur), i))
+        .collect();
+    decided.sort_unstable();
+    let mut state = family.fresh(&[]).remove(0);
+    let mut ops = Vec::new();
+    for (d, i) in decided {
+        let call = Nanos(i * every.as_u64());
+        let (said, next) = family.decide(&state, Nanos(d), 1);
+        state = next;
+        let seen = if said.allowed {
+            Seen::Allowed {
+                at: call,
+                remaining: Some(said.remaining),
+            }
+        } else {
+            Seen::Denied {
+                at: call,
+                retry_after: None,
+            }
+        };
+        ops.push(Op {
+            id: i,
+            call,
+            ret: Some(call.saturating_add(flight)),
+            cost: 1,
+            seen,
+            stamp: None,
+            precision: Precision {
+                decided_within: within,
+                retry_after_unit: Nanos(1),
+            },
+        });
+    }
+    ops
+}
+
 /// The same operations without the store's stamps (judged by the search).
 pub fn unstamped(ops: &[Op]) -> Vec<Op> {
     ops.iter().map(|&o| Op { stamp: None, ..o }).collect()
