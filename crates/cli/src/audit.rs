@@ -96,7 +96,7 @@ pub fn audit_command(a: AuditArgs) -> ExitCode {
         .enable_all()
         .build()
         .expect("a tokio runtime starts");
-    let (mut cards, mut broken) = (Vec::new(), Vec::new());
+    let (mut cards, mut broken) = (0usize, Vec::new());
     for (i, t) in targets.iter().enumerate() {
         eprintln!("[{}/{}] {}", i + 1, targets.len(), t.name());
         let bar = indicatif::ProgressBar::new(1);
@@ -110,25 +110,29 @@ pub fn audit_command(a: AuditArgs) -> ExitCode {
             shown.set_position(done);
         }));
         bar.finish_and_clear();
-        match result {
+        // Each result is written as it comes, so a later target that cannot run loses none;
+        // a target that could not run leaves no earlier result standing for it.
+        let written = match result {
             Ok(done) => {
                 let c = card::card(&done);
                 print!("{}", card::text(&c));
-                cards.push(c);
+                cards += 1;
+                card::write(&a.docs, std::slice::from_ref(&c))
             }
             Err(e) => {
                 eprintln!("{}: could not be audited: {e}", t.name());
                 broken.push(t.name());
+                card::remove(&a.docs, &t.name())
             }
+        };
+        if let Err(e) = written {
+            eprintln!("error: {e}");
+            return ExitCode::from(EXIT_FAILED);
         }
-    }
-    if let Err(e) = card::write(&a.docs, &cards) {
-        eprintln!("error: {e}");
-        return ExitCode::from(EXIT_FAILED);
     }
     eprintln!(
         "wrote {} results to {} and {}",
-        cards.len(),
+        cards,
         a.docs.join("results/audits").display(),
         a.docs.join("AUDITS.md").display()
     );

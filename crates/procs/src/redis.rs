@@ -165,8 +165,14 @@ impl RedisServer {
 
     /// Starts a fresh, empty server on the same port. Panics if it does not start.
     pub fn restart(&mut self) {
+        self.try_restart().unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    /// [`RedisServer::restart`], saying why when it does not start.
+    pub fn try_restart(&mut self) -> Result<(), String> {
         self.kill();
-        self.child = Some(spawn(self.port, &self.dir, &[]).unwrap_or_else(|e| panic!("{e}")));
+        self.child = Some(spawn(self.port, &self.dir, &[])?);
+        Ok(())
     }
 }
 

@@ -47,8 +47,15 @@ impl ProbeCheck for Linearizable {
         if let Some(l) = &v.linearizable {
             for (key, viol) in &l.violations {
                 out.push(format!(
-                    "linearizable: key {key:?}: request {}: {} ({} explained before it)",
-                    viol.id, viol.detail, viol.explained
+                    "linearizable: key {key:?}: request {}: {} ({} explained before it){}",
+                    viol.id,
+                    viol.detail,
+                    viol.explained,
+                    if viol.phantom_denial {
+                        "; a phantom denial"
+                    } else {
+                        ""
+                    }
                 ));
             }
         }

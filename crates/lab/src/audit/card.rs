@@ -8,6 +8,7 @@
 //! known upstream.
 
 use super::Audited;
+use super::recipe::Known;
 use crate::probe::report;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -69,6 +70,9 @@ pub struct Card {
     pub policy: String,
     /// The failure mode it declares.
     pub failure_mode: String,
+    /// How far its clock may lag its decisions, as the checkers allowed.
+    #[serde(default)]
+    pub clock_resolution: String,
     /// `pass`, `fail` or `unknown`.
     pub conclusion: String,
     /// Requests sent, admitted, denied, without a decision.
@@ -135,57 +139,71 @@ fn phase(a: &Audited, tag: &str) -> (u64, u64, u64) {
     c
 }
 
-/// The findings: the verdict's failures grouped by check, each matched to the recipe's
-/// known upstream issues for this variant.
+/// The findings: the verdict's and the store-fault phase's failure lines, each matched on
+/// its own to the first of the recipe's known upstream issues for this variant that names
+/// its check (and whose text it contains, where one is given), then grouped by check and
+/// issue: lines of one check that no listed issue explains are a finding of their own, by
+/// design or not known upstream, never folded into a known one.
 pub fn findings(a: &Audited) -> Vec<Finding> {
-    let mut by_check: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    let faults = a.faults.iter().flat_map(|f| f.failures.iter().cloned());
-    for line in a.run.verdict.failures().into_iter().chain(faults) {
-        by_check
-            .entry(check_of(&line).to_owned())
-            .or_default()
-            .push(line);
-    }
     let variant = &a.target.variant().name;
-    by_check
+    let known: Vec<&Known> = a
+        .target
+        .loaded
+        .recipe
+        .known
+        .iter()
+        .filter(|k| k.variants.is_empty() || k.variants.contains(variant))
+        .collect();
+    let faults = a.faults.iter().flat_map(|f| f.failures.iter().cloned());
+    let lines = a.run.verdict.failures().into_iter().chain(faults);
+    group(lines, &known, a.target.variant().by_design.as_deref())
+}
+
+/// [`findings`] from the failure lines, the known issues that apply and the variant's
+/// reason for failing by design.
+fn group(
+    lines: impl Iterator<Item = String>,
+    known: &[&Known],
+    by_design: Option<&str>,
+) -> Vec<Finding> {
+    // (check, index of the known issue or none) → lines, in the order reported.
+    let mut groups: BTreeMap<(String, Option<usize>), Vec<String>> = BTreeMap::new();
+    for line in lines {
+        let check = check_of(&line).to_owned();
+        let matched = known.iter().position(|k| {
+            k.check == check
+                && k.contains
+                    .as_ref()
+                    .is_none_or(|c| line.contains(c.as_str()))
+        });
+        groups.entry((check, matched)).or_default().push(line);
+    }
+    groups
         .into_iter()
-        .map(|(check, lines)| {
-            let known = a
-                .target
-                .loaded
-                .recipe
-                .known
-                .iter()
-                .filter(|k| k.check == check)
-                .filter(|k| k.variants.is_empty() || k.variants.contains(variant))
-                .find(|k| {
-                    k.contains
-                        .as_ref()
-                        .is_none_or(|c| lines.iter().any(|l| l.contains(c.as_str())))
-                });
-            let witness = known
-                .and_then(|k| k.contains.as_ref())
-                .and_then(|c| lines.iter().find(|l| l.contains(c.as_str())))
-                .unwrap_or(&lines[0])
-                .clone();
-            let upstream = known.map(|k| Upstream {
-                issue: k.issue.clone(),
-                title: k.title.clone(),
+        .map(|((check, matched), lines)| {
+            let upstream = matched.map(|i| Upstream {
+                issue: known[i].issue.clone(),
+                title: known[i].title.clone(),
             });
             Finding {
                 check,
                 count: lines.len(),
-                witness,
-                by_design: a
-                    .target
-                    .variant()
-                    .by_design
-                    .clone()
-                    .filter(|_| upstream.is_none()),
+                witness: lines[0].clone(),
+                by_design: by_design.map(str::to_owned).filter(|_| upstream.is_none()),
                 upstream,
             }
         })
         .collect()
+}
+
+/// `pass`, `fail` or `unknown`: the probe's conclusion, failed also by a failure of the
+/// store-fault phase.
+fn conclusion(a: &Audited) -> &'static str {
+    if a.faults.as_ref().is_some_and(|f| !f.failures.is_empty()) {
+        "fail"
+    } else {
+        a.run.verdict.conclusion().name()
+    }
 }
 
 /// The report card of `a`.
@@ -214,7 +232,8 @@ pub fn card(a: &Audited) -> Card {
         instances: a.target.instances(),
         policy: a.target.policy().to_owned(),
         failure_mode: r.failure_mode.name().to_owned(),
-        conclusion: v.conclusion().name().to_owned(),
+        clock_resolution: a.target.clock_resolution().to_owned(),
+        conclusion: conclusion(a).to_owned(),
         requests: v.requests,
         admitted: v.admitted,
         denied: v.denied,
@@ -311,6 +330,18 @@ pub fn write(docs: &Path, cards: &[Card]) -> Result<(), String> {
     let all = read_all(&dir)?;
     let md = docs.join("AUDITS.md");
     std::fs::write(&md, markdown(&all)).map_err(|e| format!("{}: {e}", md.display()))
+}
+
+/// Removes `target`'s result under `docs` (a target that could not run this time) and
+/// renders `docs/AUDITS.md` again without it.
+pub fn remove(docs: &Path, target: &str) -> Result<(), String> {
+    let path = file_of(&docs.join("results").join("audits"), target);
+    match std::fs::remove_file(&path) {
+        Ok(()) => eprintln!("removed the earlier result {}", path.display()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(format!("{}: {e}", path.display())),
+    }
+    write(docs, &[])
 }
 
 /// Every card under `dir`, in name order.
@@ -434,12 +465,13 @@ fn section(s: &mut String, c: &Card) {
     let versions: Vec<String> = c.versions.iter().map(|(k, v)| format!("{k} {v}")).collect();
     let _ = writeln!(
         s,
-        "Upstream: {}. Installed: {}. {} instance(s) on {}; held to `{}`; declared failure mode: {}.\n",
+        "Upstream: {}. Installed: {}. {} instance(s) on {}; held to `{}`, its decisions' clock allowed to lag by {}; declared failure mode: {}.\n",
         c.upstream,
         versions.join(", "),
         c.instances,
         c.store,
         c.policy,
+        c.clock_resolution,
         c.failure_mode
     );
     let _ = writeln!(s, "| | |\n|---|---|");
@@ -547,6 +579,53 @@ fn section(s: &mut String, c: &Card) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn known(check: &str, contains: Option<&str>, issue: &str) -> Known {
+        Known {
+            check: check.into(),
+            contains: contains.map(Into::into),
+            issue: issue.into(),
+            title: format!("{issue}'s title"),
+            variants: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn each_line_is_matched_to_a_known_issue_on_its_own() {
+        let lines = [
+            "linearizable: key \"a\": request 1: denied at 5; the spec admits it",
+            "fields: key \"a\": requests [2]: retry-after 5 where the spec gives 1",
+            "linearizable: key \"b\": request 9: admitted at 7; the spec denies it",
+            "linearizable: key \"c\": request 12: denied at 9; the spec admits it",
+        ];
+        let phantom = known("linearizable", Some("the spec admits it"), "o/r#1");
+        let any_field = known("fields", None, "o/r#2");
+        let f = group(
+            lines.iter().map(|l| (*l).to_owned()),
+            &[&phantom, &any_field],
+            Some("two instances"),
+        );
+        let summary: Vec<(&str, usize, Option<&str>, bool, &str)> = f
+            .iter()
+            .map(|f| {
+                (
+                    f.check.as_str(),
+                    f.count,
+                    f.upstream.as_ref().map(|u| u.issue.as_str()),
+                    f.by_design.is_some(),
+                    f.witness.as_str(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                ("fields", 1, Some("o/r#2"), false, lines[1]),
+                ("linearizable", 1, None, true, lines[2]),
+                ("linearizable", 2, Some("o/r#1"), false, lines[0]),
+            ]
+        );
+    }
 
     #[test]
     fn a_failure_line_belongs_to_its_check() {

@@ -16,6 +16,7 @@ use crate::probe::Target;
 use crate::probe::http::HttpTarget;
 use ratelab_check::probe::Outcome;
 use serde::{Deserialize, Serialize};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -97,14 +98,16 @@ pub async fn run(
     t: Timing,
 ) -> Result<FaultReport, String> {
     let start = Instant::now();
-    let total = t.step * 4 + t.frozen + t.grace + t.judged;
     let seen: Arc<Mutex<Vec<(Duration, Duration, Outcome)>>> = Arc::default();
-    let mut clients = Vec::new();
+    // The clients send until the judged step is over, however long the store's steps took.
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut clients = Clients(Vec::new());
     for c in 0..t.clients {
         let (target, seen, key) = (target.clone(), seen.clone(), format!("{prefix}-fault{c}"));
-        clients.push(tokio::spawn(async move {
+        let stop = stop.clone();
+        clients.0.push(tokio::spawn(async move {
             let mut n = 0u64;
-            while start.elapsed() < total {
+            while !stop.load(Ordering::Relaxed) {
                 let sent = start.elapsed();
                 let id = u64::from(c) + n * 1_000;
                 let (outcome, _) = target.send(id, &key, 1).await;
@@ -145,11 +148,24 @@ pub async fn run(
     let judged = now();
     tokio::time::sleep(t.judged).await;
     steps.push((judged, now(), Step::Judged));
-    for c in clients {
+    stop.store(true, Ordering::Relaxed);
+    for c in std::mem::take(&mut clients.0) {
         let _ = c.await;
     }
     let seen = std::mem::take(&mut *seen.lock().expect("fault phase"));
     Ok(judge(&seen, &steps, mode))
+}
+
+/// The phase's clients, stopped if the phase ends early (a signal the store refused, a
+/// restart that failed).
+struct Clients(Vec<tokio::task::JoinHandle<()>>);
+
+impl Drop for Clients {
+    fn drop(&mut self) {
+        for c in &self.0 {
+            c.abort();
+        }
+    }
 }
 
 /// Judges the answers against the steps they fell in.

@@ -66,11 +66,18 @@ fn pip_key(name: &str) -> String {
 }
 
 fn on_path(program: &str) -> bool {
-    std::env::var_os("PATH").is_some_and(|p| {
-        ratelab_procs::installed::on_path(program, &p).is_some()
-            || ["/usr/sbin", "/sbin"]
-                .iter()
-                .any(|d| Path::new(d).join(program).is_file())
+    locate(program).is_some()
+}
+
+/// Where `program` is: on the PATH, or in `/usr/sbin` or `/sbin`, where Debian puts the
+/// servers (nginx, varnishd, haproxy) and which a user's PATH may lack.
+pub fn locate(program: &str) -> Option<std::path::PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    ratelab_procs::installed::on_path(program, &path).or_else(|| {
+        ["/usr/sbin", "/sbin"]
+            .iter()
+            .map(|d| Path::new(d).join(program))
+            .find(|p| p.is_file())
     })
 }
 

@@ -65,10 +65,7 @@ impl Store {
     /// Starts it again, empty, on the same port.
     pub fn restart(&mut self) -> Result<(), String> {
         match self {
-            Store::Redis(r) => {
-                r.restart();
-                Ok(())
-            }
+            Store::Redis(r) => r.try_restart(),
             Store::Memcached { child, port } => {
                 *child = spawn_memcached(*port)?;
                 Ok(())
@@ -236,7 +233,13 @@ pub fn start(
         let out = std::fs::File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?;
         let err = out.try_clone().map_err(|e| e.to_string())?;
         let args: Vec<String> = inst.command.iter().map(|a| fill(a, &vars)).collect();
-        let mut cmd = Command::new(&args[0]);
+        // A bare name is looked up as the install check looked it up (a server in /usr/sbin).
+        let program = if args[0].contains('/') {
+            PathBuf::from(&args[0])
+        } else {
+            super::install::locate(&args[0]).unwrap_or_else(|| PathBuf::from(&args[0]))
+        };
+        let mut cmd = Command::new(program);
         cmd.args(&args[1..])
             .process_group(0)
             .current_dir(&r.dir)

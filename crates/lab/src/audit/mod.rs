@@ -132,6 +132,14 @@ impl Target {
             .unwrap_or(&self.loaded.recipe.probe.policy)
     }
 
+    /// How far its clock may lag its decisions, as a recipe writes it.
+    pub fn clock_resolution(&self) -> &str {
+        self.variant()
+            .clock_resolution
+            .as_deref()
+            .unwrap_or(&self.loaded.recipe.probe.clock_resolution)
+    }
+
     /// The store its instances share.
     pub fn store(&self) -> recipe::StoreKind {
         self.variant().store.unwrap_or(self.loaded.recipe.store)
@@ -204,8 +212,8 @@ pub async fn audit(
     let r = &t.loaded.recipe;
     let versions = install::ensure(&t.loaded, s.install)?;
     let claim = policy::parse(t.policy()).map_err(|e| format!("{}: policy: {e}", t.name()))?;
-    let clock_resolution = policy::duration(&r.probe.clock_resolution)
-        .map_err(|e| format!("{}: probe.clock_resolution: {e}", t.name()))?;
+    let clock_resolution = policy::duration(t.clock_resolution())
+        .map_err(|e| format!("{}: clock_resolution: {e}", t.name()))?;
     let reset = ResetReading::parse(&r.probe.reset_unit)
         .map_err(|e| format!("{}: probe.reset_unit: {e}", t.name()))?;
     let mut env = t.variant().env.clone();

@@ -195,6 +195,10 @@ pub struct Variant {
     /// The store, when this variant's differs from the recipe's.
     #[serde(default)]
     pub store: Option<StoreKind>,
+    /// The clock resolution of its decisions, when this variant's differs from the
+    /// recipe's (a store whose clock ticks in whole seconds).
+    #[serde(default)]
+    pub clock_resolution: Option<String>,
     /// Why this variant fails by design, if it does (instances that each count alone): its
     /// findings are then the deployment's, not a bug of the target.
     #[serde(default)]
@@ -251,6 +255,31 @@ pub fn load(dir: &Path) -> Result<Loaded, String> {
             return Err(fail(&path, format!("{c} instances: give 1 to 16")));
         }
     }
+    // The policies and clock resolutions, read as the audit will read them.
+    let policies = std::iter::once(("probe".to_owned(), Some(&recipe.probe.policy))).chain(
+        recipe
+            .variant
+            .iter()
+            .enumerate()
+            .map(|(i, v)| (format!("variant[{i}]"), v.policy.as_ref())),
+    );
+    for (at, policy) in policies {
+        if let Some(e) = policy.and_then(|p| crate::probe::policy::parse(p).err()) {
+            return Err(fail(&format!("{at}.policy"), e));
+        }
+    }
+    let clocks = std::iter::once(("probe".to_owned(), Some(&recipe.probe.clock_resolution))).chain(
+        recipe
+            .variant
+            .iter()
+            .enumerate()
+            .map(|(i, v)| (format!("variant[{i}]"), v.clock_resolution.as_ref())),
+    );
+    for (at, clock) in clocks {
+        if let Some(e) = clock.and_then(|c| crate::probe::policy::duration(c).err()) {
+            return Err(fail(&format!("{at}.clock_resolution"), e));
+        }
+    }
     let mut names = std::collections::BTreeSet::new();
     for (i, v) in recipe.variant.iter().enumerate() {
         if v.name.is_empty()
@@ -299,4 +328,72 @@ pub fn all(root: &Path) -> Result<Vec<Loaded>, String> {
         .collect();
     dirs.sort();
     dirs.iter().map(|d| load(d)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+description = "d"
+upstream = "u"
+store = "none"
+failure_mode = "fail-closed"
+
+[instance]
+command = ["true"]
+count = 1
+
+[probe]
+url = "http://127.0.0.1:{port}/"
+policy = "first-hit:10,1s"
+
+[[variant]]
+name = "a"
+description = "a"
+
+[[variant]]
+name = "b"
+description = "b"
+POLICY
+"#;
+
+    /// Loads `text` as a recipe in a directory of its own.
+    fn loaded(test: &str, text: &str) -> Result<Loaded, String> {
+        let dir =
+            std::env::temp_dir().join(format!("ratelab-recipe-{}-{test}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("recipe.toml"), text).unwrap();
+        let r = load(&dir);
+        std::fs::remove_dir_all(&dir).ok();
+        r
+    }
+
+    #[test]
+    fn a_bad_recipe_names_its_file_and_the_path_of_what_is_wrong() {
+        let ok = loaded("ok", &GOOD.replace("POLICY", "clock_resolution = \"1s\""));
+        assert_eq!(
+            ok.unwrap().recipe.variant[1].clock_resolution.as_deref(),
+            Some("1s")
+        );
+        for (test, line, path) in [
+            ("policy", "policy = \"first-hit:10\"", "variant[1].policy"),
+            (
+                "clock",
+                "clock_resolution = \"soon\"",
+                "variant[1].clock_resolution",
+            ),
+            ("count", "count = 40", "variant[1].count"),
+        ] {
+            let e = loaded(test, &GOOD.replace("POLICY", line)).unwrap_err();
+            assert!(e.contains("recipe.toml") && e.contains(path), "{test}: {e}");
+        }
+        let text = GOOD.replace("POLICY", "colour = 1");
+        let line = 1 + text.lines().position(|l| l.contains("colour")).unwrap();
+        let e = loaded("unknown", &text).unwrap_err();
+        assert!(
+            e.contains(&format!("recipe.toml:{line}:")) && e.contains("colour"),
+            "{e}"
+        );
+    }
 }

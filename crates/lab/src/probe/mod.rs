@@ -123,8 +123,10 @@ pub struct Phases {
     /// a limiter whose keys never expire, or expire late, denies it (expiry bugs).
     pub idle: bool,
     /// One client per key sending evenly at `steady_percent` of the claimed rate for
-    /// `steady`, from a key nobody used: the claim never denies such a client, so each
-    /// denial is a phantom (over-denial).
+    /// `steady`, from a key nobody used: a bucket never denies such a client, and a
+    /// window rarely does (a sliding counter's estimate, or a window whose small limit the
+    /// requests' spacing does not divide, may), so its denials test over-denial: each is
+    /// judged against the claim like any other, a phantom where the claim admits it.
     pub steady: Option<Duration>,
     /// The steady client's rate, in percent of the claimed rate (1 to 99).
     pub steady_percent: u32,
@@ -334,17 +336,25 @@ pub async fn probe<T: Target>(
 
 /// The phases after the ladder: steady and boundary clients side by side, then the idle
 /// burst once the ladder's keys have been quiet long enough.
-/// Returns why a phase was skipped, if one was.
+/// Returns why each phase that was skipped was.
 async fn run_phases<T: Target>(
     target: &T,
     rec: &Recorder,
     cfg: &ProbeConfig,
     claim: Claim,
-) -> Option<String> {
+) -> Vec<String> {
     let p = cfg.phases;
+    let mut skipped = Vec::new();
     let quiet_from = Instant::now();
     // Phases on one shared bucket would judge each other's traffic: only the idle burst.
     let keys = if cfg.partitioned { cfg.keys.max(1) } else { 0 };
+    if keys == 0 && (p.steady.is_some() || p.boundary) {
+        skipped.push(
+            "steady and boundary phases: the target does not partition by key, and on its one \
+             bucket they would judge each other's traffic"
+                .to_owned(),
+        );
+    }
     let mut tasks = Vec::new();
     let mut paced = |name: &str, client: u32, every: Duration, count: u64| {
         for k in 0..keys {
@@ -368,8 +378,14 @@ async fn run_phases<T: Target>(
     if p.boundary {
         let every = interval_at(&claim, 400);
         let span = forget_time(&claim);
-        let count = (span.as_nanos() / every.as_nanos().max(1)).clamp(1, 2_000) as u64;
-        paced("boundary", 30_000, every, count);
+        if span > cfg.max_wait {
+            skipped.push(format!(
+                "boundary phase: its bursts span the claim's {span:?} to forget a key, beyond --max-wait"
+            ));
+        } else {
+            let count = (span.as_nanos() / every.as_nanos().max(1)).clamp(1, 2_000) as u64;
+            paced("boundary", 30_000, every, count);
+        }
     }
     for t in tasks {
         let _ = t.await;
@@ -380,9 +396,10 @@ async fn run_phases<T: Target>(
             forget_time(&claim).mul_f64(1.1) + Duration::from_nanos(cfg.clock_resolution.as_u64());
         let elapsed = quiet_from.elapsed();
         if wait > cfg.max_wait {
-            return Some(format!(
+            skipped.push(format!(
                 "idle phase: the claim forgets a key after {wait:?}, beyond --max-wait"
             ));
+            return skipped;
         }
         tokio::time::sleep(wait.saturating_sub(elapsed)).await;
         let mut burst = Vec::new();
@@ -400,7 +417,7 @@ async fn run_phases<T: Target>(
             let _ = t.await;
         }
     }
-    None
+    skipped
 }
 
 /// The one key of a probe whose target does not partition by key.
