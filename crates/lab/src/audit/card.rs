@@ -431,7 +431,8 @@ settings read from the environment). The recipe says:
 - `store`: `redis`, `memcached` or `none`, started privately on a free loopback port;
 - `[instance]`: the `command` that starts one instance, its `env`, how many (`count`), and
   `templates` (configuration files written for each instance); `{port}`, `{store_url}`,
-  `{store_host}`, `{store_port}`, `{instance}`, `{dir}` and `{run_dir}` are replaced;
+  `{store_host}`, `{store_port}`, `{instance}`, `{dir}` and `{run_dir}` are replaced, and
+  `{peer_port}`, `{port_N}` and `{peer_port_N}` (instance N's ports) for peers that sync;
 - `[probe]`: the `url` of an instance, the `key_header` that carries the key, the `policy`
   it is configured with (in `ratelab probe --policy`'s grammar), the `deny_status`es, the
   `reset_unit` of `X-RateLimit-Reset` and the `clock_resolution` of its decisions;
@@ -440,8 +441,8 @@ settings read from the environment). The recipe says:
 - `[[known]]`: upstream issues a finding of a given check (and containing a given text)
   rediscovers;
 - `[[variant]]`: each a target of its own (`NAME/VARIANT`): its `env`, and where they
-  differ, its `policy`, `count` and `store`; `by_design` says why a variant fails by design
-  (instances that each count alone).
+  differ, its `policy`, `count`, `store`, `templates` and `clock_resolution`; `by_design`
+  says why a variant fails by design (instances that each count alone).
 
 `ratelab audit NAME` installs, starts, probes and writes the results; `ratelab audit
 --render` writes this page again from the results without probing.
@@ -536,7 +537,7 @@ fn section(s: &mut String, c: &Card) {
         Some(f) => {
             let _ = writeln!(
                 s,
-                "| store frozen, killed, restarted (admitted/denied/no decision) | healthy {}/{}/{}; down {}/{}/{}; after recovery {}/{}/{} |",
+                "| store frozen, killed, restarted (admitted/denied/no decision) | healthy {}/{}/{}; down {}/{}/{}; after recovery {}/{}/{}; sent while down and held until it was back {} (the longest {} ms) |",
                 f.healthy.admitted,
                 f.healthy.denied,
                 f.healthy.failed,
@@ -545,7 +546,9 @@ fn section(s: &mut String, c: &Card) {
                 f.down.failed,
                 f.recovered.admitted,
                 f.recovered.denied,
-                f.recovered.failed
+                f.recovered.failed,
+                f.held,
+                f.held_longest_ms
             );
         }
         None => {

@@ -4,7 +4,9 @@
 //!
 //! - **failure mode**: an answer whose whole flight fell while the store was down is held to
 //!   the mode the recipe declares — fail-open admits, fail-closed refuses (a denial or an
-//!   error), a local fallback decides (admits or denies, never errs);
+//!   error), a local fallback decides (admits or denies, never errs); a target that
+//!   answers nothing while the store is down, holding every request until it is back,
+//!   decides in no mode at all, and fails whichever it declares;
 //! - **recovery**: from `grace` after the store is back, every request gets a decision.
 //!
 //! The policy checkers do not judge this phase: while the store is down, a fail-open target
@@ -73,6 +75,13 @@ pub struct FaultReport {
     pub recovered: Counts,
     /// Answers in flight across a change of the store, not judged.
     pub straddling: u64,
+    /// Requests sent while the store was down and answered only after it was back (a
+    /// target that holds requests rather than deciding them), and the longest wait.
+    #[serde(default)]
+    pub held: u64,
+    /// The longest of those waits, in milliseconds.
+    #[serde(default)]
+    pub held_longest_ms: u64,
     /// Failure lines, as the probe's checks write theirs (`failure-mode: …`,
     /// `recovery: …`).
     pub failures: Vec<String>,
@@ -173,6 +182,16 @@ fn judge(seen: &[(Duration, Duration, Outcome)], steps: &Steps, mode: FailureMod
     let mut r = FaultReport::default();
     let mut wrong: Vec<String> = Vec::new();
     for (sent, answered, o) in seen {
+        let down_at_send = steps
+            .iter()
+            .find(|(from, until, step)| *step == Step::Down && from <= sent && sent < until);
+        if let Some((_, until, _)) = down_at_send
+            && answered > until
+        {
+            r.held += 1;
+            let waited = answered.saturating_sub(*sent).as_millis() as u64;
+            r.held_longest_ms = r.held_longest_ms.max(waited);
+        }
         let within = steps
             .iter()
             .find(|(from, until, _)| from <= sent && answered <= until);
@@ -205,6 +224,16 @@ fn judge(seen: &[(Duration, Duration, Outcome)], steps: &Steps, mode: FailureMod
             mode.name(),
             r.down.requests,
             wrong.join(", ")
+        ));
+    }
+    if r.down.requests == 0 && r.held > 0 {
+        // Nothing to hold to the declared mode: the target decided nothing while the store
+        // was down, it waited for the store.
+        r.failures.push(format!(
+            "failure-mode: declared {}, but no request sent while the store was down was answered before it was back: {} were held, the longest {} ms",
+            mode.name(),
+            r.held,
+            r.held_longest_ms
         ));
     }
     if r.recovered.failed > 0 {
@@ -254,6 +283,16 @@ mod tests {
         assert!(closed.failures[0].contains("declared fail-closed, 1 of 2"));
         let fallback = judge(&seen, &steps, FailureMode::LocalFallback);
         assert!(fallback.failures[0].contains("local-fallback, 1 of 2"));
+        // Requests sent while the store was down, answered once it was back.
+        let held = vec![
+            (s(110), s(250), Outcome::Denied),
+            (s(150), s(210), Outcome::Allowed),
+            (s(310), s(320), Outcome::Denied),
+        ];
+        let r = judge(&held, &steps, FailureMode::FailClosed);
+        assert_eq!((r.held, r.held_longest_ms), (2, 140));
+        assert_eq!(r.failures.len(), 1, "{:?}", r.failures);
+        assert!(r.failures[0].contains("2 were held, the longest 140 ms"));
         let stuck = vec![(s(310), s(320), Outcome::Failed("status 500".into()))];
         let r = judge(&stuck, &steps, FailureMode::FailClosed);
         assert_eq!(

@@ -1,7 +1,7 @@
 //! A target's processes on loopback: its store (a private `redis-server`) and its instances,
 //! each on a free port, with its output in a log file; all stopped when dropped.
 
-use super::recipe::{Loaded, StoreKind};
+use super::recipe::{Loaded, StoreKind, Template};
 use ratelab_procs::redis::RedisServer;
 use std::collections::BTreeMap;
 use std::net::TcpStream;
@@ -174,7 +174,7 @@ impl Drop for Running {
 }
 
 /// Replaces the recipe's placeholders in `s`.
-fn fill(s: &str, vars: &BTreeMap<&str, String>) -> String {
+fn fill(s: &str, vars: &BTreeMap<String, String>) -> String {
     vars.iter()
         .fold(s.to_owned(), |s, (k, v)| s.replace(&format!("{{{k}}}"), v))
 }
@@ -193,6 +193,7 @@ pub fn start(
     store: StoreKind,
     env: &BTreeMap<String, String>,
     count: u32,
+    templates: &[Template],
 ) -> Result<Running, String> {
     let store = Store::start(store)?;
     let dir = std::env::temp_dir().join(format!(
@@ -209,20 +210,28 @@ pub fn start(
         dir: dir.clone(),
     };
     let inst = &r.recipe.instance;
+    // Every instance's ports are known to each (peers that sync name one another).
+    let ports: Vec<u16> = (0..count).map(|_| ratelab_procs::free_port()).collect();
+    let peer_ports: Vec<u16> = (0..count).map(|_| ratelab_procs::free_port()).collect();
     for i in 0..count {
-        let port = ratelab_procs::free_port();
-        let mut vars: BTreeMap<&str, String> = BTreeMap::new();
-        vars.insert("port", port.to_string());
-        vars.insert("instance", i.to_string());
-        let abs = r.dir.canonicalize().unwrap_or_else(|_| r.dir.clone());
-        vars.insert("dir", abs.display().to_string());
-        vars.insert("run_dir", dir.display().to_string());
-        if let Some(s) = &running.store {
-            vars.insert("store_url", s.url());
-            vars.insert("store_host", "127.0.0.1".into());
-            vars.insert("store_port", s.port().to_string());
+        let port = ports[i as usize];
+        let mut vars: BTreeMap<String, String> = BTreeMap::new();
+        vars.insert("port".into(), port.to_string());
+        vars.insert("peer_port".into(), peer_ports[i as usize].to_string());
+        for (j, (p, q)) in ports.iter().zip(&peer_ports).enumerate() {
+            vars.insert(format!("port_{j}"), p.to_string());
+            vars.insert(format!("peer_port_{j}"), q.to_string());
         }
-        for t in &inst.templates {
+        vars.insert("instance".into(), i.to_string());
+        let abs = r.dir.canonicalize().unwrap_or_else(|_| r.dir.clone());
+        vars.insert("dir".into(), abs.display().to_string());
+        vars.insert("run_dir".into(), dir.display().to_string());
+        if let Some(s) = &running.store {
+            vars.insert("store_url".into(), s.url());
+            vars.insert("store_host".into(), "127.0.0.1".into());
+            vars.insert("store_port".into(), s.port().to_string());
+        }
+        for t in templates {
             let text = std::fs::read_to_string(r.dir.join(&t.from))
                 .map_err(|e| format!("{}: {}: {e}", r.name, t.from))?;
             let to = dir.join(fill(&t.to, &vars));

@@ -140,6 +140,14 @@ impl Target {
             .unwrap_or(&self.loaded.recipe.probe.clock_resolution)
     }
 
+    /// The files written for each of its instances.
+    pub fn templates(&self) -> &[recipe::Template] {
+        self.variant()
+            .templates
+            .as_deref()
+            .unwrap_or(&self.loaded.recipe.instance.templates)
+    }
+
     /// The store its instances share.
     pub fn store(&self) -> recipe::StoreKind {
         self.variant().store.unwrap_or(self.loaded.recipe.store)
@@ -220,10 +228,12 @@ pub async fn audit(
     env.insert("RATELAB_AUDIT_TARGET".into(), t.name());
     // Started on a blocking thread: it waits for ports.
     let (loaded, count, store) = (t.loaded.clone(), t.instances(), t.store());
-    let mut running =
-        tokio::task::spawn_blocking(move || instances::start(&loaded, store, &env, count))
-            .await
-            .map_err(|e| format!("{}: {e}", t.name()))??;
+    let templates = t.templates().to_vec();
+    let mut running = tokio::task::spawn_blocking(move || {
+        instances::start(&loaded, store, &env, count, &templates)
+    })
+    .await
+    .map_err(|e| format!("{}: {e}", t.name()))??;
     let spec = HttpSpec {
         urls: running
             .ports

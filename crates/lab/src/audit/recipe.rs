@@ -67,7 +67,9 @@ pub enum StoreKind {
 
 /// How to start one instance: `{port}`, `{store_url}`, `{store_host}`, `{store_port}`,
 /// `{instance}`, `{dir}` (the recipe's directory) and `{run_dir}` (a private directory for
-/// this run) are replaced in the command, the environment and the templates.
+/// this run) are replaced in the command, the environment and the templates; so are
+/// `{peer_port}` (a second free port of the instance's own, for a peer protocol) and, for
+/// every instance N, `{port_N}` and `{peer_port_N}` (peers that name one another).
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Instance {
@@ -195,6 +197,10 @@ pub struct Variant {
     /// The store, when this variant's differs from the recipe's.
     #[serde(default)]
     pub store: Option<StoreKind>,
+    /// The files written for each instance, when this variant's differ from the recipe's
+    /// (a configuration that names peers).
+    #[serde(default)]
+    pub templates: Option<Vec<Template>>,
     /// The clock resolution of its decisions, when this variant's differs from the
     /// recipe's (a store whose clock ticks in whole seconds).
     #[serde(default)]
