@@ -1,6 +1,7 @@
 // rate-limiter-flexible behind a plain Node HTTP server, with the response headers its
 // README recommends. LIMITER picks the class: atomic (RateLimiterRedis), non-atomic
-// (RateLimiterRedisNonAtomic) or memory (RateLimiterMemory).
+// (RateLimiterRedisNonAtomic) or memory (RateLimiterMemory); INSURANCE=1 gives a Redis
+// limiter the in-memory insurance limiter its docs describe for when Redis is down.
 const http = require('http');
 const Redis = require('ioredis');
 const {
@@ -25,7 +26,8 @@ if (process.env.LIMITER === 'memory') {
 } else {
   const storeClient = new Redis(process.env.REDIS_URL, { enableOfflineQueue: false });
   const Class = process.env.LIMITER === 'atomic' ? RateLimiterRedis : RateLimiterRedisNonAtomic;
-  rateLimiter = new Class({ storeClient, ...opts });
+  const insuranceLimiter = process.env.INSURANCE === '1' ? new RateLimiterMemory(opts) : undefined;
+  rateLimiter = new Class({ storeClient, insuranceLimiter, ...opts });
   ready = new Promise((resolve) => storeClient.once('ready', resolve));
 }
 

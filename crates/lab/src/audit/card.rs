@@ -231,7 +231,7 @@ pub fn card(a: &Audited) -> Card {
         store: format!("{:?}", a.target.store()).to_lowercase(),
         instances: a.target.instances(),
         policy: a.target.policy().to_owned(),
-        failure_mode: r.failure_mode.name().to_owned(),
+        failure_mode: a.target.failure_mode().name().to_owned(),
         clock_resolution: a.target.clock_resolution().to_owned(),
         conclusion: conclusion(a).to_owned(),
         requests: v.requests,
@@ -426,8 +426,9 @@ settings read from the environment). The recipe says:
 
 - `description`, `upstream`: what the target is and where it comes from;
 - `[install]`: `npm` packages (`name@version`, installed into the recipe's directory),
-  `pip` packages (`name==version`), the Debian packages (`apt`) that give the `programs` it
-  runs;
+  `pip` packages (`name==version`), `cargo` crates (the recipe's directory is then a Cargo
+  package, its glue app, built into its own `target/`; the versions of the crates named are
+  read from its Cargo.lock), the Debian packages (`apt`) that give the `programs` it runs;
 - `store`: `redis`, `memcached` or `none`, started privately on a free loopback port;
 - `[instance]`: the `command` that starts one instance, its `env`, how many (`count`), and
   `templates` (configuration files written for each instance); `{port}`, `{store_url}`,
@@ -441,7 +442,8 @@ settings read from the environment). The recipe says:
 - `[[known]]`: upstream issues a finding of a given check (and containing a given text)
   rediscovers;
 - `[[variant]]`: each a target of its own (`NAME/VARIANT`): its `env`, and where they
-  differ, its `policy`, `count`, `store`, `templates` and `clock_resolution`; `by_design`
+  differ, its `policy`, `count`, `store`, `templates`, `clock_resolution` and
+  `failure_mode`; `by_design`
   says why a variant fails by design (instances that each count alone).
 
 `ratelab audit NAME` installs, starts, probes and writes the results; `ratelab audit

@@ -1,5 +1,6 @@
 //! What a recipe needs installed: its npm packages in its own directory, its PyPI packages in
-//! the machine's `python3`, and the programs (from Debian) it starts. Missing packages are
+//! the machine's `python3`, its glue app built from crates.io when it is a Rust program, and
+//! the programs (from Debian) it starts. Missing packages are
 //! installed from their registries at the versions the recipe pins, unless told not to;
 //! missing programs are named with the `apt-get` line that installs them. The versions found
 //! are recorded in the results.
@@ -179,6 +180,9 @@ pub fn ensure(r: &Loaded, install: bool) -> Result<BTreeMap<String, String>, Str
             "pip install",
         )?;
     }
+    if !i.cargo.is_empty() {
+        versions.extend(cargo_build(r, install)?);
+    }
     for s in &i.npm {
         let (name, _) = npm_split(s);
         let v = npm_installed(&r.dir, name)
@@ -202,6 +206,63 @@ pub fn ensure(r: &Loaded, install: bool) -> Result<BTreeMap<String, String>, Str
         }
     }
     Ok(versions)
+}
+
+/// Builds the recipe's Cargo package (its glue app) into its own `target/`: from crates.io
+/// with `install`, else only from what is already fetched (saying what to run when that is
+/// not enough); returns the versions of the crates the recipe names, from its Cargo.lock.
+fn cargo_build(r: &Loaded, install: bool) -> Result<BTreeMap<String, String>, String> {
+    let manifest = r.dir.join("Cargo.toml");
+    let target = r.dir.join("target");
+    let line = format!(
+        "cargo build --release --manifest-path {} --target-dir {}",
+        manifest.display(),
+        target.display()
+    );
+    let mut cmd = Command::new("cargo");
+    cmd.args(["build", "--release", "--quiet", "--manifest-path"])
+        .arg(&manifest)
+        .arg("--target-dir")
+        .arg(&target)
+        // The workspace's own settings (its RUSTFLAGS) are not the glue app's.
+        .env_remove("RUSTFLAGS")
+        .env_remove("CARGO_ENCODED_RUSTFLAGS");
+    if install {
+        eprintln!("{}: {line}", r.name);
+    } else {
+        cmd.arg("--offline");
+    }
+    run(&mut cmd, "cargo build").map_err(|e| {
+        if install {
+            format!("{}: {e}", r.name)
+        } else {
+            format!("{}: the glue app is not built ({e}); run: {line}", r.name)
+        }
+    })?;
+    let lock = r.dir.join("Cargo.lock");
+    let text = std::fs::read_to_string(&lock).map_err(|e| format!("{}: {e}", lock.display()))?;
+    r.recipe
+        .install
+        .cargo
+        .iter()
+        .map(|name| {
+            locked_version(&text, name)
+                .map(|v| (format!("crate:{name}"), v))
+                .ok_or_else(|| format!("{}: {name} is not in {}", r.name, lock.display()))
+        })
+        .collect()
+}
+
+/// The version of `name` in a Cargo.lock's text (the first, if it holds several).
+fn locked_version(lock: &str, name: &str) -> Option<String> {
+    let mut lines = lock.lines();
+    while let Some(line) = lines.next() {
+        if line.trim() == format!("name = \"{name}\"") {
+            let v = lines.next()?.trim().strip_prefix("version = \"")?;
+            return v.strip_suffix('"').map(str::to_owned);
+        }
+    }
+    None
 }
 
 /// The first line a program prints for `-v`/`--version`, as its version.
@@ -241,5 +302,9 @@ mod tests {
         assert_eq!(npm_split("express"), ("express", ""));
         assert_eq!(pip_split("limits==5.8.0"), ("limits", "5.8.0"));
         assert_eq!(pip_split("flask"), ("flask", ""));
+        let lock = "[[package]]\nname = \"axum\"\nversion = \"0.8.9\"\n\n[[package]]\nname = \"axum-core\"\nversion = \"0.5.6\"\n";
+        assert_eq!(locked_version(lock, "axum-core").as_deref(), Some("0.5.6"));
+        assert_eq!(locked_version(lock, "axum").as_deref(), Some("0.8.9"));
+        assert_eq!(locked_version(lock, "tokio"), None);
     }
 }

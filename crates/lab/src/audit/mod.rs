@@ -140,6 +140,13 @@ impl Target {
             .unwrap_or(&self.loaded.recipe.probe.clock_resolution)
     }
 
+    /// What it declares it does when its store fails.
+    pub fn failure_mode(&self) -> recipe::FailureMode {
+        self.variant()
+            .failure_mode
+            .unwrap_or(self.loaded.recipe.failure_mode)
+    }
+
     /// The files written for each of its instances.
     pub fn templates(&self) -> &[recipe::Template] {
         self.variant()
@@ -274,7 +281,7 @@ pub async fn audit(
     let run = probe::probe(target.clone(), claim, &cfg, progress).await;
     let faults = match (s.faults, running.store.as_mut()) {
         (Some(timing), Some(store)) => Some(
-            faults::run(&target, store, r.failure_mode, &cfg.key_prefix, timing)
+            faults::run(&target, store, t.failure_mode(), &cfg.key_prefix, timing)
                 .await
                 .map_err(|e| format!("{}: store-fault phase: {e}", t.name()))?,
         ),

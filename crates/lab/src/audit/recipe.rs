@@ -45,6 +45,11 @@ pub struct Install {
     /// PyPI packages (`name==version`), installed with the machine's `pip`.
     #[serde(default)]
     pub pip: Vec<String>,
+    /// Crates whose versions the results record, when the glue app is a Rust program: the
+    /// recipe's directory is then a Cargo package, built from crates.io into its own
+    /// `target/` (its Cargo.lock pins what it depends on).
+    #[serde(default)]
+    pub cargo: Vec<String>,
     /// Debian packages the audit needs (it says so; it does not install them).
     #[serde(default)]
     pub apt: Vec<String>,
@@ -197,6 +202,10 @@ pub struct Variant {
     /// The store, when this variant's differs from the recipe's.
     #[serde(default)]
     pub store: Option<StoreKind>,
+    /// What it does when its store fails, when this variant's differs from the recipe's
+    /// (a limiter configured with a fallback).
+    #[serde(default)]
+    pub failure_mode: Option<FailureMode>,
     /// The files written for each instance, when this variant's differ from the recipe's
     /// (a configuration that names peers).
     #[serde(default)]
