@@ -44,6 +44,7 @@ pub(crate) fn with_family<W: WithFamily>(policy: &Policy, work: W) -> W::Out {
             window: w.0.window(),
             phase: Some(Nanos::ZERO),
             rounding: Rounding::Up,
+            first_hit: false,
         }),
         Policy::FirstHitWindow(w) => work.with(&FirstHitWindow {
             limit: w.0.limit(),

@@ -13,6 +13,15 @@
 //!
 //! Windows are aligned to the clock at a phase, as the fixed window's ([`Grid`]); a request
 //! whose clock reads earlier than its key's current window is taken at that window's start.
+//!
+//! **Opened by a key's first request** (`first_hit`, as HAProxy's stick-table rates count):
+//! a key's first request opens a window there, the windows follow on from it, and a request
+//! two windows or more after the current one's start opens a window again, with both counts
+//! zero. Its first window has no previous count, so it admits at most L
+//! ([`Family::first_window`]); the instant a window opens is the decision's own, known only
+//! as well as the decision is, so a history the moments tried cannot explain is unknown.
+//!
+//! [`Family::first_window`]: super::spec::Family::first_window
 
 use super::fixed_window::Grid;
 use super::spec::{Family, Said};
@@ -41,6 +50,9 @@ pub struct SlidingCounter {
     pub phase: Option<Nanos>,
     /// The weighted count's rounding.
     pub rounding: Rounding,
+    /// Windows opened by each key's first request rather than aligned to the clock (the
+    /// phase is then not used).
+    pub first_hit: bool,
 }
 
 /// A key's counters: the grid, the current window, its count and the previous window's.
@@ -58,8 +70,21 @@ impl SlidingCounter {
     }
 
     /// The state rolled to the window holding `at`.
-    fn rolled(s: &State, at: Nanos) -> State {
+    fn rolled(&self, s: &State, at: Nanos) -> State {
         let k = s.grid.index(at);
+        // Index 0 is a key no request opened (a window opened at `at` holds `at`).
+        if self.first_hit && (s.index == 0 || k >= s.index + 2) {
+            let grid = Grid {
+                window: self.window,
+                phase: at.as_u64() % self.w() as u64,
+            };
+            return State {
+                index: grid.index(at),
+                grid,
+                current: 0,
+                previous: 0,
+            };
+        }
         match k {
             k if k <= s.index => s.clone(),
             k if k == s.index + 1 => State {
@@ -92,7 +117,7 @@ impl SlidingCounter {
     }
 
     fn admits(&self, s: &State, at: Nanos, cost: u64) -> bool {
-        let s = Self::rolled(s, at);
+        let s = self.rolled(s, at);
         self.estimate_w(&s, at) + u128::from(cost) * self.w() <= u128::from(self.limit) * self.w()
     }
 
@@ -126,6 +151,18 @@ impl Family for SlidingCounter {
     }
 
     fn fresh(&self, ops: &[Op]) -> Vec<State> {
+        if self.first_hit {
+            // No window yet: the first request opens one.
+            return vec![State {
+                grid: Grid {
+                    window: self.window,
+                    phase: 0,
+                },
+                index: 0,
+                current: 0,
+                previous: 0,
+            }];
+        }
         Grid::starts(self.window, self.phase, ops)
             .into_iter()
             .map(|grid| State {
@@ -139,11 +176,15 @@ impl Family for SlidingCounter {
 
     fn fresh_covers(&self) -> bool {
         // The weights move with the exact phase, which the phases tried only place.
-        self.phase.is_some()
+        self.phase.is_some() || self.first_hit
+    }
+
+    fn first_window(&self) -> Option<(Nanos, u64)> {
+        self.first_hit.then_some((self.window, self.limit))
     }
 
     fn decide(&self, s: &State, at: Nanos, cost: u64) -> (Said, State) {
-        let mut next = Self::rolled(s, at);
+        let mut next = self.rolled(s, at);
         let allowed = self.admits(&next, at, cost);
         if allowed {
             next.current += cost;
@@ -175,7 +216,8 @@ impl Family for SlidingCounter {
     }
 
     fn moments_cover(&self, from: Nanos, to: Nanos) -> bool {
-        Grid::cut_whole_at_any_phase(self.window, from, to)
+        // A window opened at an unknown moment has its phase there: not covered.
+        (!self.first_hit || from == to) && Grid::cut_whole_at_any_phase(self.window, from, to)
     }
 
     /// Idle once neither count weighs: the window after the current one's count has
@@ -201,6 +243,7 @@ mod tests {
         window: Nanos(1_000_000_000),
         phase: Some(Nanos(0)),
         rounding: Rounding::Up,
+        first_hit: false,
     };
 
     #[test]
@@ -286,14 +329,115 @@ mod tests {
         assert!(violation_at(&check_key(&SPEC, &three, DEFAULT_BUDGET), 4));
     }
 
+    /// Four from 300 ms, in the window their first request opened: [300 ms, 1.3 s).
+    fn opened_at_300() -> Vec<crate::linearizable::Op> {
+        (0..4)
+            .map(|i| allowed(i, ms(300 + 100 * i), 3 - i))
+            .collect()
+    }
+
+    const OPENED: SlidingCounter = SlidingCounter {
+        rounding: Rounding::Down,
+        first_hit: true,
+        phase: None,
+        ..SPEC
+    };
+
+    #[test]
+    fn windows_opened_by_the_first_request_weigh_from_there() {
+        // At 1.5 s the window opened at 1.3 s is 200 ms old: the previous four weigh
+        // ⌊4 · 0.8⌋ = 3, so one more fits, and no second.
+        let mut ops = opened_at_300();
+        ops.push(allowed(4, ms(1_500), 0));
+        for o in [ops.clone(), unstamped(&ops)] {
+            assert_eq!(
+                check_key(&OPENED, &o, DEFAULT_BUDGET),
+                Verdict::Linearizable
+            );
+        }
+        ops.push(allowed(5, ms(1_500), 0));
+        assert!(violation_at(&check_key(&OPENED, &ops, DEFAULT_BUDGET), 5));
+        // Aligned to the clock at 0 instead, 1.5 s is half way: ⌊4 · 0.5⌋ = 2 leaves two.
+        let aligned = SlidingCounter {
+            first_hit: false,
+            phase: Some(Nanos::ZERO),
+            ..OPENED
+        };
+        let mut two = opened_at_300();
+        two.extend([allowed(4, ms(1_500), 1), allowed(5, ms(1_500), 0)]);
+        assert_eq!(
+            check_key(&aligned, &two, DEFAULT_BUDGET),
+            Verdict::Linearizable
+        );
+        assert!(matches!(
+            check_key(&OPENED, &two, DEFAULT_BUDGET),
+            Verdict::Violation(_)
+        ));
+    }
+
+    #[test]
+    fn two_quiet_windows_and_the_next_request_opens_a_window_again() {
+        let mut ops = opened_at_300();
+        // 3 s: two windows after the one opened at 0.3 s began; a fresh window, full room.
+        ops.extend((0..4).map(|i| allowed(4 + i, ms(3_000), 3 - i)));
+        assert_eq!(
+            check_key(&OPENED, &ops, DEFAULT_BUDGET),
+            Verdict::Linearizable
+        );
+        ops.push(denied(8, ms(3_100), Some(ms(1_000))));
+        assert!(matches!(
+            check_key(&OPENED, &ops, DEFAULT_BUDGET),
+            Verdict::Violation(v) if v.id == 8
+        ));
+    }
+
+    #[test]
+    fn a_first_window_admitting_more_than_its_limit_is_refuted_by_counting() {
+        // Five admissions sent within 100 ms of the key's first, each decided within 50 ms
+        // of its send: a phase the search could only guess, but counting needs none.
+        let blurred: Vec<_> = (0..5)
+            .map(|i| {
+                let mut o = allowed(i, ms(300 + 20 * i), 0);
+                o.stamp = None;
+                o.ret = Some(ms(350 + 20 * i));
+                o.precision.decided_within = ms(50);
+                o.seen = crate::linearizable::Seen::Allowed {
+                    at: ms(300 + 20 * i),
+                    remaining: None,
+                };
+                o
+            })
+            .collect();
+        assert!(matches!(
+            check_key(&OPENED, &blurred, DEFAULT_BUDGET),
+            Verdict::Violation(v) if v.detail.contains("first window admits 4")
+        ));
+        assert_eq!(
+            check_key(&OPENED, &blurred[..4], DEFAULT_BUDGET),
+            Verdict::Linearizable
+        );
+    }
+
     #[test]
     fn an_idle_state_answers_as_a_fresh_key() {
+        let opened = crate::family::testing::assert_idle_answers_as_fresh(
+            &SlidingCounter {
+                window: ms(1000),
+                rounding: Rounding::Up,
+                ..OPENED
+            },
+            300,
+            ms(400),
+            3,
+        );
+        assert!(opened > 50, "{opened} states tight");
         let named = crate::family::testing::assert_idle_answers_as_fresh(
             &SlidingCounter {
                 limit: 4,
                 window: ms(1000),
                 phase: Some(ms(250)),
                 rounding: Rounding::Up,
+                first_hit: false,
             },
             300,
             ms(400),

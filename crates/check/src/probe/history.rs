@@ -183,6 +183,9 @@ pub enum WindowKind {
     SlidingLog,
     /// The sliding-window counter's weighted estimate, with this rounding.
     SlidingCounter(Rounding),
+    /// The same, its windows opened by each key's first request (HAProxy's stick-table
+    /// rates).
+    FirstHitSlidingCounter(Rounding),
 }
 
 impl Claim {
@@ -284,16 +287,19 @@ impl Claim {
             WindowKind::SlidingLog => {
                 check_key(&sliding_log::SlidingLog { limit, window }, ops, budget)
             }
-            WindowKind::SlidingCounter(rounding) => check_key(
-                &sliding_counter::SlidingCounter {
-                    limit,
-                    window,
-                    phase: None,
-                    rounding,
-                },
-                ops,
-                budget,
-            ),
+            WindowKind::SlidingCounter(rounding) | WindowKind::FirstHitSlidingCounter(rounding) => {
+                check_key(
+                    &sliding_counter::SlidingCounter {
+                        limit,
+                        window,
+                        phase: None,
+                        rounding,
+                        first_hit: kind == WindowKind::FirstHitSlidingCounter(rounding),
+                    },
+                    ops,
+                    budget,
+                )
+            }
         })
     }
 }

@@ -6,8 +6,11 @@
 //!                         found from the history (W: 1s, 500ms, 2m, 1h; bare: seconds)
 //! first-hit:L,W           at most L per window W opened by each key's first request
 //! sliding-log:L,W         at most L in any window of length W
-//! sliding-counter:L,W[,R] the weighted two-window estimate at most L per W, its weighted
-//!                         count rounded R: exact (default, kept as a fraction), up or down
+//! sliding-counter:L,W[,R][,first-hit]
+//!                         the weighted two-window estimate at most L per W, its weighted
+//!                         count rounded R: exact (default, kept as a fraction), up or down;
+//!                         with first-hit, its windows opened by each key's first request
+//!                         (and again after two windows without one), not aligned to a clock
 //! leaky-bucket:RATE,BURST nginx limit_req's rate and burst with nodelay: a token bucket of
 //!                         BURST + 1 tokens at RATE a second (RATE: 10, 10r/s, 600r/m)
 //! ```
@@ -23,12 +26,17 @@ const WINDOW_MAX: Nanos = Nanos(100 * 365 * 24 * 3_600 * SEC);
 /// Parses a policy string (see the module docs).
 pub fn parse(text: &str) -> Result<Claim, String> {
     let expected = "expected token-bucket:B,R, fixed-window:L,W, first-hit:L,W, \
-                    sliding-log:L,W, sliding-counter:L,W[,exact|up|down] or leaky-bucket:RATE,BURST";
+                    sliding-log:L,W, sliding-counter:L,W[,exact|up|down][,first-hit] or \
+                    leaky-bucket:RATE,BURST";
     let (kind, args) = text
         .split_once(':')
         .ok_or_else(|| format!("policy {text:?}: {expected}"))?;
     let mut parts: Vec<&str> = args.split(',').map(str::trim).collect();
     let err = |e: String| format!("policy {text:?}: {e}");
+    let first_hit = kind.trim() == "sliding-counter" && parts.last() == Some(&"first-hit");
+    if first_hit {
+        parts.pop();
+    }
     let rounding = match (kind.trim(), parts.len()) {
         ("sliding-counter", 3) => match parts.pop() {
             Some("exact") => Rounding::Exact,
@@ -36,7 +44,7 @@ pub fn parse(text: &str) -> Result<Claim, String> {
             Some("down") => Rounding::Down,
             r => {
                 return Err(err(format!(
-                    "rounding {:?}: expected exact, up or down",
+                    "{:?}: expected a rounding (exact, up or down) or first-hit",
                     r.unwrap_or_default()
                 )));
             }
@@ -79,6 +87,7 @@ pub fn parse(text: &str) -> Result<Claim, String> {
         "fixed-window" => window(WindowKind::Fixed)?,
         "first-hit" => window(WindowKind::FirstHit)?,
         "sliding-log" => window(WindowKind::SlidingLog)?,
+        "sliding-counter" if first_hit => window(WindowKind::FirstHitSlidingCounter(rounding))?,
         "sliding-counter" => window(WindowKind::SlidingCounter(rounding))?,
         "leaky-bucket" => {
             let (amount, period) = rate(a, "r").map_err(err)?;
@@ -213,14 +222,23 @@ pub fn describe(c: &Claim) -> String {
                 WindowKind::Fixed => "fixed-window",
                 WindowKind::FirstHit => "first-hit",
                 WindowKind::SlidingLog => "sliding-log",
-                WindowKind::SlidingCounter(_) => "sliding-counter",
+                WindowKind::SlidingCounter(_) | WindowKind::FirstHitSlidingCounter(_) => {
+                    "sliding-counter"
+                }
             };
             let rounding = match kind {
-                WindowKind::SlidingCounter(Rounding::Up) => ",up",
-                WindowKind::SlidingCounter(Rounding::Down) => ",down",
+                WindowKind::SlidingCounter(r) | WindowKind::FirstHitSlidingCounter(r) => match r {
+                    Rounding::Up => ",up",
+                    Rounding::Down => ",down",
+                    Rounding::Exact => "",
+                },
                 _ => "",
             };
-            format!("{name}:{limit},{}{rounding}", duration_text(window))
+            let anchor = match kind {
+                WindowKind::FirstHitSlidingCounter(_) => ",first-hit",
+                _ => "",
+            };
+            format!("{name}:{limit},{}{rounding}{anchor}", duration_text(window))
         }
     }
 }
@@ -304,10 +322,32 @@ mod tests {
                 window: Nanos(60 * SEC)
             }
         );
+        assert_eq!(
+            parse("sliding-counter:10,1s,down,first-hit").unwrap(),
+            Claim::Window {
+                kind: WindowKind::FirstHitSlidingCounter(Rounding::Down),
+                limit: 10,
+                window: Nanos(SEC)
+            }
+        );
+        assert_eq!(
+            parse("sliding-counter:10,1s,first-hit").unwrap(),
+            Claim::Window {
+                kind: WindowKind::FirstHitSlidingCounter(Rounding::Exact),
+                limit: 10,
+                window: Nanos(SEC)
+            }
+        );
+        assert!(
+            parse("sliding-counter:10,1s,sideways")
+                .unwrap_err()
+                .contains("expected a rounding")
+        );
         for text in [
             "fixed-window:100,500ms",
             "first-hit:5,2s",
             "sliding-log:7,1s",
+            "sliding-counter:7,1s,down,first-hit",
             "sliding-counter:10,60s",
             "sliding-counter:10,60s,down",
         ] {
@@ -330,7 +370,8 @@ mod tests {
             ("fixed-window:10,5x", "duration \"5x\""),
             ("leaky-bucket:10r/s,-1", "BURST"),
             ("gcra:1,2", "unknown kind"),
-            ("sliding-counter:5,1s,half", "rounding \"half\""),
+            ("sliding-counter:5,1s,half", "\"half\": expected a rounding"),
+            ("sliding-counter:5,1s,up,first-hit,x", "two values"),
             ("first-hit:5,1s,up", "two values"),
             ("sliding-log:5,1000000h", "at most 100 years"),
             ("fixed-window:10000000000000,1s", "at most"),
