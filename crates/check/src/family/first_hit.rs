@@ -41,6 +41,10 @@ impl Family for FirstHitWindow {
         Some((self.window, self.limit))
     }
 
+    fn counted_within(&self) -> Option<(Nanos, u64)> {
+        Some((self.window, self.limit))
+    }
+
     fn fresh(&self, _ops: &[Op]) -> Vec<State> {
         vec![State {
             start: None,
@@ -161,6 +165,63 @@ mod tests {
             check_key(&spec, &ops, DEFAULT_BUDGET),
             Verdict::Linearizable
         );
+    }
+
+    /// A client paced at 8 a second against 10 a second, one request at a time, each
+    /// decided within 25 ms of its send: `denied` names the requests turned away.
+    fn paced(denied: &[u64]) -> Vec<Op> {
+        (0..24u64)
+            .map(|i| {
+                let at = ms(125 * i);
+                Op {
+                    id: i,
+                    call: at,
+                    ret: Some(at.saturating_add(ms(25))),
+                    cost: 1,
+                    seen: if denied.contains(&i) {
+                        Seen::Denied {
+                            at,
+                            retry_after: None,
+                        }
+                    } else {
+                        Seen::Allowed {
+                            at,
+                            remaining: None,
+                        }
+                    },
+                    stamp: None,
+                    precision: Precision {
+                        decided_within: ms(25),
+                        retry_after_unit: Nanos(1),
+                    },
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_paced_client_turned_away_with_room_is_a_phantom_whatever_the_window_starts() {
+        let spec = FirstHitWindow { limit: 10, ..SPEC };
+        // Every window holds at most 8 of its requests: all admitted is explained.
+        assert_eq!(
+            check_key(&spec, &paced(&[]), DEFAULT_BUDGET),
+            Verdict::Linearizable
+        );
+        // Turned away at 2.375 s: at most 8 admissions were decided in the second before
+        // it. The windows' starts are only known within 25 ms, so a search would guess;
+        // counting needs no start.
+        let v = check_key(&spec, &paced(&[19, 20, 21]), 1_000);
+        assert!(
+            matches!(&v, Verdict::Violation(x) if x.id == 19 && x.phantom_denial),
+            "{v:?}"
+        );
+        // Against a limit of 8, the eight admissions of the second before it may fill its
+        // window: counting proves nothing, and the search judges it.
+        let tight = FirstHitWindow { limit: 8, ..SPEC };
+        assert!(!matches!(
+            check_key(&tight, &paced(&[19]), DEFAULT_BUDGET),
+            Verdict::Violation(ref x) if x.detail.contains("at most")
+        ));
     }
 
     #[test]

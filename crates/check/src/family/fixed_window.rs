@@ -155,6 +155,10 @@ impl Family for FixedWindow {
         "fixed window"
     }
 
+    fn counted_within(&self) -> Option<(Nanos, u64)> {
+        Some((self.window, self.limit))
+    }
+
     fn fresh(&self, ops: &[Op]) -> Vec<State> {
         Grid::starts(self.window, self.phase, ops)
             .into_iter()

@@ -57,7 +57,8 @@ use ratelab_core::Nanos;
 /// most `budget` states: store-stamped histories are replayed in the store's order, others
 /// searched.
 pub fn check_key<F: Family>(family: &F, ops: &[Op], budget: u64) -> Verdict {
-    if let Some(v) = first_window_overflow(family, ops) {
+    if let Some(v) = first_window_overflow(family, ops).or_else(|| phantom_by_counting(family, ops))
+    {
         return Verdict::Violation(v);
     }
     let fresh = family.fresh(ops);
@@ -78,6 +79,53 @@ fn earliest(o: &Op) -> Nanos {
         Seen::Allowed { at, .. } | Seen::Denied { at, .. } => at,
         Seen::Unknown => o.call,
     }
+}
+
+/// The latest moment `o` may have been decided.
+fn latest(o: &Op) -> u64 {
+    earliest(o)
+        .as_u64()
+        .saturating_add(o.precision.decided_within.as_u64())
+}
+
+/// A denial the specification gives in no order ([`Family::counted_within`]): every
+/// admission its count could hold was decided after its earliest moment less the span, or
+/// sent before its answer came back (and so perhaps linearized before it), and an
+/// unanswered request sent by then may have been admitted too. When all of them leave
+/// room for its cost under the limit, it is a phantom denial whatever the order and the
+/// moments.
+fn phantom_by_counting<F: Family>(family: &F, ops: &[Op]) -> Option<Violation> {
+    let (span, limit) = family.counted_within()?;
+    let mut denials: Vec<&Op> = ops
+        .iter()
+        .filter(|o| matches!(o.seen, Seen::Denied { .. }) && o.cost <= limit)
+        .collect();
+    denials.sort_by_key(|o| o.id);
+    for d in denials {
+        let (from, sent_by) = (earliest(d).as_u64(), d.ret.unwrap_or(Nanos(u64::MAX)));
+        let counted: u64 = ops
+            .iter()
+            .filter(|o| o.call <= sent_by && o.id != d.id)
+            .filter(|o| match o.seen {
+                Seen::Allowed { .. } => latest(o).saturating_add(span.as_u64()) > from,
+                Seen::Unknown => true,
+                Seen::Denied { .. } => false,
+            })
+            .map(|o| o.cost)
+            .sum();
+        if counted.saturating_add(d.cost) <= limit {
+            return Some(Violation {
+                id: d.id,
+                detail: format!(
+                    "denied at {}; at most {counted} units were admitted that its count could hold (decided within {span} before it, or sent while it was in flight), and the limit is {limit}",
+                    earliest(d)
+                ),
+                explained: 0,
+                phantom_denial: true,
+            });
+        }
+    }
+    None
 }
 
 /// From a key nobody used, the first decision opens a window ([`Family::first_window`]) no

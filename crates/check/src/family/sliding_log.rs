@@ -39,6 +39,10 @@ impl Family for SlidingLog {
         "sliding log"
     }
 
+    fn counted_within(&self) -> Option<(Nanos, u64)> {
+        Some((self.window, self.limit))
+    }
+
     fn fresh(&self, _ops: &[Op]) -> Vec<State> {
         vec![State { log: Vec::new() }]
     }

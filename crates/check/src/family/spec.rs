@@ -56,6 +56,17 @@ pub trait Family {
         None
     }
 
+    /// The span and the limit every count a decision is held to lies within, if the family
+    /// counts that way: a decision at `d` counts only admissions decided after `d − .0`
+    /// (or linearized before it, overlapping it), against `.1` (a fixed window's, a
+    /// first-hit window's, a sliding log's; not a bucket's nor a sliding counter's, whose
+    /// previous window weighs in). The check then finds by counting a denial that room
+    /// under the limit makes a phantom whatever the order: a crowd of paced denials is
+    /// refuted at once, not left to a search whose window starts are only guessed.
+    fn counted_within(&self) -> Option<(Nanos, u64)> {
+        None
+    }
+
     /// Whether a denial leaves every state exactly as it was, at any moment (a bucket's TAT;
     /// not a window that a later decision rolls over): the search then linearizes such a
     /// denial as soon as it is explained.
