@@ -55,10 +55,9 @@ use ratelab_core::Nanos;
 
 /// Holds one key's operations (any order) to `family`, from a key nobody used, searching at
 /// most `budget` states: store-stamped histories are replayed in the store's order, others
-/// searched.
+/// searched (after counting, for the families that count within a span).
 pub fn check_key<F: Family>(family: &F, ops: &[Op], budget: u64) -> Verdict {
-    if let Some(v) = first_window_overflow(family, ops).or_else(|| phantom_by_counting(family, ops))
-    {
+    if let Some(v) = first_window_overflow(family, ops) {
         return Verdict::Violation(v);
     }
     let fresh = family.fresh(ops);
@@ -68,6 +67,9 @@ pub fn check_key<F: Family>(family: &F, ops: &[Op], budget: u64) -> Verdict {
         .all(|o| o.stamp.is_some());
     if answered_stamped && ops.iter().any(|o| o.stamp.is_some()) {
         replay::replay(family, ops, fresh, budget)
+    } else if let Some(v) = phantom_by_counting(family, ops) {
+        // The replay is exact and says more; the search would only guess at this.
+        Verdict::Violation(v)
     } else {
         search::search(family, ops, fresh, budget)
     }
