@@ -246,8 +246,9 @@ pub fn load(dir: &Path) -> Result<Loaded, String> {
         )
         .to_string()
     })?;
-    let fail =
-        |path: &str, msg: String| -> String { Located::new(&shown, (0, 0), path, msg).to_string() };
+    let fail = |path: &str, msg: String| -> String {
+        Located::new(&shown, place(&text, path), path, msg).to_string()
+    };
     if recipe.variant.is_empty() {
         return Err(fail(
             "variant",
@@ -334,6 +335,51 @@ pub fn load(dir: &Path) -> Result<Loaded, String> {
     })
 }
 
+/// Where `path` (`probe.policy`, `variant[1].count`, `variant`) is written in a recipe's
+/// text: the line of its key under its table (the N-th `[[variant]]` for `variant[N]`), at
+/// the key's first character; the table's own line when the key is not written there (a
+/// value it takes by default), and the file's start when neither is.
+fn place(text: &str, path: &str) -> (usize, usize) {
+    let (table, key) = path.rsplit_once('.').unwrap_or(("", path));
+    let lines: Vec<&str> = text.lines().collect();
+    let header = |l: &str| l.trim_start().starts_with('[');
+    let start = match table.split_once('[') {
+        Some((name, n)) => {
+            let n: usize = n.trim_end_matches(']').parse().unwrap_or(0);
+            let head = format!("[[{name}]]");
+            lines
+                .iter()
+                .enumerate()
+                .filter(|(_, l)| l.trim() == head)
+                .nth(n)
+                .map(|(i, _)| i + 1)
+        }
+        None if table.is_empty() => Some(0),
+        None => lines
+            .iter()
+            .position(|l| l.trim() == format!("[{table}]"))
+            .map(|i| i + 1),
+    };
+    let Some(start) = start else {
+        return (1, 1);
+    };
+    let found = lines[start..]
+        .iter()
+        .take_while(|l| table.is_empty() || !header(l))
+        .position(|l| {
+            let t = l.trim_start();
+            t.strip_prefix(key)
+                .is_some_and(|rest| rest.trim_start().starts_with('='))
+        });
+    match found {
+        Some(i) => {
+            let l = lines[start + i];
+            (start + i + 1, l.len() - l.trim_start().len() + 1)
+        }
+        None => (start.max(1), 1),
+    }
+}
+
 /// Every recipe under `root` (`audits/`), by name.
 pub fn all(root: &Path) -> Result<Vec<Loaded>, String> {
     let mut dirs: Vec<PathBuf> = std::fs::read_dir(root)
@@ -400,9 +446,23 @@ POLICY
             ),
             ("count", "count = 40", "variant[1].count"),
         ] {
-            let e = loaded(test, &GOOD.replace("POLICY", line)).unwrap_err();
-            assert!(e.contains("recipe.toml") && e.contains(path), "{test}: {e}");
+            let text = GOOD.replace("POLICY", line);
+            let at = 1 + text.lines().position(|l| l == line).unwrap();
+            let e = loaded(test, &text).unwrap_err();
+            assert!(
+                e.contains(&format!("recipe.toml:{at}:1: at {path}")),
+                "{test}: {e}"
+            );
         }
+        let text = GOOD
+            .replace("POLICY", "")
+            .replace("policy = \"first-hit:10,1s\"", "policy = \"gcra:1,2\"");
+        let at = 1 + text.lines().position(|l| l.contains("gcra")).unwrap();
+        let e = loaded("probe", &text).unwrap_err();
+        assert!(
+            e.contains(&format!("recipe.toml:{at}:1: at probe.policy")),
+            "{e}"
+        );
         let text = GOOD.replace("POLICY", "colour = 1");
         let line = 1 + text.lines().position(|l| l.contains("colour")).unwrap();
         let e = loaded("unknown", &text).unwrap_err();
