@@ -272,29 +272,22 @@ pub fn load(dir: &Path) -> Result<Loaded, String> {
         }
     }
     // The policies and clock resolutions, read as the audit will read them.
-    let policies = std::iter::once(("probe".to_owned(), Some(&recipe.probe.policy))).chain(
-        recipe
-            .variant
-            .iter()
-            .enumerate()
-            .map(|(i, v)| (format!("variant[{i}]"), v.policy.as_ref())),
-    );
-    for (at, policy) in policies {
-        if let Some(e) = policy.and_then(|p| crate::probe::policy::parse(p).err()) {
-            return Err(fail(&format!("{at}.policy"), e));
-        }
-    }
-    let clocks = std::iter::once(("probe".to_owned(), Some(&recipe.probe.clock_resolution))).chain(
-        recipe
-            .variant
-            .iter()
-            .enumerate()
-            .map(|(i, v)| (format!("variant[{i}]"), v.clock_resolution.as_ref())),
-    );
-    for (at, clock) in clocks {
-        if let Some(e) = clock.and_then(|c| crate::probe::policy::duration(c).err()) {
-            return Err(fail(&format!("{at}.clock_resolution"), e));
-        }
+    let refused = first_refused(
+        &recipe,
+        ("policy", &recipe.probe.policy),
+        |v| v.policy.as_ref(),
+        |p| crate::probe::policy::parse(p).err(),
+    )
+    .or_else(|| {
+        first_refused(
+            &recipe,
+            ("clock_resolution", &recipe.probe.clock_resolution),
+            |v| v.clock_resolution.as_ref(),
+            |c| crate::probe::policy::duration(c).err(),
+        )
+    });
+    if let Some((path, e)) = refused {
+        return Err(fail(&path, e));
     }
     let mut names = std::collections::BTreeSet::new();
     for (i, v) in recipe.variant.iter().enumerate() {
@@ -333,6 +326,29 @@ pub fn load(dir: &Path) -> Result<Loaded, String> {
         dir: dir.to_owned(),
         recipe,
     })
+}
+
+/// A setting given under `[probe]` (`key`, its value) and, where one differs, per variant
+/// (`field`): the first value `check` refuses, as its path and why.
+fn first_refused(
+    recipe: &Recipe,
+    (key, top): (&str, &String),
+    field: impl Fn(&Variant) -> Option<&String>,
+    check: impl Fn(&str) -> Option<String>,
+) -> Option<(String, String)> {
+    std::iter::once(("probe".to_owned(), Some(top)))
+        .chain(
+            recipe
+                .variant
+                .iter()
+                .enumerate()
+                .map(|(i, v)| (format!("variant[{i}]"), field(v))),
+        )
+        .find_map(|(at, value)| {
+            value
+                .and_then(|v| check(v))
+                .map(|e| (format!("{at}.{key}"), e))
+        })
 }
 
 /// Where `path` (`probe.policy`, `variant[1].count`, `variant`) is written in a recipe's
