@@ -4,20 +4,28 @@
 //!
 //! - **failure mode**: an answer whose whole flight fell while the store was down is held to
 //!   the mode the recipe declares — fail-open admits, fail-closed refuses (a denial or an
-//!   error), a local fallback decides (admits or denies, never errs); a target that
+//!   error), a local fallback decides (admits or denies, never errs) within its own bound:
+//!   each instance holding the target's policy alone, a key admits at most the instances
+//!   times the policy's envelope over each spell the store is down; a target that
 //!   answers nothing while the store is down, holding every request until it is back,
 //!   decides in no mode at all, and fails whichever it declares;
 //! - **recovery**: from `grace` after the store is back, every request gets a decision.
 //!
 //! The policy checkers do not judge this phase: while the store is down, a fail-open target
-//! admits beyond its policy by design.
+//! admits beyond its policy by design. The clients pace themselves from the policy, at four
+//! times what all the instances together may admit (between 5 and 50 ms apart), so that a
+//! fallback beyond its bound, or a target that fails open, shows.
+//!
+//! [`Envelope`]: ratelab_check::envelope::Envelope
 
 use super::instances::Store;
 use super::recipe::FailureMode;
 use crate::probe::Target;
 use crate::probe::http::HttpTarget;
+use ratelab_check::envelope::Envelope;
 use ratelab_check::probe::Outcome;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -34,8 +42,6 @@ pub struct Timing {
     pub grace: Duration,
     /// Judged for recovery, after the grace.
     pub judged: Duration,
-    /// Time between two requests of one client.
-    pub every: Duration,
     /// Clients.
     pub clients: u32,
 }
@@ -98,16 +104,54 @@ enum Step {
     Judged,
 }
 
+/// What the phase holds a target to: the mode it declares, and for a local fallback the
+/// bound of each instance's (the target's policy's envelope) and how many instances.
+#[derive(Clone, Copy, Debug)]
+pub struct Declared {
+    /// The failure mode.
+    pub mode: FailureMode,
+    /// The target's policy's envelope.
+    pub envelope: Envelope,
+    /// Instances.
+    pub instances: u32,
+}
+
+impl Declared {
+    /// The time between two requests of one client: a quarter of the time all instances
+    /// together take to admit one more, from 5 to 50 ms.
+    pub fn every(&self) -> Duration {
+        let all = self
+            .envelope
+            .amount
+            .saturating_mul(u64::from(self.instances.max(1)))
+            .max(1);
+        Duration::from_nanos(self.envelope.period / all / 4)
+            .clamp(Duration::from_millis(5), Duration::from_millis(50))
+    }
+
+    /// The most a key may admit over `span` from the instances' fallbacks.
+    fn bound(&self, span: Duration) -> u64 {
+        let e = self.envelope;
+        let over = (span.as_nanos() * u128::from(e.amount)).div_ceil(u128::from(e.period.max(1)));
+        let one = u128::from(e.burst) + over;
+        u64::try_from(one * u128::from(self.instances.max(1))).unwrap_or(u64::MAX)
+    }
+}
+
+/// One answer of the phase: its client (its key), when it was sent and answered, what.
+type Seen = (u32, Duration, Duration, Outcome);
+
 /// Runs the phase against `target`, its keys named from `prefix`, driving `store`.
 pub async fn run(
     target: &HttpTarget,
     store: &mut Store,
-    mode: FailureMode,
+    declared: Declared,
     prefix: &str,
     t: Timing,
 ) -> Result<FaultReport, String> {
     let start = Instant::now();
-    let seen: Arc<Mutex<Vec<(Duration, Duration, Outcome)>>> = Arc::default();
+    let every = declared.every();
+    let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
     // The clients send until the judged step is over, however long the store's steps took.
     let stop = Arc::new(AtomicBool::new(false));
     let mut clients = Clients(Vec::new());
@@ -123,9 +167,9 @@ pub async fn run(
                 let answered = start.elapsed();
                 seen.lock()
                     .expect("fault phase")
-                    .push((sent, answered, outcome));
+                    .push((c, sent, answered, outcome));
                 n += 1;
-                tokio::time::sleep_until((start + sent + t.every).into()).await;
+                tokio::time::sleep_until((start + sent + every).into()).await;
             }
         }));
     }
@@ -162,7 +206,7 @@ pub async fn run(
         let _ = c.await;
     }
     let seen = std::mem::take(&mut *seen.lock().expect("fault phase"));
-    Ok(judge(&seen, &steps, mode))
+    Ok(judge(&seen, &steps, declared))
 }
 
 /// The phase's clients, stopped if the phase ends early (a signal the store refused, a
@@ -178,10 +222,13 @@ impl Drop for Clients {
 }
 
 /// Judges the answers against the steps they fell in.
-fn judge(seen: &[(Duration, Duration, Outcome)], steps: &Steps, mode: FailureMode) -> FaultReport {
+fn judge(seen: &[Seen], steps: &Steps, declared: Declared) -> FaultReport {
+    let mode = declared.mode;
     let mut r = FaultReport::default();
     let mut wrong: Vec<String> = Vec::new();
-    for (sent, answered, o) in seen {
+    // Admissions by (down step, client) for a fallback's bound.
+    let mut fallback: BTreeMap<(usize, u32), u64> = BTreeMap::new();
+    for (client, sent, answered, o) in seen {
         let down_at_send = steps
             .iter()
             .find(|(from, until, step)| *step == Step::Down && from <= sent && sent < until);
@@ -202,6 +249,13 @@ fn judge(seen: &[(Duration, Duration, Outcome)], steps: &Steps, mode: FailureMod
             Some(Step::Judged) => r.recovered.add(o),
             Some(Step::Down) => {
                 r.down.add(o);
+                if *o == Outcome::Allowed {
+                    let step = steps
+                        .iter()
+                        .position(|(from, until, _)| from <= sent && answered <= until)
+                        .unwrap_or(0);
+                    *fallback.entry((step, *client)).or_default() += 1;
+                }
                 let fits = match mode {
                     FailureMode::FailOpen => *o == Outcome::Allowed,
                     FailureMode::FailClosed => *o != Outcome::Allowed,
@@ -225,6 +279,24 @@ fn judge(seen: &[(Duration, Duration, Outcome)], steps: &Steps, mode: FailureMod
             r.down.requests,
             wrong.join(", ")
         ));
+    }
+    if mode == FailureMode::LocalFallback {
+        // The worst key of the worst spell down, against what the instances may admit then.
+        let worst = fallback
+            .iter()
+            .map(|(&(step, client), &n)| {
+                let (from, until, _) = steps[step];
+                (n, declared.bound(until.saturating_sub(from)), step, client)
+            })
+            .filter(|&(n, bound, ..)| n > bound)
+            .max_by_key(|&(n, bound, ..)| n - bound);
+        if let Some((n, bound, step, client)) = worst {
+            r.failures.push(format!(
+                "failure-mode: declared local-fallback, but key {client} admitted {n} while the store was down for {:?}, beyond the {bound} its {} instances' own limits allow",
+                steps[step].1.saturating_sub(steps[step].0),
+                declared.instances
+            ));
+        }
     }
     if r.down.requests == 0 && r.held > 0 {
         // Nothing to hold to the declared mode: the target decided nothing while the store
@@ -259,6 +331,45 @@ mod tests {
         Duration::from_millis(ms)
     }
 
+    /// Two instances of a policy of 2 at once and 10 a second.
+    fn declared(mode: FailureMode) -> Declared {
+        Declared {
+            mode,
+            envelope: Envelope {
+                burst: 2,
+                amount: 10,
+                period: 1_000_000_000,
+            },
+            instances: 2,
+        }
+    }
+
+    #[test]
+    fn a_fallback_is_held_to_its_instances_own_limits() {
+        let steps: Steps = vec![(s(0), s(100), Step::Down), (s(100), s(200), Step::Judged)];
+        // 100 ms down: each instance 2 + 1, so 6 for the key; key 1 admits 7.
+        let answers = |client: u32, n: u64| {
+            (0..n).map(move |i| (client, s(i * 10), s(i * 10 + 5), Outcome::Allowed))
+        };
+        let mut seen: Vec<Seen> = answers(0, 6).chain(answers(1, 7)).collect();
+        seen.push((0, s(150), s(160), Outcome::Denied));
+        let r = judge(&seen, &steps, declared(FailureMode::LocalFallback));
+        assert_eq!(r.failures.len(), 1, "{:?}", r.failures);
+        assert!(
+            r.failures[0].contains("key 1 admitted 7") && r.failures[0].contains("beyond the 6"),
+            "{:?}",
+            r.failures
+        );
+        seen.retain(|a| a.0 == 0);
+        let r = judge(&seen, &steps, declared(FailureMode::LocalFallback));
+        assert!(r.failures.is_empty(), "{:?}", r.failures);
+        // Paced at a quarter of the instances' 20 a second together.
+        assert_eq!(
+            declared(FailureMode::LocalFallback).every(),
+            Duration::from_micros(12_500)
+        );
+    }
+
     #[test]
     fn answers_are_held_to_the_declared_mode_and_to_recovery() {
         let steps: Steps = vec![
@@ -268,33 +379,33 @@ mod tests {
             (s(300), s(400), Step::Judged),
         ];
         let seen = vec![
-            (s(10), s(20), Outcome::Allowed),
-            (s(110), s(120), Outcome::Allowed),
-            (s(130), s(140), Outcome::Failed("status 500".into())),
-            (s(90), s(110), Outcome::Denied),
-            (s(310), s(320), Outcome::Denied),
+            (0, s(10), s(20), Outcome::Allowed),
+            (0, s(110), s(120), Outcome::Allowed),
+            (0, s(130), s(140), Outcome::Failed("status 500".into())),
+            (0, s(90), s(110), Outcome::Denied),
+            (0, s(310), s(320), Outcome::Denied),
         ];
-        let open = judge(&seen, &steps, FailureMode::FailOpen);
+        let open = judge(&seen, &steps, declared(FailureMode::FailOpen));
         assert_eq!(open.down.requests, 2);
         assert_eq!(open.straddling, 1);
         assert_eq!(open.failures.len(), 1, "{:?}", open.failures);
         assert!(open.failures[0].starts_with("failure-mode: declared fail-open, 1 of 2"));
-        let closed = judge(&seen, &steps, FailureMode::FailClosed);
+        let closed = judge(&seen, &steps, declared(FailureMode::FailClosed));
         assert!(closed.failures[0].contains("declared fail-closed, 1 of 2"));
-        let fallback = judge(&seen, &steps, FailureMode::LocalFallback);
+        let fallback = judge(&seen, &steps, declared(FailureMode::LocalFallback));
         assert!(fallback.failures[0].contains("local-fallback, 1 of 2"));
         // Requests sent while the store was down, answered once it was back.
         let held = vec![
-            (s(110), s(250), Outcome::Denied),
-            (s(150), s(210), Outcome::Allowed),
-            (s(310), s(320), Outcome::Denied),
+            (0, s(110), s(250), Outcome::Denied),
+            (0, s(150), s(210), Outcome::Allowed),
+            (0, s(310), s(320), Outcome::Denied),
         ];
-        let r = judge(&held, &steps, FailureMode::FailClosed);
+        let r = judge(&held, &steps, declared(FailureMode::FailClosed));
         assert_eq!((r.held, r.held_longest_ms), (2, 140));
         assert_eq!(r.failures.len(), 1, "{:?}", r.failures);
         assert!(r.failures[0].contains("2 were held, the longest 140 ms"));
-        let stuck = vec![(s(310), s(320), Outcome::Failed("status 500".into()))];
-        let r = judge(&stuck, &steps, FailureMode::FailClosed);
+        let stuck = vec![(0, s(310), s(320), Outcome::Failed("status 500".into()))];
+        let r = judge(&stuck, &steps, declared(FailureMode::FailClosed));
         assert_eq!(
             r.failures,
             vec![

@@ -75,7 +75,6 @@ impl Settings {
                 frozen: Duration::from_secs(2),
                 grace: Duration::from_secs(2),
                 judged: Duration::from_secs(2),
-                every: Duration::from_millis(50),
                 clients: 4,
             }),
         }
@@ -97,7 +96,6 @@ impl Settings {
                 frozen: Duration::from_secs(1),
                 grace: Duration::from_secs(2),
                 judged: Duration::from_secs(1),
-                every: Duration::from_millis(50),
                 clients: 2,
             }),
         }
@@ -281,9 +279,19 @@ pub async fn audit(
     let run = probe::probe(target.clone(), claim, &cfg, progress).await;
     let faults = match (s.faults, running.store.as_mut()) {
         (Some(timing), Some(store)) => Some(
-            faults::run(&target, store, t.failure_mode(), &cfg.key_prefix, timing)
-                .await
-                .map_err(|e| format!("{}: store-fault phase: {e}", t.name()))?,
+            faults::run(
+                &target,
+                store,
+                faults::Declared {
+                    mode: t.failure_mode(),
+                    envelope: claim.envelope(),
+                    instances: count,
+                },
+                &cfg.key_prefix,
+                timing,
+            )
+            .await
+            .map_err(|e| format!("{}: store-fault phase: {e}", t.name()))?,
         ),
         _ => None,
     };
