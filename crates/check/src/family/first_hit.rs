@@ -224,6 +224,58 @@ mod tests {
         ));
     }
 
+    /// Sent at `call`, decided at `at`, answered at `ret` (ms), exactly.
+    fn exact(id: u64, call: u64, at: u64, ret: u64, admitted: bool) -> Op {
+        let at = ms(at);
+        Op {
+            id,
+            call: ms(call),
+            ret: Some(ms(ret)),
+            cost: 1,
+            seen: if admitted {
+                Seen::Allowed {
+                    at,
+                    remaining: None,
+                }
+            } else {
+                Seen::Denied {
+                    at,
+                    retry_after: None,
+                }
+            },
+            stamp: None,
+            precision: Precision::EXACT,
+        }
+    }
+
+    #[test]
+    fn counting_leaves_alone_what_an_order_back_in_time_explains() {
+        let spec = FirstHitWindow { limit: 2, ..SPEC };
+        // X, decided at 1 005 ms, goes first and opens a window; A, decided at 5 ms but
+        // still in flight when X was sent, is taken into it; D is denied there.
+        let denied_after = [
+            exact(0, 0, 5, 20, true),
+            exact(1, 15, 1_005, 1_010, true),
+            exact(2, 1_006, 1_008, 1_012, false),
+        ];
+        assert_eq!(
+            check_key(&spec, &denied_after, DEFAULT_BUDGET),
+            Verdict::Linearizable
+        );
+        // X, decided at 2.5 s, goes first; A2, sent after it and decided at 8 ms, is taken
+        // into its window: three admissions within the first second, in two windows.
+        let reopened = [
+            exact(0, 0, 0, 1, true),
+            exact(1, 1, 1, 2, true),
+            exact(2, 5, 2_500, 2_501, true),
+            exact(3, 6, 8, 9, true),
+        ];
+        assert_eq!(
+            check_key(&spec, &reopened, DEFAULT_BUDGET),
+            Verdict::Linearizable
+        );
+    }
+
     #[test]
     fn the_window_opens_at_the_first_hit_not_on_the_clock() {
         let ops = [

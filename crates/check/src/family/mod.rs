@@ -83,19 +83,26 @@ fn earliest(o: &Op) -> Nanos {
     }
 }
 
-/// The latest moment `o` may have been decided.
+/// The latest moment `o` may have been decided: for a request whose answer never came, any
+/// moment after it was sent.
 fn latest(o: &Op) -> u64 {
-    earliest(o)
-        .as_u64()
-        .saturating_add(o.precision.decided_within.as_u64())
+    match o.seen {
+        Seen::Unknown => u64::MAX,
+        _ => earliest(o)
+            .as_u64()
+            .saturating_add(o.precision.decided_within.as_u64()),
+    }
 }
 
-/// A denial the specification gives in no order ([`Family::counted_within`]): every
-/// admission its count could hold was decided after its earliest moment less the span, or
-/// sent before its answer came back (and so perhaps linearized before it), and an
-/// unanswered request sent by then may have been admitted too. When all of them leave
-/// room for its cost under the limit, it is a phantom denial whatever the order and the
-/// moments.
+/// A denial the specification gives in no order ([`Family::counted_within`]). The count
+/// it is held to is of the window current when it is linearized: admissions decided after
+/// its earliest moment less the span, and admissions whose clock read earlier but which the
+/// window took in, each linearized after the request that opened that window — one decided
+/// after that same moment. So the count holds at most the admissions sent before the denial
+/// was answered that were either decided after that moment or still in flight when some
+/// request that was could have been sent; an unanswered request sent by then may have been
+/// admitted too. When all of them leave room for its cost under the limit, it is a phantom
+/// denial whatever the order and the moments.
 fn phantom_by_counting<F: Family>(family: &F, ops: &[Op]) -> Option<Violation> {
     let (span, limit) = family.counted_within()?;
     let mut denials: Vec<&Op> = ops
@@ -104,12 +111,20 @@ fn phantom_by_counting<F: Family>(family: &F, ops: &[Op]) -> Option<Violation> {
         .collect();
     denials.sort_by_key(|o| o.id);
     for d in denials {
-        let (from, sent_by) = (earliest(d).as_u64(), d.ret.unwrap_or(Nanos(u64::MAX)));
+        let (from, answered) = (earliest(d).as_u64(), d.ret.unwrap_or(Nanos(u64::MAX)));
+        let recent = |o: &Op| latest(o).saturating_add(span.as_u64()) > from;
+        // The earliest send of a request that may have opened the denial's window.
+        let opened = ops
+            .iter()
+            .filter(|o| o.call <= answered && recent(o))
+            .map(|o| o.call)
+            .min()
+            .unwrap_or(d.call);
         let counted: u64 = ops
             .iter()
-            .filter(|o| o.call <= sent_by && o.id != d.id)
+            .filter(|o| o.call <= answered && o.id != d.id)
             .filter(|o| match o.seen {
-                Seen::Allowed { .. } => latest(o).saturating_add(span.as_u64()) > from,
+                Seen::Allowed { .. } => recent(o) || o.ret.unwrap_or(Nanos(u64::MAX)) >= opened,
                 Seen::Unknown => true,
                 Seen::Denied { .. } => false,
             })
@@ -119,7 +134,7 @@ fn phantom_by_counting<F: Family>(family: &F, ops: &[Op]) -> Option<Violation> {
             return Some(Violation {
                 id: d.id,
                 detail: format!(
-                    "denied at {}; at most {counted} units were admitted that its count could hold (decided within {span} before it, or sent while it was in flight), and the limit is {limit}",
+                    "denied at {}; at most {counted} units were admitted that its count could hold (decided within {span} before it, or in flight when a request that was could have been sent), and the limit is {limit}",
                     earliest(d)
                 ),
                 explained: 0,
@@ -132,22 +147,27 @@ fn phantom_by_counting<F: Family>(family: &F, ops: &[Op]) -> Option<Violation> {
 
 /// From a key nobody used, the first decision opens a window ([`Family::first_window`]) no
 /// earlier than the first request was sent; every admission certainly decided before that
-/// send plus the window's length is in it. More than the window admits there is a
+/// send plus the window's length is in it, unless a request that may have been decided
+/// later (and so have opened another window, taking in the requests whose clocks read
+/// earlier) was linearized before it — which real time rules out when the admission was
+/// answered before that request was sent. More than the window admits among the rest is a
 /// violation whatever the order, found by counting (the admission that overflows it is the
 /// witness).
 fn first_window_overflow<F: Family>(family: &F, ops: &[Op]) -> Option<Violation> {
     let (window, limit) = family.first_window()?;
     let first = ops.iter().map(earliest).min()?;
     let until = first.as_u64().saturating_add(window.as_u64());
+    let reopened = ops
+        .iter()
+        .filter(|o| latest(o) >= until)
+        .map(|o| o.call)
+        .min()
+        .unwrap_or(Nanos(u64::MAX));
     let mut inside: Vec<(u64, &Op)> = ops
         .iter()
         .filter(|o| matches!(o.seen, Seen::Allowed { .. }))
-        .map(|o| {
-            let latest = earliest(o)
-                .as_u64()
-                .saturating_add(o.precision.decided_within.as_u64());
-            (latest, o)
-        })
+        .filter(|o| o.ret.is_some_and(|r| r < reopened))
+        .map(|o| (latest(o), o))
         .filter(|&(latest, _)| latest < until)
         .collect();
     inside.sort_by_key(|&(latest, o)| (latest, o.id));

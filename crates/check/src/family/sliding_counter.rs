@@ -222,8 +222,13 @@ impl Family for SlidingCounter {
 
     /// Idle once neither count weighs: the window after the current one's count has
     /// become the previous, or the current window once the previous count is all it holds.
+    /// Windows a first request opens: idle once the next request opens one again (two
+    /// windows after the current one began), every later request then answered as a fresh
+    /// key's would be; before that its windows keep the old start, which a fresh key's
+    /// would not.
     fn idle_from(&self, s: &State) -> Option<Nanos> {
         Some(match (s.current, s.previous) {
+            _ if self.first_hit && s.index > 0 => s.grid.end(s.index + 1),
             (0, 0) => Nanos::ZERO,
             (0, _) => s.grid.end(s.index),
             _ => s.grid.end(s.index + 1),
