@@ -110,24 +110,25 @@ pub fn audit_command(a: AuditArgs) -> ExitCode {
             shown.set_position(done);
         }));
         bar.finish_and_clear();
-        // Each result is written as it comes, so a later target that cannot run loses none;
-        // a target that could not run leaves no earlier result standing for it.
-        let written = match result {
+        // Each result is written as it comes, so a later target that cannot run loses none.
+        // A target that could not run keeps its earlier result, if any, and the run fails.
+        match result {
             Ok(done) => {
                 let c = card::card(&done);
                 print!("{}", card::text(&c));
                 cards += 1;
-                card::write(&a.docs, std::slice::from_ref(&c))
+                if let Err(e) = card::write(&a.docs, std::slice::from_ref(&c)) {
+                    eprintln!("error: {e}");
+                    return ExitCode::from(EXIT_FAILED);
+                }
             }
             Err(e) => {
-                eprintln!("{}: could not be audited: {e}", t.name());
+                eprintln!(
+                    "{}: could not be audited (an earlier result for it, if any, is left as it was): {e}",
+                    t.name()
+                );
                 broken.push(t.name());
-                card::remove(&a.docs, &t.name())
             }
-        };
-        if let Err(e) = written {
-            eprintln!("error: {e}");
-            return ExitCode::from(EXIT_FAILED);
         }
     }
     eprintln!(

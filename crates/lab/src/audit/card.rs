@@ -105,7 +105,7 @@ pub struct Card {
     pub dialects: BTreeMap<String, u64>,
     /// Retry-After honesty: probes judged, admitted after waiting.
     pub retry_after: (usize, usize),
-    /// What was skipped, and why.
+    /// What was skipped or could not be judged, and why.
     pub skipped: Vec<String>,
     /// The store-fault phase, when it ran.
     #[serde(default)]
@@ -181,15 +181,26 @@ fn group(
     groups
         .into_iter()
         .map(|((check, matched), lines)| {
-            let upstream = matched.map(|i| Upstream {
-                issue: known[i].issue.clone(),
-                title: known[i].title.clone(),
+            let k = matched.map(|i| known[i]);
+            let upstream = k.and_then(|k| {
+                Some(Upstream {
+                    issue: k.issue.clone()?,
+                    title: k.title.clone()?,
+                })
             });
+            // The variant's reason covers what its deployment does to the policy's checks,
+            // not how the target behaves when its store fails.
+            let deployment =
+                by_design.filter(|_| !matches!(check.as_str(), "failure-mode" | "recovery"));
+            let reason = match k {
+                Some(k) => k.by_design.clone(),
+                None => deployment.map(str::to_owned),
+            };
             Finding {
                 check,
                 count: lines.len(),
                 witness: lines[0].clone(),
-                by_design: by_design.map(str::to_owned).filter(|_| upstream.is_none()),
+                by_design: reason.filter(|_| upstream.is_none()),
                 upstream,
             }
         })
@@ -197,12 +208,13 @@ fn group(
 }
 
 /// `pass`, `fail` or `unknown`: the probe's conclusion, failed also by a failure of the
-/// store-fault phase.
+/// store-fault phase, and unknown rather than passed where that phase could not judge.
 fn conclusion(a: &Audited) -> &'static str {
-    if a.faults.as_ref().is_some_and(|f| !f.failures.is_empty()) {
-        "fail"
-    } else {
-        a.run.verdict.conclusion().name()
+    let probe = a.run.verdict.conclusion().name();
+    match &a.faults {
+        Some(f) if !f.failures.is_empty() => "fail",
+        Some(f) if !f.inconclusive.is_empty() && probe == "pass" => "unknown",
+        _ => probe,
     }
 }
 
@@ -264,7 +276,13 @@ pub fn card(a: &Audited) -> Card {
             .map(|(d, n)| (d.to_owned(), n))
             .collect(),
         retry_after: (v.retry_after.probes, v.retry_after.admitted),
-        skipped: a.run.retry_skipped.clone(),
+        skipped: a
+            .run
+            .retry_skipped
+            .iter()
+            .chain(a.faults.iter().flat_map(|f| &f.inconclusive))
+            .cloned()
+            .collect(),
         faults: a.faults.clone(),
         findings: findings(a),
         command: format!("ratelab audit {}", a.target.name()),
@@ -330,18 +348,6 @@ pub fn write(docs: &Path, cards: &[Card]) -> Result<(), String> {
     let all = read_all(&dir)?;
     let md = docs.join("AUDITS.md");
     std::fs::write(&md, markdown(&all)).map_err(|e| format!("{}: {e}", md.display()))
-}
-
-/// Removes `target`'s result under `docs` (a target that could not run this time) and
-/// renders `docs/AUDITS.md` again without it.
-pub fn remove(docs: &Path, target: &str) -> Result<(), String> {
-    let path = file_of(&docs.join("results").join("audits"), target);
-    match std::fs::remove_file(&path) {
-        Ok(()) => eprintln!("removed the earlier result {}", path.display()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(format!("{}: {e}", path.display())),
-    }
-    write(docs, &[])
 }
 
 /// Every card under `dir`, in name order.
@@ -439,8 +445,9 @@ settings read from the environment). The recipe says:
   `reset_unit` of `X-RateLimit-Reset` and the `clock_resolution` of its decisions;
 - `failure_mode`: `fail-open`, `fail-closed` or `local-fallback`, as its configuration
   declares;
-- `[[known]]`: upstream issues a finding of a given check (and containing a given text)
-  rediscovers;
+- `[[known]]`: what a finding of a given check (and containing a given text) is: an
+  upstream `issue` it rediscovers, with its `title`, or the target's documented design
+  (`by_design`, why); the first that matches a failure line names it;
 - `[[variant]]`: each a target of its own (`NAME/VARIANT`): its `env`, and where they
   differ, its `policy`, `count`, `store`, `templates`, `clock_resolution` and
   `failure_mode`; `by_design`
@@ -589,8 +596,9 @@ mod tests {
         Known {
             check: check.into(),
             contains: contains.map(Into::into),
-            issue: issue.into(),
-            title: format!("{issue}'s title"),
+            issue: Some(issue.into()),
+            title: Some(format!("{issue}'s title")),
+            by_design: None,
             variants: Vec::new(),
         }
     }
@@ -602,12 +610,20 @@ mod tests {
             "fields: key \"a\": requests [2]: retry-after 5 where the spec gives 1",
             "linearizable: key \"b\": request 9: admitted at 7; the spec denies it",
             "linearizable: key \"c\": request 12: denied at 9; the spec admits it",
+            "failure-mode: declared fail-closed, but 3 requests were held",
+            "recovery: 1 of 9 requests got no decision",
         ];
         let phantom = known("linearizable", Some("the spec admits it"), "o/r#1");
         let any_field = known("fields", None, "o/r#2");
+        let documented = Known {
+            issue: None,
+            title: None,
+            by_design: Some("it waits for its store".into()),
+            ..known("failure-mode", None, "")
+        };
         let f = group(
             lines.iter().map(|l| (*l).to_owned()),
-            &[&phantom, &any_field],
+            &[&phantom, &any_field, &documented],
             Some("two instances"),
         );
         let summary: Vec<(&str, usize, Option<&str>, bool, &str)> = f
@@ -625,11 +641,17 @@ mod tests {
         assert_eq!(
             summary,
             [
+                ("failure-mode", 1, None, true, lines[4]),
                 ("fields", 1, Some("o/r#2"), false, lines[1]),
                 ("linearizable", 1, None, true, lines[2]),
                 ("linearizable", 2, Some("o/r#1"), false, lines[0]),
+                ("recovery", 1, None, false, lines[5]),
             ]
         );
+        // A known design names its own reason; the variant's covers only the policy's
+        // checks.
+        assert_eq!(f[0].by_design.as_deref(), Some("it waits for its store"));
+        assert_eq!(f[2].by_design.as_deref(), Some("two instances"));
     }
 
     #[test]

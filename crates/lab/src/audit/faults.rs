@@ -7,16 +7,14 @@
 //!   error), a local fallback decides (admits or denies, never errs) within its own bound:
 //!   each instance holding the target's policy alone, a key admits at most the instances
 //!   times the policy's envelope over each spell the store is down; a target that
-//!   answers nothing while the store is down, holding every request until it is back,
-//!   decides in no mode at all, and fails whichever it declares;
+//!   holds requests while the store is down (answering one only once it is back, after
+//!   half the spell or more) decides in no mode at all, and fails whichever it declares;
 //! - **recovery**: from `grace` after the store is back, every request gets a decision.
 //!
 //! The policy checkers do not judge this phase: while the store is down, a fail-open target
 //! admits beyond its policy by design. The clients pace themselves from the policy, at four
 //! times what all the instances together may admit (between 5 and 50 ms apart), so that a
 //! fallback beyond its bound, or a target that fails open, shows.
-//!
-//! [`Envelope`]: ratelab_check::envelope::Envelope
 
 use super::instances::Store;
 use super::recipe::FailureMode;
@@ -81,13 +79,17 @@ pub struct FaultReport {
     pub recovered: Counts,
     /// Answers in flight across a change of the store, not judged.
     pub straddling: u64,
-    /// Requests sent while the store was down and answered only after it was back (a
-    /// target that holds requests rather than deciding them), and the longest wait.
+    /// Requests sent while the store was down and answered only after it was back, having
+    /// waited at least half that spell (a target that holds requests rather than deciding
+    /// them).
     #[serde(default)]
     pub held: u64,
     /// The longest of those waits, in milliseconds.
     #[serde(default)]
     pub held_longest_ms: u64,
+    /// What the phase could not judge (a fallback's bound no key's answers could exceed).
+    #[serde(default)]
+    pub inconclusive: Vec<String>,
     /// Failure lines, as the probe's checks write theirs (`failure-mode: …`,
     /// `recovery: …`).
     pub failures: Vec<String>,
@@ -226,14 +228,15 @@ fn judge(seen: &[Seen], steps: &Steps, declared: Declared) -> FaultReport {
     let mode = declared.mode;
     let mut r = FaultReport::default();
     let mut wrong: Vec<String> = Vec::new();
-    // Admissions by (down step, client) for a fallback's bound.
-    let mut fallback: BTreeMap<(usize, u32), u64> = BTreeMap::new();
+    // Answers and admissions by (down step, client) for a fallback's bound.
+    let mut fallback: BTreeMap<(usize, u32), (u64, u64)> = BTreeMap::new();
     for (client, sent, answered, o) in seen {
         let down_at_send = steps
             .iter()
             .find(|(from, until, step)| *step == Step::Down && from <= sent && sent < until);
-        if let Some((_, until, _)) = down_at_send
+        if let Some((from, until, _)) = down_at_send
             && answered > until
+            && answered.saturating_sub(*sent) >= until.saturating_sub(*from) / 2
         {
             r.held += 1;
             let waited = answered.saturating_sub(*sent).as_millis() as u64;
@@ -249,13 +252,13 @@ fn judge(seen: &[Seen], steps: &Steps, declared: Declared) -> FaultReport {
             Some(Step::Judged) => r.recovered.add(o),
             Some(Step::Down) => {
                 r.down.add(o);
-                if *o == Outcome::Allowed {
-                    let step = steps
-                        .iter()
-                        .position(|(from, until, _)| from <= sent && answered <= until)
-                        .unwrap_or(0);
-                    *fallback.entry((step, *client)).or_default() += 1;
-                }
+                let step = steps
+                    .iter()
+                    .position(|(from, until, _)| from <= sent && answered <= until)
+                    .unwrap_or(0);
+                let key = fallback.entry((step, *client)).or_default();
+                key.0 += 1;
+                key.1 += u64::from(*o == Outcome::Allowed);
                 let fits = match mode {
                     FailureMode::FailOpen => *o == Outcome::Allowed,
                     FailureMode::FailClosed => *o != Outcome::Allowed,
@@ -281,13 +284,29 @@ fn judge(seen: &[Seen], steps: &Steps, declared: Declared) -> FaultReport {
         ));
     }
     if mode == FailureMode::LocalFallback {
+        let bound = |step: usize| {
+            let (from, until, _) = steps[step];
+            declared.bound(until.saturating_sub(from))
+        };
+        // A bound no key's answers could exceed is not judged.
+        if !fallback
+            .iter()
+            .any(|(&(step, _), &(answers, _))| answers > bound(step))
+        {
+            let most = fallback
+                .values()
+                .map(|&(answers, _)| answers)
+                .max()
+                .unwrap_or(0);
+            r.inconclusive.push(format!(
+                "local-fallback bound not exercised: a key had at most {most} answers in a spell down, no more than its {} instances' own limits allow then",
+                declared.instances
+            ));
+        }
         // The worst key of the worst spell down, against what the instances may admit then.
         let worst = fallback
             .iter()
-            .map(|(&(step, client), &n)| {
-                let (from, until, _) = steps[step];
-                (n, declared.bound(until.saturating_sub(from)), step, client)
-            })
+            .map(|(&(step, client), &(_, n))| (n, bound(step), step, client))
             .filter(|&(n, bound, ..)| n > bound)
             .max_by_key(|&(n, bound, ..)| n - bound);
         if let Some((n, bound, step, client)) = worst {
@@ -298,11 +317,10 @@ fn judge(seen: &[Seen], steps: &Steps, declared: Declared) -> FaultReport {
             ));
         }
     }
-    if r.down.requests == 0 && r.held > 0 {
-        // Nothing to hold to the declared mode: the target decided nothing while the store
-        // was down, it waited for the store.
+    if r.held > 0 {
+        // Decided in no mode: the target waited for the store (in one spell down, or both).
         r.failures.push(format!(
-            "failure-mode: declared {}, but no request sent while the store was down was answered before it was back: {} were held, the longest {} ms",
+            "failure-mode: declared {}, but {} requests sent while the store was down were held until it was back, the longest {} ms: neither decided nor refused",
             mode.name(),
             r.held,
             r.held_longest_ms
@@ -363,6 +381,12 @@ mod tests {
         seen.retain(|a| a.0 == 0);
         let r = judge(&seen, &steps, declared(FailureMode::LocalFallback));
         assert!(r.failures.is_empty(), "{:?}", r.failures);
+        // Six answers, all admitted: within the bound, but no more answers than it, so the
+        // bound was not put to the test.
+        assert_eq!(r.inconclusive.len(), 1, "{r:?}");
+        seen.extend((6..9).map(|i| (0, s(i * 10), s(i * 10 + 5), Outcome::Denied)));
+        let r = judge(&seen, &steps, declared(FailureMode::LocalFallback));
+        assert!(r.failures.is_empty() && r.inconclusive.is_empty(), "{r:?}");
         // Paced at a quarter of the instances' 20 a second together.
         assert_eq!(
             declared(FailureMode::LocalFallback).every(),
@@ -403,7 +427,21 @@ mod tests {
         let r = judge(&held, &steps, declared(FailureMode::FailClosed));
         assert_eq!((r.held, r.held_longest_ms), (2, 140));
         assert_eq!(r.failures.len(), 1, "{:?}", r.failures);
-        assert!(r.failures[0].contains("2 were held, the longest 140 ms"));
+        assert!(
+            r.failures[0].contains("2 requests sent while the store was down were held"),
+            "{:?}",
+            r.failures
+        );
+        // Refused at once in one spell does not excuse being held in another; a request
+        // sent at the spell's end and answered just after it is not held.
+        let mut both = held.clone();
+        both.extend([
+            (0, s(120), s(130), Outcome::Denied),
+            (0, s(195), s(205), Outcome::Denied),
+        ]);
+        let r = judge(&both, &steps, declared(FailureMode::FailClosed));
+        assert_eq!((r.down.requests, r.held), (1, 2), "{r:?}");
+        assert_eq!(r.failures.len(), 1, "{:?}", r.failures);
         let stuck = vec![(0, s(310), s(320), Outcome::Failed("status 500".into()))];
         let r = judge(&stuck, &steps, declared(FailureMode::FailClosed));
         assert_eq!(

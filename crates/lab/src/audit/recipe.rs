@@ -163,20 +163,36 @@ impl FailureMode {
     }
 }
 
-/// An upstream issue a finding of `check` may be.
+/// The checks whose failures a finding can be: the probe's, then the store-fault phase's.
+pub const CHECKS: [&str; 7] = [
+    "envelope",
+    "linearizable",
+    "fields",
+    "retry-after",
+    "decisions",
+    "failure-mode",
+    "recovery",
+];
+
+/// What a finding of `check` is known to be: an upstream issue (`issue` and `title`), or
+/// the target's documented design (`by_design`, why).
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Known {
-    /// The check whose failure it is (`envelope`, `linearizable`, `fields`, `retry-after`,
-    /// `decisions`, or the store-fault phase's `failure-mode` and `recovery`).
+    /// The check whose failure it is (one of [`CHECKS`]).
     pub check: String,
     /// Text the finding must contain, if the check alone does not identify it.
     #[serde(default)]
     pub contains: Option<String>,
     /// The issue (`owner/repo#N`).
-    pub issue: String,
+    #[serde(default)]
+    pub issue: Option<String>,
     /// What it says, in a line.
-    pub title: String,
+    #[serde(default)]
+    pub title: Option<String>,
+    /// Why the target does this by design, for a finding no issue is about.
+    #[serde(default)]
+    pub by_design: Option<String>,
     /// The variants it applies to (default: all).
     #[serde(default)]
     pub variants: Vec<String>,
@@ -310,6 +326,20 @@ pub fn load(dir: &Path) -> Result<Loaded, String> {
         }
     }
     for (i, k) in recipe.known.iter().enumerate() {
+        if !CHECKS.contains(&k.check.as_str()) {
+            return Err(fail(
+                &format!("known[{i}].check"),
+                format!("{:?}: expected one of {}", k.check, CHECKS.join(", ")),
+            ));
+        }
+        if (k.issue.is_some() && k.title.is_some()) == k.by_design.is_some()
+            || k.issue.is_some() != k.title.is_some()
+        {
+            return Err(fail(
+                &format!("known[{i}]"),
+                "give an upstream `issue` with its `title`, or `by_design`, not both".into(),
+            ));
+        }
         if let Some(v) = k.variants.iter().find(|v| !names.contains(v.as_str())) {
             return Err(fail(
                 &format!("known[{i}].variants"),
@@ -478,6 +508,25 @@ POLICY
         assert!(
             e.contains(&format!("recipe.toml:{at}:1: at probe.policy")),
             "{e}"
+        );
+        let text = format!(
+            "{}\n[[known]]\ncheck = \"speed\"\nby_design = \"x\"\n",
+            GOOD.replace("POLICY", "")
+        );
+        let at = 1 + text.lines().position(|l| l.contains("speed")).unwrap();
+        let e = loaded("known", &text).unwrap_err();
+        assert!(
+            e.contains(&format!("recipe.toml:{at}:1: at known[0].check")),
+            "{e}"
+        );
+        let text = format!(
+            "{}\n[[known]]\ncheck = \"fields\"\nissue = \"o/r#1\"\n",
+            GOOD.replace("POLICY", "")
+        );
+        assert!(
+            loaded("title", &text)
+                .unwrap_err()
+                .contains("with its `title`")
         );
         let text = GOOD.replace("POLICY", "colour = 1");
         let line = 1 + text.lines().position(|l| l.contains("colour")).unwrap();
