@@ -320,7 +320,7 @@ fn judge(seen: &[Seen], steps: &Steps, declared: Declared) -> FaultReport {
     if r.held > 0 {
         // Decided in no mode: the target waited for the store (in one spell down, or both).
         r.failures.push(format!(
-            "failure-mode: declared {}, but {} requests sent while the store was down were held until it was back, the longest {} ms: neither decided nor refused",
+            "failure-mode: declared {}, but {} requests sent while the store was down got no answer until it was back, the longest after {} ms",
             mode.name(),
             r.held,
             r.held_longest_ms
@@ -428,7 +428,7 @@ mod tests {
         assert_eq!((r.held, r.held_longest_ms), (2, 140));
         assert_eq!(r.failures.len(), 1, "{:?}", r.failures);
         assert!(
-            r.failures[0].contains("2 requests sent while the store was down were held"),
+            r.failures[0].contains("2 requests sent while the store was down got no answer"),
             "{:?}",
             r.failures
         );
