@@ -215,18 +215,24 @@ fn cargo_build(r: &Loaded, install: bool) -> Result<BTreeMap<String, String>, St
     let manifest = r.dir.join("Cargo.toml");
     let target = r.dir.join("target");
     let line = format!(
-        "cargo build --release --manifest-path {} --target-dir {}",
+        "cargo build --release --locked --manifest-path {} --target-dir {}",
         manifest.display(),
         target.display()
     );
     let mut cmd = Command::new("cargo");
-    cmd.args(["build", "--release", "--quiet", "--manifest-path"])
-        .arg(&manifest)
-        .arg("--target-dir")
-        .arg(&target)
-        // The workspace's own settings (its RUSTFLAGS) are not the glue app's.
-        .env_remove("RUSTFLAGS")
-        .env_remove("CARGO_ENCODED_RUSTFLAGS");
+    cmd.args([
+        "build",
+        "--release",
+        "--quiet",
+        "--locked",
+        "--manifest-path",
+    ])
+    .arg(&manifest)
+    .arg("--target-dir")
+    .arg(&target)
+    // The workspace's own settings (its RUSTFLAGS) are not the glue app's.
+    .env_remove("RUSTFLAGS")
+    .env_remove("CARGO_ENCODED_RUSTFLAGS");
     if install {
         eprintln!("{}: {line}", r.name);
     } else {
