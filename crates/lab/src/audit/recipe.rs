@@ -476,6 +476,16 @@ POLICY
         r
     }
 
+    /// Asserts that loading `text` fails at the line holding `needle`, at `path`.
+    fn refused_at(test: &str, text: &str, needle: &str, path: &str) {
+        let at = 1 + text.lines().position(|l| l.contains(needle)).unwrap();
+        let e = loaded(test, text).unwrap_err();
+        assert!(
+            e.contains(&format!("recipe.toml:{at}:1: at {path}")),
+            "{test}: {e}"
+        );
+    }
+
     #[test]
     fn a_bad_recipe_names_its_file_and_the_path_of_what_is_wrong() {
         let ok = loaded("ok", &GOOD.replace("POLICY", "clock_resolution = \"1s\""));
@@ -483,46 +493,42 @@ POLICY
             ok.unwrap().recipe.variant[1].clock_resolution.as_deref(),
             Some("1s")
         );
-        for (test, line, path) in [
-            ("policy", "policy = \"first-hit:10\"", "variant[1].policy"),
+        let bare = GOOD.replace("POLICY", "");
+        for (test, text, needle, path) in [
+            (
+                "policy",
+                GOOD.replace("POLICY", "policy = \"first-hit:10\""),
+                "first-hit:10\"",
+                "variant[1].policy",
+            ),
             (
                 "clock",
-                "clock_resolution = \"soon\"",
+                GOOD.replace("POLICY", "clock_resolution = \"soon\""),
+                "soon",
                 "variant[1].clock_resolution",
             ),
-            ("count", "count = 40", "variant[1].count"),
+            (
+                "count",
+                GOOD.replace("POLICY", "count = 40"),
+                "count = 40",
+                "variant[1].count",
+            ),
+            (
+                "probe",
+                bare.replace("policy = \"first-hit:10,1s\"", "policy = \"gcra:1,2\""),
+                "gcra",
+                "probe.policy",
+            ),
+            (
+                "known",
+                format!("{bare}\n[[known]]\ncheck = \"speed\"\nby_design = \"x\"\n"),
+                "speed",
+                "known[0].check",
+            ),
         ] {
-            let text = GOOD.replace("POLICY", line);
-            let at = 1 + text.lines().position(|l| l == line).unwrap();
-            let e = loaded(test, &text).unwrap_err();
-            assert!(
-                e.contains(&format!("recipe.toml:{at}:1: at {path}")),
-                "{test}: {e}"
-            );
+            refused_at(test, &text, needle, path);
         }
-        let text = GOOD
-            .replace("POLICY", "")
-            .replace("policy = \"first-hit:10,1s\"", "policy = \"gcra:1,2\"");
-        let at = 1 + text.lines().position(|l| l.contains("gcra")).unwrap();
-        let e = loaded("probe", &text).unwrap_err();
-        assert!(
-            e.contains(&format!("recipe.toml:{at}:1: at probe.policy")),
-            "{e}"
-        );
-        let text = format!(
-            "{}\n[[known]]\ncheck = \"speed\"\nby_design = \"x\"\n",
-            GOOD.replace("POLICY", "")
-        );
-        let at = 1 + text.lines().position(|l| l.contains("speed")).unwrap();
-        let e = loaded("known", &text).unwrap_err();
-        assert!(
-            e.contains(&format!("recipe.toml:{at}:1: at known[0].check")),
-            "{e}"
-        );
-        let text = format!(
-            "{}\n[[known]]\ncheck = \"fields\"\nissue = \"o/r#1\"\n",
-            GOOD.replace("POLICY", "")
-        );
+        let text = format!("{bare}\n[[known]]\ncheck = \"fields\"\nissue = \"o/r#1\"\n");
         assert!(
             loaded("title", &text)
                 .unwrap_err()
