@@ -500,6 +500,14 @@ pub(crate) fn horizon(answered: &[&Op], prefix: usize, pending: impl Fn(usize) -
     horizon
 }
 
+/// Whether `op`, explained from a point with its state unchanged, may be linearized there
+/// at once as the point's only child (both searches' reduction): it is a denial, and the
+/// moments open operations may take effect at stay as they were — there are none open, or
+/// the last decision time (`last_at`) does not move past `at`.
+pub(crate) fn linearized_at_once(op: &Op, none_open: bool, at: Nanos, last_at: Nanos) -> bool {
+    matches!(op.seen, Seen::Denied { .. }) && (none_open || at <= last_at)
+}
+
 /// The operations the store stamped, in its order, each with the next answered decision
 /// time after it (one backward pass; far in the future after the last).
 pub(crate) fn store_order(ops: &[Op]) -> (Vec<&Op>, Vec<Nanos>) {
@@ -611,13 +619,6 @@ impl<'a> Search<'a> {
         false
     }
 
-    /// Whether linearizing an operation decided at `at` next leaves the moments open
-    /// operations may take effect at as they were: there are none, or the last decision
-    /// time does not move.
-    fn leaves_open_ops_alone(&self, s: &State, at: Nanos) -> bool {
-        self.open.is_empty() || at <= s.last_at
-    }
-
     /// Every state one operation further on (fewer when the budget runs out).
     fn children(&mut self, s: &State) -> Vec<State> {
         let pending = |i: usize| i >= s.prefix && s.beyond.binary_search(&i).is_err();
@@ -635,13 +636,10 @@ impl<'a> Search<'a> {
             if !pending(i) {
                 continue;
             }
-            let Some(at) = op.decided() else { continue };
-            // The latest moment it may have been decided: an open operation before it took
-            // effect no later than that.
-            let latest = Nanos(
-                at.as_u64()
-                    .saturating_add(op.precision.decided_within.as_u64()),
-            );
+            let (Some(at), Some(latest)) = (op.decided(), op.decided_by()) else {
+                continue;
+            };
+            // An open operation before it took effect no later than its latest moment.
             next_at = Some(next_at.map_or(latest, |n| n.min(latest)));
             match self.spec.explain(s.tats, op) {
                 Ok(tats) => {
@@ -657,9 +655,7 @@ impl<'a> Search<'a> {
                     c.hash ^= self.words[i];
                     c.tats = tats;
                     c.last_at = s.last_at.max(at);
-                    if matches!(op.seen, Seen::Denied { .. })
-                        && tats == s.tats
-                        && self.leaves_open_ops_alone(s, at)
+                    if tats == s.tats && linearized_at_once(op, self.open.is_empty(), at, s.last_at)
                     {
                         // A denial every state here gives, changing none: see `Search`.
                         return vec![c];
@@ -712,6 +708,13 @@ impl Op {
             Seen::Allowed { at, .. } | Seen::Denied { at, .. } => Some(at),
             Seen::Unknown => None,
         }
+    }
+
+    /// The latest moment its decision may have been made, if an answer says: its decision
+    /// time plus the precision it is known with.
+    pub fn decided_by(&self) -> Option<Nanos> {
+        self.decided()
+            .map(|at| at.saturating_add(self.precision.decided_within))
     }
 
     /// `r`'s per-key operation: its call and return times, what its answer said (an answer

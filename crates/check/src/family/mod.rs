@@ -86,12 +86,7 @@ fn earliest(o: &Op) -> Nanos {
 /// The latest moment `o` may have been decided: for a request whose answer never came, any
 /// moment after it was sent.
 fn latest(o: &Op) -> u64 {
-    match o.seen {
-        Seen::Unknown => u64::MAX,
-        _ => earliest(o)
-            .as_u64()
-            .saturating_add(o.precision.decided_within.as_u64()),
-    }
+    o.decided_by().map_or(u64::MAX, Nanos::as_u64)
 }
 
 /// A denial the specification gives in no order ([`Family::counted_within`]). The count

@@ -16,7 +16,7 @@
 
 use super::explain::{explain, violation_unless_guessed};
 use super::spec::Family;
-use crate::linearizable::{Op, Seen, Verdict, Violation, horizon, words};
+use crate::linearizable::{Op, Seen, Verdict, Violation, horizon, linearized_at_once, words};
 use ratelab_core::Nanos;
 use std::collections::HashSet;
 
@@ -129,18 +129,17 @@ impl<F: Family> Search<'_, F> {
             if !pending(i) {
                 continue;
             }
-            let Some(at) = op.decided() else { continue };
-            // The latest moment it may have been decided: an open operation before it took
-            // effect no later than that.
-            let latest = at.saturating_add(op.precision.decided_within);
+            let (Some(at), Some(latest)) = (op.decided(), op.decided_by()) else {
+                continue;
+            };
+            // An open operation before it took effect no later than its latest moment.
             next_at = Some(next_at.map_or(latest, |x| x.min(latest)));
             let e = explain(self.family, &n.state, op);
             self.guessed |= e.guessed;
             let keeps = self.family.denials_keep_state()
-                && matches!(op.seen, Seen::Denied { .. })
                 && e.next.len() == 1
                 && e.next[0] == n.state
-                && (self.open.is_empty() || at <= n.last_at);
+                && linearized_at_once(op, self.open.is_empty(), at, n.last_at);
             for state in e.next {
                 let mut c = n.clone();
                 c.beyond.insert(c.beyond.partition_point(|&b| b < i), i);
