@@ -158,17 +158,21 @@ fn group<'a, K: Ord>(
     by_key
 }
 
+impl Envelope {
+    /// B + R·T for a span of `span` ns, rounded down: the most the envelope admits in it.
+    pub fn over(&self, span: u64) -> u64 {
+        let b = u128::from(self.burst) * u128::from(self.period)
+            + u128::from(self.amount) * u128::from(span);
+        u64::try_from(b / u128::from(self.period.max(1))).unwrap_or(u64::MAX)
+    }
+}
+
 /// B + R·T summed over keys, T each key's span from first to last admission, rounded down:
 /// what a correct limiter could have admitted for exactly those keys over those spans.
 pub fn allowance<K>(by_key: &BTreeMap<K, Vec<Admission>>, env: Envelope) -> u64 {
     by_key
         .values()
-        .map(|adm| {
-            let span = adm.last().map_or(0, |l| l.at.as_u64() - adm[0].at.as_u64());
-            let b = u128::from(env.burst) * u128::from(env.period)
-                + u128::from(env.amount) * u128::from(span);
-            u64::try_from(b / u128::from(env.period)).unwrap_or(u64::MAX)
-        })
+        .map(|adm| env.over(adm.last().map_or(0, |l| l.at.as_u64() - adm[0].at.as_u64())))
         .sum()
 }
 

@@ -20,7 +20,8 @@ use super::instances::Store;
 use super::recipe::FailureMode;
 use crate::probe::Target;
 use crate::probe::http::HttpTarget;
-use ratelab_check::envelope::Envelope;
+use crate::probe::interval_at;
+use ratelab_check::probe::Claim;
 use ratelab_check::probe::Outcome;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -112,8 +113,8 @@ enum Step {
 pub struct Declared {
     /// The failure mode.
     pub mode: FailureMode,
-    /// The target's policy's envelope.
-    pub envelope: Envelope,
+    /// The target's policy.
+    pub claim: Claim,
     /// Instances.
     pub instances: u32,
 }
@@ -122,21 +123,15 @@ impl Declared {
     /// The time between two requests of one client: a quarter of the time all instances
     /// together take to admit one more, from 5 to 50 ms.
     pub fn every(&self) -> Duration {
-        let all = self
-            .envelope
-            .amount
-            .saturating_mul(u64::from(self.instances.max(1)))
-            .max(1);
-        Duration::from_nanos(self.envelope.period / all / 4)
-            .clamp(Duration::from_millis(5), Duration::from_millis(50))
+        let percent = 400u32.saturating_mul(self.instances.max(1));
+        interval_at(&self.claim, percent).clamp(Duration::from_millis(5), Duration::from_millis(50))
     }
 
     /// The most a key may admit over `span` from the instances' fallbacks.
     fn bound(&self, span: Duration) -> u64 {
-        let e = self.envelope;
-        let over = (span.as_nanos() * u128::from(e.amount)).div_ceil(u128::from(e.period.max(1)));
-        let one = u128::from(e.burst) + over;
-        u64::try_from(one * u128::from(self.instances.max(1))).unwrap_or(u64::MAX)
+        let span = u64::try_from(span.as_nanos()).unwrap_or(u64::MAX);
+        let one = self.claim.envelope().over(span);
+        one.saturating_mul(u64::from(self.instances.max(1)))
     }
 }
 
@@ -244,19 +239,15 @@ fn judge(seen: &[Seen], steps: &Steps, declared: Declared) -> FaultReport {
         }
         let within = steps
             .iter()
-            .find(|(from, until, _)| from <= sent && answered <= until);
-        match within.map(|s| s.2) {
+            .position(|(from, until, _)| from <= sent && answered <= until);
+        match within.map(|i| steps[i].2) {
             None => r.straddling += 1,
             Some(Step::Healthy) => r.healthy.add(o),
             Some(Step::Grace) => {}
             Some(Step::Judged) => r.recovered.add(o),
             Some(Step::Down) => {
                 r.down.add(o);
-                let step = steps
-                    .iter()
-                    .position(|(from, until, _)| from <= sent && answered <= until)
-                    .unwrap_or(0);
-                let key = fallback.entry((step, *client)).or_default();
+                let key = fallback.entry((within.unwrap_or(0), *client)).or_default();
                 key.0 += 1;
                 key.1 += u64::from(*o == Outcome::Allowed);
                 let fits = match mode {
@@ -353,10 +344,10 @@ mod tests {
     fn declared(mode: FailureMode) -> Declared {
         Declared {
             mode,
-            envelope: Envelope {
-                burst: 2,
+            claim: Claim::TokenBucket {
+                capacity: 2,
                 amount: 10,
-                period: 1_000_000_000,
+                period: ratelab_core::Nanos(1_000_000_000),
             },
             instances: 2,
         }

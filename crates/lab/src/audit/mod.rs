@@ -284,7 +284,7 @@ pub async fn audit(
                 store,
                 faults::Declared {
                     mode: t.failure_mode(),
-                    envelope: claim.envelope(),
+                    claim,
                     instances: count,
                 },
                 &cfg.key_prefix,

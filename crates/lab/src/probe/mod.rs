@@ -185,7 +185,7 @@ pub fn forget_time(claim: &Claim) -> Duration {
 }
 
 /// The time between two requests at `percent` of `claim`'s sustained rate.
-fn interval_at(claim: &Claim, percent: u32) -> Duration {
+pub(crate) fn interval_at(claim: &Claim, percent: u32) -> Duration {
     let e = claim.envelope();
     let ns =
         u128::from(e.period) * 100 / (u128::from(e.amount.max(1)) * u128::from(percent.max(1)));
