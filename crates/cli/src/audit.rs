@@ -42,7 +42,7 @@ pub struct AuditArgs {
 /// failures), 1 if a target could not be installed or started, 2 on bad input.
 pub fn audit_command(a: AuditArgs) -> ExitCode {
     if a.render {
-        return match card::write(&a.docs, &[]) {
+        return match card::render(&a.docs) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("error: {e}");
@@ -117,7 +117,7 @@ pub fn audit_command(a: AuditArgs) -> ExitCode {
                 let c = card::card(&done);
                 print!("{}", card::text(&c));
                 cards += 1;
-                if let Err(e) = card::write(&a.docs, std::slice::from_ref(&c)) {
+                if let Err(e) = card::save(&a.docs, &c) {
                     eprintln!("error: {e}");
                     return ExitCode::from(EXIT_FAILED);
                 }
@@ -130,6 +130,10 @@ pub fn audit_command(a: AuditArgs) -> ExitCode {
                 broken.push(t.name());
             }
         }
+    }
+    if let Err(e) = card::render(&a.docs) {
+        eprintln!("error: {e}");
+        return ExitCode::from(EXIT_FAILED);
     }
     eprintln!(
         "wrote {} results to {} and {}",

@@ -190,8 +190,7 @@ fn group(
             });
             // The variant's reason covers what its deployment does to the policy's checks,
             // not how the target behaves when its store fails.
-            let deployment =
-                by_design.filter(|_| !matches!(check.as_str(), "failure-mode" | "recovery"));
+            let deployment = by_design.filter(|_| !super::faults::CHECKS.contains(&check.as_str()));
             let reason = match k {
                 Some(k) => k.by_design.clone(),
                 None => deployment.map(str::to_owned),
@@ -335,17 +334,18 @@ fn file_of(dir: &Path, target: &str) -> std::path::PathBuf {
     dir.join(format!("{}.json", target.replace('/', "-")))
 }
 
-/// Writes `cards` to `docs/results/audits/` under `docs` and renders `docs/AUDITS.md` from
-/// every card there (with no cards: only renders it).
-pub fn write(docs: &Path, cards: &[Card]) -> Result<(), String> {
+/// Writes `card` to `docs/results/audits/` under `docs`, as its target finishes.
+pub fn save(docs: &Path, card: &Card) -> Result<(), String> {
     let dir = docs.join("results").join("audits");
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    for c in cards {
-        let path = file_of(&dir, &c.target);
-        let text = serde_json::to_string_pretty(c).map_err(|e| e.to_string())? + "\n";
-        std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
-    }
-    let all = read_all(&dir)?;
+    let path = file_of(&dir, &card.target);
+    let text = serde_json::to_string_pretty(card).map_err(|e| e.to_string())? + "\n";
+    std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Renders `docs/AUDITS.md` from every card under `docs/results/audits/`.
+pub fn render(docs: &Path) -> Result<(), String> {
+    let all = read_all(&docs.join("results").join("audits"))?;
     let md = docs.join("AUDITS.md");
     std::fs::write(&md, markdown(&all)).map_err(|e| format!("{}: {e}", md.display()))
 }

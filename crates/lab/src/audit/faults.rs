@@ -29,6 +29,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+/// The checks the phase's failure lines belong to (`failure-mode: …`, `recovery: …`).
+pub const CHECKS: [&str; 2] = ["failure-mode", "recovery"];
+
 /// How long each step lasts.
 #[derive(Clone, Copy, Debug)]
 pub struct Timing {

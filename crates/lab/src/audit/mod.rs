@@ -20,7 +20,7 @@
 //!    each finding with the command that reproduces it and, where a finding matches an
 //!    upstream issue the recipe lists, that issue.
 //!
-//! [`card::write`] writes `docs/results/audits/<name>-<variant>.json` and renders
+//! [`card::save`] writes `docs/results/audits/<name>-<variant>.json`, [`card::render`] renders
 //! `docs/AUDITS.md` from every result there. A new target is a directory with a recipe; the
 //! mechanism knows no target by name.
 

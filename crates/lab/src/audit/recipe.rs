@@ -164,22 +164,20 @@ impl FailureMode {
 }
 
 /// The checks whose failures a finding can be: the probe's, then the store-fault phase's.
-pub const CHECKS: [&str; 7] = [
-    "envelope",
-    "linearizable",
-    "fields",
-    "retry-after",
-    "decisions",
-    "failure-mode",
-    "recovery",
-];
+pub fn checks() -> Vec<&'static str> {
+    ratelab_check::probe::CHECKS
+        .iter()
+        .map(|c| c.name())
+        .chain(super::faults::CHECKS)
+        .collect()
+}
 
 /// What a finding of `check` is known to be: an upstream issue (`issue` and `title`), or
 /// the target's documented design (`by_design`, why).
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Known {
-    /// The check whose failure it is (one of [`CHECKS`]).
+    /// The check whose failure it is (one of [`checks`]).
     pub check: String,
     /// Text the finding must contain, if the check alone does not identify it.
     #[serde(default)]
@@ -326,10 +324,11 @@ pub fn load(dir: &Path) -> Result<Loaded, String> {
         }
     }
     for (i, k) in recipe.known.iter().enumerate() {
-        if !CHECKS.contains(&k.check.as_str()) {
+        let known_checks = checks();
+        if !known_checks.contains(&k.check.as_str()) {
             return Err(fail(
                 &format!("known[{i}].check"),
-                format!("{:?}: expected one of {}", k.check, CHECKS.join(", ")),
+                format!("{:?}: expected one of {}", k.check, known_checks.join(", ")),
             ));
         }
         if (k.issue.is_some() && k.title.is_some()) == k.by_design.is_some()
