@@ -181,11 +181,14 @@ pub enum WindowKind {
     FirstHit,
     /// A log of admissions: at most L in any window of length W.
     SlidingLog,
-    /// The sliding-window counter's weighted estimate, with this rounding.
-    SlidingCounter(Rounding),
-    /// The same, its windows opened by each key's first request (HAProxy's stick-table
-    /// rates).
-    FirstHitSlidingCounter(Rounding),
+    /// The sliding-window counter's weighted estimate.
+    SlidingCounter {
+        /// What is done with the weighted count's fraction.
+        rounding: Rounding,
+        /// Windows opened by each key's first request (HAProxy's stick-table rates), not
+        /// aligned to the clock.
+        first_hit: bool,
+    },
 }
 
 impl Claim {
@@ -287,19 +290,20 @@ impl Claim {
             WindowKind::SlidingLog => {
                 check_key(&sliding_log::SlidingLog { limit, window }, ops, budget)
             }
-            WindowKind::SlidingCounter(rounding) | WindowKind::FirstHitSlidingCounter(rounding) => {
-                check_key(
-                    &sliding_counter::SlidingCounter {
-                        limit,
-                        window,
-                        phase: None,
-                        rounding,
-                        first_hit: kind == WindowKind::FirstHitSlidingCounter(rounding),
-                    },
-                    ops,
-                    budget,
-                )
-            }
+            WindowKind::SlidingCounter {
+                rounding,
+                first_hit,
+            } => check_key(
+                &sliding_counter::SlidingCounter {
+                    limit,
+                    window,
+                    phase: None,
+                    rounding,
+                    first_hit,
+                },
+                ops,
+                budget,
+            ),
         })
     }
 }

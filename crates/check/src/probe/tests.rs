@@ -402,7 +402,10 @@ fn window_families(limit: u64) -> Vec<(Claim, Box<dyn Fn() -> ProbeHistory>)> {
             Box::new(move || answered_by_the_core(&FirstHitWindow::new(limit, w).unwrap(), 150, 2)),
         ),
         (
-            claim(WindowKind::SlidingCounter(Rounding::Up)),
+            claim(WindowKind::SlidingCounter {
+                rounding: Rounding::Up,
+                first_hit: false,
+            }),
             Box::new(move || answered_by_the_core(&SlidingWindow::new(limit, w).unwrap(), 150, 2)),
         ),
     ]

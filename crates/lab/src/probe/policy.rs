@@ -87,8 +87,10 @@ pub fn parse(text: &str) -> Result<Claim, String> {
         "fixed-window" => window(WindowKind::Fixed)?,
         "first-hit" => window(WindowKind::FirstHit)?,
         "sliding-log" => window(WindowKind::SlidingLog)?,
-        "sliding-counter" if first_hit => window(WindowKind::FirstHitSlidingCounter(rounding))?,
-        "sliding-counter" => window(WindowKind::SlidingCounter(rounding))?,
+        "sliding-counter" => window(WindowKind::SlidingCounter {
+            rounding,
+            first_hit,
+        })?,
         "leaky-bucket" => {
             let (amount, period) = rate(a, "r").map_err(err)?;
             let burst = b
@@ -222,23 +224,23 @@ pub fn describe(c: &Claim) -> String {
                 WindowKind::Fixed => "fixed-window",
                 WindowKind::FirstHit => "first-hit",
                 WindowKind::SlidingLog => "sliding-log",
-                WindowKind::SlidingCounter(_) | WindowKind::FirstHitSlidingCounter(_) => {
-                    "sliding-counter"
+                WindowKind::SlidingCounter { .. } => "sliding-counter",
+            };
+            let options = match kind {
+                WindowKind::SlidingCounter {
+                    rounding,
+                    first_hit,
+                } => {
+                    let r = match rounding {
+                        Rounding::Up => ",up",
+                        Rounding::Down => ",down",
+                        Rounding::Exact => "",
+                    };
+                    format!("{r}{}", if first_hit { ",first-hit" } else { "" })
                 }
+                _ => String::new(),
             };
-            let rounding = match kind {
-                WindowKind::SlidingCounter(r) | WindowKind::FirstHitSlidingCounter(r) => match r {
-                    Rounding::Up => ",up",
-                    Rounding::Down => ",down",
-                    Rounding::Exact => "",
-                },
-                _ => "",
-            };
-            let anchor = match kind {
-                WindowKind::FirstHitSlidingCounter(_) => ",first-hit",
-                _ => "",
-            };
-            format!("{name}:{limit},{}{rounding}{anchor}", duration_text(window))
+            format!("{name}:{limit},{}{options}", duration_text(window))
         }
     }
 }
@@ -317,7 +319,10 @@ mod tests {
         assert_eq!(
             parse("sliding-counter:10,1m,up").unwrap(),
             Claim::Window {
-                kind: WindowKind::SlidingCounter(Rounding::Up),
+                kind: WindowKind::SlidingCounter {
+                    rounding: Rounding::Up,
+                    first_hit: false,
+                },
                 limit: 10,
                 window: Nanos(60 * SEC)
             }
@@ -325,7 +330,10 @@ mod tests {
         assert_eq!(
             parse("sliding-counter:10,1s,down,first-hit").unwrap(),
             Claim::Window {
-                kind: WindowKind::FirstHitSlidingCounter(Rounding::Down),
+                kind: WindowKind::SlidingCounter {
+                    rounding: Rounding::Down,
+                    first_hit: true,
+                },
                 limit: 10,
                 window: Nanos(SEC)
             }
@@ -333,7 +341,10 @@ mod tests {
         assert_eq!(
             parse("sliding-counter:10,1s,first-hit").unwrap(),
             Claim::Window {
-                kind: WindowKind::FirstHitSlidingCounter(Rounding::Exact),
+                kind: WindowKind::SlidingCounter {
+                    rounding: Rounding::Exact,
+                    first_hit: true,
+                },
                 limit: 10,
                 window: Nanos(SEC)
             }
