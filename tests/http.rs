@@ -327,7 +327,8 @@ async fn kill_switch_bypasses_limiting_and_metrics_count_it() {
 
     let r = c
         .put(format!("{admin}/admin/kill-switch"))
-        .body("on")
+        .header("content-type", "application/json")
+        .body("\"on\"")
         .send()
         .await
         .unwrap();
@@ -344,13 +345,15 @@ async fn kill_switch_bypasses_limiting_and_metrics_count_it() {
     assert_eq!(gw.stats().snapshot().bypassed, 3);
     let r = c
         .put(format!("{admin}/admin/kill-switch"))
-        .body("maybe")
+        .header("content-type", "application/json")
+        .body("\"maybe\"")
         .send()
         .await
         .unwrap();
     assert_eq!(r.status(), 400);
     c.put(format!("{admin}/admin/kill-switch"))
-        .body("off")
+        .header("content-type", "application/json")
+        .body("\"off\"")
         .send()
         .await
         .unwrap();

@@ -15,7 +15,7 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use ratelab_core::{Nanos, Policy, TokenBucket};
 use ratelab_gateway::limits::NoHeaders;
 use ratelab_gateway::reqlog::{FileSink, IdGenerator, LogSink, RequestLogLayer};
-use ratelab_gateway::{Env, Forwarding, Gateway, GatewayConfig, Request};
+use ratelab_gateway::{Env, Gateway, GatewayConfig, Request};
 use ratelab_store::{LocalClient, MemoryStore};
 use std::future::Future;
 use std::hint::black_box;
@@ -76,7 +76,6 @@ fn gateway() -> Gateway<LocalClient<Policy, Clock>, FakeEnv> {
 fn decide(gw: &Gateway<LocalClient<Policy, Clock>, FakeEnv>) -> u16 {
     let req = Request {
         peer: IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1)),
-        forwarding: Forwarding::default(),
         api_key: Some(b"customer-42"),
         route: "/orders",
         method: "GET",

@@ -3,15 +3,25 @@
 //!
 //! - `GET /metrics`: Prometheus text (requests by decision, fail-open by reason and limit,
 //!   kill switch, breaker transitions, store latency histogram, connections);
-//! - `GET /admin/kill-switch` (`on` / `off`), and `PUT` or `POST` with body `on` or `off`;
+//! - `GET /admin/kill-switch` (`on` / `off`), and `PUT` with `Content-Type:
+//!   application/json` and a body of `"on"` or `"off"` (or `true` / `false`);
 //! - `/admin/shadow`, the same for the global shadow switch: while it is on, every limit is
 //!   evaluated and counted (`ratelab_shadow_denied_total`), and nothing is denied.
 //!
 //! Who may do what ([`AdminAccess`]):
 //!
+//! - every request must name the listener in `Host`: its IP address (any IP literal),
+//!   `localhost`, or a name given with `--admin-host`, and the listener's port (421
+//!   otherwise). A page whose DNS name was rebound to loopback sends its own name, and is
+//!   refused, reads included;
 //! - with a token configured, every request must carry `Authorization: Bearer <token>`
 //!   (401 otherwise), reads included;
-//! - a change (`PUT`, `POST`) must also come straight from an admin address (the TCP peer;
+//! - a change must be a `PUT` with a JSON body: what a cross-site HTML form cannot send
+//!   (forms send `GET` and `POST` with three content types), and what a cross-site script
+//!   cannot send without a CORS preflight, which this listener never grants. A change that
+//!   carries an `Origin` must come from the listener's own origin, and one that carries
+//!   `Sec-Fetch-Site` must say `same-origin` or `none`;
+//! - a change must also come straight from an admin address (the TCP peer, canonical;
 //!   loopback by default), and is refused when it carries any forwarding header
 //!   (`Forwarded`, `X-Forwarded-For`, `X-Real-IP`, `Via`, …): a request relayed by a proxy is
 //!   never taken to come from the proxy's own address. Forwarding headers are never read
@@ -125,10 +135,15 @@ pub struct AdminAccess {
     pub from: Vec<IpNet>,
     /// The bearer token every request must carry, if any.
     pub token: Option<AdminToken>,
+    /// Names `Host` may give besides an IP literal and `localhost` (lower case).
+    pub hosts: Vec<String>,
+    /// The port `Host` must give (the listener's; `None`: any port, for an app that does not
+    /// know its listener).
+    pub port: Option<u16>,
 }
 
 impl Default for AdminAccess {
-    /// Changes from loopback only, no token.
+    /// Changes from loopback only, no token, no names but IP literals and `localhost`.
     fn default() -> Self {
         AdminAccess {
             from: vec![
@@ -136,11 +151,80 @@ impl Default for AdminAccess {
                 "::1".parse().expect("a literal address"),
             ],
             token: None,
+            hosts: Vec::new(),
+            port: None,
         }
     }
 }
 
+/// A change's content type: one no cross-site form can send.
+const CHANGE_TYPE: &str = "application/json";
+
 impl AdminAccess {
+    /// `Err` when `Host` does not name this listener.
+    fn check_host(&self, headers: &HeaderMap) -> Result<(), String> {
+        let Some(host) = headers
+            .get(http::header::HOST)
+            .and_then(|h| h.to_str().ok())
+        else {
+            return Err("a request must name the admin listener in Host".into());
+        };
+        let (name, port) = split_host(host).ok_or_else(|| format!("Host {host:?} is malformed"))?;
+        let named = name.parse::<std::net::IpAddr>().is_ok()
+            || name.eq_ignore_ascii_case("localhost")
+            || self.hosts.iter().any(|h| h.eq_ignore_ascii_case(name));
+        if !named {
+            return Err(format!(
+                "Host {host:?} does not name the admin listener (its IP address, localhost, or \
+                 an --admin-host name)"
+            ));
+        }
+        match self.port {
+            Some(want) if port.unwrap_or(80) != want => Err(format!(
+                "Host {host:?} names another port than the admin listener's ({want})"
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// `Err` when a change was not sent as only a same-origin script or a non-browser client
+    /// can send it.
+    fn check_change(&self, method: &Method, headers: &HeaderMap) -> Result<(), String> {
+        if method != Method::PUT {
+            return Err(format!(
+                "a change is a PUT with Content-Type: {CHANGE_TYPE} (not {method}): what a \
+                 cross-site form cannot send"
+            ));
+        }
+        let json = headers
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.split(';').next())
+            .is_some_and(|t| t.trim().eq_ignore_ascii_case(CHANGE_TYPE));
+        if !json {
+            return Err(format!("a change needs Content-Type: {CHANGE_TYPE}"));
+        }
+        if let Some(origin) = headers.get(http::header::ORIGIN) {
+            let host = headers.get(http::header::HOST).map(HeaderValue::as_bytes);
+            let same = origin
+                .as_bytes()
+                .strip_prefix(b"http://")
+                .is_some_and(|o| Some(o) == host);
+            if !same {
+                return Err(format!(
+                    "a change from another origin ({}) is refused",
+                    String::from_utf8_lossy(origin.as_bytes())
+                ));
+            }
+        }
+        if let Some(site) = headers.get("sec-fetch-site")
+            && !matches!(site.as_bytes(), b"same-origin" | b"none")
+        {
+            return Err("a change from another site (Sec-Fetch-Site) is refused".into());
+        }
+        Ok(())
+    }
+
     /// `None` when the request may go on; else the refusal.
     fn check(
         &self,
@@ -148,6 +232,9 @@ impl AdminAccess {
         method: &Method,
         headers: &HeaderMap,
     ) -> Option<Response<Body>> {
+        if let Err(e) = self.check_host(headers) {
+            return Some(text(StatusCode::MISDIRECTED_REQUEST, e + "\n"));
+        }
         if let Some(token) = &self.token
             && !token.admits(headers.get(http::header::AUTHORIZATION))
         {
@@ -163,6 +250,18 @@ impl AdminAccess {
         }
         if method == Method::GET || method == Method::HEAD {
             return None;
+        }
+        if let Err(e) = self.check_change(method, headers) {
+            let status = if method == Method::PUT {
+                StatusCode::UNSUPPORTED_MEDIA_TYPE
+            } else {
+                StatusCode::METHOD_NOT_ALLOWED
+            };
+            if headers.contains_key(http::header::ORIGIN) || headers.contains_key("sec-fetch-site")
+            {
+                return Some(text(StatusCode::FORBIDDEN, e + "\n"));
+            }
+            return Some(text(status, e + "\n"));
         }
         if let Some(h) = FORWARDING.iter().find(|h| headers.contains_key(**h)) {
             return Some(text(
@@ -180,6 +279,22 @@ impl AdminAccess {
             ));
         }
         None
+    }
+}
+
+/// A `Host` value's name and port (`[::1]:9901`, `127.0.0.1`, `name:80`).
+fn split_host(host: &str) -> Option<(&str, Option<u16>)> {
+    let port = |p: &str| p.parse::<u16>().ok();
+    if let Some(rest) = host.strip_prefix('[') {
+        let (name, after) = rest.split_once(']')?;
+        return match after {
+            "" => Some((name, None)),
+            a => Some((name, Some(port(a.strip_prefix(':')?)?))),
+        };
+    }
+    match host.rsplit_once(':') {
+        Some((name, p)) => Some((name, Some(port(p)?))),
+        None => Some((host, None)),
     }
 }
 
@@ -299,15 +414,16 @@ where
     C: StoreClient + 'static,
     E: Env + 'static,
 {
-    match body.trim() {
-        "on" => switch.set(gateway, true),
-        "off" => switch.set(gateway, false),
-        other => {
+    match serde_json::from_str::<serde_json::Value>(body) {
+        Ok(serde_json::Value::String(s)) if s == "on" => switch.set(gateway, true),
+        Ok(serde_json::Value::String(s)) if s == "off" => switch.set(gateway, false),
+        Ok(serde_json::Value::Bool(on)) => switch.set(gateway, on),
+        _ => {
             return text(
                 StatusCode::BAD_REQUEST,
                 format!(
-                    "expected a body of `on` or `off`, got {:?}\n",
-                    other.chars().take(32).collect::<String>()
+                    "expected a JSON body of \"on\", \"off\", true or false, got {:?}\n",
+                    body.trim().chars().take(32).collect::<String>()
                 ),
             );
         }
@@ -334,16 +450,26 @@ mod tests {
         r.map(|r| r.status().as_u16())
     }
 
+    const HOST: (&str, &str) = ("host", "127.0.0.1:9901");
+    const JSON: (&str, &str) = ("content-type", "application/json");
+
+    fn access() -> AdminAccess {
+        AdminAccess {
+            port: Some(9901),
+            ..AdminAccess::default()
+        }
+    }
+
     #[test]
     fn a_relayed_change_is_refused_even_from_loopback() {
-        let access = AdminAccess::default();
+        let access = access();
         let local: SocketAddr = "127.0.0.1:5000".parse().unwrap();
         assert_eq!(
-            status(access.check(local, &Method::PUT, &headers(&[]))),
+            status(access.check(local, &Method::PUT, &headers(&[HOST, JSON]))),
             None
         );
         for h in FORWARDING {
-            let relayed = headers(&[(h, "203.0.113.9")]);
+            let relayed = headers(&[HOST, JSON, (h, "203.0.113.9")]);
             assert_eq!(
                 status(access.check(local, &Method::PUT, &relayed)),
                 Some(403),
@@ -357,9 +483,83 @@ mod tests {
         }
         let remote: SocketAddr = "192.0.2.1:5000".parse().unwrap();
         assert_eq!(
-            status(access.check(remote, &Method::POST, &headers(&[]))),
+            status(access.check(remote, &Method::PUT, &headers(&[HOST, JSON]))),
             Some(403)
         );
+        // Canonical: a `[::]` listener's IPv4 peer is an admin address.
+        let mapped: SocketAddr = "[::ffff:127.0.0.1]:5000".parse().unwrap();
+        assert_eq!(
+            status(access.check(mapped, &Method::PUT, &headers(&[HOST, JSON]))),
+            None
+        );
+    }
+
+    #[test]
+    fn what_a_browser_can_send_cross_site_changes_nothing() {
+        let access = access();
+        let local: SocketAddr = "127.0.0.1:5000".parse().unwrap();
+        let check = |m: Method, h: &[(&str, &str)]| status(access.check(local, &m, &headers(h)));
+        // A cross-site form: POST, one of three content types.
+        for ty in [
+            "text/plain",
+            "application/x-www-form-urlencoded",
+            "multipart/form-data",
+        ] {
+            let form = [
+                HOST,
+                ("content-type", ty),
+                ("origin", "http://evil.example"),
+            ];
+            assert_eq!(check(Method::POST, &form), Some(403), "{ty}");
+            assert_eq!(
+                check(Method::POST, &[HOST, ("content-type", ty)]),
+                Some(405)
+            );
+            assert_eq!(check(Method::PUT, &[HOST, ("content-type", ty)]), Some(415));
+        }
+        // A cross-site script's PUT (had a preflight let it through).
+        let script = [HOST, JSON, ("origin", "http://evil.example")];
+        assert_eq!(check(Method::PUT, &script), Some(403));
+        let site = [HOST, JSON, ("sec-fetch-site", "cross-site")];
+        assert_eq!(check(Method::PUT, &site), Some(403));
+        // The listener's own page, and a client that is no browser.
+        let own = [
+            HOST,
+            JSON,
+            ("origin", "http://127.0.0.1:9901"),
+            ("sec-fetch-site", "same-origin"),
+        ];
+        assert_eq!(check(Method::PUT, &own), None);
+        assert_eq!(check(Method::PUT, &[HOST, JSON]), None);
+        // DNS rebinding: a foreign name in Host, reads included; another port too.
+        for host in [
+            "evil.example:9901",
+            "evil.example",
+            "127.0.0.1:80",
+            "127.0.0.1",
+        ] {
+            assert_eq!(check(Method::GET, &[("host", host)]), Some(421), "{host}");
+            assert_eq!(
+                check(Method::PUT, &[("host", host), JSON]),
+                Some(421),
+                "{host}"
+            );
+        }
+        assert_eq!(check(Method::GET, &[]), Some(421));
+        for host in [
+            "localhost:9901",
+            "LOCALHOST:9901",
+            "[::1]:9901",
+            "10.1.2.3:9901",
+        ] {
+            assert_eq!(check(Method::GET, &[("host", host)]), None, "{host}");
+        }
+        let named = AdminAccess {
+            hosts: vec!["admin.internal".into()],
+            ..access.clone()
+        };
+        let h = headers(&[("host", "admin.internal:9901")]);
+        assert_eq!(status(named.check(local, &Method::GET, &h)), None);
     }
 
     #[test]
@@ -367,16 +567,27 @@ mod tests {
         let token = AdminToken::parse("  s3cret-token-0123456789\n").unwrap();
         let access = AdminAccess {
             token: Some(token),
-            ..AdminAccess::default()
+            ..access()
         };
         let local: SocketAddr = "127.0.0.1:5000".parse().unwrap();
         for m in [Method::GET, Method::PUT] {
-            assert_eq!(status(access.check(local, &m, &headers(&[]))), Some(401));
-            let wrong = headers(&[("authorization", "Bearer s3cret-token-0123456788")]);
+            assert_eq!(
+                status(access.check(local, &m, &headers(&[HOST, JSON]))),
+                Some(401)
+            );
+            let wrong = headers(&[
+                HOST,
+                JSON,
+                ("authorization", "Bearer s3cret-token-0123456788"),
+            ]);
             assert_eq!(status(access.check(local, &m, &wrong)), Some(401));
-            let short = headers(&[("authorization", "Bearer s3cret")]);
+            let short = headers(&[HOST, JSON, ("authorization", "Bearer s3cret")]);
             assert_eq!(status(access.check(local, &m, &short)), Some(401));
-            let right = headers(&[("authorization", "bearer s3cret-token-0123456789")]);
+            let right = headers(&[
+                HOST,
+                JSON,
+                ("authorization", "bearer s3cret-token-0123456789"),
+            ]);
             assert_eq!(status(access.check(local, &m, &right)), None);
         }
     }

@@ -1,7 +1,7 @@
 //! The gateway's settings.
 
 use crate::breaker::BreakerConfig;
-use crate::ip::{DEFAULT_IPV6_PREFIX, IpNet};
+use crate::ip::{ClientIpHeader, DEFAULT_IPV6_PREFIX, IpNet};
 use ratelab_core::headers::FieldsDraft;
 use ratelab_store::{Path, TimeSource};
 use std::time::Duration;
@@ -17,8 +17,10 @@ pub struct GatewayConfig {
     pub timeout: Duration,
     /// Circuit breaker, per limit.
     pub breaker: BreakerConfig,
-    /// Proxies whose forwarding headers are believed.
+    /// Proxies whose forwarding header is believed.
     pub trusted_proxies: Vec<IpNet>,
+    /// The one forwarding header believed from them ([`crate::ip`]).
+    pub client_ip_header: ClientIpHeader,
     /// Route prefixes that fail closed.
     pub fail_closed_routes: Vec<String>,
     /// Whether store trouble fails open (the default) on routes not listed as fail-closed.
@@ -50,6 +52,7 @@ impl Default for GatewayConfig {
             timeout: Duration::from_millis(50),
             breaker: BreakerConfig::default(),
             trusted_proxies: Vec::new(),
+            client_ip_header: ClientIpHeader::default(),
             fail_closed_routes: Vec::new(),
             fail_open: true,
             name: "gateway".into(),

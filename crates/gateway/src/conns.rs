@@ -53,6 +53,9 @@ pub struct ConnLimits {
     pub idle_timeout: Duration,
     /// How many connections may be open at once.
     pub max_connections: usize,
+    /// The most bytes a request's head (request line and headers) may have: an HTTP/1.1
+    /// connection's read buffer never grows past it, and a longer head is answered 431.
+    pub max_header_bytes: usize,
 }
 
 impl ConnLimits {
@@ -63,6 +66,11 @@ impl ConnLimits {
     pub const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
     /// The default bound on open connections.
     pub const MAX_CONNECTIONS: usize = 10_000;
+    /// The default bound on a request head: 32 KiB, nginx's default head buffers
+    /// (`large_client_header_buffers 4 8k`; Envoy's `max_request_headers_kb` is 60).
+    pub const MAX_HEADER_BYTES: usize = 32 << 10;
+    /// The smallest bound on a request head hyper accepts.
+    pub const MIN_HEADER_BYTES: usize = 8 << 10;
 }
 
 impl Default for ConnLimits {
@@ -71,6 +79,7 @@ impl Default for ConnLimits {
             header_read_timeout: Self::HEADER_READ_TIMEOUT,
             idle_timeout: Self::IDLE_TIMEOUT,
             max_connections: Self::MAX_CONNECTIONS,
+            max_header_bytes: Self::MAX_HEADER_BYTES,
         }
     }
 }
@@ -604,6 +613,7 @@ mod tests {
             header_read_timeout: Duration::from_millis(header_ms),
             idle_timeout: Duration::from_millis(idle_ms),
             max_connections: max,
+            ..ConnLimits::default()
         }
     }
 

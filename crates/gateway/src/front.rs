@@ -252,8 +252,8 @@ where
         if C::IMMEDIATE && E::POLLS_FIRST {
             // Decided here, in the call (the store's calls complete at once): only an
             // admitted request's inner call is left to wait for.
-            let (parts, body) = req.into_parts();
-            let answer = match self.shared.layer.decide_now(peer, &parts) {
+            let (mut parts, body) = req.into_parts();
+            let answer = match self.shared.layer.decide_now(peer, &mut parts) {
                 Decided::Answered(answer) => answer,
                 Decided::Refused(refused) => return FrontFuture::ready(refused),
             };
@@ -324,6 +324,10 @@ pub async fn serve<F, T, B>(
 {
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let mut shutdown = std::pin::pin!(shutdown);
+    let max_buf = conns
+        .limits()
+        .max_header_bytes
+        .max(crate::conns::ConnLimits::MIN_HEADER_BYTES);
     loop {
         let accepted = tokio::select! {
             a = listener.accept() => a,
@@ -346,7 +350,10 @@ pub async fn serve<F, T, B>(
             continue;
         };
         let service = Tracked::new(service_for(peer), stream.phase());
+        // The read buffer is bounded by the head's bound (hyper answers a longer head 431);
+        // a body is read through it in pieces of at most that size.
         let conn = hyper::server::conn::http1::Builder::new()
+            .max_buf_size(max_buf)
             .writev(writes == Writes::Vectored)
             .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
         let conn = graceful.watch(conn);

@@ -10,7 +10,6 @@
 
 use crate::answer::{Answer, Verdict};
 use crate::env::Env;
-use crate::ip::Forwarding;
 use crate::limits::Headers;
 use crate::pipeline::Gateway;
 use crate::request::{Guard, Request};
@@ -102,6 +101,14 @@ impl Env for TokioEnv {
 impl Headers for HeaderMap {
     fn get(&self, name: &str) -> Option<&[u8]> {
         HeaderMap::get(self, name).map(HeaderValue::as_bytes)
+    }
+
+    fn each(&self, name: &str, f: &mut dyn FnMut(&[u8])) {
+        self.get_all(name).iter().for_each(|v| f(v.as_bytes()));
+    }
+
+    fn each_name(&self, f: &mut dyn FnMut(&str)) {
+        self.keys().for_each(|n| f(n.as_str()));
     }
 }
 
@@ -205,7 +212,6 @@ const PROBLEM_JSON: HeaderValue = HeaderValue::from_static("application/problem+
 const X_REQUEST_ID: http::HeaderName = http::HeaderName::from_static("x-request-id");
 // The request headers the gateway reads on every request, parsed once.
 const X_API_KEY: http::HeaderName = http::HeaderName::from_static("x-api-key");
-const X_FORWARDED_FOR: http::HeaderName = http::HeaderName::from_static("x-forwarded-for");
 
 /// The header names the gateway answers with, made once: a name from the pipeline is
 /// otherwise parsed again at every insertion.
@@ -241,16 +247,6 @@ fn quota_exceeded(violated: &[&str]) -> Response<Body> {
     r.headers_mut()
         .insert(http::header::CONTENT_TYPE, PROBLEM_JSON);
     r
-}
-
-fn header_str<'a>(h: &'a HeaderMap, name: &http::HeaderName) -> Result<Option<&'a str>, String> {
-    match h.get(name) {
-        None => Ok(None),
-        Some(v) => v
-            .to_str()
-            .map(Some)
-            .map_err(|_| format!("{name} is not visible ASCII")),
-    }
 }
 
 impl<S, C, E> tower::Service<http::Request<Body>> for RateLimitService<S, C, E>
@@ -306,8 +302,8 @@ where
             ));
         };
         // The body is not borrowed while the request is decided: only the head is.
-        let (parts, body) = req.into_parts();
-        let answer = match self.head(peer, &parts) {
+        let (mut parts, body) = req.into_parts();
+        let answer = match self.head(peer, &mut parts) {
             Head::Decide(request) => self.gateway.check(request, self.guard.as_deref()).await,
             Head::Refused(refusal) => return Ok(refusal),
         };
@@ -322,7 +318,7 @@ where
     /// a store whose calls complete at once under an environment whose timeouts poll first
     /// ([`StoreClient::IMMEDIATE`], [`Env::POLLS_FIRST`]), where the decision completes in one
     /// poll and needs no future of its own.
-    pub(crate) fn decide_now(&self, peer: IpAddr, parts: &http::request::Parts) -> Decided {
+    pub(crate) fn decide_now(&self, peer: IpAddr, parts: &mut http::request::Parts) -> Decided {
         let request = match self.head(peer, parts) {
             Head::Decide(request) => request,
             Head::Refused(refusal) => return Decided::Refused(refusal),
@@ -348,13 +344,15 @@ where
     }
 
     /// The request the gateway decides for the head `parts` from `peer`, numbered for the
-    /// store calls' trace ids; or the 400 (counted and logged) of a forwarding header a
-    /// trusted proxy sent unreadable.
-    fn head<'a>(&self, peer: IpAddr, parts: &'a http::request::Parts) -> Head<'a> {
+    /// store calls' trace ids; or the 400 (counted and logged) of a path or method the
+    /// limiter would read otherwise than the application behind it ([`crate::path`]). The
+    /// path is normalised in place first: the inner service forwards the path matched.
+    fn head<'a>(&self, peer: IpAddr, parts: &'a mut http::request::Parts) -> Head<'a> {
+        let spelled = canonical_target(parts);
+        let parts: &'a http::request::Parts = parts;
         let h = &parts.headers;
-        let mut request = Request {
+        let request = Request {
             peer,
-            forwarding: Forwarding::default(),
             api_key: h.get(X_API_KEY).map(HeaderValue::as_bytes),
             route: parts.uri.path(),
             method: parts.method.as_str(),
@@ -362,42 +360,46 @@ where
             cost: 1,
             trace: self.sequence.fetch_add(1, Ordering::Relaxed),
         };
-        // Forwarding headers are only ever believed from a trusted proxy: from any other
-        // peer they are not read at all (nor refused when unreadable).
-        let trusted = self
-            .gateway
-            .config()
-            .trusted_proxies
-            .iter()
-            .any(|n| n.contains(peer));
-        if !trusted {
-            return Head::Decide(request);
-        }
-        match (
-            header_str(h, &http::header::FORWARDED),
-            header_str(h, &X_FORWARDED_FOR),
-        ) {
-            (Ok(forwarded), Ok(x_forwarded_for)) => {
-                request.forwarding = Forwarding {
-                    forwarded,
-                    x_forwarded_for,
-                };
-                Head::Decide(request)
-            }
-            (Err(e), _) | (_, Err(e)) => {
-                let answer = self.gateway.refuse(request, e.clone());
-                Head::Refused(with_id(text(StatusCode::BAD_REQUEST, e + "\n"), answer.id))
+        match spelled {
+            Ok(()) => Head::Decide(request),
+            Err(e) => {
+                let answer = self.gateway.refuse(request, e.0.clone());
+                Head::Refused(with_id(
+                    text(StatusCode::BAD_REQUEST, e.0 + "\n"),
+                    answer.id,
+                ))
             }
         }
     }
+}
+
+/// Normalises `parts`' path in place ([`crate::path::normalize`]) and checks its method;
+/// the query is kept as sent.
+fn canonical_target(parts: &mut http::request::Parts) -> Result<(), crate::path::PathError> {
+    crate::path::check_method(parts.method.as_str())?;
+    let path = match crate::path::normalize(parts.uri.path())? {
+        std::borrow::Cow::Borrowed(_) => return Ok(()),
+        std::borrow::Cow::Owned(p) => p,
+    };
+    let target = match parts.uri.query() {
+        Some(q) => format!("{path}?{q}"),
+        None => path,
+    };
+    let mut uri = std::mem::take(&mut parts.uri).into_parts();
+    uri.path_and_query = Some(target.parse().map_err(|e| {
+        crate::path::PathError(format!("the normalised path is not a valid target: {e}"))
+    })?);
+    parts.uri = http::Uri::from_parts(uri)
+        .map_err(|e| crate::path::PathError(format!("the normalised target: {e}")))?;
+    Ok(())
 }
 
 /// A request decided in the call ([`RateLimitLayer::decide_now`]).
 pub(crate) enum Decided {
     /// The gateway's answer: the response is still to make.
     Answered(Answer),
-    /// The response already made: a forwarding header the gateway could not read (400), or
-    /// a decision that did not complete at once (500, when a store breaks its contract).
+    /// The response already made: a path or method refused (400), or a decision that did
+    /// not complete at once (500, when a store breaks its contract).
     Refused(Response<Body>),
 }
 

@@ -1,10 +1,20 @@
-//! Which address a request comes from: the peer, or — only when the peer is a trusted proxy —
-//! the address that proxy reports in `Forwarded` (RFC 7239) or `X-Forwarded-For`.
+//! Which address a request comes from, by one rule:
 //!
-//! Forwarding headers are trivially spoofed, so they are believed only from configured
-//! proxies, and only up to the first hop that is not itself a trusted proxy (walking the list
-//! from the right, the hop nearest to us).
+//! - addresses are canonical before any comparison: an IPv4-mapped IPv6 address
+//!   (`::ffff:127.0.0.1`, as a `[::]` listener reports IPv4 peers) is its IPv4 address, in
+//!   the trusted-proxy check, the admin check and every key;
+//! - the client is the connection's peer, unless the peer is a trusted proxy;
+//! - then it is the **rightmost** entry, across every line of the one forwarding header the
+//!   deployment names ([`ClientIpHeader`]: `X-Forwarded-For` by default, `Forwarded` or
+//!   `X-Real-IP`), that is not itself a trusted proxy. Every other forwarding header is
+//!   ignored: a client that sends its own `Forwarded` through a proxy that only appends to
+//!   `X-Forwarded-For` chooses nothing.
+//!
+//! Entries to the left of the first untrusted one were written by whoever sent them — the
+//! client included — so they are never read: a proxy appends the address it saw, and only
+//! what trusted proxies appended is believed.
 
+use crate::request::Headers;
 use core::fmt;
 use std::net::IpAddr;
 
@@ -57,7 +67,14 @@ impl std::str::FromStr for IpNet {
                 .ok_or_else(err)?,
             None => max,
         };
-        Ok(IpNet { addr, prefix })
+        // An IPv4-mapped range is the IPv4 range: addresses are compared canonical.
+        match addr {
+            IpAddr::V6(v6) if prefix >= 96 && v6.to_ipv4_mapped().is_some() => Ok(IpNet {
+                addr: addr.to_canonical(),
+                prefix: prefix - 96,
+            }),
+            _ => Ok(IpNet { addr, prefix }),
+        }
     }
 }
 
@@ -95,8 +112,9 @@ impl IpNet {
         self.prefix
     }
 
-    /// Whether `ip` is inside the range.
+    /// Whether `ip` (canonical or not: `::ffff:10.0.0.1` is `10.0.0.1`) is inside the range.
     pub fn contains(&self, ip: IpAddr) -> bool {
+        let ip = ip.to_canonical();
         fn masked(bits: u128, width: u32, prefix: u8) -> u128 {
             if prefix == 0 {
                 0
@@ -117,62 +135,192 @@ impl IpNet {
     }
 }
 
-/// The forwarding headers of a request, as received (absent when not sent).
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Forwarding<'a> {
-    /// `Forwarded` (RFC 7239); preferred when present.
-    pub forwarded: Option<&'a str>,
-    /// `X-Forwarded-For`.
-    pub x_forwarded_for: Option<&'a str>,
+/// The one forwarding header a deployment believes its proxies on
+/// (`--client-ip-header`); every other forwarding header is ignored.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ClientIpHeader {
+    /// `X-Forwarded-For`: comma-separated addresses, nearest hop last (the default).
+    #[default]
+    XForwardedFor,
+    /// `Forwarded` (RFC 7239): the `for=` parameter of each element, nearest hop last.
+    Forwarded,
+    /// `X-Real-IP`: one address per line.
+    XRealIp,
+    /// None: the client is the connection's peer, whatever it sends.
+    None,
 }
 
-/// Resolves the client address. Headers from an untrusted peer are ignored; a malformed
-/// header from a trusted proxy is an error (a broken proxy must not silently become the client).
-pub fn client_ip(peer: IpAddr, fwd: Forwarding<'_>, trusted: &[IpNet]) -> Result<IpAddr, String> {
-    let is_trusted = |ip: IpAddr| trusted.iter().any(|n| n.contains(ip));
-    if !is_trusted(peer) {
-        return Ok(peer);
+impl ClientIpHeader {
+    /// Every choice, as the flag spells it.
+    pub const NAMES: [&'static str; 4] = ["x-forwarded-for", "forwarded", "x-real-ip", "none"];
+
+    /// The header's name (lower case), or `None` for [`ClientIpHeader::None`].
+    pub fn header(self) -> Option<&'static str> {
+        match self {
+            ClientIpHeader::XForwardedFor => Some("x-forwarded-for"),
+            ClientIpHeader::Forwarded => Some("forwarded"),
+            ClientIpHeader::XRealIp => Some("x-real-ip"),
+            ClientIpHeader::None => None,
+        }
     }
-    let hops: Vec<IpAddr> = if let Some(f) = fwd.forwarded {
-        parse_forwarded(f)?
-    } else if let Some(x) = fwd.x_forwarded_for {
-        x.split(',')
-            .map(|h| {
-                parse_hop(h.trim())
-                    .ok_or_else(|| format!("malformed X-Forwarded-For entry {:?}", h.trim()))
-            })
-            .collect::<Result<_, _>>()?
-    } else {
-        return Ok(peer);
+
+    /// The choice as the flag spells it.
+    pub fn name(self) -> &'static str {
+        self.header().unwrap_or("none")
+    }
+}
+
+impl std::str::FromStr for ClientIpHeader {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<ClientIpHeader, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "x-forwarded-for" => Ok(ClientIpHeader::XForwardedFor),
+            "forwarded" => Ok(ClientIpHeader::Forwarded),
+            "x-real-ip" => Ok(ClientIpHeader::XRealIp),
+            "none" => Ok(ClientIpHeader::None),
+            _ => Err(format!(
+                "{s:?}: expected one of {}",
+                ClientIpHeader::NAMES.join(", ")
+            )),
+        }
+    }
+}
+
+/// One entry of a forwarding chain: an address, or a hop a proxy would not name (RFC 7239's
+/// `unknown` and obfuscated `_identifiers`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Hop {
+    /// A named address (canonical: an IPv4-mapped IPv6 address is its IPv4 address).
+    Addr(IpAddr),
+    /// A hop without an address.
+    Unnamed,
+}
+
+/// The entries of every line of `header` in `headers`, in order (the nearest hop last); an
+/// entry that is not an address is an error that names it. Empty for
+/// [`ClientIpHeader::None`] or when the header is absent.
+pub fn forwarding_chain(header: ClientIpHeader, headers: &dyn Headers) -> Result<Vec<Hop>, String> {
+    let Some(name) = header.header() else {
+        return Ok(Vec::new());
     };
-    // Nearest hop last: walk back over trusted proxies to the first address that is not one.
-    Ok(hops
-        .iter()
-        .rev()
-        .copied()
-        .find(|&ip| !is_trusted(ip))
-        .or(hops.first().copied())
-        .unwrap_or(peer))
+    let mut hops = Vec::new();
+    let mut error = None;
+    headers.each(name, &mut |line| {
+        if error.is_none()
+            && let Err(e) = parse_line(header, name, line, &mut hops)
+        {
+            error = Some(e);
+        }
+    });
+    error.map_or(Ok(hops), Err)
 }
 
-/// One hop: an IPv4 or IPv6 address, optionally with a port (`1.2.3.4:80`, `[::1]:80`).
-fn parse_hop(h: &str) -> Option<IpAddr> {
-    let h = h.trim_matches('"');
-    if let Ok(ip) = h.parse() {
-        return Some(ip);
+/// The entries of one line of the forwarding header `name`, appended to `hops`.
+fn parse_line(
+    header: ClientIpHeader,
+    name: &str,
+    line: &[u8],
+    hops: &mut Vec<Hop>,
+) -> Result<(), String> {
+    let line = std::str::from_utf8(line)
+        .ok()
+        .filter(|l| l.bytes().all(|b| b == b'\t' || (b' '..=b'~').contains(&b)))
+        .ok_or_else(|| format!("{name} is not visible ASCII"))?;
+    match header {
+        ClientIpHeader::XForwardedFor => {
+            for entry in line.split(',') {
+                let e = entry.trim();
+                // An empty list element is allowed by the list syntax (RFC 9110 §5.6.1).
+                if e.is_empty() {
+                    continue;
+                }
+                hops.push(
+                    parse_hop(e).ok_or_else(|| format!("malformed X-Forwarded-For entry {e:?}"))?,
+                );
+            }
+        }
+        ClientIpHeader::Forwarded => parse_forwarded(line, hops)?,
+        ClientIpHeader::XRealIp => {
+            let e = line.trim();
+            hops.push(parse_hop(e).ok_or_else(|| format!("malformed X-Real-IP {e:?}"))?);
+        }
+        ClientIpHeader::None => {}
     }
-    if let Some(rest) = h.strip_prefix('[') {
-        return rest.split(']').next()?.parse().ok();
-    }
-    let (ip, port) = h.rsplit_once(':')?;
-    port.parse::<u16>().ok()?;
-    ip.parse().ok()
+    Ok(())
 }
 
-/// The `for=` addresses of a `Forwarded` header, in order.
-fn parse_forwarded(f: &str) -> Result<Vec<IpAddr>, String> {
-    let mut out = Vec::new();
+/// Resolves the client address, canonical: the peer's, unless the peer is a trusted proxy;
+/// then the rightmost entry, across every line of `header`, that is not a trusted proxy
+/// (every entry trusted: the leftmost). An entry without an address stops the walk: the
+/// trusted hop that reported it stands for the client. A malformed header from a trusted
+/// proxy is an error (a broken proxy must not silently become the client); headers from any
+/// other peer are not read.
+pub fn client_ip(
+    peer: IpAddr,
+    header: ClientIpHeader,
+    headers: &dyn Headers,
+    trusted: &[IpNet],
+) -> Result<IpAddr, String> {
+    let peer = peer.to_canonical();
+    if !is_trusted(trusted, peer) {
+        return Ok(peer);
+    }
+    let hops = forwarding_chain(header, headers)?;
+    let mut client = peer;
+    for hop in hops.iter().rev() {
+        match *hop {
+            Hop::Unnamed => return Ok(client),
+            Hop::Addr(ip) => {
+                client = ip;
+                if !is_trusted(trusted, ip) {
+                    return Ok(ip);
+                }
+            }
+        }
+    }
+    Ok(client)
+}
+
+/// Whether `ip` is in one of the `trusted` ranges.
+pub fn is_trusted(trusted: &[IpNet], ip: IpAddr) -> bool {
+    trusted.iter().any(|n| n.contains(ip))
+}
+
+/// One hop: an IPv4 or IPv6 address, optionally quoted and with a port (`1.2.3.4:80`,
+/// `"[::1]:80"`), canonical; `unknown` and `_obfuscated` are [`Hop::Unnamed`].
+fn parse_hop(h: &str) -> Option<Hop> {
+    let h = h.trim();
+    let h = h
+        .strip_prefix('"')
+        .and_then(|x| x.strip_suffix('"'))
+        .unwrap_or(h);
+    if h.eq_ignore_ascii_case("unknown") || (h.starts_with('_') && h.len() > 1) {
+        return Some(Hop::Unnamed);
+    }
+    let ip: IpAddr = if let Ok(ip) = h.parse() {
+        ip
+    } else if let Some(rest) = h.strip_prefix('[') {
+        let (ip, after) = rest.split_once(']')?;
+        if !(after.is_empty() || after.strip_prefix(':')?.parse::<u16>().is_ok()) {
+            return None;
+        }
+        ip.parse().ok()?
+    } else {
+        let (ip, port) = h.rsplit_once(':')?;
+        port.parse::<u16>().ok()?;
+        IpAddr::V4(ip.parse().ok()?)
+    };
+    Some(Hop::Addr(ip.to_canonical()))
+}
+
+/// The `for=` hops of one `Forwarded` line, appended in order.
+fn parse_forwarded(f: &str, out: &mut Vec<Hop>) -> Result<(), String> {
     for element in f.split(',') {
+        if element.trim().is_empty() {
+            continue;
+        }
+        let mut found = false;
         for pair in element.split(';') {
             let Some((k, v)) = pair.split_once('=') else {
                 if pair.trim().is_empty() {
@@ -181,17 +329,25 @@ fn parse_forwarded(f: &str) -> Result<Vec<IpAddr>, String> {
                 return Err(format!("malformed Forwarded pair {:?}", pair.trim()));
             };
             if k.trim().eq_ignore_ascii_case("for") {
+                if found {
+                    return Err(format!(
+                        "Forwarded element {:?} has two for= parameters",
+                        element.trim()
+                    ));
+                }
+                found = true;
                 let v = v.trim();
                 out.push(
                     parse_hop(v).ok_or_else(|| format!("malformed Forwarded for= value {v:?}"))?,
                 );
             }
         }
+        if !found {
+            // A proxy that does not say whom it heard from (only `by=`, `proto=`…).
+            out.push(Hop::Unnamed);
+        }
     }
-    if out.is_empty() {
-        return Err("Forwarded header without a for= address".into());
-    }
-    Ok(out)
+    Ok(())
 }
 
 #[cfg(test)]
@@ -222,61 +378,133 @@ mod tests {
         list.iter().map(|s| s.parse().unwrap()).collect()
     }
 
+    /// Resolves with `headers` (name, value; a name may repeat) and `header` believed from
+    /// `trusted`.
+    fn resolve(
+        peer: &str,
+        header: ClientIpHeader,
+        headers: &[(&str, &str)],
+        trusted: &[&str],
+    ) -> Result<IpAddr, String> {
+        let h: Vec<(&str, &[u8])> = headers.iter().map(|(n, v)| (*n, v.as_bytes())).collect();
+        client_ip(ip(peer), header, &h, &nets(trusted))
+    }
+
+    const XFF: ClientIpHeader = ClientIpHeader::XForwardedFor;
+
     #[test]
     fn forwarding_headers_from_untrusted_peers_are_ignored() {
-        let spoof = Forwarding {
-            x_forwarded_for: Some("1.1.1.1"),
-            forwarded: Some("for=2.2.2.2"),
-        };
+        let spoof = [("x-forwarded-for", "1.1.1.1"), ("forwarded", "for=2.2.2.2")];
+        for header in [XFF, ClientIpHeader::Forwarded, ClientIpHeader::XRealIp] {
+            assert_eq!(
+                resolve("203.0.113.9", header, &spoof, &["10.0.0.0/8"]),
+                Ok(ip("203.0.113.9"))
+            );
+            assert_eq!(
+                resolve("203.0.113.9", header, &spoof, &[]),
+                Ok(ip("203.0.113.9"))
+            );
+        }
+    }
+
+    #[test]
+    fn the_client_is_the_rightmost_untrusted_entry_of_the_named_header_only() {
+        let t = ["10.0.0.0/8"];
+        // The client prepended a fake address; our proxy appended the real one it saw.
+        let xff = [("x-forwarded-for", "6.6.6.6, 198.51.100.7")];
+        assert_eq!(resolve("10.1.2.3", XFF, &xff, &t), Ok(ip("198.51.100.7")));
+        // Two trusted proxies in a row are walked over.
+        let chain = [("x-forwarded-for", "198.51.100.7, 10.9.9.9")];
+        assert_eq!(resolve("10.1.2.3", XFF, &chain, &t), Ok(ip("198.51.100.7")));
+        // A forged `Forwarded` passed through untouched is not read when X-Forwarded-For is
+        // the header named, and the other way round.
+        let both = [
+            (
+                "forwarded",
+                "for=\"[2001:db8::1]:4711\";proto=https, for=10.0.0.5",
+            ),
+            ("x-forwarded-for", "9.9.9.9"),
+        ];
+        assert_eq!(resolve("10.1.2.3", XFF, &both, &t), Ok(ip("9.9.9.9")));
         assert_eq!(
-            client_ip(ip("203.0.113.9"), spoof, &nets(&["10.0.0.0/8"])),
-            Ok(ip("203.0.113.9"))
+            resolve("10.1.2.3", ClientIpHeader::Forwarded, &both, &t),
+            Ok(ip("2001:db8::1"))
         );
         assert_eq!(
-            client_ip(ip("203.0.113.9"), spoof, &[]),
-            Ok(ip("203.0.113.9"))
+            resolve("10.1.2.3", ClientIpHeader::None, &both, &t),
+            Ok(ip("10.1.2.3"))
+        );
+        // Every line counts, in order: the proxy's own line comes after the client's.
+        let lines = [
+            ("x-forwarded-for", "6.6.6.6"),
+            ("x-forwarded-for", "198.51.100.7"),
+        ];
+        assert_eq!(resolve("10.1.2.3", XFF, &lines, &t), Ok(ip("198.51.100.7")));
+        let real = [("x-real-ip", "7.7.7.7"), ("x-real-ip", "198.51.100.8")];
+        assert_eq!(
+            resolve("10.1.2.3", ClientIpHeader::XRealIp, &real, &t),
+            Ok(ip("198.51.100.8"))
+        );
+        // Every entry trusted: the leftmost; none: the peer.
+        let inner = [("x-forwarded-for", "10.0.0.9, 10.0.0.8")];
+        assert_eq!(resolve("10.1.2.3", XFF, &inner, &t), Ok(ip("10.0.0.9")));
+        assert_eq!(resolve("10.1.2.3", XFF, &[], &t), Ok(ip("10.1.2.3")));
+        // A hop a proxy would not name: the trusted hop that reported it stands for it.
+        let hidden = [("forwarded", "for=unknown, for=10.0.0.7")];
+        assert_eq!(
+            resolve("10.1.2.3", ClientIpHeader::Forwarded, &hidden, &t),
+            Ok(ip("10.0.0.7"))
         );
     }
 
     #[test]
-    fn trusted_proxy_reports_the_client_and_spoofed_prefixes_are_skipped() {
-        let t = nets(&["10.0.0.0/8"]);
-        // The client prepended a fake address; our proxy appended the real one it saw.
-        let xff = Forwarding {
-            x_forwarded_for: Some("6.6.6.6, 198.51.100.7"),
-            forwarded: None,
-        };
-        assert_eq!(client_ip(ip("10.1.2.3"), xff, &t), Ok(ip("198.51.100.7")));
-        // Two trusted proxies in a row are walked over.
-        let chain = Forwarding {
-            x_forwarded_for: Some("198.51.100.7, 10.9.9.9"),
-            forwarded: None,
-        };
-        assert_eq!(client_ip(ip("10.1.2.3"), chain, &t), Ok(ip("198.51.100.7")));
-        let fwd = Forwarding {
-            forwarded: Some("for=\"[2001:db8::1]:4711\";proto=https, for=10.0.0.5"),
-            x_forwarded_for: Some("9.9.9.9"),
-        };
-        assert_eq!(client_ip(ip("10.1.2.3"), fwd, &t), Ok(ip("2001:db8::1")));
+    fn addresses_are_canonical_before_any_comparison() {
+        // A `[::]` listener sees IPv4 peers as IPv4-mapped IPv6 addresses.
+        let xff = [("x-forwarded-for", "::ffff:198.51.100.7, ::ffff:127.0.0.2")];
+        assert_eq!(
+            resolve("::ffff:127.0.0.1", XFF, &xff, &["127.0.0.0/8"]),
+            Ok(ip("198.51.100.7"))
+        );
+        assert_eq!(
+            resolve("::ffff:127.0.0.1", XFF, &xff, &["::ffff:127.0.0.0/104"]),
+            Ok(ip("198.51.100.7"))
+        );
+        assert_eq!(
+            resolve("::ffff:203.0.113.9", XFF, &xff, &["127.0.0.1"]),
+            Ok(ip("203.0.113.9"))
+        );
+        let mapped: IpNet = "::ffff:10.0.0.0/104".parse().unwrap();
+        assert_eq!(mapped.to_string(), "10.0.0.0/8");
     }
 
     #[test]
     fn malformed_headers_from_a_trusted_proxy_are_errors() {
-        let t = nets(&["127.0.0.1"]);
-        let bad = Forwarding {
-            x_forwarded_for: Some("not-an-ip"),
-            forwarded: None,
-        };
+        let t = ["127.0.0.1"];
+        let bad = [("x-forwarded-for", "not-an-ip")];
         assert!(
-            client_ip(ip("127.0.0.1"), bad, &t)
+            resolve("127.0.0.1", XFF, &bad, &t)
                 .unwrap_err()
                 .contains("X-Forwarded-For")
         );
-        let bad = Forwarding {
-            forwarded: Some("proto=http"),
-            x_forwarded_for: None,
-        };
-        assert!(client_ip(ip("127.0.0.1"), bad, &t).is_err());
+        let bad = [("x-forwarded-for", "1.2.3.4:99999")];
+        assert!(resolve("127.0.0.1", XFF, &bad, &t).is_err());
+        let bad = [("forwarded", "for=1.2.3.4;for=5.6.7.8")];
+        assert!(resolve("127.0.0.1", ClientIpHeader::Forwarded, &bad, &t).is_err());
+        let bad = [("x-real-ip", "1.2.3.4, 5.6.7.8")];
+        assert!(resolve("127.0.0.1", ClientIpHeader::XRealIp, &bad, &t).is_err());
+    }
+
+    #[test]
+    fn the_header_is_named_as_the_flag_spells_it() {
+        for name in ClientIpHeader::NAMES {
+            assert_eq!(name.parse::<ClientIpHeader>().unwrap().name(), name);
+        }
+        assert!(
+            "via"
+                .parse::<ClientIpHeader>()
+                .unwrap_err()
+                .contains("x-real-ip")
+        );
     }
 
     #[test]

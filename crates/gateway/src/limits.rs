@@ -32,7 +32,7 @@ pub const MAX_LIMITS: usize = 256;
 /// Which requests a limit applies to: all of its conditions hold (an absent one always does).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Selector {
-    /// The path starts with this.
+    /// The path (normalised: [`crate::path`]) starts with this, ASCII case aside.
     pub route_prefix: Option<String>,
     /// The method is one of these (upper case); empty: any method.
     pub methods: Vec<String>,
@@ -48,7 +48,7 @@ impl Selector {
         let route = self
             .route_prefix
             .as_deref()
-            .is_none_or(|p| req.route.starts_with(p));
+            .is_none_or(|p| starts_with_ignoring_case(req.route, p));
         let method = self.methods.is_empty() || self.methods.iter().any(|m| m == req.method);
         let header =
             self.header
@@ -62,6 +62,13 @@ impl Selector {
         let client = self.clients.is_empty() || self.clients.iter().any(|n| n.contains(ip));
         route && method && header && client
     }
+}
+
+/// Whether `path` starts with `prefix`, ASCII case aside ([`crate::path`]: an application
+/// that routes without regard to case must not see `/API/` escape `/api/`).
+pub fn starts_with_ignoring_case(path: &str, prefix: &str) -> bool {
+    path.len() >= prefix.len()
+        && path.as_bytes()[..prefix.len()].eq_ignore_ascii_case(prefix.as_bytes())
 }
 
 /// What one bucket of a limit is: requests with the same key share one.
@@ -223,6 +230,65 @@ pub struct Planned<'s, C> {
     pub key: Key,
     /// The request's cost at it.
     pub cost: u64,
+}
+
+/// The headers `spec` reads: its selector's, its key's, its cost's.
+fn headers_read(spec: &LimitSpec) -> impl Iterator<Item = &str> {
+    let selector = spec.selector.header.as_ref().map(|(n, _)| n.as_str());
+    let key = match &spec.key_by {
+        KeyBy::ApiKey => Some(API_KEY),
+        KeyBy::Header(n) => Some(n.as_str()),
+        KeyBy::ClientIp | KeyBy::Global => None,
+    };
+    let cost = match &spec.cost {
+        Cost::Header { name, .. } => Some(name.as_str()),
+        Cost::Request | Cost::Fixed(_) => None,
+    };
+    selector.into_iter().chain(key).chain(cost)
+}
+
+/// The API key's header, read for every request (the guard and the request log read it too).
+pub const API_KEY: &str = "x-api-key";
+
+/// Whether two header names are one name to a framework that folds `_` into `-` and ignores
+/// case (CGI and WSGI read both `x-api-key` and `x_api_key` as `HTTP_X_API_KEY`).
+fn same_when_folded(a: &str, b: &str) -> bool {
+    let fold = |c: u8| {
+        if c == b'_' {
+            b'-'
+        } else {
+            c.to_ascii_lowercase()
+        }
+    };
+    a.len() == b.len() && a.bytes().zip(b.bytes()).all(|(x, y)| fold(x) == fold(y))
+}
+
+/// `Err` naming the header when a header the limits (or the API key) read was sent more than
+/// once, or in another spelling a framework folds into it: the limiter would count one value
+/// and the application behind it might read another.
+pub(crate) fn unambiguous<C>(set: &LimitSet<C>, headers: &dyn Headers) -> Result<(), String> {
+    let read = || std::iter::once(API_KEY).chain(set.iter().flat_map(|l| headers_read(&l.spec)));
+    for name in read() {
+        let mut n = 0;
+        headers.each(name, &mut |_| n += 1);
+        if n > 1 {
+            return Err(format!(
+                "{name} was sent {n} times: the rate limiter keys on it, so it must be sent once"
+            ));
+        }
+    }
+    let mut folded = None;
+    headers.each_name(&mut |sent| {
+        if folded.is_none()
+            && let Some(name) = read().find(|r| *r != sent && same_when_folded(r, sent))
+        {
+            folded = Some(format!(
+                "{sent} is another spelling of {name}, which the rate limiter keys on \
+                 (frameworks read both as one header): send {name} only"
+            ));
+        }
+    });
+    folded.map_or(Ok(()), Err)
 }
 
 /// Every limit of `set` that applies to `req` from `ip`, with its key and cost; `Err` names

@@ -31,9 +31,9 @@ mod together;
 use crate::answer::{Answer, FailReason, LayerOutcome, LimitResult, Verdict};
 use crate::config::GatewayConfig;
 use crate::env::Env;
-use crate::ip::{Forwarding, client_ip};
+use crate::ip::client_ip;
 use crate::limits::{
-    KeyBy, Limit, LimitSet, LimitSpec, Mode, NoHeaders, PER_IP, PER_KEY, Planned, plan,
+    KeyBy, Limit, LimitSet, LimitSpec, Mode, NoHeaders, PER_IP, PER_KEY, Planned, plan, unambiguous,
 };
 use crate::reqlog::IdGenerator;
 use crate::request::{Guard, Request};
@@ -198,7 +198,7 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
                 .config
                 .fail_closed_routes
                 .iter()
-                .any(|p| route.starts_with(p.as_str()))
+                .any(|p| crate::limits::starts_with_ignoring_case(route, p))
     }
 
     /// Decides `req`, then mints its id and emits its log line.
@@ -226,7 +226,12 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
             a.verdict = Verdict::BadRequest(reason);
             a
         };
-        let ip = match client_ip(req.peer, req.forwarding, &self.config.trusted_proxies) {
+        let ip = match client_ip(
+            req.peer,
+            self.config.client_ip_header,
+            req.headers,
+            &self.config.trusted_proxies,
+        ) {
             Ok(ip) => ip,
             Err(e) => {
                 bump(&self.stats.bad_request);
@@ -259,6 +264,10 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
         // unreadable key or cost at an enforced limit refuses the request with nothing spent
         // anywhere (a shadow limit that cannot read its own skips the request instead).
         let set = self.limits.load_full();
+        if let Err(e) = unambiguous(&set, req.headers) {
+            bump(&self.stats.bad_request);
+            return bad(answer, e);
+        }
         let shadow_all = self.shadow();
         let planned = match plan(&set, &req, ip, api_key, self.config.ipv6_prefix, shadow_all) {
             Ok(p) => p,
@@ -294,7 +303,6 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
     ) -> Answer {
         let req = Request {
             peer,
-            forwarding: Forwarding::default(),
             api_key: None,
             route,
             method: "",

@@ -1,7 +1,7 @@
-//! One request as the pipeline sees it: its peer, forwarding headers, key, route, method,
-//! headers and cost; and the guard that may reject it before any limit is consulted.
+//! One request as the pipeline sees it: its peer, key, route, method, headers (the
+//! forwarding header among them) and cost; and the guard that may reject it before any limit
+//! is consulted.
 
-use crate::ip::Forwarding;
 use std::net::IpAddr;
 
 /// One request, as the pipeline sees it.
@@ -9,11 +9,10 @@ use std::net::IpAddr;
 pub struct Request<'a> {
     /// The connection's peer address.
     pub peer: IpAddr,
-    /// Forwarding headers, believed only from trusted proxies.
-    pub forwarding: Forwarding<'a>,
     /// The raw `x-api-key` header, if present.
     pub api_key: Option<&'a [u8]>,
-    /// The request path (for fail-closed routes and limit selectors).
+    /// The request path (for fail-closed routes and limit selectors), normalised by the HTTP
+    /// front end ([`crate::path`]).
     pub route: &'a str,
     /// The request method, upper case (for limit selectors).
     pub method: &'a str,
@@ -25,10 +24,20 @@ pub struct Request<'a> {
     pub trace: u64,
 }
 
-/// A request's headers, by lower-case name; the first value when a header repeats.
+/// A request's headers, by lower-case name.
 pub trait Headers: Sync + std::fmt::Debug {
-    /// The raw value of `name`, if sent.
+    /// The raw value of `name`, if sent (the first, when it repeats).
     fn get(&self, name: &str) -> Option<&[u8]>;
+
+    /// Every value of `name`, in the order sent.
+    fn each(&self, name: &str, f: &mut dyn FnMut(&[u8])) {
+        if let Some(v) = self.get(name) {
+            f(v);
+        }
+    }
+
+    /// Every distinct header name sent, lower case.
+    fn each_name(&self, f: &mut dyn FnMut(&str));
 }
 
 /// No headers (a simulated request).
@@ -39,6 +48,8 @@ impl Headers for NoHeaders {
     fn get(&self, _: &str) -> Option<&[u8]> {
         None
     }
+
+    fn each_name(&self, _: &mut dyn FnMut(&str)) {}
 }
 
 impl<'a> Headers for [(&'a str, &'a [u8])] {
@@ -47,6 +58,20 @@ impl<'a> Headers for [(&'a str, &'a [u8])] {
             .find(|(n, _)| n.eq_ignore_ascii_case(name))
             .map(|(_, v)| *v)
     }
+
+    fn each(&self, name: &str, f: &mut dyn FnMut(&[u8])) {
+        self.iter()
+            .filter(|(n, _)| n.eq_ignore_ascii_case(name))
+            .for_each(|(_, v)| f(v));
+    }
+
+    fn each_name(&self, f: &mut dyn FnMut(&str)) {
+        for (i, (n, _)) in self.iter().enumerate() {
+            if !self[..i].iter().any(|(m, _)| m.eq_ignore_ascii_case(n)) {
+                f(&n.to_ascii_lowercase());
+            }
+        }
+    }
 }
 
 /// A pre-limit check (the bloom-filter guard slot): `Some(reason)` rejects the request before
@@ -54,4 +79,18 @@ impl<'a> Headers for [(&'a str, &'a [u8])] {
 pub trait Guard: Send + Sync {
     /// Checks the request's API key, if any.
     fn reject(&self, api_key: Option<&str>) -> Option<String>;
+}
+
+impl<'a> Headers for Vec<(&'a str, &'a [u8])> {
+    fn get(&self, name: &str) -> Option<&[u8]> {
+        Headers::get(self.as_slice(), name)
+    }
+
+    fn each(&self, name: &str, f: &mut dyn FnMut(&[u8])) {
+        self.as_slice().each(name, f);
+    }
+
+    fn each_name(&self, f: &mut dyn FnMut(&str)) {
+        self.as_slice().each_name(f);
+    }
 }

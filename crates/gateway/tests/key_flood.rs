@@ -6,9 +6,7 @@
 use ratelab_check::envelope::{Admission, Envelope, envelope};
 use ratelab_core::{Nanos, Policy, TokenBucket};
 use ratelab_gateway::limits::{NoHeaders, PER_KEY};
-use ratelab_gateway::{
-    BreakerConfig, Env, Forwarding, Gateway, GatewayConfig, LayerOutcome, Request, Verdict,
-};
+use ratelab_gateway::{BreakerConfig, Env, Gateway, GatewayConfig, LayerOutcome, Request, Verdict};
 use ratelab_store::memory::PURGE_STEPS;
 use ratelab_store::{LocalClient, MemoryStore};
 use std::cell::Cell;
@@ -83,7 +81,6 @@ fn gateway(edge: Option<Client>, per_key: Client) -> Gateway<Client, FakeEnv> {
 fn request<'a>(peer: IpAddr, key: &'a [u8]) -> Request<'a> {
     Request {
         peer,
-        forwarding: Forwarding::default(),
         api_key: Some(key),
         route: "/",
         method: "GET",

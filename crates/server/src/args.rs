@@ -37,6 +37,14 @@ pub struct ServeArgs {
     /// in progress is closed to make room, or the new one when all are busy.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     max_connections: Option<u64>,
+    /// The largest request head (request line and headers), bytes (default 32768, as nginx's
+    /// `large_client_header_buffers 4 8k`): a larger one is answered 431.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(8192..=1_048_576))]
+    max_header_bytes: Option<u64>,
+    /// A name the admin listener answers to in `Host` besides its IP address and
+    /// `localhost` (repeatable): a request naming any other host (DNS rebinding) is refused.
+    #[arg(long = "admin-host", value_name = "NAME")]
+    admin_hosts: Vec<String>,
     /// The largest request body forwarded to --upstream, bytes (default 10485760): a larger
     /// one is answered 413.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1_073_741_824))]
@@ -67,9 +75,14 @@ pub struct ServeArgs {
     /// Each request's store deadline, shared by its layers, ms (default 50).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=60_000))]
     timeout_ms: Option<u64>,
-    /// A proxy whose forwarding headers are believed (IP or range; repeatable).
+    /// A proxy whose forwarding header is believed (IP or range; repeatable).
     #[arg(long = "trusted-proxy")]
     trusted_proxies: Vec<String>,
+    /// The one forwarding header believed from trusted proxies: x-forwarded-for (default),
+    /// forwarded, x-real-ip, or none. The client is its rightmost entry, across every line,
+    /// that is not a trusted proxy; every other forwarding header is ignored.
+    #[arg(long, value_parser = ["x-forwarded-for", "forwarded", "x-real-ip", "none"])]
+    client_ip_header: Option<String>,
     /// A route prefix that fails closed (repeatable).
     #[arg(long = "fail-closed-route")]
     fail_closed_routes: Vec<String>,
@@ -147,6 +160,8 @@ pub fn serve_command(args: ServeArgs) -> ExitCode {
         header_read_timeout_ms,
         idle_timeout_ms,
         max_connections,
+        max_header_bytes,
+        admin_hosts,
         max_body_bytes,
         ratelimit_fields,
         config,
@@ -157,6 +172,7 @@ pub fn serve_command(args: ServeArgs) -> ExitCode {
         ipv6_prefix,
         timeout_ms,
         trusted_proxies,
+        client_ip_header,
         fail_closed_routes,
         redis,
         redis_cluster,
@@ -191,6 +207,11 @@ pub fn serve_command(args: ServeArgs) -> ExitCode {
     f.idle_timeout_ms = idle_timeout_ms.or(f.idle_timeout_ms);
     f.max_connections = max_connections.map(|n| n as usize).or(f.max_connections);
     f.max_body_bytes = max_body_bytes.or(f.max_body_bytes);
+    f.max_header_bytes = max_header_bytes.or(f.max_header_bytes);
+    f.client_ip_header = client_ip_header.or(f.client_ip_header);
+    if !admin_hosts.is_empty() {
+        f.admin_hosts = Some(admin_hosts);
+    }
     f.ratelimit_fields = ratelimit_fields.or(f.ratelimit_fields);
     let merge = |l: Option<LimitFile>, b: Option<u64>, r: Option<u64>| match (l, b, r) {
         (l, None, None) => Ok(l),

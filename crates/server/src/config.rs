@@ -8,7 +8,7 @@ use ratelab_core::located::Located;
 use ratelab_core::{Nanos, TokenBucket};
 use ratelab_gateway::admin::{AdminAccess, AdminToken};
 use ratelab_gateway::conns::ConnLimits;
-use ratelab_gateway::{BreakerConfig, GatewayConfig, IpNet};
+use ratelab_gateway::{BreakerConfig, ClientIpHeader, GatewayConfig, IpNet};
 use serde::Deserialize;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -52,6 +52,9 @@ pub struct ServeFile {
     pub breaker: Option<BreakerFile>,
     /// Trusted proxies (IPs or ranges).
     pub trusted_proxies: Option<Vec<String>>,
+    /// The forwarding header believed from them: `x-forwarded-for` (default), `forwarded`,
+    /// `x-real-ip` or `none`.
+    pub client_ip_header: Option<String>,
     /// Route prefixes that fail closed.
     pub fail_closed_routes: Option<Vec<String>>,
     /// The admin listener's address: `/metrics` and `/admin/*`, never on the data plane
@@ -63,6 +66,11 @@ pub struct ServeFile {
     /// A file holding the bearer token every admin request must carry (relative to this
     /// file's directory); default: no token.
     pub admin_token_file: Option<PathBuf>,
+    /// Names the admin listener answers to in `Host`, besides its IP address and
+    /// `localhost`.
+    pub admin_hosts: Option<Vec<String>>,
+    /// The largest request head, bytes (default 32768); a larger one is answered 431.
+    pub max_header_bytes: Option<u64>,
     /// How long a client has to send a request's head, ms (default 10000).
     pub header_read_timeout_ms: Option<u64>,
     /// How long a connection may wait idle for its next request, ms (default 60000).
@@ -373,10 +381,21 @@ fn conn_limits(f: &ServeFile, listeners: u64) -> Result<ConnLimits, String> {
         (None, Some(room)) => ConnLimits::MAX_CONNECTIONS.min(room.max(1) as usize),
         (None, None) => ConnLimits::MAX_CONNECTIONS,
     };
+    let max_header_bytes = match f.max_header_bytes {
+        None => ConnLimits::MAX_HEADER_BYTES,
+        Some(n) if (ConnLimits::MIN_HEADER_BYTES as u64..=1 << 20).contains(&n) => n as usize,
+        Some(n) => {
+            return Err(format!(
+                "max_header_bytes: {n} is out of range: expected {} to 1048576",
+                ConnLimits::MIN_HEADER_BYTES
+            ));
+        }
+    };
     Ok(ConnLimits {
         header_read_timeout,
         idle_timeout,
         max_connections,
+        max_header_bytes,
     })
 }
 
@@ -449,6 +468,10 @@ pub fn settings(f: ServeFile) -> Result<ServeSettings, String> {
             timeout: Duration::from_millis(timeout_ms),
             breaker,
             trusted_proxies: nets(&f.trusted_proxies.unwrap_or_default(), "trusted proxy")?,
+            client_ip_header: match f.client_ip_header.as_deref() {
+                None => ClientIpHeader::default(),
+                Some(h) => h.parse().map_err(|e| format!("client_ip_header: {e}"))?,
+            },
             fail_closed_routes: f.fail_closed_routes.unwrap_or_default(),
             fail_open: f.fail_open.unwrap_or(true),
             ipv6_prefix,
@@ -491,7 +514,11 @@ pub fn settings(f: ServeFile) -> Result<ServeSettings, String> {
         admin_listen: f
             .admin_listen
             .unwrap_or_else(|| DEFAULT_ADMIN_LISTEN.parse().expect("literal")),
-        admin: admin_access(f.admin.as_deref(), f.admin_token_file.as_deref())?,
+        admin: admin_access(
+            f.admin.as_deref(),
+            f.admin_token_file.as_deref(),
+            f.admin_hosts.as_deref(),
+        )?,
         conns,
         kill_switch: f.kill_switch.unwrap_or(false),
         grpc,
@@ -531,8 +558,27 @@ fn upstream(f: &ServeFile, gap: Duration) -> Result<Option<crate::proxy::Upstrea
 
 /// Who may use the admin listener: the addresses (`from`; default loopback), and the token
 /// in `token_file` when one is configured.
-fn admin_access(from: Option<&[String]>, token_file: Option<&Path>) -> Result<AdminAccess, String> {
+fn admin_access(
+    from: Option<&[String]>,
+    token_file: Option<&Path>,
+    hosts: Option<&[String]>,
+) -> Result<AdminAccess, String> {
+    let hosts = hosts.unwrap_or_default();
+    if let Some(h) = hosts.iter().find(|h| {
+        h.is_empty()
+            || h.len() > 253
+            || !h
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.')
+    }) {
+        return Err(format!(
+            "admin host {h:?}: expected a DNS name (letters, digits, - and .), without a port"
+        ));
+    }
     Ok(AdminAccess {
+        hosts: hosts.iter().map(|h| h.to_ascii_lowercase()).collect(),
+        // The listener's port is known once it is bound ([`crate::serve`]).
+        port: None,
         from: match from {
             Some(list) => nets(list, "admin address")?,
             None => AdminAccess::default().from,

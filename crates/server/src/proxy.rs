@@ -6,12 +6,15 @@
 //! Hop-by-hop headers (RFC 9110 §7.6.1: `Connection` and the headers it names,
 //! `Keep-Alive`, `Proxy-Connection`, `TE`, `Trailer`, `Transfer-Encoding`, `Upgrade`, and
 //! `Proxy-Authorization` / `Proxy-Authenticate`) are dropped in both directions; `Host` is
-//! the upstream's. What the upstream learns of the client follows the gateway's trust: from
-//! a peer that is a configured trusted proxy, its `X-Forwarded-For` is extended with the
-//! peer and its `X-Forwarded-Proto` / `-Host` kept; from any other peer, the client's own
-//! forwarding headers (`Forwarded`, `X-Forwarded-*`, `X-Real-IP`) are dropped and replaced
-//! by the peer's address, `http`, and the `Host` it asked for — a client cannot choose the
-//! address the upstream sees. An upstream that cannot be reached is a 502, one that does not
+//! the upstream's. What the upstream learns of the client follows the gateway's one rule
+//! ([`ratelab_gateway::ip`]): every forwarding header the client sent (`Forwarded`,
+//! `X-Forwarded-For`, `X-Real-IP`) is dropped, and `X-Forwarded-For` is set to the chain the
+//! limiter read — from a trusted proxy, the entries of the header named by
+//! `--client-ip-header`, all its lines; from any other peer, none — followed by the peer's
+//! address. From a trusted proxy its `X-Forwarded-Proto` / `-Host` are kept; from any other
+//! peer they are replaced by `http` and the `Host` it asked for. So the rightmost entry the
+//! upstream sees that is not a trusted proxy is the client the limiter counted, and a client
+//! cannot choose the address the upstream sees. An upstream that cannot be reached is a 502, one that does not
 //! send its headers in time a 504; their bodies do not name the upstream (its address stays
 //! internal), and the detail goes to stderr.
 //!
@@ -28,7 +31,8 @@ use http::{Response, StatusCode, Uri};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
-use ratelab_gateway::IpNet;
+use ratelab_gateway::ip::{Hop, forwarding_chain, is_trusted};
+use ratelab_gateway::{ClientIpHeader, IpNet};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -109,6 +113,7 @@ pub struct Proxy {
     upstream: Arc<Upstream>,
     client: Client<HttpConnector, Body>,
     trusted: Arc<[IpNet]>,
+    header: ClientIpHeader,
 }
 
 /// The longest the proxy waits to connect: an upstream that does not accept is a 502 soon,
@@ -116,8 +121,8 @@ pub struct Proxy {
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 
 impl Proxy {
-    /// A proxy to `upstream`, believing forwarding headers from `trusted` peers only.
-    pub fn new(upstream: Upstream, trusted: Vec<IpNet>) -> Proxy {
+    /// A proxy to `upstream`, believing `header` from `trusted` peers only.
+    pub fn new(upstream: Upstream, trusted: Vec<IpNet>, header: ClientIpHeader) -> Proxy {
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
         connector.set_connect_timeout(Some(upstream.timeout.min(CONNECT_TIMEOUT)));
@@ -125,6 +130,7 @@ impl Proxy {
             upstream: Arc::new(upstream),
             client: Client::builder(TokioExecutor::new()).build(connector),
             trusted: trusted.into(),
+            header,
         }
     }
 
@@ -184,31 +190,38 @@ fn text(status: StatusCode, body: String) -> Response<Body> {
     r
 }
 
-/// Sets what the upstream learns of the client (see the module docs).
-fn forwarding_headers(headers: &mut HeaderMap, peer: SocketAddr, trusted: bool) {
+/// The forwarding headers a client may send, all replaced.
+const FORWARDING: [&str; 3] = ["forwarded", "x-forwarded-for", "x-real-ip"];
+
+/// Sets what the upstream learns of the client (see the module docs): `header` is believed
+/// when the peer is `trusted`.
+fn forwarding_headers(
+    headers: &mut HeaderMap,
+    peer: SocketAddr,
+    trusted: bool,
+    header: ClientIpHeader,
+) {
     let host = headers.get(header::HOST).cloned();
-    let earlier: Vec<String> = if trusted {
-        headers
-            .get_all("x-forwarded-for")
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .map(str::to_owned)
-            .collect()
-    } else {
-        for name in [
-            "forwarded",
-            "x-forwarded-proto",
-            "x-forwarded-host",
-            "x-real-ip",
-        ] {
-            headers.remove(name);
-        }
-        Vec::new()
+    // The limiter refused a trusted proxy's malformed chain (400) before this request
+    // could be admitted.
+    let earlier = match trusted {
+        true => forwarding_chain(header, &*headers).unwrap_or_default(),
+        false => Vec::new(),
     };
-    headers.remove("x-forwarded-for");
+    for name in FORWARDING {
+        headers.remove(name);
+    }
+    if !trusted {
+        headers.remove("x-forwarded-proto");
+        headers.remove("x-forwarded-host");
+    }
     let chain = earlier
-        .into_iter()
-        .chain([peer.ip().to_string()])
+        .iter()
+        .map(|h| match h {
+            Hop::Addr(ip) => ip.to_string(),
+            Hop::Unnamed => "unknown".to_owned(),
+        })
+        .chain([peer.ip().to_canonical().to_string()])
         .collect::<Vec<_>>()
         .join(", ");
     if let Ok(v) = HeaderValue::from_str(&chain) {
@@ -260,8 +273,8 @@ async fn forward(proxy: Proxy, req: Request) -> Response<Body> {
         }
     };
     strip_hop_by_hop(&mut parts.headers);
-    let trusted = proxy.trusted.iter().any(|n| n.contains(peer.ip()));
-    forwarding_headers(&mut parts.headers, peer, trusted);
+    let trusted = is_trusted(&proxy.trusted, peer.ip());
+    forwarding_headers(&mut parts.headers, peer, trusted, proxy.header);
     parts.uri = uri;
     // HTTP/1.1 to the upstream whatever the client spoke: the pooled client's own framing.
     parts.version = http::Version::HTTP_11;

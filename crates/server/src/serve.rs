@@ -93,11 +93,16 @@ async fn serve_app<S: Stores>(
             let incoming = crate::listeners::grpc_incoming(listener, s.conns);
             // A call has the header-read timeout to arrive whole and be answered (its
             // message is small; the store's own deadline is far shorter); keepalive pings
-            // find a peer that went away, and the streams of one connection are bounded.
+            // find a peer that went away; the streams of one connection, each stream's
+            // header list and the body bytes a connection may have in flight are bounded,
+            // so one connection holds at most GRPC_CONNECTION_BYTES of requests.
             let server = tonic::transport::Server::builder()
                 .timeout(s.conns.header_read_timeout)
                 .concurrency_limit_per_connection(GRPC_STREAMS_PER_CONNECTION)
                 .max_concurrent_streams(Some(GRPC_STREAMS_PER_CONNECTION as u32))
+                .http2_max_header_list_size(Some(GRPC_HEADER_LIST_BYTES))
+                .initial_stream_window_size(Some(GRPC_STREAM_WINDOW_BYTES))
+                .initial_connection_window_size(Some(GRPC_CONNECTION_WINDOW_BYTES))
                 .http2_keepalive_interval(Some(s.conns.idle_timeout / 2))
                 .http2_keepalive_timeout(Some(s.conns.header_read_timeout))
                 .add_service(
@@ -116,14 +121,25 @@ async fn serve_app<S: Stores>(
     };
     let admin = tokio::spawn(crate::listeners::serve_admin(
         admin_listener,
-        admin_app(gw.clone(), s.admin.clone()),
+        admin_app(
+            gw.clone(),
+            ratelab_gateway::admin::AdminAccess {
+                port: Some(admin_addr.port()),
+                ..s.admin.clone()
+            },
+        ),
         admin_limits,
         until(stopped.clone()),
     ));
     let (conns, stop) = (Connections::new("data", s.conns), until(stopped));
     match &s.upstream {
         Some(up) => {
-            let proxy = Proxy::new(up.clone(), s.gateway.trusted_proxies.clone()).service();
+            let proxy = Proxy::new(
+                up.clone(),
+                s.gateway.trusted_proxies.clone(),
+                s.gateway.client_ip_header,
+            )
+            .service();
             let front = FrontEnd::new(gw, None, proxy).with_peer_extension();
             // The upstream's bodies are streamed through as they come, uncopied (the
             // limiter's own answers on this connection are written the same way).
@@ -153,8 +169,22 @@ async fn serve_app<S: Stores>(
     Ok(())
 }
 
-/// The streams one gRPC connection may carry at once.
-const GRPC_STREAMS_PER_CONNECTION: usize = 1024;
+/// The streams one gRPC connection may carry at once: 100, Envoy's recommendation for an
+/// edge listener (nginx's `http2_max_concurrent_streams` is 128).
+pub const GRPC_STREAMS_PER_CONNECTION: usize = 100;
+/// The largest header list one gRPC call may send (HTTP/2 `SETTINGS_MAX_HEADER_LIST_SIZE`):
+/// 16 KiB. A rate limit call's metadata is a few hundred bytes.
+pub const GRPC_HEADER_LIST_BYTES: u32 = 16 << 10;
+/// The body bytes one gRPC stream may have unread (its flow-control window): 64 KiB, the
+/// HTTP/2 default, far above a rate limit request.
+pub const GRPC_STREAM_WINDOW_BYTES: u32 = 64 << 10;
+/// The body bytes one gRPC connection may have unread across its streams: 1 MiB.
+pub const GRPC_CONNECTION_WINDOW_BYTES: u32 = 1 << 20;
+/// What one gRPC connection's requests may hold at once: every stream's header list, and
+/// the connection's flow-control window of body bytes.
+pub const GRPC_CONNECTION_BYTES: u64 = GRPC_STREAMS_PER_CONNECTION as u64
+    * GRPC_HEADER_LIST_BYTES as u64
+    + GRPC_CONNECTION_WINDOW_BYTES as u64;
 
 /// The rate limit service's tables, its service, and the YAML domains (kept across reloads
 /// of the limits file).
@@ -266,7 +296,7 @@ fn banner(
     // A closed stdout (`ratelab-server | head -1`) must not take the server down.
     let _ = writeln!(
         std::io::stdout(),
-        "ratelab-server: listening on http://{addr}\n{}\n  admitted requests: {}\n  store: {}; timeout {} ms; fail {}; RateLimit fields {}\n  connections: header read {} ms, idle {} ms, at most {} per listener (the admin listener {})\n  admin: http://{admin} (/metrics, /admin/kill-switch, /admin/shadow; changes from {}{}){grpc}\n  request log: {}",
+        "ratelab-server: listening on http://{addr}\n{}\n  admitted requests: {}\n  store: {}; timeout {} ms; fail {}; RateLimit fields {}\n  connections: header read {} ms, idle {} ms, heads up to {} bytes, at most {} per listener (the admin listener {})\n  client address: {}\n  admin: http://{admin} (/metrics, /admin/kill-switch, /admin/shadow; changes from {}{}){grpc}\n  request log: {}",
         describe_limits(s),
         s.upstream
             .as_ref()
@@ -294,8 +324,23 @@ fn banner(
         s.gateway.ratelimit_fields.name(),
         s.conns.header_read_timeout.as_millis(),
         s.conns.idle_timeout.as_millis(),
+        s.conns.max_header_bytes,
         s.conns.max_connections,
         crate::config::ADMIN_MAX_CONNECTIONS,
+        if s.gateway.trusted_proxies.is_empty() {
+            "the peer's (no trusted proxy)".to_owned()
+        } else {
+            format!(
+                "the rightmost {} entry not in {}",
+                s.gateway.client_ip_header.name(),
+                s.gateway
+                    .trusted_proxies
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        },
         s.admin
             .from
             .iter()

@@ -62,7 +62,12 @@ fn a_client_behind_nginx_cannot_change_the_switches_and_the_operator_can() {
     let r = through("GET", "/metrics", "mallory", "");
     assert_eq!((r.status, r.body.as_str()), (200, "ok\n"));
     // A proxy that relays to the admin listener cannot change a switch either.
-    let r = through("PUT", "/ops/admin/kill-switch", "mallory", "on");
+    let r = s.fetch(
+        "PUT",
+        &format!("http://127.0.0.1:{}/ops/admin/kill-switch", proxy.port),
+        &[("content-type", "application/json")],
+        b"\"on\"".to_vec(),
+    );
     assert_eq!(r.status, 403, "{}", r.body);
     assert!(r.body.contains("relayed by a proxy"), "{}", r.body);
     assert_eq!(s.admin("GET", "/admin/kill-switch", &[], "").body, "off\n");
@@ -79,17 +84,14 @@ fn a_client_behind_nginx_cannot_change_the_switches_and_the_operator_can() {
     );
 
     // The operator, straight on the admin listener, turns limiting off and on.
-    let r = s.admin("PUT", "/admin/kill-switch", &[], "on");
+    let r = s.switch("/admin/kill-switch", true);
     assert_eq!((r.status, r.body.as_str()), (200, "on\n"));
     assert_eq!(through("GET", "/api", "alice", "").status, 200, "bypassed");
     assert_eq!(
         series(&s.metrics(), "ratelab_requests_total", &bypassed),
         Some(1.0)
     );
-    assert_eq!(
-        s.admin("PUT", "/admin/kill-switch", &[], "off").body,
-        "off\n"
-    );
+    assert_eq!(s.switch("/admin/kill-switch", false).body, "off\n");
     assert_eq!(through("GET", "/api", "alice", "").status, 429);
 }
 
@@ -129,7 +131,7 @@ fn with_a_token_file_every_admin_request_needs_the_token() {
     for (method, path, body) in [
         ("GET", "/metrics", ""),
         ("GET", "/admin/shadow", ""),
-        ("PUT", "/admin/shadow", "on"),
+        ("PUT", "/admin/shadow", "\"on\""),
     ] {
         let r = s.admin(method, path, &[], body);
         assert_eq!(r.status, 401, "{method} {path}");

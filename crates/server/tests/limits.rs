@@ -218,17 +218,17 @@ fn selectors_keys_costs_and_shadow_mode_over_http() {
     assert_eq!(statuses, [200, 200, 429]);
 
     // With limiting switched off, no header is read at all.
-    assert_eq!(s.post("/admin/kill-switch", "on").body, "on\n");
+    assert_eq!(s.switch("/admin/kill-switch", true).body, "on\n");
     assert_eq!(cost("two").status, 200);
-    assert_eq!(s.post("/admin/kill-switch", "off").body, "off\n");
+    assert_eq!(s.switch("/admin/kill-switch", false).body, "off\n");
 
     // The global shadow switch: every limit measured, nothing denied.
-    assert_eq!(s.post("/admin/shadow", "on").body, "on\n");
+    assert_eq!(s.switch("/admin/shadow", true).body, "on\n");
     assert_eq!(s.send("GET", "/api/x", &t1).status, 200);
     let m = s.metrics();
     assert_eq!(shadowed(&m, "tenant"), Some(1.0), "{m}");
     assert_eq!(series(&m, "ratelab_shadow", &[]), Some(1.0), "{m}");
-    assert_eq!(s.post("/admin/shadow", "off").body, "off\n");
+    assert_eq!(s.switch("/admin/shadow", false).body, "off\n");
     assert_eq!(s.send("GET", "/api/x", &t1).status, 429);
 }
 

@@ -145,15 +145,26 @@ impl Server {
         (r.status, r.body)
     }
 
-    /// `POST path` with `body` on the admin listener (the switches).
-    pub fn post(&self, path: &str, body: &str) -> Reply {
-        self.admin("POST", path, &[], body)
+    /// Turns the switch at `path` on the admin listener `on` or off, as an operator does:
+    /// `PUT` with a JSON body.
+    pub fn switch(&self, path: &str, on: bool) -> Reply {
+        let body = if on { "\"on\"" } else { "\"off\"" };
+        self.admin("PUT", path, &[], body)
     }
 
-    /// `method path` with `headers` and `body` on the admin listener.
+    /// `method path` with `headers` and `body` on the admin listener; a `PUT` is sent as JSON
+    /// unless `headers` name another content type.
     pub fn admin(&self, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Reply {
         let url = format!("http://127.0.0.1:{}{path}", self.admin_port);
-        self.fetch(method, &url, headers, body.as_bytes().to_vec())
+        let mut h = headers.to_vec();
+        if method == "PUT"
+            && !h
+                .iter()
+                .any(|(n, _)| n.eq_ignore_ascii_case("content-type"))
+        {
+            h.push(("content-type", "application/json"));
+        }
+        self.fetch(method, &url, &h, body.as_bytes().to_vec())
     }
 
     /// `/metrics`, from the admin listener.

@@ -8,7 +8,7 @@ use crate::rng::{SimRng, stream};
 use crate::scenario::{ArrivalSpec, ClientSpec, GatewayChoice, Pattern};
 use ratelab_core::Nanos;
 use ratelab_gateway::limits::NoHeaders;
-use ratelab_gateway::{Answer as GatewayAnswer, Forwarding, Request as GatewayRequest};
+use ratelab_gateway::{Answer as GatewayAnswer, Request as GatewayRequest};
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -44,7 +44,6 @@ pub(crate) async fn serve<S: Script>(
     let gw = &cluster.gateways[g];
     let req = GatewayRequest {
         peer,
-        forwarding: Forwarding::default(),
         api_key: Some(key.as_bytes()),
         route: "/",
         method: "GET",
