@@ -421,9 +421,25 @@ async fn failing_store_fails_open_except_on_fail_closed_routes() {
         .unwrap();
     assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(header(&r, "retry-after").as_deref(), Some("1"));
+    // However the route is spelled, it fails closed.
+    for spelled in [
+        "//payments/new",
+        "/%70ayments/new",
+        "/PAYMENTS/new",
+        "/./payments",
+    ] {
+        let r = c
+            .get(format!("{url}{spelled}"))
+            .header("x-api-key", "erin")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE, "{spelled}");
+    }
     let s = gw.stats().snapshot();
-    // Three requests, two layers each, all failing open; the fail-closed route stops at the edge.
-    assert_eq!((s.fail_open_error, s.fail_closed), (6, 1));
+    // Three requests, two layers each, all failing open; the fail-closed route stops at the
+    // edge, in each of its five spellings.
+    assert_eq!((s.fail_open_error, s.fail_closed), (6, 5));
     let metrics = c
         .get(format!("{admin}/metrics"))
         .send()

@@ -4,13 +4,15 @@
 //! `RATELAB_REQUIRE_*` variable is `1` (see `ratelab_procs::installed`).
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    use ratelab_procs::installed::{GRPCIO, NGINX, NM, REDIS, REDIS_CLUSTER, build_script};
+    use ratelab_procs::installed::{
+        GRPCIO, HAPROXY, NGINX, NM, REDIS, REDIS_CLUSTER, build_script,
+    };
     println!("cargo:rerun-if-changed=proto");
     let files = protox::compile(["envoy/service/ratelimit/v3/rls.proto"], ["proto"])?;
     tonic_prost_build::configure()
         .build_server(true)
         .build_client(true)
         .compile_fds(files)?;
-    build_script(&[&REDIS, &REDIS_CLUSTER, &NGINX, &NM, &GRPCIO]);
+    build_script(&[&REDIS, &REDIS_CLUSTER, &NGINX, &HAPROXY, &NM, &GRPCIO]);
     Ok(())
 }

@@ -73,6 +73,16 @@ pub const NGINX: Component = Component {
     found: |path| nginx_binary(path).is_some(),
 };
 
+/// HAProxy, on `PATH` or in `/usr/sbin`: a second real proxy in front of the server (it
+/// appends its own `X-Forwarded-For` line rather than extending the client's).
+pub const HAPROXY: Component = Component {
+    name: "haproxy",
+    what: "haproxy",
+    require_var: "RATELAB_REQUIRE_HAPROXY",
+    how: "Debian: apt-get install haproxy",
+    found: |path| haproxy_binary(path).is_some(),
+};
+
 /// A headless Chromium (`chromium`, `chromium-browser` or `google-chrome`).
 pub const CHROMIUM: Component = Component {
     name: "chromium",
@@ -105,7 +115,15 @@ pub const GRPCIO: Component = Component {
 };
 
 /// Every component, for the tests of this module and for a script that wants them all.
-pub const ALL: [&Component; 6] = [&REDIS, &REDIS_CLUSTER, &NGINX, &CHROMIUM, &NM, &GRPCIO];
+pub const ALL: [&Component; 7] = [
+    &REDIS,
+    &REDIS_CLUSTER,
+    &NGINX,
+    &HAPROXY,
+    &CHROMIUM,
+    &NM,
+    &GRPCIO,
+];
 
 impl Component {
     /// `ratelab_missing_NAME`.
@@ -133,6 +151,14 @@ pub fn on_path(program: &str, path: &OsStr) -> Option<PathBuf> {
 
 fn all_on_path(programs: &[&str], path: &OsStr) -> bool {
     programs.iter().all(|p| on_path(p, path).is_some())
+}
+
+/// The HAProxy binary, on `path` or in `/usr/sbin`.
+pub fn haproxy_binary(path: &OsStr) -> Option<PathBuf> {
+    on_path("haproxy", path).or_else(|| {
+        let sbin = Path::new("/usr/sbin/haproxy");
+        sbin.is_file().then(|| sbin.to_owned())
+    })
 }
 
 /// The nginx binary, on `path` or in `/usr/sbin`.

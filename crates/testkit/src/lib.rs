@@ -30,6 +30,8 @@
 
 pub mod docs;
 #[cfg(feature = "processes")]
+pub mod haproxy;
+#[cfg(feature = "processes")]
 pub mod nginx;
 #[cfg(feature = "processes")]
 pub mod redis_cluster;
