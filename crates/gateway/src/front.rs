@@ -62,6 +62,7 @@ pub struct Front<C, E, S> {
     shared: Arc<Shared<C, E, S>>,
     peer: SocketAddr,
     peer_extension: bool,
+    max_head: usize,
 }
 
 /// Makes a [`Front`] for each accepted connection.
@@ -70,6 +71,8 @@ pub struct FrontEnd<C, E, S> {
     /// Whether admitted requests carry the client's address as a `ConnectInfo` extension
     /// (an inner service that needs it, such as a reverse proxy, asks for it).
     peer_extension: bool,
+    /// The longest request head answered ([`head_bytes`]); longer ones are 431.
+    max_head: usize,
 }
 
 impl<C, E, S> Clone for FrontEnd<C, E, S> {
@@ -77,6 +80,7 @@ impl<C, E, S> Clone for FrontEnd<C, E, S> {
         FrontEnd {
             shared: self.shared.clone(),
             peer_extension: self.peer_extension,
+            max_head: self.max_head,
         }
     }
 }
@@ -97,7 +101,18 @@ where
                 inner,
             }),
             peer_extension: false,
+            max_head: usize::MAX,
         }
+    }
+
+    /// The same front, answering 431 to a request whose head is longer than `bytes`
+    /// ([`head_bytes`]). The connection's read buffer is bounded too ([`serve`], from
+    /// [`crate::conns::ConnLimits::max_header_bytes`]), but it is checked only between reads,
+    /// so a head up to about twice its bound can be read whole: this check makes the bound
+    /// exact.
+    pub fn with_max_header_bytes(mut self, bytes: usize) -> Self {
+        self.max_head = bytes;
+        self
     }
 
     /// The same front, whose admitted requests carry the client's address as a
@@ -113,6 +128,7 @@ where
             shared: self.shared.clone(),
             peer,
             peer_extension: self.peer_extension,
+            max_head: self.max_head,
         }
     }
 }
@@ -245,6 +261,14 @@ where
     type Future = FrontFuture<S::Future>;
 
     fn call(&self, mut req: Request<Incoming>) -> Self::Future {
+        if self.max_head != usize::MAX && head_bytes(&req) > self.max_head {
+            let mut r = Response::new(Body::from(format!(
+                "the request head is longer than {} bytes\n",
+                self.max_head
+            )));
+            *r.status_mut() = http::StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE;
+            return FrontFuture::ready(r);
+        }
         if self.peer_extension {
             req.extensions_mut().insert(ConnectInfo(self.peer));
         }
@@ -284,6 +308,19 @@ where
             shared.layer.limited(Some(peer), req, inner).await
         })
     }
+}
+
+/// The bytes of `req`'s head as sent on HTTP/1.1: the request line and every header line,
+/// with their line ends and the blank line.
+pub fn head_bytes<B>(req: &Request<B>) -> usize {
+    let target = req.uri().path_and_query().map_or(1, |p| p.as_str().len());
+    let line = req.method().as_str().len() + 1 + target + 1 + "HTTP/1.1\r\n".len();
+    req.headers()
+        .iter()
+        .map(|(n, v)| n.as_str().len() + 2 + v.len() + 2)
+        .sum::<usize>()
+        + line
+        + 2
 }
 
 /// How a connection writes its answers.

@@ -327,28 +327,25 @@ fn plan_one<'s, C>(
     ipv6_prefix: u8,
 ) -> Result<Option<Planned<'s, C>>, String> {
     let spec = &limit.spec;
-    let joined = |kind: &str, value: &str| {
-        let mut key = String::with_capacity(kind.len() + value.len());
-        key.push_str(kind);
-        key.push_str(value);
-        key
-    };
+    // A client's value may be a whole key (1 to MAX_KEY_LEN bytes, as documented); the
+    // kind's tag rides on top of it, bounded apart (`Key::prefixed`).
+    let tagged = |kind: &str, value: &str| Key::new(value).and_then(|v| Key::prefixed(kind, &v));
     let key = match &spec.key_by {
-        KeyBy::ClientIp => format!("ip:{}", edge_network(ip, ipv6_prefix)),
+        KeyBy::ClientIp => Key::from_string(format!("ip:{}", edge_network(ip, ipv6_prefix))),
         KeyBy::ApiKey => match api_key {
-            Some(k) => joined("key:", k),
+            Some(k) => tagged("key:", k),
             None => return Ok(None),
         },
         KeyBy::Header(name) => match req.headers.get(name) {
             Some(v) => match std::str::from_utf8(v) {
-                Ok(v) => joined("h:", v),
+                Ok(v) => tagged("h:", v),
                 Err(_) => return Err(format!("{name} is not valid UTF-8")),
             },
             None => return Ok(None),
         },
-        KeyBy::Global => "global".to_owned(),
+        KeyBy::Global => Key::new("global"),
     };
-    let key = Key::from_string(key).map_err(|e| match &spec.key_by {
+    let key = key.map_err(|e| match &spec.key_by {
         KeyBy::ApiKey => format!("x-api-key: {e}"),
         KeyBy::Header(name) => format!("{name}: {e}"),
         _ => format!("limit {}: {e}", spec.name.as_str()),

@@ -1,7 +1,8 @@
 //! A request body read under bounds, for the reverse proxy: at most so many bytes, and no
 //! longer a wait for the next chunk than a stated gap. A body past either bound ends in an
 //! error (the upstream sees its request cut short) and says which bound it crossed
-//! ([`Tripped`]), so the client is answered 413 or 408 rather than 502.
+//! ([`Tripped`]), so the client is answered 413 or 408 rather than 502; a body that cannot be
+//! read as sent (malformed chunked framing) is a 400, not the upstream's fault.
 
 use hyper::body::{Body, Frame, SizeHint};
 use std::future::Future as _;
@@ -27,6 +28,7 @@ pub struct Tripped(Arc<AtomicU8>);
 const NONE: u8 = 0;
 const TOO_LARGE: u8 = 1;
 const TOO_SLOW: u8 = 2;
+const MALFORMED: u8 = 3;
 
 impl Tripped {
     /// Whether the body was longer than allowed.
@@ -37,6 +39,12 @@ impl Tripped {
     /// Whether the body stopped arriving for longer than allowed.
     pub fn too_slow(&self) -> bool {
         self.0.load(Ordering::Relaxed) == TOO_SLOW
+    }
+
+    /// Whether the body could not be read as sent (malformed chunked framing, or cut short
+    /// by the client).
+    pub fn malformed(&self) -> bool {
+        self.0.load(Ordering::Relaxed) == MALFORMED
     }
 
     fn set(&self, what: u8) {
@@ -122,7 +130,10 @@ where
                 }
                 Poll::Ready(Some(Ok(frame)))
             }
-            Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(e.into()))),
+            Poll::Ready(Some(Err(e))) => {
+                this.tripped.set(MALFORMED);
+                Poll::Ready(Some(Err(e.into())))
+            }
             Poll::Ready(None) => Poll::Ready(None),
             Poll::Pending => {
                 let gap = this.limits.gap;

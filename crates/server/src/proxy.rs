@@ -304,6 +304,13 @@ async fn forward(proxy: Proxy, req: Request) -> Response<Body> {
                     "the request body stopped arriving\n".into(),
                 );
             }
+            if tripped.malformed() {
+                return text(
+                    StatusCode::BAD_REQUEST,
+                    "the request body is malformed (its chunked framing could not be read)\n"
+                        .into(),
+                );
+            }
             eprintln!("ratelab-server: upstream {} unreachable: {e}", up.url());
             text(StatusCode::BAD_GATEWAY, "upstream unreachable\n".into())
         }

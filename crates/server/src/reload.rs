@@ -49,12 +49,52 @@ enum Seen {
     Unreadable(String),
 }
 
+/// The most bytes a limits file may have: a longer one is refused unread past the bound.
+const MAX_FILE_BYTES: u64 = 4 << 20;
+
+/// Reads the limits file, refusing without reading anything that is not a regular file (a
+/// FIFO would block the read until a writer came; a device would never end) or that is
+/// longer than [`MAX_FILE_BYTES`]. Called off the runtime's workers.
 fn read(path: &std::path::Path) -> Seen {
-    match std::fs::read(path) {
-        Ok(b) => Seen::Bytes(b),
-        Err(e) => Seen::Unreadable(e.to_string()),
+    use std::io::Read as _;
+    let unreadable = |e: String| Seen::Unreadable(e);
+    match std::fs::metadata(path) {
+        Err(e) => return unreadable(e.to_string()),
+        Ok(m) if !m.is_file() => {
+            return unreadable("not a regular file: expected a file (or a symlink to one)".into());
+        }
+        Ok(_) => {}
+    }
+    // Opened without blocking, then checked again: a regular file swapped for a FIFO between
+    // the two looks is refused here rather than waited on.
+    let file = {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(O_NONBLOCK)
+            .open(path)
+    };
+    let file = match file {
+        Ok(f) => f,
+        Err(e) => return unreadable(e.to_string()),
+    };
+    match file.metadata() {
+        Ok(m) if m.is_file() => {}
+        Ok(_) => return unreadable("not a regular file: expected a file".into()),
+        Err(e) => return unreadable(e.to_string()),
+    }
+    let mut bytes = Vec::new();
+    match file.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes) {
+        Ok(_) if bytes.len() as u64 > MAX_FILE_BYTES => unreadable(format!(
+            "longer than {MAX_FILE_BYTES} bytes: expected a limits file"
+        )),
+        Ok(_) => Seen::Bytes(bytes),
+        Err(e) => unreadable(e.to_string()),
     }
 }
+
+/// `O_NONBLOCK` on Linux (and the BSDs' value differs: this server targets Linux).
+const O_NONBLOCK: i32 = 0o4000;
 
 fn describe() {
     metrics::describe_counter!(
@@ -103,7 +143,14 @@ pub fn start<S: Stores>(
                 _ = tick.tick() => false,
                 Some(()) = async { match hup.as_mut() { Some(h) => h.recv().await, None => None } } => true,
             };
-            let now = read(&path);
+            // Read on the blocking pool: whatever the path now names, the server's workers
+            // never wait on it.
+            let now = {
+                let path = path.clone();
+                tokio::task::spawn_blocking(move || read(&path))
+                    .await
+                    .unwrap_or_else(|e| Seen::Unreadable(format!("the read failed: {e}")))
+            };
             if !forced {
                 // A change is acted on once it has settled: read the same at consecutive
                 // polls for at least SETTLE, so a file being written in place is not judged

@@ -140,14 +140,17 @@ async fn serve_app<S: Stores>(
                 s.gateway.client_ip_header,
             )
             .service();
-            let front = FrontEnd::new(gw, None, proxy).with_peer_extension();
+            let front = FrontEnd::new(gw, None, proxy)
+                .with_peer_extension()
+                .with_max_header_bytes(s.conns.max_header_bytes);
             // The upstream's bodies are streamed through as they come, uncopied (the
             // limiter's own answers on this connection are written the same way).
             let writes = Writes::Vectored;
             serve(listener, writes, conns, |peer| front.connection(peer), stop).await;
         }
         None => {
-            let front = FrontEnd::new(gw, None, answer_ok());
+            let front = FrontEnd::new(gw, None, answer_ok())
+                .with_max_header_bytes(s.conns.max_header_bytes);
             serve(
                 listener,
                 Writes::Flat,

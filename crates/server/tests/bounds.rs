@@ -1,0 +1,139 @@
+//! What one connection, one file or one request can cost the server, bounded: request heads
+//! (431 past the bound, memory per unfinished head within it, a normal client served all the
+//! while), a limits path swapped for a FIFO (the reloader refuses it unread, the server goes
+//! on), a malformed chunked body (400, not the upstream's fault), and a key as long as the
+//! documented maximum.
+
+mod common;
+
+use common::Server;
+use std::io::{Read as _, Write as _};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+/// The server's resident memory, KiB (`VmRSS` in `/proc/PID/status`).
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap()
+}
+
+/// `head` (with its blank line) on a new connection to `port`: the whole answer.
+fn exchange(port: u16, head: &str) -> String {
+    let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    c.write_all(head.as_bytes()).unwrap();
+    let mut answer = Vec::new();
+    let _ = c.read_to_end(&mut answer);
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+/// Connections that each hold an unfinished head this long.
+const HEAD_BYTES: usize = 30 << 10;
+/// How many.
+const SLOW_HEADS: usize = 300;
+
+#[test]
+fn unfinished_heads_cost_at_most_their_bound_and_a_longer_head_is_431() {
+    let s = Server::start(&["--header-read-timeout-ms", "30000"]);
+    let pid = s.child.id();
+    let get = "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    assert!(exchange(s.port, get).starts_with("HTTP/1.1 200"));
+    let before = rss_kib(pid);
+    let filler = format!("X-Filler: {}\r\n", "f".repeat(1000));
+    let mut held = Vec::new();
+    for _ in 0..SLOW_HEADS {
+        let mut c = TcpStream::connect(("127.0.0.1", s.port)).unwrap();
+        c.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n").unwrap();
+        for _ in 0..HEAD_BYTES / filler.len() {
+            c.write_all(filler.as_bytes()).unwrap();
+        }
+        held.push(c);
+    }
+    // A normal client is served while they wait.
+    let start = Instant::now();
+    assert!(exchange(s.port, get).starts_with("HTTP/1.1 200"));
+    assert!(start.elapsed() < Duration::from_secs(5));
+    std::thread::sleep(Duration::from_millis(300));
+    let during = rss_kib(pid);
+    // Each unfinished head is held in a read buffer of at most twice the head bound (hyper
+    // checks its bound between reads, and a read may take as much again); 8 MiB for the rest.
+    let per_conn_kib = 2 * 32 + 4;
+    let bound = before + (SLOW_HEADS as u64) * per_conn_kib + 8 * 1024;
+    assert!(
+        during <= bound,
+        "{SLOW_HEADS} unfinished heads of {HEAD_BYTES} bytes: RSS {before} KiB -> {during} KiB, \
+         over the bound {bound} KiB"
+    );
+    drop(held);
+    // A head longer than the bound is refused with 431.
+    let long = format!(
+        "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n{}\r\n",
+        filler.repeat((40 << 10) / filler.len())
+    );
+    let answer = exchange(s.port, &long);
+    assert!(answer.starts_with("HTTP/1.1 431"), "{answer:.80}");
+    eprintln!("RSS {before} KiB, with {SLOW_HEADS} unfinished heads {during} KiB");
+}
+
+#[test]
+fn a_limits_path_swapped_for_a_fifo_is_refused_unread_and_the_server_goes_on() {
+    let dir = ratelab_testkit::temp::TempDir::new("bounds-fifo");
+    let limits = dir.join("limits.toml");
+    let text = "[[limit]]\nname = \"ip\"\nalgorithm = \"token-bucket\"\ncapacity = 100\n\
+                refill = 100\nrefill_period_ms = 1000\n";
+    std::fs::write(&limits, text).unwrap();
+    let s = Server::start(&[
+        "--limits",
+        limits.to_str().unwrap(),
+        "--reload-interval-ms",
+        "50",
+    ]);
+    std::fs::remove_file(&limits).unwrap();
+    let made = std::process::Command::new("mkfifo")
+        .arg(&limits)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    s.wait_stderr("not a regular file");
+    for _ in 0..3 {
+        assert_eq!(s.get("/").0, 200);
+    }
+    // A regular file again: applied.
+    std::fs::remove_file(&limits).unwrap();
+    std::fs::write(&limits, text.replace("capacity = 100", "capacity = 1")).unwrap();
+    s.wait_stderr("limits reloaded");
+}
+
+#[test]
+#[cfg_attr(
+    ratelab_missing_nginx,
+    ignore = "nginx is not installed (Debian: apt-get install nginx-light)"
+)]
+fn a_malformed_chunked_body_is_400_and_a_whole_key_fits() {
+    let Some(upstream) =
+        ratelab_testkit::nginx::Nginx::start("bounds_upstream", "", "location / { return 200; }")
+    else {
+        return;
+    };
+    let url = format!("http://127.0.0.1:{}", upstream.port);
+    let s = Server::start(&["--upstream", &url]);
+    let answer = exchange(
+        s.port,
+        "POST /x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n\
+         zz\r\nhello\r\n0\r\n\r\n",
+    );
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+    // The documented maximum key, 256 bytes, is a key; one byte more is not.
+    let key = |n: usize| {
+        let r = s.send("GET", "/k", &[("x-api-key", &"k".repeat(n))]);
+        (r.status, r.body)
+    };
+    assert_eq!(key(256).0, 200);
+    let (status, body) = key(257);
+    assert_eq!(status, 400);
+    assert!(body.contains("at most 256"), "{body}");
+}
