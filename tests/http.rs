@@ -532,7 +532,7 @@ async fn the_front_answers_alike_whether_it_decides_in_place_or_awaits_its_store
         ("x-api-key", b"ben"),
         ("x-api-key", b"ben"),
         ("x-api-key", long.as_bytes()),
-        ("forwarded", b"for=\xff"),
+        ("x-forwarded-for", b"\xff"),
     ];
     let mut statuses = Vec::new();
     for (name, value) in requests {

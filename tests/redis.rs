@@ -21,9 +21,7 @@ use ratelab_core::{Algorithm, Nanos, TokenBucket};
 use ratelab_gateway::http::TokioEnv;
 use ratelab_gateway::limits::{NoHeaders, PER_IP, PER_KEY};
 use ratelab_gateway::singleton::{FencedJob, Singleton, SingletonConfig, Tick};
-use ratelab_gateway::{
-    BreakerConfig, FailReason, Forwarding, Gateway, GatewayConfig, LayerOutcome, Request,
-};
+use ratelab_gateway::{BreakerConfig, FailReason, Gateway, GatewayConfig, LayerOutcome, Request};
 use ratelab_store::faulty::{Fate, FaultPlan, FaultyClient};
 use ratelab_store::redis_store::{RedisOptions, RedisStore};
 use ratelab_store::{
@@ -355,7 +353,6 @@ type Gw = Gateway<RedisStore, TokioEnv>;
 fn request(key: &'static [u8]) -> Request<'static> {
     Request {
         peer: "127.0.0.1".parse().unwrap(),
-        forwarding: Forwarding::default(),
         api_key: Some(key),
         route: "/",
         method: "GET",
