@@ -471,7 +471,7 @@ async fn serve_front<C: ratelab_store::StoreClient + 'static>(
             listener,
             Writes::Flat,
             conns,
-            |peer| front.connection(peer),
+            |peer, phase| front.connection(peer, phase),
             forever,
         )
         .await;

@@ -10,6 +10,7 @@
 //! | phase | from | bounded by |
 //! |---|---|---|
 //! | head | accept, or the first byte after an idle wait | [`ConnLimits::header_read_timeout`] |
+//! | body | a request whose body is still arriving (marked by the service that reads it: [`Phase::body_arriving`]), since its last piece | the reader's own gap bound |
 //! | busy | a request's head was read, until its answer is ready | the request's own deadlines (store, upstream, body) |
 //! | idle | an answer was made (writing it refreshes the wait) | [`ConnLimits::idle_timeout`] |
 //!
@@ -23,8 +24,10 @@
 //! answering is closed.
 //!
 //! At [`ConnLimits::max_connections`] a new connection makes room by closing the connection
-//! that has waited longest without a request in progress (idle, or with its head still
-//! unfinished); when every connection is busy the new one is closed at once. Either way it is
+//! that has waited longest on its client (idle, with its head still unfinished, or with its
+//! request's body still arriving); when every connection is busy the new one is closed at
+//! once. A slow upload is thus a slow head by other means: it cannot hold a place a prompt
+//! client needs. Either way it is
 //! counted (`ratelab_connections_closed_total{reason=…}`,
 //! `ratelab_connections_refused_total`), so an operator can tell a slowloris from a load
 //! spike.
@@ -99,6 +102,7 @@ pub enum Framing {
 const IDLE: u64 = 0;
 const HEAD: u64 = 1;
 const BUSY: u64 = 2;
+const BODY: u64 = 3;
 const PHASE_SHIFT: u32 = 62;
 const SINCE_MASK: u64 = (1 << PHASE_SHIFT) - 1;
 
@@ -175,6 +179,9 @@ impl Inner {
         let after = match phase {
             HEAD => self.limits.header_read_timeout,
             IDLE => self.limits.idle_timeout,
+            // The body's reader answers a body that stopped arriving (408) after one
+            // header-read timeout; this is the backstop for a reader that did not.
+            BODY => self.limits.header_read_timeout.saturating_mul(2),
             _ => return None,
         };
         Some(since.saturating_add(after.as_millis().try_into().unwrap_or(u64::MAX)))
@@ -202,10 +209,10 @@ impl Inner {
             }
             let (phase, since) = w.phase();
             if self.deadline(phase, since).is_some_and(|d| now >= d) {
-                let reason = if phase == HEAD {
-                    "header_timeout"
-                } else {
-                    "idle_timeout"
+                let reason = match phase {
+                    HEAD => "header_timeout",
+                    BODY => "body_timeout",
+                    _ => "idle_timeout",
                 };
                 metrics::counter!("ratelab_connections_closed_total", "listener" => self.name, "reason" => reason)
                     .increment(1);
@@ -236,7 +243,7 @@ impl Connections {
     /// starts the sweeping task on the current tokio runtime, which ends with the last clone.
     pub fn new(name: &'static str, limits: ConnLimits) -> Connections {
         describe();
-        for reason in ["header_timeout", "idle_timeout", "evicted"] {
+        for reason in ["header_timeout", "body_timeout", "idle_timeout", "evicted"] {
             metrics::counter!("ratelab_connections_closed_total", "listener" => name, "reason" => reason)
                 .increment(0);
         }
@@ -291,6 +298,7 @@ impl Connections {
                 .filter(|(_, w)| !w.is_closing())
                 .filter_map(|(id, w)| match w.phase() {
                     (BUSY, _) => None,
+                    // Idle, an unfinished head, or a body still arriving.
                     (_, since) => Some(((since, *id), w)),
                 })
                 .min_by_key(|(order, _)| *order)
@@ -337,8 +345,8 @@ fn describe() {
     metrics::describe_counter!(
         "ratelab_connections_closed_total",
         "Connections the server closed, by listener and reason: header_timeout (a request's \
-         head was not sent in time), idle_timeout (no request in time), evicted (closed at \
-         the connection bound to make room)."
+         head was not sent in time), body_timeout (its body stopped arriving), idle_timeout \
+         (no request in time), evicted (closed at the connection bound to make room)."
     );
     metrics::describe_counter!(
         "ratelab_connections_refused_total",
@@ -384,6 +392,21 @@ impl Phase {
 
     fn idle(&self) {
         self.watch.set(IDLE, self.owner.now_ms());
+    }
+
+    /// The request's body is still arriving, its last piece now: the connection waits on its
+    /// client, and may be closed to make room at the connection bound, as an unfinished head
+    /// may. Called by the service that reads the body, at its start and at each piece.
+    pub fn body_arriving(&self) {
+        self.watch.set(BODY, self.owner.now_ms());
+    }
+
+    /// The request's body arrived whole (or was abandoned): the connection is busy with the
+    /// request again, until its answer is made.
+    pub fn body_done(&self) {
+        if self.watch.phase().0 == BODY {
+            self.watch.set(BUSY, self.owner.now_ms());
+        }
     }
 }
 

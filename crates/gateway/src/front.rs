@@ -33,7 +33,7 @@
 //! gap between the two is the limiter's own cost.
 
 use crate::answer::Answer;
-use crate::conns::{Connections, Framing, Tracked};
+use crate::conns::{Connections, Framing, Phase, Tracked};
 use crate::env::Env;
 use crate::http::{Decided, RateLimitLayer, finish, refusal};
 use crate::pipeline::Gateway;
@@ -61,6 +61,8 @@ struct Shared<C, E, S> {
 pub struct Front<C, E, S> {
     shared: Arc<Shared<C, E, S>>,
     peer: SocketAddr,
+    /// The connection's phase, lent to the inner service with the peer.
+    phase: Option<Phase>,
     peer_extension: bool,
     max_head: usize,
 }
@@ -116,17 +118,21 @@ where
     }
 
     /// The same front, whose admitted requests carry the client's address as a
-    /// `ConnectInfo<SocketAddr>` extension for the inner service.
+    /// `ConnectInfo<SocketAddr>` extension for the inner service, and the connection's
+    /// [`Phase`].
     pub fn with_peer_extension(mut self) -> Self {
         self.peer_extension = true;
         self
     }
 
-    /// The service for the connection from `peer`.
-    pub fn connection(&self, peer: SocketAddr) -> Front<C, E, S> {
+    /// The service for the connection from `peer`, whose phase is `phase` (lent to the inner
+    /// service with the peer, [`FrontEnd::with_peer_extension`], so that a reverse proxy
+    /// marks the connection while a request's body arrives).
+    pub fn connection(&self, peer: SocketAddr, phase: Phase) -> Front<C, E, S> {
         Front {
             shared: self.shared.clone(),
             peer,
+            phase: self.peer_extension.then_some(phase),
             peer_extension: self.peer_extension,
             max_head: self.max_head,
         }
@@ -271,6 +277,9 @@ where
         }
         if self.peer_extension {
             req.extensions_mut().insert(ConnectInfo(self.peer));
+            if let Some(phase) = &self.phase {
+                req.extensions_mut().insert(phase.clone());
+            }
         }
         let peer = self.peer.ip();
         if C::IMMEDIATE && E::POLLS_FIRST {
@@ -337,7 +346,9 @@ pub enum Writes {
 }
 
 /// Serves HTTP/1.1 on `listener` until `shutdown` completes, with the service
-/// `service_for(peer)` on each connection, answers written as `writes` says, every connection
+/// `service_for(peer, phase)` on each connection (`phase`: the connection's, for a service
+/// that reads request bodies to mark: [`Phase::body_arriving`]), answers written as `writes`
+/// says, every connection
 /// admitted and bounded by `conns` ([`crate::conns`]); then stops accepting and waits for the
 /// requests in flight (each connection closes after its current answer).
 ///
@@ -351,7 +362,7 @@ pub async fn serve<F, T, B>(
     service_for: F,
     shutdown: impl Future<Output = ()>,
 ) where
-    F: Fn(SocketAddr) -> T,
+    F: Fn(SocketAddr, Phase) -> T,
     T: hyper::service::Service<Request<Incoming>, Response = Response<B>> + Send + 'static,
     T::Future: Send + 'static,
     T::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
@@ -386,7 +397,7 @@ pub async fn serve<F, T, B>(
         let Some(stream) = conns.admit(stream, Framing::Sequential) else {
             continue;
         };
-        let service = Tracked::new(service_for(peer), stream.phase());
+        let service = Tracked::new(service_for(peer, stream.phase()), stream.phase());
         // The read buffer is bounded by the head's bound (hyper answers a longer head 431);
         // a body is read through it in pieces of at most that size.
         let conn = hyper::server::conn::http1::Builder::new()

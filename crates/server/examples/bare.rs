@@ -80,7 +80,7 @@ fn run() -> Result<(), String> {
                 let ok = hyper_util::service::TowerToHyperService::new(
                     ratelab_gateway::http::answer_ok::<hyper::body::Incoming>(),
                 );
-                let service_for = |_| ok.clone();
+                let service_for = |_, _| ok.clone();
                 ratelab_gateway::front::serve(listener, writes, conns, service_for, forever).await;
             }
             Some(script) => {
@@ -92,7 +92,7 @@ fn run() -> Result<(), String> {
                     let script = script.clone();
                     async move { script.run(req).await }
                 });
-                let service_for = |_| service.clone();
+                let service_for = |_, _| service.clone();
                 ratelab_gateway::front::serve(listener, writes, conns, service_for, forever).await;
             }
         }

@@ -2,9 +2,12 @@
 //! longer a wait for the next chunk than a stated gap. A body past either bound ends in an
 //! error (the upstream sees its request cut short) and says which bound it crossed
 //! ([`Tripped`]), so the client is answered 413 or 408 rather than 502; a body that cannot be
-//! read as sent (malformed chunked framing) is a 400, not the upstream's fault.
+//! read as sent (malformed chunked framing) is a 400, not the upstream's fault. While a body
+//! arrives its connection is marked as waiting on its client ([`Phase::body_arriving`]), so a
+//! slow upload can be closed to make room at the connection bound, as a slow head can.
 
 use hyper::body::{Body, Frame, SizeHint};
+use ratelab_gateway::conns::Phase;
 use std::future::Future as _;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -66,6 +69,30 @@ impl std::fmt::Display for BoundCrossed {
 
 impl std::error::Error for BoundCrossed {}
 
+/// The connection's phase while the body arrives: marked at each piece, and done when the
+/// body ends or is dropped ([`Phase::body_arriving`]).
+struct Arriving(Option<Phase>);
+
+impl Arriving {
+    fn piece(&self) {
+        if let Some(p) = &self.0 {
+            p.body_arriving();
+        }
+    }
+
+    fn done(&mut self) {
+        if let Some(p) = self.0.take() {
+            p.body_done();
+        }
+    }
+}
+
+impl Drop for Arriving {
+    fn drop(&mut self) {
+        self.done();
+    }
+}
+
 pin_project_lite::pin_project! {
     /// `inner`, bounded by [`BodyLimits`].
     pub struct Bounded<B> {
@@ -76,6 +103,7 @@ pin_project_lite::pin_project! {
         // The deadline for the next chunk, armed when a poll finds none ready.
         wait: Option<Pin<Box<tokio::time::Sleep>>>,
         tripped: Tripped,
+        arriving: Arriving,
     }
 }
 
@@ -88,7 +116,7 @@ impl<B> std::fmt::Debug for Bounded<B> {
     }
 }
 
-impl<B> Bounded<B> {
+impl<B: Body> Bounded<B> {
     /// `inner` under `limits`, reporting a crossed bound to `tripped`.
     pub fn new(inner: B, limits: BodyLimits, tripped: Tripped) -> Self {
         Bounded {
@@ -97,7 +125,18 @@ impl<B> Bounded<B> {
             read: 0,
             wait: None,
             tripped,
+            arriving: Arriving(None),
         }
+    }
+
+    /// The same body, marking `phase` while it arrives: from now (unless it has ended
+    /// already) and at each piece, until it ends or is dropped.
+    pub fn marking(mut self, phase: Option<Phase>) -> Self {
+        if !self.inner.is_end_stream() {
+            self.arriving = Arriving(phase);
+            self.arriving.piece();
+        }
+        self
     }
 }
 
@@ -117,6 +156,7 @@ where
         match this.inner.poll_frame(cx) {
             Poll::Ready(Some(Ok(frame))) => {
                 *this.wait = None;
+                this.arriving.piece();
                 if let Some(data) = frame.data_ref() {
                     *this.read = this
                         .read
@@ -132,9 +172,13 @@ where
             }
             Poll::Ready(Some(Err(e))) => {
                 this.tripped.set(MALFORMED);
+                this.arriving.done();
                 Poll::Ready(Some(Err(e.into())))
             }
-            Poll::Ready(None) => Poll::Ready(None),
+            Poll::Ready(None) => {
+                this.arriving.done();
+                Poll::Ready(None)
+            }
             Poll::Pending => {
                 let gap = this.limits.gap;
                 let wait = this

@@ -341,7 +341,10 @@ fn open_files_limit() -> Option<u64> {
 }
 
 /// The connection bounds: each within range, and together within the open-file limit (a
-/// bound given explicitly that does not fit is an error; the default is lowered to fit).
+/// bound given explicitly that does not fit is an error; the default is lowered to fit). With
+/// an upstream, each data connection may hold a socket to it, and the pool keeps
+/// [`crate::proxy::UPSTREAM_IDLE`] more: the budget counts both
+/// ([`upstream_sockets`]).
 fn conn_limits(f: &ServeFile, listeners: u64) -> Result<ConnLimits, String> {
     let ms = |v: Option<u64>, default: Duration, what: &str| -> Result<Duration, String> {
         match v {
@@ -362,8 +365,22 @@ fn conn_limits(f: &ServeFile, listeners: u64) -> Result<ConnLimits, String> {
         ConnLimits::IDLE_TIMEOUT,
         "idle_timeout_ms",
     )?;
+    // A proxying data listener counts twice (its clients and their upstream sockets), less
+    // the pool's idle sockets taken off the top.
+    let proxied = f.upstream.is_some();
+    let units = listeners.max(1) + u64::from(proxied);
+    let idle = if proxied {
+        crate::proxy::UPSTREAM_IDLE as u64
+    } else {
+        0
+    };
     let room = open_files_limit()
-        .map(|n| n.saturating_sub(FD_RESERVE + ADMIN_MAX_CONNECTIONS as u64) / listeners.max(1));
+        .map(|n| n.saturating_sub(FD_RESERVE + ADMIN_MAX_CONNECTIONS as u64 + idle) / units);
+    let listeners = if proxied {
+        format!("{listeners} listeners and the upstream's sockets")
+    } else {
+        format!("{listeners} listeners")
+    };
     let max_connections = match (f.max_connections, room) {
         (Some(n), _) if !(1..=1_000_000).contains(&n) => {
             return Err(format!(
@@ -372,7 +389,7 @@ fn conn_limits(f: &ServeFile, listeners: u64) -> Result<ConnLimits, String> {
         }
         (Some(n), Some(room)) if n as u64 > room => {
             return Err(format!(
-                "max_connections: {n} connections on each of {listeners} listeners do not fit \
+                "max_connections: {n} connections on each of {listeners} do not fit \
                  the open-file limit (ulimit -n), which leaves room for {room}: raise the limit \
                  or lower max_connections"
             ));
@@ -463,7 +480,8 @@ pub fn settings(f: ServeFile) -> Result<ServeSettings, String> {
             }
             w => w,
         },
-        upstream: upstream(&f, conns.header_read_timeout)?,
+        upstream: upstream(&f, conns.header_read_timeout)?
+            .map(|u| u.with_max_sockets(upstream_sockets(conns.max_connections))),
         gateway: GatewayConfig {
             timeout: Duration::from_millis(timeout_ms),
             breaker,
@@ -530,6 +548,12 @@ pub fn settings(f: ServeFile) -> Result<ServeSettings, String> {
 
 /// Where admitted requests go, if anywhere: the upstream, its timeout and its body bounds
 /// (a stalled body waits the header-read timeout, `gap`).
+/// The sockets a proxy may open to its upstream: one for each data connection's request in
+/// flight, and the pool's idle ones.
+pub fn upstream_sockets(max_connections: usize) -> usize {
+    max_connections + crate::proxy::UPSTREAM_IDLE
+}
+
 fn upstream(f: &ServeFile, gap: Duration) -> Result<Option<crate::proxy::Upstream>, String> {
     Ok(match &f.upstream {
         None => None,

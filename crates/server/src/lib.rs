@@ -23,6 +23,7 @@
 //! | [`reload`] | hot reload of the limits file, on change and on SIGHUP |
 //! | [`proxy`] | the reverse proxy to `--upstream`, behind the limiter |
 //! | [`body`] | a proxied request's body, read under bounds |
+//! | [`upstream_conns`] | the bound on sockets to the upstream, idle ones included |
 //! | [`listeners`] | the admin and gRPC listeners, bounded like the data plane |
 //! | [`rls`] | Envoy's rate limit service (RLS v3 gRPC) and its descriptor trees |
 #![warn(missing_docs)]
@@ -39,5 +40,6 @@ pub mod reload;
 pub mod rls;
 pub mod serve;
 pub mod stores;
+pub mod upstream_conns;
 
 pub use args::{EXIT_BAD_INPUT, ServeArgs, serve_command};

@@ -31,7 +31,7 @@ pub async fn serve_admin(
     stop: impl Future<Output = ()>,
 ) {
     let conns = Connections::new("admin", limits);
-    let service_for = |peer: SocketAddr| {
+    let service_for = |peer: SocketAddr, _| {
         let router = router.clone();
         hyper::service::service_fn(move |mut req: http::Request<Incoming>| {
             req.extensions_mut().insert(ConnectInfo(peer));

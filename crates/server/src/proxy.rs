@@ -18,6 +18,10 @@
 //! send its headers in time a 504; their bodies do not name the upstream (its address stays
 //! internal), and the detail goes to stderr.
 //!
+//! Sockets to the upstream are bounded, idle ones in the pool included
+//! ([`crate::upstream_conns`]): at the bound a request waits up to the connect timeout for
+//! one, then is answered 503 with `Retry-After: 1`.
+//!
 //! A request body is read under bounds ([`crate::body`]): one declared or found longer than
 //! `--max-body-bytes` is a 413, one that stops arriving for the header-read timeout (shorter
 //! by default than the upstream's own timeout, which covers the upload too) a 408, and the
@@ -31,6 +35,7 @@ use http::{Response, StatusCode, Uri};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
+use ratelab_gateway::conns::Phase;
 use ratelab_gateway::ip::{Hop, forwarding_chain, is_trusted};
 use ratelab_gateway::{ClientIpHeader, IpNet};
 use std::net::SocketAddr;
@@ -39,6 +44,13 @@ use std::time::Duration;
 
 /// The default bound on a forwarded request's body: 10 MiB.
 pub const DEFAULT_MAX_BODY_BYTES: u64 = 10 << 20;
+/// The default bound on sockets to the upstream, when the open-file limit does not set one
+/// ([`crate::config`]).
+pub const DEFAULT_UPSTREAM_SOCKETS: usize = 10_032;
+/// The most idle sockets the pool keeps to the upstream: the rest are closed when their
+/// request is answered. The budget counts them: a data listener of D connections has
+/// D + UPSTREAM_IDLE upstream sockets.
+pub const UPSTREAM_IDLE: usize = 32;
 
 /// Where admitted requests go.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -51,6 +63,9 @@ pub struct Upstream {
     timeout: Duration,
     /// The bounds on a forwarded request's body.
     body: BodyLimits,
+    /// The most sockets open to the upstream at once, in use or idle
+    /// ([`crate::upstream_conns`]).
+    sockets: usize,
 }
 
 impl Upstream {
@@ -91,7 +106,19 @@ impl Upstream {
                 max_bytes: DEFAULT_MAX_BODY_BYTES,
                 gap: ratelab_gateway::conns::ConnLimits::HEADER_READ_TIMEOUT,
             },
+            sockets: DEFAULT_UPSTREAM_SOCKETS,
         })
+    }
+
+    /// The same upstream, with at most `sockets` sockets open to it at once.
+    pub fn with_max_sockets(mut self, sockets: usize) -> Upstream {
+        self.sockets = sockets.max(1);
+        self
+    }
+
+    /// The most sockets open to it at once.
+    pub fn max_sockets(&self) -> usize {
+        self.sockets
     }
 
     /// The same upstream, its requests' bodies read under `body`.
@@ -111,7 +138,7 @@ impl Upstream {
 #[derive(Clone, Debug)]
 pub struct Proxy {
     upstream: Arc<Upstream>,
-    client: Client<HttpConnector, Body>,
+    client: Client<crate::upstream_conns::Bounded, Body>,
     trusted: Arc<[IpNet]>,
     header: ClientIpHeader,
 }
@@ -125,10 +152,15 @@ impl Proxy {
     pub fn new(upstream: Upstream, trusted: Vec<IpNet>, header: ClientIpHeader) -> Proxy {
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
-        connector.set_connect_timeout(Some(upstream.timeout.min(CONNECT_TIMEOUT)));
+        let connect_timeout = upstream.timeout.min(CONNECT_TIMEOUT);
+        connector.set_connect_timeout(Some(connect_timeout));
+        let connector =
+            crate::upstream_conns::Bounded::new(connector, upstream.sockets, connect_timeout);
         Proxy {
+            client: Client::builder(TokioExecutor::new())
+                .pool_max_idle_per_host(UPSTREAM_IDLE)
+                .build(connector),
             upstream: Arc::new(upstream),
-            client: Client::builder(TokioExecutor::new()).build(connector),
             trusted: trusted.into(),
             header,
         }
@@ -286,7 +318,8 @@ async fn forward(proxy: Proxy, req: Request) -> Response<Body> {
         return too_large(up.body.max_bytes);
     }
     let tripped = Tripped::default();
-    let body = Body::new(Bounded::new(body, up.body, tripped.clone()));
+    let phase = parts.extensions.get::<Phase>().cloned();
+    let body = Body::new(Bounded::new(body, up.body, tripped.clone()).marking(phase));
     let call = proxy.client.request(http::Request::from_parts(parts, body));
     match tokio::time::timeout(up.timeout, call).await {
         Ok(Ok(resp)) => {
@@ -303,6 +336,15 @@ async fn forward(proxy: Proxy, req: Request) -> Response<Body> {
                     StatusCode::REQUEST_TIMEOUT,
                     "the request body stopped arriving\n".into(),
                 );
+            }
+            if crate::upstream_conns::is_full(&e) {
+                let mut r = text(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "the upstream is busy: every connection to it is in use\n".into(),
+                );
+                r.headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+                return r;
             }
             if tripped.malformed() {
                 return text(

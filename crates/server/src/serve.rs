@@ -146,7 +146,14 @@ async fn serve_app<S: Stores>(
             // The upstream's bodies are streamed through as they come, uncopied (the
             // limiter's own answers on this connection are written the same way).
             let writes = Writes::Vectored;
-            serve(listener, writes, conns, |peer| front.connection(peer), stop).await;
+            serve(
+                listener,
+                writes,
+                conns,
+                |peer, phase| front.connection(peer, phase),
+                stop,
+            )
+            .await;
         }
         None => {
             let front = FrontEnd::new(gw, None, answer_ok())
@@ -155,7 +162,7 @@ async fn serve_app<S: Stores>(
                 listener,
                 Writes::Flat,
                 conns,
-                |peer| front.connection(peer),
+                |peer, phase| front.connection(peer, phase),
                 stop,
             )
             .await;
@@ -304,8 +311,9 @@ fn banner(
         s.upstream
             .as_ref()
             .map_or("answered 200".into(), |u| format!(
-                "forwarded to {}",
-                u.url()
+                "forwarded to {} over at most {} sockets",
+                u.url(),
+                u.max_sockets()
             )),
         match &s.store {
             StoreChoice::Memory => "in-memory".into(),

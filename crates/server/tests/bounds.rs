@@ -137,3 +137,90 @@ fn a_malformed_chunked_body_is_400_and_a_whole_key_fits() {
     assert_eq!(status, 400);
     assert!(body.contains("at most 256"), "{body}");
 }
+
+/// The open descriptors of process `pid`.
+fn open_fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .count()
+}
+
+/// Slow uploads that the per-IP limit admits (620, inside one address's burst of 1 000).
+const SLOW_UPLOADS: usize = 620;
+
+#[test]
+#[cfg_attr(
+    ratelab_missing_nginx,
+    ignore = "nginx is not installed (Debian: apt-get install nginx-light)"
+)]
+fn slow_uploads_under_ulimit_fit_the_descriptor_budget_and_a_normal_client_is_served() {
+    // A real upstream that reads a whole body before answering: nginx buffers it, then
+    // proxies to itself.
+    let Some(upstream) = ratelab_testkit::nginx::Nginx::start(
+        "bounds_uploads",
+        "",
+        "location = /ok { return 200 \"up\\n\"; }\n\
+         location / { proxy_pass http://127.0.0.1:$server_port/ok; }",
+    ) else {
+        return;
+    };
+    let url = format!("http://127.0.0.1:{}", upstream.port);
+    let s = Server::start_with_nofile(1024, &["--upstream", &url]);
+    let pid = s.child.id();
+    // The budget the banner states: D data connections, D + 32 upstream sockets.
+    let number_after = |text: &str, marker: &str| -> usize {
+        let at = text
+            .find(marker)
+            .unwrap_or_else(|| panic!("{marker:?} in {text}"))
+            + marker.len();
+        text[at..]
+            .split(|c: char| !c.is_ascii_digit())
+            .next()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("a number after {marker:?} in {text}"))
+    };
+    let data = number_after(&s.banner, "bytes, at most ");
+    let sockets = number_after(&s.banner, "over at most ");
+    assert!(data + sockets < 1024, "{}", s.banner);
+    let get = "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    assert!(exchange(s.port, get).contains("up\n"));
+    let (rss_before, fds_before) = (rss_kib(pid), open_fds(pid));
+    let mut held = Vec::new();
+    for _ in 0..SLOW_UPLOADS {
+        let mut c = TcpStream::connect(("127.0.0.1", s.port)).unwrap();
+        let _ = c.write_all(
+            b"POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\nfirst ten.",
+        );
+        held.push(c);
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let (rss_during, fds_during) = (rss_kib(pid), open_fds(pid));
+    // A normal client is served, on fresh connections, while the uploads stall.
+    for _ in 0..3 {
+        let answer = exchange(s.port, get);
+        assert!(answer.contains("up\n"), "{answer:.200}");
+    }
+    let (rss_after, fds_after) = (rss_kib(pid), open_fds(pid));
+    let fd_bound = data + sockets + fds_before;
+    assert!(
+        fds_during.max(fds_after) <= fd_bound,
+        "descriptors {fds_before} -> {fds_during} -> {fds_after}, over {fd_bound}"
+    );
+    // Each held upload costs its connection's buffers: at most 2 × 32 KiB + 4 KiB each.
+    let rss_bound = rss_before + (data as u64) * 68 + 8 * 1024;
+    assert!(
+        rss_during.max(rss_after) <= rss_bound,
+        "RSS {rss_before} -> {rss_during} -> {rss_after} KiB, over {rss_bound}"
+    );
+    assert!(
+        !s.stderr().contains("accept error"),
+        "the server ran out of descriptors:\n{}",
+        s.stderr()
+    );
+    eprintln!(
+        "{SLOW_UPLOADS} slow uploads under ulimit -n 1024: {data} data connections, {sockets} \
+         upstream sockets; descriptors {fds_before} -> {fds_during} -> {fds_after}; RSS \
+         {rss_before} -> {rss_during} -> {rss_after} KiB"
+    );
+    drop(held);
+}

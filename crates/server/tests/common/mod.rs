@@ -38,8 +38,21 @@ impl Reply {
 impl Server {
     /// Starts the binary on a port of its own choosing and reads it off its first line.
     pub fn start(args: &[&str]) -> Server {
+        Server::spawn(Command::new(env!("CARGO_BIN_EXE_ratelab-server")), args)
+    }
+
+    /// [`Server::start`] with the open-file limit (`ulimit -n`) at `nofile`.
+    #[allow(dead_code)]
+    pub fn start_with_nofile(nofile: u32, args: &[&str]) -> Server {
+        let mut sh = Command::new("sh");
+        sh.args(["-c", &format!("ulimit -n {nofile} && exec \"$0\" \"$@\"")])
+            .arg(env!("CARGO_BIN_EXE_ratelab-server"));
+        Server::spawn(sh, args)
+    }
+
+    fn spawn(mut command: Command, args: &[&str]) -> Server {
         use std::io::{BufRead as _, Read as _};
-        let mut child = Command::new(env!("CARGO_BIN_EXE_ratelab-server"))
+        let mut child = command
             .args(["--listen", "127.0.0.1:0"])
             .args(["--admin-listen", "127.0.0.1:0"])
             .args(args)
