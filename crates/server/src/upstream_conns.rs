@@ -148,3 +148,29 @@ pub fn is_full(e: &(dyn std::error::Error + 'static)) -> bool {
     }
     false
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn at_the_bound_a_connection_waits_then_fails_and_a_closed_socket_frees_its_place() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let uri: http::Uri = format!("http://{}", listener.local_addr().unwrap())
+            .parse()
+            .unwrap();
+        tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((s, _)) = listener.accept().await {
+                held.push(s);
+            }
+        });
+        let mut c = Bounded::new(HttpConnector::new(), 1, Duration::from_millis(100));
+        let first = tower::Service::call(&mut c, uri.clone()).await.unwrap();
+        let err = tower::Service::call(&mut c, uri.clone()).await.unwrap_err();
+        assert!(is_full(err.as_ref()), "{err}");
+        assert_eq!(err.to_string(), "all 1 upstream connections are in use");
+        drop(first);
+        assert!(tower::Service::call(&mut c, uri).await.is_ok());
+    }
+}

@@ -224,3 +224,76 @@ fn slow_uploads_under_ulimit_fit_the_descriptor_budget_and_a_normal_client_is_se
     );
     drop(held);
 }
+
+/// gRPC connections, each opening as many streams as it can (the server takes
+/// `GRPC_STREAMS_PER_CONNECTION` at once; the client queues the rest), each stream with a
+/// header list just under the 16 KiB bound and no body, held open.
+const GRPC_CONNECTIONS: usize = 8;
+/// Streams each connection tries to open.
+const GRPC_STREAMS_TRIED: usize = 1024;
+
+#[test]
+fn grpc_streams_with_large_headers_hold_at_most_the_connections_bound() {
+    use ratelab_server::serve::GRPC_CONNECTION_BYTES;
+    let s = Server::start(&["--grpc-listen", "127.0.0.1:0"]);
+    let grpc: u16 = s
+        .banner
+        .lines()
+        .find_map(|l| l.split("gRPC): 127.0.0.1:").nth(1))
+        .and_then(|l| l.split(';').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no gRPC port in the banner:\n{}", s.banner));
+    let pid = s.child.id();
+    let before = rss_kib(pid);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let big = "v".repeat(15 << 10);
+    let (opened, held) = rt.block_on(async {
+        let mut opened = Vec::new();
+        let mut held = Vec::new();
+        for _ in 0..GRPC_CONNECTIONS {
+            let tcp = tokio::net::TcpStream::connect(("127.0.0.1", grpc)).await.unwrap();
+            let (client, conn) = h2::client::handshake(tcp).await.unwrap();
+            tokio::spawn(async move {
+                let _ = conn.await;
+            });
+            let mut n = 0;
+            for _ in 0..GRPC_STREAMS_TRIED {
+                // The server's stream bound: the next stream waits for room.
+                let ready = tokio::time::timeout(Duration::from_millis(200), client.clone().ready());
+                let Ok(Ok(mut ready)) = ready.await else {
+                    break;
+                };
+                let req = http::Request::post(format!(
+                    "http://127.0.0.1:{grpc}/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"
+                ))
+                .header("content-type", "application/grpc")
+                .header("x-padding", big.as_str())
+                .body(())
+                .unwrap();
+                match ready.send_request(req, false) {
+                    Ok(stream) => held.push(stream),
+                    Err(_) => break,
+                }
+                n += 1;
+            }
+            opened.push(n);
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        (opened, held)
+    });
+    let during = rss_kib(pid);
+    // A normal client is served meanwhile (the HTTP data plane).
+    assert_eq!(s.get("/").0, 200);
+    let bound = before + (GRPC_CONNECTIONS as u64) * (GRPC_CONNECTION_BYTES / 1024) + 8 * 1024;
+    eprintln!(
+        "gRPC: {GRPC_CONNECTIONS} connections sent {opened:?} streams with 15 KiB headers; \
+         RSS {before} -> {during} KiB (bound {bound})"
+    );
+    assert!(
+        during <= bound,
+        "RSS {before} -> {during} KiB, over {bound}"
+    );
+    drop(held);
+}
