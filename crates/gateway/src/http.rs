@@ -377,6 +377,18 @@ where
 /// the query is kept as sent.
 fn canonical_target(parts: &mut http::request::Parts) -> Result<(), crate::path::PathError> {
     crate::path::check_method(parts.method.as_str())?;
+    // RFC 9112 §3.2: an HTTP/1.1 request has exactly one Host (or its target's authority);
+    // a server must refuse it otherwise, and a proxy would be left to guess.
+    let hosts = parts.headers.get_all(http::header::HOST).iter().count();
+    if hosts > 1
+        || (hosts == 0
+            && parts.version == http::Version::HTTP_11
+            && parts.uri.authority().is_none())
+    {
+        return Err(crate::path::PathError(
+            "an HTTP/1.1 request needs exactly one Host header (RFC 9112 §3.2)".into(),
+        ));
+    }
     let path = match crate::path::normalize(parts.uri.path())? {
         std::borrow::Cow::Borrowed(_) => return Ok(()),
         std::borrow::Cow::Owned(p) => p,
