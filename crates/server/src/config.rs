@@ -340,6 +340,50 @@ fn open_files_limit() -> Option<u64> {
         .ok()
 }
 
+/// The bound on each listener's connections under the open-file limit `nofile` (`None`:
+/// unknown or unlimited), with `listeners` listeners besides the admin one, `proxied` when
+/// the data listener forwards to an upstream, and `explicit` when the operator gave one (an
+/// explicit bound that does not fit is an error; the default is lowered to fit). A proxying
+/// data listener counts twice (its clients and their upstream sockets), and the pool's idle
+/// sockets are taken off the top.
+pub fn connection_budget(
+    nofile: Option<u64>,
+    listeners: u64,
+    proxied: bool,
+    explicit: Option<usize>,
+) -> Result<usize, String> {
+    let units = listeners.max(1) + u64::from(proxied);
+    let idle = if proxied {
+        crate::proxy::UPSTREAM_IDLE as u64
+    } else {
+        0
+    };
+    let room =
+        nofile.map(|n| n.saturating_sub(FD_RESERVE + ADMIN_MAX_CONNECTIONS as u64 + idle) / units);
+    let what = if proxied {
+        format!("{listeners} listeners and the upstream's sockets")
+    } else {
+        format!("{listeners} listeners")
+    };
+    Ok(match (explicit, room) {
+        (Some(n), _) if !(1..=1_000_000).contains(&n) => {
+            return Err(format!(
+                "max_connections: {n} is out of range: expected 1 to 1000000"
+            ));
+        }
+        (Some(n), Some(room)) if n as u64 > room => {
+            return Err(format!(
+                "max_connections: {n} connections on each of {what} do not fit \
+                 the open-file limit (ulimit -n), which leaves room for {room}: raise the limit \
+                 or lower max_connections"
+            ));
+        }
+        (Some(n), _) => n,
+        (None, Some(room)) => ConnLimits::MAX_CONNECTIONS.min(room.max(1) as usize),
+        (None, None) => ConnLimits::MAX_CONNECTIONS,
+    })
+}
+
 /// The connection bounds: each within range, and together within the open-file limit (a
 /// bound given explicitly that does not fit is an error; the default is lowered to fit). With
 /// an upstream, each data connection may hold a socket to it, and the pool keeps
@@ -365,39 +409,12 @@ fn conn_limits(f: &ServeFile, listeners: u64) -> Result<ConnLimits, String> {
         ConnLimits::IDLE_TIMEOUT,
         "idle_timeout_ms",
     )?;
-    // A proxying data listener counts twice (its clients and their upstream sockets), less
-    // the pool's idle sockets taken off the top.
-    let proxied = f.upstream.is_some();
-    let units = listeners.max(1) + u64::from(proxied);
-    let idle = if proxied {
-        crate::proxy::UPSTREAM_IDLE as u64
-    } else {
-        0
-    };
-    let room = open_files_limit()
-        .map(|n| n.saturating_sub(FD_RESERVE + ADMIN_MAX_CONNECTIONS as u64 + idle) / units);
-    let listeners = if proxied {
-        format!("{listeners} listeners and the upstream's sockets")
-    } else {
-        format!("{listeners} listeners")
-    };
-    let max_connections = match (f.max_connections, room) {
-        (Some(n), _) if !(1..=1_000_000).contains(&n) => {
-            return Err(format!(
-                "max_connections: {n} is out of range: expected 1 to 1000000"
-            ));
-        }
-        (Some(n), Some(room)) if n as u64 > room => {
-            return Err(format!(
-                "max_connections: {n} connections on each of {listeners} do not fit \
-                 the open-file limit (ulimit -n), which leaves room for {room}: raise the limit \
-                 or lower max_connections"
-            ));
-        }
-        (Some(n), _) => n,
-        (None, Some(room)) => ConnLimits::MAX_CONNECTIONS.min(room.max(1) as usize),
-        (None, None) => ConnLimits::MAX_CONNECTIONS,
-    };
+    let max_connections = connection_budget(
+        open_files_limit(),
+        listeners,
+        f.upstream.is_some(),
+        f.max_connections,
+    )?;
     let max_header_bytes = match f.max_header_bytes {
         None => ConnLimits::MAX_HEADER_BYTES,
         Some(n) if (ConnLimits::MIN_HEADER_BYTES as u64..=1 << 20).contains(&n) => n as usize,

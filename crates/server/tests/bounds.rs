@@ -7,6 +7,7 @@
 mod common;
 
 use common::Server;
+use ratelab_gateway::conns::ConnLimits;
 use std::io::{Read as _, Write as _};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
@@ -33,11 +34,51 @@ fn exchange(port: u16, head: &str) -> String {
 
 /// Connections that each hold an unfinished head this long.
 const HEAD_BYTES: usize = 30 << 10;
-/// How many.
-const SLOW_HEADS: usize = 300;
+
+/// The suite's scale: bounded in `cargo test`, larger under `RATELAB_ADVERSARIAL=full`
+/// (`scripts/adversarial.sh`).
+fn scaled(bounded: usize, full: usize) -> usize {
+    match std::env::var("RATELAB_ADVERSARIAL").as_deref() {
+        Ok("full") => full,
+        _ => bounded,
+    }
+}
+
+/// What one connection holding an unfinished head (or a stalled upload) may cost, KiB: its
+/// read buffer, at most twice the head bound (hyper checks its bound between reads, and a
+/// read may take as much again), and 4 KiB of the connection's own state.
+const CONN_KIB: u64 = 2 * (ConnLimits::MAX_HEADER_BYTES as u64 >> 10) + 4;
+/// What the rest of the server may grow by meanwhile, KiB.
+const SLACK_KIB: u64 = 8 << 10;
+
+#[test]
+fn the_stated_bounds_are_todays() {
+    use ratelab_server::config::{connection_budget, upstream_sockets};
+    use ratelab_server::serve::{
+        GRPC_CONNECTION_BYTES, GRPC_HEADER_LIST_BYTES, GRPC_STREAMS_PER_CONNECTION,
+    };
+    let data = connection_budget(Some(1024), 1, true, None).unwrap();
+    let plain = connection_budget(Some(1024), 1, false, None).unwrap();
+    let table = format!(
+        "| bound | value |\n|---|---|\n\
+         | request head | {head} bytes; a longer one is answered 431 |\n\
+         | memory held by a connection with an unfinished head or a stalled upload | at most {CONN_KIB} KiB |\n\
+         | connections under `ulimit -n 1024`, answering | {plain} |\n\
+         | connections under `ulimit -n 1024`, proxying | {data}, over at most {sockets} upstream sockets |\n\
+         | gRPC streams one connection carries at once | {GRPC_STREAMS_PER_CONNECTION} |\n\
+         | gRPC header list | {list} KiB |\n\
+         | memory one gRPC connection's requests may hold | {conn:.2} MiB |\n",
+        head = ConnLimits::MAX_HEADER_BYTES,
+        sockets = upstream_sockets(data),
+        list = GRPC_HEADER_LIST_BYTES >> 10,
+        conn = GRPC_CONNECTION_BYTES as f64 / (1 << 20) as f64,
+    );
+    ratelab_testkit::docs::check_block("docs/GATEWAY.md", "edge-bounds", &table);
+}
 
 #[test]
 fn unfinished_heads_cost_at_most_their_bound_and_a_longer_head_is_431() {
+    let slow_heads = scaled(300, 2000);
     let s = Server::start(&["--header-read-timeout-ms", "30000"]);
     let pid = s.child.id();
     let get = "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
@@ -45,7 +86,7 @@ fn unfinished_heads_cost_at_most_their_bound_and_a_longer_head_is_431() {
     let before = rss_kib(pid);
     let filler = format!("X-Filler: {}\r\n", "f".repeat(1000));
     let mut held = Vec::new();
-    for _ in 0..SLOW_HEADS {
+    for _ in 0..slow_heads {
         let mut c = TcpStream::connect(("127.0.0.1", s.port)).unwrap();
         c.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n").unwrap();
         for _ in 0..HEAD_BYTES / filler.len() {
@@ -59,13 +100,10 @@ fn unfinished_heads_cost_at_most_their_bound_and_a_longer_head_is_431() {
     assert!(start.elapsed() < Duration::from_secs(5));
     std::thread::sleep(Duration::from_millis(300));
     let during = rss_kib(pid);
-    // Each unfinished head is held in a read buffer of at most twice the head bound (hyper
-    // checks its bound between reads, and a read may take as much again); 8 MiB for the rest.
-    let per_conn_kib = 2 * 32 + 4;
-    let bound = before + (SLOW_HEADS as u64) * per_conn_kib + 8 * 1024;
+    let bound = before + (slow_heads as u64) * CONN_KIB + SLACK_KIB;
     assert!(
         during <= bound,
-        "{SLOW_HEADS} unfinished heads of {HEAD_BYTES} bytes: RSS {before} KiB -> {during} KiB, \
+        "{slow_heads} unfinished heads of {HEAD_BYTES} bytes: RSS {before} KiB -> {during} KiB, \
          over the bound {bound} KiB"
     );
     drop(held);
@@ -76,7 +114,10 @@ fn unfinished_heads_cost_at_most_their_bound_and_a_longer_head_is_431() {
     );
     let answer = exchange(s.port, &long);
     assert!(answer.starts_with("HTTP/1.1 431"), "{answer:.80}");
-    eprintln!("RSS {before} KiB, with {SLOW_HEADS} unfinished heads {during} KiB");
+    eprintln!(
+        "adversarial: {slow_heads} unfinished heads of {HEAD_BYTES} bytes, a normal client \
+         served: RSS {before} -> {during} KiB (bound {bound})"
+    );
 }
 
 #[test]
@@ -145,9 +186,6 @@ fn open_fds(pid: u32) -> usize {
         .count()
 }
 
-/// Slow uploads that the per-IP limit admits (620, inside one address's burst of 1 000).
-const SLOW_UPLOADS: usize = 620;
-
 #[test]
 #[cfg_attr(
     ratelab_missing_nginx,
@@ -165,7 +203,9 @@ fn slow_uploads_under_ulimit_fit_the_descriptor_budget_and_a_normal_client_is_se
         return;
     };
     let url = format!("http://127.0.0.1:{}", upstream.port);
-    let s = Server::start_with_nofile(1024, &["--upstream", &url]);
+    // Slow uploads that the per-IP limit admits (inside one address's burst of 1 000).
+    let (uploads, nofile) = (scaled(620, 990), scaled(1024, 4096));
+    let s = Server::start_with_nofile(nofile as u32, &["--upstream", &url]);
     let pid = s.child.id();
     // The budget the banner states: D data connections, D + 32 upstream sockets.
     let number_after = |text: &str, marker: &str| -> usize {
@@ -181,12 +221,12 @@ fn slow_uploads_under_ulimit_fit_the_descriptor_budget_and_a_normal_client_is_se
     };
     let data = number_after(&s.banner, "bytes, at most ");
     let sockets = number_after(&s.banner, "over at most ");
-    assert!(data + sockets < 1024, "{}", s.banner);
+    assert!(data + sockets < nofile, "{}", s.banner);
     let get = "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
     assert!(exchange(s.port, get).contains("up\n"));
     let (rss_before, fds_before) = (rss_kib(pid), open_fds(pid));
     let mut held = Vec::new();
-    for _ in 0..SLOW_UPLOADS {
+    for _ in 0..uploads {
         let mut c = TcpStream::connect(("127.0.0.1", s.port)).unwrap();
         let _ = c.write_all(
             b"POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\nfirst ten.",
@@ -206,8 +246,7 @@ fn slow_uploads_under_ulimit_fit_the_descriptor_budget_and_a_normal_client_is_se
         fds_during.max(fds_after) <= fd_bound,
         "descriptors {fds_before} -> {fds_during} -> {fds_after}, over {fd_bound}"
     );
-    // Each held upload costs its connection's buffers: at most 2 × 32 KiB + 4 KiB each.
-    let rss_bound = rss_before + (data as u64) * 68 + 8 * 1024;
+    let rss_bound = rss_before + (data as u64) * CONN_KIB + SLACK_KIB;
     assert!(
         rss_during.max(rss_after) <= rss_bound,
         "RSS {rss_before} -> {rss_during} -> {rss_after} KiB, over {rss_bound}"
@@ -218,22 +257,23 @@ fn slow_uploads_under_ulimit_fit_the_descriptor_budget_and_a_normal_client_is_se
         s.stderr()
     );
     eprintln!(
-        "{SLOW_UPLOADS} slow uploads under ulimit -n 1024: {data} data connections, {sockets} \
-         upstream sockets; descriptors {fds_before} -> {fds_during} -> {fds_after}; RSS \
-         {rss_before} -> {rss_during} -> {rss_after} KiB"
+        "adversarial: {uploads} slow uploads under ulimit -n {nofile}, a normal client served: \
+         {data} data connections, {sockets} upstream sockets; descriptors {fds_before} -> \
+         {fds_during} -> {fds_after} (bound {fd_bound}); RSS {rss_before} -> {rss_during} -> \
+         {rss_after} KiB (bound {rss_bound})"
     );
     drop(held);
 }
 
-/// gRPC connections, each opening as many streams as it can (the server takes
-/// `GRPC_STREAMS_PER_CONNECTION` at once; the client queues the rest), each stream with a
-/// header list just under the 16 KiB bound and no body, held open.
-const GRPC_CONNECTIONS: usize = 8;
-/// Streams each connection tries to open.
+/// Streams each gRPC connection tries to open.
 const GRPC_STREAMS_TRIED: usize = 1024;
 
 #[test]
 fn grpc_streams_with_large_headers_hold_at_most_the_connections_bound() {
+    // gRPC connections, each opening as many streams as it can (the server takes
+    // GRPC_STREAMS_PER_CONNECTION at once; the client queues the rest), each stream with a
+    // header list just under the 16 KiB bound and no body, held open.
+    let connections = scaled(8, 64);
     use ratelab_server::serve::GRPC_CONNECTION_BYTES;
     let s = Server::start(&["--grpc-listen", "127.0.0.1:0"]);
     let grpc: u16 = s
@@ -252,7 +292,7 @@ fn grpc_streams_with_large_headers_hold_at_most_the_connections_bound() {
     let (opened, held) = rt.block_on(async {
         let mut opened = Vec::new();
         let mut held = Vec::new();
-        for _ in 0..GRPC_CONNECTIONS {
+        for _ in 0..connections {
             let tcp = tokio::net::TcpStream::connect(("127.0.0.1", grpc)).await.unwrap();
             let (client, conn) = h2::client::handshake(tcp).await.unwrap();
             tokio::spawn(async move {
@@ -286,10 +326,12 @@ fn grpc_streams_with_large_headers_hold_at_most_the_connections_bound() {
     let during = rss_kib(pid);
     // A normal client is served meanwhile (the HTTP data plane).
     assert_eq!(s.get("/").0, 200);
-    let bound = before + (GRPC_CONNECTIONS as u64) * (GRPC_CONNECTION_BYTES / 1024) + 8 * 1024;
+    let bound = before + (connections as u64) * (GRPC_CONNECTION_BYTES >> 10) + SLACK_KIB;
     eprintln!(
-        "gRPC: {GRPC_CONNECTIONS} connections sent {opened:?} streams with 15 KiB headers; \
-         RSS {before} -> {during} KiB (bound {bound})"
+        "adversarial: {connections} gRPC connections sending {} streams each with 15 KiB of \
+         headers and no body, a normal client served: RSS {before} -> {during} KiB (bound \
+         {bound})",
+        opened.iter().max().unwrap_or(&0)
     );
     assert!(
         during <= bound,
