@@ -21,6 +21,7 @@
 //! | [`limit_set`] | the gateway's limits over a store, kept across reloads |
 //! | [`serve`] | serving the gateway, its admin listener and its rate limit service |
 //! | [`reload`] | hot reload of the limits file, on change and on SIGHUP |
+//! | [`writers`] | whether a write to the limits file is open (inotify), for the reloader |
 //! | [`proxy`] | the reverse proxy to `--upstream`, behind the limiter |
 //! | [`body`] | a proxied request's body, read under bounds |
 //! | [`upstream_conns`] | the bound on sockets to the upstream, idle ones included |
@@ -41,5 +42,6 @@ pub mod rls;
 pub mod serve;
 pub mod stores;
 pub mod upstream_conns;
+pub mod writers;
 
 pub use args::{EXIT_BAD_INPUT, ServeArgs, serve_command};

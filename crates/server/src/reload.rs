@@ -1,6 +1,10 @@
-//! Hot reload of the limits file: on a change (polled, and applied only once it has settled:
-//! read the same at consecutive polls at least [`SETTLE`] apart, so a file being written in
-//! place — truncated, then written — is not judged half-written) and at once on SIGHUP.
+//! Hot reload of the limits file: on a change (polled, and applied only once it has settled)
+//! and at once on SIGHUP. A change settles when its writer is done with it: on Linux, when no
+//! write to the file is open — whoever wrote it has closed it, or it was renamed into place
+//! ([`crate::writers`]) — and no write came while it was read, however long a writer paused
+//! in the middle. Where the kernel's notices cannot be had (or the path is a symlink, whose
+//! target's writes land in another directory), when it reads the same at consecutive polls
+//! at least [`SETTLE`] apart, so a file truncated then written is not judged half-written.
 //!
 //! The file is read whole and validated first; only a file that validates, and whose limits'
 //! stores could be opened, replaces the running set, in one swap ([`Gateway::replace_limits`]):
@@ -9,9 +13,9 @@
 //! `ratelab_limits_reloads_total{result="rejected"}`, and the old limits keep running; each
 //! distinct bad content is reported once (until an edit applies), not at every poll.
 //!
-//! The file is polled rather than watched with inotify: a poll sees every way a file is
-//! replaced (an editor's rename, a Kubernetes ConfigMap's symlink swap, a copy over it),
-//! needs no dependency, and costs one small read per interval.
+//! The file is polled (inotify only tells whether a write is open): a poll sees every way a
+//! file is replaced (an editor's rename, a Kubernetes ConfigMap's symlink swap, a copy over
+//! it) and costs one small read per interval.
 
 use crate::limit_set::file_set;
 use crate::limits;
@@ -124,6 +128,19 @@ pub fn start<S: Stores>(
     // A change not yet settled, and when it was first read.
     let mut pending: Option<(Seen, Instant)> = None;
     let mut rejected: Vec<u64> = Vec::new();
+    let symlink = std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink());
+    let mut writers = match symlink {
+        true => None,
+        false => crate::writers::Writers::watch(&path),
+    };
+    if writers.is_none() && !symlink {
+        eprintln!(
+            "ratelab-server: cannot watch {} for writers (inotify): a change is applied once it \
+             has read the same for {} ms",
+            path.display(),
+            SETTLE.as_millis()
+        );
+    }
     // Installed before the server announces itself: SIGHUP's default action ends the process.
     let mut hup = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
         Ok(h) => Some(h),
@@ -143,6 +160,9 @@ pub fn start<S: Stores>(
                 _ = tick.tick() => false,
                 Some(()) = async { match hup.as_mut() { Some(h) => h.recv().await, None => None } } => true,
             };
+            if let Some(w) = writers.as_mut() {
+                w.drain();
+            }
             // Read on the blocking pool: whatever the path now names, the server's workers
             // never wait on it.
             let now = {
@@ -151,23 +171,32 @@ pub fn start<S: Stores>(
                     .await
                     .unwrap_or_else(|e| Seen::Unreadable(format!("the read failed: {e}")))
             };
+            // Notices that came while the file was read: it may be half of a write.
+            let written_during = writers.as_mut().is_some_and(|w| w.drain());
             if !forced {
-                // A change is acted on once it has settled: read the same at consecutive
-                // polls for at least SETTLE, so a file being written in place is not judged
-                // half-written.
                 if now == seen {
                     pending = None;
                     continue;
                 }
-                match &pending {
-                    Some((p, since)) if *p == now => {
-                        if since.elapsed() < SETTLE {
+                // Where writers are watched, a change is acted on once no write is open and
+                // none came during the read.
+                if let Some(w) = &writers {
+                    if w.writing() || written_during {
+                        continue;
+                    }
+                } else {
+                    // Else once it has settled: read the same at consecutive polls for at
+                    // least SETTLE.
+                    match &pending {
+                        Some((p, since)) if *p == now => {
+                            if since.elapsed() < SETTLE {
+                                continue;
+                            }
+                        }
+                        _ => {
+                            pending = Some((now, Instant::now()));
                             continue;
                         }
-                    }
-                    _ => {
-                        pending = Some((now, Instant::now()));
-                        continue;
                     }
                 }
             }

@@ -150,6 +150,40 @@ fn a_limits_path_swapped_for_a_fifo_is_refused_unread_and_the_server_goes_on() {
 }
 
 #[test]
+fn a_limits_file_written_in_place_with_a_pause_is_applied_when_its_writer_closes_it() {
+    let dir = ratelab_testkit::temp::TempDir::new("bounds-half-written");
+    let limits = dir.join("limits.toml");
+    let limit = |name: &str| {
+        format!(
+            "[[limit]]\nname = \"{name}\"\nalgorithm = \"token-bucket\"\ncapacity = 100\n\
+             refill = 100\nrefill_period_ms = 1000\n"
+        )
+    };
+    std::fs::write(&limits, limit("first")).unwrap();
+    let s = Server::start(&[
+        "--limits",
+        limits.to_str().unwrap(),
+        "--reload-interval-ms",
+        "50",
+    ]);
+    // A writer truncates the file, writes one limit of two (a valid file on its own), and
+    // pauses far longer than the polls and any settling time, then writes the rest.
+    let mut w = std::fs::File::create(&limits).unwrap();
+    w.write_all(limit("a").as_bytes()).unwrap();
+    w.flush().unwrap();
+    std::thread::sleep(Duration::from_millis(2000));
+    assert!(
+        !s.stderr().contains("limits reloaded"),
+        "the half-written file was applied:\n{}",
+        s.stderr()
+    );
+    w.write_all(format!("\n{}", limit("b")).as_bytes()).unwrap();
+    drop(w);
+    s.wait_stderr("2 limits");
+    assert!(!s.stderr().contains(": 1 limits"), "{}", s.stderr());
+}
+
+#[test]
 #[cfg_attr(
     ratelab_missing_nginx,
     ignore = "nginx is not installed (Debian: apt-get install nginx-light)"
