@@ -8,5 +8,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export RATELAB_ADVERSARIAL=full RATELAB_REQUIRE_NGINX=1 RATELAB_REQUIRE_HAPROXY=1
 cargo test --release -q -p ratelab-gateway --lib -- admin:: ip:: path::
+log=target/adversarial.log
+mkdir -p target
+status=0
 cargo test --release -q -p ratelab-server --test edge --test bounds --test malformed \
-  -- --test-threads 1 --nocapture 2>&1 | grep -E '^adversarial:|^test result|FAILED|panicked'
+  -- --test-threads 1 --nocapture >"$log" 2>&1 || status=$?
+grep -o -E 'adversarial:.*|test result:.*|.*FAILED.*' "$log" || true
+if [ "$status" -ne 0 ]; then
+  grep -E -A12 'panicked' "$log" || true
+  echo "the suite failed (exit $status); the whole output is in $log"
+fi
+exit "$status"

@@ -4,13 +4,17 @@
 //!
 //! 1. a request id (the HTTP layer assigns a time-ordered UUIDv7);
 //! 2. the guard slot (a cheap pre-check such as a bloom filter of keys);
-//! 3. the **per-IP edge limit**, keyed on the client address (forwarding headers are believed
-//!    only from configured proxies);
+//! 3. the **per-IP edge limit**, keyed on the client address, decided by one rule ([`ip`]:
+//!    canonical addresses, and only the one forwarding header named, believed only from
+//!    configured proxies, its rightmost untrusted entry);
 //! 4. the **per-key limit**, keyed on the `x-api-key` header, when one is sent;
 //! 5. the answer: 429 with `Retry-After` and the RateLimit fields on a denial, the RateLimit
 //!    fields on an admission, so clients can pace themselves.
 //!
-//! A request denied at the edge never reaches — and never spends — its per-key quota.
+//! A request denied at the edge never reaches — and never spends — its per-key quota. Before
+//! any of it, the HTTP front end gives the request one spelling ([`path`]: the path
+//! normalised, a lower-case method or a keyed header sent twice or folded refused), so a
+//! selector cannot be dodged by spelling a route otherwise.
 //!
 //! Those two are the default pair ([`Gateway::new`]). In general a gateway applies a set of
 //! named limits ([`limits`]: a selector, a key, a cost, enforce or shadow mode, each over its

@@ -153,20 +153,22 @@ fn all_on_path(programs: &[&str], path: &OsStr) -> bool {
     programs.iter().all(|p| on_path(p, path).is_some())
 }
 
+/// `program`, on `path` or in `/usr/sbin` (where Debian puts servers, off a user's `PATH`).
+fn on_path_or_sbin(program: &str, path: &OsStr) -> Option<PathBuf> {
+    on_path(program, path).or_else(|| {
+        let sbin = Path::new("/usr/sbin").join(program);
+        sbin.is_file().then_some(sbin)
+    })
+}
+
 /// The HAProxy binary, on `path` or in `/usr/sbin`.
 pub fn haproxy_binary(path: &OsStr) -> Option<PathBuf> {
-    on_path("haproxy", path).or_else(|| {
-        let sbin = Path::new("/usr/sbin/haproxy");
-        sbin.is_file().then(|| sbin.to_owned())
-    })
+    on_path_or_sbin("haproxy", path)
 }
 
 /// The nginx binary, on `path` or in `/usr/sbin`.
 pub fn nginx_binary(path: &OsStr) -> Option<PathBuf> {
-    on_path("nginx", path).or_else(|| {
-        let sbin = Path::new("/usr/sbin/nginx");
-        sbin.is_file().then(|| sbin.to_owned())
-    })
+    on_path_or_sbin("nginx", path)
 }
 
 /// A Python, `python3` on `path` or `/usr/bin/python3`, that imports `grpc` and

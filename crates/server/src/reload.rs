@@ -181,7 +181,9 @@ pub fn start<S: Stores>(
                 // Where writers are watched, a change is acted on once no write is open and
                 // none came during the read.
                 if let Some(w) = &writers {
-                    if w.writing() || written_during {
+                    // What cannot be read as a file (a FIFO, a missing file) is reported at
+                    // once: no writer will finish it.
+                    if matches!(now, Seen::Bytes(_)) && (w.writing() || written_during) {
                         continue;
                     }
                 } else {

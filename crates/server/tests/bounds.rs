@@ -238,7 +238,7 @@ fn slow_uploads_under_ulimit_fit_the_descriptor_budget_and_a_normal_client_is_se
     };
     let url = format!("http://127.0.0.1:{}", upstream.port);
     // Slow uploads that the per-IP limit admits (inside one address's burst of 1 000).
-    let (uploads, nofile) = (scaled(620, 990), scaled(1024, 4096));
+    let (uploads, nofile) = (scaled(620, 990), scaled(1024, 2048));
     let s = Server::start_with_nofile(nofile as u32, &["--upstream", &url]);
     let pid = s.child.id();
     // The budget the banner states: D data connections, D + 32 upstream sockets.
