@@ -381,7 +381,8 @@ impl Switch {
     }
 }
 
-/// The routes that read (`GET`) and turn (`PUT` or `POST` with `on` or `off`) `switch`.
+/// The routes that read (`GET`) and turn (`PUT` with a JSON `"on"` or `"off"`) `switch`; a `POST`
+/// is routed only to be refused with 405 and a reason.
 fn switch_routes<C, E>(switch: Switch) -> axum::routing::MethodRouter<Arc<AdminState<C, E>>>
 where
     C: StoreClient + 'static,

@@ -10,7 +10,7 @@
 //! | phase | from | bounded by |
 //! |---|---|---|
 //! | head | accept, or the first byte after an idle wait | [`ConnLimits::header_read_timeout`] |
-//! | body | a request whose body is still arriving (marked by the service that reads it: [`Phase::body_arriving`]), since its last piece | the reader's own gap bound |
+//! | body | a request whose body is awaited from its client (marked by the service that reads it: [`Phase::body_awaited`]), since the wait began | the reader's own gap bound (twice the header-read timeout as a backstop) |
 //! | busy | a request's head was read, until its answer is ready | the request's own deadlines (store, upstream, body) |
 //! | idle | an answer was made (writing it refreshes the wait) | [`ConnLimits::idle_timeout`] |
 //!
@@ -121,6 +121,16 @@ struct Watch {
 impl Watch {
     fn set(&self, phase: u64, now_ms: u64) {
         self.state.store(pack(phase, now_ms), Ordering::Relaxed);
+    }
+
+    /// Moves the connection from phase `from` to `to` at `now_ms`, only if it is in `from`
+    /// (one step: a concurrent change of phase is never undone).
+    fn swap(&self, from: u64, to: u64, now_ms: u64) {
+        let _ = self
+            .state
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |s| {
+                (s >> PHASE_SHIFT == from).then_some(pack(to, now_ms))
+            });
     }
 
     fn phase(&self) -> (u64, u64) {
@@ -394,19 +404,19 @@ impl Phase {
         self.watch.set(IDLE, self.owner.now_ms());
     }
 
-    /// The request's body is still arriving, its last piece now: the connection waits on its
-    /// client, and may be closed to make room at the connection bound, as an unfinished head
-    /// may. Called by the service that reads the body, at its start and at each piece.
-    pub fn body_arriving(&self) {
-        self.watch.set(BODY, self.owner.now_ms());
+    /// The request's body is awaited from its client, from now: the connection waits on
+    /// its client, and may be closed to make room at the connection bound, as an unfinished
+    /// head may. Called by the service that reads the body when the body has nothing ready;
+    /// only a connection busy with a request changes (one already waiting keeps the time its
+    /// wait began; one whose answer was made already is left as it is).
+    pub fn body_awaited(&self) {
+        self.watch.swap(BUSY, BODY, self.owner.now_ms());
     }
 
-    /// The request's body arrived whole (or was abandoned): the connection is busy with the
-    /// request again, until its answer is made.
-    pub fn body_done(&self) {
-        if self.watch.phase().0 == BODY {
-            self.watch.set(BUSY, self.owner.now_ms());
-        }
+    /// A piece of the body arrived, or the body ended: the connection is busy with the
+    /// request again (a connection not waiting for a body is left as it is).
+    pub fn body_arrived(&self) {
+        self.watch.swap(BODY, BUSY, self.owner.now_ms());
     }
 }
 
@@ -638,6 +648,35 @@ mod tests {
             max_connections: max,
             ..ConnLimits::default()
         }
+    }
+
+    #[tokio::test]
+    async fn a_body_awaited_makes_room_and_one_outliving_its_answer_changes_nothing() {
+        let conns = Connections::new("t", limits(60_000, 60_000, 2));
+        let (a, _a) = tokio::io::duplex(64);
+        let (b, _b) = tokio::io::duplex(64);
+        let upload = conns.admit(a, Framing::Sequential).unwrap();
+        let busy = conns.admit(b, Framing::Sequential).unwrap();
+        let (p, q) = (upload.phase(), busy.phase());
+        let phase = |w: &Watched<tokio::io::DuplexStream>| w.ticket.watch.phase().0;
+        p.busy();
+        q.busy();
+        p.body_awaited();
+        assert_eq!(phase(&upload), BODY);
+        p.body_arrived();
+        assert_eq!(phase(&upload), BUSY);
+        p.body_awaited();
+        // At the bound, the upload waiting on its client makes room; the busy one stays.
+        let (c, _c) = tokio::io::duplex(64);
+        assert!(conns.admit(c, Framing::Sequential).is_some());
+        assert!(upload.ticket.watch.is_closing() && !busy.ticket.watch.is_closing());
+        // A body read after its answer was made (an upstream that answered early) leaves
+        // the connection as its answer left it.
+        q.idle();
+        q.body_awaited();
+        assert_eq!(phase(&busy), IDLE);
+        q.body_arrived();
+        assert_eq!(phase(&busy), IDLE);
     }
 
     #[tokio::test]

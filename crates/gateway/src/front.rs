@@ -347,7 +347,7 @@ pub enum Writes {
 
 /// Serves HTTP/1.1 on `listener` until `shutdown` completes, with the service
 /// `service_for(peer, phase)` on each connection (`phase`: the connection's, for a service
-/// that reads request bodies to mark: [`Phase::body_arriving`]), answers written as `writes`
+/// that reads request bodies to mark: [`Phase::body_awaited`]), answers written as `writes`
 /// says, every connection
 /// admitted and bounded by `conns` ([`crate::conns`]); then stops accepting and waits for the
 /// requests in flight (each connection closes after its current answer).

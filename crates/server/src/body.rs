@@ -2,9 +2,10 @@
 //! longer a wait for the next chunk than a stated gap. A body past either bound ends in an
 //! error (the upstream sees its request cut short) and says which bound it crossed
 //! ([`Tripped`]), so the client is answered 413 or 408 rather than 502; a body that cannot be
-//! read as sent (malformed chunked framing) is a 400, not the upstream's fault. While a body
-//! arrives its connection is marked as waiting on its client ([`Phase::body_arriving`]), so a
-//! slow upload can be closed to make room at the connection bound, as a slow head can.
+//! read as sent (malformed chunked framing) is a 400, not the upstream's fault. While the
+//! body has nothing ready its connection is marked as waiting on its client
+//! ([`Phase::body_awaited`]), so a slow upload can be closed to make room at the connection
+//! bound, as a slow head can; while the upstream is slow to read it, it is not.
 
 use hyper::body::{Body, Frame, SizeHint};
 use ratelab_gateway::conns::Phase;
@@ -69,20 +70,27 @@ impl std::fmt::Display for BoundCrossed {
 
 impl std::error::Error for BoundCrossed {}
 
-/// The connection's phase while the body arrives: marked at each piece, and done when the
-/// body ends or is dropped ([`Phase::body_arriving`]).
+/// The connection's phase while the body is read: waiting on its client while the body has
+/// nothing ready, busy again when a piece arrives ([`Phase::body_awaited`]); busy when the
+/// body ends or is dropped.
 struct Arriving(Option<Phase>);
 
 impl Arriving {
-    fn piece(&self) {
+    fn awaited(&self) {
         if let Some(p) = &self.0 {
-            p.body_arriving();
+            p.body_awaited();
+        }
+    }
+
+    fn arrived(&self) {
+        if let Some(p) = &self.0 {
+            p.body_arrived();
         }
     }
 
     fn done(&mut self) {
         if let Some(p) = self.0.take() {
-            p.body_done();
+            p.body_arrived();
         }
     }
 }
@@ -129,12 +137,11 @@ impl<B: Body> Bounded<B> {
         }
     }
 
-    /// The same body, marking `phase` while it arrives: from now (unless it has ended
-    /// already) and at each piece, until it ends or is dropped.
+    /// The same body, marking `phase` as waiting on the client while the body has nothing
+    /// ready, until it ends or is dropped.
     pub fn marking(mut self, phase: Option<Phase>) -> Self {
         if !self.inner.is_end_stream() {
             self.arriving = Arriving(phase);
-            self.arriving.piece();
         }
         self
     }
@@ -156,7 +163,7 @@ where
         match this.inner.poll_frame(cx) {
             Poll::Ready(Some(Ok(frame))) => {
                 *this.wait = None;
-                this.arriving.piece();
+                this.arriving.arrived();
                 if let Some(data) = frame.data_ref() {
                     *this.read = this
                         .read
@@ -180,6 +187,7 @@ where
                 Poll::Ready(None)
             }
             Poll::Pending => {
+                this.arriving.awaited();
                 let gap = this.limits.gap;
                 let wait = this
                     .wait

@@ -225,21 +225,10 @@ fn text(status: StatusCode, body: String) -> Response<Body> {
 /// The forwarding headers a client may send, all replaced.
 const FORWARDING: [&str; 3] = ["forwarded", "x-forwarded-for", "x-real-ip"];
 
-/// Sets what the upstream learns of the client (see the module docs): `header` is believed
-/// when the peer is `trusted`.
-fn forwarding_headers(
-    headers: &mut HeaderMap,
-    peer: SocketAddr,
-    trusted: bool,
-    header: ClientIpHeader,
-) {
+/// Sets what the upstream learns of the client (see the module docs): `earlier`, the chain
+/// the limiter read (empty unless the peer is `trusted`), then the peer.
+fn forwarding_headers(headers: &mut HeaderMap, peer: SocketAddr, earlier: &[Hop], trusted: bool) {
     let host = headers.get(header::HOST).cloned();
-    // The limiter refused a trusted proxy's malformed chain (400) before this request
-    // could be admitted.
-    let earlier = match trusted {
-        true => forwarding_chain(header, &*headers).unwrap_or_default(),
-        false => Vec::new(),
-    };
     for name in FORWARDING {
         headers.remove(name);
     }
@@ -304,9 +293,15 @@ async fn forward(proxy: Proxy, req: Request) -> Response<Body> {
             );
         }
     };
-    strip_hop_by_hop(&mut parts.headers);
     let trusted = is_trusted(&proxy.trusted, peer.ip());
-    forwarding_headers(&mut parts.headers, peer, trusted, proxy.header);
+    // The chain the limiter read, read before the hop-by-hop headers go: a `Connection`
+    // field naming the forwarding header must not erase it.
+    let earlier = match trusted {
+        true => forwarding_chain(proxy.header, &parts.headers).unwrap_or_default(),
+        false => Vec::new(),
+    };
+    strip_hop_by_hop(&mut parts.headers);
+    forwarding_headers(&mut parts.headers, peer, &earlier, trusted);
     parts.uri = uri;
     // HTTP/1.1 to the upstream whatever the client spoke: the pooled client's own framing.
     parts.version = http::Version::HTTP_11;

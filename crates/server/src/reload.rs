@@ -1,10 +1,11 @@
 //! Hot reload of the limits file: on a change (polled, and applied only once it has settled)
-//! and at once on SIGHUP. A change settles when its writer is done with it: on Linux, when no
-//! write to the file is open — whoever wrote it has closed it, or it was renamed into place
-//! ([`crate::writers`]) — and no write came while it was read, however long a writer paused
-//! in the middle. Where the kernel's notices cannot be had (or the path is a symlink, whose
-//! target's writes land in another directory), when it reads the same at consecutive polls
-//! at least [`SETTLE`] apart, so a file truncated then written is not judged half-written.
+//! and at once on SIGHUP. A change settles when its writer is done with it: on Linux, when the
+//! kernel's notices told of it and no write to the file is open — whoever wrote it has closed
+//! it, or it was renamed into place ([`crate::writers`]) — and no write came while it was
+//! read, however long a writer paused in the middle. A change no notice told of (or where
+//! the notices cannot be had, or the path is a symlink, whose target's writes land in another
+//! directory) settles when it reads the same at consecutive polls at least [`SETTLE`] apart,
+//! so a file truncated then written is not judged half-written.
 //!
 //! The file is read whole and validated first; only a file that validates, and whose limits'
 //! stores could be opened, replaces the running set, in one swap ([`Gateway::replace_limits`]):
@@ -75,7 +76,7 @@ fn read(path: &std::path::Path) -> Seen {
         use std::os::unix::fs::OpenOptionsExt as _;
         std::fs::OpenOptions::new()
             .read(true)
-            .custom_flags(O_NONBLOCK)
+            .custom_flags(libc::O_NONBLOCK)
             .open(path)
     };
     let file = match file {
@@ -96,9 +97,6 @@ fn read(path: &std::path::Path) -> Seen {
         Err(e) => unreadable(e.to_string()),
     }
 }
-
-/// `O_NONBLOCK` on Linux (and the BSDs' value differs: this server targets Linux).
-const O_NONBLOCK: i32 = 0o4000;
 
 fn describe() {
     metrics::describe_counter!(
@@ -176,19 +174,25 @@ pub fn start<S: Stores>(
             if !forced {
                 if now == seen {
                     pending = None;
+                    // Notices of a write that changed nothing tell of no later change.
+                    if let Some(w) = writers.as_mut().filter(|w| !w.writing()) {
+                        w.reset();
+                    }
                     continue;
                 }
                 // Where writers are watched, a change is acted on once no write is open and
-                // none came during the read.
-                if let Some(w) = &writers {
-                    // What cannot be read as a file (a FIFO, a missing file) is reported at
-                    // once: no writer will finish it.
-                    if matches!(now, Seen::Bytes(_)) && (w.writing() || written_during) {
-                        continue;
+                // none came during the read; at once when the notices told of it, else once
+                // it has settled: read the same at consecutive polls for at least SETTLE.
+                let told = match &writers {
+                    Some(w) if matches!(now, Seen::Bytes(_)) => {
+                        if w.writing() || written_during {
+                            continue;
+                        }
+                        w.told()
                     }
-                } else {
-                    // Else once it has settled: read the same at consecutive polls for at
-                    // least SETTLE.
+                    _ => false,
+                };
+                if !told {
                     match &pending {
                         Some((p, since)) if *p == now => {
                             if since.elapsed() < SETTLE {
@@ -201,6 +205,9 @@ pub fn start<S: Stores>(
                         }
                     }
                 }
+            }
+            if let Some(w) = writers.as_mut() {
+                w.reset();
             }
             pending = None;
             let fingerprint = digest(&now);

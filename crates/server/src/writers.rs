@@ -1,13 +1,14 @@
 //! Whether someone is in the middle of writing the limits file, from the kernel's own
-//! notices (Linux inotify on the file's directory): a write (`IN_MODIFY`) or a creation opens
-//! a write, closing the file after writing (`IN_CLOSE_WRITE`), or a file renamed into its
-//! place (`IN_MOVED_TO`, how editors and `mv` replace a file whole), or its deletion, closes
-//! it. A file written in place is applied when its writer closes it, however long the writer
+//! notices (Linux inotify on the file's directory): a write (`IN_MODIFY`) opens a write;
+//! closing the file after writing (`IN_CLOSE_WRITE`), a file renamed into its place
+//! (`IN_MOVED_TO`, how editors and `mv` replace a file whole) or its deletion closes it. A
+//! change the notices told of is applied when no write is open, however long the writer
 //! paused in between; no time is waited for.
 //!
-//! Where inotify cannot be had (another kernel, or the user's watch limit reached), or the
-//! file is reached through a symlink swapped in another directory (a Kubernetes ConfigMap),
-//! the reloader falls back to its settling rule ([`crate::reload`]).
+//! A change no notice told of (a file bind-mounted from another mount namespace, NFS, FUSE,
+//! a symlink's target in another directory, a watch lost with its directory) or one whose
+//! notices overflowed the queue falls back to the reloader's settling rule
+//! ([`crate::reload`]), as does a server where inotify cannot be had.
 
 use inotify::{EventMask, Inotify, WatchMask};
 use std::ffi::OsString;
@@ -19,6 +20,10 @@ pub struct Writers {
     name: OsString,
     /// A write was seen and its writer has not closed the file since.
     open_write: bool,
+    /// A notice about the file came since the last [`Writers::reset`], and none was lost.
+    noticed: bool,
+    /// Notices were lost since the last [`Writers::reset`].
+    overflowed: bool,
     buffer: Vec<u8>,
 }
 
@@ -41,16 +46,15 @@ impl Writers {
             _ => std::path::PathBuf::from("."),
         };
         let inotify = Inotify::init().ok()?;
-        let mask = WatchMask::MODIFY
-            | WatchMask::CLOSE_WRITE
-            | WatchMask::CREATE
-            | WatchMask::MOVED_TO
-            | WatchMask::DELETE;
+        let mask =
+            WatchMask::MODIFY | WatchMask::CLOSE_WRITE | WatchMask::MOVED_TO | WatchMask::DELETE;
         inotify.watches().add(&dir, mask).ok()?;
         Some(Writers {
             inotify,
             name,
             open_write: false,
+            noticed: false,
+            overflowed: false,
             buffer: vec![0; 4096],
         })
     }
@@ -68,9 +72,13 @@ impl Writers {
             let mut read = false;
             for e in events {
                 read = true;
-                if e.mask.contains(EventMask::Q_OVERFLOW) {
-                    // Notices were lost: a write may be open; the next close tells.
-                    self.open_write = true;
+                if e.mask
+                    .intersects(EventMask::Q_OVERFLOW | EventMask::IGNORED)
+                {
+                    // Notices were lost, or the watch with its directory: the settling rule
+                    // decides until the next reset.
+                    self.overflowed = true;
+                    self.open_write = false;
                     any = true;
                     continue;
                 }
@@ -78,7 +86,8 @@ impl Writers {
                     continue;
                 }
                 any = true;
-                if e.mask.intersects(EventMask::MODIFY | EventMask::CREATE) {
+                self.noticed = true;
+                if e.mask.contains(EventMask::MODIFY) {
                     self.open_write = true;
                 }
                 if e.mask
@@ -96,5 +105,17 @@ impl Writers {
     /// Whether a write to the file is open: written to and not closed since.
     pub fn writing(&self) -> bool {
         self.open_write
+    }
+
+    /// Whether the notices since the last reset tell of a change, none lost: then a change
+    /// with no write open is whole.
+    pub fn told(&self) -> bool {
+        self.noticed && !self.overflowed
+    }
+
+    /// Forgets the notices so far (a change was applied or judged).
+    pub fn reset(&mut self) {
+        self.noticed = false;
+        self.overflowed = false;
     }
 }
