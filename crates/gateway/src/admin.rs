@@ -157,6 +157,9 @@ impl Default for AdminAccess {
     }
 }
 
+/// The longest body a switch's change may have (`"off"` with room for whitespace).
+const MAX_SWITCH_BODY: usize = 64;
+
 /// A change's content type: one no cross-site form can send.
 const CHANGE_TYPE: &str = "application/json";
 
@@ -392,10 +395,18 @@ where
                     ConnectInfo(peer): ConnectInfo<SocketAddr>,
                     method: Method,
                     headers: HeaderMap,
-                    body: String| async move {
-        match s.access.check(peer, &method, &headers) {
-            Some(refused) => refused,
-            None => switch_set(&s.gateway, &body, switch),
+                    body: Body| async move {
+        if let Some(refused) = s.access.check(peer, &method, &headers) {
+            return refused;
+        }
+        // Read only once the request may change the switch, and only as much as a switch's
+        // body can be.
+        match axum::body::to_bytes(body, MAX_SWITCH_BODY).await {
+            Ok(bytes) => switch_set(&s.gateway, &String::from_utf8_lossy(&bytes), switch),
+            Err(_) => text(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("expected a body of at most {MAX_SWITCH_BODY} bytes\n"),
+            ),
         }
     };
     let read = move |State(s): State<Arc<AdminState<C, E>>>,

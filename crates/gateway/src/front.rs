@@ -110,8 +110,8 @@ where
     /// The same front, answering 431 to a request whose head is longer than `bytes`
     /// ([`head_bytes`]). The connection's read buffer is bounded too ([`serve`], from
     /// [`crate::conns::ConnLimits::max_header_bytes`]), but it is checked only between reads,
-    /// so a head up to about twice its bound can be read whole: this check makes the bound
-    /// exact.
+    /// so a head up to about twice its bound can be read whole: this check holds the bound to
+    /// the head's bytes (less the whitespace around header values, which hyper trims).
     pub fn with_max_header_bytes(mut self, bytes: usize) -> Self {
         self.max_head = bytes;
         self
@@ -319,10 +319,16 @@ where
     }
 }
 
-/// The bytes of `req`'s head as sent on HTTP/1.1: the request line and every header line,
-/// with their line ends and the blank line.
+/// The bytes of `req`'s head as sent on HTTP/1.1, less the optional whitespace hyper trims
+/// around header values: the request line (its target in absolute form included) and every
+/// header line, with their line ends and the blank line.
 pub fn head_bytes<B>(req: &Request<B>) -> usize {
-    let target = req.uri().path_and_query().map_or(1, |p| p.as_str().len());
+    let uri = req.uri();
+    let absolute = match (uri.scheme_str(), uri.authority()) {
+        (Some(scheme), Some(authority)) => scheme.len() + "://".len() + authority.as_str().len(),
+        _ => 0,
+    };
+    let target = absolute + uri.path_and_query().map_or(1, |p| p.as_str().len());
     let line = req.method().as_str().len() + 1 + target + 1 + "HTTP/1.1\r\n".len();
     req.headers()
         .iter()
@@ -422,4 +428,25 @@ pub fn is_connection_error(e: &std::io::Error) -> bool {
         e.kind(),
         ConnectionRefused | ConnectionAborted | ConnectionReset
     )
+}
+
+#[cfg(test)]
+mod head_tests {
+    use super::head_bytes;
+
+    #[test]
+    fn a_head_is_counted_as_sent() {
+        let sent = "GET /a?b=1 HTTP/1.1\r\nhost: x\r\nx-k: vv\r\n\r\n";
+        let req = http::Request::get("/a?b=1")
+            .header("host", "x")
+            .header("x-k", "vv")
+            .body(())
+            .unwrap();
+        assert_eq!(head_bytes(&req), sent.len());
+        let absolute = http::Request::get("http://example.test:8080/a")
+            .body(())
+            .unwrap();
+        let sent = "GET http://example.test:8080/a HTTP/1.1\r\n\r\n";
+        assert_eq!(head_bytes(&absolute), sent.len());
+    }
 }

@@ -302,26 +302,57 @@ fn parse_hop(h: &str) -> Option<Hop> {
         ip
     } else if let Some(rest) = h.strip_prefix('[') {
         let (ip, after) = rest.split_once(']')?;
-        if !(after.is_empty() || after.strip_prefix(':')?.parse::<u16>().is_ok()) {
+        if !(after.is_empty() || is_port(after.strip_prefix(':')?)) {
             return None;
         }
         ip.parse().ok()?
     } else {
         let (ip, port) = h.rsplit_once(':')?;
-        port.parse::<u16>().ok()?;
+        if !is_port(port) {
+            return None;
+        }
         IpAddr::V4(ip.parse().ok()?)
     };
     Some(Hop::Addr(ip.to_canonical()))
 }
 
+/// `s` split at each `sep` outside a quoted string (RFC 9110 §5.6.4: `"…"`, with `\`
+/// escaping the next character).
+fn split_unquoted(s: &str, sep: u8) -> Vec<&str> {
+    let (mut parts, mut start, mut quoted, mut escaped) = (Vec::new(), 0, false, false);
+    for (i, b) in s.bytes().enumerate() {
+        match b {
+            _ if escaped => escaped = false,
+            b'\\' if quoted => escaped = true,
+            b'"' => quoted = !quoted,
+            _ if b == sep && !quoted => {
+                parts.push(&s[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    parts.push(&s[start..]);
+    parts
+}
+
+/// A port, or RFC 7239's obfuscated one (`_` and letters, digits, `.`, `_`, `-`).
+fn is_port(p: &str) -> bool {
+    p.parse::<u16>().is_ok()
+        || (p.len() > 1
+            && p.starts_with('_')
+            && p.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b)))
+}
+
 /// The `for=` hops of one `Forwarded` line, appended in order.
 fn parse_forwarded(f: &str, out: &mut Vec<Hop>) -> Result<(), String> {
-    for element in f.split(',') {
+    for element in split_unquoted(f, b',') {
         if element.trim().is_empty() {
             continue;
         }
         let mut found = false;
-        for pair in element.split(';') {
+        for pair in split_unquoted(element, b';') {
             let Some((k, v)) = pair.split_once('=') else {
                 if pair.trim().is_empty() {
                     continue;
@@ -475,6 +506,21 @@ mod tests {
         );
         let mapped: IpNet = "::ffff:10.0.0.0/104".parse().unwrap();
         assert_eq!(mapped.to_string(), "10.0.0.0/8");
+    }
+
+    #[test]
+    fn quoted_forwarded_values_and_obfuscated_ports_are_read() {
+        let t = ["10.0.0.0/8"];
+        let fwd = [(
+            "forwarded",
+            "for=198.51.100.9;by=\"a,b;c\", for=\"[2001:db8::7]:_port\";proto=\"h\\\"s\"",
+        )];
+        assert_eq!(
+            resolve("10.1.2.3", ClientIpHeader::Forwarded, &fwd, &t),
+            Ok(ip("2001:db8::7"))
+        );
+        let xff = [("x-forwarded-for", "198.51.100.9:_p, 10.0.0.1")];
+        assert_eq!(resolve("10.1.2.3", XFF, &xff, &t), Ok(ip("198.51.100.9")));
     }
 
     #[test]

@@ -507,7 +507,13 @@ pub fn settings(f: ServeFile) -> Result<ServeSettings, String> {
                 None => ClientIpHeader::default(),
                 Some(h) => h.parse().map_err(|e| format!("client_ip_header: {e}"))?,
             },
-            fail_closed_routes: f.fail_closed_routes.unwrap_or_default(),
+            fail_closed_routes: {
+                let routes = f.fail_closed_routes.unwrap_or_default();
+                for r in &routes {
+                    crate::limits::check_route(r).map_err(|e| format!("fail_closed_route: {e}"))?;
+                }
+                routes
+            },
             fail_open: f.fail_open.unwrap_or(true),
             ipv6_prefix,
             name: match f.name {

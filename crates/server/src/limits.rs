@@ -395,18 +395,29 @@ pub fn check_redis(file: &str, text: &str, limits: &[FileLimit]) -> Result<(), S
     Ok(())
 }
 
+/// `Err` unless `prefix` is a path as requests are matched: starting with `/` and already
+/// normalised ([`ratelab_gateway::path`]), so that it can match at all.
+pub fn check_route(prefix: &str) -> Result<(), String> {
+    if !prefix.starts_with('/') {
+        return Err(format!("{prefix:?}: expected a path starting with /"));
+    }
+    match ratelab_gateway::path::normalize(prefix) {
+        Ok(n) if n == prefix => Ok(()),
+        Ok(n) => Err(format!(
+            "{prefix:?}: requests are matched on their normalised path, and this prefix is not \
+             one: expected {n:?}"
+        )),
+        Err(e) => Err(format!("{prefix:?}: {e}")),
+    }
+}
+
 fn selector(m: Option<&MatchEntry>, at: &str) -> Result<Selector, Invalid> {
     let Some(m) = m else {
         return Ok(Selector::default());
     };
     let field = |f: &str| format!("{at}.{f}");
-    if let Some(p) = &m.route_prefix
-        && !p.starts_with('/')
-    {
-        return Err((
-            field("route_prefix"),
-            format!("{p:?}: expected a path starting with /"),
-        ));
+    if let Some(p) = &m.route_prefix {
+        check_route(p).map_err(|e| (field("route_prefix"), e))?;
     }
     let mut methods = Vec::new();
     for (i, raw) in m.methods.iter().flatten().enumerate() {
@@ -469,6 +480,21 @@ mode = "shadow"
 cost_from_header = { name = "x-cost", default = 1, max = 10 }
 match = { route_prefix = "/api/", methods = ["post", "PUT"], clients = ["10.0.0.0/8"] }
 "#;
+
+    #[test]
+    fn a_route_prefix_must_be_a_normalised_path() {
+        assert_eq!(check_route("/api/"), Ok(()));
+        for (p, want) in [
+            ("api/", "starting with /"),
+            ("//api/", "\"/api/\""),
+            ("/%61pi/", "\"/api/\""),
+            ("/a/../api", "\"/api\""),
+            ("/api%2F", "encoded"),
+        ] {
+            let e = check_route(p).unwrap_err();
+            assert!(e.contains(want), "{p}: {e}");
+        }
+    }
 
     #[test]
     fn a_file_becomes_limits_in_order() {

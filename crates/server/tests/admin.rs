@@ -164,12 +164,7 @@ fn with_a_token_file_every_admin_request_needs_the_token() {
 fn the_rate_limit_service_port_serves_nothing_administrative() {
     use std::io::{Read as _, Write as _};
     let s = Server::start(&["--grpc-listen", "127.0.0.1:0"]);
-    let grpc: u16 = s
-        .banner
-        .lines()
-        .find_map(|l| l.split("gRPC): 127.0.0.1:").nth(1))
-        .and_then(|l| l.split(';').next()?.parse().ok())
-        .unwrap_or_else(|| panic!("no gRPC port in the banner:\n{}", s.banner));
+    let grpc = s.grpc_port();
     let mut c = std::net::TcpStream::connect(("127.0.0.1", grpc)).unwrap();
     c.set_read_timeout(Some(std::time::Duration::from_secs(5)))
         .unwrap();

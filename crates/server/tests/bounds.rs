@@ -310,12 +310,7 @@ fn grpc_streams_with_large_headers_hold_at_most_the_connections_bound() {
     let connections = scaled(8, 64);
     use ratelab_server::serve::GRPC_CONNECTION_BYTES;
     let s = Server::start(&["--grpc-listen", "127.0.0.1:0"]);
-    let grpc: u16 = s
-        .banner
-        .lines()
-        .find_map(|l| l.split("gRPC): 127.0.0.1:").nth(1))
-        .and_then(|l| l.split(';').next()?.parse().ok())
-        .unwrap_or_else(|| panic!("no gRPC port in the banner:\n{}", s.banner));
+    let grpc = s.grpc_port();
     let pid = s.child.id();
     let before = rss_kib(pid);
     let rt = tokio::runtime::Builder::new_current_thread()

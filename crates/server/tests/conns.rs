@@ -209,12 +209,7 @@ fn a_silent_connection_to_the_rate_limit_service_is_closed_too() {
         "--header-read-timeout-ms",
         "500",
     ]);
-    let grpc: u16 = s
-        .banner
-        .lines()
-        .find_map(|l| l.split("gRPC): 127.0.0.1:").nth(1))
-        .and_then(|l| l.split(';').next()?.parse().ok())
-        .unwrap();
+    let grpc = s.grpc_port();
     let c = TcpStream::connect(("127.0.0.1", grpc)).unwrap();
     let start = Instant::now();
     while !closed(&c) {

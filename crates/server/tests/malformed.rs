@@ -131,12 +131,7 @@ fn frame_types(mut bytes: &[u8]) -> Vec<u8> {
 #[test]
 fn malformed_http2_frames_end_their_connection_and_the_service_goes_on() {
     let s = Server::start(&["--grpc-listen", "127.0.0.1:0"]);
-    let grpc: u16 = s
-        .banner
-        .lines()
-        .find_map(|l| l.split("gRPC): 127.0.0.1:").nth(1))
-        .and_then(|l| l.split(';').next()?.parse().ok())
-        .unwrap_or_else(|| panic!("no gRPC port in the banner:\n{}", s.banner));
+    let grpc = s.grpc_port();
     let settings = frame(4, 0, 0, &[]);
     let cases: Vec<(&str, Vec<u8>)> = vec![
         (

@@ -185,6 +185,17 @@ impl Server {
         self.admin("GET", "/metrics", &[], "").body
     }
 
+    /// The rate limit service's port, from the banner (the server started with
+    /// `--grpc-listen 127.0.0.1:0`).
+    #[allow(dead_code)]
+    pub fn grpc_port(&self) -> u16 {
+        self.banner
+            .lines()
+            .find_map(|l| l.split("gRPC): 127.0.0.1:").nth(1))
+            .and_then(|l| l.split(';').next()?.parse().ok())
+            .unwrap_or_else(|| panic!("no gRPC port in the banner:\n{}", self.banner))
+    }
+
     /// What the server wrote on stderr so far.
     pub fn stderr(&self) -> String {
         self.stderr.lock().unwrap().clone()
