@@ -268,12 +268,13 @@ where
 
     fn call(&self, mut req: Request<Incoming>) -> Self::Future {
         if self.max_head != usize::MAX && head_bytes(&req) > self.max_head {
-            let mut r = Response::new(Body::from(format!(
-                "the request head is longer than {} bytes\n",
-                self.max_head
-            )));
-            *r.status_mut() = http::StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE;
-            return FrontFuture::ready(r);
+            let (parts, _) = req.into_parts();
+            return FrontFuture::ready(self.shared.layer.refuse_head(
+                self.peer.ip(),
+                &parts,
+                http::StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+                format!("the request head is longer than {} bytes", self.max_head),
+            ));
         }
         if self.peer_extension {
             req.extensions_mut().insert(ConnectInfo(self.peer));

@@ -349,17 +349,7 @@ where
     /// path is normalised in place first: the inner service forwards the path matched.
     fn head<'a>(&self, peer: IpAddr, parts: &'a mut http::request::Parts) -> Head<'a> {
         let spelled = canonical_target(parts);
-        let parts: &'a http::request::Parts = parts;
-        let h = &parts.headers;
-        let request = Request {
-            peer,
-            api_key: h.get(X_API_KEY).map(HeaderValue::as_bytes),
-            route: parts.uri.path(),
-            method: parts.method.as_str(),
-            headers: h,
-            cost: 1,
-            trace: self.sequence.fetch_add(1, Ordering::Relaxed),
-        };
+        let request = self.request(peer, parts);
         match spelled {
             Ok(()) => Head::Decide(request),
             Err(e) => {
@@ -370,6 +360,42 @@ where
                 ))
             }
         }
+    }
+}
+
+impl<C, E> RateLimitLayer<C, E>
+where
+    C: StoreClient + 'static,
+    E: Env + 'static,
+{
+    /// The request the gateway sees in the head `parts` from `peer`, numbered for the store
+    /// calls' trace ids.
+    fn request<'a>(&self, peer: IpAddr, parts: &'a http::request::Parts) -> Request<'a> {
+        let h = &parts.headers;
+        Request {
+            peer,
+            api_key: h.get(X_API_KEY).map(HeaderValue::as_bytes),
+            route: parts.uri.path(),
+            method: parts.method.as_str(),
+            headers: h,
+            cost: 1,
+            trace: self.sequence.fetch_add(1, Ordering::Relaxed),
+        }
+    }
+
+    /// Refuses the request whose head is `parts`, from `peer`, with `status` and `reason`,
+    /// counted and logged like any refusal (the front's 431 for a head past its bound).
+    pub(crate) fn refuse_head(
+        &self,
+        peer: IpAddr,
+        parts: &http::request::Parts,
+        status: StatusCode,
+        reason: String,
+    ) -> Response<Body> {
+        let answer =
+            self.gateway
+                .refuse_with(self.request(peer, parts), reason.clone(), status.as_u16());
+        with_id(text(status, reason + "\n"), answer.id)
     }
 }
 

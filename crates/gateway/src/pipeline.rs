@@ -213,8 +213,13 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
     /// Refuses a request the HTTP layer could not read (400, with `reason`), counted and logged
     /// like any other.
     pub fn refuse(&self, req: Request<'_>, reason: String) -> Answer {
+        self.refuse_with(req, reason, 400)
+    }
+
+    /// [`Gateway::refuse`] with another status than 400 (431 for a head past its bound).
+    pub fn refuse_with(&self, req: Request<'_>, reason: String, status: u16) -> Answer {
         bump(&self.stats.bad_request);
-        let mut answer = Answer::bare(Verdict::BadRequest(reason), 400);
+        let mut answer = Answer::bare(Verdict::BadRequest(reason), status);
         self.log(&req, &mut answer, self.env.monotonic());
         answer
     }

@@ -79,7 +79,14 @@ fn the_stated_bounds_are_todays() {
 #[test]
 fn unfinished_heads_cost_at_most_their_bound_and_a_longer_head_is_431() {
     let slow_heads = scaled(300, 2000);
-    let s = Server::start(&["--header-read-timeout-ms", "30000"]);
+    let dir = ratelab_testkit::temp::TempDir::new("bounds-heads");
+    let log = dir.join("requests.jsonl");
+    let s = Server::start(&[
+        "--header-read-timeout-ms",
+        "30000",
+        "--request-log",
+        log.to_str().unwrap(),
+    ]);
     let pid = s.child.id();
     let get = "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
     assert!(exchange(s.port, get).starts_with("HTTP/1.1 200"));
@@ -114,6 +121,19 @@ fn unfinished_heads_cost_at_most_their_bound_and_a_longer_head_is_431() {
     );
     let answer = exchange(s.port, &long);
     assert!(answer.starts_with("HTTP/1.1 431"), "{answer:.80}");
+    // Refused like any request: with its id, in the request log.
+    assert!(answer.contains("x-request-id: "), "{answer:.300}");
+    let start = Instant::now();
+    while !std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .contains("\"status\":431")
+    {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "no 431 in the request log"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     eprintln!(
         "adversarial: {slow_heads} unfinished heads of {HEAD_BYTES} bytes, a normal client \
          served: RSS {before} -> {during} KiB (bound {bound})"
