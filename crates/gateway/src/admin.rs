@@ -401,11 +401,22 @@ where
         }
         // Read only once the request may change the switch, and only as much as a switch's
         // body can be.
-        match axum::body::to_bytes(body, MAX_SWITCH_BODY).await {
-            Ok(bytes) => switch_set(&s.gateway, &String::from_utf8_lossy(&bytes), switch),
-            Err(_) => text(
+        let declared = headers
+            .get(http::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+        if declared.is_some_and(|n| n > MAX_SWITCH_BODY as u64) {
+            return text(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 format!("expected a body of at most {MAX_SWITCH_BODY} bytes\n"),
+            );
+        }
+        match axum::body::to_bytes(body, MAX_SWITCH_BODY).await {
+            Ok(bytes) => switch_set(&s.gateway, &String::from_utf8_lossy(&bytes), switch),
+            Err(e) => text(
+                StatusCode::BAD_REQUEST,
+                format!(
+                    "the body could not be read whole (at most {MAX_SWITCH_BODY} bytes): {e}\n"
+                ),
             ),
         }
     };

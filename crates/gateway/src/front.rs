@@ -325,11 +325,13 @@ where
 /// header line, with their line ends and the blank line.
 pub fn head_bytes<B>(req: &Request<B>) -> usize {
     let uri = req.uri();
-    let absolute = match (uri.scheme_str(), uri.authority()) {
+    let target = match (uri.scheme_str(), uri.authority()) {
         (Some(scheme), Some(authority)) => scheme.len() + "://".len() + authority.as_str().len(),
+        // Authority form (`CONNECT host:port`): the authority is the whole target.
+        (None, Some(authority)) => authority.as_str().len(),
         _ => 0,
-    };
-    let target = absolute + uri.path_and_query().map_or(1, |p| p.as_str().len());
+    } + uri.path_and_query().map_or(0, |p| p.as_str().len());
+    let target = target.max(1);
     let line = req.method().as_str().len() + 1 + target + 1 + "HTTP/1.1\r\n".len();
     req.headers()
         .iter()
@@ -449,5 +451,8 @@ mod head_tests {
             .unwrap();
         let sent = "GET http://example.test:8080/a HTTP/1.1\r\n\r\n";
         assert_eq!(head_bytes(&absolute), sent.len());
+        let connect = http::Request::connect("example.test:443").body(()).unwrap();
+        let sent = "CONNECT example.test:443 HTTP/1.1\r\n\r\n";
+        assert_eq!(head_bytes(&connect), sent.len());
     }
 }

@@ -236,14 +236,15 @@ fn parse_line(
                     continue;
                 }
                 hops.push(
-                    parse_hop(e).ok_or_else(|| format!("malformed X-Forwarded-For entry {e:?}"))?,
+                    parse_hop(e, false)
+                        .ok_or_else(|| format!("malformed X-Forwarded-For entry {e:?}"))?,
                 );
             }
         }
         ClientIpHeader::Forwarded => parse_forwarded(line, hops)?,
         ClientIpHeader::XRealIp => {
             let e = line.trim();
-            hops.push(parse_hop(e).ok_or_else(|| format!("malformed X-Real-IP {e:?}"))?);
+            hops.push(parse_hop(e, false).ok_or_else(|| format!("malformed X-Real-IP {e:?}"))?);
         }
         ClientIpHeader::None => {}
     }
@@ -288,8 +289,10 @@ pub fn is_trusted(trusted: &[IpNet], ip: IpAddr) -> bool {
 }
 
 /// One hop: an IPv4 or IPv6 address, optionally quoted and with a port (`1.2.3.4:80`,
-/// `"[::1]:80"`), canonical; `unknown` and `_obfuscated` are [`Hop::Unnamed`].
-fn parse_hop(h: &str) -> Option<Hop> {
+/// `"[::1]:80"`; in `Forwarded` (`rfc7239`) an obfuscated one too), canonical; `unknown` and
+/// `_obfuscated` are [`Hop::Unnamed`].
+fn parse_hop(h: &str, rfc7239: bool) -> Option<Hop> {
+    let is_port = |p: &str| p.parse::<u16>().is_ok() || (rfc7239 && is_obfuscated_port(p));
     let h = h.trim();
     let h = h
         .strip_prefix('"')
@@ -317,42 +320,70 @@ fn parse_hop(h: &str) -> Option<Hop> {
 }
 
 /// `s` split at each `sep` outside a quoted string (RFC 9110 §5.6.4: `"…"`, with `\`
-/// escaping the next character).
-fn split_unquoted(s: &str, sep: u8) -> Vec<&str> {
-    let (mut parts, mut start, mut quoted, mut escaped) = (Vec::new(), 0, false, false);
-    for (i, b) in s.bytes().enumerate() {
-        match b {
-            _ if escaped => escaped = false,
-            b'\\' if quoted => escaped = true,
-            b'"' => quoted = !quoted,
-            _ if b == sep && !quoted => {
+/// escaping the next character). A quoted string may only be a whole parameter value (right
+/// after `=`, followed by nothing but spaces up to a separator), and must be closed: a stray
+/// or unclosed quote is an error, never a way to swallow the entries a proxy appended.
+fn split_unquoted(s: &str, sep: u8) -> Result<Vec<&str>, String> {
+    let bytes = s.as_bytes();
+    let (mut parts, mut start, mut i) = (Vec::new(), 0, 0);
+    let stray = || format!("malformed Forwarded header: a quote out of place in {s:?}");
+    while i < bytes.len() {
+        match bytes[i] {
+            b'"' => {
+                let after_eq = s[..i].trim_end().ends_with('=');
+                if !after_eq {
+                    return Err(stray());
+                }
+                i += 1;
+                loop {
+                    match bytes.get(i) {
+                        None => {
+                            return Err(format!(
+                                "malformed Forwarded header: an unclosed quote in {s:?}"
+                            ));
+                        }
+                        Some(b'\\') => i += 2,
+                        Some(b'"') => break,
+                        Some(_) => i += 1,
+                    }
+                }
+                i += 1;
+                // Only spaces may follow, up to a separator or the end.
+                while bytes.get(i).is_some_and(|b| *b == b' ' || *b == b'\t') {
+                    i += 1;
+                }
+                if !matches!(bytes.get(i), None | Some(b',') | Some(b';')) {
+                    return Err(stray());
+                }
+            }
+            b if b == sep => {
                 parts.push(&s[start..i]);
                 start = i + 1;
+                i += 1;
             }
-            _ => {}
+            _ => i += 1,
         }
     }
     parts.push(&s[start..]);
-    parts
+    Ok(parts)
 }
 
-/// A port, or RFC 7239's obfuscated one (`_` and letters, digits, `.`, `_`, `-`).
-fn is_port(p: &str) -> bool {
-    p.parse::<u16>().is_ok()
-        || (p.len() > 1
-            && p.starts_with('_')
-            && p.bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b)))
+/// RFC 7239's obfuscated port (`_` and letters, digits, `.`, `_`, `-`).
+fn is_obfuscated_port(p: &str) -> bool {
+    p.len() > 1
+        && p.starts_with('_')
+        && p.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
 }
 
 /// The `for=` hops of one `Forwarded` line, appended in order.
 fn parse_forwarded(f: &str, out: &mut Vec<Hop>) -> Result<(), String> {
-    for element in split_unquoted(f, b',') {
+    for element in split_unquoted(f, b',')? {
         if element.trim().is_empty() {
             continue;
         }
         let mut found = false;
-        for pair in split_unquoted(element, b';') {
+        for pair in split_unquoted(element, b';')? {
             let Some((k, v)) = pair.split_once('=') else {
                 if pair.trim().is_empty() {
                     continue;
@@ -369,7 +400,8 @@ fn parse_forwarded(f: &str, out: &mut Vec<Hop>) -> Result<(), String> {
                 found = true;
                 let v = v.trim();
                 out.push(
-                    parse_hop(v).ok_or_else(|| format!("malformed Forwarded for= value {v:?}"))?,
+                    parse_hop(v, true)
+                        .ok_or_else(|| format!("malformed Forwarded for= value {v:?}"))?,
                 );
             }
         }
@@ -519,8 +551,29 @@ mod tests {
             resolve("10.1.2.3", ClientIpHeader::Forwarded, &fwd, &t),
             Ok(ip("2001:db8::7"))
         );
+        // Obfuscated ports are RFC 7239's alone.
         let xff = [("x-forwarded-for", "198.51.100.9:_p, 10.0.0.1")];
-        assert_eq!(resolve("10.1.2.3", XFF, &xff, &t), Ok(ip("198.51.100.9")));
+        assert!(resolve("10.1.2.3", XFF, &xff, &t).is_err());
+    }
+
+    #[test]
+    fn a_quote_cannot_swallow_the_entry_a_proxy_appended() {
+        let t = ["10.0.0.0/8"];
+        // The client's own line, to which its proxy appended the address it saw.
+        for sent in [
+            "for=198.51.100.1;by=\", for=203.0.113.5",
+            "for=198.51.100.1;by=\"x, for=203.0.113.5",
+            "for=\"198.51.100.1, for=\"203.0.113.5\"",
+            "for=198.51.100.1;by=x\"y\", for=203.0.113.5",
+        ] {
+            let fwd = [("forwarded", sent)];
+            let got = resolve("10.1.2.3", ClientIpHeader::Forwarded, &fwd, &t);
+            assert!(
+                got.is_err() || got == Ok(ip("203.0.113.5")),
+                "{sent}: {got:?}"
+            );
+            assert!(got.is_err(), "{sent}: a stray quote is malformed");
+        }
     }
 
     #[test]

@@ -206,7 +206,8 @@ pub fn start<S: Stores>(
                     }
                 }
             }
-            if let Some(w) = writers.as_mut() {
+            // Notices that came during the read tell of content it may not have seen.
+            if let Some(w) = writers.as_mut().filter(|_| !written_during) {
                 w.reset();
             }
             pending = None;

@@ -258,6 +258,22 @@ fn a_trusted_proxys_forwarding_headers_are_extended() {
         "{}",
         r.body
     );
+    // A `Connection` field naming the forwarding header does not erase the chain the
+    // limiter read.
+    let r = s.send(
+        "GET",
+        "/who",
+        &[
+            ("x-forwarded-for", "203.0.113.9"),
+            ("connection", "x-forwarded-for"),
+        ],
+    );
+    assert_eq!(r.status, 201, "{}", r.body);
+    assert!(
+        r.body.contains("x-forwarded-for=203.0.113.9, 127.0.0.1 "),
+        "{}",
+        r.body
+    );
 }
 
 #[test]
