@@ -18,7 +18,7 @@ mod support {
 use support::multi_conformance;
 
 use ratelab_core::{Algorithm, Nanos, TokenBucket};
-use ratelab_lab::failover::{FailoverConfig, run};
+use ratelab_probe::failover::{FailoverConfig, run};
 use ratelab_store::redis_conn::slot;
 use ratelab_store::redis_store::{RedisOptions, RedisStore};
 use ratelab_store::{FenceVerdict, Key, LeaseClient, Path, StoreClient, TimeSource, decide_remote};

@@ -26,7 +26,8 @@
 //! | [`probe`] | a limiter seen only from outside (a probe's history) against a claimed policy, by the checks in [`probe::CHECKS`]: decisions, envelope over spans, black-box linearizability, fields, Retry-After honesty |
 //!
 //! Beside the checkers, [`percentile`] is the one definition of a percentile (the nearest
-//! rank) for every latency figure ratelab reports.
+//! rank) for every latency figure ratelab reports, and [`timeline`] draws a history as a
+//! self-contained HTML page (a simulated run's and a probe's alike).
 //!
 //! (The simulator's registry of checkers, which the explorer, `run_with` and the scenario
 //! bounds iterate, is `ratelab_sim::checkers`: a checker there is one file and one line in
@@ -52,6 +53,7 @@ pub mod liveness;
 pub mod percentile;
 pub mod probe;
 pub mod recovery;
+pub mod timeline;
 pub mod window;
 
 pub use envelope::{Admission, Envelope, EnvelopeReport, Witness};

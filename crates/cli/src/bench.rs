@@ -1,5 +1,6 @@
 //! `ratelab bench`: simulator speed, or the atomic path on a real Redis beside
-//! `redis-benchmark` (the measurements are `ratelab_lab::commands`').
+//! `redis-benchmark` (the simulator's are `ratelab_lab::commands`', Redis's run in
+//! `ratelab-probe bench`).
 
 use ratelab_lab::commands;
 use std::process::ExitCode;
@@ -47,7 +48,22 @@ pub fn bench_command(args: BenchArgs) -> ExitCode {
         print_scenario,
     } = args;
     match redis {
-        Some(url) => commands::redis_bench(&url, clients, seconds),
+        // A real Redis is measured by `ratelab-probe`, which has no simulator linked in.
+        Some(url) => crate::elsewhere::run(
+            "bench",
+            crate::elsewhere::Args::from(
+                [
+                    "--redis".to_owned(),
+                    url,
+                    "--clients".to_owned(),
+                    clients.to_string(),
+                    "--seconds".to_owned(),
+                    seconds.to_string(),
+                ]
+                .map(Into::into)
+                .to_vec(),
+            ),
+        ),
         None => commands::bench(gateways, seconds, rate, runs, print_scenario),
     }
 }

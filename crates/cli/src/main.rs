@@ -3,18 +3,17 @@
 //! Exit codes: 0 every expectation held, 1 an expectation failed, 2 bad input.
 //!
 //! This file parses the arguments and dispatches; each subcommand is a module of its own
-//! (its flags and what it prints), and the experiments behind them are `ratelab-lab`'s.
+//! (its flags and what it prints), and the experiments behind them are `ratelab-lab`'s. The
+//! commands that measure real processes (`probe`, `audit`, `soak`, `failover`) run in
+//! `ratelab-probe`, a binary with no simulator linked in ([`elsewhere`]).
 
-mod audit;
 mod bench;
 mod check;
+mod elsewhere;
 mod explore;
-mod failover;
 mod fuzz;
 mod log;
-mod probe;
 mod run;
-mod soak;
 mod sweep;
 
 use clap::{Parser, Subcommand};
@@ -52,30 +51,32 @@ enum Command {
     /// input must get a verdict or a clear error, never a panic (exit 1 if one panics).
     Fuzz(fuzz::FuzzArgs),
     /// Soak a real ratelab-server: a long, bounded run over many keys, sampled for growth of
-    /// its memory, latency tail and denials.
-    Soak(Box<soak::SoakArgs>),
+    /// its memory, latency tail and denials (runs `ratelab-probe soak`).
+    #[command(disable_help_flag = true)]
+    Soak(elsewhere::Args),
     /// Serve the gateway over HTTP, on the in-memory store or Redis: 200 when allowed, 429
     /// when denied (the code of `ratelab-server`, the binary to deploy, which has no
     /// simulator linked in).
     Serve(Box<ratelab_server::ServeArgs>),
     /// Check a real limiter from outside (an HTTP endpoint, a Redis script, the
     /// read-then-write client) against the policy it claims: exit 1 if a check fails, 2 on
-    /// bad input or an unreachable limiter.
-    Probe {
-        #[command(subcommand)]
-        command: probe::ProbeCommand,
-    },
+    /// bad input or an unreachable limiter (runs `ratelab-probe probe`).
+    #[command(disable_help_flag = true)]
+    Probe(elsewhere::Args),
     /// Audit the rate limiters people deploy (the recipes under audits/): install each from
     /// its registry, start it on loopback, probe it and write docs/AUDITS.md and
-    /// docs/results/audits/ (exit 1 if a target could not be run).
-    Audit(Box<audit::AuditArgs>),
+    /// docs/results/audits/ (exit 1 if a target could not be run; runs `ratelab-probe audit`).
+    #[command(disable_help_flag = true)]
+    Audit(elsewhere::Args),
     /// The overshoot experiment: naive vs atomic across concurrency and store round trip,
     /// plus the algorithm comparison. Writes docs/results/ and the figures in the docs.
     Sweep(Box<sweep::SweepArgs>),
     /// Measure what a Redis Cluster failover costs a token bucket: on a private local cluster
     /// (three primaries, three replicas), kill the hot key's primary under load, once without
-    /// and once with WAIT after each decision; failed calls, recovery and overshoot.
-    Failover(failover::FailoverArgs),
+    /// and once with WAIT after each decision; failed calls, recovery and overshoot (runs
+    /// `ratelab-probe failover`).
+    #[command(disable_help_flag = true)]
+    Failover(elsewhere::Args),
     /// Measure simulator speed: simulated requests and simulated seconds per wall second on
     /// the atomic path (build with --release for meaningful figures).
     Bench(bench::BenchArgs),
@@ -100,12 +101,12 @@ fn main() -> ExitCode {
         }
         Command::Explore(args) => explore::explore_command(*args),
         Command::Fuzz(args) => fuzz::fuzz_command(args),
-        Command::Soak(args) => soak::soak_command(*args),
+        Command::Soak(args) => elsewhere::run("soak", args),
         Command::Serve(args) => ratelab_server::serve_command(*args),
-        Command::Probe { command } => probe::probe_command(command),
-        Command::Audit(args) => audit::audit_command(*args),
+        Command::Probe(args) => elsewhere::run("probe", args),
+        Command::Audit(args) => elsewhere::run("audit", args),
         Command::Sweep(args) => sweep::sweep_command(*args),
-        Command::Failover(args) => failover::failover_command(args),
+        Command::Failover(args) => elsewhere::run("failover", args),
         Command::Bench(args) => bench::bench_command(args),
     }
 }

@@ -881,7 +881,9 @@ fn the_real_ladder_runs_on_a_cluster_and_catches_the_naive_path() {
     assert!(text.contains("| 256 |"), "{text}");
     std::fs::remove_dir_all(&dir).ok();
     // The benchmark takes the same cluster: the script on every primary, redis-benchmark in
-    // its cluster mode beside it, one script call per decision over all primaries.
+    // its cluster mode beside it, one script call per decision over all primaries (measured
+    // by ratelab-probe, which has no simulator linked in).
+    ratelab_testkit::cargo::workspace_binary("ratelab-probe", "ratelab-probe");
     let o = ratelab(&["bench", "--redis", &url, "--seconds", "1", "--clients", "8"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let out = String::from_utf8_lossy(&o.stdout);
@@ -895,54 +897,41 @@ fn the_real_ladder_runs_on_a_cluster_and_catches_the_naive_path() {
     );
 }
 
-/// `ratelab soak`, bounded: it starts a real server (here `ratelab serve`), visits every key,
-/// keeps the hot keys denied, and reports each interval's figures and the server's memory.
+/// The real-world commands run in `ratelab-probe`, which has no simulator linked in:
+/// `ratelab probe …` passes every argument, `--help` included, and returns that binary's
+/// streams and exit code under ratelab's name; without it beside ratelab or on `PATH`, exit 2
+/// says what to build.
 #[test]
-fn soak_runs_a_bounded_load_and_samples_the_server() {
-    let json = scenario_file("soak.json", "");
-    let o = ratelab(&[
-        "soak",
-        "--server",
-        env!("CARGO_BIN_EXE_ratelab"),
-        "--server-arg",
-        "serve",
-        "--requests",
-        "3000",
-        "--keys",
-        "500",
-        "--concurrency",
-        "8",
-        "--interval-ms",
-        "200",
-        "--capacity",
-        "5",
-        "--refill-per-sec",
-        "1",
-        "--hot-every",
-        "5",
-        "--json",
-        json.to_str().unwrap(),
-    ]);
+fn the_real_world_commands_run_in_the_probe_binary() {
+    ratelab_testkit::cargo::workspace_binary("ratelab-probe", "ratelab-probe");
+    let o = ratelab(&["probe", "--help"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let table = String::from_utf8_lossy(&o.stdout);
-    assert!(table.contains("| t (s) | requests |"), "{table}");
-    let r: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).expect("the soak's JSON");
-    let samples = r["samples"].as_array().unwrap();
-    let sum = |k: &str| samples.iter().map(|s| s[k].as_u64().unwrap()).sum::<u64>();
-    assert_eq!(sum("requests"), 3000);
-    assert_eq!(sum("admitted") + sum("denied") + sum("errors"), 3000);
-    assert_eq!(sum("errors"), 0);
-    // 600 requests to 8 hot keys of 5 tokens: most are denied; the 500 others never are.
-    assert!(sum("denied") >= 600 - 8 * 5 - 8 * 10, "{r:#}");
-    assert!(sum("denied") <= 600, "{r:#}");
-    assert!(samples.iter().all(|s| s["rss_kib"].as_u64().unwrap() > 0));
-    assert_eq!(samples.last().unwrap()["keys_seen"], 500);
-
-    let o = ratelab(&["soak", "--server", "/nonexistent/ratelab-server"]);
-    assert_eq!(o.status.code(), Some(2));
+    let help = String::from_utf8_lossy(&o.stdout);
+    assert!(help.contains("Usage: ratelab probe"), "{help}");
+    assert!(help.contains("http"), "{help}");
+    let o = ratelab(&["audit", "--no-such-flag"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--no-such-flag"), "{}", stderr(&o));
     assert!(
-        stderr(&o).contains("no such server binary"),
+        stderr(&o).contains("Usage: ratelab audit"),
+        "{}",
+        stderr(&o)
+    );
+    let o = ratelab(&["bench", "--redis", "redis://127.0.0.1:1", "--seconds", "1"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+
+    // Alone in a directory, with nothing on PATH.
+    let dir = ratelab_testkit::temp::TempDir::new("ratelab-alone");
+    let alone = dir.join("ratelab");
+    std::fs::copy(env!("CARGO_BIN_EXE_ratelab"), &alone).unwrap();
+    let o = Command::new(&alone)
+        .args(["soak", "--help"])
+        .env("PATH", "")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("cargo build -p ratelab-probe"),
         "{}",
         stderr(&o)
     );

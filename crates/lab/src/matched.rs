@@ -14,57 +14,10 @@
 //! write.
 
 use crate::sweep::{self, Point, Summary, SweepConfig};
+pub use ratelab_probe::real::{CLOSE_US, RealPoint};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
-
-/// One point of the real-Redis ladder, one run.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct RealPoint {
-    /// `naive` or `atomic`.
-    pub path: String,
-    /// Concurrent senders (Poisson arrival streams).
-    pub concurrency: u32,
-    /// Which repetition of the ladder, from 0.
-    pub run: u32,
-    /// Requests sent.
-    pub offered: u64,
-    /// Requests admitted.
-    pub admitted: u64,
-    /// Requests that failed.
-    pub errors: u64,
-    /// B + R·T over the key's run (Redis TIME).
-    pub envelope: u64,
-    /// Admitted beyond the envelope.
-    pub excess: u64,
-    /// Largest excess in any interval.
-    pub max_excess: u64,
-    /// Mean time per decision seen by the sender, µs.
-    pub mean_latency_us: f64,
-    /// Mean store round trip (one call: `GET`+`TIME`, `SET`, or the script), µs.
-    pub rtt_us: f64,
-    /// Mean real race window (naive path, admitted requests), µs.
-    pub race_window_us: Option<f64>,
-    /// Median lateness of a request's start behind its scheduled arrival, µs.
-    pub late_p50_us: f64,
-    /// 99th percentile of that lateness, µs.
-    pub late_p99_us: f64,
-    /// Kolmogorov–Smirnov distance between the realised gaps of all senders' starts and the
-    /// exponential distribution of the merged Poisson stream.
-    pub arrivals_ks: f64,
-    /// The same distance for the times the store executed each request's read (Redis
-    /// `TIME`, µs resolution).
-    pub store_arrivals_ks: f64,
-    /// Of the gaps between consecutive reads at the store, the percentage under
-    /// [`CLOSE_US`].
-    pub store_close_pct: f64,
-    /// Seconds of load.
-    pub seconds: u64,
-    /// When the store executed each read, µs after the first (Redis `TIME`), in order.
-    /// Written to the results file as the gaps between consecutive reads.
-    #[serde(with = "gaps_on_disk")]
-    pub store_reads_us: Vec<u64>,
-}
 
 /// One real run replayed on the simulator: the same reads at the same store times.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -280,32 +233,6 @@ pub fn simulate(
     })
 }
 
-/// Sorted times as their first value and the gaps after it: a third of the text.
-mod gaps_on_disk {
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    pub fn serialize<S: Serializer>(times: &[u64], s: S) -> Result<S::Ok, S::Error> {
-        let mut prev = 0;
-        s.collect_seq(times.iter().map(|&t| {
-            let gap = t.saturating_sub(prev);
-            prev = t;
-            gap
-        }))
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u64>, D::Error> {
-        let gaps = Vec::<u64>::deserialize(d)?;
-        let mut t = 0u64;
-        Ok(gaps
-            .into_iter()
-            .map(|g| {
-                t = t.saturating_add(g);
-                t
-            })
-            .collect())
-    }
-}
-
 /// Mean, least and most of `xs`.
 fn spread(xs: &[f64]) -> (f64, f64, f64) {
     let n = xs.len().max(1) as f64;
@@ -519,9 +446,6 @@ pub fn pairs_sentence(l: &RealLadder, min_c: u32) -> String {
         worst.1.excess,
     )
 }
-
-/// Reads closer than this at the store, µs, count as arriving together.
-pub const CLOSE_US: f64 = 10.0;
 
 #[cfg(test)]
 mod tests {

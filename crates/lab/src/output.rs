@@ -14,6 +14,8 @@ use std::path::Path;
 
 type Res<T> = Result<T, String>;
 
+pub use ratelab_probe::blocks::replace_block;
+
 /// Distinct colours that read on white (the first ones of the usual tab10 palette).
 const COLORS: [RGBColor; 6] = [
     RGBColor(31, 119, 180),
@@ -378,25 +380,6 @@ pub fn plot_algorithms(runs: &[AlgorithmRun], path: &Path) -> Res<()> {
 /// Replaces the text between `<!-- BEGIN sweep:NAME -->` and `<!-- END sweep:NAME -->`.
 pub fn replace_marked(text: &str, name: &str, content: &str) -> Res<String> {
     replace_block(text, &format!("sweep:{name}"), content)
-}
-
-/// Replaces the text between `<!-- BEGIN TAG -->` and `<!-- END TAG -->` with `content`.
-pub fn replace_block(text: &str, tag: &str, content: &str) -> Res<String> {
-    let begin = format!("<!-- BEGIN {tag} -->");
-    let end = format!("<!-- END {tag} -->");
-    let b = text
-        .find(&begin)
-        .ok_or_else(|| format!("marker {begin} not found"))?;
-    let e = text[b..]
-        .find(&end)
-        .ok_or_else(|| format!("marker {end} not found"))?
-        + b;
-    Ok(format!(
-        "{}{begin}\n{}\n{}",
-        &text[..b],
-        content.trim_end(),
-        &text[e..]
-    ))
 }
 
 fn find<'a>(s: &'a Sweep, path: &str, c: u32, l: u64) -> Option<&'a Summary> {

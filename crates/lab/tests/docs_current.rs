@@ -206,11 +206,11 @@ fn the_cluster_ladder_in_the_docs_is_the_committed_one() {
 }
 
 /// docs/CLUSTER.md quotes the committed real-cluster runs exactly: the failover
-/// (`cargo run --release -p ratelab -- failover`) and the scale measurement
-/// (`cargo run --release -p ratelab -- failover --scale --senders 32 --seconds 5`).
+/// (`cargo run --release -p ratelab-probe -- failover`) and the scale measurement
+/// (`cargo run --release -p ratelab-probe -- failover --scale --senders 32 --seconds 5`).
 #[test]
 fn the_cluster_doc_quotes_the_committed_failover_and_scale_runs() {
-    use ratelab_lab::failover::{FailoverResults, ScaleResults, failover_table, scale_table};
+    use ratelab_probe::failover::{FailoverResults, ScaleResults, failover_table, scale_table};
     let doc = read("docs/CLUSTER.md");
     let failover: FailoverResults = serde_json::from_str(&read("docs/results/failover-real.json"))
         .expect("failover-real.json parses");
@@ -221,12 +221,12 @@ fn the_cluster_doc_quotes_the_committed_failover_and_scale_runs() {
         (
             "figures:failover-real",
             failover_table(&failover),
-            "cargo run --release -p ratelab -- failover",
+            "cargo run --release -p ratelab-probe -- failover",
         ),
         (
             "figures:cluster-scale",
             scale_table(&scale),
-            "cargo run --release -p ratelab -- failover --scale --senders 32 --seconds 5",
+            "cargo run --release -p ratelab-probe -- failover --scale --senders 32 --seconds 5",
         ),
     ] {
         let regenerated = ratelab_lab::output::replace_block(&doc, tag, &table)

@@ -327,7 +327,7 @@ fn a_witness_names_its_key_even_with_quotes_in_it() {
     let detail = format!("epoch 0, key {:?}: request 7: denied", "a\"b\\c");
     assert_eq!(explore::named_key(&detail).as_deref(), Some("a\"b\\c"));
     assert_eq!(explore::named_key("no key here"), None);
-    assert_eq!(ratelab_lab::timeline::named_request(&detail), Some(7));
+    assert_eq!(ratelab_check::timeline::named_request(&detail), Some(7));
 }
 
 #[test]

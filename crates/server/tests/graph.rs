@@ -2,29 +2,7 @@
 //! no model checker and no ratelab crate that names them, nor does the binary define the libc
 //! functions madsim replaces.
 
-use std::collections::BTreeSet;
-use std::process::Command;
-
-/// The crates `package` links: its normal and build dependencies, transitively, as
-/// `cargo tree` resolves them for this machine with the workspace's own flags (which set
-/// `--cfg madsim`, so a dependency that pulls madsim in under that flag would show).
-fn closure(package: &str) -> BTreeSet<String> {
-    let out = Command::new(env!("CARGO"))
-        .args(["tree", "--locked", "-p", package, "-e", "normal,build"])
-        .args(["--prefix", "none", "--format", "{p}"])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("cargo tree runs");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| l.split_whitespace().next().map(str::to_owned))
-        .collect()
-}
+use ratelab_testkit::cargo::{closure, defined_replacements};
 
 #[test]
 fn the_server_graph_has_no_simulator() {
@@ -41,40 +19,6 @@ fn the_server_graph_has_no_simulator() {
     }
     // The check can fail: the simulation binary's graph has madsim.
     assert!(closure("ratelab").contains("madsim"));
-}
-
-/// The libc functions madsim's simulator replaces with `#[no_mangle]` definitions.
-const REPLACED: [&str; 7] = [
-    "clock_gettime",
-    "gettimeofday",
-    "getrandom",
-    "getentropy",
-    "sysconf",
-    "pthread_attr_init",
-    "gethostname",
-];
-
-/// The replaced functions `binary` defines, by binutils' `nm`; `None` without `nm`.
-fn defined_replacements(binary: &std::path::Path) -> Option<Vec<&'static str>> {
-    let out = Command::new("nm")
-        .arg("--defined-only")
-        .arg(binary)
-        .output()
-        .ok()?;
-    assert!(
-        out.status.success(),
-        "nm {}: {}",
-        binary.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let symbols = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        symbols.lines().any(|l| l.ends_with(" main")),
-        "nm listed no main in {}",
-        binary.display()
-    );
-    let defines = |f: &str| symbols.lines().any(|l| l.ends_with(&format!(" T {f}")));
-    Some(REPLACED.into_iter().filter(|f| defines(f)).collect())
 }
 
 /// The binary itself defines none of the libc functions madsim replaces; the simulation

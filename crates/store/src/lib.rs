@@ -41,6 +41,7 @@ pub mod redis_conn;
 pub mod redis_lane;
 #[cfg(feature = "redis")]
 pub mod redis_store;
+pub mod rng;
 
 pub use backend::{BackendMutex, StdBackend, SyncBackend};
 pub use client::{

@@ -7,6 +7,8 @@
 //!   start; the kit adds the skip-or-fail policy);
 //! - `nginx`: a private nginx from a configuration the test gives;
 //! - [`temp`]: a temp directory removed on drop;
+//! - [`cargo`]: a package's dependency graph, the libc functions a binary defines, and
+//!   another package's binary built for a test;
 //! - [`docs`]: the figure blocks of the docs a test checks, or writes under `RATELAB_BLESS=1`;
 //! - `free_port`: a loopback port nothing listens on.
 //!
@@ -28,6 +30,7 @@
 //! test passes as `ok`.
 #![warn(missing_docs)]
 
+pub mod cargo;
 pub mod docs;
 #[cfg(feature = "processes")]
 pub mod haproxy;

@@ -524,11 +524,11 @@ pub fn write_timeline(
         ..RunOptions::default()
     };
     let (report, history) = ratelab_sim::run(&sc, seed, options);
-    let named = crate::timeline::named(detail);
+    let named = ratelab_check::timeline::named(detail);
     crate::timeline::write(&sc, &report, &history, named.key, named.request, page).map(|_| ())
 }
 
 /// The key a checker's witness names (`key "…"`, as Rust's `{:?}` quotes it).
 pub fn named_key(detail: &str) -> Option<String> {
-    crate::timeline::named_key(detail)
+    ratelab_check::timeline::named_key(detail)
 }

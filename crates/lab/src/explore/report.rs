@@ -2,7 +2,7 @@
 //! the write-up, and the explorer's verdict on a scenario that asks for it.
 
 use crate::explore::{self, ExploreReport, Sut, shrink};
-use crate::timeline::Named;
+use ratelab_check::timeline::Named;
 use std::process::ExitCode;
 
 /// Prints what each checker judged over the campaign, and names those that applied and
@@ -11,7 +11,7 @@ fn print_coverage(r: &ExploreReport) {
     if r.coverage_by_checker.is_empty() {
         return;
     }
-    let mut t = crate::table::numeric(["checker", "seeds it applied to", "judged"], 1);
+    let mut t = ratelab_probe::table::numeric(["checker", "seeds it applied to", "judged"], 1);
     for (k, c) in &r.coverage_by_checker {
         t.add_row([k.clone(), c.seeds.to_string(), c.judged.to_string()]);
     }
@@ -174,7 +174,7 @@ pub fn explorer_verdict(
     let named = v
         .found
         .first()
-        .map(|f| crate::timeline::named(&f.detail))
+        .map(|f| ratelab_check::timeline::named(&f.detail))
         .unwrap_or_default();
     let found: Vec<String> = v
         .found

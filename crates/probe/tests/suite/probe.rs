@@ -1,4 +1,4 @@
-//! `ratelab probe` against real limiters: `ratelab serve` on memory and on a real
+//! `ratelab probe` against real limiters: `ratelab-server` on memory and on a real
 //! redis-server (atomic and naive paths), ratelab's own Lua script and the read-then-write
 //! client on Redis, and nginx's `limit_req`, a limiter nobody here wrote.
 //!
@@ -11,6 +11,7 @@
 
 use ratelab_testkit::{nginx, redis_cluster, redis_server};
 
+use crate::{probe_binary, server_binary};
 use redis_server::{RedisServer, free_port};
 use serde_json::Value;
 use std::path::PathBuf;
@@ -27,7 +28,7 @@ fn wait_for_port(port: u16, what: &str) {
 
 /// Runs `ratelab probe ARGS --json`: its exit code and report.
 fn probe(args: &[&str]) -> (i32, Value) {
-    let out = Command::new(env!("CARGO_BIN_EXE_ratelab"))
+    let out = Command::new(probe_binary())
         .arg("probe")
         .args(args)
         .arg("--json")
@@ -46,7 +47,7 @@ fn probe(args: &[&str]) -> (i32, Value) {
 
 /// Runs `ratelab probe ARGS` expecting bad input: its stderr.
 fn probe_refused(args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_ratelab"))
+    let out = Command::new(probe_binary())
         .arg("probe")
         .args(args)
         .output()
@@ -55,7 +56,7 @@ fn probe_refused(args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
-/// A `ratelab serve` on a free port, killed when dropped.
+/// A `ratelab-server` on a free port, killed when dropped.
 struct Serve {
     child: Child,
     url: String,
@@ -64,8 +65,8 @@ struct Serve {
 impl Serve {
     fn start(extra: &[&str]) -> Serve {
         let port = free_port();
-        let child = Command::new(env!("CARGO_BIN_EXE_ratelab"))
-            .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+        let child = Command::new(server_binary())
+            .args(["--listen", &format!("127.0.0.1:{port}")])
             .args(["--admin-listen", "127.0.0.1:0"])
             .args(["--capacity", "5", "--refill-per-sec", "2"])
             .args(["--ip-capacity", "1000000", "--ip-refill-per-sec", "1000000"])
@@ -74,7 +75,7 @@ impl Serve {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        wait_for_port(port, "ratelab serve");
+        wait_for_port(port, "ratelab-server");
         Serve {
             child,
             url: format!("http://127.0.0.1:{port}/"),
@@ -233,7 +234,7 @@ fn ratelab_serve_on_redis_passes_atomic_and_the_probe_catches_its_naive_path() {
     assert!(html.contains(r#"class="violation""#) && html.contains(r#"class="request""#));
 }
 
-/// Several instances of one limiter: two `ratelab serve` sharing one Redis hold the policy
+/// Several instances of one limiter: two `ratelab-server`s sharing one Redis hold the policy
 /// together; two each with its own memory admit the burst twice (a per-process limit), and
 /// the probe, spreading its requests over both, says so.
 #[test]

@@ -1,7 +1,7 @@
 //! `ratelab soak`: a long, bounded run of a real `ratelab-server` over many keys, sampled
-//! for growth ([`ratelab_lab::soak`]).
+//! for growth ([`ratelab_probe::soak`]).
 
-use ratelab_lab::soak::{SoakConfig, run};
+use ratelab_probe::soak::{SoakConfig, run};
 use std::path::PathBuf;
 use std::process::ExitCode;
 

@@ -1,12 +1,12 @@
 //! `ratelab probe`: check a real limiter from outside — its command line, progress bar and
-//! report. The probe itself is `ratelab_lab::probe`.
+//! report. The probe itself is `ratelab_probe::probe`.
 
 use ratelab_check::linearizable::{DEFAULT_BUDGET, Initial};
 use ratelab_check::probe::{Claim, Conclusion};
 use ratelab_core::Nanos;
-use ratelab_lab::commands::{EXIT_BAD_INPUT, EXIT_FAILED, EXIT_UNKNOWN};
-use ratelab_lab::probe::bench::BenchShape;
-use ratelab_lab::probe::{
+use ratelab_probe::commands::{EXIT_BAD_INPUT, EXIT_FAILED, EXIT_UNKNOWN};
+use ratelab_probe::probe::bench::BenchShape;
+use ratelab_probe::probe::{
     self, ProbeConfig, ProbeRun, Target, http::HttpSpec, http::HttpTarget, policy, redis, report,
 };
 use std::path::PathBuf;
@@ -218,7 +218,7 @@ pub fn probe_command(cmd: ProbeCommand) -> ExitCode {
             think_ms,
             seeds,
             budget,
-        } => ratelab_lab::commands::probe_bench(
+        } => ratelab_probe::commands::probe_bench(
             BenchShape {
                 ops,
                 keys,

@@ -1,7 +1,7 @@
 //! `ratelab audit`: the rate limiters people deploy, from the recipes under `audits/`.
 
-use ratelab_lab::audit::{self, Settings, card};
-use ratelab_lab::commands::{EXIT_BAD_INPUT, EXIT_FAILED};
+use ratelab_probe::audit::{self, Settings, card};
+use ratelab_probe::commands::{EXIT_BAD_INPUT, EXIT_FAILED};
 use std::path::PathBuf;
 use std::process::ExitCode;
 

@@ -1,9 +1,9 @@
 //! A probe's report: the figures as text for a terminal, and as JSON.
 
 use super::{ProbeRun, policy};
-use crate::timeline::{self, Frame};
 use ratelab_check::history::{Answer, History, Layers, RequestRecord};
 use ratelab_check::probe::{Conclusion, Outcome};
+use ratelab_check::timeline::{self, Frame};
 use ratelab_core::Nanos;
 use serde_json::{Value, json};
 use std::fmt::Write as _;

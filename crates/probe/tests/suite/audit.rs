@@ -4,7 +4,7 @@
 //! can read is flagged, and a fail-closed limiter admits nothing while its store is frozen or
 //! dead and decides again once it is back. The full audit is `ratelab audit`.
 
-use ratelab_lab::audit::{self, Settings, card};
+use ratelab_probe::audit::{self, Settings, card};
 use std::path::Path;
 
 /// The targets, when their packages are installed (`ratelab audit --install-only NAME`);

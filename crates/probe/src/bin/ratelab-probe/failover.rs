@@ -1,9 +1,9 @@
 //! `ratelab failover`: what a Redis Cluster failover costs a token bucket, or, with
 //! `--scale`, decisions per second on one server and on a cluster (the experiments are
-//! `ratelab_lab::commands`').
+//! `ratelab_probe::commands`').
 
-use ratelab_lab::commands::{self, EXIT_BAD_INPUT};
-use ratelab_lab::failover::FailoverConfig;
+use ratelab_probe::commands::{self, EXIT_BAD_INPUT};
+use ratelab_probe::failover::FailoverConfig;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;

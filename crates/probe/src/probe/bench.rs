@@ -13,7 +13,7 @@ use ratelab_check::probe::{
     Claim, Fields, Judging, Observation, Outcome, ProbeHistory, ProbeVerdict, judge,
 };
 use ratelab_core::{Algorithm, Nanos, TokenBucket, TokenBucketState};
-use ratelab_sim::rng::SimRng;
+use ratelab_store::rng::StreamRng;
 use std::collections::BTreeMap;
 use std::time::Instant;
 
@@ -76,7 +76,7 @@ struct Planned {
 }
 
 fn plan(shape: &BenchShape, seed: u64) -> Vec<Planned> {
-    let mut rng = SimRng::new(seed, 0x9b0b);
+    let mut rng = StreamRng::new(seed, 0x9b0b);
     let mut next_send: Vec<u64> = (0..shape.concurrency.max(1))
         .map(|_| rng.below(1_000_000))
         .collect();

@@ -75,7 +75,7 @@ impl Spread {
         let n = u64::from(n.max(1));
         let at = match self {
             Spread::RoundRobin => id % n,
-            Spread::Random { seed } => ratelab_sim::rng::SimRng::new(seed, id).next_u64() % n,
+            Spread::Random { seed } => ratelab_store::rng::StreamRng::new(seed, id).next_u64() % n,
         };
         u32::try_from(at).unwrap_or(0)
     }
