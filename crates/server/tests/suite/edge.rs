@@ -5,7 +5,7 @@
 //! limited under its own address and cannot drain the other's bucket. And a route's limit
 //! holds however its path and method are spelled, through the proxy to a real upstream.
 
-mod common;
+use crate::common;
 
 use common::Server;
 use ratelab_testkit::haproxy::Haproxy;

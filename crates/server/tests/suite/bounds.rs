@@ -4,7 +4,7 @@
 //! on), a malformed chunked body (400, not the upstream's fault), and a key as long as the
 //! documented maximum.
 
-mod common;
+use crate::common;
 
 use common::Server;
 use ratelab_gateway::conns::ConnLimits;

@@ -2,7 +2,7 @@
 //! served, and the connection bound makes room rather than letting a flood of silent
 //! connections shut the door (bounded counts, loopback only).
 
-mod common;
+use crate::common;
 
 use common::{Server, series};
 use std::io::{ErrorKind, Read as _, Write as _};

@@ -11,11 +11,8 @@
 //! killed node as the promoted primary's replica. (One test binary, so the clusters of all
 //! these tests wait out their node timeouts side by side.)
 
+use crate::multi_conformance;
 use ratelab_testkit::redis_cluster;
-mod support {
-    pub mod multi_conformance;
-}
-use support::multi_conformance;
 
 use ratelab_core::{Algorithm, Nanos, TokenBucket};
 use ratelab_probe::failover::{FailoverConfig, run};

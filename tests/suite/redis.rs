@@ -9,11 +9,8 @@
 //! - the singleton job's lease and fencing scripts: growing tokens, holder-only renew and
 //!   release, and a stalled leader's stale commit refused.
 
+use crate::multi_conformance;
 use ratelab_testkit::redis_server;
-mod support {
-    pub mod multi_conformance;
-}
-use support::multi_conformance;
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};

@@ -3,7 +3,7 @@
 //! (the recommended deployment, where every client's TCP peer is loopback), can neither
 //! reach nor change them; the operator on the admin listener can.
 
-mod common;
+use crate::common;
 
 use ratelab_testkit::nginx;
 

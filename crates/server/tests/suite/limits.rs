@@ -2,7 +2,7 @@
 //! keys, costs, shadow mode and the global shadow switch, hot reload by a real file edit and
 //! by SIGHUP, a bad edit refused while the old limits keep running, and Redis.
 
-mod common;
+use crate::common;
 
 use ratelab_testkit::{redis_cluster, redis_server};
 

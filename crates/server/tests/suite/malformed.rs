@@ -2,7 +2,7 @@
 //! port: each is refused (a 4xx, or the connection closed), none reaches the upstream, a
 //! request hidden behind conflicting framing is never read, and the server goes on serving.
 
-mod common;
+use crate::common;
 
 use common::Server;
 use std::io::{Read as _, Write as _};

@@ -1,7 +1,7 @@
 //! The reverse proxy: the real `ratelab-server` in front of a real upstream HTTP server
 //! started by the test, driven by a real HTTP client.
 
-mod common;
+use crate::common;
 
 use axum::body::Bytes;
 use axum::extract::Request;

@@ -9,7 +9,7 @@
 //! `RATELAB_REQUIRE_GRPCIO=1` (set by `.ci/run`, which installs Debian's `python3-grpcio` and
 //! `python3-grpc-tools`).
 
-mod common;
+use crate::common;
 
 use ratelab_testkit::redis_server;
 
