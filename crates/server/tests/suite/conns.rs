@@ -190,15 +190,22 @@ fn at_the_connection_bound_the_longest_waiting_connection_makes_room() {
         silent[5..].iter().all(|c| !closed(c)),
         "only the oldest were closed"
     );
-    let m = s.metrics();
+    // A client sees its connection closed before the server's task for it has ended and
+    // counted it: wait for the gauge to settle rather than read it once.
     let evicted = [r#"listener="data""#, r#"reason="evicted""#];
+    let open = |m: &str| series(m, "ratelab_connections_open", &[r#"listener="data""#]);
+    let settled = Instant::now();
+    let mut m = s.metrics();
+    while open(&m) != Some(40.0) && settled.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(10));
+        m = s.metrics();
+    }
+    assert_eq!(open(&m), Some(40.0), "{m}");
     assert_eq!(
         series(&m, "ratelab_connections_closed_total", &evicted),
         Some(5.0),
         "{m}"
     );
-    let open = series(&m, "ratelab_connections_open", &[r#"listener="data""#]);
-    assert_eq!(open, Some(40.0), "{m}");
 }
 
 #[test]
