@@ -1,8 +1,10 @@
-//! Rules that span fields, checked once after parsing.
+//! Rules that span fields, checked once after parsing: one function per section of a scenario
+//! file, in the order [`validate`] calls them (the first error found is the one reported).
 
 use crate::checkers::Needs;
 use crate::locate::PathSeg;
 use crate::scenario::*;
+use ratelab_core::Policy;
 use ratelab_store::{Key, Path as StorePath, TimeSource};
 use std::path::Path;
 
@@ -18,9 +20,38 @@ pub(crate) fn validate(
     name: String,
     located: Located<'_>,
 ) -> Result<Scenario, ScenarioError> {
-    let duration = spec.duration_ms.get();
-    let gateways = spec.gateways.get();
+    check_description(&spec, located)?;
+    let policy = check_policy(&spec, located)?;
+    check_gateway(&spec, located)?;
+    check_network(&spec, located)?;
+    let scheduled = check_clients(&spec, &policy, located)?;
+    check_faults(&spec, located)?;
+    check_cleanup_job(&spec, located)?;
+    check_outages(&spec, located)?;
+    check_store(&spec, located)?;
+    check_expect(&spec, located)?;
 
+    let path = match spec.store.path {
+        PathName::Naive => StorePath::Naive,
+        PathName::Atomic => StorePath::Atomic,
+    };
+    let time_source = match spec.store.time_source {
+        TimeSourceName::Store => TimeSource::Store,
+        TimeSourceName::Gateway => TimeSource::Caller,
+    };
+    Ok(Scenario {
+        file: file.to_owned(),
+        name,
+        spec,
+        policy,
+        path,
+        time_source,
+        scheduled_requests: scheduled,
+    })
+}
+
+/// The description: one line.
+fn check_description(spec: &ScenarioSpec, located: Located<'_>) -> Result<(), ScenarioError> {
     if spec.description.trim().is_empty()
         || spec.description.len() > 300
         || spec.description.contains('\n')
@@ -30,14 +61,20 @@ pub(crate) fn validate(
             "expected one non-empty line of at most 300 bytes".into(),
         ));
     }
+    Ok(())
+}
 
-    // Policy: exactly its algorithm's fields, each in range.
-    let policy = spec.policy.build().map_err(|e| {
+/// The policy: exactly its algorithm's fields, each in range.
+fn check_policy(spec: &ScenarioSpec, located: Located<'_>) -> Result<Policy, ScenarioError> {
+    spec.policy.build().map_err(|e| {
         let mut at = vec![key("policy")];
         at.extend(e.field.map(key));
         located(at, e.message)
-    })?;
+    })
+}
 
+/// The gateway: its edge limit, its guard, its denial cache.
+fn check_gateway(spec: &ScenarioSpec, located: Located<'_>) -> Result<(), ScenarioError> {
     if let Some(e) = spec.gateway.edge {
         ratelab_core::TokenBucket::per_second(e.capacity.get(), e.refill_per_sec.get())
             .map_err(|err| located(vec![key("gateway"), key("edge")], err.to_string()))?;
@@ -54,6 +91,11 @@ pub(crate) fn validate(
                 .into(),
         ));
     }
+    Ok(())
+}
+
+/// The network: its latency range.
+fn check_network(spec: &ScenarioSpec, located: Located<'_>) -> Result<(), ScenarioError> {
     let lat = spec.network.latency;
     if lat.min_us > lat.max_us {
         return Err(located(
@@ -65,7 +107,17 @@ pub(crate) fn validate(
             ),
         ));
     }
+    Ok(())
+}
 
+/// The client groups, each on its keys, in its time and on a gateway that exists; what they
+/// schedule in all, within the bound.
+fn check_clients(
+    spec: &ScenarioSpec,
+    policy: &Policy,
+    located: Located<'_>,
+) -> Result<u64, ScenarioError> {
+    let (duration, gateways) = (spec.duration_ms.get(), spec.gateways.get());
     if spec.clients.is_empty() || spec.clients.len() > MAX_CLIENT_GROUPS {
         return Err(located(
             vec![key("clients")],
@@ -102,7 +154,7 @@ pub(crate) fn validate(
                     .into(),
             ));
         }
-        let limit = ratelab_core::Algorithm::quota(&policy).limit;
+        let limit = ratelab_core::Algorithm::quota(policy).limit;
         if c.cost.get() > limit {
             return Err(located(
                 at("cost"),
@@ -137,70 +189,7 @@ pub(crate) fn validate(
                 ),
             ));
         }
-        let per_client = match &c.arrival {
-            ArrivalSpec::Constant(r) | ArrivalSpec::Poisson(r) => {
-                r.rate_per_sec.get().saturating_mul(stop - start) / 1000
-            }
-            ArrivalSpec::Burst(b) => {
-                let at_ms = b.at_ms.get();
-                if at_ms < start || at_ms >= stop {
-                    return Err(located(
-                        vec![
-                            key("clients"),
-                            PathSeg::Index(i),
-                            key("arrival"),
-                            key("at_ms"),
-                        ],
-                        format!(
-                            "burst at {at_ms} ms is outside the group's sending time [{start}, {stop})"
-                        ),
-                    ));
-                }
-                b.requests.get()
-            }
-            ArrivalSpec::BoundaryBursts(bb) => {
-                let every = bb.every_ms.get();
-                // Each half of a burst must fit between two boundaries: the first starts
-                // `before_ms` ahead of a boundary, and the first boundary is `every_ms` in.
-                for (field, v) in [("before_ms", bb.before_ms), ("after_ms", bb.after_ms)] {
-                    let v = v.get();
-                    if v > every {
-                        return Err(located(
-                            vec![
-                                key("clients"),
-                                PathSeg::Index(i),
-                                key("arrival"),
-                                key(field),
-                            ],
-                            format!("{field} {v} is longer than every_ms {every}"),
-                        ));
-                    }
-                }
-                let boundaries = (stop - 1) / every - start / every;
-                boundaries.saturating_mul(2 * bb.requests.get())
-            }
-            ArrivalSpec::Times(t) => {
-                let times = &t.times_us;
-                let (lo, hi) = (start.saturating_mul(1000), stop.saturating_mul(1000));
-                if let Some((j, &t)) = times
-                    .iter()
-                    .enumerate()
-                    .find(|(_, t)| **t < lo || **t >= hi)
-                {
-                    return Err(located(
-                        vec![
-                            key("clients"),
-                            PathSeg::Index(i),
-                            key("arrival"),
-                            key("times_us"),
-                            PathSeg::Index(j),
-                        ],
-                        format!("{t} µs is outside the group's sending time [{lo}, {hi}) µs"),
-                    ));
-                }
-                times.len() as u64
-            }
-        };
+        let per_client = scheduled_by(c, i, (start, stop), located)?;
         scheduled = scheduled.saturating_add(per_client.saturating_mul(c.count.get()));
     }
     if scheduled > MAX_REQUESTS {
@@ -211,7 +200,86 @@ pub(crate) fn validate(
             ),
         ));
     }
+    Ok(scheduled)
+}
 
+/// The requests one client of group `i` schedules from `start` to `stop`, its arrival's own
+/// times checked.
+fn scheduled_by(
+    c: &ClientSpec,
+    i: usize,
+    (start, stop): (u64, u64),
+    located: Located<'_>,
+) -> Result<u64, ScenarioError> {
+    Ok(match &c.arrival {
+        ArrivalSpec::Constant(r) | ArrivalSpec::Poisson(r) => {
+            r.rate_per_sec.get().saturating_mul(stop - start) / 1000
+        }
+        ArrivalSpec::Burst(b) => {
+            let at_ms = b.at_ms.get();
+            if at_ms < start || at_ms >= stop {
+                return Err(located(
+                    vec![
+                        key("clients"),
+                        PathSeg::Index(i),
+                        key("arrival"),
+                        key("at_ms"),
+                    ],
+                    format!(
+                        "burst at {at_ms} ms is outside the group's sending time [{start}, {stop})"
+                    ),
+                ));
+            }
+            b.requests.get()
+        }
+        ArrivalSpec::BoundaryBursts(bb) => {
+            let every = bb.every_ms.get();
+            // Each half of a burst must fit between two boundaries: the first starts
+            // `before_ms` ahead of a boundary, and the first boundary is `every_ms` in.
+            for (field, v) in [("before_ms", bb.before_ms), ("after_ms", bb.after_ms)] {
+                let v = v.get();
+                if v > every {
+                    return Err(located(
+                        vec![
+                            key("clients"),
+                            PathSeg::Index(i),
+                            key("arrival"),
+                            key(field),
+                        ],
+                        format!("{field} {v} is longer than every_ms {every}"),
+                    ));
+                }
+            }
+            let boundaries = (stop - 1) / every - start / every;
+            boundaries.saturating_mul(2 * bb.requests.get())
+        }
+        ArrivalSpec::Times(t) => {
+            let times = &t.times_us;
+            let (lo, hi) = (start.saturating_mul(1000), stop.saturating_mul(1000));
+            if let Some((j, &t)) = times
+                .iter()
+                .enumerate()
+                .find(|(_, t)| **t < lo || **t >= hi)
+            {
+                return Err(located(
+                    vec![
+                        key("clients"),
+                        PathSeg::Index(i),
+                        key("arrival"),
+                        key("times_us"),
+                        PathSeg::Index(j),
+                    ],
+                    format!("{t} µs is outside the group's sending time [{lo}, {hi}) µs"),
+                ));
+            }
+            times.len() as u64
+        }
+    })
+}
+
+/// The faults: how many, and each by its kind's own checks.
+fn check_faults(spec: &ScenarioSpec, located: Located<'_>) -> Result<(), ScenarioError> {
+    let gateways = spec.gateways.get();
     if spec.faults.len() > MAX_FAULTS {
         return Err(located(
             vec![key("faults")],
@@ -229,7 +297,11 @@ pub(crate) fn validate(
             return Err(located(path, message));
         }
     }
+    Ok(())
+}
 
+/// The cleanup job: it renews its lease in time.
+fn check_cleanup_job(spec: &ScenarioSpec, located: Located<'_>) -> Result<(), ScenarioError> {
     if let Some(job) = &spec.cleanup_job
         && job.period_ms.get() >= job.lease_ms.get()
     {
@@ -243,8 +315,12 @@ pub(crate) fn validate(
             ),
         ));
     }
-    // The store is down once at a time: a restart or a promotion while it is already up
-    // again would start a second store.
+    Ok(())
+}
+
+/// The store is down once at a time: a restart or a promotion while it is already up again
+/// would start a second store.
+fn check_outages(spec: &ScenarioSpec, located: Located<'_>) -> Result<(), ScenarioError> {
     let mut outages: Vec<(u64, u64, usize)> = spec
         .faults
         .iter()
@@ -268,6 +344,11 @@ pub(crate) fn validate(
             ),
         ));
     }
+    Ok(())
+}
+
+/// The store: its replica's lag range.
+fn check_store(spec: &ScenarioSpec, located: Located<'_>) -> Result<(), ScenarioError> {
     if let Some(r) = spec.store.replica
         && r.lag.min_us > r.lag.max_us
     {
@@ -276,6 +357,12 @@ pub(crate) fn validate(
             "max_us is below min_us".into(),
         ));
     }
+    Ok(())
+}
+
+/// The expectations: bounds that apply to this scenario, keys that are keys, the explorer's
+/// signature, the planted bug.
+fn check_expect(spec: &ScenarioSpec, located: Located<'_>) -> Result<(), ScenarioError> {
     let e = &spec.expect;
     for (name, b) in &e.bounds {
         let Some(f) = crate::checkers::figure(name) else {
@@ -322,26 +409,9 @@ pub(crate) fn validate(
         check_explorer_signature(v, located)?;
     }
     if let Some(bug) = spec.planted_bug {
-        check_planted(&spec, bug, located)?;
+        check_planted(spec, bug, located)?;
     }
-
-    let path = match spec.store.path {
-        PathName::Naive => StorePath::Naive,
-        PathName::Atomic => StorePath::Atomic,
-    };
-    let time_source = match spec.store.time_source {
-        TimeSourceName::Store => TimeSource::Store,
-        TimeSourceName::Gateway => TimeSource::Caller,
-    };
-    Ok(Scenario {
-        file: file.to_owned(),
-        name,
-        spec,
-        policy,
-        path,
-        time_source,
-        scheduled_requests: scheduled,
-    })
+    Ok(())
 }
 
 /// Refuses a planted bug the scenario's limiter has no place for.
