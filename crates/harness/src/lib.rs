@@ -1,3 +1,5 @@
+//! # ratelab-harness
+//!
 //! The model-checking harnesses for any [`Algorithm`]: loom ([`loom`]) and shuttle
 //! ([`shuttle`]) explore the thread interleavings of one race over the real
 //! [`MemoryStore`](ratelab_store::MemoryStore), built on their instrumented mutexes through
@@ -13,6 +15,11 @@
 //!
 //! The naive path is the canary: the checkers must find its lost update. The atomic path
 //! must hold in every interleaving explored.
+//!
+//! Nothing here needs the simulator: the crate builds with or without `--cfg madsim`, so a
+//! limiter's own crate can run loom and shuttle over it with this crate alone
+//! (`ratelab_sim::harness` is the same module, for those who use the cluster too).
+#![warn(missing_docs)]
 
 /// A model checker's mutex behind the store's backend trait: the backend type and a wrapper
 /// around the checker's mutex (a wrapper, because of the orphan rule).

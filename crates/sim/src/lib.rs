@@ -40,7 +40,7 @@
 //! carry the algorithm's own state type, which madsim's `Box<dyn Any>` messages move without
 //! serializing. The builtin policies are one instance of that code (with the planted script
 //! bugs), so a builtin token bucket plugged in as a user's limiter gives the builtin run's
-//! trace hash (`tests/limiter.rs`), and no dynamic dispatch enters the builtin path.
+//! trace hash (`tests/suite/limiter.rs`), and no dynamic dispatch enters the builtin path.
 //!
 //! This crate needs `--cfg madsim`, which the workspace's `.cargo/config.toml` sets.
 #![warn(missing_docs)]
@@ -59,7 +59,7 @@ mod eligible;
 pub mod expect;
 pub mod faults;
 pub mod floor;
-pub mod harness;
+pub use ratelab_harness as harness;
 pub mod limiter;
 pub mod locate;
 pub mod parallel;
