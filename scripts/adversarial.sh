@@ -11,8 +11,8 @@ cargo test --release -q -p ratelab-gateway --lib -- admin:: ip:: path::
 log=target/adversarial.log
 mkdir -p target
 status=0
-cargo test --release -q -p ratelab-server --test edge --test bounds --test malformed \
-  -- --test-threads 1 --nocapture >"$log" 2>&1 || status=$?
+cargo test --release -q -p ratelab-server --test suite \
+  -- edge:: bounds:: malformed:: --test-threads 1 --nocapture >"$log" 2>&1 || status=$?
 grep -o -E 'adversarial:.*|test result:.*|.*FAILED.*' "$log" || true
 if [ "$status" -ne 0 ]; then
   grep -E -A12 'panicked' "$log" || true

@@ -445,7 +445,7 @@ fn decisions_follow_a_slot_migration_through_ask_and_moved() {
     });
 }
 
-/// The several-limits property of `tests/redis.rs`, on a cluster: the limits' keys fall in
+/// The several-limits property of `tests/suite/redis.rs`, on a cluster: the limits' keys fall in
 /// different slots, so requests are decided slot by slot and refunded where another slot
 /// denies, and still answer exactly as the core's all-or-nothing decision.
 #[test]

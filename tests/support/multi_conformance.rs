@@ -5,8 +5,8 @@
 //! slots and are decided slot by slot with a refund where a denial elsewhere undoes a spend,
 //! which must still answer exactly as the core does.
 //!
-//! A module of the test binaries that run it (`tests/redis.rs`,
-//! `tests/redis_cluster.rs`).
+//! A module of the test binaries that run it (`tests/suite/redis.rs`,
+//! `tests/suite/redis_cluster.rs`).
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};

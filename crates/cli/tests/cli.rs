@@ -477,7 +477,7 @@ fn readme_canary_sample_is_current() {
 
 #[test]
 fn mutated_scenarios_exit_0_1_or_2_from_the_binary() {
-    // The in-process campaign (tests/fuzz.rs) calls what `check` and `run` call; this runs a
+    // The in-process campaign (tests/suite/fuzz.rs) calls what `check` and `run` call; this runs a
     // few of its inputs through the binary itself and reads the exit codes.
     let dir = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../sim-scenarios"));
     let corpus = ratelab_lab::fuzz::corpus(dir).unwrap();

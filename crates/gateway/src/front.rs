@@ -346,7 +346,7 @@ pub fn head_bytes<B>(req: &Request<B>) -> usize {
 pub enum Writes {
     /// Each answer's head and body copied into one buffer and written with one `write`: for
     /// small answers (a limiter's own 200 and 429) fewer instructions per request than
-    /// [`Writes::Vectored`] (docs/PERFORMANCE.md). Each body chunk is copied, and the buffer
+    /// [`Writes::Vectored`] (docs/PERFORMANCE-HISTORY.md). Each body chunk is copied, and the buffer
     /// grows to hold the largest chunk.
     Flat,
     /// The head and the body's chunks written from their own buffers with `writev`, never

@@ -8,7 +8,7 @@
 //! Its dependency graph holds no simulator: madsim's `#[no_mangle]` replacements of
 //! `clock_gettime`, `getrandom` and the like are linked into any binary that depends on
 //! madsim, so the server is its own crate and binary (`ratelab-server`), and
-//! `tests/graph.rs` checks its resolved graph. `ratelab serve` in the simulation binary runs
+//! `tests/suite/graph.rs` checks its resolved graph. `ratelab serve` in the simulation binary runs
 //! this same code, for demonstrations and probes next to the simulator.
 //!
 //! | module | owns |

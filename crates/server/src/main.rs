@@ -10,7 +10,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 /// mimalloc: the request path allocates a few small blocks and one large future per request
-/// (docs/PERFORMANCE.md measures the server with it and with glibc's allocator side by side).
+/// (docs/PERFORMANCE-HISTORY.md, "The build", measured the server with it and with glibc's
+/// allocator side by side).
 #[global_allocator]
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -192,7 +192,7 @@ pub const GRPC_STREAM_WINDOW_BYTES: u32 = 64 << 10;
 pub const GRPC_CONNECTION_WINDOW_BYTES: u32 = 1 << 20;
 /// How many times its size a header list may cost while its stream is open: the frames as
 /// read, their HPACK decoding, the request's header map, and the allocator's rounding.
-/// Measured about 4.1 (a 15 KiB header list, about 61 KiB: `crates/server/tests/bounds.rs`);
+/// Measured about 4.1 (a 15 KiB header list, about 61 KiB: `crates/server/tests/suite/bounds.rs`);
 /// bounded with room.
 pub const GRPC_HEADER_LIST_COPIES: u64 = 5;
 /// What one gRPC connection's requests may hold at once: every stream's header list, as
@@ -381,7 +381,7 @@ fn banner(
 /// one-worker multi-thread runtime. On the current-thread runtime a task woken by the
 /// running one waits behind the tasks already ready, so the lane's calls of one scheduler
 /// turn leave in one write; the multi-thread runtime runs it next, so redis-rs's connection
-/// task writes the first call at once (docs/PERFORMANCE.md measures both).
+/// task writes the first call at once (docs/PERFORMANCE-HISTORY.md measured both).
 pub fn runtime_for(workers: Option<usize>, redis_rs: bool) -> tokio::runtime::Builder {
     match workers {
         Some(1) if !redis_rs => tokio::runtime::Builder::new_current_thread(),
