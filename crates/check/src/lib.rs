@@ -19,8 +19,8 @@
 //! | [`recovery`] | after faults heal, every request is decided (no fail-open, error or bypass: a breaker that never closes, a limiter that stopped deciding) |
 //! | [`cached`] | every 429 from a gateway's denial cache is covered by a denial the store gave it |
 //! | [`cleanup`] | the cleanup job deletes no live bucket; one leader at a time; its liveness |
-//! | [`linearizable`] | the answers are explained by a real-time order of requests under the token bucket's sequential specification |
-//! | [`family`] | the same, under any limiter family's sequential specification (token bucket, nginx's leaky bucket, fixed window aligned or first-hit, sliding log, sliding-window counter) |
+//! | [`family`] | the answers are explained by a real-time order of requests under the limiter family's sequential specification (token bucket, and the leaky bucket as its exact alias; fixed window aligned or first-hit, sliding log, sliding-window counter): one search and one replay for every family |
+//! | [`linearizable`] | what that check reads and says (operations, verdicts), and the token bucket's entry points |
 //! | [`fail_reasons`] | every fail-open, error or store-full answer has the failure it names behind it (a timeout its deadline, an error a store error or a fault on its path, an open breaker the failures that open it, store-full the store's refusal) |
 //! | [`arrivals`] | a Poisson sender's realised gaps are exponential (Kolmogorov–Smirnov) |
 //! | [`probe`] | a limiter seen only from outside (a probe's history) against a claimed policy, by the checks in [`probe::CHECKS`]: decisions, envelope over spans, black-box linearizability, fields, Retry-After honesty |

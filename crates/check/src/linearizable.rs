@@ -1,42 +1,34 @@
-//! Linearizability of a token-bucket limiter, per key.
+//! Linearizability, per key: the operations a check reads ([`Op`]: what each client saw, and
+//! when), the verdicts ([`Verdict`]), and the token bucket's entry points ([`check_key`],
+//! [`check_key_from`], [`check`] over every key).
 //!
 //! A limiter is linearizable if the answers its clients saw are explained by *some* order of
 //! the requests, one at a time, that respects real time (a request answered before another
-//! was sent comes first), under the sequential specification below. This catches what the
-//! envelope cannot: a request denied that the bucket had room for (a phantom denial), a wrong
-//! `remaining` or `retry_after`, a token spent twice when each admission still fits under
-//! B + R·Δt.
+//! was sent comes first), under the limiter family's sequential specification. This catches
+//! what the envelope cannot: a request denied that the bucket had room for (a phantom
+//! denial), a wrong `remaining` or `retry_after`, a token spent twice when each admission
+//! still fits under B + R·Δt.
 //!
-//! **The specification** is written here, from the policy's definition, and does not call
-//! `ratelab-core`: a bucket of B tokens gaining `amount` tokens every `period` is one number,
-//! the instant it is full again (its theoretical arrival time, TAT), on a time scale where a
-//! token is `period` units and a nanosecond `amount` units, so every step is exact integer
-//! arithmetic. A request of cost c at time t, with deficit d = max(TAT − t, 0):
-//! admitted iff d + c·period ≤ B·period, and then TAT becomes max(TAT, t) + c·period and
-//! `remaining` is ⌊(B·period − d − c·period) / period⌋; denied otherwise, with
-//! `retry_after` = ⌈(d + c·period − B·period) / amount⌉ ns and TAT unchanged.
+//! There is one search, over any family ([`crate::family`]); the token bucket is one family
+//! among the others ([`crate::family::token_bucket`], its specification written there from
+//! the policy's definition, never by calling `ratelab-core`). This module holds what every
+//! family's check shares.
 //!
 //! **Operations** ([`Op`]) carry their call and return times, the limiter's own decision time
-//! for an answered request (the store's clock, as the recorded `decided_at`), what the
-//! client saw, and optionally the store's order stamp. Two modes, chosen per key:
+//! for an answered request (the store's clock, as the recorded `decided_at`, or a span a
+//! probe knows it within: [`Precision`]), what the client saw, and optionally the store's
+//! order stamp. Two modes, chosen per key:
 //!
 //! - *Store-stamped*: when every answered operation carries a stamp, the order is the
 //!   store's, and the check is one replay in stamp order; an operation the store stamped but
 //!   whose answer was lost is replayed too, and one it never stamped is skipped.
 //! - *Black-box*: otherwise, a Wing–Gong search in the style of Lowe and Porcupine over the
-//!   orders real time allows, memoised on the set linearized so far: a point is skipped
-//!   when one with the same set, a range of states holding its own and an earlier last
-//!   decision time was visited; and a denial that every state of the range gives, changing
-//!   none, is linearized at once ([`Search`]).
-//!   An operation without an answer (a timeout, a lost reply, a failure the gateway answered
-//!   for) stays open to the end of the history and may take effect after its call, or never
-//!   (Knossos' `:info`). Before each answered operation the search may let one open
-//!   operation take effect, at some moment between the previous decision and that one (the
-//!   state becomes the range of TATs those moments give); open operations of one cost
-//!   already sent by then are interchangeable, so one of each cost is tried. The search has a
-//!   budget of states; past it the verdict is [`Verdict::Unknown`], never a guess.
+//!   orders real time allows. An operation without an answer (a timeout, a lost reply, a
+//!   failure the gateway answered for) stays open to the end of the history and may take
+//!   effect after its call, or never (Knossos' `:info`). The search has a budget of states;
+//!   past it the verdict is [`Verdict::Unknown`], never a guess.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use ratelab_core::Nanos;
 
@@ -156,67 +148,6 @@ pub struct Violation {
     pub phantom_denial: bool,
 }
 
-/// An answer the specification cannot give from a range of states.
-struct Unexplained {
-    detail: String,
-    phantom_denial: bool,
-}
-
-/// The bucket's possible states: every TAT from `lo` to `hi` (scaled units, ns × `amount`).
-///
-/// An answered request pins the TAT to a range (its `remaining` or `retry_after` to one
-/// period's or one nanosecond's worth); an unanswered one that took effect at an unknown
-/// moment widens it. Every step maps a range onto a range — `max(TAT, t) + c·period` is
-/// monotone and continuous — so one range holds exactly the states reachable along one
-/// order.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-struct Tats {
-    lo: i128,
-    hi: i128,
-}
-
-impl Tats {
-    const EMPTY_BUCKET_AT_ZERO: Tats = Tats { lo: 0, hi: 0 };
-    /// Any state: far enough either way that no step overflows.
-    const ANY: Tats = Tats {
-        lo: i128::MIN / 4,
-        hi: i128::MAX / 4,
-    };
-
-    /// The states before the first operation, for a history whose earlier decisions were all
-    /// made by `first`: a bucket is at most empty then, so its TAT is at most
-    /// `first` + B·period.
-    fn initial(initial: Initial, spec: &Spec, first: Nanos) -> Tats {
-        match initial {
-            Initial::Full => Tats::EMPTY_BUCKET_AT_ZERO,
-            Initial::Unknown => {
-                let k = spec.scaled(first, 0);
-                Tats {
-                    lo: Tats::ANY.lo,
-                    hi: k.now + k.full,
-                }
-            }
-        }
-    }
-
-    fn clamp(self, lo: i128, hi: i128) -> Option<Tats> {
-        let t = Tats {
-            lo: self.lo.max(lo),
-            hi: self.hi.min(hi),
-        };
-        (t.lo <= t.hi).then_some(t)
-    }
-}
-
-/// The specification's own numbers for one request, in scaled units.
-struct Scaled {
-    now: i128,
-    full: i128,
-    need: i128,
-    period: i128,
-    amount: i128,
-}
-
 impl Spec {
     /// A spec for a bucket of `capacity` tokens gaining `per_second` tokens a second.
     pub fn per_second(capacity: u64, per_second: u64) -> Spec {
@@ -225,134 +156,6 @@ impl Spec {
             amount: per_second,
             period: Nanos(1_000_000_000),
         }
-    }
-
-    fn scaled(&self, at: Nanos, cost: u64) -> Scaled {
-        let period = i128::from(self.period.as_u64()).max(1);
-        let amount = i128::from(self.amount).max(1);
-        Scaled {
-            now: i128::from(at.as_u64()) * amount,
-            full: i128::from(self.capacity) * period,
-            need: i128::from(cost) * period,
-            period,
-            amount,
-        }
-    }
-
-    /// The range of states after `op`, as the client saw it, from `tats`; or what the spec
-    /// says instead. The decision fell at some moment from `at` to `at + decided_within`:
-    /// every bound below is the union over those moments (for one moment, exact).
-    fn explain(&self, tats: Tats, op: &Op) -> Result<Tats, Unexplained> {
-        let within = |at: Nanos| {
-            Nanos(
-                at.as_u64()
-                    .saturating_add(op.precision.decided_within.as_u64()),
-            )
-        };
-        match op.seen {
-            Seen::Allowed { at, remaining } => {
-                let (a, b) = (self.scaled(at, op.cost), self.scaled(within(at), op.cost));
-                // Admitted: deficit + need ≤ full, so TAT ≤ now + full − need (and a deficit
-                // is never negative: no state admits more than the bucket holds).
-                let mut hi = b.now + b.full - b.need;
-                let mut lo = i128::MIN;
-                let mut possible = a.need <= a.full;
-                if let Some(r) = remaining {
-                    // ⌊(full − deficit − need) / period⌋ = r.
-                    let r = i128::from(r);
-                    possible &= a.full - a.need - r * a.period >= 0;
-                    hi = hi.min(b.now + b.full - b.need - r * b.period);
-                    let above = a.full - a.need - (r + 1) * a.period;
-                    if above >= 0 {
-                        lo = a.now + above + 1;
-                    }
-                }
-                match tats.clamp(lo, hi).filter(|_| possible) {
-                    Some(t) => Ok(Tats {
-                        lo: t.lo.max(a.now) + a.need,
-                        hi: t.hi.max(b.now) + b.need,
-                    }),
-                    None => Err(Unexplained {
-                        detail: format!(
-                            "admitted{} at {at}; {}",
-                            remaining.map_or(String::new(), |r| format!(" with remaining {r}")),
-                            self.says(tats, at, op.cost)
-                        ),
-                        phantom_denial: false,
-                    }),
-                }
-            }
-            Seen::Denied { at, retry_after } => {
-                let (a, b) = (self.scaled(at, op.cost), self.scaled(within(at), op.cost));
-                // Denied: deficit + need > full (any state denies a cost beyond the capacity).
-                let beyond = a.need > a.full;
-                let mut lo = if beyond {
-                    i128::MIN
-                } else {
-                    a.now + a.full - a.need + 1
-                };
-                let mut hi = i128::MAX;
-                let mut possible = true;
-                if let Some(w) = retry_after {
-                    // ⌈(deficit + need − full) / amount⌉ = the true wait, at least 1 ns on a
-                    // denial, which the reported `w` rounds up to a multiple of the unit: a
-                    // wait from w − unit + 1 to w.
-                    let w = i128::from(w.as_u64());
-                    let unit = i128::from(op.precision.retry_after_unit.as_u64().max(1));
-                    let least = (w - unit + 1).max(1);
-                    possible = least <= w;
-                    lo = lo.max(a.now + (least - 1) * a.amount + a.full - a.need + 1);
-                    hi = b.now + w * b.amount + b.full - b.need;
-                }
-                tats.clamp(lo, hi)
-                    .filter(|_| possible)
-                    .ok_or_else(|| Unexplained {
-                        detail: format!(
-                            "denied{} at {at}; {}",
-                            retry_after.map_or(String::new(), |w| format!(" with retry after {w}")),
-                            self.says(tats, at, op.cost)
-                        ),
-                        // Admitted at the earliest moment from the fullest state and the emptiest.
-                        phantom_denial: !beyond && tats.hi <= a.now + a.full - a.need,
-                    })
-            }
-            Seen::Unknown => Ok(tats),
-        }
-    }
-
-    /// What the spec answers from the least and the most full state of `tats`.
-    fn says(&self, tats: Tats, at: Nanos, cost: u64) -> String {
-        let k = self.scaled(at, cost);
-        let one = |tat: i128| {
-            let deficit = (tat - k.now).max(0);
-            if deficit + k.need <= k.full {
-                format!("admits it, {} left", (k.full - deficit - k.need) / k.period)
-            } else {
-                let w = (deficit + k.need - k.full + k.amount - 1) / k.amount;
-                format!(
-                    "denies it, retry after {}",
-                    Nanos(u64::try_from(w).unwrap_or(u64::MAX))
-                )
-            }
-        };
-        let (a, b) = (one(tats.hi), one(tats.lo));
-        if a == b {
-            format!("the spec {a}")
-        } else {
-            format!("the spec {a} to {b}")
-        }
-    }
-
-    /// The states after an unanswered request of `cost` took effect (was admitted) at some
-    /// moment from `from` to `to`; `None` if it could not have been admitted then.
-    fn apply_unknown(&self, tats: Tats, from: Nanos, to: Nanos, cost: u64) -> Option<Tats> {
-        let (a, b) = (self.scaled(from, cost), self.scaled(to.max(from), cost));
-        // Admitted at τ needs TAT ≤ τ + full − need: the latest τ admits the most.
-        let t = tats.clamp(i128::MIN, b.now + b.full - b.need)?;
-        Some(Tats {
-            lo: t.lo.max(a.now) + a.need,
-            hi: t.hi.max(b.now) + b.need,
-        })
     }
 }
 
@@ -380,107 +183,8 @@ pub fn check_key_from(spec: &Spec, ops: &[Op], budget: u64, initial: Initial) ->
         })
         .min()
         .unwrap_or(Nanos::ZERO);
-    let answered_stamped = ops
-        .iter()
-        .filter(|o| o.seen != Seen::Unknown)
-        .all(|o| o.stamp.is_some());
-    if answered_stamped && ops.iter().any(|o| o.stamp.is_some()) {
-        replay_stamped(spec, ops, Tats::initial(initial, spec, first))
-    } else {
-        Search::new(spec, ops, budget).run(Tats::initial(initial, spec, first))
-    }
-}
-
-/// Store-stamped mode: one replay in the store's order.
-fn replay_stamped(spec: &Spec, ops: &[Op], initial: Tats) -> Verdict {
-    let (order, next_decided) = store_order(ops);
-    let decided = |o: &Op| o.decided();
-    let mut tats = initial;
-    let mut last_at = Nanos::ZERO;
-    for (i, op) in order.iter().enumerate() {
-        match decided(op) {
-            None => {
-                // Applied, its answer lost: decided after the last stamped decision and
-                // before the next; it took a token if there was one then.
-                let from = last_at.max(op.call);
-                let to = next_decided[i];
-                if let Some(t) = spec.apply_unknown(tats, from, to, op.cost) {
-                    // Admitted or not, depending on the moment: both stay possible.
-                    tats = Tats {
-                        lo: tats.lo.min(t.lo),
-                        hi: tats.hi.max(t.hi),
-                    };
-                }
-            }
-            Some(at) => {
-                match spec.explain(tats, op) {
-                    Ok(t) => tats = t,
-                    Err(e) => {
-                        return Verdict::Violation(Violation {
-                            id: op.id,
-                            detail: format!("in store order: {}", e.detail),
-                            explained: i,
-                            phantom_denial: e.phantom_denial,
-                        });
-                    }
-                }
-                last_at = last_at.max(at);
-            }
-        }
-    }
-    Verdict::Linearizable
-}
-
-/// Charges the search's budget for a state about to be made from `s`; whether the budget
-/// allows it. Every state made counts, not only those expanded, each by its size: a wide
-/// history (thousands of overlapping operations, as behind a paused gateway) makes thousands
-/// of children per state, each holding the operations linearized out of order, and the stack
-/// holding them must stay bounded too.
-fn charge(explored: &mut u64, budget: u64, s: &State) -> bool {
-    *explored += 1 + (s.beyond.len() + s.used.len()) as u64;
-    *explored <= budget
-}
-
-/// Black-box mode: the Wing–Gong search, depth first, on an explicit stack.
-///
-/// One reduction keeps histories of many overlapping denials small (a probe's 64 clients on
-/// one key, most of them turned away): an answered operation that every state of the range
-/// explains without narrowing it — a denial the bucket gives from all of them — is
-/// linearized at once, as the only child. A denial never moves a bucket's TAT, so any order
-/// that places it later explains the same answers with it placed here (it is within the
-/// real-time horizon, so no pending operation had to come first), provided the moments open
-/// operations may take effect at stay as they were (no open operation, or the last decision
-/// time unchanged).
-struct Search<'a> {
-    spec: &'a Spec,
-    /// Answered operations, by call time.
-    answered: Vec<&'a Op>,
-    /// Unanswered ones, by call time.
-    open: Vec<&'a Op>,
-    /// A fixed random word per operation (answered, then open): a set's hash is the XOR of
-    /// its members' words.
-    words: Vec<u64>,
-    /// The points visited, by the hash of their set: each one's states and last decision
-    /// time (see [`Search::subsumed`]).
-    seen: HashMap<u64, Vec<(Tats, Nanos)>>,
-    explored: u64,
-    budget: u64,
-    /// The furthest any branch got, and the first operation it could not explain there.
-    furthest: Option<(usize, u64, Unexplained)>,
-}
-
-/// A point of the search: which operations are linearized, and the bucket after them.
-#[derive(Clone)]
-struct State {
-    /// Every answered operation before this index is linearized...
-    prefix: usize,
-    /// ... and these after it (sorted).
-    beyond: Vec<usize>,
-    /// The unanswered operations that took effect (sorted).
-    used: Vec<usize>,
-    hash: u64,
-    tats: Tats,
-    last_at: Nanos,
+    let from = crate::family::token_bucket::Tats::initial(initial, spec, first);
+    crate::family::check_key_from(spec, ops, budget, vec![from])
 }
 
 /// The real-time horizon of a search point: the next operation can be any pending one sent
@@ -538,167 +242,6 @@ pub(crate) fn words(n: usize) -> Vec<u64> {
             z ^ (z >> 31)
         })
         .collect()
-}
-
-impl<'a> Search<'a> {
-    fn new(spec: &'a Spec, ops: &'a [Op], budget: u64) -> Search<'a> {
-        let by_call = |v: &mut Vec<&Op>| v.sort_by_key(|o| (o.call, o.id));
-        let mut answered: Vec<&Op> = ops.iter().filter(|o| o.seen != Seen::Unknown).collect();
-        let mut open: Vec<&Op> = ops.iter().filter(|o| o.seen == Seen::Unknown).collect();
-        by_call(&mut answered);
-        by_call(&mut open);
-        let words = words(answered.len() + open.len());
-        Search {
-            spec,
-            answered,
-            open,
-            words,
-            seen: HashMap::new(),
-            explored: 0,
-            budget,
-            furthest: None,
-        }
-    }
-
-    fn run(mut self, initial: Tats) -> Verdict {
-        let mut stack = vec![State {
-            prefix: 0,
-            beyond: Vec::new(),
-            used: Vec::new(),
-            hash: 0,
-            tats: initial,
-            last_at: Nanos::ZERO,
-        }];
-        while let Some(s) = stack.pop() {
-            if s.prefix == self.answered.len() {
-                return Verdict::Linearizable;
-            }
-            if self.subsumed(&s) {
-                continue;
-            }
-            self.explored += 1;
-            let children = self.children(&s);
-            if self.explored > self.budget {
-                return Verdict::Unknown {
-                    explored: self.explored,
-                };
-            }
-            // Depth first, earliest call first.
-            stack.extend(children.into_iter().rev());
-        }
-        let (explained, id, e) = self.furthest.unwrap_or((
-            0,
-            0,
-            Unexplained {
-                detail: "no order explains the answers".into(),
-                phantom_denial: false,
-            },
-        ));
-        Verdict::Violation(Violation {
-            id,
-            detail: e.detail,
-            explained,
-            phantom_denial: e.phantom_denial,
-        })
-    }
-
-    /// Whether a point with the same operations linearized, a range of states holding
-    /// `s`'s and a last decision time no later was visited (and `s` is recorded if not).
-    /// Every step maps a wider range onto a wider one and an earlier last decision leaves
-    /// open operations more moments, so whatever `s` can explain such a point could: it
-    /// has been explored, or is being explored above `s`, and `s` adds nothing.
-    fn subsumed(&mut self, s: &State) -> bool {
-        let visited = self.seen.entry(s.hash).or_default();
-        let covers =
-            |(t, at): &(Tats, Nanos)| t.lo <= s.tats.lo && s.tats.hi <= t.hi && *at <= s.last_at;
-        if visited.iter().any(covers) {
-            return true;
-        }
-        visited.retain(|(t, at)| !(s.tats.lo <= t.lo && t.hi <= s.tats.hi && s.last_at <= *at));
-        visited.push((s.tats, s.last_at));
-        false
-    }
-
-    /// Every state one operation further on (fewer when the budget runs out).
-    fn children(&mut self, s: &State) -> Vec<State> {
-        let pending = |i: usize| i >= s.prefix && s.beyond.binary_search(&i).is_err();
-        let horizon = horizon(&self.answered, s.prefix, pending);
-        let mut out = Vec::new();
-        // The earliest decision time among the candidates: an unanswered operation put
-        // before them takes effect before then.
-        let mut next_at: Option<Nanos> = None;
-        let explained = s.prefix + s.beyond.len();
-        for i in s.prefix..self.answered.len() {
-            let op = self.answered[i];
-            if op.call > horizon {
-                break;
-            }
-            if !pending(i) {
-                continue;
-            }
-            let (Some(at), Some(latest)) = (op.decided(), op.decided_by()) else {
-                continue;
-            };
-            // An open operation before it took effect no later than its latest moment.
-            next_at = Some(next_at.map_or(latest, |n| n.min(latest)));
-            match self.spec.explain(s.tats, op) {
-                Ok(tats) => {
-                    if !charge(&mut self.explored, self.budget, s) {
-                        return out;
-                    }
-                    let mut c = s.clone();
-                    c.beyond.insert(c.beyond.partition_point(|&b| b < i), i);
-                    while c.beyond.first() == Some(&c.prefix) {
-                        c.beyond.remove(0);
-                        c.prefix += 1;
-                    }
-                    c.hash ^= self.words[i];
-                    c.tats = tats;
-                    c.last_at = s.last_at.max(at);
-                    if tats == s.tats && linearized_at_once(op, self.open.is_empty(), at, s.last_at)
-                    {
-                        // A denial every state here gives, changing none: see `Search`.
-                        return vec![c];
-                    }
-                    out.push(c);
-                }
-                Err(e) => {
-                    if self.furthest.as_ref().is_none_or(|f| explained > f.0) {
-                        self.furthest = Some((explained, op.id, e));
-                    }
-                }
-            }
-        }
-        // An unanswered operation may take effect before the next answered one, at some
-        // moment between the last decision and the next candidate's. Unanswered operations
-        // already sent by then and of the same cost are interchangeable (each stays open to
-        // the end), so one of each cost is tried: the earliest sent.
-        if let Some(at) = next_at {
-            let from_last = s.last_at;
-            let mut costs: Vec<u64> = Vec::new();
-            for (j, op) in self.open.iter().enumerate() {
-                if op.call > at || op.call > horizon {
-                    break;
-                }
-                if s.used.binary_search(&j).is_ok() || costs.contains(&op.cost) {
-                    continue;
-                }
-                costs.push(op.cost);
-                let from = from_last.max(op.call).min(at);
-                if let Some(tats) = self.spec.apply_unknown(s.tats, from, at, op.cost) {
-                    if !charge(&mut self.explored, self.budget, s) {
-                        return out;
-                    }
-                    let mut c = s.clone();
-                    c.used.insert(c.used.partition_point(|&u| u < j), j);
-                    c.hash ^= self.words[self.answered.len() + j];
-                    c.tats = tats;
-                    out.push(c);
-                }
-            }
-        }
-        out
-    }
 }
 
 impl Op {

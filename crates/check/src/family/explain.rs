@@ -1,23 +1,20 @@
-//! Judging one answer against a family's specification, shared by the replay and the search.
+//! Judging one answer against a family's specification by trying its decision at moments
+//! ([`Family::explain`]'s default), and the verdict both the replay and the search give.
 
-use super::spec::{Family, Said};
+use super::spec::{Family, Judged, Said};
 use crate::linearizable::{Op, Seen, Verdict, Violation};
 use ratelab_core::Nanos;
 
-/// What an answered operation leaves possible from one state.
-pub(crate) struct Explained<S> {
-    /// The states after it (none: nothing explains it).
-    pub next: Vec<S>,
-    /// When nothing does: why, and whether it is a denial the specification admits.
-    pub miss: Option<(String, bool)>,
-    /// Whether its decision's moment was tried only at the ends of pieces that may not
-    /// cover every answer.
-    pub guessed: bool,
-}
-
-/// What `op`'s answer leaves possible from `state`: its decision fell at some moment of
-/// `[at, at + decided_within]` (one moment for the simulator's exact times).
-pub(crate) fn explain<F: Family>(family: &F, state: &F::State, op: &Op) -> Explained<F::State> {
+/// What `op`'s answer leaves possible from `state` ([`Family::explain`]'s default): its
+/// decision fell at some moment of `[at, at + decided_within]` (one moment for the
+/// simulator's exact times), each piece of [`Family::moments`] tried at its two ends.
+pub(crate) fn by_moments<F: Family>(
+    family: &F,
+    state: &F::State,
+    op: &Op,
+    next_states: &mut Vec<F::State>,
+) -> Judged {
+    let start = next_states.len();
     let at = op.decided().unwrap_or(op.call);
     let within = op.precision.decided_within;
     let pieces = if within == Nanos::ZERO {
@@ -25,11 +22,7 @@ pub(crate) fn explain<F: Family>(family: &F, state: &F::State, op: &Op) -> Expla
     } else {
         family.moments(state, at, at.saturating_add(within))
     };
-    let mut out = Explained {
-        next: Vec::new(),
-        miss: None,
-        guessed: false,
-    };
+    let mut out = Judged::default();
     let mut phantom = true;
     out.guessed = within > Nanos::ZERO && !family.moments_cover(at, at.saturating_add(within));
     for (lo, hi) in pieces {
@@ -40,8 +33,8 @@ pub(crate) fn explain<F: Family>(family: &F, state: &F::State, op: &Op) -> Expla
         for (said, next) in &ends {
             match mismatch(op, said, (lo, hi)) {
                 None => {
-                    if !out.next.contains(next) {
-                        out.next.push(next.clone());
+                    if !next_states[start..].contains(next) {
+                        next_states.push(next.clone());
                     }
                 }
                 Some(why) => {
@@ -61,12 +54,12 @@ pub(crate) fn explain<F: Family>(family: &F, state: &F::State, op: &Op) -> Expla
         ) = (&ends[..], op.seen)
         {
             let least = if a.allowed { a.remaining } else { 0 };
-            if b.allowed && r >= least && r <= b.remaining && !out.next.contains(next) {
-                out.next.push(next.clone());
+            if b.allowed && r >= least && r <= b.remaining && !next_states[start..].contains(next) {
+                next_states.push(next.clone());
             }
         }
     }
-    if out.next.is_empty() {
+    if next_states.len() == start {
         if let Some(m) = out.miss.as_mut() {
             m.1 = phantom;
         }

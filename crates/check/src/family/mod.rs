@@ -9,15 +9,14 @@
 //!
 //! | family | file | state |
 //! |---|---|---|
-//! | token bucket (GCRA) | [`token_bucket`] | the bucket's theoretical arrival time |
-//! | leaky bucket in nginx's form (`limit_req`) | [`leaky_bucket`] | the excess in thousandths, the last update's millisecond |
+//! | token bucket (GCRA) | [`token_bucket`] | a range of the bucket's theoretical arrival times |
 //! | fixed window aligned to the clock (any phase) | [`fixed_window`] | the window, its count |
 //! | fixed window opened by a key's first request | [`first_hit`] | the window's start, its count |
 //! | sliding log (exact) | [`sliding_log`] | every admission in the last window |
 //! | sliding-window counter (the weighted two-window estimate) | [`sliding_counter`] | the window, its count and the previous window's |
 //!
-//! [`check_key`] holds one key's operations ([`Op`], as the token bucket's own check reads
-//! them) to a family: in the store's order when every answer carries the store's stamp (one
+//! [`check_key`] holds one key's operations ([`Op`]) to a family, the one linearizability
+//! check ratelab has (the token bucket's [`crate::linearizable::check_key`] calls it): in the store's order when every answer carries the store's stamp (one
 //! replay, [`replay`]), otherwise by a search over the orders real time allows
 //! ([`search`]). Both judge every answer: an admission the specification denies
 //! (over-admission), a denial it admits (a *phantom denial*), a wrong `remaining`, a wrong
@@ -31,13 +30,18 @@
 //! family's starting states may not cover every hidden parameter ([`Family::fresh_covers`]),
 //! a history the check cannot explain is [`Verdict::Unknown`], never a violation on a guess.
 //!
+//! A leaky bucket (the probe's `leaky-bucket:RATE,BURST`, nginx's `limit_req`) is no family
+//! of its own: as a meter, whose level drains at the rate and which admits while the level
+//! plus the cost fits in BURST + 1, it decides exactly as the token bucket of BURST + 1 at the
+//! same rate (the token bucket's tests show it on generated sequences). nginx's own
+//! thousandths and milliseconds are nginx's rounding of it.
+//!
 //! **A new family** is a file here with a type implementing [`Family`], its known-good and
 //! known-bad histories as unit tests, and a line in the table above.
 
 mod explain;
 pub mod first_hit;
 pub mod fixed_window;
-pub mod leaky_bucket;
 mod replay;
 mod search;
 pub mod sliding_counter;
@@ -48,7 +52,7 @@ pub mod token_bucket;
 #[cfg(test)]
 pub(crate) mod testing;
 
-pub use spec::{Family, Said};
+pub use spec::{Family, Judged, Said};
 
 use crate::linearizable::{Op, Seen, Verdict, Violation};
 use ratelab_core::Nanos;
@@ -57,10 +61,20 @@ use ratelab_core::Nanos;
 /// most `budget` states: store-stamped histories are replayed in the store's order, others
 /// searched (after counting, for the families that count within a span).
 pub fn check_key<F: Family>(family: &F, ops: &[Op], budget: u64) -> Verdict {
+    check_key_from(family, ops, budget, family.fresh(ops))
+}
+
+/// [`check_key`] from the states `fresh` (a key others may have used: every state it may
+/// have held when the history began).
+pub fn check_key_from<F: Family>(
+    family: &F,
+    ops: &[Op],
+    budget: u64,
+    fresh: Vec<F::State>,
+) -> Verdict {
     if let Some(v) = first_window_overflow(family, ops) {
         return Verdict::Violation(v);
     }
-    let fresh = family.fresh(ops);
     let answered_stamped = ops
         .iter()
         .filter(|o| o.seen != Seen::Unknown)

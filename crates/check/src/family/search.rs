@@ -1,11 +1,15 @@
 //! Black-box mode: a Wing–Gong search over the orders real time allows, in the style of Lowe
-//! and Porcupine, memoised on (the set linearized so far, the family's state, the last
-//! decision time).
+//! and Porcupine, memoised on the set linearized so far, the family's state and the last
+//! decision time (where a family's states nest, as the token bucket's ranges do, a point is
+//! skipped when one with the same set, a state holding its own and a last decision time no
+//! later was visited).
 //!
-//! An answered operation is judged at its decision time. An operation without an answer
-//! stays open to the end and may take effect at some moment between the last decision and
-//! the next answered one, or never; open operations of one cost sent by then are
-//! interchangeable, so one of each cost is tried, at each moment the family names.
+//! An answered operation is judged at its decision time ([`Family::explain`]). An operation
+//! without an answer stays open to the end and may take effect at some moment between the
+//! last decision and the next answered one, or never ([`Family::took_effect`]); open
+//! operations of one cost sent by then are interchangeable, so one of each cost is tried.
+//! Taking effect without changing the state is not tried: the point itself keeps the
+//! operation open, to take effect later or never.
 //!
 //! Where a family's denials never change its state ([`Family::denials_keep_state`]), a
 //! denial explained from a node with that node's state as its only outcome is linearized at
@@ -14,11 +18,11 @@
 //! operations may take effect at stay as they were (none is open, or the last decision time
 //! does not move). A crowd of overlapping denials is then one path, not every order of it.
 
-use super::explain::{explain, violation_unless_guessed};
+use super::explain::violation_unless_guessed;
 use super::spec::Family;
 use crate::linearizable::{Op, Seen, Verdict, Violation, horizon, linearized_at_once, words};
 use ratelab_core::Nanos;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 /// A point of the search.
 #[derive(Clone)]
@@ -39,7 +43,9 @@ struct Search<'a, F: Family> {
     answered: Vec<&'a Op>,
     open: Vec<&'a Op>,
     words: Vec<u64>,
-    seen: HashSet<(u64, F::State, Nanos)>,
+    seen: Memo<F::State>,
+    /// A buffer the family's answers are written to, kept between calls.
+    scratch: Vec<F::State>,
     explored: u64,
     budget: u64,
     /// Whether an open operation was tried at a moment the family named.
@@ -66,7 +72,12 @@ pub(super) fn search<F: Family>(
         answered,
         open,
         words,
-        seen: HashSet::new(),
+        seen: if family.states_nest() {
+            Memo::Nested(HashMap::new())
+        } else {
+            Memo::Exact(HashSet::new())
+        },
+        scratch: Vec::new(),
         explored: 0,
         budget,
         guessed: false,
@@ -88,16 +99,16 @@ pub(super) fn search<F: Family>(
         if n.prefix == s.answered.len() {
             return Verdict::Linearizable;
         }
-        if !s.seen.insert((n.hash, n.state.clone(), n.last_at)) {
+        if s.seen.covered(family, &n) {
             continue;
         }
-        s.explored += 1 + (n.beyond.len() + n.used.len()) as u64;
+        s.explored += 1;
+        let children = s.children(&n);
         if s.explored > s.budget {
             return Verdict::Unknown {
                 explored: s.explored,
             };
         }
-        let children = s.children(&n);
         // Depth first, earliest call first.
         stack.extend(children.into_iter().rev());
     }
@@ -115,6 +126,16 @@ pub(super) fn search<F: Family>(
 }
 
 impl<F: Family> Search<'_, F> {
+    /// Charges the budget for a point about to be made from `n`; whether the budget allows
+    /// it. Every point made counts, not only those expanded, each by its size: a wide history
+    /// (thousands of overlapping operations, as behind a paused gateway) makes thousands of
+    /// children per point, each holding the operations linearized out of order, and the stack
+    /// holding them must stay bounded too.
+    fn charge(&mut self, n: &Node<F::State>) -> bool {
+        self.explored += 1 + (n.beyond.len() + n.used.len()) as u64;
+        self.explored <= self.budget
+    }
+
     fn children(&mut self, n: &Node<F::State>) -> Vec<Node<F::State>> {
         let pending = |i: usize| i >= n.prefix && n.beyond.binary_search(&i).is_err();
         let horizon = horizon(&self.answered, n.prefix, pending);
@@ -123,7 +144,7 @@ impl<F: Family> Search<'_, F> {
         let explained = n.prefix + n.beyond.len();
         for i in n.prefix..self.answered.len() {
             let op = self.answered[i];
-            if op.call > horizon {
+            if op.call > horizon || self.explored > self.budget {
                 break;
             }
             if !pending(i) {
@@ -134,13 +155,19 @@ impl<F: Family> Search<'_, F> {
             };
             // An open operation before it took effect no later than its latest moment.
             next_at = Some(next_at.map_or(latest, |x| x.min(latest)));
-            let e = explain(self.family, &n.state, op);
+            let mut next = std::mem::take(&mut self.scratch);
+            next.clear();
+            let e = self.family.explain(&n.state, op, &mut next);
             self.guessed |= e.guessed;
             let keeps = self.family.denials_keep_state()
-                && e.next.len() == 1
-                && e.next[0] == n.state
+                && next.len() == 1
+                && next[0] == n.state
                 && linearized_at_once(op, self.open.is_empty(), at, n.last_at);
-            for state in e.next {
+            let mut kept = None;
+            for state in next.drain(..) {
+                if !self.charge(n) {
+                    break;
+                }
                 let mut c = n.clone();
                 c.beyond.insert(c.beyond.partition_point(|&b| b < i), i);
                 while c.beyond.first() == Some(&c.prefix) {
@@ -151,10 +178,15 @@ impl<F: Family> Search<'_, F> {
                 c.state = state;
                 c.last_at = n.last_at.max(at);
                 if keeps {
-                    // A denial changing nothing here: linearized at once (module docs).
-                    return vec![c];
+                    kept = Some(c);
+                    break;
                 }
                 out.push(c);
+            }
+            self.scratch = next;
+            if let Some(c) = kept {
+                // A denial changing nothing here: linearized at once (module docs).
+                return vec![c];
             }
             if let Some((why, phantom)) = e.miss
                 && self.furthest.as_ref().is_none_or(|f| explained > f.0)
@@ -165,8 +197,9 @@ impl<F: Family> Search<'_, F> {
         // An open operation may take effect before the next answered one.
         if let Some(at) = next_at {
             let mut costs: Vec<u64> = Vec::new();
-            for (j, op) in self.open.iter().enumerate() {
-                if op.call > at || op.call > horizon {
+            for j in 0..self.open.len() {
+                let op = self.open[j];
+                if op.call > at || op.call > horizon || self.explored > self.budget {
                     break;
                 }
                 if n.used.binary_search(&j).is_ok() || costs.contains(&op.cost) {
@@ -174,19 +207,59 @@ impl<F: Family> Search<'_, F> {
                 }
                 costs.push(op.cost);
                 let from = n.last_at.max(op.call).min(at);
-                let pieces = self.family.moments(&n.state, from, at);
                 self.guessed |= !self.family.moments_cover(from, at);
-                for moment in pieces.into_iter().flat_map(|(lo, hi)| [lo, hi]) {
-                    let (_, state) = self.family.decide(&n.state, moment, op.cost);
+                let mut next = std::mem::take(&mut self.scratch);
+                next.clear();
+                self.family
+                    .took_effect(&n.state, (from, at), op.cost, &mut next);
+                for state in next.drain(..) {
+                    // Taking effect and changing nothing is no more than staying open (this
+                    // point keeps the operation to use later, or never): nothing to try.
+                    if state == n.state {
+                        continue;
+                    }
+                    if !self.charge(n) {
+                        break;
+                    }
                     let mut c = n.clone();
                     c.used.insert(c.used.partition_point(|&u| u < j), j);
                     c.hash ^= self.words[self.answered.len() + j];
                     c.state = state;
-                    c.last_at = n.last_at.max(moment);
                     out.push(c);
                 }
+                self.scratch = next;
             }
         }
         out
+    }
+}
+
+/// The points visited: exactly, or, where a family's states nest, for each set of operations
+/// linearized the states visited with their last decision times.
+enum Memo<S> {
+    Exact(HashSet<(u64, S, Nanos)>),
+    Nested(HashMap<u64, Vec<(S, Nanos)>>),
+}
+
+impl<S: Clone + Eq + std::hash::Hash> Memo<S> {
+    /// Whether `n` adds nothing to what was visited (and `n` is recorded if it does). Where
+    /// states nest, a point with the same operations linearized, a state holding `n`'s and a
+    /// last decision time no later covers it: every step maps a wider state onto a wider one
+    /// and an earlier last decision leaves open operations more moments, so whatever `n` can
+    /// explain that point could, and it has been explored or is being explored above `n`.
+    fn covered<F: Family<State = S>>(&mut self, family: &F, n: &Node<S>) -> bool {
+        match self {
+            Memo::Exact(seen) => !seen.insert((n.hash, n.state.clone(), n.last_at)),
+            Memo::Nested(seen) => {
+                let visited = seen.entry(n.hash).or_default();
+                let covers = |(s, at): &(S, Nanos)| family.holds(s, &n.state) && *at <= n.last_at;
+                if visited.iter().any(covers) {
+                    return true;
+                }
+                visited.retain(|(s, at)| !(family.holds(&n.state, s) && n.last_at <= *at));
+                visited.push((n.state.clone(), n.last_at));
+                false
+            }
+        }
     }
 }

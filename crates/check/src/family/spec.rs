@@ -18,7 +18,25 @@ pub struct Said {
     pub retry_at: Option<Nanos>,
 }
 
+/// How an answered operation was judged from one state (the states it leaves possible are
+/// appended to the caller's list: none when nothing explains it).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Judged {
+    /// When nothing explains it: why, and whether it is a denial the specification admits.
+    pub miss: Option<(String, bool)>,
+    /// Whether its decision's moment was tried only at the ends of pieces that may not
+    /// cover every answer.
+    pub guessed: bool,
+}
+
 /// A limiter family's sequential specification.
+///
+/// [`Family::decide`] is the definition; the search and the replay ask the family through
+/// [`Family::explain`] (an answer from a state) and [`Family::took_effect`] (a request whose
+/// answer never came), whose defaults try [`Family::decide`] at the moments
+/// [`Family::moments`] names. A family whose state can stand for a whole set of states (the
+/// token bucket's range of TATs) answers those two exactly instead, and says how its states
+/// nest ([`Family::holds`]) so the search skips a point another already covered.
 pub trait Family {
     /// The state of one key.
     type State: Clone + Eq + Hash + Debug;
@@ -33,6 +51,55 @@ pub trait Family {
 
     /// The answer to a request of `cost` at `at` from `state`, and the state after it.
     fn decide(&self, state: &Self::State, at: Nanos, cost: u64) -> (Said, Self::State);
+
+    /// What `op`'s answer leaves possible from `state`, appended to `next` (nothing when no
+    /// state explains it): its decision fell at some moment of `[at, at + decided_within]`
+    /// (one moment for the simulator's exact times).
+    fn explain(&self, state: &Self::State, op: &Op, next: &mut Vec<Self::State>) -> Judged
+    where
+        Self: Sized,
+    {
+        super::explain::by_moments(self, state, op, next)
+    }
+
+    /// The states after a request of `cost` whose answer never came took effect (admitted
+    /// or denied) at some moment of `[from, to]`, appended to `out`: [`Family::decide`] at the
+    /// ends of each piece of [`Family::moments`] (whether that covers every outcome is
+    /// [`Family::moments_cover`]).
+    fn took_effect(
+        &self,
+        state: &Self::State,
+        (from, to): (Nanos, Nanos),
+        cost: u64,
+        out: &mut Vec<Self::State>,
+    ) {
+        let start = out.len();
+        for (lo, hi) in self.moments(state, from, to) {
+            for at in [lo, hi] {
+                let next = self.decide(state, at, cost).1;
+                if !out[start..].contains(&next) {
+                    out.push(next);
+                }
+            }
+        }
+    }
+
+    /// Whether `wider` stands for every state `narrower` does (equal, unless a state is a
+    /// set of states: [`Family::states_nest`]).
+    fn holds(&self, wider: &Self::State, narrower: &Self::State) -> bool {
+        wider == narrower
+    }
+
+    /// Whether [`Family::holds`] is more than equality: the search then keeps, for each set
+    /// of operations linearized, the states it visited, and skips a point whose state one of
+    /// them holds with no later decision time.
+    fn states_nest(&self) -> bool {
+        false
+    }
+
+    /// The states a replay holds after a step, merged in place where the family can (by
+    /// default they stay as they are).
+    fn merge(&self, _states: &mut Vec<Self::State>) {}
 
     /// `[from, to]` cut into pieces for a request that took effect, or was decided, at an
     /// unknown moment there: each piece is tried at its two ends.
