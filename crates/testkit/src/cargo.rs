@@ -69,6 +69,46 @@ pub fn defined_replacements(binary: &Path) -> Option<Vec<&'static str>> {
     Some(REPLACED.into_iter().filter(|f| defines(f)).collect())
 }
 
+/// Asserts that `package`'s resolved graph holds `expected` and no simulator, model checker
+/// or crate that names them; and, so that the check can fail, that the simulation binary's
+/// graph holds madsim.
+pub fn assert_no_simulator_in_graph(package: &str, expected: &[&str]) {
+    let deps = closure(package);
+    for e in expected {
+        assert!(deps.contains(*e), "{package} does not link {e}: {deps:?}");
+    }
+    for banned in ["madsim", "ratelab-sim", "ratelab-lab", "loom", "shuttle"] {
+        assert!(!deps.contains(banned), "{package} links {banned}: {deps:?}");
+    }
+    assert!(closure("ratelab").contains("madsim"), "the canary");
+}
+
+/// Asserts that `binary` defines none of the libc functions madsim replaces, and that
+/// `canary` (a binary that links the simulator) does, so that the check can fail. Without
+/// `nm`: a failure when `RATELAB_REQUIRE_NM=1` (as in CI), else a loud skip.
+pub fn assert_defines_no_replacement(binary: &Path, canary: &Path) {
+    let Some(defined) = defined_replacements(binary) else {
+        assert_ne!(
+            std::env::var("RATELAB_REQUIRE_NM").as_deref(),
+            Ok("1"),
+            "nm is not installed"
+        );
+        eprintln!("*** SKIPPED: nm (binutils) is not installed ***");
+        return;
+    };
+    assert_eq!(
+        defined,
+        Vec::<&str>::new(),
+        "{} defines madsim's replacements",
+        binary.display()
+    );
+    let defined = defined_replacements(canary).expect("nm ran above");
+    assert!(
+        defined.contains(&"clock_gettime"),
+        "the canary: {defined:?}"
+    );
+}
+
 /// Binary `bin` of workspace package `package`, built with this test's profile into this
 /// test's target directory (a no-op when it is current, as after a workspace `cargo test`),
 /// for a test of one package that runs another's binary (cargo names only the package's

@@ -4,23 +4,13 @@
 //! `sysconf` a measurement reads are the machine's own).
 
 use crate::probe_binary;
-use ratelab_testkit::cargo::{closure, defined_replacements, workspace_binary};
+use ratelab_testkit::cargo::{
+    assert_defines_no_replacement, assert_no_simulator_in_graph, workspace_binary,
+};
 
 #[test]
 fn the_probe_graph_has_no_simulator() {
-    let deps = closure("ratelab-probe");
-    assert!(
-        deps.contains("ratelab-check") && deps.contains("tokio") && deps.contains("reqwest"),
-        "{deps:?}"
-    );
-    for banned in ["madsim", "ratelab-sim", "ratelab-lab", "loom", "shuttle"] {
-        assert!(
-            !deps.contains(banned),
-            "ratelab-probe links {banned}: {deps:?}"
-        );
-    }
-    // The check can fail: the simulation binary's graph has madsim.
-    assert!(closure("ratelab").contains("madsim"));
+    assert_no_simulator_in_graph("ratelab-probe", &["ratelab-check", "tokio", "reqwest"]);
 }
 
 /// Without `nm` the test is marked ignored, unless `RATELAB_REQUIRE_NM=1` (as in CI).
@@ -30,25 +20,6 @@ fn the_probe_graph_has_no_simulator() {
     ignore = "nm is not installed (Debian: apt-get install binutils)"
 )]
 fn the_probe_binary_defines_no_libc_replacement() {
-    let Some(defined) = defined_replacements(&probe_binary()) else {
-        assert_ne!(
-            std::env::var("RATELAB_REQUIRE_NM").as_deref(),
-            Ok("1"),
-            "nm is not installed"
-        );
-        eprintln!("*** SKIPPED: nm (binutils) is not installed ***");
-        return;
-    };
-    assert_eq!(
-        defined,
-        Vec::<&str>::new(),
-        "ratelab-probe defines madsim's replacements"
-    );
-    // The canary: the simulation binary does.
     let simulator = workspace_binary("ratelab", "ratelab");
-    let defined = defined_replacements(&simulator).expect("nm ran above");
-    assert!(
-        defined.contains(&"clock_gettime"),
-        "the canary: {defined:?}"
-    );
+    assert_defines_no_replacement(&probe_binary(), &simulator);
 }
