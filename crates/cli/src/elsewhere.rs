@@ -3,6 +3,10 @@
 //! limiter must read the machine's own. `ratelab probe ARGS…` runs `ratelab-probe probe ARGS…`
 //! in this process's place (same arguments, same streams, same exit code), found beside this
 //! binary (where `cargo build` puts both) or else on `PATH`.
+//!
+//! One real measurement stays here: `ratelab sweep --redis` runs the real ladder beside its
+//! simulated twin in one command, so it measures Redis from this binary (no simulation runs
+//! while it measures).
 
 use ratelab_lab::commands::EXIT_BAD_INPUT;
 use std::ffi::OsString;
@@ -26,15 +30,17 @@ impl From<Vec<OsString>> for Args {
     }
 }
 
-/// Where `ratelab-probe` is: beside this binary, else the name alone (looked up on `PATH`).
+/// Where `ratelab-probe` is: beside this binary, else the name alone (looked up on `PATH`,
+/// said on stderr, since that one may be of another version).
 fn binary() -> PathBuf {
-    std::env::current_exe()
+    let beside = std::env::current_exe()
         .ok()
-        .and_then(|exe| {
-            let beside = exe.with_file_name(BINARY);
-            beside.is_file().then_some(beside)
-        })
-        .unwrap_or_else(|| PathBuf::from(BINARY))
+        .map(|exe| exe.with_file_name(BINARY))
+        .filter(|p| p.is_file());
+    beside.unwrap_or_else(|| {
+        eprintln!("ratelab: no {BINARY} beside this binary; running the one on PATH");
+        PathBuf::from(BINARY)
+    })
 }
 
 /// Replaces this process with `ratelab-probe SUBCOMMAND ARGS…`; returns only when that could

@@ -917,8 +917,19 @@ fn the_real_world_commands_run_in_the_probe_binary() {
         "{}",
         stderr(&o)
     );
+    // The probe binary itself refuses the unreachable store (not a failure to start it).
     let o = ratelab(&["bench", "--redis", "redis://127.0.0.1:1", "--seconds", "1"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        !stderr(&o).contains("could not be started"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(
+        stderr(&o).contains("cannot connect to Redis"),
+        "{}",
+        stderr(&o)
+    );
 
     // Alone in a directory, with nothing on PATH.
     let dir = ratelab_testkit::temp::TempDir::new("ratelab-alone");

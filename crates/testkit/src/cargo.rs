@@ -109,10 +109,13 @@ pub fn assert_defines_no_replacement(binary: &Path, canary: &Path) {
     );
 }
 
-/// Binary `bin` of workspace package `package`, built with this test's profile into this
-/// test's target directory (a no-op when it is current, as after a workspace `cargo test`),
-/// for a test of one package that runs another's binary (cargo names only the package's
-/// own, in `CARGO_BIN_EXE_*`). Panics, with cargo's output, if it does not build.
+/// Binary `bin` of workspace package `package`, for a test of one package that runs another's
+/// (cargo names only the package's own, in `CARGO_BIN_EXE_*`): the one in this test's target
+/// directory, where a workspace `cargo test` builds every binary before any test runs; built
+/// there with this test's profile when it is missing (`cargo test -p` of one package on a
+/// fresh target). A binary left from an older build is used as it is: run the workspace's
+/// `cargo test`, or build it, after changing its package. Panics, with cargo's output, if
+/// it does not build.
 pub fn workspace_binary(package: &str, bin: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("the test binary's path");
     // target/PROFILE/deps/TEST-HASH
@@ -120,6 +123,10 @@ pub fn workspace_binary(package: &str, bin: &str) -> PathBuf {
         .parent()
         .and_then(Path::parent)
         .expect("a test binary under target/PROFILE/deps");
+    let path = profile_dir.join(bin);
+    if path.is_file() {
+        return path;
+    }
     let target = profile_dir.parent().expect("a target directory");
     let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
         Some("debug") | None => "dev",
@@ -136,7 +143,6 @@ pub fn workspace_binary(package: &str, bin: &str) -> PathBuf {
         "cargo build -p {package} --bin {bin}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let path = profile_dir.join(bin);
     assert!(path.is_file(), "{} was not built", path.display());
     path
 }

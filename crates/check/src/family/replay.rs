@@ -26,6 +26,7 @@ pub(super) fn replay<F: Family>(
     // (once the states are many) a set to keep them distinct.
     let mut after: Vec<F::State> = Vec::new();
     let mut next: Vec<F::State> = Vec::new();
+    let mut moments: Vec<(F::State, Nanos)> = Vec::new();
     let mut distinct: HashSet<F::State> = HashSet::new();
     for (i, op) in order.iter().enumerate() {
         after.clear();
@@ -38,7 +39,9 @@ pub(super) fn replay<F: Family>(
                 None => {
                     let from = last_at.max(op.call).min(next_decided[i]);
                     guessed |= !family.moments_cover(from, next_decided[i]);
-                    family.took_effect(s, (from, next_decided[i]), op.cost, &mut next);
+                    moments.clear();
+                    family.took_effect(s, (from, next_decided[i]), op.cost, &mut moments);
+                    next.extend(moments.drain(..).map(|(state, _)| state));
                 }
                 Some(_) => {
                     let e = family.explain(s, op, &mut next);
@@ -69,12 +72,14 @@ pub(super) fn replay<F: Family>(
             }
             last_at = last_at.max(at);
         }
-        explored += after.len() as u64;
+        std::mem::swap(&mut states, &mut after);
+        family.merge(&mut states);
+        // The replay is one pass: what the budget bounds is its branching, the states held
+        // beyond one.
+        explored += (states.len() as u64).saturating_sub(1);
         if explored > budget {
             return Verdict::Unknown { explored };
         }
-        std::mem::swap(&mut states, &mut after);
-        family.merge(&mut states);
     }
     Verdict::Linearizable
 }

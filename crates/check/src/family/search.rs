@@ -44,8 +44,9 @@ struct Search<'a, F: Family> {
     open: Vec<&'a Op>,
     words: Vec<u64>,
     seen: Memo<F::State>,
-    /// A buffer the family's answers are written to, kept between calls.
+    /// Buffers the family's answers are written to, kept between calls.
     scratch: Vec<F::State>,
+    moments: Vec<(F::State, Nanos)>,
     explored: u64,
     budget: u64,
     /// Whether an open operation was tried at a moment the family named.
@@ -78,6 +79,7 @@ pub(super) fn search<F: Family>(
             Memo::Exact(HashSet::new())
         },
         scratch: Vec::new(),
+        moments: Vec::new(),
         explored: 0,
         budget,
         guessed: false,
@@ -208,13 +210,14 @@ impl<F: Family> Search<'_, F> {
                 costs.push(op.cost);
                 let from = n.last_at.max(op.call).min(at);
                 self.guessed |= !self.family.moments_cover(from, at);
-                let mut next = std::mem::take(&mut self.scratch);
+                let mut next = std::mem::take(&mut self.moments);
                 next.clear();
                 self.family
                     .took_effect(&n.state, (from, at), op.cost, &mut next);
-                for state in next.drain(..) {
+                for (state, moment) in next.drain(..) {
                     // Taking effect and changing nothing is no more than staying open (this
-                    // point keeps the operation to use later, or never): nothing to try.
+                    // point keeps the operation to use later, or never, with no later last
+                    // decision time): nothing to try.
                     if state == n.state {
                         continue;
                     }
@@ -225,9 +228,10 @@ impl<F: Family> Search<'_, F> {
                     c.used.insert(c.used.partition_point(|&u| u < j), j);
                     c.hash ^= self.words[self.answered.len() + j];
                     c.state = state;
+                    c.last_at = n.last_at.max(moment);
                     out.push(c);
                 }
-                self.scratch = next;
+                self.moments = next;
             }
         }
         out

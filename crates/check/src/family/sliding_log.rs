@@ -169,4 +169,30 @@ mod tests {
         );
         assert!(named > 100, "{named} states tight");
     }
+
+    /// Two requests whose answers never came, sent at 0.5 s while two admissions from 0 fill
+    /// the window: they can be admitted only from 1 s on, and then both are in the window of
+    /// the admission at 1.6 s, which no order explains. Taking effect in an order that runs
+    /// time backwards (one at 1.3 s, then one at 0.5 s) would explain it: the search must not.
+    #[test]
+    fn unanswered_requests_take_effect_in_time_order() {
+        use crate::family::testing::op;
+        use crate::linearizable::Seen;
+        let spec = SlidingLog {
+            limit: 2,
+            window: Nanos(1_000_000_000),
+        };
+        let ops = unstamped(&[
+            allowed(0, ms(0), 1),
+            allowed(1, ms(0), 0),
+            op(2, ms(500), 1, Seen::Unknown),
+            op(3, ms(500), 1, Seen::Unknown),
+            denied(4, ms(1_300), None),
+            allowed(5, ms(1_600), 0),
+        ]);
+        assert_ne!(
+            check_key(&spec, &ops, DEFAULT_BUDGET),
+            Verdict::Linearizable
+        );
+    }
 }

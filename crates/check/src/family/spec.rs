@@ -63,20 +63,22 @@ pub trait Family {
     }
 
     /// The states after a request of `cost` whose answer never came took effect (admitted
-    /// or denied) at some moment of `[from, to]`, appended to `out`: [`Family::decide`] at the
-    /// ends of each piece of [`Family::moments`] (whether that covers every outcome is
-    /// [`Family::moments_cover`]).
+    /// or denied) at some moment of `[from, to]`, each with the earliest moment it stands
+    /// for, appended to `out`: [`Family::decide`] at the ends of each piece of
+    /// [`Family::moments`] (whether that covers every outcome is [`Family::moments_cover`]).
+    /// The search takes the moment as its last decision time: a request linearized after
+    /// this one takes effect no earlier.
     fn took_effect(
         &self,
         state: &Self::State,
         (from, to): (Nanos, Nanos),
         cost: u64,
-        out: &mut Vec<Self::State>,
+        out: &mut Vec<(Self::State, Nanos)>,
     ) {
         let start = out.len();
         for (lo, hi) in self.moments(state, from, to) {
             for at in [lo, hi] {
-                let next = self.decide(state, at, cost).1;
+                let next = (self.decide(state, at, cost).1, at);
                 if !out[start..].contains(&next) {
                     out.push(next);
                 }

@@ -269,12 +269,19 @@ impl Family for Spec {
     }
 
     /// Admitted at some moment of the span (the range of TATs those moments give), or
-    /// denied, which leaves the range as it was.
-    fn took_effect(&self, s: &Tats, (from, to): (Nanos, Nanos), cost: u64, out: &mut Vec<Tats>) {
+    /// denied, which leaves the range as it was; either stands for every moment of the span,
+    /// so for its start.
+    fn took_effect(
+        &self,
+        s: &Tats,
+        (from, to): (Nanos, Nanos),
+        cost: u64,
+        out: &mut Vec<(Tats, Nanos)>,
+    ) {
         if let Some(t) = self.apply_unknown(*s, from, to, cost) {
-            out.push(t);
+            out.push((t, from));
         }
-        out.push(*s);
+        out.push((*s, from));
     }
 
     /// Ranges are exact over any span.

@@ -86,14 +86,15 @@ fn half_sent_requests_are_closed_after_the_header_timeout_while_a_client_is_serv
     let mut early = Vec::new();
     let mut served = 0;
     loop {
-        let looked = Instant::now();
         let mut open = 0;
         for (c, opened) in &slow {
-            let before_deadline = looked < *opened + TIMEOUT;
+            let deadline = *opened + TIMEOUT;
+            let looked = Instant::now();
             if !closed(c) {
                 open += 1;
-                seen_before_deadline += usize::from(before_deadline);
-            } else if before_deadline {
+                seen_before_deadline += usize::from(looked < deadline);
+            } else if Instant::now() < deadline {
+                // Closed before this look ended, and the look ended before the deadline.
                 early.push(opened.duration_since(started));
             }
         }
