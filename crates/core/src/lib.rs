@@ -21,17 +21,22 @@
 //! - [`FirstHitWindow`]: a fixed window opened by each key's first request, as Redis
 //!   `INCR`-then-`EXPIRE` limiters count.
 //!
-//! **A new algorithm** is a file here with its policy type and its [`Algorithm`] impl (state,
-//! transition, TTL) and its [`spec::Written`] impl (its parameters), declared and re-exported
-//! here (`pub mod`, `pub use`), plus one line in the list at the end of this file. That line gives it a [`Policy`] and [`PolicyState`] variant and an
-//! [`AlgorithmName`]: scenario files, the server's limits file and RLS configuration (all
-//! written as a [`PolicySpec`]) accept it, the simulator and the server's memory store run it,
-//! and the explorer draws it. Redis runs only the token bucket's script (`ratelab-store`'s
-//! `token_bucket.lua`; the server refuses other algorithms on Redis). The checkers hold a new
-//! algorithm to the bound its [`Quota`] of L per W allows any window algorithm, at most
-//! 2L + L·Δt/W in any interval Δt; a specification of its own (exact linearizability,
-//! over-denial) goes in `ratelab-check` and `ratelab-sim`'s `checkers/`, and what it must
-//! admit (the keys held to liveness) in `ratelab-sim`'s `eligible.rs`.
+//! **A new algorithm** is one place: a file here with its policy type, its [`Algorithm`] impl
+//! (state, transition, TTL) and its [`spec::Written`] impl (which parameters it takes, from
+//! the one list of them, [`for_each_policy_field!`]), declared and re-exported here
+//! (`pub mod`, `pub use`), and one line in [`for_each_algorithm!`] at the end of this file;
+//! then its specification, a file in `ratelab-check`'s `family` that implements `Specified`
+//! for its policy type. That line gives it a [`Policy`] and [`PolicyState`] variant and an
+//! [`AlgorithmName`]; scenario files, the server's limits file and RLS configuration (all
+//! written as a [`PolicySpec`]) and the probe's `--policy NAME:FIELD=N,…` accept it; the
+//! simulator and the server's memory store run it; the explorer draws it; and every checker
+//! reaches its specification through `ratelab_check::family::with_family`, which is written
+//! from the same list, so an algorithm without one does not compile: the linearizability
+//! checker holds its answers to it, and the simulator's liveness rule holds the keys within
+//! what it sustains (`Family::sustains`) to liveness. The bound checkers hold it to what its
+//! [`Quota`] of L per W allows any window algorithm, at most 2L + L·Δt/W in any interval Δt.
+//! Redis runs only the token bucket's script (`ratelab-store`'s `token_bucket.lua`; the server
+//! refuses other algorithms on Redis).
 //!
 //! One request at several limits is decided all or nothing by [`all::decide_all`]: admitted
 //! and spent at every limit, or denied and spent at none.
@@ -69,16 +74,27 @@ pub use time::{NANOS_PER_SEC, Nanos};
 pub use token_bucket::{TokenBucket, TokenBucketState};
 pub use window::{FixedWindow, SlidingWindow, WindowPolicy};
 
-// The algorithms, one line each: the variant, its policy and state types, its name in files
-// and its name in prose. Everything that names an algorithm comes from here.
-policy::algorithms! {
-    /// Token bucket (GCRA): `capacity`, and `refill_per_sec` or `refill` per
-    /// `refill_period_ms`.
-    TokenBucket(TokenBucket, TokenBucketState), "token_bucket", "token bucket";
-    /// Fixed window: `limit` per aligned window of `window_ms`.
-    FixedWindow(FixedWindow, window::FixedWindowState), "fixed_window", "fixed window";
-    /// Sliding-window counter: `limit` per `window_ms`, the previous window weighted.
-    SlidingWindow(SlidingWindow, window::SlidingWindowState), "sliding_window", "sliding window";
-    /// Fixed window opened by a key's first request: `limit` per `window_ms` from then.
-    FirstHitWindow(FirstHitWindow, FirstHitWindowState), "first_hit_window", "first-hit window";
+/// The algorithms, one line each: the variant, its policy and state types, its name in files
+/// and its name in prose. Everything that names an algorithm comes from here: this crate's
+/// [`Policy`], [`PolicyState`] and [`AlgorithmName`], and what other crates keep per
+/// algorithm (`ratelab-check` its specification), by calling `for_each_algorithm!(m)` with a
+/// macro `m` of their own that takes the list.
+#[macro_export]
+macro_rules! for_each_algorithm {
+    ($callback:ident) => {
+        $callback! {
+            /// Token bucket (GCRA): `capacity`, and `refill_per_sec` or `refill` per
+            /// `refill_period_ms`.
+            TokenBucket($crate::TokenBucket, $crate::TokenBucketState), "token_bucket", "token bucket";
+            /// Fixed window: `limit` per aligned window of `window_ms`.
+            FixedWindow($crate::FixedWindow, $crate::window::FixedWindowState), "fixed_window", "fixed window";
+            /// Sliding-window counter: `limit` per `window_ms`, the previous window weighted.
+            SlidingWindow($crate::SlidingWindow, $crate::window::SlidingWindowState), "sliding_window", "sliding window";
+            /// Fixed window opened by a key's first request: `limit` per `window_ms` from then.
+            FirstHitWindow($crate::FirstHitWindow, $crate::FirstHitWindowState), "first_hit_window", "first-hit window";
+        }
+    };
 }
+
+use policy::algorithms;
+for_each_algorithm!(algorithms);

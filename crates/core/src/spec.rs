@@ -19,73 +19,76 @@ pub const COUNT_MAX: u64 = 1_000_000_000_000;
 /// The longest window or refill period a spec accepts, in ms: a week.
 pub const WINDOW_MS_MAX: u64 = 7 * 24 * 3_600 * 1_000;
 
-/// A policy as written: its algorithm and that algorithm's parameters.
-#[cfg_attr(
-    feature = "serde",
-    derive(serde::Serialize, serde::Deserialize),
-    serde(deny_unknown_fields)
-)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct PolicySpec {
-    /// The algorithm.
-    pub algorithm: AlgorithmName,
-    /// Token bucket: its capacity B.
-    #[cfg_attr(
-        feature = "serde",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
-    #[cfg_attr(
-        feature = "schema",
-        schemars(range(min = 1, max = 1_000_000_000_000u64))
-    )]
-    pub capacity: Option<u64>,
-    /// Token bucket: its refill R per second (or give `refill` and `refill_period_ms`).
-    #[cfg_attr(
-        feature = "serde",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
-    #[cfg_attr(
-        feature = "schema",
-        schemars(range(min = 1, max = 1_000_000_000_000u64))
-    )]
-    pub refill_per_sec: Option<u64>,
-    /// Token bucket: tokens added every `refill_period_ms` (for rates below one per second:
-    /// `refill = 100, refill_period_ms = 3600000` is 100 an hour).
-    #[cfg_attr(
-        feature = "serde",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
-    #[cfg_attr(
-        feature = "schema",
-        schemars(range(min = 1, max = 1_000_000_000_000u64))
-    )]
-    pub refill: Option<u64>,
-    /// Token bucket: the period of `refill`, ms.
-    #[cfg_attr(
-        feature = "serde",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
-    #[cfg_attr(feature = "schema", schemars(range(min = 1, max = 604_800_000u64)))]
-    pub refill_period_ms: Option<u64>,
-    /// Windows: the most admitted per window.
-    #[cfg_attr(
-        feature = "serde",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
-    #[cfg_attr(
-        feature = "schema",
-        schemars(range(min = 1, max = 1_000_000_000_000u64))
-    )]
-    pub limit: Option<u64>,
-    /// Windows: the window, ms.
-    #[cfg_attr(
-        feature = "serde",
-        serde(default, skip_serializing_if = "Option::is_none")
-    )]
-    #[cfg_attr(feature = "schema", schemars(range(min = 1, max = 604_800_000u64)))]
-    pub window_ms: Option<u64>,
+/// The parameters a policy is written with, one line each: its documentation, its name in
+/// files, and its largest value (every one is a whole number from 1). The one list of them:
+/// [`PolicySpec`] is declared from it, and so are the files that write a policy beside fields
+/// of their own (the server's limits file and RLS configuration), by calling
+/// `for_each_policy_field!(m)` with a macro `m` that takes the lines
+/// (`$($doc:literal, $field:ident, $max:literal;)*`).
+#[macro_export]
+macro_rules! for_each_policy_field {
+    ($callback:ident) => {
+        $callback! {
+            "Token bucket: its capacity B.", capacity, 1_000_000_000_000u64;
+            "Token bucket: its refill R per second (or give `refill` and `refill_period_ms`).",
+            refill_per_sec, 1_000_000_000_000u64;
+            "Token bucket: tokens added every `refill_period_ms` (for rates below one per second: \
+`refill = 100, refill_period_ms = 3600000` is 100 an hour).",
+            refill, 1_000_000_000_000u64;
+            "Token bucket: the period of `refill`, ms.",
+            refill_period_ms, 604_800_000u64;
+            "Windows: the most admitted per window.", limit, 1_000_000_000_000u64;
+            "Windows: the window, ms.", window_ms, 604_800_000u64;
+        }
+    };
 }
+
+/// Declares [`PolicySpec`] and the accessors that list its parameters.
+macro_rules! policy_spec {
+    ($($doc:literal, $field:ident, $max:literal;)*) => {
+        /// A policy as written: its algorithm and that algorithm's parameters.
+        #[cfg_attr(
+            feature = "serde",
+            derive(serde::Serialize, serde::Deserialize),
+            serde(deny_unknown_fields)
+        )]
+        #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub struct PolicySpec {
+            /// The algorithm.
+            pub algorithm: AlgorithmName,
+            $(
+                #[doc = $doc]
+                #[cfg_attr(
+                    feature = "serde",
+                    serde(default, skip_serializing_if = "Option::is_none")
+                )]
+                #[cfg_attr(feature = "schema", schemars(range(min = 1, max = $max)))]
+                pub $field: Option<u64>,
+            )*
+        }
+
+        impl PolicySpec {
+            /// A spec of `algorithm` with no parameters yet.
+            pub fn empty(algorithm: AlgorithmName) -> PolicySpec {
+                PolicySpec {
+                    algorithm,
+                    $($field: None,)*
+                }
+            }
+
+            /// Every parameter, to write, in the list's order.
+            pub fn values_mut(&mut self) -> [(&'static str, &mut Option<u64>); FIELD_COUNT] {
+                [$((stringify!($field), &mut self.$field),)*]
+            }
+        }
+
+        /// How many parameters a policy can be written with.
+        pub const FIELD_COUNT: usize = [$(stringify!($field)),*].len();
+    };
+}
+
+for_each_policy_field!(policy_spec);
 
 /// What is wrong with a [`PolicySpec`]: the field it is about (`None`: the spec as a whole),
 /// and why.
@@ -130,29 +133,30 @@ pub trait Written: Sized {
 }
 
 impl PolicySpec {
-    /// A spec of `algorithm` with no parameters yet.
-    pub fn empty(algorithm: AlgorithmName) -> PolicySpec {
-        PolicySpec {
-            algorithm,
-            capacity: None,
-            refill_per_sec: None,
-            refill: None,
-            refill_period_ms: None,
-            limit: None,
-            window_ms: None,
-        }
+    /// Every parameter and its value, in the list's order.
+    pub fn values(&self) -> [(&'static str, Option<u64>); FIELD_COUNT] {
+        let mut copy = *self;
+        copy.values_mut().map(|(field, value)| (field, *value))
     }
 
-    /// Every parameter and its value, in the order written above.
-    pub fn values(&self) -> [(&'static str, Option<u64>); 6] {
-        [
-            ("capacity", self.capacity),
-            ("refill_per_sec", self.refill_per_sec),
-            ("refill", self.refill),
-            ("refill_period_ms", self.refill_period_ms),
-            ("limit", self.limit),
-            ("window_ms", self.window_ms),
-        ]
+    /// Sets the parameter named `field` (as files write it) to `value`, or says it is no
+    /// parameter; [`PolicySpec::build`] then judges the whole.
+    pub fn set(&mut self, field: &str, value: u64) -> Result<(), SpecError> {
+        let algorithm = self.algorithm;
+        match self.values_mut().into_iter().find(|(f, _)| *f == field) {
+            Some((_, slot)) => {
+                *slot = Some(value);
+                Ok(())
+            }
+            None => Err(SpecError {
+                field: None,
+                message: format!(
+                    "{field:?} is no parameter of a {} (it takes: {})",
+                    algorithm.prose(),
+                    algorithm.fields().join(", ")
+                ),
+            }),
+        }
     }
 
     /// Refuses a field the algorithm does not take.

@@ -100,36 +100,41 @@ pub(crate) fn fingerprint(policy: &Policy) -> u32 {
 /// store outlive an upgrade (a new text would start every limit's buckets anew). It is
 /// written out here rather than taken from the types' `Debug` output, which may change.
 fn canonical(policy: &Policy) -> String {
-    match policy {
-        Policy::TokenBucket(b) => format!(
+    frozen(policy).unwrap_or_else(|| written(&policy.spec()))
+}
+
+/// The texts the three algorithms of the first releases hash (the `Debug` output of their
+/// policies then); `None` for any other.
+fn frozen(policy: &Policy) -> Option<String> {
+    if let Policy::TokenBucket(b) = policy {
+        return Some(format!(
             "TokenBucket(TokenBucket {{ capacity: {}, refill_amount: {}, refill_period: Nanos({}) }})",
             b.capacity(),
             b.refill_amount(),
             b.refill_period().as_u64()
-        ),
-        Policy::FixedWindow(w) => format!(
-            "FixedWindow(FixedWindow(WindowPolicy {{ limit: {}, window: Nanos({}) }}))",
-            w.0.limit(),
-            w.0.window().as_u64()
-        ),
-        Policy::SlidingWindow(w) => format!(
-            "SlidingWindow(SlidingWindow(WindowPolicy {{ limit: {}, window: Nanos({}) }}))",
-            w.0.limit(),
-            w.0.window().as_u64()
-        ),
-        // Any other algorithm: its spec as written, `name field=value …` in the spec's order.
-        #[allow(unreachable_patterns)]
-        other => {
-            let spec = other.spec();
-            let mut text = spec.algorithm.name().to_owned();
-            for (field, value) in spec.values() {
-                if let Some(v) = value {
-                    text += &format!(" {field}={v}");
-                }
-            }
-            text
+        ));
+    }
+    let (name, w) = match policy {
+        Policy::FixedWindow(w) => ("FixedWindow", w.0),
+        Policy::SlidingWindow(w) => ("SlidingWindow", w.0),
+        _ => return None,
+    };
+    Some(format!(
+        "{name}({name}(WindowPolicy {{ limit: {}, window: Nanos({}) }}))",
+        w.limit(),
+        w.window().as_u64()
+    ))
+}
+
+/// A policy's spec as written, `name field=value …` in the spec's order.
+fn written(spec: &ratelab_core::PolicySpec) -> String {
+    let mut text = spec.algorithm.name().to_owned();
+    for (field, value) in spec.values() {
+        if let Some(v) = value {
+            text += &format!(" {field}={v}");
         }
     }
+    text
 }
 
 /// FNV-1a (64-bit: offset basis `0xcbf29ce484222325`, prime `0x100000001b3`) of `text`'s

@@ -103,70 +103,53 @@ pub struct MatchEntry {
     pub clients: Option<Vec<String>>,
 }
 
-/// One named limit.
-#[derive(Clone, Debug, Deserialize, JsonSchema, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
-pub struct LimitEntry {
-    /// Its name: 1 to 64 letters, digits, `_`, `-` or `.`, unique in the file. It names the
-    /// limit in `RateLimit-Policy`, problem bodies, the request log and the `limit` label of
-    /// the metrics.
-    #[schemars(regex(pattern = r"^[A-Za-z0-9_.-]{1,64}$"))]
-    pub name: String,
-    /// The algorithm.
-    pub algorithm: AlgorithmName,
-    /// Token bucket: its capacity B.
-    #[schemars(range(min = 1, max = 1_000_000_000_000u64))]
-    pub capacity: Option<u64>,
-    /// Token bucket: its refill R per second (or give `refill` and `refill_period_ms`).
-    #[schemars(range(min = 1, max = 1_000_000_000_000u64))]
-    pub refill_per_sec: Option<u64>,
-    /// Token bucket: tokens added every `refill_period_ms` (for rates below one per second:
-    /// `refill = 100, refill_period_ms = 3600000` is 100 an hour).
-    #[schemars(range(min = 1, max = 1_000_000_000_000u64))]
-    pub refill: Option<u64>,
-    /// Token bucket: the period of `refill`, ms.
-    #[schemars(range(min = 1, max = 604_800_000u64))]
-    pub refill_period_ms: Option<u64>,
-    /// Windows: the most admitted per window.
-    #[schemars(range(min = 1, max = 1_000_000_000_000u64))]
-    pub limit: Option<u64>,
-    /// Windows: the window, ms.
-    #[schemars(range(min = 1, max = 604_800_000u64))]
-    pub window_ms: Option<u64>,
-    /// What one bucket is: `client-ip` (the default; IPv6 clients by network), `api-key`
-    /// (the `x-api-key` header), `header:NAME` (that header's value), or `global` (one
-    /// bucket for every matching request). A request without the key's header is not
-    /// counted by the limit.
-    #[schemars(regex(
-        pattern = r"^(client-ip|api-key|global|header:[!#$%&'*+.^_`|~0-9A-Za-z-]+)$"
-    ))]
-    pub key: Option<String>,
-    /// `enforce` (the default) or `shadow`.
-    pub mode: Option<ModeName>,
-    /// A constant cost per request (default 1), at most the limit's capacity.
-    #[schemars(range(min = 1))]
-    pub cost: Option<u64>,
-    /// A cost taken from a header instead.
-    pub cost_from_header: Option<CostHeader>,
-    /// Which requests the limit applies to (default: all).
-    #[serde(rename = "match")]
-    pub selector: Option<MatchEntry>,
-}
-
-impl LimitEntry {
-    /// Its algorithm's parameters.
-    pub fn params(&self) -> PolicySpec {
-        PolicySpec {
-            algorithm: self.algorithm,
-            capacity: self.capacity,
-            refill_per_sec: self.refill_per_sec,
-            refill: self.refill,
-            refill_period_ms: self.refill_period_ms,
-            limit: self.limit,
-            window_ms: self.window_ms,
+/// Declares [`LimitEntry`], its policy's parameters from core's one list of them.
+macro_rules! limit_entry {
+    ($($doc:literal, $field:ident, $max:literal;)*) => {
+        /// One named limit.
+        #[derive(Clone, Debug, Deserialize, JsonSchema, PartialEq, Eq)]
+        #[serde(deny_unknown_fields)]
+        pub struct LimitEntry {
+            /// Its name: 1 to 64 letters, digits, `_`, `-` or `.`, unique in the file. It names the
+            /// limit in `RateLimit-Policy`, problem bodies, the request log and the `limit` label of
+            /// the metrics.
+            #[schemars(regex(pattern = r"^[A-Za-z0-9_.-]{1,64}$"))]
+            pub name: String,
+            /// The algorithm.
+            pub algorithm: AlgorithmName,
+            $( #[doc = $doc] #[schemars(range(min = 1, max = $max))] pub $field: Option<u64>, )*
+            /// What one bucket is: `client-ip` (the default; IPv6 clients by network), `api-key`
+            /// (the `x-api-key` header), `header:NAME` (that header's value), or `global` (one
+            /// bucket for every matching request). A request without the key's header is not
+            /// counted by the limit.
+            #[schemars(regex(
+                pattern = r"^(client-ip|api-key|global|header:[!#$%&'*+.^_`|~0-9A-Za-z-]+)$"
+            ))]
+            pub key: Option<String>,
+            /// `enforce` (the default) or `shadow`.
+            pub mode: Option<ModeName>,
+            /// A constant cost per request (default 1), at most the limit's capacity.
+            #[schemars(range(min = 1))]
+            pub cost: Option<u64>,
+            /// A cost taken from a header instead.
+            pub cost_from_header: Option<CostHeader>,
+            /// Which requests the limit applies to (default: all).
+            #[serde(rename = "match")]
+            pub selector: Option<MatchEntry>,
         }
-    }
+
+        impl LimitEntry {
+            /// Its algorithm's parameters.
+            pub fn params(&self) -> PolicySpec {
+                PolicySpec {
+                    algorithm: self.algorithm,
+                    $($field: self.$field,)*
+                }
+            }
+        }
+    };
 }
+ratelab_core::for_each_policy_field!(limit_entry);
 
 /// One limit of a validated file: what the gateway applies, and the algorithm its store runs.
 #[derive(Clone, Debug, PartialEq, Eq)]

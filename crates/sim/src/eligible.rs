@@ -6,19 +6,19 @@
 //! streams at the store stays within what the policy admits. One stream of rate `r` sends at
 //! most ⌊r·(Δt + J)⌋ + 1 requests whose store times fall in any closed interval of length Δt,
 //! where J bounds how much the network moves one request against another (the spread of
-//! one-way latency, over each store round trip before the per-key call). Then:
+//! one-way latency, over each store round trip before the per-key call).
 //!
-//! - token bucket (B, R): the arrivals are admitted in full when the curve is at most
-//!   B + R·Δt for every Δt ≥ 0 (a flow that conforms to the bucket's own envelope), and their
-//!   rate is at most R/2, so a bucket the faults left empty is full again within the two fill
-//!   times the phase waits after the last fault;
-//! - fixed window (L per W), however its windows are placed (aligned to the clock, or opened
-//!   by a key's first request: each window lies within a closed interval of length W): the
-//!   curve at Δt = W is at most L;
-//! - sliding-window counter (L per W): its estimate weighs in the previous window, so the
-//!   curve at Δt = 2W is at most L;
-//! - any other algorithm: no rule says what it must admit, so none of its requests is held to
-//!   liveness (a new algorithm needs its rule here).
+//! What the policy admits is its family's promise, [`Family::sustains`] (every family states
+//! one, so a new algorithm cannot be missed here):
+//!
+//! - a bucket's curve (B, R) (the token bucket's own envelope): the arrivals are admitted in full when the curve is at most B + R·Δt for
+//!   every Δt ≥ 0 (a flow that conforms to the bucket's envelope), and their rate is at most
+//!   R/2, so a bucket the faults left empty is full again within the two fill times the
+//!   phase waits after the last fault;
+//! - a window's (L in any span S): the fixed window's S = W, however its windows are placed
+//!   (aligned to the clock, or opened by a key's first request: each window lies within a
+//!   closed interval of length W); the sliding-window counter's S = 2W, its estimate
+//!   weighing in the previous window: the curve at Δt = S is at most L.
 //!
 //! Each client is also its own address at the edge limit, so its stream must pass the edge
 //! bucket by the same rule; a key outside a guard's valid keys is rejected, and a key a key
@@ -30,6 +30,8 @@
 //! to liveness only when the policy's own guarantee covers it.
 
 use crate::scenario::{AddressKind, ClientSpec, Pattern, Scenario};
+use crate::spec::WithFamily;
+use ratelab_check::family::{Family, Sustains};
 use ratelab_core::{Nanos, Policy};
 use std::collections::BTreeMap;
 
@@ -159,25 +161,35 @@ fn curve(streams: &[Stream], dt: u128, jitter: Nanos) -> u128 {
 }
 
 fn admits(policy: &Policy, streams: &[Stream], jitter: Nanos) -> bool {
-    match policy {
-        Policy::TokenBucket(b) => bucket_admits(
-            streams,
-            jitter,
-            u128::from(b.capacity()),
-            u128::from(b.refill_amount()),
-            u128::from(b.refill_period().as_u64()),
-        ),
-        Policy::FixedWindow(ratelab_core::FixedWindow(w))
-        | Policy::FirstHitWindow(ratelab_core::FirstHitWindow(w)) => {
-            curve(streams, u128::from(w.window().as_u64()), jitter) <= u128::from(w.limit())
+    crate::spec::with_family(policy, Admits { streams, jitter })
+}
+
+/// Whether the streams stay within what a family sustains ([`Family::sustains`]).
+struct Admits<'a> {
+    streams: &'a [Stream],
+    jitter: Nanos,
+}
+
+impl WithFamily for Admits<'_> {
+    type Out = bool;
+
+    fn with<F: Family>(self, family: &F) -> bool {
+        match family.sustains() {
+            Sustains::Bucket {
+                burst,
+                amount,
+                period,
+            } => bucket_admits(
+                self.streams,
+                self.jitter,
+                u128::from(burst),
+                u128::from(amount),
+                u128::from(period.as_u64()),
+            ),
+            Sustains::Window { limit, span } => {
+                curve(self.streams, u128::from(span.as_u64()), self.jitter) <= u128::from(limit)
+            }
         }
-        Policy::SlidingWindow(w) => {
-            curve(streams, 2 * u128::from(w.0.window().as_u64()), jitter) <= u128::from(w.0.limit())
-        }
-        // No rule says what another algorithm must admit: none of its requests is held to
-        // liveness.
-        #[allow(unreachable_patterns)]
-        _ => false,
     }
 }
 

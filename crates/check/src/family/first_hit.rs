@@ -4,7 +4,7 @@
 //! denied request is admitted again when the window ends (never, if its cost exceeds the
 //! limit). A request whose clock reads earlier than its window's start is counted in it.
 
-use super::spec::{Family, Said};
+use super::spec::{Family, Said, Sustains};
 use crate::linearizable::Op;
 use ratelab_core::Nanos;
 
@@ -73,9 +73,28 @@ impl Family for FirstHitWindow {
         (said, next)
     }
 
+    /// Each window lies within a closed interval of its length.
+    fn sustains(&self) -> Sustains {
+        Sustains::Window {
+            limit: self.limit,
+            span: self.window,
+        }
+    }
+
     /// Idle once the key's window is over.
     fn idle_from(&self, s: &State) -> Option<Nanos> {
         Some(s.start.map_or(Nanos::ZERO, |start| self.end(start)))
+    }
+}
+
+impl super::Specified for ratelab_core::FirstHitWindow {
+    type Family = FirstHitWindow;
+
+    fn family(&self, _origin: Option<Nanos>) -> FirstHitWindow {
+        FirstHitWindow {
+            limit: self.0.limit(),
+            window: self.0.window(),
+        }
     }
 }
 

@@ -8,7 +8,7 @@
 //! passes if one of them explains the answers. A request whose clock reads earlier than
 //! its key's window (a clock that stepped back) is counted in that window.
 
-use super::spec::{Family, Said};
+use super::spec::{Family, Said, Sustains};
 use crate::linearizable::{Op, Seen};
 use ratelab_core::Nanos;
 
@@ -203,6 +203,14 @@ impl Family for FixedWindow {
         Grid::cut_whole_at_any_phase(self.window, from, to)
     }
 
+    /// Each window, however placed, lies within a closed interval of its length.
+    fn sustains(&self) -> Sustains {
+        Sustains::Window {
+            limit: self.limit,
+            span: self.window,
+        }
+    }
+
     /// Idle once the window holding a count is over.
     fn idle_from(&self, s: &State) -> Option<Nanos> {
         Some(if s.count == 0 {
@@ -210,6 +218,20 @@ impl Family for FixedWindow {
         } else {
             s.grid.end(s.index)
         })
+    }
+}
+
+/// `ratelab-core`'s fixed window: its windows start where its clock reads a multiple of the
+/// window.
+impl super::Specified for ratelab_core::FixedWindow {
+    type Family = FixedWindow;
+
+    fn family(&self, origin: Option<Nanos>) -> FixedWindow {
+        FixedWindow {
+            limit: self.0.limit(),
+            window: self.0.window(),
+            phase: origin.map(|o| Nanos(o.as_u64() % self.0.window().as_u64().max(1))),
+        }
     }
 }
 

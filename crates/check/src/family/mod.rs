@@ -37,7 +37,12 @@
 //! thousandths and milliseconds are nginx's rounding of it.
 //!
 //! **A new family** is a file here with a type implementing [`Family`], its known-good and
-//! known-bad histories as unit tests, and a line in the table above.
+//! known-bad histories as unit tests, and a line in the table above. A family that specifies
+//! one of `ratelab-core`'s algorithms implements [`Specified`] for that algorithm's policy
+//! type in the same file: [`with_family`] is written from core's one list of algorithms
+//! (`ratelab_core::for_each_algorithm!`), so an algorithm without its specification does
+//! not compile, and the simulator, its liveness rule and the probe reach the family from
+//! a [`ratelab_core::Policy`] through it.
 
 mod explain;
 pub mod first_hit;
@@ -52,10 +57,51 @@ pub mod token_bucket;
 #[cfg(test)]
 pub(crate) mod testing;
 
-pub use spec::{Family, Judged, Said};
+pub use spec::{Family, Judged, Said, Sustains};
 
 use crate::linearizable::{Op, Seen, Verdict, Violation};
 use ratelab_core::Nanos;
+
+/// The specification of one of `ratelab-core`'s algorithms: implemented, in the family's
+/// file, for the algorithm's policy type.
+pub trait Specified {
+    /// The family that specifies it.
+    type Family: Family;
+
+    /// Its specification with this policy's parameters. `origin` is the instant, on the
+    /// history's time axis, at which the limiter's clock reads zero, where known (the
+    /// simulator's clock; a black box's is not), for the families whose windows it places.
+    fn family(&self, origin: Option<Nanos>) -> Self::Family;
+}
+
+/// Work to do with a family's specification, whichever it is ([`with_family`]).
+pub trait WithFamily {
+    /// What the work gives.
+    type Out;
+
+    /// Does the work with `family`.
+    fn with<F: Family>(self, family: &F) -> Self::Out;
+}
+
+/// Writes [`with_family`] from the list of algorithms.
+macro_rules! specified {
+    ($( $(#[$doc:meta])* $variant:ident($policy:ty, $state:ty), $name:literal, $prose:literal; )*) => {
+        /// Does `work` with the specification of `policy`'s algorithm ([`Specified`]), its
+        /// clock's zero at `origin` if known.
+        pub fn with_family<W: WithFamily>(
+            policy: &ratelab_core::Policy,
+            origin: Option<Nanos>,
+            work: W,
+        ) -> W::Out {
+            match policy {
+                $(ratelab_core::Policy::$variant(p) => {
+                    work.with(&<$policy as Specified>::family(p, origin))
+                })*
+            }
+        }
+    };
+}
+ratelab_core::for_each_algorithm!(specified);
 
 /// Holds one key's operations (any order) to `family`, from a key nobody used, searching at
 /// most `budget` states: store-stamped histories are replayed in the store's order, others

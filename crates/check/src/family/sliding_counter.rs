@@ -24,7 +24,7 @@
 //! [`Family::first_window`]: super::spec::Family::first_window
 
 use super::fixed_window::Grid;
-use super::spec::{Family, Said};
+use super::spec::{Family, Said, Sustains};
 use crate::linearizable::Op;
 use ratelab_core::Nanos;
 
@@ -220,6 +220,14 @@ impl Family for SlidingCounter {
         (!self.first_hit || from == to) && Grid::cut_whole_at_any_phase(self.window, from, to)
     }
 
+    /// Its estimate weighs in the previous window, so two windows' traffic counts.
+    fn sustains(&self) -> Sustains {
+        Sustains::Window {
+            limit: self.limit,
+            span: Nanos(self.window.as_u64().saturating_mul(2)),
+        }
+    }
+
     /// Idle once neither count weighs: the window after the current one's count has
     /// become the previous, or the current window once the previous count is all it holds.
     /// Windows a first request opens: idle once the next request opens one again (two
@@ -233,6 +241,22 @@ impl Family for SlidingCounter {
             (0, _) => s.grid.end(s.index),
             _ => s.grid.end(s.index + 1),
         })
+    }
+}
+
+/// `ratelab-core`'s sliding window: windows aligned to its clock, its weighted estimate
+/// rounded up.
+impl super::Specified for ratelab_core::SlidingWindow {
+    type Family = SlidingCounter;
+
+    fn family(&self, origin: Option<Nanos>) -> SlidingCounter {
+        SlidingCounter {
+            limit: self.0.limit(),
+            window: self.0.window(),
+            phase: origin.map(|o| Nanos(o.as_u64() % self.0.window().as_u64().max(1))),
+            rounding: Rounding::Up,
+            first_hit: false,
+        }
     }
 }
 

@@ -5,7 +5,7 @@
 //! exceeds the limit). An admission logged at a later time than a request's clock (a clock
 //! that stepped back) still counts.
 
-use super::spec::{Family, Said};
+use super::spec::{Family, Said, Sustains};
 use crate::linearizable::Op;
 use ratelab_core::Nanos;
 
@@ -79,6 +79,14 @@ impl Family for SlidingLog {
             retry_at,
         };
         (said, State { log })
+    }
+
+    /// A decision counts the admissions of the window before it.
+    fn sustains(&self) -> Sustains {
+        Sustains::Window {
+            limit: self.limit,
+            span: self.window,
+        }
     }
 
     /// Idle once the last admission logged has left the window.

@@ -29,6 +29,29 @@ pub struct Judged {
     pub guessed: bool,
 }
 
+/// What a family admits in full, in any order: traffic whose cost, in every interval of
+/// length Δt, stays within a curve ([`Family::sustains`]). The simulator holds the keys whose
+/// paced clients stay within it to liveness.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sustains {
+    /// At most `burst + amount·Δt/period`, for every Δt ≥ 0.
+    Bucket {
+        /// The curve at Δt = 0.
+        burst: u64,
+        /// Units per `period` after it.
+        amount: u64,
+        /// The period of `amount`.
+        period: Nanos,
+    },
+    /// At most `limit` in every closed interval of length `span`.
+    Window {
+        /// The most in one span.
+        limit: u64,
+        /// The span.
+        span: Nanos,
+    },
+}
+
 /// A limiter family's sequential specification.
 ///
 /// [`Family::decide`] is the definition; the search and the replay ask the family through
@@ -48,6 +71,10 @@ pub trait Family {
     /// a parameter invisible from outside can take that the history can tell apart (a fixed
     /// window's phase).
     fn fresh(&self, ops: &[Op]) -> Vec<Self::State>;
+
+    /// What the family admits in full whatever the order: its promise to a client that
+    /// stays within it (every family states one; there is no default to fall back on).
+    fn sustains(&self) -> Sustains;
 
     /// The answer to a request of `cost` at `at` from `state`, and the state after it.
     fn decide(&self, state: &Self::State, at: Nanos, cost: u64) -> (Said, Self::State);

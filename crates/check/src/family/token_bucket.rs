@@ -16,7 +16,7 @@
 //! ([`Family::explain`], [`Family::took_effect`]). A key others may have used before the
 //! history began starts from every state from empty to full ([`Initial::Unknown`]).
 
-use super::spec::{Family, Judged, Said};
+use super::spec::{Family, Judged, Said, Sustains};
 use crate::linearizable::{Initial, Op, Seen, Spec};
 use ratelab_core::Nanos;
 
@@ -315,11 +315,32 @@ impl Family for Spec {
         true
     }
 
+    /// Any traffic within the bucket's own envelope, B + R·Δt.
+    fn sustains(&self) -> Sustains {
+        Sustains::Bucket {
+            burst: self.capacity,
+            amount: self.amount,
+            period: self.period,
+        }
+    }
+
     /// Full again at the theoretical arrival time (the fullest state's, for a range).
     fn idle_from(&self, s: &Tats) -> Option<Nanos> {
         let amount = i128::from(self.amount).max(1);
         let at = (s.lo.max(0) + amount - 1) / amount;
         Some(Nanos(u64::try_from(at).unwrap_or(u64::MAX)))
+    }
+}
+
+impl super::Specified for ratelab_core::TokenBucket {
+    type Family = Spec;
+
+    fn family(&self, _origin: Option<Nanos>) -> Spec {
+        Spec {
+            capacity: self.capacity(),
+            amount: self.refill_amount(),
+            period: self.refill_period(),
+        }
     }
 }
 

@@ -170,6 +170,11 @@ pub enum Claim {
         /// W.
         window: Nanos,
     },
+    /// Exactly one of `ratelab-core`'s algorithms, held to its family's specification
+    /// ([`crate::family::Specified`]) with its clock's zero unknown; any window bound to the
+    /// bound its quota of L per W gives a window algorithm, 2L + L·Δt/W. (A token bucket is
+    /// [`Claim::TokenBucket`]: [`Claim::of_policy`] says so.)
+    Policy(ratelab_core::Policy),
 }
 
 /// How a window claim counts (each a family of [`crate::family`]).
@@ -220,6 +225,32 @@ impl Claim {
                 amount: limit,
                 period: window.as_u64().max(1),
             },
+            Claim::Policy(p) => {
+                let q = ratelab_core::Algorithm::quota(&p);
+                Envelope {
+                    burst: q.limit.saturating_mul(2),
+                    amount: q.limit,
+                    period: q.window.as_u64().max(1),
+                }
+            }
+        }
+    }
+
+    /// The claim that `policy` is the limiter's policy: a token bucket's as
+    /// [`Claim::TokenBucket`], any other algorithm's as [`Claim::Policy`].
+    pub fn of_policy(policy: ratelab_core::Policy) -> Claim {
+        match policy {
+            ratelab_core::Policy::TokenBucket(b) => {
+                // In lowest terms, as the probe writes a rate.
+                let (amount, period) = (b.refill_amount(), b.refill_period().as_u64());
+                let g = gcd(amount, period);
+                Claim::TokenBucket {
+                    capacity: b.capacity(),
+                    amount: amount / g,
+                    period: Nanos(period / g),
+                }
+            }
+            other => Claim::Policy(other),
         }
     }
 
@@ -235,7 +266,7 @@ impl Claim {
                 amount,
                 period,
             }),
-            Claim::Window { .. } => None,
+            Claim::Window { .. } | Claim::Policy(_) => None,
         }
     }
 
@@ -244,6 +275,7 @@ impl Claim {
         match *self {
             Claim::TokenBucket { capacity, .. } => capacity,
             Claim::Window { limit, .. } => limit,
+            Claim::Policy(p) => ratelab_core::Algorithm::quota(&p).limit,
         }
     }
 
@@ -262,17 +294,24 @@ impl Claim {
                 &spec, ops, budget, initial,
             ));
         }
-        let Claim::Window {
-            kind,
-            limit,
-            window,
-        } = *self
-        else {
-            return None;
-        };
         if !self.has_spec(initial) {
             return None;
         }
+        let (kind, limit, window) = match *self {
+            Claim::Window {
+                kind,
+                limit,
+                window,
+            } => (kind, limit, window),
+            Claim::Policy(p) => {
+                return Some(crate::family::with_family(
+                    &p,
+                    None,
+                    CheckKey { ops, budget },
+                ));
+            }
+            Claim::TokenBucket { .. } => return None,
+        };
         use crate::family::{check_key, first_hit, fixed_window, sliding_counter, sliding_log};
         Some(match kind {
             WindowKind::Fixed => check_key(
@@ -305,6 +344,24 @@ impl Claim {
                 budget,
             ),
         })
+    }
+}
+
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 { a } else { gcd(b, a % b) }
+}
+
+/// [`crate::family::check_key`] as work for whichever family a policy names.
+struct CheckKey<'a> {
+    ops: &'a [Op],
+    budget: u64,
+}
+
+impl crate::family::WithFamily for CheckKey<'_> {
+    type Out = Verdict;
+
+    fn with<F: crate::family::Family>(self, family: &F) -> Verdict {
+        crate::family::check_key(family, self.ops, self.budget)
     }
 }
 

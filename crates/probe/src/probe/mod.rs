@@ -180,6 +180,8 @@ pub fn forget_time(claim: &Claim) -> Duration {
             capacity.div_ceil(e.amount.max(1)).saturating_mul(e.period)
         }
         Claim::Window { window, .. } => window.as_u64().saturating_mul(2),
+        // Two of its quota's windows: at least its time to fill from empty.
+        Claim::Policy(_) => e.period.saturating_mul(2),
     };
     Duration::from_nanos(ns)
 }

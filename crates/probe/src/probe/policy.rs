@@ -13,6 +13,10 @@
 //!                         (and again after two windows without one), not aligned to a clock
 //! leaky-bucket:RATE,BURST nginx limit_req's rate and burst with nodelay: a token bucket of
 //!                         BURST + 1 tokens at RATE a second (RATE: 10, 10r/s, 600r/m)
+//! ALGORITHM:FIELD=N,…     any of ratelab's algorithms as a limits file writes it, its name
+//!                         and its parameters (first-hit-window:limit=10,window_ms=1000),
+//!                         held to that algorithm's specification
+//!                         with its clock's zero unknown
 //! ```
 
 use ratelab_check::probe::{Claim, Rounding, WindowKind};
@@ -31,6 +35,9 @@ pub fn parse(text: &str) -> Result<Claim, String> {
     let (kind, args) = text
         .split_once(':')
         .ok_or_else(|| format!("policy {text:?}: {expected}"))?;
+    if args.contains('=') {
+        return written(kind.trim(), args).map_err(|e| format!("policy {text:?}: {e}"));
+    }
     let mut parts: Vec<&str> = args.split(',').map(str::trim).collect();
     let err = |e: String| format!("policy {text:?}: {e}");
     let first_hit = kind.trim() == "sliding-counter" && parts.last() == Some(&"first-hit");
@@ -111,6 +118,30 @@ pub fn parse(text: &str) -> Result<Claim, String> {
         }
     };
     Ok(claim)
+}
+
+/// An algorithm of ratelab's, `name` with its parameters `field=value,…` as a limits file
+/// writes them ([`ratelab_core::PolicySpec`]).
+fn written(name: &str, args: &str) -> Result<Claim, String> {
+    let algorithm = ratelab_core::AlgorithmName::parse(name).ok_or_else(|| {
+        format!(
+            "unknown algorithm {name:?}: expected one of {}",
+            ratelab_core::AlgorithmName::NAMES.join(", ")
+        )
+    })?;
+    let mut spec = ratelab_core::PolicySpec::empty(algorithm);
+    for pair in args.split(',').map(str::trim) {
+        let (field, value) = pair
+            .split_once('=')
+            .ok_or_else(|| format!("{pair:?}: expected FIELD=N"))?;
+        let value = value
+            .trim()
+            .parse::<u64>()
+            .map_err(|_| format!("{pair:?}: expected a whole number"))?;
+        spec.set(field.trim(), value).map_err(|e| e.to_string())?;
+    }
+    let policy = spec.build().map_err(|e| e.to_string())?;
+    Ok(Claim::of_policy(policy))
 }
 
 /// A positive whole number.
@@ -242,6 +273,19 @@ pub fn describe(c: &Claim) -> String {
             };
             format!("{name}:{limit},{}{options}", duration_text(window))
         }
+        Claim::Policy(p) => {
+            let spec = p.spec();
+            let fields: Vec<String> = spec
+                .values()
+                .iter()
+                .filter_map(|(f, v)| v.map(|v| format!("{f}={v}")))
+                .collect();
+            format!(
+                "{}:{}",
+                spec.algorithm.name().replace('_', "-"),
+                fields.join(",")
+            )
+        }
     }
 }
 
@@ -268,6 +312,38 @@ fn rate_text(amount: u64, period_ns: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn any_algorithm_is_written_as_a_limits_file_writes_it() {
+        for &a in ratelab_core::AlgorithmName::ALL {
+            let policy = a.shaped(10, 5).build().unwrap();
+            let claim = Claim::of_policy(policy);
+            let text = describe(&claim);
+            assert_eq!(parse(&text), Ok(claim), "{text}");
+        }
+        let first_hit = parse("first_hit_window: limit=10, window_ms=1000").unwrap();
+        assert_eq!(
+            first_hit,
+            Claim::Policy(ratelab_core::Policy::FirstHitWindow(
+                ratelab_core::FirstHitWindow::new(10, Nanos(SEC)).unwrap()
+            ))
+        );
+        assert_eq!(
+            parse("token_bucket:capacity=10,refill_per_sec=5").unwrap(),
+            parse("token-bucket:10,5").unwrap()
+        );
+        for (bad, says) in [
+            ("first-hit-window:limit=10", "needs `window_ms`"),
+            ("first-hit-window:limit=10,capacity=5", "does not apply"),
+            ("first-hit-window:limit=x", "whole number"),
+            ("first-hit-window:size=3", "no parameter"),
+            ("steppy:capacity=3", "unknown algorithm"),
+            ("first-hit-window:limit=0,window_ms=1", "expected 1 to"),
+        ] {
+            let e = parse(bad).unwrap_err();
+            assert!(e.contains(says) && e.contains(bad), "{bad}: {e}");
+        }
+    }
 
     #[test]
     fn every_form_parses_to_its_bucket() {

@@ -201,6 +201,10 @@ impl ScriptTarget {
                 period,
             } => (capacity, amount, period),
             Claim::Window { limit, window, .. } => (limit, limit, window),
+            Claim::Policy(p) => {
+                let q = ratelab_core::Algorithm::quota(&p);
+                (q.limit, q.limit, q.window)
+            }
         };
         let p = period.as_u64();
         let rate = amount as f64 * 1e9 / p.max(1) as f64;

@@ -137,48 +137,32 @@ pub struct RateLimitEntry {
     pub replaces: Option<serde::de::IgnoredAny>,
 }
 
-/// A ratelab algorithm for a descriptor, with the parameters of a `[[limit]]`.
-#[derive(Clone, Debug, Deserialize, JsonSchema, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
-pub struct PolicyEntry {
-    /// The algorithm.
-    pub algorithm: AlgorithmName,
-    /// Token bucket: its capacity B.
-    #[schemars(range(min = 1, max = 1_000_000_000_000u64))]
-    pub capacity: Option<u64>,
-    /// Token bucket: its refill per second.
-    #[schemars(range(min = 1, max = 1_000_000_000_000u64))]
-    pub refill_per_sec: Option<u64>,
-    /// Token bucket: tokens added every `refill_period_ms`.
-    #[schemars(range(min = 1, max = 1_000_000_000_000u64))]
-    pub refill: Option<u64>,
-    /// Token bucket: the period of `refill`, ms.
-    #[schemars(range(min = 1, max = 604_800_000u64))]
-    pub refill_period_ms: Option<u64>,
-    /// Windows: the most admitted per window.
-    #[schemars(range(min = 1, max = 1_000_000_000_000u64))]
-    pub limit: Option<u64>,
-    /// Windows: the window, ms.
-    #[schemars(range(min = 1, max = 604_800_000u64))]
-    pub window_ms: Option<u64>,
-    /// A name for the limit, as for `rate_limit`.
-    pub name: Option<String>,
-}
-
-impl PolicyEntry {
-    /// Its algorithm's parameters.
-    pub fn params(&self) -> PolicySpec {
-        PolicySpec {
-            algorithm: self.algorithm,
-            capacity: self.capacity,
-            refill_per_sec: self.refill_per_sec,
-            refill: self.refill,
-            refill_period_ms: self.refill_period_ms,
-            limit: self.limit,
-            window_ms: self.window_ms,
+/// Declares [`PolicyEntry`], its policy's parameters from core's one list of them.
+macro_rules! policy_entry {
+    ($($doc:literal, $field:ident, $max:literal;)*) => {
+        /// A ratelab algorithm for a descriptor, with the parameters of a `[[limit]]`.
+        #[derive(Clone, Debug, Deserialize, JsonSchema, PartialEq, Eq)]
+        #[serde(deny_unknown_fields)]
+        pub struct PolicyEntry {
+            /// The algorithm.
+            pub algorithm: AlgorithmName,
+            $( #[doc = $doc] #[schemars(range(min = 1, max = $max))] pub $field: Option<u64>, )*
+            /// A name for the limit, as for `rate_limit`.
+            pub name: Option<String>,
         }
-    }
+
+        impl PolicyEntry {
+            /// Its algorithm's parameters.
+            pub fn params(&self) -> PolicySpec {
+                PolicySpec {
+                    algorithm: self.algorithm,
+                    $($field: self.$field,)*
+                }
+            }
+        }
+    };
 }
+ratelab_core::for_each_policy_field!(policy_entry);
 
 /// One descriptor of a domain's tree, as written.
 #[derive(Clone, Debug, Deserialize, JsonSchema)]
