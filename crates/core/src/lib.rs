@@ -20,6 +20,8 @@
 //! - [`SlidingWindow`]: the two-counter sliding-window approximation, with its error bound.
 //! - [`FirstHitWindow`]: a fixed window opened by each key's first request, as Redis
 //!   `INCR`-then-`EXPIRE` limiters count.
+//! - [`SteppedBucket`]: a token bucket refilled in whole-period steps, as limiters that count
+//!   refills by elapsed periods do.
 //!
 //! **A new algorithm** is one place: a file here with its policy type, its [`Algorithm`] impl
 //! (state, transition, TTL) and its [`spec::Written`] impl (which parameters it takes, from
@@ -62,6 +64,7 @@ pub mod headers;
 pub mod located;
 mod policy;
 pub mod spec;
+pub mod stepped;
 mod time;
 pub mod token_bucket;
 pub mod window;
@@ -70,6 +73,7 @@ pub use algorithm::{Algorithm, Quota};
 pub use decision::{CostError, Decision, PolicyError};
 pub use first_hit::{FirstHitWindow, FirstHitWindowState};
 pub use spec::{PolicySpec, SpecError};
+pub use stepped::{SteppedBucket, SteppedBucketState};
 pub use time::{NANOS_PER_SEC, Nanos};
 pub use token_bucket::{TokenBucket, TokenBucketState};
 pub use window::{FixedWindow, SlidingWindow, WindowPolicy};
@@ -92,6 +96,9 @@ macro_rules! for_each_algorithm {
             SlidingWindow($crate::SlidingWindow, $crate::window::SlidingWindowState), "sliding_window", "sliding window";
             /// Fixed window opened by a key's first request: `limit` per `window_ms` from then.
             FirstHitWindow($crate::FirstHitWindow, $crate::FirstHitWindowState), "first_hit_window", "first-hit window";
+            /// Token bucket refilled in whole-period steps: `capacity`, `refill` tokens at the
+            /// end of every whole `refill_period_ms`.
+            SteppedBucket($crate::SteppedBucket, $crate::SteppedBucketState), "stepped_bucket", "stepped token bucket";
         }
     };
 }

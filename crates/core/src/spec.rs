@@ -33,9 +33,10 @@ macro_rules! for_each_policy_field {
             "Token bucket: its refill R per second (or give `refill` and `refill_period_ms`).",
             refill_per_sec, 1_000_000_000_000u64;
             "Token bucket: tokens added every `refill_period_ms` (for rates below one per second: \
-`refill = 100, refill_period_ms = 3600000` is 100 an hour).",
+`refill = 100, refill_period_ms = 3600000` is 100 an hour); stepped bucket: tokens \
+added at the end of every whole `refill_period_ms`.",
             refill, 1_000_000_000_000u64;
-            "Token bucket: the period of `refill`, ms.",
+            "Token bucket and stepped bucket: the period of `refill`, ms.",
             refill_period_ms, 604_800_000u64;
             "Windows: the most admitted per window.", limit, 1_000_000_000_000u64;
             "Windows: the window, ms.", window_ms, 604_800_000u64;

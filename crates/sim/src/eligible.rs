@@ -11,7 +11,8 @@
 //! What the policy admits is its family's promise, [`Family::sustains`] (every family states
 //! one, so a new algorithm cannot be missed here):
 //!
-//! - a bucket's curve (B, R) (the token bucket's own envelope): the arrivals are admitted in full when the curve is at most B + R·Δt for
+//! - a bucket's curve (B, R) (the token bucket's own envelope; a stepped bucket's B − A at
+//!   A per period): the arrivals are admitted in full when the curve is at most B + R·Δt for
 //!   every Δt ≥ 0 (a flow that conforms to the bucket's envelope), and their rate is at most
 //!   R/2, so a bucket the faults left empty is full again within the two fill times the
 //!   phase waits after the last fault;

@@ -6,7 +6,8 @@
 //! without a cleanup job). Each bug lives where it lives in a real deployment:
 //!
 //! - in the store's script ([`StorePolicy`]): `short_ttl`, `refill_rounding`,
-//!   `window_one_over`, `counter_forgets_previous`, `expire_on_every_hit`;
+//!   `window_one_over`, `counter_forgets_previous`, `expire_on_every_hit`,
+//!   `steps_from_every_request`;
 //! - in the gateway's store client (`cluster::RpcStore`): `retry_on_timeout`,
 //!   `short_client_timeout`, `no_reconnect`, `errors_as_full`, `incr_then_expire` (over the
 //!   store's plain counters, [`Counters`]);
@@ -73,6 +74,11 @@ pub enum PlantedBug {
     /// that fails (an error burst, a restart) has its limit refuse requests as store-full,
     /// not fail open or closed as the gateway is configured to.
     ErrorsAsFull,
+    /// A stepped bucket whose script writes the time of the request as its last refill
+    /// (`last_refill = now`) instead of moving it on by the whole periods it counted: the
+    /// part of a period before each request is lost, so steady traffic a little faster than
+    /// one request a period starves for good, and every denial names a whole period to wait.
+    StepsFromEveryRequest,
 }
 
 /// What a planted bug needs of its scenario.
@@ -100,6 +106,7 @@ impl PlantedBug {
         PlantedBug::ShortClientTimeout,
         PlantedBug::NoReconnect,
         PlantedBug::ErrorsAsFull,
+        PlantedBug::StepsFromEveryRequest,
     ];
 
     /// Its name in scenario files (`short_ttl`).
@@ -116,6 +123,7 @@ impl PlantedBug {
             PlantedBug::ShortClientTimeout => "short_client_timeout",
             PlantedBug::NoReconnect => "no_reconnect",
             PlantedBug::ErrorsAsFull => "errors_as_full",
+            PlantedBug::StepsFromEveryRequest => "steps_from_every_request",
         }
     }
 
@@ -133,6 +141,7 @@ impl PlantedBug {
             PlantedBug::ShortClientTimeout => "short-client-timeout",
             PlantedBug::NoReconnect => "no-reconnect",
             PlantedBug::ErrorsAsFull => "errors-as-full",
+            PlantedBug::StepsFromEveryRequest => "steps-from-every-request",
         }
     }
 
@@ -145,6 +154,7 @@ impl PlantedBug {
                 | PlantedBug::WindowOneOver
                 | PlantedBug::CounterForgetsPrevious
                 | PlantedBug::ExpireOnEveryHit
+                | PlantedBug::StepsFromEveryRequest
         )
     }
 
@@ -177,6 +187,7 @@ impl PlantedBug {
             }
             PlantedBug::CounterForgetsPrevious => Needs::AtomicPolicy(AlgorithmName::SlidingWindow),
             PlantedBug::ExpireOnEveryHit => Needs::AtomicPolicy(AlgorithmName::FirstHitWindow),
+            PlantedBug::StepsFromEveryRequest => Needs::AtomicPolicy(AlgorithmName::SteppedBucket),
             PlantedBug::FenceForgetsGrants => Needs::FencedJob,
         }
     }
@@ -273,6 +284,22 @@ impl Algorithm for StorePolicy {
                     (d.reset_after, d.full_after) = (len, len);
                 }
                 Ok((PolicyState::FirstHitWindow(s), d))
+            }
+            (Some(PlantedBug::StepsFromEveryRequest), Policy::SteppedBucket(_), _) => {
+                let (next, mut d) = self.policy.transition(state, now, cost)?;
+                let PolicyState::SteppedBucket(mut s) = next else {
+                    return Ok((next, d));
+                };
+                // The last refill written as now: every instant the decision names moves on
+                // by the part of a period the steps left.
+                let lost = now.saturating_sub(s.anchor);
+                s.anchor = now;
+                d.retry_after = d.retry_after.map(|r| r.saturating_add(lost));
+                if d.reset_after > Nanos::ZERO {
+                    d.reset_after = d.reset_after.saturating_add(lost);
+                    d.full_after = d.full_after.saturating_add(lost);
+                }
+                Ok((PolicyState::SteppedBucket(s), d))
             }
             _ => self.policy.transition(state, now, cost),
         }

@@ -14,6 +14,7 @@
 //! | fixed window opened by a key's first request | [`first_hit`] | the window's start, its count |
 //! | sliding log (exact) | [`sliding_log`] | every admission in the last window |
 //! | sliding-window counter (the weighted two-window estimate) | [`sliding_counter`] | the window, its count and the previous window's |
+//! | token bucket refilled in whole-period steps | [`stepped_bucket`] | its tokens, the instant its steps count from |
 //!
 //! [`check_key`] holds one key's operations ([`Op`]) to a family, the one linearizability
 //! check ratelab has (the token bucket's [`crate::linearizable::check_key`] calls it): in the store's order when every answer carries the store's stamp (one
@@ -52,6 +53,7 @@ mod search;
 pub mod sliding_counter;
 pub mod sliding_log;
 mod spec;
+pub mod stepped_bucket;
 pub mod token_bucket;
 
 #[cfg(test)]

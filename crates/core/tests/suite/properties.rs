@@ -5,7 +5,7 @@ use proptest::prelude::*;
 use ratelab_core::headers::{FieldsDraft, PolicyName, render};
 use ratelab_core::{
     Algorithm, AlgorithmName, Decision, FirstHitWindow, FixedWindow, Nanos, Policy, PolicyError,
-    SlidingWindow, TokenBucket,
+    SlidingWindow, SteppedBucket, TokenBucket,
 };
 
 /// Every decision of a run, with its arrival time and cost.
@@ -274,6 +274,39 @@ proptest! {
         check_exact(&fh, state.unwrap(), now, probe.1.min(limit))?;
     }
 
+    /// The stepped bucket's envelope: steps come at least a period apart, so in any closed
+    /// interval of Δt it admits at most B + min(A, B)·(⌊Δt/P⌋ + 1), within the window bound
+    /// its quota gives (2L + L·Δt/W).
+    #[test]
+    fn stepped_bucket_envelope_holds((b, a, p) in (1u64..=20, 1u64..=25, 1u64..=2_000_000_000), s in steps()) {
+        let sb = SteppedBucket::new(b, a, Nanos(p)).unwrap();
+        let q = sb.quota();
+        let arrivals = times(0, &clamp(&s, b));
+        let (ds, _) = run(&sb, &arrivals);
+        let admitted: Vec<(u64, u64)> = ds.iter().filter(|x| x.2.allowed).map(|x| (x.0, x.1)).collect();
+        for (_, _, d) in &ds { check_decision(d)?; }
+        for i in 0..admitted.len() {
+            let mut sum = 0u128;
+            for &(t, c) in &admitted[i..] {
+                sum += u128::from(c);
+                let dt = u128::from(t - admitted[i].0);
+                let steps = dt / u128::from(p) + 1;
+                prop_assert!(sum <= u128::from(b) + u128::from(a.min(b)) * steps, "{sum} in {dt} ns");
+                let window = u128::from(q.window.as_u64());
+                prop_assert!(sum * window <= 2 * u128::from(q.limit) * window + u128::from(q.limit) * dt);
+            }
+        }
+    }
+
+    #[test]
+    fn stepped_bucket_retry_after_is_exact((b, a, p) in (1u64..=20, 1u64..=25, 1u64..=2_000_000_000), s in steps(), probe in (0u64..4_000_000_000, 1u64..=3)) {
+        let sb = SteppedBucket::new(b, a, Nanos(p)).unwrap();
+        let arrivals = times(1_000, &clamp(&s, b));
+        let (_, state) = run(&sb, &arrivals);
+        let now = arrivals.last().unwrap().0 + probe.0 % (2 * p);
+        check_exact(&sb, state.unwrap(), now, probe.1.min(b))?;
+    }
+
     /// The sliding-window counter's documented bound: in any interval of length W it admits
     /// at most limit + previous·e/W ≤ 2·limit, and within one aligned window at most limit.
     #[test]
@@ -412,6 +445,7 @@ fn every_policy(cap: u64, amount: u64, period: u64) -> Vec<Result<Policy, Policy
         FixedWindow::new(cap, Nanos(period)).map(Policy::FixedWindow),
         SlidingWindow::new(cap, Nanos(period)).map(Policy::SlidingWindow),
         FirstHitWindow::new(cap, Nanos(period)).map(Policy::FirstHitWindow),
+        SteppedBucket::new(cap, amount, Nanos(period)).map(Policy::SteppedBucket),
     ]
 }
 

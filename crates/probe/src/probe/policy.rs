@@ -329,6 +329,12 @@ mod tests {
             ))
         );
         assert_eq!(
+            parse("stepped-bucket:capacity=10,refill=5,refill_period_ms=1000").unwrap(),
+            Claim::Policy(ratelab_core::Policy::SteppedBucket(
+                ratelab_core::SteppedBucket::new(10, 5, Nanos(SEC)).unwrap()
+            ))
+        );
+        assert_eq!(
             parse("token_bucket:capacity=10,refill_per_sec=5").unwrap(),
             parse("token-bucket:10,5").unwrap()
         );
