@@ -1,7 +1,7 @@
 //! `ratelab explore`: the campaign's command line, its progress bar and its report.
 
 use ratelab_lab::commands::{EXIT_BAD_INPUT, EXIT_FAILED, EXIT_UNKNOWN};
-use ratelab_lab::explore::report::{print_report, table};
+use ratelab_lab::explore::report::{render, table};
 use ratelab_lab::explore::{self, Campaign, ExploreReport, Sut, shrink};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -157,14 +157,33 @@ pub fn explore_command(args: ExploreArgs) -> ExitCode {
             results,
         }) => {
             let threads = jobs.map_or_else(ratelab_sim::parallel::default_threads, |j| j as usize);
-            return table(
+            let progress = |line: &str| eprintln!("{line}");
+            return match table(
                 max_seeds,
                 threads,
                 shrink_runs,
                 &regressions,
                 &writeup,
                 &results,
-            );
+                &progress,
+            ) {
+                Ok(t) if t.missing == 0 => {
+                    print!("{}", t.markdown);
+                    ExitCode::SUCCESS
+                }
+                Ok(t) => {
+                    print!("{}", t.markdown);
+                    eprintln!(
+                        "{} planted bugs not found within {max_seeds} seeds",
+                        t.missing
+                    );
+                    ExitCode::from(EXIT_FAILED)
+                }
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    ExitCode::from(EXIT_BAD_INPUT)
+                }
+            };
         }
         None => {}
     }
@@ -230,7 +249,7 @@ pub fn explore_command(args: ExploreArgs) -> ExitCode {
             serde_json::to_string_pretty(&report).unwrap_or_default()
         );
     } else {
-        print_report(&report, wall);
+        print!("{}", render(&report, wall));
     }
     exit(&report)
 }
@@ -266,7 +285,7 @@ fn merge(paths: &[PathBuf], json: bool) -> ExitCode {
             if json {
                 println!("{}", serde_json::to_string_pretty(&r).unwrap_or_default());
             } else {
-                print_report(&r, f64::NAN);
+                print!("{}", render(&r, f64::NAN));
             }
             exit(&r)
         }

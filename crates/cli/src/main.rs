@@ -14,6 +14,7 @@ mod explore;
 mod fuzz;
 mod log;
 mod run;
+mod run_report;
 mod sweep;
 
 use clap::{Parser, Subcommand};

@@ -1,8 +1,8 @@
 //! `ratelab run`: a scenario's seeds (or one seed), checked against its expectations; the
 //! table or JSON lines, the trace, the request logs and timelines it writes, and the replay
-//! commands of a failure. The rows are `ratelab_lab::commands::run_report`'s.
+//! commands of a failure. The rows are `run_report`'s.
 
-use ratelab_lab::commands::run_report::{
+use crate::run_report::{
     describe, failure, gateway_line, header, job_line, row, timeline_path, write_request_logs,
 };
 use ratelab_lab::commands::{EXIT_BAD_INPUT, EXIT_FAILED, EXIT_UNKNOWN};

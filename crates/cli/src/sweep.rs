@@ -104,17 +104,59 @@ pub fn sweep_command(args: SweepArgs) -> ExitCode {
         duration_ms: seconds * 1000,
         ..Default::default()
     };
-    if resimulate_redis {
-        return commands::resimulate_real(&cfg, threads, &out, &writeup, &cluster_doc);
-    }
-    match redis {
-        Some(url) => {
-            let docs = commands::RealDocs {
-                writeup: &writeup,
-                cluster_doc: &cluster_doc,
-            };
-            commands::real_sweep(&cfg, &url, redis_runs, threads, &out, docs)
+    let outcome = if resimulate_redis {
+        commands::resimulate_real(&cfg, threads, &out, &writeup, &cluster_doc).map(|done| {
+            done.iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+    } else if let Some(url) = redis {
+        let docs = commands::RealDocs {
+            writeup: &writeup,
+            cluster_doc: &cluster_doc,
+        };
+        let bar = progress_bar(commands::real_sweep_runs(&cfg, redis_runs));
+        let done = commands::real_sweep(&cfg, &url, redis_runs, threads, &out, docs, &|d, _| {
+            bar.set_position(d as u64)
+        });
+        bar.finish_and_clear();
+        done.map(|d| d.to_string())
+    } else {
+        let bar = progress_bar(commands::sweep_runs(&cfg));
+        let done = commands::sweep(
+            &cfg,
+            threads,
+            scenarios_only,
+            &out,
+            &writeup,
+            &readme,
+            &|d, _| bar.set_position(d as u64),
+        );
+        bar.finish_and_clear();
+        done.map(|d| d.to_string())
+    };
+    match outcome {
+        Ok(text) => {
+            print!("{text}");
+            ExitCode::SUCCESS
         }
-        None => commands::sweep(&cfg, threads, scenarios_only, &out, &writeup, &readme),
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(EXIT_BAD_INPUT)
+        }
     }
+}
+
+/// A bar over `total` runs.
+fn progress_bar(total: usize) -> indicatif::ProgressBar {
+    let bar = indicatif::ProgressBar::new(total as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{elapsed_precise} [{bar:40}] {pos}/{len} runs ({eta} left)",
+        )
+        .expect("valid template")
+        .progress_chars("=> "),
+    );
+    bar
 }

@@ -11,7 +11,7 @@
 //!   blocks of the write-up and the README (`<!-- BEGIN sweep:NAME -->`), with the check that
 //!   they are current;
 //! - [`commands`]: what the `ratelab` subcommands that run experiments do, from settings to
-//!   printed tables and written files;
+//!   the outcome they return (which displays as `ratelab` prints it) and the files written;
 //! - [`explore`]: swarm-generated scenarios judged by every checker (`ratelab explore`);
 //! - [`fuzz`]: mutation fuzzing of scenario files (`ratelab fuzz`);
 //! - [`timeline`]: a simulated run's timeline page (`ratelab run --timeline`, and the

@@ -3,11 +3,10 @@
 
 use crate::explore::{self, ExploreReport, Sut, shrink};
 use ratelab_check::timeline::Named;
-use std::process::ExitCode;
+use std::fmt::Write as _;
 
-/// Prints what each checker judged over the campaign, and names those that applied and
-/// judged nothing.
-fn print_coverage(r: &ExploreReport) {
+/// What each checker judged over the campaign, and those that applied and judged nothing.
+fn coverage(out: &mut String, r: &ExploreReport) {
     if r.coverage_by_checker.is_empty() {
         return;
     }
@@ -15,19 +14,25 @@ fn print_coverage(r: &ExploreReport) {
     for (k, c) in &r.coverage_by_checker {
         t.add_row([k.clone(), c.seeds.to_string(), c.judged.to_string()]);
     }
-    println!("coverage by checker (requests judged; the cleanup job's commits):\n{t}");
+    let _ = writeln!(
+        out,
+        "coverage by checker (requests judged; the cleanup job's commits):\n{t}"
+    );
     let blind = r.blind();
     if !blind.is_empty() {
-        println!(
+        let _ = writeln!(
+            out,
             "FAILED: applied but judged nothing in the whole campaign: {}",
             blind.join(", ")
         );
     }
 }
 
-/// Prints an explore campaign's report: what it ran, and each failure found with its replay.
-/// `wall` is its wall-clock time in seconds (NaN for a merged report, which has none).
-pub fn print_report(r: &ExploreReport, wall: f64) {
+/// An explore campaign's report as `ratelab explore` prints it: what it ran, and each failure
+/// found with its replay. `wall` is its wall-clock time in seconds (NaN for a merged report,
+/// which has none).
+pub fn render(r: &ExploreReport, wall: f64) -> String {
+    let mut out = String::new();
     // A merged report has no wall time of its own.
     let timing = if wall.is_finite() {
         format!(
@@ -38,7 +43,8 @@ pub fn print_report(r: &ExploreReport, wall: f64) {
     } else {
         format!(" ({} simulated requests)", r.requests)
     };
-    println!(
+    let _ = writeln!(
+        out,
         "explored {} seeds against `{}`{timing}: {} failed",
         r.seeds,
         r.sut.name(),
@@ -49,13 +55,15 @@ pub fn print_report(r: &ExploreReport, wall: f64) {
         .iter()
         .map(|(k, v)| format!("{k} {v}"))
         .collect();
-    println!("seeds with each fault kind: {}", kinds.join(", "));
+    let _ = writeln!(out, "seeds with each fault kind: {}", kinds.join(", "));
     if r.unknown_seeds > 0 {
-        println!(
+        let _ = writeln!(
+            out,
             "seeds where the linearizability search ran out of budget on a key (unknown, not passed): {}",
             r.unknown_seeds
         );
-        println!(
+        let _ = writeln!(
+            out,
             "  raise the budget with --budget N (states per key and epoch; {} by default)",
             explore::verdict::LINEARIZABILITY_BUDGET
         );
@@ -63,17 +71,18 @@ pub fn print_report(r: &ExploreReport, wall: f64) {
     let (hit, never): (Vec<_>, Vec<_>) = r.reached.iter().partition(|(_, n)| **n > 0);
     let hit: Vec<String> = hit.iter().map(|(k, v)| format!("{k} {v}")).collect();
     let never: Vec<&str> = never.iter().map(|(k, _)| k.as_str()).collect();
-    println!("seeds reaching each situation: {}", hit.join(", "));
+    let _ = writeln!(out, "seeds reaching each situation: {}", hit.join(", "));
     if !never.is_empty() {
-        println!("never reached: {}", never.join(", "));
+        let _ = writeln!(out, "never reached: {}", never.join(", "));
     }
-    print_coverage(r);
+    coverage(&mut out, r);
     if r.found.is_empty() {
-        println!("no failures");
-        return;
+        let _ = writeln!(out, "no failures");
+        return out;
     }
     for f in &r.found {
-        println!(
+        let _ = writeln!(
+            out,
             "\n{} / {}: {} seeds, first seed {}\n  {}\n  replay: {}",
             f.class.name(),
             f.checker,
@@ -89,7 +98,8 @@ pub fn print_report(r: &ExploreReport, wall: f64) {
                     z.requests, z.events, z.faults, z.clients, z.gateways, z.duration_ms
                 )
             };
-            println!(
+            let _ = writeln!(
+                out,
                 "  shrunk in {} runs{}: {} → {}\n  regression: {}",
                 s.runs,
                 if s.exhausted { " (budget spent)" } else { "" },
@@ -99,9 +109,20 @@ pub fn print_report(r: &ExploreReport, wall: f64) {
             );
         }
     }
+    out
 }
 
-/// `ratelab explore table`: every planted bug found, shrunk, tabled.
+/// The planted-bug table: its markdown, and how many planted bugs no seed found.
+#[derive(Clone, Debug)]
+pub struct PlantedTable {
+    /// The table, as the write-up quotes it.
+    pub markdown: String,
+    /// Planted bugs not found within the seeds allowed.
+    pub missing: usize,
+}
+
+/// `ratelab explore table`: every planted bug found, shrunk, tabled, and written into the
+/// write-up's block and `results`; `progress` hears a line as each bug starts and is found.
 pub fn table(
     max_seeds: u64,
     threads: usize,
@@ -109,55 +130,32 @@ pub fn table(
     regressions: &std::path::Path,
     writeup: &std::path::Path,
     results: &std::path::Path,
-) -> ExitCode {
+    progress: &dyn Fn(&str),
+) -> Result<PlantedTable, String> {
     let mut rows = Vec::new();
     for sut in Sut::planted() {
-        eprintln!("{}…", sut.name());
-        match explore::table::detect(sut, max_seeds, threads, regressions, runs) {
-            Ok(d) => {
-                eprintln!(
-                    "  seed {:?} in {:.1} s: {}",
-                    d.first_seed,
-                    d.wall_s,
-                    d.signatures.join(", ")
-                );
-                rows.push(d);
-            }
-            Err(e) => {
-                eprintln!("error: {e}");
-                return ExitCode::from(crate::commands::EXIT_BAD_INPUT);
-            }
-        }
+        progress(&format!("{}…", sut.name()));
+        let d = explore::table::detect(sut, max_seeds, threads, regressions, runs)?;
+        progress(&format!(
+            "  seed {:?} in {:.1} s: {}",
+            d.first_seed,
+            d.wall_s,
+            d.signatures.join(", ")
+        ));
+        rows.push(d);
     }
-    let md = explore::table::markdown(&rows);
-    print!("{md}");
-    let written = std::fs::read_to_string(writeup)
-        .map_err(|e| format!("{}: {e}", writeup.display()))
-        .and_then(|text| {
-            crate::output::replace_marked(&text, "planted", &md).map_err(|e| e.to_string())
-        })
-        .and_then(|text| {
-            std::fs::write(writeup, text).map_err(|e| format!("{}: {e}", writeup.display()))
-        })
-        .and_then(|()| {
-            let json = serde_json::to_string_pretty(&rows).map_err(|e| e.to_string())? + "\n";
-            std::fs::write(results, json).map_err(|e| format!("{}: {e}", results.display()))
-        });
-    match written {
-        Ok(()) => {
-            let missing = rows.iter().filter(|r| r.first_seed.is_none()).count();
-            if missing == 0 {
-                ExitCode::SUCCESS
-            } else {
-                eprintln!("{missing} planted bugs not found within {max_seeds} seeds");
-                ExitCode::from(crate::commands::EXIT_FAILED)
-            }
-        }
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::from(crate::commands::EXIT_BAD_INPUT)
-        }
-    }
+    let markdown = explore::table::markdown(&rows);
+    let text =
+        std::fs::read_to_string(writeup).map_err(|e| format!("{}: {e}", writeup.display()))?;
+    let text =
+        crate::output::replace_marked(&text, "planted", &markdown).map_err(|e| e.to_string())?;
+    std::fs::write(writeup, text).map_err(|e| format!("{}: {e}", writeup.display()))?;
+    let json = serde_json::to_string_pretty(&rows).map_err(|e| e.to_string())? + "\n";
+    std::fs::write(results, json).map_err(|e| format!("{}: {e}", results.display()))?;
+    Ok(PlantedTable {
+        markdown,
+        missing: rows.iter().filter(|r| r.first_seed.is_none()).count(),
+    })
 }
 
 /// Adds the explorer's verdict to a run of a scenario that asks for it (`expect.explorer`),
