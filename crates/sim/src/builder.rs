@@ -47,7 +47,8 @@ pub struct Client {
     arrival_given: bool,
 }
 
-/// A fault for [`ScenarioBuilder::fault`]: one constructor per kind, times in ms.
+/// A fault for [`ScenarioBuilder::fault`]: one constructor per kind, times in ms, or any
+/// fault already typed (`Fault::from(spec)`, as the explorer draws them).
 #[derive(Clone, Debug)]
 pub struct Fault {
     spec: FaultSpec,
@@ -525,6 +526,97 @@ impl Fault {
         Fault { spec, error }
     }
 
+    /// `gateways` cannot reach the store in the window, while the store's replies still
+    /// reach them: their calls are applied and their answers lost.
+    pub fn asymmetric_partition(
+        at_ms: u64,
+        until_ms: u64,
+        gateways: impl IntoIterator<Item = u32>,
+    ) -> Fault {
+        let mut error = None;
+        let spec = FaultSpec::AsymmetricPartition(faults::AsymmetricPartition(faults::Cut {
+            at_ms: bounded(&mut error, "at_ms", at_ms),
+            until_ms: bounded(&mut error, "until_ms", until_ms),
+            gateways: gateways.into_iter().collect(),
+        }));
+        Fault { spec, error }
+    }
+
+    /// Messages between the gateways and the store are lost in the window (see
+    /// [`Fault::rate`]).
+    pub fn packet_loss(at_ms: u64, until_ms: u64) -> Fault {
+        Fault::rated(at_ms, until_ms, |r| {
+            FaultSpec::PacketLoss(faults::PacketLoss(r))
+        })
+    }
+
+    /// The store answers `min_us` to `max_us` later than the network's latency in the window.
+    pub fn store_latency(at_ms: u64, until_ms: u64, min_us: u64, max_us: u64) -> Fault {
+        let mut error = None;
+        let spec = FaultSpec::StoreLatency(faults::StoreLatency {
+            at_ms: bounded(&mut error, "at_ms", at_ms),
+            until_ms: bounded(&mut error, "until_ms", until_ms),
+            extra_latency: LatencyRange {
+                min_us: bounded(&mut error, "extra_latency.min_us", min_us),
+                max_us: bounded(&mut error, "extra_latency.max_us", max_us),
+            },
+        });
+        Fault { spec, error }
+    }
+
+    /// `node` (the store, or a gateway) stops in the window and resumes after it.
+    pub fn pause(at_ms: u64, until_ms: u64, node: NodeName) -> Fault {
+        let mut error = None;
+        let spec = FaultSpec::Pause(faults::Pause {
+            at_ms: bounded(&mut error, "at_ms", at_ms),
+            until_ms: bounded(&mut error, "until_ms", until_ms),
+            node,
+        });
+        Fault { spec, error }
+    }
+
+    /// The operator's kill switch turns limiting off in the window: on `gateways`, or on
+    /// every gateway when `None`.
+    pub fn kill_switch(at_ms: u64, until_ms: u64, gateways: Option<Vec<u32>>) -> Fault {
+        let mut error = None;
+        let spec = FaultSpec::KillSwitch(faults::KillSwitch {
+            at_ms: bounded(&mut error, "at_ms", at_ms),
+            until_ms: bounded(&mut error, "until_ms", until_ms),
+            gateways,
+        });
+        Fault { spec, error }
+    }
+
+    /// `gateway`'s clock runs `offset_ms` ahead (negative: behind) and drifts by `drift_ppm`
+    /// for the whole run.
+    pub fn clock(gateway: u32, offset_ms: Option<i64>, drift_ppm: Option<i64>) -> Fault {
+        let mut error = None;
+        let mut signed = |path: &str, v: Option<i64>, limit: i64| {
+            v.and_then(|v| {
+                let ok = (-limit..=limit).contains(&v);
+                if !ok {
+                    error.get_or_insert_with(|| {
+                        (
+                            path.to_owned(),
+                            format!(
+                                "{v} is out of range: expected an integer from -{limit} to {limit}"
+                            ),
+                        )
+                    });
+                }
+                ok.then_some(v)
+            })
+        };
+        let offset_ms = signed("offset_ms", offset_ms, 3_600_000).and_then(Signed::new);
+        let drift_ppm = signed("drift_ppm", drift_ppm, 100_000).and_then(Signed::new);
+        let spec = FaultSpec::Clock(faults::Clock {
+            gateway,
+            offset_ms,
+            drift_ppm,
+        });
+        Fault { spec, error }
+    }
+
     /// Only `rate` (0 to 1) of the window's calls or messages are affected (default all);
     /// for a kind that takes no rate, an error at `rate`.
     pub fn rate(mut self, rate: f64) -> Fault {
@@ -545,5 +637,11 @@ impl Fault {
             }
         }
         self
+    }
+}
+
+impl From<FaultSpec> for Fault {
+    fn from(spec: FaultSpec) -> Fault {
+        Fault { spec, error: None }
     }
 }
