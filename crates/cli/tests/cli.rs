@@ -807,8 +807,7 @@ fn the_cluster_doc_shows_the_simulated_failovers_today() {
 
 /// The overshoot ladder on a real local Redis Cluster, short: the naive path loses updates at
 /// 256 senders on one key, the atomic path at no point, and the files and doc block are
-/// written for a cluster (`sweep --redis redis+cluster://…`); then `bench --redis` on the
-/// same cluster.
+/// written for a cluster (`sweep --redis redis+cluster://…`).
 #[test]
 #[cfg_attr(
     ratelab_missing_redis_cluster,
@@ -880,9 +879,28 @@ fn the_real_ladder_runs_on_a_cluster_and_catches_the_naive_path() {
     );
     assert!(text.contains("| 256 |"), "{text}");
     std::fs::remove_dir_all(&dir).ok();
-    // The benchmark takes the same cluster: the script on every primary, redis-benchmark in
-    // its cluster mode beside it, one script call per decision over all primaries (measured
-    // by ratelab-probe, which has no simulator linked in).
+}
+
+/// `bench --redis` on a real local Redis Cluster: the script on every primary, redis-benchmark
+/// in its cluster mode beside it, one script call per decision over all primaries (measured by
+/// ratelab-probe, which has no simulator linked in). Its own cluster, so it runs beside the
+/// ladder's.
+#[test]
+#[cfg_attr(
+    ratelab_missing_redis_cluster,
+    ignore = "redis-server or redis-cli is not installed (Debian: apt-get install redis-server)"
+)]
+fn the_redis_benchmark_runs_on_a_cluster_with_one_script_call_per_decision() {
+    let Some(cluster) = redis_cluster::RedisCluster::start("the_redis_benchmark_runs_on_a_cluster")
+    else {
+        return;
+    };
+    let hosts: Vec<String> = cluster
+        .nodes
+        .iter()
+        .map(|n| format!("127.0.0.1:{}", n.port))
+        .collect();
+    let url = format!("redis+cluster://{}", hosts.join(","));
     ratelab_testkit::cargo::workspace_binary("ratelab-probe", "ratelab-probe");
     let o = ratelab(&["bench", "--redis", &url, "--seconds", "1", "--clients", "8"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
@@ -935,11 +953,25 @@ fn the_real_world_commands_run_in_the_probe_binary() {
     let dir = ratelab_testkit::temp::TempDir::new("ratelab-alone");
     let alone = dir.join("ratelab");
     std::fs::copy(env!("CARGO_BIN_EXE_ratelab"), &alone).unwrap();
-    let o = Command::new(&alone)
-        .args(["soak", "--help"])
-        .env("PATH", "")
-        .output()
-        .unwrap();
+    // A process another test forks while the copy is open for writing holds that descriptor
+    // until it execs, and the kernel refuses to run a file open for writing (ETXTBSY):
+    // try again once that child has moved on.
+    let run = || {
+        Command::new(&alone)
+            .args(["soak", "--help"])
+            .env("PATH", "")
+            .output()
+    };
+    let mut tries = 0;
+    let o = loop {
+        match run() {
+            Err(e) if e.raw_os_error() == Some(26) && tries < 100 => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            other => break other.unwrap(),
+        }
+    };
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(
         stderr(&o).contains("cargo build -p ratelab-probe"),

@@ -207,8 +207,8 @@ impl Drop for Node {
 }
 
 /// A private Redis Cluster: three primaries and three replicas on free loopback ports, a
-/// short `cluster-node-timeout` (500 ms), created with `redis-cli --cluster create …
-/// --cluster-replicas 1 --cluster-yes`, torn down when dropped.
+/// short `cluster-node-timeout` (500 ms), joined as `redis-cli --cluster create …
+/// --cluster-replicas 1` joins them, torn down when dropped.
 #[derive(Debug)]
 pub struct RedisCluster {
     /// The nodes, killed or running.
@@ -237,25 +237,56 @@ impl RedisCluster {
                 port,
             });
         }
-        let addrs: Vec<String> = c
-            .nodes
-            .iter()
-            .map(|n| format!("127.0.0.1:{}", n.port))
-            .collect();
-        let out = Command::new("redis-cli")
-            .args(["--cluster", "create"])
-            .args(&addrs)
-            .args(["--cluster-replicas", "1", "--cluster-yes"])
-            .output()
-            .map_err(|e| format!("redis-cli: {e}"))?;
-        if !out.status.success() {
-            return Err(format!(
-                "redis-cli --cluster create failed: {}",
-                String::from_utf8_lossy(&out.stdout)
-            ));
-        }
+        c.join()?;
         c.wait_ok()?;
         Ok(c)
+    }
+
+    /// Makes the six nodes one cluster, as `redis-cli --cluster create … --cluster-replicas 1`
+    /// does, without its one-second polls: the slots split evenly over the first three, a
+    /// distinct config epoch each, every node met, then each of the last three a replica of
+    /// one of the first three.
+    fn join(&self) -> Result<(), String> {
+        let ports: Vec<u16> = self.nodes.iter().map(|n| n.port).collect();
+        let expect_ok = |port: u16, args: &[&str]| {
+            let reply = cli(port, args);
+            if reply.trim() == "OK" {
+                Ok(())
+            } else {
+                Err(format!("redis-cli -p {port} {}: {reply:?}", args.join(" ")))
+            }
+        };
+        for (i, &port) in ports.iter().enumerate() {
+            expect_ok(port, &["CLUSTER", "SET-CONFIG-EPOCH", &(i + 1).to_string()])?;
+        }
+        for (i, &port) in ports.iter().take(3).enumerate() {
+            let (lo, hi) = (16_384 * i / 3, 16_384 * (i + 1) / 3 - 1);
+            expect_ok(
+                port,
+                &["CLUSTER", "ADDSLOTSRANGE", &lo.to_string(), &hi.to_string()],
+            )?;
+        }
+        for &port in &ports[1..] {
+            expect_ok(
+                port,
+                &["CLUSTER", "MEET", "127.0.0.1", &ports[0].to_string()],
+            )?;
+        }
+        let deadline = Instant::now() + CLUSTER_OK_TIMEOUT;
+        while !ports
+            .iter()
+            .all(|&p| cli(p, &["CLUSTER", "INFO"]).contains("cluster_known_nodes:6"))
+        {
+            if Instant::now() > deadline {
+                return Err("the cluster's nodes never all met".into());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        for i in 0..3 {
+            let primary = cli(ports[i], &["CLUSTER", "MYID"]);
+            expect_ok(ports[i + 3], &["CLUSTER", "REPLICATE", primary.trim()])?;
+        }
+        Ok(())
     }
 
     fn spawn(&self, port: u16) -> Result<Child, String> {

@@ -21,8 +21,15 @@ fn targets(test: &str, names: &[&str]) -> Option<Vec<audit::Target>> {
     if !ratelab_testkit::require(test, "redis-server", redis, "RATELAB_REQUIRE_REDIS", how) {
         return None;
     }
-    for t in &targets {
-        let missing = audit::install::ensure(&t.loaded, false).err();
+    // Each target's packages are looked up at once (each lookup starts node or python).
+    let missing: Vec<Option<String>> = std::thread::scope(|s| {
+        let looking: Vec<_> = targets
+            .iter()
+            .map(|t| s.spawn(|| audit::install::ensure(&t.loaded, false).err()))
+            .collect();
+        looking.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for (t, missing) in targets.iter().zip(missing) {
         let how = format!(
             "ratelab audit --install-only {}: {}",
             t.loaded.name,
