@@ -2,7 +2,7 @@
 //! `redis-benchmark` (the simulator's are `ratelab_lab::commands`', Redis's run in
 //! `ratelab-probe bench`).
 
-use ratelab_lab::commands::{self, EXIT_BAD_INPUT};
+use ratelab_lab::commands;
 use std::process::ExitCode;
 
 /// `ratelab bench`'s flags.
@@ -67,22 +67,10 @@ pub fn bench_command(args: BenchArgs) -> ExitCode {
         None if print_scenario => {
             let text = commands::bench_scenario(gateways, seconds, rate)
                 .and_then(|sc| serde_json::to_string_pretty(sc.spec()).map_err(|e| e.to_string()));
-            finish(text.map(|t| t + "\n"))
+            crate::print_outcome(text.map(|t| t + "\n"))
         }
-        None => finish(commands::bench(gateways, seconds, rate, runs).map(|d| d.to_string())),
-    }
-}
-
-/// Prints a command's text, or its error with exit code 2.
-fn finish(outcome: Result<String, String>) -> ExitCode {
-    match outcome {
-        Ok(text) => {
-            print!("{text}");
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::from(EXIT_BAD_INPUT)
-        }
+        None => crate::print_outcome(
+            commands::bench(gateways, seconds, rate, runs).map(|d| d.to_string()),
+        ),
     }
 }

@@ -111,3 +111,17 @@ fn main() -> ExitCode {
         Command::Bench(args) => bench::bench_command(args),
     }
 }
+
+/// Prints a command's text and exits 0, or prints its error and exits 2.
+fn print_outcome(outcome: Result<String, String>) -> ExitCode {
+    match outcome {
+        Ok(text) => {
+            print!("{text}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(EXIT_BAD_INPUT)
+        }
+    }
+}

@@ -136,16 +136,7 @@ pub fn sweep_command(args: SweepArgs) -> ExitCode {
         bar.finish_and_clear();
         done.map(|d| d.to_string())
     };
-    match outcome {
-        Ok(text) => {
-            print!("{text}");
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::from(EXIT_BAD_INPUT)
-        }
-    }
+    crate::print_outcome(outcome)
 }
 
 /// A bar over `total` runs.

@@ -805,6 +805,19 @@ fn the_cluster_doc_shows_the_simulated_failovers_today() {
     docs::check_block("docs/CLUSTER.md", "failover-sim", &block);
 }
 
+/// A private Redis Cluster for `test` (`None` when it cannot run here and need not), and its
+/// `redis+cluster://` URL.
+fn cluster(test: &str) -> Option<(redis_cluster::RedisCluster, String)> {
+    let cluster = redis_cluster::RedisCluster::start(test)?;
+    let hosts: Vec<String> = cluster
+        .nodes
+        .iter()
+        .map(|n| format!("127.0.0.1:{}", n.port))
+        .collect();
+    let url = format!("redis+cluster://{}", hosts.join(","));
+    Some((cluster, url))
+}
+
 /// The overshoot ladder on a real local Redis Cluster, short: the naive path loses updates at
 /// 256 senders on one key, the atomic path at no point, and the files and doc block are
 /// written for a cluster (`sweep --redis redis+cluster://…`).
@@ -814,16 +827,9 @@ fn the_cluster_doc_shows_the_simulated_failovers_today() {
     ignore = "redis-server or redis-cli is not installed (Debian: apt-get install redis-server)"
 )]
 fn the_real_ladder_runs_on_a_cluster_and_catches_the_naive_path() {
-    let Some(cluster) = redis_cluster::RedisCluster::start("the_real_ladder_runs_on_a_cluster")
-    else {
+    let Some((_cluster, url)) = cluster("the_real_ladder_runs_on_a_cluster") else {
         return;
     };
-    let hosts: Vec<String> = cluster
-        .nodes
-        .iter()
-        .map(|n| format!("127.0.0.1:{}", n.port))
-        .collect();
-    let url = format!("redis+cluster://{}", hosts.join(","));
     let dir = std::env::temp_dir().join(format!("ratelab-cli-ladder-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let doc = dir.join("CLUSTER.md");
@@ -891,16 +897,9 @@ fn the_real_ladder_runs_on_a_cluster_and_catches_the_naive_path() {
     ignore = "redis-server or redis-cli is not installed (Debian: apt-get install redis-server)"
 )]
 fn the_redis_benchmark_runs_on_a_cluster_with_one_script_call_per_decision() {
-    let Some(cluster) = redis_cluster::RedisCluster::start("the_redis_benchmark_runs_on_a_cluster")
-    else {
+    let Some((_cluster, url)) = cluster("the_redis_benchmark_runs_on_a_cluster") else {
         return;
     };
-    let hosts: Vec<String> = cluster
-        .nodes
-        .iter()
-        .map(|n| format!("127.0.0.1:{}", n.port))
-        .collect();
-    let url = format!("redis+cluster://{}", hosts.join(","));
     ratelab_testkit::cargo::workspace_binary("ratelab-probe", "ratelab-probe");
     let o = ratelab(&["bench", "--redis", &url, "--seconds", "1", "--clients", "8"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));

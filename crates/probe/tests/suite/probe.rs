@@ -63,14 +63,21 @@ struct Serve {
 }
 
 impl Serve {
+    /// The server with B = 5, R = 2/s per key and a per-IP limit out of the way.
     fn start(extra: &[&str]) -> Serve {
+        let mut args = vec!["--capacity", "5", "--refill-per-sec", "2"];
+        args.extend(["--ip-capacity", "1000000", "--ip-refill-per-sec", "1000000"]);
+        args.extend(extra);
+        Serve::with(&args)
+    }
+
+    /// The server with `args` alone (beside its addresses).
+    fn with(args: &[&str]) -> Serve {
         let port = free_port();
         let child = Command::new(server_binary())
             .args(["--listen", &format!("127.0.0.1:{port}")])
             .args(["--admin-listen", "127.0.0.1:0"])
-            .args(["--capacity", "5", "--refill-per-sec", "2"])
-            .args(["--ip-capacity", "1000000", "--ip-refill-per-sec", "1000000"])
-            .args(extra)
+            .args(args)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -489,4 +496,51 @@ fn bad_input_exits_2_with_the_reason() {
     let e = script(lua.to_str().unwrap(), &["--keys-template", "{user}"]);
     assert!(e.contains("unknown placeholder {user}"), "{e}");
     std::fs::remove_file(&lua).ok();
+}
+
+/// A limiter whose tokens come in whole-period steps (`ratelab-server` with a stepped-bucket
+/// limit, keyed by `x-api-key`) passes the probe held to that family, which it names with the
+/// fields a limits file writes (never failed; a key the search cannot explain from the
+/// moments it tries is unknown, as where a full bucket's new anchor falls inside a request's
+/// flight); held to the continuous bucket of the same capacity and rate, its denials between
+/// steps are caught as phantom denials.
+#[test]
+fn a_stepped_bucket_passes_as_itself_and_is_no_continuous_bucket() {
+    let dir = ratelab_testkit::temp::TempDir::new("ratelab-probe-stepped");
+    let limits = dir.join("limits.toml");
+    std::fs::write(
+        &limits,
+        "[[limit]]\nname = \"per-key\"\nalgorithm = \"stepped-bucket\"\ncapacity = 4\n\
+         refill = 2\nrefill_period_ms = 500\nkey = \"api-key\"\n",
+    )
+    .unwrap();
+    let s = Serve::with(&["--limits", limits.to_str().unwrap()]);
+    let stepped = "stepped-bucket:capacity=4,refill=2,refill_period_ms=500";
+    let mut args = vec!["http", &s.url, "--key-header", "x-api-key"];
+    args.extend(["--policy-name", "per-key", "--policy", stepped]);
+    args.extend(["--phases", "boundary"]);
+    args.extend(LADDER);
+    let (code, r) = probe(&args);
+    assert!(code == 0 || code == 3, "{r:#}");
+    assert_eq!(r["policy"], stepped, "{r:#}");
+    assert_eq!(
+        r["linearizable"]["violations"],
+        Value::Array(vec![]),
+        "{r:#}"
+    );
+    assert_eq!(r["failures"], Value::Array(vec![]), "{r:#}");
+    assert!(u(&r, "/linearizable/keys") > 0, "{r:#}");
+    assert!(u(&r, "/admitted") > 0 && u(&r, "/denied") > 0, "{r:#}");
+    let mut args = vec!["http", &s.url, "--key-header", "x-api-key"];
+    args.extend(["--policy-name", "per-key", "--policy", "token-bucket:4,4"]);
+    args.extend(["--phases", "boundary"]);
+    args.extend(LADDER);
+    let (code, r) = probe(&args);
+    assert_eq!(code, 1, "{r:#}");
+    assert!(
+        r["failures"].as_array().is_some_and(|f| f
+            .iter()
+            .any(|f| f.as_str().is_some_and(|f| f.contains("a phantom denial")))),
+        "{r:#}"
+    );
 }
