@@ -92,10 +92,10 @@ impl Settings {
             install: false,
             budget: 100_000,
             faults: Some(faults::Timing {
-                step: Duration::from_millis(700),
-                frozen: Duration::from_secs(1),
-                grace: Duration::from_secs(2),
-                judged: Duration::from_secs(1),
+                step: Duration::from_millis(500),
+                frozen: Duration::from_millis(700),
+                grace: Duration::from_secs(1),
+                judged: Duration::from_millis(700),
                 clients: 2,
             }),
         }
