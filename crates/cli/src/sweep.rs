@@ -105,12 +105,8 @@ pub fn sweep_command(args: SweepArgs) -> ExitCode {
         ..Default::default()
     };
     let outcome = if resimulate_redis {
-        commands::resimulate_real(&cfg, threads, &out, &writeup, &cluster_doc).map(|done| {
-            done.iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join("\n")
-        })
+        commands::resimulate_real(&cfg, threads, &out, &writeup, &cluster_doc)
+            .map(|done| done.iter().map(ToString::to_string).collect::<String>())
     } else if let Some(url) = redis {
         let docs = commands::RealDocs {
             writeup: &writeup,

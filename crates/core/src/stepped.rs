@@ -66,7 +66,11 @@ impl SteppedBucket {
             u128::from(capacity.div_ceil(refill_amount)) * u128::from(refill_period.as_u64());
         if refill_period == Nanos::ZERO || fill > max {
             return Err(PolicyError {
-                parameter: "fill_time_ns",
+                parameter: if refill_period == Nanos::ZERO {
+                    "refill_period_ns"
+                } else {
+                    "fill_time_ns"
+                },
                 value: fill,
                 expected: format!(
                     "a refill period of at least 1 ns and ⌈capacity / refill_amount⌉ × \
@@ -107,11 +111,9 @@ impl SteppedBucket {
         };
         let elapsed = now.as_u64().saturating_sub(s.anchor.as_u64());
         let steps = elapsed / self.refill_period.as_u64();
-        if steps > 0 {
-            let added = u128::from(steps) * u128::from(self.refill_amount);
-            s.tokens = (u128::from(s.tokens) + added).min(u128::from(self.capacity)) as u64;
-            s.anchor = Nanos(s.anchor.as_u64() + steps * self.refill_period.as_u64());
-        }
+        let added = u128::from(steps) * u128::from(self.refill_amount);
+        s.tokens = (u128::from(s.tokens) + added).min(u128::from(self.capacity)) as u64;
+        s.anchor = Nanos(s.anchor.as_u64() + steps * self.refill_period.as_u64());
         if s.tokens == self.capacity {
             s.anchor = s.anchor.max(now);
         }
@@ -209,8 +211,8 @@ impl Written for SteppedBucket {
 
     /// `per_sec` a second in steps of at most `capacity` tokens (a larger step would fill
     /// the bucket and waste the rest): the longest period, a divisor of a second in whole ms,
-    /// whose step is a whole number of tokens within the capacity; if none is, `per_sec`
-    /// every second.
+    /// whose step is a whole number of tokens within the capacity; if none is, `capacity`
+    /// tokens every `1000 · capacity / per_sec` ms.
     fn shaped(capacity: u64, per_sec: u64, spec: &mut PolicySpec) {
         let (refill, period_ms) = [
             1_000u64, 500, 250, 200, 125, 100, 50, 40, 25, 20, 10, 8, 5, 4, 2, 1,
@@ -219,7 +221,11 @@ impl Written for SteppedBucket {
         .filter(|ms| per_sec.saturating_mul(*ms) % 1_000 == 0)
         .map(|ms| (per_sec.saturating_mul(ms) / 1_000, ms))
         .find(|&(refill, _)| (1..=capacity).contains(&refill))
-        .unwrap_or((per_sec, 1_000));
+        // Else a whole bucket a step, as often as the rate asks (to the ms).
+        .unwrap_or((
+            capacity,
+            (capacity.saturating_mul(1_000) / per_sec.max(1)).max(1),
+        ));
         spec.capacity = Some(capacity);
         spec.refill = Some(refill);
         spec.refill_period_ms = Some(period_ms);
@@ -263,6 +269,24 @@ mod tests {
         let kept = b.transition(Some(s), ms(250), 1).unwrap();
         let dropped = b.transition(None, ms(250), 1).unwrap();
         assert_eq!(kept, dropped);
+    }
+
+    #[test]
+    fn a_state_holding_more_than_the_capacity_holds_the_capacity() {
+        let b = SteppedBucket::new(2, 1, ms(100)).unwrap();
+        let big = SteppedBucketState {
+            tokens: u64::MAX,
+            anchor: ms(0),
+        };
+        let (s, d) = b.transition(Some(big), ms(50), 1).unwrap();
+        assert!(d.allowed && d.remaining == 1 && s.tokens == 1);
+        let end = Nanos(u64::MAX);
+        let last = SteppedBucketState {
+            tokens: 0,
+            anchor: end,
+        };
+        let (_, d) = b.transition(Some(last), end, 1).unwrap();
+        assert!(!d.allowed);
     }
 
     #[test]

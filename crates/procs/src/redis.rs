@@ -260,11 +260,13 @@ impl RedisCluster {
             expect_ok(port, &["CLUSTER", "SET-CONFIG-EPOCH", &(i + 1).to_string()])?;
         }
         for (i, &port) in ports.iter().take(3).enumerate() {
-            let (lo, hi) = (16_384 * i / 3, 16_384 * (i + 1) / 3 - 1);
-            expect_ok(
-                port,
-                &["CLUSTER", "ADDSLOTSRANGE", &lo.to_string(), &hi.to_string()],
-            )?;
+            // ADDSLOTS with every slot named, as redis-cli does (ADDSLOTSRANGE is Redis 7's).
+            let slots: Vec<String> = (16_384 * i / 3..16_384 * (i + 1) / 3)
+                .map(|slot| slot.to_string())
+                .collect();
+            let mut args = vec!["CLUSTER", "ADDSLOTS"];
+            args.extend(slots.iter().map(String::as_str));
+            expect_ok(port, &args)?;
         }
         for &port in &ports[1..] {
             expect_ok(
@@ -282,9 +284,16 @@ impl RedisCluster {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
+        // A node met is known under a made-up name until its handshake ends: a replica may
+        // not know its primary's id yet, and says so; it is asked again.
         for i in 0..3 {
             let primary = cli(ports[i], &["CLUSTER", "MYID"]);
-            expect_ok(ports[i + 3], &["CLUSTER", "REPLICATE", primary.trim()])?;
+            while let Err(e) = expect_ok(ports[i + 3], &["CLUSTER", "REPLICATE", primary.trim()]) {
+                if Instant::now() > deadline {
+                    return Err(e);
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
         }
         Ok(())
     }

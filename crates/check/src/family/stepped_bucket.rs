@@ -102,17 +102,22 @@ impl Family for SteppedBucket {
             return vec![(from, to)];
         };
         let period = self.period.as_u64().max(1);
-        let first = from.as_u64().saturating_sub(anchor.as_u64()) / period + 1;
+        let first = from.as_u64().saturating_sub(anchor.as_u64()) / period;
         let mut pieces = Vec::new();
         let mut lo = from;
-        for k in first.. {
-            let step = self.step(anchor, k);
-            if step > to || pieces.len() == 64 {
-                break;
-            }
-            if step > lo {
-                pieces.push((lo, Nanos(step.as_u64() - 1)));
-                lo = step;
+        // The steps after `from` up to `to`, none past u64::MAX; at most 64 pieces.
+        let steps = (1..=64u64)
+            .map_while(|k| {
+                first
+                    .checked_add(k)?
+                    .checked_mul(period)?
+                    .checked_add(anchor.as_u64())
+            })
+            .take_while(|&step| step <= to.as_u64());
+        for step in steps {
+            if step > lo.as_u64() {
+                pieces.push((lo, Nanos(step - 1)));
+                lo = Nanos(step);
             }
         }
         if pieces.len() == 64 {
@@ -263,6 +268,32 @@ mod tests {
             denied(4, ms(1_000), Some(ms(900))),
         ];
         assert!(violation_at(&check_key(&SPEC, &ops, DEFAULT_BUDGET), 4));
+    }
+
+    #[test]
+    fn pieces_end_at_the_last_instant() {
+        let end = Nanos(u64::MAX);
+        let s = State {
+            tokens: 0,
+            anchor: Some(Nanos(u64::MAX - 10)),
+        };
+        assert_eq!(
+            SPEC.moments(&s, Nanos(u64::MAX - 5), end),
+            vec![(Nanos(u64::MAX - 5), end)]
+        );
+        let tight = SteppedBucket {
+            period: Nanos(1),
+            ..SPEC
+        };
+        let s = State {
+            tokens: 0,
+            anchor: Some(Nanos::ZERO),
+        };
+        assert_eq!(tight.moments(&s, end, end), vec![(end, end)]);
+        assert_eq!(
+            tight.moments(&s, Nanos::ZERO, end),
+            vec![(Nanos::ZERO, end)]
+        );
     }
 
     #[test]

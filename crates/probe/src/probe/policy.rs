@@ -30,13 +30,22 @@ const WINDOW_MAX: Nanos = Nanos(100 * 365 * 24 * 3_600 * SEC);
 /// Parses a policy string (see the module docs).
 pub fn parse(text: &str) -> Result<Claim, String> {
     let expected = "expected token-bucket:B,R, fixed-window:L,W, first-hit:L,W, \
-                    sliding-log:L,W, sliding-counter:L,W[,exact|up|down][,first-hit] or \
-                    leaky-bucket:RATE,BURST";
+                    sliding-log:L,W, sliding-counter:L,W[,exact|up|down][,first-hit], \
+                    leaky-bucket:RATE,BURST, or any algorithm of ratelab's as \
+                    ALGORITHM:FIELD=N,… (stepped-bucket:capacity=10,refill=5,refill_period_ms=1000)";
     let (kind, args) = text
         .split_once(':')
         .ok_or_else(|| format!("policy {text:?}: {expected}"))?;
-    if args.contains('=') {
-        return written(kind.trim(), args).map_err(|e| format!("policy {text:?}: {e}"));
+    const KINDS: [&str; 6] = [
+        "token-bucket",
+        "fixed-window",
+        "first-hit",
+        "sliding-log",
+        "sliding-counter",
+        "leaky-bucket",
+    ];
+    if args.contains('=') || !KINDS.contains(&kind.trim()) {
+        return written(kind.trim(), args).map_err(|e| format!("policy {text:?}: {e}; {expected}"));
     }
     let mut parts: Vec<&str> = args.split(',').map(str::trim).collect();
     let err = |e: String| format!("policy {text:?}: {e}");
@@ -125,7 +134,7 @@ pub fn parse(text: &str) -> Result<Claim, String> {
 fn written(name: &str, args: &str) -> Result<Claim, String> {
     let algorithm = ratelab_core::AlgorithmName::parse(name).ok_or_else(|| {
         format!(
-            "unknown algorithm {name:?}: expected one of {}",
+            "unknown kind {name:?} (ratelab's algorithms: {})",
             ratelab_core::AlgorithmName::NAMES.join(", ")
         )
     })?;
@@ -138,7 +147,15 @@ fn written(name: &str, args: &str) -> Result<Claim, String> {
             .trim()
             .parse::<u64>()
             .map_err(|_| format!("{pair:?}: expected a whole number"))?;
-        spec.set(field.trim(), value).map_err(|e| e.to_string())?;
+        let field = field.trim();
+        if spec
+            .values()
+            .iter()
+            .any(|(f, v)| *f == field && v.is_some())
+        {
+            return Err(format!("{field:?} is given twice"));
+        }
+        spec.set(field, value).map_err(|e| e.to_string())?;
     }
     let policy = spec.build().map_err(|e| e.to_string())?;
     Ok(Claim::of_policy(policy))
@@ -343,8 +360,14 @@ mod tests {
             ("first-hit-window:limit=10,capacity=5", "does not apply"),
             ("first-hit-window:limit=x", "whole number"),
             ("first-hit-window:size=3", "no parameter"),
-            ("steppy:capacity=3", "unknown algorithm"),
+            ("steppy:capacity=3", "unknown kind"),
             ("first-hit-window:limit=0,window_ms=1", "expected 1 to"),
+            (
+                "first-hit-window:limit=3,limit=5,window_ms=1",
+                "given twice",
+            ),
+            ("first-hit-window:10,1s", "ALGORITHM:FIELD=N"),
+            ("stepped-bucket:", "expected FIELD=N"),
         ] {
             let e = parse(bad).unwrap_err();
             assert!(e.contains(says) && e.contains(bad), "{bad}: {e}");

@@ -201,9 +201,14 @@ impl ScriptTarget {
                 period,
             } => (capacity, amount, period),
             Claim::Window { limit, window, .. } => (limit, limit, window),
+            // Its parameters as a limits file writes them: a bucket's capacity and refill, a
+            // window's limit and length.
             Claim::Policy(p) => {
-                let q = ratelab_core::Algorithm::quota(&p);
-                (q.limit, q.limit, q.window)
+                let spec = p.spec();
+                let count = spec.capacity.or(spec.limit).unwrap_or(1);
+                let amount = spec.refill.or(spec.refill_per_sec).unwrap_or(count);
+                let ms = spec.refill_period_ms.or(spec.window_ms).unwrap_or(1_000);
+                (count, amount, Nanos::from_millis(ms))
             }
         };
         let p = period.as_u64();
