@@ -22,6 +22,12 @@ pub struct Grid {
 }
 
 impl Grid {
+    /// The phase of windows of length `window` that start where a clock whose zero is at
+    /// `origin` reads a multiple of the window (`None`: the origin, so the phase, unknown).
+    pub fn phase_of(origin: Option<Nanos>, window: Nanos) -> Option<Nanos> {
+        origin.map(|o| Nanos(o.as_u64() % window.as_u64().max(1)))
+    }
+
     fn w(&self) -> u64 {
         self.window.as_u64().max(1)
     }
@@ -230,7 +236,7 @@ impl super::Specified for ratelab_core::FixedWindow {
         FixedWindow {
             limit: self.0.limit(),
             window: self.0.window(),
-            phase: origin.map(|o| Nanos(o.as_u64() % self.0.window().as_u64().max(1))),
+            phase: Grid::phase_of(origin, self.0.window()),
         }
     }
 }

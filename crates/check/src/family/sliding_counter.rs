@@ -253,7 +253,7 @@ impl super::Specified for ratelab_core::SlidingWindow {
         SlidingCounter {
             limit: self.0.limit(),
             window: self.0.window(),
-            phase: origin.map(|o| Nanos(o.as_u64() % self.0.window().as_u64().max(1))),
+            phase: Grid::phase_of(origin, self.0.window()),
             rounding: Rounding::Up,
             first_hit: false,
         }
