@@ -1,7 +1,25 @@
 //! The explorer: seeds draw the same valid scenarios everywhere, shards split the seeds, and
 //! a bounded campaign finds the naive path's lost updates with no scenario written for them.
 
-use ratelab_lab::explore::{self, Campaign, Sut, verdict::Class};
+use ratelab_lab::explore::{self, Campaign, ExploreReport, Outcome, Sut, verdict::Class};
+use std::sync::OnceLock;
+
+/// A bounded campaign of the correct limiter, seeds 1 to 200: run once, read by every test
+/// that asks what such a campaign finds and reaches.
+fn correct_campaign() -> &'static (ExploreReport, Vec<Outcome>) {
+    static RUN: OnceLock<(ExploreReport, Vec<Outcome>)> = OnceLock::new();
+    RUN.get_or_init(|| {
+        let c = Campaign {
+            sut: Sut::Correct,
+            first: 1,
+            count: 200,
+            shard: (0, 1),
+            threads: 2,
+            budget: explore::verdict::LINEARIZABILITY_BUDGET,
+        };
+        explore::run(&c, &|_, _| {})
+    })
+}
 
 #[test]
 fn a_seed_draws_the_same_valid_scenario_every_time() {
@@ -68,15 +86,7 @@ fn a_bounded_campaign_finds_the_naive_path_and_merges_across_shards() {
 
 #[test]
 fn a_bounded_campaign_finds_nothing_wrong_with_the_correct_limiter() {
-    let c = Campaign {
-        sut: Sut::Correct,
-        first: 1,
-        count: 200,
-        shard: (0, 1),
-        threads: 2,
-        budget: explore::verdict::LINEARIZABILITY_BUDGET,
-    };
-    let (r, _) = explore::run(&c, &|_, _| {});
+    let (r, _) = correct_campaign();
     assert_eq!(r.seeds, 200);
     assert!(
         r.found.is_empty(),
@@ -272,15 +282,7 @@ fn the_planted_table_in_the_docs_is_the_committed_figures() {
 
 #[test]
 fn a_campaign_reports_the_situations_it_reached_and_those_it_did_not() {
-    let c = Campaign {
-        sut: Sut::Correct,
-        first: 1,
-        count: 64,
-        shard: (0, 1),
-        threads: 2,
-        budget: explore::verdict::LINEARIZABILITY_BUDGET,
-    };
-    let (r, outcomes) = explore::run(&c, &|_, _| {});
+    let (r, outcomes) = correct_campaign();
     assert_eq!(
         r.reached.keys().map(String::as_str).collect::<Vec<_>>(),
         {

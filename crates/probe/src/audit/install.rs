@@ -31,31 +31,33 @@ fn npm_installed(dir: &Path, name: &str) -> Option<String> {
     v.get("version")?.as_str().map(str::to_owned)
 }
 
-/// The versions of the PyPI packages `names` that `python3` has, by lower-case name (one
-/// `pip show` for all: each call starts an interpreter).
+/// The versions of the PyPI packages `names` that `python3` has, by lower-case name: one
+/// interpreter reading the installed distributions' metadata for all of them
+/// (`importlib.metadata`, about a tenth of what starting `pip show` costs).
 fn pip_installed(names: &[&str]) -> BTreeMap<String, String> {
+    const SHOW: &str = r"
+import sys, importlib.metadata as m
+for n in sys.argv[1:]:
+    try:
+        print(n + '\t' + m.version(n))
+    except m.PackageNotFoundError:
+        pass
+";
     let mut out = BTreeMap::new();
     if names.is_empty() {
         return out;
     }
     let Ok(shown) = Command::new("python3")
-        .args(["-m", "pip", "show"])
+        .args(["-c", SHOW])
         .args(names)
         .stderr(Stdio::null())
         .output()
     else {
         return out;
     };
-    let text = String::from_utf8_lossy(&shown.stdout);
-    for block in text.split("\n---") {
-        let field = |f: &str| {
-            block
-                .lines()
-                .find_map(|l| l.strip_prefix(f))
-                .map(|v| v.trim().to_owned())
-        };
-        if let (Some(name), Some(version)) = (field("Name:"), field("Version:")) {
-            out.insert(name.to_lowercase().replace('_', "-"), version);
+    for line in String::from_utf8_lossy(&shown.stdout).lines() {
+        if let Some((name, version)) = line.split_once('\t') {
+            out.insert(pip_key(name), version.trim().to_owned());
         }
     }
     out

@@ -516,11 +516,22 @@ fn a_stepped_bucket_passes_as_itself_and_is_no_continuous_bucket() {
     .unwrap();
     let s = Serve::with(&["--limits", limits.to_str().unwrap()]);
     let stepped = "stepped-bucket:capacity=4,refill=2,refill_period_ms=500";
-    let mut args = vec!["http", &s.url, "--key-header", "x-api-key"];
-    args.extend(["--policy-name", "per-key", "--policy", stepped]);
-    args.extend(["--phases", "boundary"]);
-    args.extend(LADDER);
-    let (code, r) = probe(&args);
+    // The two claims probed side by side, on keys of their own.
+    let claimed = |policy: &'static str| {
+        let url = s.url.clone();
+        move || {
+            let mut args = vec!["http", &url, "--key-header", "x-api-key"];
+            args.extend(["--policy-name", "per-key", "--policy", policy]);
+            args.extend(["--phases", "boundary"]);
+            args.extend(LADDER);
+            probe(&args)
+        }
+    };
+    let ((code, r), (continuous_code, continuous)) = std::thread::scope(|scope| {
+        let itself = scope.spawn(claimed(stepped));
+        let continuous = scope.spawn(claimed("token-bucket:4,4"));
+        (itself.join().unwrap(), continuous.join().unwrap())
+    });
     assert!(code == 0 || code == 3, "{r:#}");
     assert_eq!(r["policy"], stepped, "{r:#}");
     assert_eq!(
@@ -531,11 +542,7 @@ fn a_stepped_bucket_passes_as_itself_and_is_no_continuous_bucket() {
     assert_eq!(r["failures"], Value::Array(vec![]), "{r:#}");
     assert!(u(&r, "/linearizable/keys") > 0, "{r:#}");
     assert!(u(&r, "/admitted") > 0 && u(&r, "/denied") > 0, "{r:#}");
-    let mut args = vec!["http", &s.url, "--key-header", "x-api-key"];
-    args.extend(["--policy-name", "per-key", "--policy", "token-bucket:4,4"]);
-    args.extend(["--phases", "boundary"]);
-    args.extend(LADDER);
-    let (code, r) = probe(&args);
+    let (code, r) = (continuous_code, continuous);
     assert_eq!(code, 1, "{r:#}");
     assert!(
         r["failures"].as_array().is_some_and(|f| f
