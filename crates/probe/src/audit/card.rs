@@ -383,7 +383,8 @@ pub fn markdown(cards: &[Card]) -> String {
          checkers against the policy the target is configured with (docs/PROBES.md); then, \
          where the audit started the target's store, the store is frozen, killed and started \
          again empty under paced clients, and the answers are held to the failure mode the \
-         target declares and to recovery after. Each \
+         target declares; once the store has been back for the recovery the recipe declares, \
+         every key must be limited again (its admissions within the policy). Each \
          finding names the command that reproduces it (results differ in detail from run to \
          run: they are real processes on a real machine) and the upstream issue it matches, \
          where one is known. Recipes are in `audits/<name>/`.\n\n",
@@ -444,13 +445,14 @@ settings read from the environment). The recipe says:
   it is configured with (in `ratelab probe --policy`'s grammar), the `deny_status`es, the
   `reset_unit` of `X-RateLimit-Reset` and the `clock_resolution` of its decisions;
 - `failure_mode`: `fail-open`, `fail-closed` or `local-fallback`, as its configuration
-  declares;
+  declares; `recovery`: how long after its store is back it may take to limit again, as its
+  store client's documentation gives it (a reconnect or retry delay; 1 s if absent);
 - `[[known]]`: what a finding of a given check (and containing a given text) is: an
   upstream `issue` it rediscovers, with its `title`, or the target's documented design
   (`by_design`, why); the first that matches a failure line names it;
 - `[[variant]]`: each a target of its own (`NAME/VARIANT`): its `env`, and where they
-  differ, its `policy`, `count`, `store`, `templates`, `clock_resolution` and
-  `failure_mode`; `by_design`
+  differ, its `policy`, `count`, `store`, `templates`, `clock_resolution`,
+  `failure_mode` and `recovery`; `by_design`
   says why a variant fails by design (instances that each count alone).
 
 `ratelab audit NAME` installs, starts, probes and writes the results; `ratelab audit

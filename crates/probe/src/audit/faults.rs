@@ -120,6 +120,9 @@ pub struct Declared {
     pub claim: Claim,
     /// Instances.
     pub instances: u32,
+    /// How long after the store is back it may take to limit again (the recipe's
+    /// `recovery`): the grace is at least this.
+    pub recovery: Duration,
 }
 
 impl Declared {
@@ -196,7 +199,7 @@ pub async fn run(
     tokio::task::block_in_place(|| store.restart())?;
     let back = now();
     steps.push((killed, restarting, Step::Down));
-    tokio::time::sleep(t.grace).await;
+    tokio::time::sleep(t.grace.max(declared.recovery)).await;
     steps.push((back, now(), Step::Grace));
     let judged = now();
     tokio::time::sleep(t.judged).await;
@@ -228,6 +231,8 @@ fn judge(seen: &[Seen], steps: &Steps, declared: Declared) -> FaultReport {
     let mut wrong: Vec<String> = Vec::new();
     // Answers and admissions by (down step, client) for a fallback's bound.
     let mut fallback: BTreeMap<(usize, u32), (u64, u64)> = BTreeMap::new();
+    // Per client after recovery: first send, last answer, admitted.
+    let mut resumed: BTreeMap<u32, (Duration, Duration, u64)> = BTreeMap::new();
     for (client, sent, answered, o) in seen {
         let down_at_send = steps
             .iter()
@@ -247,7 +252,13 @@ fn judge(seen: &[Seen], steps: &Steps, declared: Declared) -> FaultReport {
             None => r.straddling += 1,
             Some(Step::Healthy) => r.healthy.add(o),
             Some(Step::Grace) => {}
-            Some(Step::Judged) => r.recovered.add(o),
+            Some(Step::Judged) => {
+                r.recovered.add(o);
+                let spell = resumed.entry(*client).or_insert((*sent, *answered, 0));
+                spell.0 = spell.0.min(*sent);
+                spell.1 = spell.1.max(*answered);
+                spell.2 += u64::from(*o == Outcome::Allowed);
+            }
             Some(Step::Down) => {
                 r.down.add(o);
                 let key = fallback.entry((within.unwrap_or(0), *client)).or_default();
@@ -326,6 +337,7 @@ fn judge(seen: &[Seen], steps: &Steps, declared: Declared) -> FaultReport {
             r.recovered.failed, r.recovered.requests
         ));
     }
+    limiting_resumed(&mut r, &resumed, declared);
     if r.recovered.requests == 0 {
         r.failures.push(
             "recovery: no request was answered after the store came back (the target never recovered, or answered too slowly to judge)"
@@ -333,6 +345,52 @@ fn judge(seen: &[Seen], steps: &Steps, declared: Declared) -> FaultReport {
         );
     }
     r
+}
+
+/// Limiting resumes once the store is back: from the declared recovery on, a key admits no
+/// more over its clients' spell than the policy allows from any state (its envelope over
+/// the spell's length, send to last answer). A target still failing open, or still on each
+/// instance's own fallback, admits every request of clients paced at four times what all
+/// its instances together may admit.
+fn limiting_resumed(
+    r: &mut FaultReport,
+    resumed: &BTreeMap<u32, (Duration, Duration, u64)>,
+    declared: Declared,
+) {
+    let allowed = |span: Duration| {
+        declared
+            .claim
+            .envelope()
+            .over(u64::try_from(span.as_nanos()).unwrap_or(u64::MAX))
+    };
+    let worst = resumed
+        .iter()
+        .map(|(&client, &(from, until, n))| {
+            (client, from, until, n, allowed(until.saturating_sub(from)))
+        })
+        .max_by_key(|&(.., n, bound)| n.saturating_sub(bound));
+    let Some((client, from, until, n, bound)) = worst else {
+        return;
+    };
+    if n > bound {
+        r.failures.push(format!(
+            "recovery: limiting did not resume: key {client} admitted {n} in the {:?} from {:?} to {:?} into the phase, once the store had been back for the declared {:?}, beyond the {bound} its policy allows over that spell from any state",
+            until.saturating_sub(from),
+            from,
+            until,
+            declared.recovery
+        ));
+    } else if resumed.values().all(|&(from, until, _)| {
+        let sent = r.recovered.requests / resumed.len().max(1) as u64;
+        sent <= allowed(until.saturating_sub(from))
+    }) {
+        // No key sent more than its policy allows: a target still failing open would
+        // have passed too.
+        r.inconclusive.push(format!(
+            "recovery: limiting not exercised: {} requests after recovery, no more a key than its policy allows over the spell",
+            r.recovered.requests
+        ));
+    }
 }
 
 #[cfg(test)]
@@ -352,6 +410,7 @@ mod tests {
                 amount: 10,
                 period: ratelab_core::Nanos(1_000_000_000),
             },
+            recovery: Duration::ZERO,
             instances: 2,
         }
     }
@@ -377,14 +436,60 @@ mod tests {
         assert!(r.failures.is_empty(), "{:?}", r.failures);
         // Six answers, all admitted: within the bound, but no more answers than it, so the
         // bound was not put to the test.
-        assert_eq!(r.inconclusive.len(), 1, "{r:?}");
+        let fallback = |r: &FaultReport| {
+            r.inconclusive
+                .iter()
+                .filter(|i| i.starts_with("local-fallback"))
+                .count()
+        };
+        assert_eq!(fallback(&r), 1, "{r:?}");
         seen.extend((6..9).map(|i| (0, s(i * 10), s(i * 10 + 5), Outcome::Denied)));
         let r = judge(&seen, &steps, declared(FailureMode::LocalFallback));
-        assert!(r.failures.is_empty() && r.inconclusive.is_empty(), "{r:?}");
+        assert!(r.failures.is_empty() && fallback(&r) == 0, "{r:?}");
         // Paced at a quarter of the instances' 20 a second together.
         assert_eq!(
             declared(FailureMode::LocalFallback).every(),
             Duration::from_micros(12_500)
+        );
+    }
+
+    /// Once the store is back past the declared recovery, a key that admits every request
+    /// of clients paced beyond its policy fails; one limited again passes.
+    #[test]
+    fn limiting_must_resume_after_recovery() {
+        let steps: Steps = vec![
+            (s(0), s(100), Step::Down),
+            (s(100), s(200), Step::Grace),
+            (s(200), s(1_200), Step::Judged),
+        ];
+        // A request every 10 ms for a second: 100, where 2 + 10 × 0.992 may be admitted.
+        let judged = |admitted: u64| -> Vec<Seen> {
+            (0..100)
+                .map(|i| {
+                    let at = s(200 + i * 10);
+                    let o = Outcome::of(i < admitted);
+                    (0, at, at + s(2), o)
+                })
+                .collect()
+        };
+        let open = judge(&judged(100), &steps, declared(FailureMode::FailClosed));
+        assert!(
+            open.failures
+                .iter()
+                .any(|f| f.starts_with("recovery: limiting did not resume: key 0 admitted 100")),
+            "{open:?}"
+        );
+        let limited = judge(&judged(11), &steps, declared(FailureMode::FailClosed));
+        assert!(limited.failures.is_empty(), "{limited:?}");
+        assert!(limited.inconclusive.is_empty(), "{limited:?}");
+        // Two requests could not have shown a target still failing open.
+        let few = judge(&judged(100)[..2], &steps, declared(FailureMode::FailClosed));
+        assert!(few.failures.is_empty(), "{few:?}");
+        assert!(
+            few.inconclusive
+                .iter()
+                .any(|i| i.starts_with("recovery: limiting not exercised")),
+            "{few:?}"
         );
     }
 

@@ -158,6 +158,15 @@ impl Target {
         self.variant().store.unwrap_or(self.loaded.recipe.store)
     }
 
+    /// How long after its store is back it may take to limit again, as a recipe writes it.
+    pub fn recovery(&self) -> &str {
+        self.variant()
+            .recovery
+            .as_deref()
+            .or(self.loaded.recipe.recovery.as_deref())
+            .unwrap_or(recipe::DEFAULT_RECOVERY)
+    }
+
     /// How many instances it runs.
     pub fn instances(&self) -> u32 {
         self.variant()
@@ -286,6 +295,11 @@ pub async fn audit(
                     mode: t.failure_mode(),
                     claim,
                     instances: count,
+                    recovery: Duration::from_nanos(
+                        policy::duration(t.recovery())
+                            .map_err(|e| format!("{}: recovery: {e}", t.name()))?
+                            .as_u64(),
+                    ),
                 },
                 &cfg.key_prefix,
                 timing,

@@ -9,6 +9,10 @@ use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+/// How long after its store is back a target may take to limit again, when its recipe
+/// declares nothing: a reconnecting client's first retry, with room for a slow machine.
+pub const DEFAULT_RECOVERY: &str = "1s";
+
 /// One recipe file.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -28,6 +32,11 @@ pub struct Recipe {
     pub probe: ProbeSpec,
     /// What it does when its store fails, as its configuration declares.
     pub failure_mode: FailureMode,
+    /// How long after its store is back it may take to limit again, as its store client's
+    /// documentation gives it (a reconnect or retry delay): `"30s"`, `"500ms"`. Past it,
+    /// every answer is held to the policy again. Absent: [`DEFAULT_RECOVERY`].
+    #[serde(default)]
+    pub recovery: Option<String>,
     /// Upstream issues a finding may rediscover.
     #[serde(default)]
     pub known: Vec<Known>,
@@ -220,6 +229,10 @@ pub struct Variant {
     /// (a limiter configured with a fallback).
     #[serde(default)]
     pub failure_mode: Option<FailureMode>,
+    /// How long after its store is back it may take to limit again, when this variant's
+    /// differs from the recipe's (a client configured with another retry delay).
+    #[serde(default)]
+    pub recovery: Option<String>,
     /// The files written for each instance, when this variant's differ from the recipe's
     /// (a configuration that names peers).
     #[serde(default)]
@@ -302,6 +315,18 @@ pub fn load(dir: &Path) -> Result<Loaded, String> {
     });
     if let Some((path, e)) = refused {
         return Err(fail(&path, e));
+    }
+    let recoveries = std::iter::once(("recovery".to_owned(), recipe.recovery.as_ref())).chain(
+        recipe
+            .variant
+            .iter()
+            .enumerate()
+            .map(|(i, v)| (format!("variant[{i}].recovery"), v.recovery.as_ref())),
+    );
+    for (path, value) in recoveries {
+        if let Some(e) = value.and_then(|v| crate::probe::policy::duration(v).err()) {
+            return Err(fail(&path, e));
+        }
     }
     let mut names = std::collections::BTreeSet::new();
     for (i, v) in recipe.variant.iter().enumerate() {
