@@ -297,53 +297,92 @@ impl Claim {
         if !self.has_spec(initial) {
             return None;
         }
-        let (kind, limit, window) = match *self {
+        Some(self.with_family(CheckKey { ops, budget }))
+    }
+
+    /// Runs `work` with the family the claim names (a window claim's at an unknown phase).
+    pub fn with_family<W: crate::family::WithFamily>(&self, work: W) -> W::Out {
+        use crate::family::{first_hit, fixed_window, sliding_counter, sliding_log};
+        match *self {
+            Claim::TokenBucket { .. } => {
+                let spec = self.spec().expect("a bucket claim has its specification");
+                work.with(&spec)
+            }
+            Claim::Policy(p) => crate::family::with_family(&p, None, work),
             Claim::Window {
                 kind,
                 limit,
                 window,
-            } => (kind, limit, window),
-            Claim::Policy(p) => {
-                return Some(crate::family::with_family(
-                    &p,
-                    None,
-                    CheckKey { ops, budget },
-                ));
-            }
-            Claim::TokenBucket { .. } => return None,
-        };
-        use crate::family::{check_key, first_hit, fixed_window, sliding_counter, sliding_log};
-        Some(match kind {
-            WindowKind::Fixed => check_key(
-                &fixed_window::FixedWindow {
+            } => match kind {
+                WindowKind::Fixed => work.with(&fixed_window::FixedWindow {
                     limit,
                     window,
                     phase: None,
-                },
-                ops,
-                budget,
-            ),
-            WindowKind::FirstHit => {
-                check_key(&first_hit::FirstHitWindow { limit, window }, ops, budget)
-            }
-            WindowKind::SlidingLog => {
-                check_key(&sliding_log::SlidingLog { limit, window }, ops, budget)
-            }
-            WindowKind::SlidingCounter {
-                rounding,
-                first_hit,
-            } => check_key(
-                &sliding_counter::SlidingCounter {
+                }),
+                WindowKind::FirstHit => work.with(&first_hit::FirstHitWindow { limit, window }),
+                WindowKind::SlidingLog => work.with(&sliding_log::SlidingLog { limit, window }),
+                WindowKind::SlidingCounter {
+                    rounding,
+                    first_hit,
+                } => work.with(&sliding_counter::SlidingCounter {
                     limit,
                     window,
                     phase: None,
                     rounding,
                     first_hit,
+                }),
+            },
+        }
+    }
+
+    /// The most of one key's requests, sent at `times` (in order, each of cost 1), the claim
+    /// admits from a key nobody used: its family deciding each at its time, from each state
+    /// a fresh key may start in (a fixed window's phases), the best of those.
+    pub fn most_admitted(&self, times: &[Nanos]) -> u64 {
+        self.with_family(MostAdmitted { times })
+    }
+}
+
+/// [`Claim::most_admitted`] as work for the claim's family.
+struct MostAdmitted<'a> {
+    times: &'a [Nanos],
+}
+
+impl crate::family::WithFamily for MostAdmitted<'_> {
+    type Out = u64;
+
+    fn with<F: crate::family::Family>(self, family: &F) -> u64 {
+        let ops: Vec<Op> = self
+            .times
+            .iter()
+            .enumerate()
+            .map(|(id, &at)| Op {
+                id: id as u64,
+                call: at,
+                ret: Some(at),
+                cost: 1,
+                seen: crate::linearizable::Seen::Allowed {
+                    at,
+                    remaining: None,
                 },
-                ops,
-                budget,
-            ),
-        })
+                stamp: None,
+                precision: crate::linearizable::Precision::EXACT,
+            })
+            .collect();
+        family
+            .fresh(&ops)
+            .into_iter()
+            .map(|mut state| {
+                let mut admitted = 0;
+                for op in &ops {
+                    let (said, next) = family.decide(&state, op.call, 1);
+                    admitted += u64::from(said.allowed);
+                    state = next;
+                }
+                admitted
+            })
+            .max()
+            .unwrap_or(0)
     }
 }
 

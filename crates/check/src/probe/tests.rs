@@ -447,3 +447,32 @@ fn every_window_family_seen_from_outside_is_held_to_its_specification() {
         }
     }
 }
+
+/// What a claim admits of one key's requests at given times, from a key nobody used: a
+/// bucket's burst and refill; a fixed window at whichever phase admits the most; a window
+/// opened by the first request counting both bursts in one window.
+#[test]
+fn most_admitted_decides_each_request_by_the_claims_family() {
+    let ms = |t: u64| Nanos::from_millis(t);
+    let bucket = Claim::TokenBucket {
+        capacity: 2,
+        amount: 1,
+        period: Nanos::from_secs(1),
+    };
+    assert_eq!(bucket.most_admitted(&[ms(0), ms(0), ms(0), ms(1_000)]), 3);
+    let window = |kind| Claim::Window {
+        kind,
+        limit: 10,
+        window: Nanos::from_secs(1),
+    };
+    let two_bursts: Vec<Nanos> = (0..10)
+        .map(|_| ms(990))
+        .chain((0..10).map(|_| ms(1_010)))
+        .collect();
+    assert_eq!(window(WindowKind::Fixed).most_admitted(&two_bursts), 20);
+    assert_eq!(window(WindowKind::FirstHit).most_admitted(&two_bursts), 10);
+    assert_eq!(
+        window(WindowKind::SlidingLog).most_admitted(&two_bursts),
+        10
+    );
+}

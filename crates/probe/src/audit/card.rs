@@ -343,11 +343,13 @@ pub fn save(docs: &Path, card: &Card) -> Result<(), String> {
     std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))
 }
 
-/// Renders `docs/AUDITS.md` from every card under `docs/results/audits/`.
+/// Renders `docs/AUDITS.md` from every card under `docs/results/audits/` and every
+/// campaign under `docs/results/explore/`.
 pub fn render(docs: &Path) -> Result<(), String> {
     let all = read_all(&docs.join("results").join("audits"))?;
+    let explored = super::explore::saved(&docs.join("results").join("explore"))?;
     let md = docs.join("AUDITS.md");
-    std::fs::write(&md, markdown(&all)).map_err(|e| format!("{}: {e}", md.display()))
+    std::fs::write(&md, markdown(&all, &explored)).map_err(|e| format!("{}: {e}", md.display()))
 }
 
 /// Every card under `dir`, in name order.
@@ -368,8 +370,8 @@ pub fn read_all(dir: &Path) -> Result<Vec<Card>, String> {
         .collect()
 }
 
-/// `docs/AUDITS.md`.
-pub fn markdown(cards: &[Card]) -> String {
+/// `docs/AUDITS.md`: the cards, then the exploring audits' campaigns.
+pub fn markdown(cards: &[Card], explored: &[super::explore::Explored]) -> String {
     let mut s = String::new();
     s.push_str(
         "# Audits\n\n\
@@ -419,6 +421,7 @@ pub fn markdown(cards: &[Card]) -> String {
     for c in cards {
         section(&mut s, c);
     }
+    s.push_str(&super::explore::section(explored));
     s.push_str(RECIPES);
     s
 }

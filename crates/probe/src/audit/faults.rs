@@ -83,9 +83,9 @@ pub struct FaultReport {
     pub recovered: Counts,
     /// Answers in flight across a change of the store, not judged.
     pub straddling: u64,
-    /// Requests sent while the store was down and answered only after it was back, having
-    /// waited at least half that spell (a target that holds requests rather than deciding
-    /// them).
+    /// Requests in flight while the store was down (sent then, or already in flight when it
+    /// went down) and answered only after it was back, having waited through at least half
+    /// that spell (a target that holds requests rather than deciding them).
     #[serde(default)]
     pub held: u64,
     /// The longest of those waits, in milliseconds.
@@ -234,13 +234,17 @@ fn judge(seen: &[Seen], steps: &Steps, declared: Declared) -> FaultReport {
     // Per client after recovery: first send, last answer, admitted.
     let mut resumed: BTreeMap<u32, (Duration, Duration, u64)> = BTreeMap::new();
     for (client, sent, answered, o) in seen {
-        let down_at_send = steps
-            .iter()
-            .find(|(from, until, step)| *step == Step::Down && from <= sent && sent < until);
-        if let Some((from, until, _)) = down_at_send
-            && answered > until
-            && answered.saturating_sub(*sent) >= until.saturating_sub(*from) / 2
-        {
+        // Held: in flight across the store's return, having waited through half the spell
+        // or more of it, whether sent while the store was down or already in flight when it
+        // went down (a client waiting on that one sends nothing more until it is answered:
+        // counting only the first kind made the verdict hang on where a client's send fell).
+        let held_through = steps.iter().find(|(from, until, step)| {
+            *step == Step::Down
+                && sent < until
+                && answered > until
+                && until.saturating_sub(*sent.max(from)) >= until.saturating_sub(*from) / 2
+        });
+        if held_through.is_some() {
             r.held += 1;
             let waited = answered.saturating_sub(*sent).as_millis() as u64;
             r.held_longest_ms = r.held_longest_ms.max(waited);
@@ -325,7 +329,7 @@ fn judge(seen: &[Seen], steps: &Steps, declared: Declared) -> FaultReport {
     if r.held > 0 {
         // Decided in no mode: the target waited for the store (in one spell down, or both).
         r.failures.push(format!(
-            "failure-mode: declared {}, but {} requests sent while the store was down got no answer until it was back, the longest after {} ms",
+            "failure-mode: declared {}, but {} requests in flight while the store was down got no answer until it was back, the longest after {} ms",
             mode.name(),
             r.held,
             r.held_longest_ms
@@ -527,10 +531,18 @@ mod tests {
         assert_eq!((r.held, r.held_longest_ms), (2, 140));
         assert_eq!(r.failures.len(), 1, "{:?}", r.failures);
         assert!(
-            r.failures[0].contains("2 requests sent while the store was down got no answer"),
+            r.failures[0].contains("2 requests in flight while the store was down got no answer"),
             "{:?}",
             r.failures
         );
+        // Already in flight when the store went down, and held through it: held as well,
+        // so the verdict does not hang on whether a client's send fell before the freeze.
+        let r = judge(
+            &[(0, s(90), s(230), Outcome::Denied)],
+            &steps,
+            declared(FailureMode::FailClosed),
+        );
+        assert_eq!((r.held, r.held_longest_ms), (1, 140));
         // Refused at once in one spell does not excuse being held in another; a request
         // sent at the spell's end and answered just after it is not held.
         let mut both = held.clone();

@@ -155,6 +155,14 @@ impl Drop for Running {
                 .status()
                 .is_ok_and(|s| s.success())
         };
+        // Every process an instance started, whatever group it moved itself into (a server
+        // that makes itself a session leader leaves its parent's group): killed after the
+        // groups are, if still running.
+        let started: Vec<(u32, u64)> = self
+            .children
+            .iter()
+            .flat_map(|c| descendants(c.id()))
+            .collect();
         for c in &mut self.children {
             group(c, "-CONT");
             let termed = group(c, "-TERM");
@@ -169,8 +177,73 @@ impl Drop for Running {
             c.kill().ok();
             c.wait().ok();
         }
+        for (pid, since) in started {
+            // Only the same process: its pid may have been given to another since.
+            if started_at(pid) != Some(since) {
+                continue;
+            }
+            Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .stderr(Stdio::null())
+                .status()
+                .ok();
+        }
         std::fs::remove_dir_all(&self.dir).ok();
     }
+}
+
+impl Running {
+    /// Copies the instances' logs where they outlive the run (the run's own directory goes
+    /// when it stops), and names them: what a run that could not judge leaves to read.
+    pub fn keep_logs(&self, to: &std::path::Path) -> Vec<PathBuf> {
+        std::fs::create_dir_all(to).ok();
+        self.logs
+            .iter()
+            .filter_map(|log| {
+                let kept = to.join(log.file_name()?);
+                std::fs::copy(log, &kept).ok()?;
+                Some(kept)
+            })
+            .collect()
+    }
+}
+
+/// When process `pid` started (clock ticks after boot), from `/proc`, and its parent.
+fn stat(pid: u32) -> Option<(u32, u64)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The fields after the command name's closing parenthesis: state, parent, … and the
+    // start time, the 20th of them.
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    Some((fields.get(1)?.parse().ok()?, fields.get(19)?.parse().ok()?))
+}
+
+fn started_at(pid: u32) -> Option<u64> {
+    stat(pid).map(|(_, since)| since)
+}
+
+/// The processes descended from `pid` (children, theirs, …), with when each started, read
+/// from `/proc`.
+fn descendants(pid: u32) -> Vec<(u32, u64)> {
+    let all: Vec<(u32, u32, u64)> = std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .filter_map(|e| {
+            let p: u32 = e.ok()?.file_name().to_str()?.parse().ok()?;
+            let (ppid, since) = stat(p)?;
+            Some((p, ppid, since))
+        })
+        .collect();
+    let mut out: Vec<(u32, u64)> = Vec::new();
+    let mut frontier = vec![pid];
+    while let Some(parent) = frontier.pop() {
+        for &(p, pp, since) in &all {
+            if pp == parent && !out.iter().any(|&(o, _)| o == p) {
+                out.push((p, since));
+                frontier.push(p);
+            }
+        }
+    }
+    out
 }
 
 /// Replaces the recipe's placeholders in `s`.

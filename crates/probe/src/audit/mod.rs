@@ -15,7 +15,8 @@
 //!    the policy the recipe says the target is configured with;
 //! 4. for a target whose store it started, the store-fault phase ([`faults`]): the store
 //!    frozen, killed and started again under paced clients, the answers held to the failure
-//!    mode the recipe declares and to recovery after;
+//!    mode the recipe declares, and, once the store has been back for the recovery the recipe
+//!    declares, to the policy again;
 //! 5. stops everything and turns the verdict into a report card and findings ([`card`]),
 //!    each finding with the command that reproduces it and, where a finding matches an
 //!    upstream issue the recipe lists, that issue.
@@ -23,8 +24,14 @@
 //! [`card::save`] writes `docs/results/audits/<name>-<variant>.json`, [`card::render`] renders
 //! `docs/AUDITS.md` from every result there. A new target is a directory with a recipe; the
 //! mechanism knows no target by name.
+//!
+//! [`explore`] (`ratelab audit --explore`) runs seeded schedules against the same started
+//! targets instead of the fixed phases: keys, pacing, bursts, idle gaps, instances and store
+//! faults drawn per seed, every answer judged, each finding repeated (k of n), shrunk, and
+//! written out with a standalone reproducer.
 
 pub mod card;
+pub mod explore;
 pub mod faults;
 pub mod install;
 pub mod instances;
@@ -34,6 +41,8 @@ use crate::probe::fields::ResetReading;
 use crate::probe::http::{HttpSpec, HttpTarget};
 use crate::probe::{self, Phases, ProbeConfig, ProbeRun, Spread, policy};
 use ratelab_check::linearizable::{DEFAULT_BUDGET, Initial};
+use ratelab_check::probe::Claim;
+use ratelab_core::Nanos;
 use recipe::{Loaded, Variant};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -224,18 +233,44 @@ pub struct Audited {
     pub faults: Option<faults::FaultReport>,
 }
 
-/// Audits `t`: installs or checks, starts, probes, stops. `progress` is told the ladder's
-/// requests sent and planned.
-pub async fn audit(
-    t: &Target,
-    s: &Settings,
-    progress: impl Fn(u64, u64) + Send + Sync + 'static,
-) -> Result<Audited, String> {
+/// A target installed (or checked) and started, with what it is held to.
+#[derive(Debug)]
+pub struct Started {
+    /// The versions of what it runs.
+    pub versions: BTreeMap<String, String>,
+    /// The policy it is configured with.
+    pub claim: Claim,
+    /// Its clock resolution.
+    pub clock_resolution: Nanos,
+    /// How long after its store is back it may take to limit again.
+    pub recovery: Nanos,
+    /// Its instances and store, stopped when dropped.
+    pub running: instances::Running,
+    /// How to reach its instances.
+    pub spec: HttpSpec,
+}
+
+impl Started {
+    /// Its declared failure behaviour, for the store-fault phase.
+    pub fn declared(&self, t: &Target) -> faults::Declared {
+        faults::Declared {
+            mode: t.failure_mode(),
+            claim: self.claim,
+            instances: t.instances(),
+            recovery: Duration::from_nanos(self.recovery.as_u64()),
+        }
+    }
+}
+
+/// Installs (with `install`) or checks `t`, reads what its recipe declares, and starts it.
+pub async fn start(t: &Target, install: bool) -> Result<Started, String> {
     let r = &t.loaded.recipe;
-    let versions = install::ensure(&t.loaded, s.install)?;
+    let versions = install::ensure(&t.loaded, install)?;
     let claim = policy::parse(t.policy()).map_err(|e| format!("{}: policy: {e}", t.name()))?;
     let clock_resolution = policy::duration(t.clock_resolution())
         .map_err(|e| format!("{}: clock_resolution: {e}", t.name()))?;
+    let recovery =
+        policy::duration(t.recovery()).map_err(|e| format!("{}: recovery: {e}", t.name()))?;
     let reset = ResetReading::parse(&r.probe.reset_unit)
         .map_err(|e| format!("{}: probe.reset_unit: {e}", t.name()))?;
     let mut env = t.variant().env.clone();
@@ -243,7 +278,7 @@ pub async fn audit(
     // Started on a blocking thread: it waits for ports.
     let (loaded, count, store) = (t.loaded.clone(), t.instances(), t.store());
     let templates = t.templates().to_vec();
-    let mut running = tokio::task::spawn_blocking(move || {
+    let running = tokio::task::spawn_blocking(move || {
         instances::start(&loaded, store, &env, count, &templates)
     })
     .await
@@ -263,8 +298,64 @@ pub async fn audit(
         reset,
         timeout: Duration::from_secs(5),
     };
+    Ok(Started {
+        versions,
+        claim,
+        clock_resolution,
+        recovery,
+        running,
+        spec,
+    })
+}
+
+/// Waits (up to 15 s) until every one of `instances` answers a request, on a key of its own
+/// under `prefix`, with a decision: an instance is ready when it decides, not when its port
+/// accepts (a server whose backend is still starting answers 502).
+pub async fn decided(target: &HttpTarget, instances: u32, prefix: &str) -> Result<(), String> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    for i in 0..instances {
+        loop {
+            let key = format!("{prefix}-ready{i}");
+            match target.send_to(i, &key).await.0 {
+                ratelab_check::probe::Outcome::Failed(why) => {
+                    if tokio::time::Instant::now() > deadline {
+                        return Err(format!(
+                            "instance {i} answered no decision within 15 s (the last answer: {why})"
+                        ));
+                    }
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                _ => break,
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Audits `t`: installs or checks, starts, probes, stops. `progress` is told the ladder's
+/// requests sent and planned.
+pub async fn audit(
+    t: &Target,
+    s: &Settings,
+    progress: impl Fn(u64, u64) + Send + Sync + 'static,
+) -> Result<Audited, String> {
+    let r = &t.loaded.recipe;
+    let started = start(t, s.install).await?;
+    let declared = started.declared(t);
+    let Started {
+        versions,
+        claim,
+        clock_resolution,
+        mut running,
+        spec,
+        ..
+    } = started;
+    let count = t.instances();
     let top = s.ladder.iter().copied().max().unwrap_or(1) as usize;
     let target = HttpTarget::new(&spec, top).map_err(|e| format!("{}: {e}", t.name()))?;
+    decided(&target, count, &probe::fresh_prefix())
+        .await
+        .map_err(|e| format!("{}: could not run: {e}", t.name()))?;
     let partitioned = r.probe.key_header.is_some() || r.probe.url.contains("{key}");
     let cfg = ProbeConfig {
         ladder: s.ladder.clone(),
@@ -288,24 +379,9 @@ pub async fn audit(
     let run = probe::probe(target.clone(), claim, &cfg, progress).await;
     let faults = match (s.faults, running.store.as_mut()) {
         (Some(timing), Some(store)) => Some(
-            faults::run(
-                &target,
-                store,
-                faults::Declared {
-                    mode: t.failure_mode(),
-                    claim,
-                    instances: count,
-                    recovery: Duration::from_nanos(
-                        policy::duration(t.recovery())
-                            .map_err(|e| format!("{}: recovery: {e}", t.name()))?
-                            .as_u64(),
-                    ),
-                },
-                &cfg.key_prefix,
-                timing,
-            )
-            .await
-            .map_err(|e| format!("{}: store-fault phase: {e}", t.name()))?,
+            faults::run(&target, store, declared, &cfg.key_prefix, timing)
+                .await
+                .map_err(|e| format!("{}: store-fault phase: {e}", t.name()))?,
         ),
         _ => None,
     };

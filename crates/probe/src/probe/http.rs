@@ -200,7 +200,15 @@ impl Target for HttpTarget {
     }
 
     async fn send(&self, id: u64, key: &str, _cost: u64) -> (Outcome, Fields) {
-        let resp = match self.request(self.instance(id), key).await {
+        self.send_to(self.instance(id), key).await
+    }
+}
+
+impl HttpTarget {
+    /// One request on `key` to instance `instance` (modulo the instances): its decision, or
+    /// [`Outcome::Failed`], and the fields it carried.
+    pub async fn send_to(&self, instance: u32, key: &str) -> (Outcome, Fields) {
+        let resp = match self.request(instance, key).await {
             Ok(r) => r,
             Err(e) => return (Outcome::Failed(error_chain(&e)), Fields::default()),
         };

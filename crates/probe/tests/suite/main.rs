@@ -2,6 +2,7 @@
 //! bounded audit, the soak, and the graph that keeps the simulator out.
 
 mod audit;
+mod explore;
 mod graph;
 mod probe;
 mod soak;

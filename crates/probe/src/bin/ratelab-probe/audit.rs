@@ -1,6 +1,6 @@
 //! `ratelab audit`: the rate limiters people deploy, from the recipes under `audits/`.
 
-use ratelab_probe::audit::{self, Settings, card};
+use ratelab_probe::audit::{self, Settings, card, explore};
 use ratelab_probe::commands::{EXIT_BAD_INPUT, EXIT_FAILED};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -36,6 +36,30 @@ pub struct AuditArgs {
     /// Install what the targets need, print the versions installed, and exit.
     #[arg(long, conflicts_with = "no_install")]
     install_only: bool,
+    /// Explore each target instead: seeded schedules (keys, pacing, bursts, idle gaps,
+    /// instances, store faults), every answer judged, each finding repeated, shrunk and
+    /// written out with a standalone reproducer (DOCS/results/explore/).
+    #[arg(long, conflicts_with_all = ["render", "install_only", "list"])]
+    explore: bool,
+    /// Exploring: the first seed.
+    #[arg(long, default_value_t = 1, requires = "explore")]
+    first_seed: u64,
+    /// Exploring: seeds per target, at most (1 to 100000).
+    #[arg(long, requires = "explore", value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    seeds: Option<u64>,
+    /// Exploring: runs of a failing schedule (n of "k of n", 1 to 20).
+    #[arg(long, requires = "explore", value_parser = clap::value_parser!(u32).range(1..=20))]
+    repeats: Option<u32>,
+    /// Exploring: seconds per target after which no seed starts (1 to 86400).
+    #[arg(long, requires = "explore", value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    seconds: Option<u64>,
+    /// Exploring: seconds a finding's shrinking may take (0: not shrunk; at most 3600).
+    #[arg(long, requires = "explore", value_parser = clap::value_parser!(u64).range(0..=3_600))]
+    shrink_seconds: Option<u64>,
+    /// Exploring: run the schedule in FILE (a finding's, as the campaign wrote it) REPEATS
+    /// times against the one target named, and say which checks failed in how many runs.
+    #[arg(long, requires = "explore")]
+    replay: Option<PathBuf>,
 }
 
 /// Runs `ratelab audit`: exit 0 when every target ran (findings are its results, not
@@ -82,6 +106,9 @@ pub fn audit_command(a: AuditArgs) -> ExitCode {
             }
         }
         return ExitCode::SUCCESS;
+    }
+    if a.explore {
+        return explore_command(&a, &targets);
     }
     let mut s = if a.bounded {
         Settings::bounded()
@@ -145,6 +172,87 @@ pub fn audit_command(a: AuditArgs) -> ExitCode {
         ExitCode::SUCCESS
     } else {
         eprintln!("not audited: {}", broken.join(", "));
+        ExitCode::from(EXIT_FAILED)
+    }
+}
+
+/// `ratelab audit --explore`: exit 0 when every campaign ran (findings are results), 1 if a
+/// target could not run, 2 on bad input; with `--replay`, exit 1 when a check failed.
+fn explore_command(a: &AuditArgs, targets: &[audit::Target]) -> ExitCode {
+    let mut s = if a.bounded {
+        explore::Settings::bounded()
+    } else {
+        explore::Settings::full()
+    };
+    s.install = !a.no_install;
+    s.first = a.first_seed;
+    s.seeds = a.seeds.unwrap_or(s.seeds);
+    s.repeats = a.repeats.unwrap_or(s.repeats);
+    s.time = a.seconds.map_or(s.time, std::time::Duration::from_secs);
+    s.shrink = a
+        .shrink_seconds
+        .map_or(s.shrink, std::time::Duration::from_secs);
+    if let Some(b) = a.budget {
+        s.budget = b;
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime starts");
+    if let Some(file) = &a.replay {
+        let [t] = targets else {
+            eprintln!(
+                "error: --replay runs one schedule against one target; {} selected",
+                targets.len()
+            );
+            return ExitCode::from(EXIT_BAD_INPUT);
+        };
+        return match rt.block_on(explore::replay(t, &s, file)) {
+            Ok((failed, n)) if failed.is_empty() => {
+                println!("{}: every check held in {n} of {n} runs", t.name());
+                ExitCode::SUCCESS
+            }
+            Ok((failed, n)) => {
+                for (check, k) in failed {
+                    println!("{}: {check} failed in {k} of {n} runs", t.name());
+                }
+                ExitCode::from(EXIT_FAILED)
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::from(EXIT_FAILED)
+            }
+        };
+    }
+    let out = a.docs.join("results/explore");
+    let mut broken = Vec::new();
+    for (i, t) in targets.iter().enumerate() {
+        eprintln!("[{}/{}] {} (exploring)", i + 1, targets.len(), t.name());
+        match rt.block_on(explore::explore(t, &s, &out, |line| eprintln!("  {line}"))) {
+            Ok(e) => {
+                print!("{}", explore::text(&e));
+                if let Err(why) = explore::save(&out, &e) {
+                    eprintln!("error: {why}");
+                    return ExitCode::from(EXIT_FAILED);
+                }
+                if e.could_not_run.is_some() {
+                    broken.push(t.name());
+                }
+            }
+            Err(e) => {
+                eprintln!("{}: could not be explored: {e}", t.name());
+                broken.push(t.name());
+            }
+        }
+    }
+    if let Err(e) = card::render(&a.docs) {
+        eprintln!("error: {e}");
+        return ExitCode::from(EXIT_FAILED);
+    }
+    if broken.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        eprintln!("could not run: {}", broken.join(", "));
         ExitCode::from(EXIT_FAILED)
     }
 }

@@ -1,0 +1,352 @@
+//! Judging one run: every answer held to the claim by the probe's checkers, apart from the
+//! answers a store fault touched, which are classified and held to the failure mode the
+//! target declares.
+//!
+//! A fault's *zone* runs from its start until the declared recovery after its end. A
+//! request whose flight (send to answer) overlaps a zone is classified: already in flight
+//! when the fault began, sent while the store was down or slow, or sent during the
+//! recovery. Its answer is not held to the policy (a fail-open target admits beyond it by
+//! design), but an admission whose whole flight fell while the store was down is a
+//! failure-mode finding for a fail-closed target, and so is, whatever the mode, a request
+//! held through half a spell down or more and answered only once the store was back (a
+//! target that waits for its store decides in no mode at all). Every other request is judged: those
+//! before the first fault from keys nobody used, those after each zone from any state (the
+//! store may have lost what it held, or missed what was admitted while it was down). So a
+//! target that has not limited again by the end of its declared recovery is judged, and
+//! caught, like any over-admission.
+//!
+//! A run whose answers outside the zones are not decisions (5xx, refused, timeouts on a
+//! healthy store) could not run: it judges nothing.
+
+use super::run::{Applied, Ran};
+use crate::audit::recipe::FailureMode;
+use ratelab_check::linearizable::Initial;
+use ratelab_check::probe::{Claim, Judging, Observation, Outcome, ProbeHistory, judge};
+use ratelab_core::Nanos;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// How the answers a fault touched fell.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Classified {
+    /// In flight when a fault began.
+    pub in_flight_at_start: u64,
+    /// Sent while the store was down or slow.
+    pub sent_during: u64,
+    /// Sent after the store was back, within the declared recovery.
+    pub sent_in_recovery: u64,
+    /// Of those sent during a fault, answered only after it ended.
+    pub answered_after: u64,
+}
+
+/// What one run found.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Found {
+    /// Why the run judged nothing, if it could not run.
+    pub could_not_run: Option<String>,
+    /// Failure lines by check (`linearizable`, `envelope`, `failure-mode`, …): the first
+    /// line of each.
+    pub failures: BTreeMap<String, String>,
+    /// Keys no check could decide.
+    pub unknown: usize,
+    /// Requests judged against the policy.
+    pub judged: u64,
+    /// The requests a fault touched.
+    pub classified: Classified,
+}
+
+impl Found {
+    /// Whether a check failed.
+    pub fn failed(&self) -> bool {
+        !self.failures.is_empty()
+    }
+}
+
+/// What a run is held to.
+#[derive(Clone, Copy, Debug)]
+pub struct Holding {
+    /// The claim.
+    pub claim: Claim,
+    /// The limiter's clock resolution.
+    pub clock_resolution: Nanos,
+    /// The linearizability search's budget per key.
+    pub budget: u64,
+    /// The failure mode it declares.
+    pub mode: FailureMode,
+    /// Its declared recovery.
+    pub recovery: Nanos,
+}
+
+/// The share of undecided answers outside the faults past which a run could not run, %.
+const UNDECIDED_PERCENT: u64 = 5;
+
+/// Adds `line` to `check`'s failures (a check's second line follows its first).
+fn add(failures: &mut BTreeMap<String, String>, check: &str, line: String) {
+    failures
+        .entry(check.to_owned())
+        .and_modify(|first| {
+            first.push_str("; ");
+            first.push_str(&line);
+        })
+        .or_insert(line);
+}
+
+/// Judges `ran`.
+pub fn found(ran: &Ran, h: &Holding) -> Found {
+    let mut f = Found::default();
+    let zone = |a: &Applied| {
+        (
+            a.from,
+            Nanos(a.until.as_u64().saturating_add(h.recovery.as_u64())),
+        )
+    };
+    let mut segments: BTreeMap<usize, Vec<Observation>> = BTreeMap::new();
+    let mut undecided: Vec<&Observation> = Vec::new();
+    let mut outside = 0u64;
+    let mut down_admitted: Vec<u64> = Vec::new();
+    let mut held: Vec<u64> = Vec::new();
+    for o in &ran.observations {
+        let touched = ran.faults.iter().find(|a| {
+            let (from, to) = zone(a);
+            o.sent <= to && o.answered >= from
+        });
+        if let Some(a) = touched {
+            let c = &mut f.classified;
+            if o.sent < a.from {
+                c.in_flight_at_start += 1;
+            } else if o.sent <= a.until {
+                c.sent_during += 1;
+                c.answered_after += u64::from(o.answered > a.until);
+            } else {
+                c.sent_in_recovery += 1;
+            }
+            if a.kind.down()
+                && a.from <= o.sent
+                && o.answered <= a.until
+                && o.outcome == Outcome::Allowed
+            {
+                down_admitted.push(o.id);
+            }
+            // Held: in flight across the store's return, having waited through half its
+            // spell down or more (sent then, or already in flight when it went down).
+            let spell = a.until.as_u64().saturating_sub(a.from.as_u64());
+            if a.kind.down()
+                && o.sent < a.until
+                && o.answered > a.until
+                && a.until.as_u64().saturating_sub(o.sent.max(a.from).as_u64()) >= spell / 2
+            {
+                held.push(o.id);
+            }
+            continue;
+        }
+        outside += 1;
+        if matches!(o.outcome, Outcome::Failed(_)) {
+            undecided.push(o);
+        }
+        let segment = ran.faults.iter().filter(|a| zone(a).1 < o.sent).count();
+        let mut o = o.clone();
+        o.key = format!("{}@{segment}", o.key);
+        segments.entry(segment).or_default().push(o);
+    }
+    if let Some(first) = undecided.first()
+        && undecided.len() as u64 * 100 > outside * UNDECIDED_PERCENT
+    {
+        let why = match &first.outcome {
+            Outcome::Failed(why) => why.as_str(),
+            _ => "",
+        };
+        f.could_not_run = Some(format!(
+            "{} of {outside} answers on a healthy store were not decisions (the first, request {}: {why})",
+            undecided.len(),
+            first.id
+        ));
+        return f;
+    }
+    if !held.is_empty() {
+        add(
+            &mut f.failures,
+            "failure-mode",
+            format!(
+                "failure-mode: declared {}, but {} requests in flight while the store was down got no answer until it was back (requests {:?})",
+                h.mode.name(),
+                held.len(),
+                &held[..held.len().min(8)]
+            ),
+        );
+    }
+    if h.mode == FailureMode::FailClosed && !down_admitted.is_empty() {
+        add(
+            &mut f.failures,
+            "failure-mode",
+            format!(
+                "failure-mode: declared fail-closed, but {} requests were admitted while the store was down (requests {:?})",
+                down_admitted.len(),
+                &down_admitted[..down_admitted.len().min(8)]
+            ),
+        );
+    }
+    for (segment, observations) in segments {
+        f.judged += observations.len() as u64;
+        let initial = if segment == 0 {
+            Initial::Full
+        } else {
+            Initial::Unknown
+        };
+        let history = ProbeHistory {
+            observations,
+            retry_probes: Vec::new(),
+        };
+        let verdict = judge(
+            &history,
+            &Judging {
+                claim: h.claim,
+                clock_resolution: h.clock_resolution,
+                initial,
+                budget: h.budget,
+                exact: true,
+            },
+        );
+        f.unknown += verdict.unknown();
+        for line in verdict.failures() {
+            let check = line.split(':').next().unwrap_or("").trim().to_owned();
+            f.failures.entry(check).or_insert(line);
+        }
+    }
+    f
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::schedule::FaultKind;
+    use super::*;
+    use ratelab_check::probe::Fields;
+
+    fn ms(t: u64) -> Nanos {
+        Nanos::from_millis(t)
+    }
+
+    fn seen(id: u64, key: &str, sent: u64, answered: u64, outcome: Outcome) -> Observation {
+        Observation {
+            id,
+            key: key.into(),
+            client: 0,
+            instance: 0,
+            cost: 1,
+            sent: ms(sent),
+            answered: ms(answered),
+            outcome,
+            fields: Fields::default(),
+        }
+    }
+
+    fn holding(mode: FailureMode) -> Holding {
+        Holding {
+            claim: Claim::TokenBucket {
+                capacity: 2,
+                amount: 1,
+                period: Nanos::from_secs(1),
+            },
+            clock_resolution: ms(1),
+            budget: 100_000,
+            mode,
+            recovery: ms(100),
+        }
+    }
+
+    /// A freeze from 1 000 to 1 200 ms, its zone to 1 300 ms.
+    fn freeze() -> Vec<Applied> {
+        vec![Applied {
+            kind: FaultKind::Freeze,
+            from: ms(1_000),
+            until: ms(1_200),
+        }]
+    }
+
+    #[test]
+    fn the_requests_a_fault_touched_are_classified_and_not_held_to_the_policy() {
+        let ran = Ran {
+            observations: vec![
+                seen(0, "a", 0, 5, Outcome::Allowed),
+                seen(1, "a", 990, 1_210, Outcome::Denied),
+                seen(2, "a", 1_050, 1_100, Outcome::Allowed),
+                seen(3, "a", 1_100, 1_250, Outcome::Allowed),
+                seen(4, "a", 1_250, 1_260, Outcome::Allowed),
+                seen(5, "a", 1_400, 1_405, Outcome::Allowed),
+                seen(6, "a", 1_410, 1_415, Outcome::Allowed),
+            ],
+            faults: freeze(),
+        };
+        let open = found(&ran, &holding(FailureMode::FailOpen));
+        assert_eq!(
+            open.classified,
+            Classified {
+                in_flight_at_start: 1,
+                sent_during: 2,
+                sent_in_recovery: 1,
+                answered_after: 1,
+            }
+        );
+        // Judged: the first before the fault (a full bucket), two after its zone from any
+        // state, within the policy. Held through half the freeze or more, whether in flight
+        // when it began or sent during it: requests 1 and 3, whatever the mode.
+        assert_eq!(open.judged, 3);
+        assert_eq!(open.failures.len(), 1, "{open:?}");
+        assert!(
+            open.failures["failure-mode"].contains("declared fail-open, but 2 requests in flight")
+                && open.failures["failure-mode"].contains("[1, 3]"),
+            "{open:?}"
+        );
+        // Fail-closed: the admission whose whole flight fell in the freeze as well.
+        let closed = found(&ran, &holding(FailureMode::FailClosed));
+        let line = &closed.failures["failure-mode"];
+        assert!(
+            line.contains("[1, 3]")
+                && line.contains("admitted while the store was down (requests [2])"),
+            "{closed:?}"
+        );
+    }
+
+    #[test]
+    fn a_target_that_does_not_limit_after_recovery_is_caught() {
+        // Admitting every request of a client sending every 20 ms for 2 s after the zone.
+        let observations = (0..100)
+            .map(|i| {
+                let at = 1_400 + i * 20;
+                seen(i, "a", at, at + 2, Outcome::Allowed)
+            })
+            .collect();
+        let ran = Ran {
+            observations,
+            faults: freeze(),
+        };
+        let f = found(&ran, &holding(FailureMode::FailOpen));
+        assert!(f.failures.contains_key("envelope"), "{f:?}");
+    }
+
+    #[test]
+    fn a_run_whose_answers_are_not_decisions_could_not_run() {
+        let observations = (0..20)
+            .map(|i| {
+                let o = if i % 4 == 0 {
+                    Outcome::Failed("status 502".into())
+                } else {
+                    Outcome::Denied
+                };
+                seen(i, "a", i * 10, i * 10 + 1, o)
+            })
+            .collect();
+        let f = found(
+            &Ran {
+                observations,
+                faults: Vec::new(),
+            },
+            &holding(FailureMode::FailClosed),
+        );
+        let why = f.could_not_run.expect("could not run");
+        assert!(
+            why.contains("5 of 20") && why.contains("status 502"),
+            "{why}"
+        );
+        assert!(f.failures.is_empty() && f.judged == 0);
+    }
+}

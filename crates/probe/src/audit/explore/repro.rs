@@ -1,0 +1,286 @@
+//! A failing schedule as a standalone reproducer: a Python script (standard library only)
+//! that sends the schedule to the target, applies its store faults where it is told how,
+//! checks the answers with its own few lines, and prints what it found — what one attaches
+//! to an upstream report.
+//!
+//! Its checks are two. The *envelope*: admissions on one key between a send and a later
+//! answer may not exceed what the claim admits over that span from any state (sound
+//! whatever the timing). And the *count*: of each key's requests, no more than the claimed
+//! policy admits when each is decided at its planned time, or up to the slack later
+//! (computed here by the family's specification, [`Claim::most_admitted`], and written into
+//! the script as numbers).
+
+use super::schedule::{FaultKind, Schedule};
+use ratelab_check::probe::Claim;
+use ratelab_core::Nanos;
+use ratelab_store::rng::StreamRng;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+/// How late a request may be decided against its planned time, for the count check.
+pub const SLACK_MS: u64 = 20;
+
+/// What the script needs besides the schedule.
+#[derive(Debug)]
+pub struct Script<'a> {
+    /// `NAME/VARIANT`.
+    pub target: &'a str,
+    /// The finding it reproduces (ratelab's line).
+    pub finding: &'a str,
+    /// The claim, as the recipe writes it.
+    pub policy: &'a str,
+    /// The claim.
+    pub claim: Claim,
+    /// The limiter's clock resolution.
+    pub clock_resolution: Nanos,
+    /// The instances' URLs when the finding was made (`{key}` where the key goes).
+    pub urls: &'a [String],
+    /// The header that carries the key, if one does.
+    pub key_header: Option<&'a str>,
+    /// Statuses that mean denied.
+    pub deny: &'a [u16],
+    /// The command that replays the schedule in ratelab.
+    pub replay: &'a str,
+    /// The keys the finding names (every key when it names none).
+    pub keys: &'a [u32],
+}
+
+/// The most the claim admits of each key's requests: decided at their planned times, or
+/// each up to the slack (and the clock resolution) later, the most of a few such timings.
+pub fn most_by_key(
+    schedule: &Schedule,
+    claim: &Claim,
+    clock_resolution: Nanos,
+) -> BTreeMap<u32, u64> {
+    let slack = SLACK_MS * 1_000_000 + clock_resolution.as_u64();
+    let mut out = BTreeMap::new();
+    for key in schedule.keys() {
+        let planned: Vec<u64> = schedule
+            .requests
+            .iter()
+            .filter(|r| r.key == key)
+            .map(|r| r.at_us * 1_000)
+            .collect();
+        let mut rng = StreamRng::new(u64::from(key), 0x0072_6570_726f);
+        let mut most = 0;
+        for pattern in 0..10u64 {
+            let mut times: Vec<Nanos> = planned
+                .iter()
+                .map(|&t| {
+                    let late = match pattern {
+                        0 => 0,
+                        1 => slack,
+                        _ => rng.below(slack + 1),
+                    };
+                    Nanos(t + late)
+                })
+                .collect();
+            times.sort_unstable();
+            most = most.max(claim.most_admitted(&times));
+        }
+        out.insert(key, most);
+    }
+    out
+}
+
+/// The script.
+pub fn script(s: &Script<'_>, schedule: &Schedule) -> String {
+    let most = most_by_key(schedule, &s.claim, s.clock_resolution);
+    let e = s.claim.envelope();
+    let mut out = String::new();
+    let py = |v: &str| format!("{v:?}");
+    let _ = writeln!(out, "#!/usr/bin/env python3");
+    let _ = writeln!(
+        out,
+        "\"\"\"Reproduces a finding of `ratelab audit --explore` on {} (claimed policy {}):\n\n    {}\n",
+        s.target,
+        s.policy,
+        s.finding.replace('\\', "\\\\").replace("\"\"\"", "'''")
+    );
+    let _ = writeln!(
+        out,
+        "Start the target, then: python3 {{this file}} [URL ...] [--store-pid PID] [--restart CMD]\n\
+         [--redis-port PORT], one URL per instance ({{key}} where the key goes in the path), the\n\
+         store's pid to freeze or kill it, the command that starts it again, its Redis port to\n\
+         pause it. Python's standard library only. Exit 1: reproduced; 0: not this time.\n\
+         In ratelab: {}\n\"\"\"",
+        s.replay
+    );
+    out.push_str(
+        "import email.utils, os, shlex, signal, socket, subprocess, sys, threading, time, urllib.error, urllib.request\n\n",
+    );
+    let urls: Vec<String> = s.urls.iter().map(|u| py(u)).collect();
+    let _ = writeln!(out, "URLS = [{}]", urls.join(", "));
+    let _ = writeln!(
+        out,
+        "KEY_HEADER = {}",
+        s.key_header.map_or("None".to_owned(), py)
+    );
+    let deny: Vec<String> = s.deny.iter().map(u16::to_string).collect();
+    let _ = writeln!(out, "DENY = ({},)", deny.join(", "));
+    let _ = writeln!(out, "ALIGN_MS = {}", (schedule.align_us / 1_000).max(1));
+    let _ = writeln!(out, "# (ms after the start, key, instance)");
+    out.push_str("REQUESTS = [\n");
+    for r in &schedule.requests {
+        let _ = writeln!(
+            out,
+            "    ({:.3}, {}, {}),",
+            r.at_us as f64 / 1_000.0,
+            r.key,
+            r.instance
+        );
+    }
+    out.push_str("]\n# (ms after the start, fault, lasting ms)\nFAULTS = [\n");
+    for f in &schedule.faults {
+        let kind = match f.kind {
+            FaultKind::Freeze => "freeze",
+            FaultKind::Restart => "restart",
+            FaultKind::Slow => "slow",
+        };
+        let _ = writeln!(
+            out,
+            "    ({:.3}, {kind:?}, {:.3}),",
+            f.at_us as f64 / 1_000.0,
+            f.for_us as f64 / 1_000.0
+        );
+    }
+    out.push_str("]\n");
+    let _ = writeln!(
+        out,
+        "# The most the claimed policy admits of each key's requests, each decided at its time or\n\
+         # up to {SLACK_MS} ms later (ratelab's specification of {}), for the keys the finding\n\
+         # names.",
+        s.policy
+    );
+    let most: Vec<String> = most
+        .iter()
+        .filter(|(k, _)| s.keys.is_empty() || s.keys.contains(k))
+        .map(|(k, m)| format!("{k}: {m}"))
+        .collect();
+    let _ = writeln!(out, "MOST = {{{}}}", most.join(", "));
+    let _ = writeln!(
+        out,
+        "# From any state, at most BURST + AMOUNT * span / PERIOD_MS admitted in any span (ms).\n\
+         BURST, AMOUNT, PERIOD_MS = {}, {}, {}",
+        e.burst,
+        e.amount,
+        e.period as f64 / 1e6
+    );
+    out.push_str(PY_BODY);
+    out
+}
+
+/// The script's driver and checks.
+const PY_BODY: &str = r#"
+
+def options(argv):
+    urls, opts, i = [], {}, 0
+    while i < len(argv):
+        if argv[i] in ("--store-pid", "--restart", "--redis-port"):
+            opts[argv[i]] = argv[i + 1]
+            i += 2
+        else:
+            urls.append(argv[i])
+            i += 1
+    return urls or URLS, opts
+
+
+def send(url, key):
+    req = urllib.request.Request(url.replace("{key}", key))
+    if KEY_HEADER:
+        req.add_header(KEY_HEADER, key)
+    try:
+        with urllib.request.urlopen(req, timeout=5) as r:
+            return r.status, r.headers.get("Retry-After")
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers.get("Retry-After")
+    except OSError as e:
+        return "no answer: %s" % e, None
+
+
+def retry_after_ok(value):
+    # RFC 9110: delay-seconds (digits) or an HTTP-date.
+    if value is None or value.isdigit():
+        return True
+    try:
+        return email.utils.parsedate_to_datetime(value) is not None
+    except (TypeError, ValueError):
+        return False
+
+
+def fault(kind, ms, opts):
+    pid = int(opts.get("--store-pid", 0))
+    if kind == "freeze" and pid:
+        os.kill(pid, signal.SIGSTOP)
+        time.sleep(ms / 1000)
+        os.kill(pid, signal.SIGCONT)
+    elif kind == "restart" and pid and "--restart" in opts:
+        os.kill(pid, signal.SIGKILL)
+        time.sleep(ms / 1000)
+        subprocess.Popen(shlex.split(opts["--restart"]))
+    elif kind == "slow" and "--redis-port" in opts:
+        with socket.create_connection(("127.0.0.1", int(opts["--redis-port"]))) as s:
+            n = str(int(ms))
+            s.sendall(b"*4\r\n$6\r\nCLIENT\r\n$5\r\nPAUSE\r\n$%d\r\n%s\r\n$3\r\nALL\r\n" % (len(n), n.encode()))
+            s.recv(64)
+        time.sleep(ms / 1000)
+    else:
+        print("skipped: %s for %d ms (say how: --store-pid, --restart, --redis-port)" % (kind, ms))
+
+
+def main():
+    urls, opts = options(sys.argv[1:])
+    prefix = "repro-%d-%d" % (os.getpid(), time.time())
+    now = time.time() * 1000
+    time.sleep((ALIGN_MS - now % ALIGN_MS) / 1000)
+    start = time.monotonic()
+    seen = [None] * len(REQUESTS)
+
+    def request(i, at, key, instance):
+        time.sleep(max(0, start + at / 1000 - time.monotonic()))
+        sent = time.monotonic() - start
+        status, retry_after = send(urls[instance % len(urls)], "%s-k%d" % (prefix, key))
+        seen[i] = (key, sent * 1000, (time.monotonic() - start) * 1000, status, retry_after)
+
+    threads = [threading.Thread(target=request, args=(i,) + r) for i, r in enumerate(REQUESTS)]
+    for t in threads:
+        t.start()
+    for at, kind, ms in FAULTS:
+        time.sleep(max(0, start + at / 1000 - time.monotonic()))
+        fault(kind, ms, opts)
+    for t in threads:
+        t.join()
+    found = False
+    for s in seen:
+        if s and not retry_after_ok(s[4]):
+            found = True
+            print("key %d: Retry-After %r is neither delay-seconds nor an HTTP-date" % (s[0], s[4]))
+            break
+    for key in sorted(MOST):
+        mine = [s for s in seen if s and s[0] == key]
+        admitted = [s for s in mine if isinstance(s[3], int) and 200 <= s[3] < 400 and s[3] not in DENY]
+        denied = sum(1 for s in mine if s[3] in DENY)
+        print("key %d: %d requests, %d admitted, %d denied, %d without a decision" % (key, len(mine), len(admitted), denied, len(mine) - len(admitted) - denied))
+        if len(admitted) > MOST[key]:
+            found = True
+            print("  count: %d admitted, where the policy admits at most %d of these requests" % (len(admitted), MOST[key]))
+        admitted.sort(key=lambda s: s[1])
+        for i in range(len(admitted)):
+            last = 0
+            for j in range(i, len(admitted)):
+                last = max(last, admitted[j][2])
+                span = last - admitted[i][1]
+                if j - i + 1 > BURST + AMOUNT * span / PERIOD_MS:
+                    found = True
+                    print("  envelope: %d admitted within %.1f ms (sent at %.1f ms on), where at most %d may be" % (j - i + 1, span, admitted[i][1], BURST + AMOUNT * span / PERIOD_MS))
+                    break
+            else:
+                continue
+            break
+    print("reproduced" if found else "not reproduced this time")
+    sys.exit(1 if found else 0)
+
+
+if __name__ == "__main__":
+    main()
+"#;
