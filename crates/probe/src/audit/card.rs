@@ -15,13 +15,19 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
 
-/// An upstream issue a finding matches.
+/// An upstream item a finding matches.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Upstream {
     /// `owner/repo#N`.
     pub issue: String,
-    /// What it says.
+    /// Its title.
     pub title: String,
+    /// `issue` or `pull request`.
+    #[serde(default)]
+    pub kind: String,
+    /// The sentence of it that matches the finding.
+    #[serde(default)]
+    pub matches: String,
 }
 
 /// One check's failures on one target.
@@ -38,6 +44,18 @@ pub struct Finding {
     /// Why the variant fails by design, if the recipe says it does.
     #[serde(default)]
     pub by_design: Option<String>,
+    /// What causes it, as the recipe names it (`the limiter's logic`, `its store client's
+    /// configuration`, `a documented design or limitation`, `the server it runs in`, `the
+    /// audit's glue`); absent when the recipe names none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cause: Option<String>,
+    /// What causes it, in a line, where no upstream item is cited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// The tracker searches behind "not known upstream", for a finding nothing known
+    /// matches.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub searched: Vec<super::recipe::Searched>,
 }
 
 /// One ladder step as the card shows it.
@@ -60,7 +78,7 @@ pub struct Card {
     pub description: String,
     /// Where the target comes from.
     pub upstream: String,
-    /// Versions installed (`npm:NAME`, `pypi:NAME`, `program:NAME`).
+    /// Versions installed (`npm:NAME`, `pypi:NAME`, `crate:NAME`, `program:NAME`, `deb:NAME`).
     pub versions: BTreeMap<String, String>,
     /// The store its instances share.
     pub store: String,
@@ -156,54 +174,125 @@ pub fn findings(a: &Audited) -> Vec<Finding> {
         .collect();
     let faults = a.faults.iter().flat_map(|f| f.failures.iter().cloned());
     let lines = a.run.verdict.failures().into_iter().chain(faults);
-    group(lines, &known, a.target.variant().by_design.as_deref())
+    group(
+        lines,
+        &known,
+        a.target.variant().by_design.as_deref(),
+        &a.target.loaded.recipe.searched,
+    )
 }
 
-/// [`findings`] from the failure lines, the known issues that apply and the variant's
-/// reason for failing by design.
+/// [`findings`] from the failure lines, the known issues that apply, the variant's reason
+/// for failing by design and the tracker searches the recipe records.
 fn group(
     lines: impl Iterator<Item = String>,
     known: &[&Known],
     by_design: Option<&str>,
+    searched: &[super::recipe::Searched],
 ) -> Vec<Finding> {
     // (check, index of the known issue or none) → lines, in the order reported.
     let mut groups: BTreeMap<(String, Option<usize>), Vec<String>> = BTreeMap::new();
     for line in lines {
         let check = check_of(&line).to_owned();
-        let matched = known.iter().position(|k| {
-            k.check == check
-                && k.contains
-                    .as_ref()
-                    .is_none_or(|c| line.contains(c.as_str()))
-        });
-        groups.entry((check, matched)).or_default().push(line);
+        groups
+            .entry((check, matched(known, &line)))
+            .or_default()
+            .push(line);
     }
     groups
         .into_iter()
         .map(|((check, matched), lines)| {
-            let k = matched.map(|i| known[i]);
-            let upstream = k.and_then(|k| {
-                Some(Upstream {
-                    issue: k.issue.clone()?,
-                    title: k.title.clone()?,
-                })
-            });
-            // The variant's reason covers what its deployment does to the policy's checks,
-            // not how the target behaves when its store fails.
-            let deployment = by_design.filter(|_| !super::faults::CHECKS.contains(&check.as_str()));
-            let reason = match k {
-                Some(k) => k.by_design.clone(),
-                None => deployment.map(str::to_owned),
-            };
-            Finding {
+            let mut f = Finding {
                 check,
                 count: lines.len(),
                 witness: lines[0].clone(),
-                by_design: reason.filter(|_| upstream.is_none()),
-                upstream,
-            }
+                upstream: None,
+                by_design: None,
+                cause: None,
+                note: None,
+                searched: Vec::new(),
+            };
+            explain(&mut f, matched.map(|i| known[i]), by_design, searched);
+            f
         })
         .collect()
+}
+
+/// The first of `known` that names `line`'s check (and whose text it contains, where one is
+/// given).
+fn matched(known: &[&Known], line: &str) -> Option<usize> {
+    let check = check_of(line);
+    known.iter().position(|k| {
+        k.check == check
+            && k.contains
+                .as_ref()
+                .is_none_or(|c| line.contains(c.as_str()))
+    })
+}
+
+/// Writes into `f` what causes it: `k`, the known item it matched, or else the variant's
+/// reason for failing by design, or else the searches behind "not known upstream".
+fn explain(
+    f: &mut Finding,
+    k: Option<&Known>,
+    by_design: Option<&str>,
+    searched: &[super::recipe::Searched],
+) {
+    f.upstream = k.and_then(|k| {
+        Some(Upstream {
+            issue: k.issue.clone()?,
+            title: k.title.clone()?,
+            kind: k.kind.map(|x| x.name().to_owned()).unwrap_or_default(),
+            matches: k.matches.clone().unwrap_or_default(),
+        })
+    });
+    // The variant's reason covers what its deployment does to the policy's checks, not how
+    // the target behaves when its store fails.
+    let deployment = by_design.filter(|_| !super::faults::CHECKS.contains(&f.check.as_str()));
+    f.by_design = match k {
+        Some(k) => k.by_design.clone(),
+        None => deployment.map(str::to_owned),
+    };
+    f.note = k.and_then(|k| k.note.clone());
+    f.cause = match k {
+        Some(k) => Some(k.cause().name().to_owned()),
+        None => deployment.map(|_| super::recipe::Cause::Design.name().to_owned()),
+    };
+    f.searched = if k.is_none() && deployment.is_none() {
+        searched.to_vec()
+    } else {
+        Vec::new()
+    };
+}
+
+/// Names again the causes of every card's findings from the recipes under `recipes` (a
+/// card whose recipe is gone is left as it is): a corrected recipe corrects the cards
+/// without probing again.
+pub fn refresh(cards: &mut [Card], recipes: &Path) -> Result<(), String> {
+    for c in cards {
+        let Some((name, variant)) = c.target.split_once('/') else {
+            continue;
+        };
+        let dir = recipes.join(name);
+        if !dir.join("recipe.toml").exists() {
+            continue;
+        }
+        let loaded = super::recipe::load(&dir)?;
+        let Some(v) = loaded.recipe.variant.iter().find(|v| v.name == variant) else {
+            continue;
+        };
+        let known: Vec<&Known> = loaded
+            .recipe
+            .known
+            .iter()
+            .filter(|k| k.variants.is_empty() || k.variants.contains(&v.name))
+            .collect();
+        for f in &mut c.findings {
+            let k = matched(&known, &f.witness).map(|i| known[i]);
+            explain(f, k, v.by_design.as_deref(), &loaded.recipe.searched);
+        }
+    }
+    Ok(())
 }
 
 /// `pass`, `fail` or `unknown`: the probe's conclusion, failed also by a failure of the
@@ -319,13 +408,45 @@ pub fn text(c: &Card) -> String {
     s
 }
 
-/// Where a finding comes from: the upstream issue it rediscovers, the deployment's design,
-/// or nothing known.
+/// Where a finding comes from: what causes it, and the upstream item it rediscovers, the
+/// deployment's design, what the recipe says does it, or the searches that found nothing.
 fn provenance(f: &Finding) -> String {
-    match (&f.upstream, &f.by_design) {
-        (Some(u), _) => format!("rediscovers {}: {}", u.issue, u.title),
-        (None, Some(why)) => format!("by design: {why}"),
-        (None, None) => "not known upstream".to_owned(),
+    let cause = f.cause.as_deref().unwrap_or("cause not named");
+    match (&f.upstream, &f.by_design, &f.note) {
+        (Some(u), _, note) if !u.matches.is_empty() => format!(
+            "{cause}; rediscovers {} {} ({}): \"{}\"{}",
+            if u.kind.is_empty() { "item" } else { &u.kind },
+            u.issue,
+            u.title,
+            u.matches,
+            note.as_ref().map(|n| format!(" ({n})")).unwrap_or_default()
+        ),
+        (Some(u), ..) => format!("{cause}; rediscovers {}: {}", u.issue, u.title),
+        (None, Some(why), _) => format!("{cause}: {why}"),
+        (None, None, Some(note)) => format!("{cause}: {note}"),
+        (None, None, None) if !f.searched.is_empty() => {
+            let searches: Vec<String> = f
+                .searched
+                .iter()
+                .map(|s| format!("{} for \"{}\" on {}", s.tracker, s.query, s.on))
+                .collect();
+            format!("not known upstream (searched {})", searches.join("; "))
+        }
+        (None, None, None) => "not known upstream (no tracker search recorded)".to_owned(),
+    }
+}
+
+/// A finding as the summary table names it: its check and where it comes from, in brief.
+fn brief(f: &Finding) -> String {
+    match (&f.upstream, &f.by_design, &f.note) {
+        (Some(u), ..) => format!("{} ({})", f.check, u.issue),
+        (None, Some(_), _) => format!("{} (by design)", f.check),
+        (None, None, Some(_)) => format!(
+            "{} ({})",
+            f.check,
+            f.cause.as_deref().unwrap_or("cause not named")
+        ),
+        (None, None, None) => format!("{} (not known upstream)", f.check),
     }
 }
 
@@ -345,8 +466,16 @@ pub fn save(docs: &Path, card: &Card) -> Result<(), String> {
 
 /// Renders `docs/AUDITS.md` from every card under `docs/results/audits/` and every
 /// campaign under `docs/results/explore/`.
-pub fn render(docs: &Path) -> Result<(), String> {
-    let all = read_all(&docs.join("results").join("audits"))?;
+///
+/// The causes of each card's findings are named again from the recipes under `recipes`
+/// first ([`refresh`]), and the cards written back with them.
+pub fn render(docs: &Path, recipes: &Path) -> Result<(), String> {
+    let dir = docs.join("results").join("audits");
+    let mut all = read_all(&dir)?;
+    refresh(&mut all, recipes)?;
+    for c in &all {
+        save(docs, c)?;
+    }
     let explored = super::explore::saved(&docs.join("results").join("explore"))?;
     let md = docs.join("AUDITS.md");
     std::fs::write(&md, markdown(&all, &explored)).map_err(|e| format!("{}: {e}", md.display()))
@@ -393,15 +522,7 @@ pub fn markdown(cards: &[Card], explored: &[super::explore::Explored]) -> String
     );
     s.push_str("| target | policy | instances | store | verdict | findings |\n|---|---|---:|---|---|---|\n");
     for c in cards {
-        let findings: Vec<String> = c
-            .findings
-            .iter()
-            .map(|f| match (&f.upstream, &f.by_design) {
-                (Some(u), _) => format!("{} ({})", f.check, u.issue),
-                (None, Some(_)) => format!("{} (by design)", f.check),
-                (None, None) => format!("{} (not known upstream)", f.check),
-            })
-            .collect();
+        let findings: Vec<String> = c.findings.iter().map(brief).collect();
         let _ = writeln!(
             s,
             "| [`{}`](#{}) | `{}` | {} | {} | {} | {} |",
@@ -601,8 +722,12 @@ mod tests {
         Known {
             check: check.into(),
             contains: contains.map(Into::into),
+            cause: Some(crate::audit::recipe::Cause::Logic),
             issue: Some(issue.into()),
+            kind: Some(crate::audit::recipe::ItemKind::Issue),
             title: Some(format!("{issue}'s title")),
+            matches: Some(format!("{issue}'s sentence")),
+            note: None,
             by_design: None,
             variants: Vec::new(),
         }
@@ -621,15 +746,24 @@ mod tests {
         let phantom = known("linearizable", Some("the spec admits it"), "o/r#1");
         let any_field = known("fields", None, "o/r#2");
         let documented = Known {
+            cause: None,
             issue: None,
+            kind: None,
             title: None,
+            matches: None,
             by_design: Some("it waits for its store".into()),
             ..known("failure-mode", None, "")
         };
+        let searched = [crate::audit::recipe::Searched {
+            tracker: "https://example.org/issues".into(),
+            query: "no decision".into(),
+            on: "2026-12-06".into(),
+        }];
         let f = group(
             lines.iter().map(|l| (*l).to_owned()),
             &[&phantom, &any_field, &documented],
             Some("two instances"),
+            &searched,
         );
         let summary: Vec<(&str, usize, Option<&str>, bool, &str)> = f
             .iter()
@@ -657,6 +791,25 @@ mod tests {
         // checks.
         assert_eq!(f[0].by_design.as_deref(), Some("it waits for its store"));
         assert_eq!(f[2].by_design.as_deref(), Some("two instances"));
+        // Each names its cause; what nothing known explains says where it was searched for.
+        assert_eq!(
+            f[3].cause.as_deref(),
+            Some(crate::audit::recipe::Cause::Logic.name())
+        );
+        assert!(
+            provenance(&f[3])
+                .contains("rediscovers issue o/r#1 (o/r#1's title): \"o/r#1's sentence\"")
+        );
+        assert_eq!(
+            f[0].cause.as_deref(),
+            Some("a documented design or limitation")
+        );
+        assert_eq!(f[4].cause, None);
+        assert_eq!(
+            provenance(&f[4]),
+            "not known upstream (searched https://example.org/issues for \"no decision\" on 2026-12-06)"
+        );
+        assert!(f[1].searched.is_empty() && f[2].searched.is_empty());
     }
 
     #[test]

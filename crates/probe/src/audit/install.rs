@@ -207,6 +207,9 @@ pub fn ensure(r: &Loaded, install: bool) -> Result<BTreeMap<String, String>, Str
             versions.insert(format!("program:{p}"), v);
         }
     }
+    for (package, v) in debian_versions(&i.apt) {
+        versions.insert(format!("deb:{package}"), v);
+    }
     Ok(versions)
 }
 
@@ -274,6 +277,34 @@ fn locked_version(lock: &str, name: &str) -> Option<String> {
 }
 
 /// The first line a program prints for `-v`/`--version`, as its version.
+/// The installed versions of the Debian packages `packages`, as dpkg records them (none
+/// where dpkg is not there, or a package is not installed).
+fn debian_versions(packages: &[String]) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    if packages.is_empty() {
+        return out;
+    }
+    let Ok(shown) = Command::new("dpkg-query")
+        .args(["-W", "-f=${Package}\t${Status}\t${Version}\n"])
+        .args(packages)
+        .stderr(Stdio::null())
+        .output()
+    else {
+        return out;
+    };
+    for line in String::from_utf8_lossy(&shown.stdout).lines() {
+        let mut fields = line.split('\t');
+        if let (Some(package), Some(status), Some(version)) =
+            (fields.next(), fields.next(), fields.next())
+            && status.ends_with(" installed")
+            && !version.is_empty()
+        {
+            out.insert(package.to_owned(), version.to_owned());
+        }
+    }
+    out
+}
+
 fn program_version(program: &str) -> Option<String> {
     for flag in ["--version", "-v", "-V"] {
         if let Ok(out) = Command::new(program)

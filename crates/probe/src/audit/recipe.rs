@@ -5,7 +5,7 @@
 //! target of its own (`NAME/VARIANT`): the same glue app configured another way.
 
 use ratelab_core::located::{Located, line_column};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -37,9 +37,12 @@ pub struct Recipe {
     /// every answer is held to the policy again. Absent: [`DEFAULT_RECOVERY`].
     #[serde(default)]
     pub recovery: Option<String>,
-    /// Upstream issues a finding may rediscover.
+    /// Upstream issues a finding may rediscover, and the causes of findings.
     #[serde(default)]
     pub known: Vec<Known>,
+    /// The searches of its tracker behind a finding marked "not known upstream".
+    #[serde(default)]
+    pub searched: Vec<Searched>,
     /// The targets this recipe makes: one per variant (at least one).
     pub variant: Vec<Variant>,
 }
@@ -181,8 +184,59 @@ pub fn checks() -> Vec<&'static str> {
         .collect()
 }
 
-/// What a finding of `check` is known to be: an upstream issue (`issue` and `title`), or
-/// the target's documented design (`by_design`, why).
+/// What causes a finding, named fairly: one class each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Cause {
+    /// The limiter's own logic.
+    Logic,
+    /// How its store client is configured (a default, or what its docs recommend).
+    ClientConfig,
+    /// A design or limitation its documentation states.
+    Design,
+    /// The server it runs in (a built-in response, say), not the limiter.
+    Server,
+    /// The audit's own glue app.
+    Glue,
+}
+
+impl Cause {
+    /// As recipes and cards write it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Cause::Logic => "the limiter's logic",
+            Cause::ClientConfig => "its store client's configuration",
+            Cause::Design => "a documented design or limitation",
+            Cause::Server => "the server it runs in",
+            Cause::Glue => "the audit's glue",
+        }
+    }
+}
+
+/// Whether an upstream item is an issue or a pull request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ItemKind {
+    /// An issue.
+    Issue,
+    /// A pull request.
+    PullRequest,
+}
+
+impl ItemKind {
+    /// As cards write it.
+    pub fn name(self) -> &'static str {
+        match self {
+            ItemKind::Issue => "issue",
+            ItemKind::PullRequest => "pull request",
+        }
+    }
+}
+
+/// What a finding of `check` is known to be, and what causes it: an upstream item (`issue`,
+/// its `kind`, `title` and the sentence that `matches`), the target's documented design
+/// (`by_design`, why), or a `note` saying what does it (a store client without a command
+/// timeout, a server's built-in response).
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Known {
@@ -191,18 +245,51 @@ pub struct Known {
     /// Text the finding must contain, if the check alone does not identify it.
     #[serde(default)]
     pub contains: Option<String>,
-    /// The issue (`owner/repo#N`).
+    /// What causes it (`design` when `by_design` is given).
+    #[serde(default)]
+    pub cause: Option<Cause>,
+    /// The upstream item (`owner/repo#N`).
     #[serde(default)]
     pub issue: Option<String>,
-    /// What it says, in a line.
+    /// Whether it is an issue or a pull request.
+    #[serde(default)]
+    pub kind: Option<ItemKind>,
+    /// Its title, as upstream wrote it.
     #[serde(default)]
     pub title: Option<String>,
+    /// The sentence of it that matches the finding, quoted.
+    #[serde(default)]
+    pub matches: Option<String>,
+    /// What causes it, in a line: where no upstream item is cited, or what the item leaves
+    /// unsaid.
+    #[serde(default)]
+    pub note: Option<String>,
     /// Why the target does this by design, for a finding no issue is about.
     #[serde(default)]
     pub by_design: Option<String>,
     /// The variants it applies to (default: all).
     #[serde(default)]
     pub variants: Vec<String>,
+}
+
+impl Known {
+    /// Its cause: as written, or a documented design for `by_design`.
+    pub fn cause(&self) -> Cause {
+        self.cause.unwrap_or(Cause::Design)
+    }
+}
+
+/// A search of a target's tracker for a finding's behaviour: what a card records before
+/// it says "not known upstream".
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Searched {
+    /// The tracker (its issues page).
+    pub tracker: String,
+    /// What was searched for.
+    pub query: String,
+    /// When (`YYYY-MM-DD`).
+    pub on: String,
 }
 
 /// One configuration of the glue app: a target of its own.
@@ -356,12 +443,30 @@ pub fn load(dir: &Path) -> Result<Loaded, String> {
                 format!("{:?}: expected one of {}", k.check, known_checks.join(", ")),
             ));
         }
-        if (k.issue.is_some() && k.title.is_some()) == k.by_design.is_some()
-            || k.issue.is_some() != k.title.is_some()
+        let cited = [k.kind.is_some(), k.title.is_some(), k.matches.is_some()];
+        let explained = [k.by_design.is_some(), k.note.is_some()];
+        if k.issue.is_some() != cited.iter().all(|&c| c)
+            || cited.iter().any(|&c| c) != k.issue.is_some()
+            || (k.issue.is_some() && k.by_design.is_some())
+            || (k.issue.is_none() && explained.iter().filter(|&&e| e).count() != 1)
         {
             return Err(fail(
                 &format!("known[{i}]"),
-                "give an upstream `issue` with its `title`, or `by_design`, not both".into(),
+                "give an upstream `issue` with its `kind`, `title` and the sentence it `matches` \
+                 (and a `note`, if need be); or `by_design`; or a `note` saying what causes it"
+                    .into(),
+            ));
+        }
+        if k.cause.is_none() && k.by_design.is_none() {
+            return Err(fail(
+                &format!("known[{i}].cause"),
+                "name what causes it: logic, client-config, design, server or glue".into(),
+            ));
+        }
+        if k.by_design.is_some() && k.cause.is_some_and(|c| c != Cause::Design) {
+            return Err(fail(
+                &format!("known[{i}].cause"),
+                "`by_design` is a documented design: its cause is `design`".into(),
             ));
         }
         if let Some(v) = k.variants.iter().find(|v| !names.contains(v.as_str())) {
@@ -556,8 +661,20 @@ POLICY
         assert!(
             loaded("title", &text)
                 .unwrap_err()
-                .contains("with its `title`")
+                .contains("with its `kind`, `title` and the sentence it `matches`")
         );
+        // A cited item, its cause named: loads. Without a cause: refused, at its path.
+        let cited = "[[known]]\ncheck = \"fields\"\nissue = \"o/r#1\"\nkind = \"pull-request\"\n\
+                     title = \"t\"\nmatches = \"m\"\n";
+        let with_cause = format!("{bare}\n{cited}cause = \"logic\"\n");
+        assert!(loaded("cited", &with_cause).is_ok());
+        let e = loaded("uncaused", &format!("{bare}\n{cited}")).unwrap_err();
+        assert!(e.contains("known[0].cause"), "{e}");
+        // A note and a design at once: refused.
+        let both = format!(
+            "{bare}\n[[known]]\ncheck = \"fields\"\ncause = \"server\"\nnote = \"n\"\nby_design = \"d\"\n"
+        );
+        assert!(loaded("both", &both).is_err());
         let text = GOOD.replace("POLICY", "colour = 1");
         let line = 1 + text.lines().position(|l| l.contains("colour")).unwrap();
         let e = loaded("unknown", &text).unwrap_err();

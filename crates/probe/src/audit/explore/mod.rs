@@ -457,6 +457,9 @@ pub async fn replay(
             e.column()
         )
     })?;
+    schedule
+        .check()
+        .map_err(|e| format!("{}: {e}", file.display()))?;
     let mut started = super::start(t, s.install).await?;
     let target = HttpTarget::new(&started.spec, 256).map_err(|e| format!("{}: {e}", t.name()))?;
     super::decided(&target, t.instances(), &fresh_prefix())

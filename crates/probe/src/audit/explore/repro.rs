@@ -3,7 +3,9 @@
 //! checks the answers with its own few lines, and prints what it found — what one attaches
 //! to an upstream report.
 //!
-//! Its checks are two. The *envelope*: admissions on one key between a send and a later
+//! Its checks are four. A `Retry-After` that is neither delay-seconds nor an HTTP-date. A
+//! request *held*: in flight when a store fault the script applied ended, having waited
+//! through half of it or more. The *envelope*: admissions on one key between a send and a later
 //! answer may not exceed what the claim admits over that span from any state (sound
 //! whatever the timing). And the *count*: of each key's requests, no more than the claimed
 //! policy admits when each is decided at its planned time, or up to the slack later
@@ -214,18 +216,21 @@ def fault(kind, ms, opts):
         os.kill(pid, signal.SIGSTOP)
         time.sleep(ms / 1000)
         os.kill(pid, signal.SIGCONT)
-    elif kind == "restart" and pid and "--restart" in opts:
+        return True
+    if kind == "restart" and pid and "--restart" in opts:
         os.kill(pid, signal.SIGKILL)
         time.sleep(ms / 1000)
         subprocess.Popen(shlex.split(opts["--restart"]))
-    elif kind == "slow" and "--redis-port" in opts:
+        return True
+    if kind == "slow" and "--redis-port" in opts:
         with socket.create_connection(("127.0.0.1", int(opts["--redis-port"]))) as s:
             n = str(int(ms))
             s.sendall(b"*4\r\n$6\r\nCLIENT\r\n$5\r\nPAUSE\r\n$%d\r\n%s\r\n$3\r\nALL\r\n" % (len(n), n.encode()))
             s.recv(64)
         time.sleep(ms / 1000)
-    else:
-        print("skipped: %s for %d ms (say how: --store-pid, --restart, --redis-port)" % (kind, ms))
+        return True
+    print("skipped: %s for %d ms (say how: --store-pid, --restart, --redis-port)" % (kind, ms))
+    return False
 
 
 def main():
@@ -245,12 +250,21 @@ def main():
     threads = [threading.Thread(target=request, args=(i,) + r) for i, r in enumerate(REQUESTS)]
     for t in threads:
         t.start()
+    applied = []
     for at, kind, ms in FAULTS:
         time.sleep(max(0, start + at / 1000 - time.monotonic()))
-        fault(kind, ms, opts)
+        began = (time.monotonic() - start) * 1000
+        if fault(kind, ms, opts) and kind != "slow":
+            applied.append((began, (time.monotonic() - start) * 1000))
     for t in threads:
         t.join()
     found = False
+    # Held: in flight across the store's return, having waited through half its spell down.
+    for began, ended in applied:
+        held = [s for s in seen if s and s[1] < ended < s[2] and ended - max(s[1], began) >= (ended - began) / 2]
+        if held:
+            found = True
+            print("held: %d requests got no answer until the store was back, %.0f ms after it went down" % (len(held), ended - began))
     for s in seen:
         if s and not retry_after_ok(s[4]):
             found = True

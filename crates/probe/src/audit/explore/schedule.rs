@@ -19,6 +19,7 @@ const STREAM: u64 = 0x7265_616c_2d65_7870;
 
 /// One request of a schedule.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Planned {
     /// When it is sent, µs after the start.
     pub at_us: u64,
@@ -49,6 +50,7 @@ impl FaultKind {
 
 /// One fault of a schedule.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct PlannedFault {
     /// When it begins, µs after the start.
     pub at_us: u64,
@@ -60,6 +62,7 @@ pub struct PlannedFault {
 
 /// One seed's schedule.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Schedule {
     /// The seed it was drawn from.
     pub seed: u64,
@@ -211,7 +214,54 @@ pub fn draw(seed: u64, shape: &Shape) -> Schedule {
     }
 }
 
+/// The longest a schedule read from a file may run, µs: an hour.
+const LONGEST_US: u64 = 3_600_000_000;
+
+/// The most requests a schedule read from a file may send.
+const MOST_REQUESTS: usize = 100_000;
+
 impl Schedule {
+    /// Whether it can be run: its times within an hour, its requests at most 100 000, in
+    /// send order; else what is wrong, at its JSON path.
+    pub fn check(&self) -> Result<(), String> {
+        if self.align_us == 0 || self.align_us > LONGEST_US {
+            return Err(format!(
+                "align_us: {} µs, expected 1 to {LONGEST_US}",
+                self.align_us
+            ));
+        }
+        if self.requests.len() > MOST_REQUESTS {
+            return Err(format!(
+                "requests: {} of them, at most {MOST_REQUESTS}",
+                self.requests.len()
+            ));
+        }
+        for (i, r) in self.requests.iter().enumerate() {
+            if r.at_us > LONGEST_US {
+                return Err(format!(
+                    "requests[{i}].at_us: {} µs, beyond an hour",
+                    r.at_us
+                ));
+            }
+            if i > 0 && r.at_us < self.requests[i - 1].at_us {
+                return Err(format!(
+                    "requests[{i}].at_us: before the request ahead of it"
+                ));
+            }
+        }
+        for (i, f) in self.faults.iter().enumerate() {
+            if f.at_us > LONGEST_US || f.for_us > LONGEST_US {
+                return Err(format!("faults[{i}]: beyond an hour"));
+            }
+            if i > 0 && f.at_us < self.faults[i - 1].at_us + self.faults[i - 1].for_us {
+                return Err(format!(
+                    "faults[{i}].at_us: before the fault ahead of it has ended"
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// The keys it sends on.
     pub fn keys(&self) -> std::collections::BTreeSet<u32> {
         self.requests.iter().map(|r| r.key).collect()
@@ -246,6 +296,38 @@ mod tests {
             length_us: 12_000_000,
             most_requests: 2_000,
         }
+    }
+
+    #[test]
+    fn a_schedule_read_from_a_file_is_checked_before_it_runs() {
+        let good = draw(3, &shape());
+        assert_eq!(good.check(), Ok(()));
+        let mut far = good.clone();
+        far.requests.push(Planned {
+            at_us: u64::MAX,
+            key: 0,
+            instance: 0,
+        });
+        assert!(far.check().unwrap_err().contains("beyond an hour"));
+        let mut late = good.clone();
+        late.faults = vec![
+            PlannedFault {
+                at_us: 0,
+                kind: FaultKind::Freeze,
+                for_us: 10,
+            },
+            PlannedFault {
+                at_us: 5,
+                kind: FaultKind::Slow,
+                for_us: 10,
+            },
+        ];
+        assert!(late.check().unwrap_err().starts_with("faults[1].at_us"));
+        let unaligned = Schedule {
+            align_us: 0,
+            ..good
+        };
+        assert!(unaligned.check().is_err());
     }
 
     #[test]

@@ -66,7 +66,7 @@ pub struct AuditArgs {
 /// failures), 1 if a target could not be installed or started, 2 on bad input.
 pub fn audit_command(a: AuditArgs) -> ExitCode {
     if a.render {
-        return match card::render(&a.docs) {
+        return match card::render(&a.docs, &a.recipes) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("error: {e}");
@@ -158,7 +158,7 @@ pub fn audit_command(a: AuditArgs) -> ExitCode {
             }
         }
     }
-    if let Err(e) = card::render(&a.docs) {
+    if let Err(e) = card::render(&a.docs, &a.recipes) {
         eprintln!("error: {e}");
         return ExitCode::from(EXIT_FAILED);
     }
@@ -245,7 +245,7 @@ fn explore_command(a: &AuditArgs, targets: &[audit::Target]) -> ExitCode {
             }
         }
     }
-    if let Err(e) = card::render(&a.docs) {
+    if let Err(e) = card::render(&a.docs, &a.recipes) {
         eprintln!("error: {e}");
         return ExitCode::from(EXIT_FAILED);
     }
