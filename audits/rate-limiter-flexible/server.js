@@ -17,14 +17,16 @@ const opts = {
 };
 
 // The Redis client is made as the README advises (no offline queue), and the server
-// listens once it is connected.
+// listens once it is connected. COMMAND_TIMEOUT_MS, if given, is ioredis's commandTimeout
+// (unset by default: a command waits for its reply as long as the connection stays open).
 let rateLimiter;
 let ready;
 if (process.env.LIMITER === 'memory') {
   rateLimiter = new RateLimiterMemory(opts);
   ready = Promise.resolve();
 } else {
-  const storeClient = new Redis(process.env.REDIS_URL, { enableOfflineQueue: false });
+  const commandTimeout = Number(process.env.COMMAND_TIMEOUT_MS) || undefined;
+  const storeClient = new Redis(process.env.REDIS_URL, { enableOfflineQueue: false, commandTimeout });
   const Class = process.env.LIMITER === 'atomic' ? RateLimiterRedis : RateLimiterRedisNonAtomic;
   const insuranceLimiter = process.env.INSURANCE === '1' ? new RateLimiterMemory(opts) : undefined;
   rateLimiter = new Class({ storeClient, insuranceLimiter, ...opts });

@@ -332,6 +332,30 @@ pub async fn decided(target: &HttpTarget, instances: u32, prefix: &str) -> Resul
     Ok(())
 }
 
+/// The share of a probe's answers (on a healthy store) that may be no decision before the
+/// run says nothing about the limiter, %.
+const UNDECIDED_PERCENT: usize = 5;
+
+/// Why `run` judged nothing, if its answers were not decisions (5xx, refused, timed out):
+/// a target that cannot answer is not a target to grade.
+fn undecided(run: &ProbeRun) -> Option<String> {
+    let all = &run.history.observations;
+    let failed: Vec<&ratelab_check::probe::Observation> = all
+        .iter()
+        .filter(|o| matches!(o.outcome, ratelab_check::probe::Outcome::Failed(_)))
+        .collect();
+    let first = failed.first()?;
+    (failed.len() * 100 > all.len() * UNDECIDED_PERCENT).then(|| {
+        format!(
+            "{} of {} answers were not decisions (the first, request {}: {:?})",
+            failed.len(),
+            all.len(),
+            first.id,
+            first.outcome
+        )
+    })
+}
+
 /// Audits `t`: installs or checks, starts, probes, stops. `progress` is told the ladder's
 /// requests sent and planned.
 pub async fn audit(
@@ -377,6 +401,20 @@ pub async fn audit(
         phases: s.phases,
     };
     let run = probe::probe(target.clone(), claim, &cfg, progress).await;
+    if let Some(why) = undecided(&run) {
+        let kept = running.keep_logs(&std::env::temp_dir().join(format!(
+            "ratelab-audit-logs-{}-{}",
+            t.name().replace('/', "-"),
+            std::process::id()
+        )));
+        return Err(format!(
+            "could not run: {why}; its instances' logs are kept: {}",
+            kept.iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
     let faults = match (s.faults, running.store.as_mut()) {
         (Some(timing), Some(store)) => Some(
             faults::run(&target, store, declared, &cfg.key_prefix, timing)
@@ -392,4 +430,69 @@ pub async fn audit(
         versions,
         faults,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ratelab_check::probe::{Fields, Observation, Outcome, ProbeHistory, ProbeVerdict};
+
+    fn run(outcomes: &[Outcome]) -> ProbeRun {
+        let observations = outcomes
+            .iter()
+            .enumerate()
+            .map(|(i, o)| Observation {
+                id: i as u64,
+                key: "k".into(),
+                client: 0,
+                instance: 0,
+                cost: 1,
+                sent: Nanos(i as u64),
+                answered: Nanos(i as u64 + 1),
+                outcome: o.clone(),
+                fields: Fields::default(),
+            })
+            .collect();
+        ProbeRun {
+            claim: Claim::TokenBucket {
+                capacity: 1,
+                amount: 1,
+                period: Nanos::from_secs(1),
+            },
+            history: ProbeHistory {
+                observations,
+                retry_probes: Vec::new(),
+            },
+            verdict: ProbeVerdict::default(),
+            steps: Vec::new(),
+            retry_skipped: Vec::new(),
+            seconds: 0.0,
+            check_seconds: 0.0,
+        }
+    }
+
+    /// A run whose answers are mostly 502s says nothing about the limiter: no card.
+    #[test]
+    fn a_run_of_answers_that_are_not_decisions_could_not_run() {
+        let bad = Outcome::Failed("status 502".into());
+        let mostly_bad: Vec<Outcome> = (0..100)
+            .map(|i| {
+                if i % 10 < 9 {
+                    bad.clone()
+                } else {
+                    Outcome::Allowed
+                }
+            })
+            .collect();
+        let why = undecided(&run(&mostly_bad)).expect("could not run");
+        assert!(
+            why.starts_with("90 of 100 answers") && why.contains("502"),
+            "{why}"
+        );
+        // One error in a hundred is a finding of the decisions check, not a run lost.
+        let once: Vec<Outcome> = (0..100)
+            .map(|i| if i == 7 { bad.clone() } else { Outcome::Denied })
+            .collect();
+        assert_eq!(undecided(&run(&once)), None);
+    }
 }

@@ -183,16 +183,44 @@ pub fn shape(
 }
 
 /// A started target and what it is held to, for runs of schedules.
-struct Bench<'a> {
+struct Bench {
     target: HttpTarget,
-    started: &'a mut Started,
+    started: Started,
     holding: Holding,
     runs: u64,
     requests: u64,
     classified: Classified,
 }
 
-impl Bench<'_> {
+impl Bench {
+    /// Starts `t` (installing what is missing with `s.install`) and waits until every
+    /// instance decides: the outer error if it cannot start, the inner (with the instances'
+    /// logs kept under `logs`) if it starts and answers no decisions.
+    async fn start(t: &Target, s: &Settings, logs: &Path) -> Result<Result<Bench, String>, String> {
+        let started = super::start(t, s.install).await?;
+        let target =
+            HttpTarget::new(&started.spec, 256).map_err(|e| format!("{}: {e}", t.name()))?;
+        if let Err(why) = super::decided(&target, t.instances(), &fresh_prefix()).await {
+            let kept = started.running.keep_logs(logs);
+            return Ok(Err(format!("{why}; the instances' logs: {kept:?}")));
+        }
+        let holding = Holding {
+            claim: started.claim,
+            clock_resolution: started.clock_resolution,
+            budget: s.budget,
+            mode: t.failure_mode(),
+            recovery: started.recovery,
+        };
+        Ok(Ok(Bench {
+            target,
+            started,
+            holding,
+            runs: 0,
+            requests: 0,
+            classified: Classified::default(),
+        }))
+    }
+
     /// One run of `schedule`, judged.
     async fn once(&mut self, schedule: &Schedule) -> Result<Found, String> {
         let prefix = format!("{}-s{}", fresh_prefix(), schedule.seed);
@@ -249,42 +277,27 @@ pub async fn explore(
     progress: impl Fn(&str),
 ) -> Result<Explored, String> {
     let began = Instant::now();
-    let mut started = super::start(t, s.install).await?;
-    let target = HttpTarget::new(&started.spec, 256).map_err(|e| format!("{}: {e}", t.name()))?;
+    let dir = out.join(slug(&t.name()));
     let mut e = Explored {
         target: t.name(),
         policy: t.policy().to_owned(),
-        versions: started.versions.clone(),
         ..Explored::default()
     };
-    let dir = out.join(slug(&t.name()));
-    if let Err(why) = super::decided(&target, t.instances(), &fresh_prefix()).await {
-        let logs = started.running.keep_logs(&dir.join("logs"));
-        e.could_not_run = Some(format!("{why}; the instances' logs: {logs:?}"));
-        return Ok(e);
-    }
+    let mut bench = match Bench::start(t, s, &dir.join("logs")).await? {
+        Ok(b) => b,
+        Err(why) => {
+            e.could_not_run = Some(why);
+            return Ok(e);
+        }
+    };
+    e.versions = bench.started.versions.clone();
     let shape = shape(
-        &started.claim,
+        &bench.started.claim,
         t.store(),
         t.instances(),
-        started.recovery,
+        bench.started.recovery,
         s,
     );
-    let holding = Holding {
-        claim: started.claim,
-        clock_resolution: started.clock_resolution,
-        budget: s.budget,
-        mode: t.failure_mode(),
-        recovery: started.recovery,
-    };
-    let mut bench = Bench {
-        target,
-        started: &mut started,
-        holding,
-        runs: 0,
-        requests: 0,
-        classified: Classified::default(),
-    };
     for seed in s.first..s.first.saturating_add(s.seeds) {
         if began.elapsed() > s.time {
             break;
@@ -354,7 +367,7 @@ pub async fn explore(
 /// A failing check on `schedule`, which failed it in `k` of the campaign's runs: shrunk and
 /// written out.
 async fn finding(
-    bench: &mut Bench<'_>,
+    bench: &mut Bench,
     t: &Target,
     s: &Settings,
     (schedule, mut k): (&Schedule, u32),
@@ -460,26 +473,10 @@ pub async fn replay(
     schedule
         .check()
         .map_err(|e| format!("{}: {e}", file.display()))?;
-    let mut started = super::start(t, s.install).await?;
-    let target = HttpTarget::new(&started.spec, 256).map_err(|e| format!("{}: {e}", t.name()))?;
-    super::decided(&target, t.instances(), &fresh_prefix())
-        .await
+    let logs = std::env::temp_dir().join(format!("ratelab-explore-logs-{}", slug(&t.name())));
+    let mut bench = Bench::start(t, s, &logs)
+        .await?
         .map_err(|e| format!("{}: could not run: {e}", t.name()))?;
-    let holding = Holding {
-        claim: started.claim,
-        clock_resolution: started.clock_resolution,
-        budget: s.budget,
-        mode: t.failure_mode(),
-        recovery: started.recovery,
-    };
-    let mut bench = Bench {
-        target,
-        started: &mut started,
-        holding,
-        runs: 0,
-        requests: 0,
-        classified: Classified::default(),
-    };
     let n = s.repeats.max(1);
     let mut failed: std::collections::BTreeMap<String, u32> = Default::default();
     for _ in 0..n {

@@ -119,10 +119,7 @@ pub fn audit_command(a: AuditArgs) -> ExitCode {
     if let Some(b) = a.budget {
         s.budget = b;
     }
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("a tokio runtime starts");
+    let rt = runtime();
     let (mut cards, mut broken) = (0usize, Vec::new());
     for (i, t) in targets.iter().enumerate() {
         eprintln!("[{}/{}] {}", i + 1, targets.len(), t.name());
@@ -195,10 +192,7 @@ fn explore_command(a: &AuditArgs, targets: &[audit::Target]) -> ExitCode {
     if let Some(b) = a.budget {
         s.budget = b;
     }
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("a tokio runtime starts");
+    let rt = runtime();
     if let Some(file) = &a.replay {
         let [t] = targets else {
             eprintln!(
@@ -255,4 +249,12 @@ fn explore_command(a: &AuditArgs, targets: &[audit::Target]) -> ExitCode {
         eprintln!("could not run: {}", broken.join(", "));
         ExitCode::from(EXIT_FAILED)
     }
+}
+
+/// The runtime the audits run on (several threads: a store's restart blocks one).
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime starts")
 }
