@@ -288,7 +288,13 @@ impl Claim {
     /// Holds one key's operations to the claim's sequential specification, from `initial`:
     /// a bucket from any state; a window family from a key nobody used (`None` for a window
     /// key in an unknown state, which no family here starts from).
-    pub fn check_key(&self, ops: &[Op], budget: u64, initial: Initial) -> Option<Verdict> {
+    pub fn check_key(
+        &self,
+        ops: &[Op],
+        budget: u64,
+        initial: Initial,
+        origin: Option<Nanos>,
+    ) -> Option<Verdict> {
         if let Some(spec) = self.spec() {
             return Some(crate::linearizable::check_key_from(
                 &spec, ops, budget, initial,
@@ -297,18 +303,24 @@ impl Claim {
         if !self.has_spec(initial) {
             return None;
         }
-        Some(self.with_family(CheckKey { ops, budget }))
+        Some(self.with_family(origin, CheckKey { ops, budget }))
     }
 
-    /// Runs `work` with the family the claim names (a window claim's at an unknown phase).
-    pub fn with_family<W: crate::family::WithFamily>(&self, work: W) -> W::Out {
+    /// Runs `work` with the family the claim names, its windows starting where a clock whose
+    /// zero is at `origin` reads a multiple of them (`None`: at a phase unknown).
+    pub fn with_family<W: crate::family::WithFamily>(
+        &self,
+        origin: Option<Nanos>,
+        work: W,
+    ) -> W::Out {
         use crate::family::{first_hit, fixed_window, sliding_counter, sliding_log};
+        let phase = |window| fixed_window::Grid::phase_of(origin, window);
         match *self {
             Claim::TokenBucket { .. } => {
                 let spec = self.spec().expect("a bucket claim has its specification");
                 work.with(&spec)
             }
-            Claim::Policy(p) => crate::family::with_family(&p, None, work),
+            Claim::Policy(p) => crate::family::with_family(&p, origin, work),
             Claim::Window {
                 kind,
                 limit,
@@ -317,7 +329,7 @@ impl Claim {
                 WindowKind::Fixed => work.with(&fixed_window::FixedWindow {
                     limit,
                     window,
-                    phase: None,
+                    phase: phase(window),
                 }),
                 WindowKind::FirstHit => work.with(&first_hit::FirstHitWindow { limit, window }),
                 WindowKind::SlidingLog => work.with(&sliding_log::SlidingLog { limit, window }),
@@ -327,7 +339,7 @@ impl Claim {
                 } => work.with(&sliding_counter::SlidingCounter {
                     limit,
                     window,
-                    phase: None,
+                    phase: if first_hit { None } else { phase(window) },
                     rounding,
                     first_hit,
                 }),
@@ -339,7 +351,7 @@ impl Claim {
     /// admits from a key nobody used: its family deciding each at its time, from each state
     /// a fresh key may start in (a fixed window's phases), the best of those.
     pub fn most_admitted(&self, times: &[Nanos]) -> u64 {
-        self.with_family(MostAdmitted { times })
+        self.with_family(None, MostAdmitted { times })
     }
 }
 
@@ -419,4 +431,8 @@ pub struct Judging {
     /// Whether the claim is the limiter's exact policy, so its answers can be held to the
     /// sequential specification; `false` for a bound only (a rate known to be at most R).
     pub exact: bool,
+    /// Where the limiter's windows start on the probe's timeline, if the probe knows: an
+    /// instant at which its clock reads a multiple of the window (windows aligned to the
+    /// Unix time, read by the probe too). `None`: unknown, every phase is tried.
+    pub origin: Option<Nanos>,
 }

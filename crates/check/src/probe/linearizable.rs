@@ -8,6 +8,7 @@ use super::check::{Prepared, ProbeCheck};
 use super::history::Judging;
 use super::verdict::ProbeVerdict;
 use crate::linearizable::{LinearizabilityReport, Seen, Verdict};
+use ratelab_core::Nanos;
 
 /// The linearizability check.
 pub struct Linearizable;
@@ -29,7 +30,9 @@ impl ProbeCheck for Linearizable {
                 continue;
             }
             report.keys += 1;
-            match j.claim.check_key(key_ops, j.budget, j.initial) {
+            // The judging runs on a timeline shifted later by the clock resolution.
+            let origin = j.origin.map(|o| Nanos(o.as_u64().saturating_add(p.shift)));
+            match j.claim.check_key(key_ops, j.budget, j.initial, origin) {
                 None | Some(Verdict::Linearizable) => {}
                 Some(Verdict::Violation(viol)) => {
                     if viol.phantom_denial {

@@ -17,6 +17,7 @@ fn judging(claim: Claim) -> Judging {
         initial: Initial::Full,
         budget: linearizable::DEFAULT_BUDGET,
         exact: true,
+        origin: None,
     }
 }
 
@@ -474,5 +475,59 @@ fn most_admitted_decides_each_request_by_the_claims_family() {
     assert_eq!(
         window(WindowKind::SlidingLog).most_admitted(&two_bursts),
         10
+    );
+}
+
+/// A sliding counter whose key expires a window after its last write forgets the previous
+/// window while it still weighs: after 10 admitted and a pause of 1.3 windows, it admits 10
+/// again where the estimate leaves room for 3. At an unknown phase some phase explains that
+/// (the second burst two windows on), so only a limiter whose windows the probe can place
+/// (aligned to the Unix time) is caught.
+#[test]
+fn a_known_phase_catches_a_sliding_counter_that_forgets_its_previous_window() {
+    let claim = Claim::Window {
+        kind: WindowKind::SlidingCounter {
+            rounding: Rounding::Down,
+            first_hit: false,
+        },
+        limit: 10,
+        window: Nanos::from_secs(1),
+    };
+    let ms = |t: u64| Nanos::from_millis(t);
+    let observations: Vec<Observation> = (0..20u64)
+        .map(|i| {
+            let sent = if i < 10 { 100 + i } else { 1_300 + i };
+            Observation {
+                id: i,
+                key: "k".into(),
+                client: 0,
+                instance: 0,
+                cost: 1,
+                sent: ms(sent),
+                answered: ms(sent + 1),
+                outcome: Outcome::Allowed,
+                fields: Fields::default(),
+            }
+        })
+        .collect();
+    let h = ProbeHistory {
+        observations,
+        retry_probes: Vec::new(),
+    };
+    let unknown_phase = judge(&h, &judging(claim));
+    assert!(unknown_phase.failures().is_empty(), "{unknown_phase:?}");
+    let aligned = judge(
+        &h,
+        &Judging {
+            origin: Some(Nanos::ZERO),
+            ..judging(claim)
+        },
+    );
+    assert!(
+        aligned
+            .failures()
+            .iter()
+            .any(|f| f.starts_with("linearizable")),
+        "{aligned:?}"
     );
 }

@@ -567,13 +567,17 @@ settings read from the environment). The recipe says:
   `{peer_port}`, `{port_N}` and `{peer_port_N}` (instance N's ports) for peers that sync;
 - `[probe]`: the `url` of an instance, the `key_header` that carries the key, the `policy`
   it is configured with (in `ratelab probe --policy`'s grammar), the `deny_status`es, the
-  `reset_unit` of `X-RateLimit-Reset` and the `clock_resolution` of its decisions;
+  `reset_unit` of `X-RateLimit-Reset`, the `clock_resolution` of its decisions, and
+  `epoch_windows = true` where its windows start at multiples of the window in Unix time;
 - `failure_mode`: `fail-open`, `fail-closed` or `local-fallback`, as its configuration
   declares; `recovery`: how long after its store is back it may take to limit again, as its
   store client's documentation gives it (a reconnect or retry delay; 1 s if absent);
-- `[[known]]`: what a finding of a given check (and containing a given text) is: an
-  upstream `issue` it rediscovers, with its `title`, or the target's documented design
-  (`by_design`, why); the first that matches a failure line names it;
+- `[[known]]`: what a finding of a given check (and containing a given text) is, and its
+  `cause` (`logic`, `client-config`, `design`, `server` or `glue`): an upstream `issue` it
+  rediscovers, with its `kind` (`issue` or `pull-request`), `title` and the sentence of it
+  that `matches`; or the target's documented design (`by_design`, why); or a `note` saying
+  what does it; the first that matches a failure line names it; `[[searched]]` records a
+  search of the tracker (`tracker`, `query`, `on`) behind \"not known upstream\";
 - `[[variant]]`: each a target of its own (`NAME/VARIANT`): its `env`, and where they
   differ, its `policy`, `count`, `store`, `templates`, `clock_resolution`,
   `failure_mode` and `recovery`; `by_design`

@@ -399,6 +399,7 @@ pub async fn audit(
         budget: s.budget,
         exact: true,
         phases: s.phases,
+        epoch_windows: r.probe.epoch_windows,
     };
     let run = probe::probe(target.clone(), claim, &cfg, progress).await;
     if let Some(why) = undecided(&run) {

@@ -138,6 +138,11 @@ pub struct ProbeSpec {
     /// How far the target's clock may lag its decisions (`1ms`, `1s`…; default `1ms`).
     #[serde(default = "one_ms")]
     pub clock_resolution: String,
+    /// Whether its windows start where the Unix time is a multiple of the window (as
+    /// `floor(now / window)` counts them), as its source shows: the checks then hold its
+    /// windows to that phase rather than to any.
+    #[serde(default)]
+    pub epoch_windows: bool,
 }
 
 fn deny_429() -> Vec<u16> {

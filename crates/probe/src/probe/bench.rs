@@ -227,6 +227,7 @@ pub fn run(shape: &BenchShape, seed: u64) -> (BenchRun, ProbeVerdict) {
             initial: Initial::Full,
             budget: shape.budget,
             exact: true,
+            origin: None,
         },
     );
     let black_box_s = began.elapsed().as_secs_f64();

@@ -112,6 +112,9 @@ pub struct ProbeConfig {
     pub exact: bool,
     /// The phases after the ladder.
     pub phases: Phases,
+    /// Whether the limiter's windows start where the Unix time is a multiple of the window
+    /// (as `floor(now / window)` counts them), so that the checks know their phase.
+    pub epoch_windows: bool,
 }
 
 /// The phases a probe runs after its ladder and before the honesty probes, each on keys of
@@ -192,6 +195,23 @@ pub(crate) fn interval_at(claim: &Claim, percent: u32) -> Duration {
     let ns =
         u128::from(e.period) * 100 / (u128::from(e.amount.max(1)) * u128::from(percent.max(1)));
     Duration::from_nanos(u64::try_from(ns).unwrap_or(u64::MAX))
+}
+
+/// Where windows aligned to the Unix time start on a timeline whose zero is at the wall
+/// clock's `wall`: an instant there at which the Unix time is a multiple of the claim's
+/// window (`None` for a claim without windows).
+pub fn epoch_origin(claim: &Claim, wall: std::time::SystemTime) -> Option<Nanos> {
+    let window = match *claim {
+        Claim::TokenBucket { .. } => return None,
+        Claim::Window { window, .. } => window.as_u64(),
+        Claim::Policy(p) => ratelab_core::Algorithm::quota(&p).window.as_u64(),
+    }
+    .max(1);
+    let now = wall
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let into = u64::try_from(now % u128::from(window)).unwrap_or(0);
+    Some(Nanos((window - into) % window))
 }
 
 /// A finished probe.
@@ -282,6 +302,7 @@ pub async fn probe<T: Target>(
     cfg: &ProbeConfig,
     progress: impl Fn(u64, u64) + Send + Sync + 'static,
 ) -> ProbeRun {
+    let wall = std::time::SystemTime::now();
     let rec = Recorder {
         start: Instant::now(),
         next_id: Arc::new(AtomicU64::new(0)),
@@ -323,6 +344,10 @@ pub async fn probe<T: Target>(
             initial: cfg.initial,
             budget: cfg.budget,
             exact: cfg.exact,
+            origin: cfg
+                .epoch_windows
+                .then(|| epoch_origin(&claim, wall))
+                .flatten(),
         },
     );
     ProbeRun {

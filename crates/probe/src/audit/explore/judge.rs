@@ -75,6 +75,8 @@ pub struct Holding {
     pub mode: FailureMode,
     /// Its declared recovery.
     pub recovery: Nanos,
+    /// Whether its windows start where the Unix time is a multiple of the window.
+    pub epoch_windows: bool,
 }
 
 /// The share of undecided answers outside the faults past which a run could not run, %.
@@ -204,6 +206,10 @@ pub fn found(ran: &Ran, h: &Holding) -> Found {
                 initial,
                 budget: h.budget,
                 exact: true,
+                origin: h
+                    .epoch_windows
+                    .then(|| crate::probe::epoch_origin(&h.claim, ran.wall))
+                    .flatten(),
             },
         );
         f.unknown += verdict.unknown();
@@ -250,6 +256,7 @@ mod tests {
             budget: 100_000,
             mode,
             recovery: ms(100),
+            epoch_windows: false,
         }
     }
 
@@ -265,6 +272,7 @@ mod tests {
     #[test]
     fn the_requests_a_fault_touched_are_classified_and_not_held_to_the_policy() {
         let ran = Ran {
+            wall: std::time::UNIX_EPOCH,
             observations: vec![
                 seen(0, "a", 0, 5, Outcome::Allowed),
                 seen(1, "a", 990, 1_210, Outcome::Denied),
@@ -318,6 +326,7 @@ mod tests {
         let ran = Ran {
             observations,
             faults: freeze(),
+            wall: std::time::UNIX_EPOCH,
         };
         let f = found(&ran, &holding(FailureMode::FailOpen));
         assert!(f.failures.contains_key("envelope"), "{f:?}");
@@ -339,6 +348,7 @@ mod tests {
             &Ran {
                 observations,
                 faults: Vec::new(),
+                wall: std::time::UNIX_EPOCH,
             },
             &holding(FailureMode::FailClosed),
         );

@@ -210,6 +210,7 @@ impl Bench {
             budget: s.budget,
             mode: t.failure_mode(),
             recovery: started.recovery,
+            epoch_windows: t.loaded.recipe.probe.epoch_windows,
         };
         Ok(Ok(Bench {
             target,

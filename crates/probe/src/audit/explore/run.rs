@@ -27,6 +27,8 @@ pub struct Ran {
     pub observations: Vec<Observation>,
     /// The faults, as applied.
     pub faults: Vec<Applied>,
+    /// The wall clock at the run's start (its timeline's zero).
+    pub wall: SystemTime,
 }
 
 /// The key request key `key` is sent on, under `prefix`.
@@ -59,6 +61,7 @@ pub async fn run(
         return Err("the schedule has store faults, and the target has no store".into());
     }
     align(schedule.align_us).await;
+    let wall = SystemTime::now();
     let start = Instant::now();
     let at = |us: u64| tokio::time::Instant::from_std(start + Duration::from_micros(us));
     let since = move || Nanos(u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX));
@@ -134,5 +137,6 @@ pub async fn run(
     Ok(Ran {
         observations,
         faults,
+        wall,
     })
 }

@@ -74,6 +74,11 @@ pub struct Common {
     /// two windows); a comma-separated list, or none.
     #[arg(long, default_value = "none", value_parser = parse_phases)]
     phases: probe::Phases,
+    /// The limiter's windows start where the Unix time is a multiple of the window (as
+    /// `floor(now / window)` counts them): the checks then know their phase, and hold a
+    /// fixed window or a sliding counter to it rather than to any phase.
+    #[arg(long)]
+    epoch_windows: bool,
     /// Retry-After honesty probes after the ladder (0 to 64).
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(0..=64))]
     retry_probes: u32,
@@ -199,6 +204,7 @@ fn config(c: &Common, partitioned: bool) -> ProbeConfig {
         budget: c.budget,
         exact: true,
         phases: c.phases,
+        epoch_windows: c.epoch_windows,
     }
 }
 
