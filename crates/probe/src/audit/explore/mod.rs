@@ -406,23 +406,7 @@ async fn finding(
         json.display()
     );
     let script = dir.join(format!("{check}.py"));
-    let r = &t.loaded.recipe.probe;
-    let py = repro::script(
-        &repro::Script {
-            target: &t.name(),
-            finding: line,
-            policy: t.policy(),
-            claim: bench.holding.claim,
-            clock_resolution: bench.holding.clock_resolution,
-            urls: bench.target.urls(),
-            key_header: r.key_header.as_deref(),
-            deny: &r.deny_status,
-            replay: &replay,
-            keys: &named_keys(line),
-        },
-        &current,
-    );
-    std::fs::write(&script, py).map_err(|e| format!("{}: {e}", script.display()))?;
+    write_script(bench, t, &current, line, &replay, &script)?;
     Ok(Finding {
         check: check.to_owned(),
         line: line.to_owned(),
@@ -438,7 +422,17 @@ async fn finding(
     })
 }
 
-/// The schedule's keys a failure line names (`…-k2@0`): the keys a reproducer checks.
+/// The keys a reproducer of `schedule` checks: those `line` names that shrinking kept, or
+/// every key of it when it kept none of them (it fails on another).
+fn kept_keys(line: &str, schedule: &Schedule) -> Vec<u32> {
+    let keys = schedule.keys();
+    named_keys(line)
+        .into_iter()
+        .filter(|k| keys.contains(k))
+        .collect()
+}
+
+/// The schedule's keys a failure line names (`…-k2@0`).
 fn named_keys(line: &str) -> Vec<u32> {
     let mut keys: Vec<u32> = line
         .match_indices("-k")
@@ -455,8 +449,37 @@ fn named_keys(line: &str) -> Vec<u32> {
     keys
 }
 
+/// Writes `schedule`'s standalone reproducer of the failure `line` to `to`.
+fn write_script(
+    bench: &Bench,
+    t: &Target,
+    schedule: &Schedule,
+    line: &str,
+    replay: &str,
+    to: &Path,
+) -> Result<(), String> {
+    let r = &t.loaded.recipe.probe;
+    let py = repro::script(
+        &repro::Script {
+            target: &t.name(),
+            finding: line,
+            policy: t.policy(),
+            claim: bench.holding.claim,
+            clock_resolution: bench.holding.clock_resolution,
+            urls: bench.target.urls(),
+            key_header: r.key_header.as_deref(),
+            deny: &r.deny_status,
+            replay,
+            keys: &kept_keys(line, schedule),
+        },
+        schedule,
+    );
+    std::fs::write(to, py).map_err(|e| format!("{}: {e}", to.display()))
+}
+
 /// Runs the schedule in `file` `n` times against `t`: the checks that failed, each with the
-/// runs it failed in.
+/// runs it failed in. Where the check the file is named for failed, its reproducer beside it
+/// is written again from this run.
 pub async fn replay(
     t: &Target,
     s: &Settings,
@@ -480,14 +503,34 @@ pub async fn replay(
         .map_err(|e| format!("{}: could not run: {e}", t.name()))?;
     let n = s.repeats.max(1);
     let mut failed: std::collections::BTreeMap<String, u32> = Default::default();
+    let mut lines: std::collections::BTreeMap<String, String> = Default::default();
     for _ in 0..n {
         let f = bench.once(&schedule).await?;
         if let Some(why) = f.could_not_run {
             return Err(format!("{}: could not run: {why}", t.name()));
         }
-        for check in f.failures.keys() {
+        for (check, line) in f.failures {
             *failed.entry(check.clone()).or_default() += 1;
+            lines.entry(check).or_insert(line);
         }
+    }
+    // The reproducer beside a finding's schedule (`CHECK.json` → `CHECK.py`), written again
+    // from this run's failure of that check.
+    let check = file.file_stem().and_then(|c| c.to_str()).unwrap_or("");
+    if let Some(line) = lines.get(check) {
+        let replay = format!(
+            "ratelab audit --explore {} --replay {}",
+            t.name(),
+            file.display()
+        );
+        write_script(
+            &bench,
+            t,
+            &schedule,
+            line,
+            &replay,
+            &file.with_extension("py"),
+        )?;
     }
     Ok((failed.into_iter().collect(), n))
 }
@@ -597,6 +640,24 @@ pub fn section(all: &[Explored]) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_reproducer_checks_the_named_keys_shrinking_kept() {
+        use super::schedule::{Planned, Schedule};
+        let s = Schedule {
+            seed: 1,
+            align_us: 1_000,
+            requests: vec![Planned {
+                at_us: 0,
+                key: 1,
+                instance: 0,
+            }],
+            faults: Vec::new(),
+        };
+        assert_eq!(super::kept_keys("key \"p-s1-k1@0\"", &s), vec![1]);
+        // Shrinking kept another key, which fails as well: every key is checked.
+        assert!(super::kept_keys("key \"p-s1-k0@0\"", &s).is_empty());
+    }
+
     #[test]
     fn a_failure_line_names_its_keys() {
         let line = "linearizable: key \"ratelab-probe-1-ab-s6-k2@0\": request 59: admitted";
