@@ -324,7 +324,7 @@ pub async fn explore(
             } else if found.unknown > 0 {
                 "unknown".to_owned()
             } else {
-                "held".to_owned()
+                "passed".to_owned()
             }
         ));
         e.passed += u64::from(!found.failed() && found.unknown == 0);
@@ -538,7 +538,7 @@ pub async fn replay(
 /// A campaign as the terminal prints it.
 pub fn text(e: &Explored) -> String {
     let mut s = format!(
-        "{} (exploring, held to {}): {} seeds, {} runs, {} requests, {:.0} s; {} held, {} unknown\n",
+        "{} (exploring, held to {}): {} seeds, {} runs, {} requests, {:.0} s; {} seeds passed, {} unknown\n",
         e.target, e.policy, e.seeds, e.runs, e.requests, e.seconds, e.passed, e.unknown
     );
     if let Some(why) = &e.could_not_run {
@@ -610,7 +610,7 @@ pub fn section(all: &[Explored]) -> String {
          store faults at drawn moments), judges every answer, repeats each finding's schedule \
          (k of n runs) and shrinks it to a schedule and a standalone Python reproducer under \
          `docs/results/explore/`.\n\n\
-         | target | seeds | runs | requests | seconds | held | finding (k of n, seeds, requests after shrinking) |\n\
+         | target | seeds | runs | requests | seconds | seeds passed | finding (k of n, seeds, requests after shrinking) |\n\
          |---|---:|---:|---:|---:|---:|---|\n",
     );
     for e in all {
