@@ -123,6 +123,9 @@ pub struct Declared {
     /// How long after the store is back it may take to limit again (the recipe's
     /// `recovery`): the grace is at least this.
     pub recovery: Duration,
+    /// How far the target's clock may lag its decisions: a spell's admissions are held to
+    /// the policy over the spell widened by this.
+    pub clock_resolution: Duration,
 }
 
 impl Declared {
@@ -224,31 +227,50 @@ impl Drop for Clients {
     }
 }
 
+/// The requests a target held through a spell its store was down, `[from, until)` (ns):
+/// those in flight when it went down or sent in its first half, when every one of them was
+/// answered only once the store was back (each then waited through half the spell or more).
+/// A target that gives up on its store after a timeout shorter than half the spell answers
+/// the first of them before the store is back, and holds nothing; one that waits for its
+/// store, or gives up only after longer than the spell, holds them all.
+pub fn held((from, until): (u64, u64), flights: impl Iterator<Item = (u64, u64, u64)>) -> Vec<u64> {
+    let half = from + until.saturating_sub(from) / 2;
+    let early: Vec<(u64, u64, u64)> = flights
+        .filter(|&(_, sent, answered)| sent < half && answered > from)
+        .collect();
+    if early.iter().all(|&(_, _, answered)| answered > until) {
+        early.into_iter().map(|(id, ..)| id).collect()
+    } else {
+        Vec::new()
+    }
+}
+
 /// Judges the answers against the steps they fell in.
 fn judge(seen: &[Seen], steps: &Steps, declared: Declared) -> FaultReport {
     let mode = declared.mode;
     let mut r = FaultReport::default();
+    // Held through a spell down (sent then, or already in flight when it began: a client
+    // waiting on that one sends nothing more until it is answered, so counting only the
+    // first kind made the verdict hang on where a client's send fell).
+    let ns = |d: &Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+    for (from, until, _) in steps.iter().filter(|(.., step)| *step == Step::Down) {
+        let flights = seen
+            .iter()
+            .enumerate()
+            .map(|(i, (_, sent, answered, _))| (i as u64, ns(sent), ns(answered)));
+        for i in held((ns(from), ns(until)), flights) {
+            let (_, sent, answered, _) = &seen[i as usize];
+            r.held += 1;
+            let waited = answered.saturating_sub(*sent).as_millis() as u64;
+            r.held_longest_ms = r.held_longest_ms.max(waited);
+        }
+    }
     let mut wrong: Vec<String> = Vec::new();
     // Answers and admissions by (down step, client) for a fallback's bound.
     let mut fallback: BTreeMap<(usize, u32), (u64, u64)> = BTreeMap::new();
     // Per client after recovery: first send, last answer, admitted.
     let mut resumed: BTreeMap<u32, (Duration, Duration, u64)> = BTreeMap::new();
     for (client, sent, answered, o) in seen {
-        // Held: in flight across the store's return, having waited through half the spell
-        // or more of it, whether sent while the store was down or already in flight when it
-        // went down (a client waiting on that one sends nothing more until it is answered:
-        // counting only the first kind made the verdict hang on where a client's send fell).
-        let held_through = steps.iter().find(|(from, until, step)| {
-            *step == Step::Down
-                && sent < until
-                && answered > until
-                && until.saturating_sub(*sent.max(from)) >= until.saturating_sub(*from) / 2
-        });
-        if held_through.is_some() {
-            r.held += 1;
-            let waited = answered.saturating_sub(*sent).as_millis() as u64;
-            r.held_longest_ms = r.held_longest_ms.max(waited);
-        }
         let within = steps
             .iter()
             .position(|(from, until, _)| from <= sent && answered <= until);
@@ -362,6 +384,7 @@ fn limiting_resumed(
     declared: Declared,
 ) {
     let allowed = |span: Duration| {
+        let span = span.saturating_add(declared.clock_resolution);
         declared
             .claim
             .envelope()
@@ -415,6 +438,7 @@ mod tests {
                 period: ratelab_core::Nanos(1_000_000_000),
             },
             recovery: Duration::ZERO,
+            clock_resolution: Duration::ZERO,
             instances: 2,
         }
     }
@@ -527,14 +551,25 @@ mod tests {
             (0, s(150), s(210), Outcome::Allowed),
             (0, s(310), s(320), Outcome::Denied),
         ];
+        // The one sent in the spell's first half was held to its end (the other, sent at its
+        // middle, is not counted: a target with a timeout under half the spell would have
+        // answered it too, late).
         let r = judge(&held, &steps, declared(FailureMode::FailClosed));
-        assert_eq!((r.held, r.held_longest_ms), (2, 140));
+        assert_eq!((r.held, r.held_longest_ms), (1, 140));
         assert_eq!(r.failures.len(), 1, "{:?}", r.failures);
         assert!(
-            r.failures[0].contains("2 requests in flight while the store was down got no answer"),
+            r.failures[0].contains("1 requests in flight while the store was down got no answer"),
             "{:?}",
             r.failures
         );
+        // A client that gives up after 60 ms answers requests sent late in the spell only
+        // after it, having waited: it holds nothing, as the first of them shows.
+        let timeout = vec![
+            (0, s(105), s(165), Outcome::Failed("status 500".into())),
+            (0, s(165), s(225), Outcome::Failed("status 500".into())),
+        ];
+        let r = judge(&timeout, &steps, declared(FailureMode::FailClosed));
+        assert_eq!(r.held, 0, "{r:?}");
         // Already in flight when the store went down, and held through it: held as well,
         // so the verdict does not hang on whether a client's send fell before the freeze.
         let r = judge(
@@ -543,16 +578,16 @@ mod tests {
             declared(FailureMode::FailClosed),
         );
         assert_eq!((r.held, r.held_longest_ms), (1, 140));
-        // Refused at once in one spell does not excuse being held in another; a request
-        // sent at the spell's end and answered just after it is not held.
+        // Refused at once early in the spell: the target decides while its store is down,
+        // and a request answered after it is not one it held.
         let mut both = held.clone();
         both.extend([
             (0, s(120), s(130), Outcome::Denied),
             (0, s(195), s(205), Outcome::Denied),
         ]);
         let r = judge(&both, &steps, declared(FailureMode::FailClosed));
-        assert_eq!((r.down.requests, r.held), (1, 2), "{r:?}");
-        assert_eq!(r.failures.len(), 1, "{:?}", r.failures);
+        assert_eq!((r.down.requests, r.held), (1, 0), "{r:?}");
+        assert_eq!(r.failures.len(), 0, "{:?}", r.failures);
         let stuck = vec![(0, s(310), s(320), Outcome::Failed("status 500".into()))];
         let r = judge(&stuck, &steps, declared(FailureMode::FailClosed));
         assert_eq!(

@@ -258,6 +258,7 @@ impl Started {
             claim: self.claim,
             instances: t.instances(),
             recovery: Duration::from_nanos(self.recovery.as_u64()),
+            clock_resolution: Duration::from_nanos(self.clock_resolution.as_u64()),
         }
     }
 }

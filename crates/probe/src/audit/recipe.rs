@@ -462,6 +462,26 @@ pub fn load(dir: &Path) -> Result<Loaded, String> {
                     .into(),
             ));
         }
+        let empty = [
+            ("issue", &k.issue),
+            ("title", &k.title),
+            ("matches", &k.matches),
+            ("note", &k.note),
+            ("by_design", &k.by_design),
+        ]
+        .into_iter()
+        .find(|(_, v)| v.as_ref().is_some_and(|v| v.trim().is_empty()));
+        if let Some((field, _)) = empty {
+            return Err(fail(&format!("known[{i}].{field}"), "empty".into()));
+        }
+        if let Some(issue) = &k.issue
+            && !upstream_item(issue)
+        {
+            return Err(fail(
+                &format!("known[{i}].issue"),
+                format!("{issue:?}: expected owner/repo#N"),
+            ));
+        }
         if k.cause.is_none() && k.by_design.is_none() {
             return Err(fail(
                 &format!("known[{i}].cause"),
@@ -481,6 +501,20 @@ pub fn load(dir: &Path) -> Result<Loaded, String> {
             ));
         }
     }
+    for (i, searched) in recipe.searched.iter().enumerate() {
+        if searched.tracker.trim().is_empty() || searched.query.trim().is_empty() {
+            return Err(fail(
+                &format!("searched[{i}]"),
+                "give the `tracker` searched and the `query`".into(),
+            ));
+        }
+        if !iso_date(&searched.on) {
+            return Err(fail(
+                &format!("searched[{i}].on"),
+                format!("{:?}: expected the date as YYYY-MM-DD", searched.on),
+            ));
+        }
+    }
     let name = dir
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -494,6 +528,33 @@ pub fn load(dir: &Path) -> Result<Loaded, String> {
 
 /// A setting given under `[probe]` (`key`, its value) and, where one differs, per variant
 /// (`field`): the first value `check` refuses, as its path and why.
+/// Whether `s` names an upstream item as `owner/repo#N`.
+fn upstream_item(s: &str) -> bool {
+    let Some((repo, number)) = s.split_once('#') else {
+        return false;
+    };
+    let Some((owner, name)) = repo.split_once('/') else {
+        return false;
+    };
+    let part = |p: &str| {
+        !p.is_empty()
+            && p.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+    };
+    part(owner) && part(name) && !number.is_empty() && number.chars().all(|c| c.is_ascii_digit())
+}
+
+/// Whether `s` is a date written `YYYY-MM-DD`.
+fn iso_date(s: &str) -> bool {
+    let parts: Vec<&str> = s.split('-').collect();
+    let number = |p: &str, len: usize, most: u32| {
+        p.len() == len
+            && p.chars().all(|c| c.is_ascii_digit())
+            && p.parse::<u32>().is_ok_and(|n| (1..=most).contains(&n))
+    };
+    matches!(parts.as_slice(), [y, m, d] if number(y, 4, 9999) && number(m, 2, 12) && number(d, 2, 31))
+}
+
 fn first_refused(
     recipe: &Recipe,
     (key, top): (&str, &String),
@@ -675,6 +736,31 @@ POLICY
         assert!(loaded("cited", &with_cause).is_ok());
         let e = loaded("uncaused", &format!("{bare}\n{cited}")).unwrap_err();
         assert!(e.contains("known[0].cause"), "{e}");
+        // An item not written owner/repo#N, an empty title: refused, at their paths.
+        let bad_item = with_cause.replace("o/r#1", "issue 1");
+        assert!(
+            loaded("item", &bad_item)
+                .unwrap_err()
+                .contains("known[0].issue")
+        );
+        let untitled = with_cause.replace("title = \"t\"", "title = \" \"");
+        assert!(
+            loaded("untitled", &untitled)
+                .unwrap_err()
+                .contains("known[0].title")
+        );
+        // A tracker search needs its date as YYYY-MM-DD.
+        let searched = |on: &str| {
+            format!(
+                "{bare}\n[[searched]]\ntracker = \"https://x/issues\"\nquery = \"q\"\non = \"{on}\"\n"
+            )
+        };
+        assert!(loaded("searched", &searched("2026-12-06")).is_ok());
+        assert!(
+            loaded("searched-bad", &searched("6 Dec"))
+                .unwrap_err()
+                .contains("searched[0].on")
+        );
         // A note and a design at once: refused.
         let both = format!(
             "{bare}\n[[known]]\ncheck = \"fields\"\ncause = \"server\"\nnote = \"n\"\nby_design = \"d\"\n"

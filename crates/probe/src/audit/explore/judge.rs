@@ -7,16 +7,23 @@
 //! when the fault began, sent while the store was down or slow, or sent during the
 //! recovery. Its answer is not held to the policy (a fail-open target admits beyond it by
 //! design), but an admission whose whole flight fell while the store was down is a
-//! failure-mode finding for a fail-closed target, and so is, whatever the mode, a request
-//! held through half a spell down or more and answered only once the store was back (a
-//! target that waits for its store decides in no mode at all). Every other request is judged: those
+//! failure-mode finding for a fail-closed target, and so are, whatever the mode, requests a
+//! target held through a spell down: every one in flight at its start or sent in its first
+//! half answered only once the store was back (a target that waits for its store decides in
+//! no mode at all; one that gives up sooner than half the spell holds nothing). Every other request is judged: those
 //! before the first fault from keys nobody used, those after each zone from any state (the
 //! store may have lost what it held, or missed what was admitted while it was down). So a
 //! target that has not limited again by the end of its declared recovery is judged, and
 //! caught, like any over-admission.
 //!
-//! A run whose answers outside the zones are not decisions (5xx, refused, timeouts on a
-//! healthy store) could not run: it judges nothing.
+//! A run more than 5 % of whose answers before its first fault are not decisions (5xx,
+//! refused, timeouts on a healthy store) could not run: it judges nothing. Fewer, and any
+//! after a fault, are the decisions check's failures.
+//!
+//! After a fault a key is judged from any state: a bucket by its specification and its
+//! envelope, a window family (which no specification here starts from an unknown state) by
+//! its envelope alone. A local fallback's bound while the store is down is the fixed audit's
+//! to judge ([`crate::audit::faults`]).
 
 use super::run::{Applied, Ran};
 use crate::audit::recipe::FailureMode;
@@ -124,31 +131,38 @@ pub fn found(ran: &Ran, h: &Holding) -> Found {
             }
             if a.kind.down()
                 && a.from <= o.sent
-                && o.answered <= a.until
+                && o.answered <= a.down_until
                 && o.outcome == Outcome::Allowed
             {
                 down_admitted.push(o.id);
             }
-            // Held: in flight across the store's return, having waited through half its
-            // spell down or more (sent then, or already in flight when it went down).
-            let spell = a.until.as_u64().saturating_sub(a.from.as_u64());
-            if a.kind.down()
-                && o.sent < a.until
-                && o.answered > a.until
-                && a.until.as_u64().saturating_sub(o.sent.max(a.from).as_u64()) >= spell / 2
-            {
-                held.push(o.id);
-            }
             continue;
         }
-        outside += 1;
-        if matches!(o.outcome, Outcome::Failed(_)) {
-            undecided.push(o);
-        }
         let segment = ran.faults.iter().filter(|a| zone(a).1 < o.sent).count();
+        // Before any fault the store is healthy: answers that are not decisions there mean
+        // the run cannot judge. After one, they are the decisions check's to judge (a target
+        // that never decides again is a finding, not a run lost).
+        if segment == 0 {
+            outside += 1;
+            if matches!(o.outcome, Outcome::Failed(_)) {
+                undecided.push(o);
+            }
+        }
         let mut o = o.clone();
         o.key = format!("{}@{segment}", o.key);
         segments.entry(segment).or_default().push(o);
+    }
+    // Held through a spell down: every request in flight at its start or sent in its first
+    // half answered only once the store was back ([`crate::audit::faults::held`]).
+    for a in ran.faults.iter().filter(|a| a.kind.down()) {
+        let flights = ran
+            .observations
+            .iter()
+            .map(|o| (o.id, o.sent.as_u64(), o.answered.as_u64()));
+        held.extend(crate::audit::faults::held(
+            (a.from.as_u64(), a.down_until.as_u64()),
+            flights,
+        ));
     }
     if let Some(first) = undecided.first()
         && undecided.len() as u64 * 100 > outside * UNDECIDED_PERCENT
@@ -265,6 +279,7 @@ mod tests {
         vec![Applied {
             kind: FaultKind::Freeze,
             from: ms(1_000),
+            down_until: ms(1_200),
             until: ms(1_200),
         }]
     }
@@ -277,7 +292,7 @@ mod tests {
                 seen(0, "a", 0, 5, Outcome::Allowed),
                 seen(1, "a", 990, 1_210, Outcome::Denied),
                 seen(2, "a", 1_050, 1_100, Outcome::Allowed),
-                seen(3, "a", 1_100, 1_250, Outcome::Allowed),
+                seen(3, "a", 1_090, 1_250, Outcome::Allowed),
                 seen(4, "a", 1_250, 1_260, Outcome::Allowed),
                 seen(5, "a", 1_400, 1_405, Outcome::Allowed),
                 seen(6, "a", 1_410, 1_415, Outcome::Allowed),
@@ -295,22 +310,26 @@ mod tests {
             }
         );
         // Judged: the first before the fault (a full bucket), two after its zone from any
-        // state, within the policy. Held through half the freeze or more, whether in flight
-        // when it began or sent during it: requests 1 and 3, whatever the mode.
+        // state, within the policy. Request 2 was decided while the store was frozen, so the
+        // target held nothing (request 1's wait is not a hold).
         assert_eq!(open.judged, 3);
-        assert_eq!(open.failures.len(), 1, "{open:?}");
-        assert!(
-            open.failures["failure-mode"].contains("declared fail-open, but 2 requests in flight")
-                && open.failures["failure-mode"].contains("[1, 3]"),
-            "{open:?}"
-        );
-        // Fail-closed: the admission whose whole flight fell in the freeze as well.
+        assert!(open.failures.is_empty(), "{open:?}");
+        // Fail-closed: that admission, whose whole flight fell in the freeze, is a finding.
         let closed = found(&ran, &holding(FailureMode::FailClosed));
         let line = &closed.failures["failure-mode"];
         assert!(
-            line.contains("[1, 3]")
-                && line.contains("admitted while the store was down (requests [2])"),
+            line.contains("admitted while the store was down (requests [2])"),
             "{closed:?}"
+        );
+        // A target that answers nothing until its store is back holds every request in
+        // flight at the freeze's start or sent in its first half: requests 1 and 3.
+        let mut waits = ran.clone();
+        waits.observations.retain(|o| o.id != 2);
+        let held = found(&waits, &holding(FailureMode::FailOpen));
+        assert!(
+            held.failures["failure-mode"].contains("declared fail-open, but 2 requests in flight")
+                && held.failures["failure-mode"].contains("[1, 3]"),
+            "{held:?}"
         );
     }
 

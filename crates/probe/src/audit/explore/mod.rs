@@ -471,20 +471,16 @@ fn write_script(
             deny: &r.deny_status,
             replay,
             keys: &kept_keys(line, schedule),
+            recovery: bench.holding.recovery,
         },
         schedule,
     );
     std::fs::write(to, py).map_err(|e| format!("{}: {e}", to.display()))
 }
 
-/// Runs the schedule in `file` `n` times against `t`: the checks that failed, each with the
-/// runs it failed in. Where the check the file is named for failed, its reproducer beside it
-/// is written again from this run.
-pub async fn replay(
-    t: &Target,
-    s: &Settings,
-    file: &Path,
-) -> Result<(Vec<(String, u32)>, u32), String> {
+/// The schedule in `file`, as a campaign wrote it; what is wrong with it, at its line and
+/// column or its JSON path, if it cannot be run.
+pub fn read_schedule(file: &Path) -> Result<Schedule, String> {
     let text = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
     let schedule: Schedule = serde_json::from_str(&text).map_err(|e| {
         format!(
@@ -497,6 +493,18 @@ pub async fn replay(
     schedule
         .check()
         .map_err(|e| format!("{}: {e}", file.display()))?;
+    Ok(schedule)
+}
+
+/// Runs `schedule` (read from `file`) `n` times against `t`: the checks that failed, each with the
+/// runs it failed in. Where the check the file is named for failed, its reproducer beside it
+/// is written again from this run.
+pub async fn replay(
+    t: &Target,
+    s: &Settings,
+    file: &Path,
+    schedule: &Schedule,
+) -> Result<(Vec<(String, u32)>, u32), String> {
     let logs = std::env::temp_dir().join(format!("ratelab-explore-logs-{}", slug(&t.name())));
     let mut bench = Bench::start(t, s, &logs)
         .await?
@@ -505,7 +513,7 @@ pub async fn replay(
     let mut failed: std::collections::BTreeMap<String, u32> = Default::default();
     let mut lines: std::collections::BTreeMap<String, String> = Default::default();
     for _ in 0..n {
-        let f = bench.once(&schedule).await?;
+        let f = bench.once(schedule).await?;
         if let Some(why) = f.could_not_run {
             return Err(format!("{}: could not run: {why}", t.name()));
         }
@@ -526,7 +534,7 @@ pub async fn replay(
         write_script(
             &bench,
             t,
-            &schedule,
+            schedule,
             line,
             &replay,
             &file.with_extension("py"),

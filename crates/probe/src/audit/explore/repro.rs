@@ -3,14 +3,16 @@
 //! checks the answers with its own few lines, and prints what it found — what one attaches
 //! to an upstream report.
 //!
-//! Its checks are four. A `Retry-After` that is neither delay-seconds nor an HTTP-date. A
-//! request *held*: in flight when a store fault the script applied ended, having waited
-//! through half of it or more. The *envelope*: admissions on one key between a send and a later
-//! answer may not exceed what the claim admits over that span from any state (sound
-//! whatever the timing). And the *count*: of each key's requests, no more than the claimed
-//! policy admits when each is decided at its planned time, or up to the slack later
-//! (computed here by the family's specification, [`Claim::most_admitted`], and written into
-//! the script as numbers).
+//! Its checks are four. A `Retry-After` that is neither delay-seconds nor an HTTP-date.
+//! Requests *held*: every one in flight when a store fault the script applied began, or sent
+//! in its first half, answered only once it ended. The *envelope*, between the faults and
+//! their recoveries: admissions on one key between a send and a later
+//! answer (widened by the clock resolution) may not exceed what the claim admits over that
+//! span from any state (sound whatever the timing). And the *count*, before any fault: of
+//! each key's requests, no more than the claimed policy admits when each is decided at its
+//! planned time or up to the slack later (computed here by the family's specification,
+//! [`Claim::most_admitted`], over the timings tried, and written into the script as
+//! numbers), counted only when every one of them went out within the slack.
 
 use super::schedule::{FaultKind, Schedule};
 use ratelab_check::probe::Claim;
@@ -45,14 +47,20 @@ pub struct Script<'a> {
     pub replay: &'a str,
     /// The keys the finding names (every key when it names none).
     pub keys: &'a [u32],
+    /// How long after its store is back it may take to limit again.
+    pub recovery: Nanos,
 }
 
-/// The most the claim admits of each key's requests: decided at their planned times, or
-/// each up to the slack (and the clock resolution) later, the most of a few such timings.
+/// The most the claim admits of each key's requests (those planned before `before`, µs):
+/// decided at their planned times, or each up to the slack (and the clock resolution)
+/// later, the most over a few such timings (on time, all late, the first on time and the
+/// rest late, and random ones). Not a bound over every timing the slack allows: the script
+/// says so, and counts only where its requests went out within the slack.
 pub fn most_by_key(
     schedule: &Schedule,
     claim: &Claim,
     clock_resolution: Nanos,
+    before: u64,
 ) -> BTreeMap<u32, u64> {
     let slack = SLACK_MS * 1_000_000 + clock_resolution.as_u64();
     let mut out = BTreeMap::new();
@@ -60,18 +68,20 @@ pub fn most_by_key(
         let planned: Vec<u64> = schedule
             .requests
             .iter()
-            .filter(|r| r.key == key)
+            .filter(|r| r.key == key && r.at_us < before)
             .map(|r| r.at_us * 1_000)
             .collect();
         let mut rng = StreamRng::new(u64::from(key), 0x0072_6570_726f);
         let mut most = 0;
-        for pattern in 0..10u64 {
+        for pattern in 0..16u64 {
             let mut times: Vec<Nanos> = planned
                 .iter()
-                .map(|&t| {
+                .enumerate()
+                .map(|(i, &t)| {
                     let late = match pattern {
                         0 => 0,
                         1 => slack,
+                        2 => u64::from(i > 0) * slack,
                         _ => rng.below(slack + 1),
                     };
                     Nanos(t + late)
@@ -85,19 +95,62 @@ pub fn most_by_key(
     out
 }
 
+/// `v` as a Python string literal (double-quoted; backslashes, quotes and anything not
+/// printable ASCII escaped).
+fn literal(v: &str) -> String {
+    let mut out = String::from('"');
+    for c in v.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            ' '..='~' => out.push(c),
+            c if u32::from(c) <= 0xff => out.push_str(&format!("\\x{:02x}", u32::from(c))),
+            c if u32::from(c) <= 0xffff => out.push_str(&format!("\\u{:04x}", u32::from(c))),
+            c => out.push_str(&format!("\\U{:08x}", u32::from(c))),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// `v` for a line of the script's docstring: what [`literal`] escapes, without its quotes.
+fn prose(v: &str) -> String {
+    let quoted = literal(v);
+    quoted[1..quoted.len() - 1].to_owned()
+}
+
 /// The script.
 pub fn script(s: &Script<'_>, schedule: &Schedule) -> String {
-    let most = most_by_key(schedule, &s.claim, s.clock_resolution);
+    let first_fault = schedule.faults.first().map_or(u64::MAX, |f| f.at_us);
+    let named = |most: BTreeMap<u32, u64>| -> String {
+        let kept: Vec<String> = most
+            .iter()
+            .filter(|(k, _)| s.keys.is_empty() || s.keys.contains(k))
+            .map(|(k, m)| format!("{k}: {m}"))
+            .collect();
+        format!("{{{}}}", kept.join(", "))
+    };
+    let most = named(most_by_key(
+        schedule,
+        &s.claim,
+        s.clock_resolution,
+        u64::MAX,
+    ));
+    let before = named(most_by_key(
+        schedule,
+        &s.claim,
+        s.clock_resolution,
+        first_fault,
+    ));
     let e = s.claim.envelope();
     let mut out = String::new();
-    let py = |v: &str| format!("{v:?}");
     let _ = writeln!(out, "#!/usr/bin/env python3");
     let _ = writeln!(
         out,
         "\"\"\"Reproduces a finding of `ratelab audit --explore` on {} (claimed policy {}):\n\n    {}\n",
-        s.target,
-        s.policy,
-        s.finding.replace('\\', "\\\\").replace("\"\"\"", "'''")
+        prose(s.target),
+        prose(s.policy),
+        prose(s.finding)
     );
     let _ = writeln!(
         out,
@@ -106,21 +159,28 @@ pub fn script(s: &Script<'_>, schedule: &Schedule) -> String {
          store's pid to freeze or kill it, the command that starts it again, its Redis port to\n\
          pause it. Python's standard library only. Exit 1: reproduced; 0: not this time.\n\
          In ratelab: {}\n\"\"\"",
-        s.replay
+        prose(s.replay)
     );
     out.push_str(
         "import email.utils, os, shlex, signal, socket, subprocess, sys, threading, time, urllib.error, urllib.request\n\n",
     );
-    let urls: Vec<String> = s.urls.iter().map(|u| py(u)).collect();
+    let urls: Vec<String> = s.urls.iter().map(|u| literal(u)).collect();
     let _ = writeln!(out, "URLS = [{}]", urls.join(", "));
     let _ = writeln!(
         out,
         "KEY_HEADER = {}",
-        s.key_header.map_or("None".to_owned(), py)
+        s.key_header.map_or("None".to_owned(), literal)
     );
-    let deny: Vec<String> = s.deny.iter().map(u16::to_string).collect();
-    let _ = writeln!(out, "DENY = ({},)", deny.join(", "));
+    let deny: Vec<String> = s.deny.iter().map(|d| format!("{d}, ")).collect();
+    let _ = writeln!(out, "DENY = ({})", deny.concat().trim_end());
     let _ = writeln!(out, "ALIGN_MS = {}", (schedule.align_us / 1_000).max(1));
+    let _ = writeln!(
+        out,
+        "CLOCK_RES_MS = {}",
+        s.clock_resolution.as_u64() as f64 / 1e6
+    );
+    let _ = writeln!(out, "RECOVERY_MS = {}", s.recovery.as_u64() as f64 / 1e6);
+    let _ = writeln!(out, "SLACK_MS = {SLACK_MS}");
     let _ = writeln!(out, "# (ms after the start, key, instance)");
     out.push_str("REQUESTS = [\n");
     for r in &schedule.requests {
@@ -141,25 +201,22 @@ pub fn script(s: &Script<'_>, schedule: &Schedule) -> String {
         };
         let _ = writeln!(
             out,
-            "    ({:.3}, {kind:?}, {:.3}),",
+            "    ({:.3}, {}, {:.3}),",
             f.at_us as f64 / 1_000.0,
+            literal(kind),
             f.for_us as f64 / 1_000.0
         );
     }
     out.push_str("]\n");
     let _ = writeln!(
         out,
-        "# The most the claimed policy admits of each key's requests, each decided at its time or\n\
-         # up to {SLACK_MS} ms later (ratelab's specification of {}), for the keys the finding\n\
-         # names.",
-        s.policy
+        "# The most the claimed policy admits of each key's requests, at their planned times or\n\
+         # up to SLACK_MS later (ratelab's specification of {}, the most over the timings it\n\
+         # tried), for the keys the finding names: all of them (MOST), and those planned before\n\
+         # the first fault (MOST_BEFORE_FAULT, used when the script applies one).\n\
+         MOST = {most}\nMOST_BEFORE_FAULT = {before}",
+        prose(s.policy)
     );
-    let most: Vec<String> = most
-        .iter()
-        .filter(|(k, _)| s.keys.is_empty() || s.keys.contains(k))
-        .map(|(k, m)| format!("{k}: {m}"))
-        .collect();
-    let _ = writeln!(out, "MOST = {{{}}}", most.join(", "));
     let _ = writeln!(
         out,
         "# From any state, at most BURST + AMOUNT * span / PERIOD_MS admitted in any span (ms).\n\
@@ -179,6 +236,8 @@ def options(argv):
     urls, opts, i = [], {}, 0
     while i < len(argv):
         if argv[i] in ("--store-pid", "--restart", "--redis-port"):
+            if i + 1 == len(argv):
+                sys.exit("%s needs a value" % argv[i])
             opts[argv[i]] = argv[i + 1]
             i += 2
         else:
@@ -220,7 +279,8 @@ def fault(kind, ms, opts):
     if kind == "restart" and pid and "--restart" in opts:
         os.kill(pid, signal.SIGKILL)
         time.sleep(ms / 1000)
-        subprocess.Popen(shlex.split(opts["--restart"]))
+        # The store started again is the one a later fault acts on.
+        opts["--store-pid"] = str(subprocess.Popen(shlex.split(opts["--restart"])).pid)
         return True
     if kind == "slow" and "--redis-port" in opts:
         with socket.create_connection(("127.0.0.1", int(opts["--redis-port"]))) as s:
@@ -236,8 +296,9 @@ def fault(kind, ms, opts):
 def main():
     urls, opts = options(sys.argv[1:])
     prefix = "repro-%d-%d" % (os.getpid(), time.time())
-    now = time.time() * 1000
-    time.sleep((ALIGN_MS - now % ALIGN_MS) / 1000)
+    wait = ALIGN_MS - (time.time() * 1000) % ALIGN_MS
+    if wait < 10000:
+        time.sleep(wait / 1000)
     start = time.monotonic()
     seen = [None] * len(REQUESTS)
 
@@ -245,7 +306,7 @@ def main():
         time.sleep(max(0, start + at / 1000 - time.monotonic()))
         sent = time.monotonic() - start
         status, retry_after = send(urls[instance % len(urls)], "%s-k%d" % (prefix, key))
-        seen[i] = (key, sent * 1000, (time.monotonic() - start) * 1000, status, retry_after)
+        seen[i] = (key, sent * 1000, (time.monotonic() - start) * 1000, status, retry_after, at)
 
     threads = [threading.Thread(target=request, args=(i,) + r) for i, r in enumerate(REQUESTS)]
     for t in threads:
@@ -259,38 +320,53 @@ def main():
     for t in threads:
         t.join()
     found = False
-    # Held: in flight across the store's return, having waited through half its spell down.
+    # Held: every request in flight when the store went down, or sent in the first half of
+    # its spell, answered only once it was back.
     for began, ended in applied:
-        held = [s for s in seen if s and s[1] < ended < s[2] and ended - max(s[1], began) >= (ended - began) / 2]
-        if held:
+        early = [s for s in seen if s and s[1] < (began + ended) / 2 and s[2] > began]
+        if early and all(s[2] > ended for s in early):
             found = True
-            print("held: %d requests got no answer until the store was back, %.0f ms after it went down" % (len(held), ended - began))
+            print("held: %d requests got no answer until the store was back, %.0f ms after it went down" % (len(early), ended - began))
     for s in seen:
         if s and not retry_after_ok(s[4]):
             found = True
             print("key %d: Retry-After %r is neither delay-seconds nor an HTTP-date" % (s[0], s[4]))
             break
-    for key in sorted(MOST):
-        mine = [s for s in seen if s and s[0] == key]
+    # Answers a fault touched (in flight from its start until the recovery after it) are held
+    # to no policy; the others are, in segments between the faults.
+    zones = [(began, ended + RECOVERY_MS) for began, ended in applied]
+    def segment(s):
+        if any(s[1] <= end and s[2] >= begin for begin, end in zones):
+            return None
+        return sum(1 for _, end in zones if end < s[1])
+    most = MOST_BEFORE_FAULT if applied else MOST
+    for key in sorted(most):
+        mine = [s for s in seen if s and s[0] == key and segment(s) is not None]
         admitted = [s for s in mine if isinstance(s[3], int) and 200 <= s[3] < 400 and s[3] not in DENY]
         denied = sum(1 for s in mine if s[3] in DENY)
         print("key %d: %d requests, %d admitted, %d denied, %d without a decision" % (key, len(mine), len(admitted), denied, len(mine) - len(admitted) - denied))
-        if len(admitted) > MOST[key]:
-            found = True
-            print("  count: %d admitted, where the policy admits at most %d of these requests" % (len(admitted), MOST[key]))
-        admitted.sort(key=lambda s: s[1])
-        for i in range(len(admitted)):
-            last = 0
-            for j in range(i, len(admitted)):
-                last = max(last, admitted[j][2])
-                span = last - admitted[i][1]
-                if j - i + 1 > BURST + AMOUNT * span / PERIOD_MS:
-                    found = True
-                    print("  envelope: %d admitted within %.1f ms (sent at %.1f ms on), where at most %d may be" % (j - i + 1, span, admitted[i][1], BURST + AMOUNT * span / PERIOD_MS))
-                    break
+        first = [s for s in admitted if segment(s) == 0]
+        late = [s for s in mine if segment(s) == 0 and not s[5] <= s[1] <= s[5] + SLACK_MS]
+        if len(first) > most[key]:
+            if late:
+                print("  count: inconclusive, %d requests went out more than %d ms from their planned times" % (len(late), SLACK_MS))
             else:
-                continue
-            break
+                found = True
+                print("  count: %d admitted, where the policy admits at most %d of these requests" % (len(first), most[key]))
+        for part in sorted(set(segment(s) for s in admitted)):
+            run = sorted((s for s in admitted if segment(s) == part), key=lambda s: s[1])
+            for i in range(len(run)):
+                last = 0
+                for j in range(i, len(run)):
+                    last = max(last, run[j][2])
+                    span = last - run[i][1] + CLOCK_RES_MS
+                    if j - i + 1 > BURST + AMOUNT * span / PERIOD_MS:
+                        found = True
+                        print("  envelope: %d admitted within %.1f ms (sent at %.1f ms on), where at most %d may be" % (j - i + 1, span, run[i][1], BURST + AMOUNT * span / PERIOD_MS))
+                        break
+                else:
+                    continue
+                break
     print("reproduced" if found else "not reproduced this time")
     sys.exit(1 if found else 0)
 

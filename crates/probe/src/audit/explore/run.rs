@@ -16,7 +16,9 @@ pub struct Applied {
     pub kind: FaultKind,
     /// The store stopped serving (the signal sent, the pause begun).
     pub from: Nanos,
-    /// It served again (continued, restarted, the pause over).
+    /// It was certainly still down until here (before it was continued or started again).
+    pub down_until: Nanos,
+    /// It certainly served again from here (continued, restarted, the pause over).
     pub until: Nanos,
 }
 
@@ -66,11 +68,11 @@ pub async fn run(
     let at = |us: u64| tokio::time::Instant::from_std(start + Duration::from_micros(us));
     let since = move || Nanos(u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX));
     let seen: Arc<Mutex<Vec<Observation>>> = Arc::default();
-    let mut tasks = Vec::with_capacity(schedule.requests.len());
+    let mut tasks = Requests(Vec::with_capacity(schedule.requests.len()));
     for (id, r) in schedule.requests.iter().enumerate() {
         let (target, seen, key) = (target.clone(), seen.clone(), key_name(prefix, r.key));
         let (when, r) = (at(r.at_us), *r);
-        tasks.push(tokio::spawn(async move {
+        tasks.0.push(tokio::spawn(async move {
             tokio::time::sleep_until(when).await;
             let sent = since();
             let (outcome, fields) = target.send_to(r.instance, &key).await;
@@ -98,16 +100,17 @@ pub async fn run(
                 store.signal("STOP")?;
                 let from = since();
                 tokio::time::sleep(lasts).await;
-                let until = since();
+                let down_until = since();
                 store.signal("CONT")?;
-                (from, until)
+                (from, down_until, since())
             }
             FaultKind::Restart => {
                 store.kill();
                 let from = since();
                 tokio::time::sleep(lasts).await;
+                let down_until = since();
                 tokio::task::block_in_place(|| store.restart())?;
-                (from, since())
+                (from, down_until, since())
             }
             FaultKind::Slow => {
                 let ms = (f.for_us / 1_000).max(1).to_string();
@@ -119,16 +122,18 @@ pub async fn run(
                     return Err(format!("CLIENT PAUSE {ms}: {reply:?}"));
                 }
                 tokio::time::sleep(lasts).await;
-                (from, since())
+                let over = since();
+                (from, over, over)
             }
         };
         faults.push(Applied {
             kind: f.kind,
             from: applied.0,
-            until: applied.1,
+            down_until: applied.1,
+            until: applied.2,
         });
     }
-    for t in tasks {
+    for t in std::mem::take(&mut tasks.0) {
         // A task that panicked loses only its own request.
         let _ = t.await;
     }
@@ -139,4 +144,15 @@ pub async fn run(
         faults,
         wall,
     })
+}
+
+/// A run's request tasks, stopped if the run ends early (a fault the store refused).
+struct Requests(Vec<tokio::task::JoinHandle<()>>);
+
+impl Drop for Requests {
+    fn drop(&mut self) {
+        for t in &self.0 {
+            t.abort();
+        }
+    }
 }

@@ -149,15 +149,17 @@ pub fn draw(seed: u64, shape: &Shape) -> Schedule {
                         w * 2 / (2 * per_window + 1)
                     }
                     .max(500);
-                    let until = t + d.int(w / 2, 2 * w);
-                    while t < until {
+                    let until = (t + d.int(w / 2, 2 * w)).min(shape.length_us);
+                    while t < until && requests.len() < shape.most_requests {
                         send(&mut d, &mut requests, t, key);
                         t += period;
                     }
                 }
                 1 => {
                     // A burst on a window boundary, or just before or after it.
-                    let size = d.int(1, shape.burst.saturating_mul(3) / 2 + 1);
+                    let size = d
+                        .int(1, shape.burst.saturating_mul(3) / 2 + 1)
+                        .min(shape.most_requests as u64);
                     let boundary = (t / w + 1) * w;
                     let offset = d.pick(&[0i64, -1_000, 1_000, -(w as i64) / 20, w as i64 / 20]);
                     let at = boundary.saturating_add_signed(offset).max(t);
@@ -186,6 +188,12 @@ pub fn draw(seed: u64, shape: &Shape) -> Schedule {
             let at_us = d.int(from, from + end / 3);
             let kind = d.pick(shape.faults);
             let for_us = d.int(150_000, 1_000_000);
+            // Observed well past its recovery, or not drawn at all: a fault whose answers
+            // after recovery fall beyond the schedule would judge nothing.
+            let observed_until = at_us + for_us + shape.recovery_us + 2 * w;
+            if observed_until > shape.length_us {
+                break;
+            }
             faults.push(PlannedFault {
                 at_us,
                 kind,
@@ -195,11 +203,11 @@ pub fn draw(seed: u64, shape: &Shape) -> Schedule {
             let key = keys + faults.len() as u32 - 1;
             let period = (shape.rate_us / 4).max(2_000);
             let mut t = at_us.saturating_sub(200_000);
-            while t < at_us + for_us + shape.recovery_us + 2 * w {
+            while t < observed_until && requests.len() < 2 * shape.most_requests {
                 send(&mut d, &mut requests, t, key);
                 t += period;
             }
-            from = at_us + for_us + shape.recovery_us + 2 * w;
+            from = observed_until;
         }
     }
     requests.sort_by_key(|r| r.at_us);

@@ -201,7 +201,14 @@ fn explore_command(a: &AuditArgs, targets: &[audit::Target]) -> ExitCode {
             );
             return ExitCode::from(EXIT_BAD_INPUT);
         };
-        return match rt.block_on(explore::replay(t, &s, file)) {
+        let schedule = match explore::read_schedule(file) {
+            Ok(schedule) => schedule,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::from(EXIT_BAD_INPUT);
+            }
+        };
+        return match rt.block_on(explore::replay(t, &s, file, &schedule)) {
             Ok((failed, n)) if failed.is_empty() => {
                 println!("{}: every check held in {n} of {n} runs", t.name());
                 ExitCode::SUCCESS
