@@ -146,6 +146,16 @@ pub struct Explored {
     pub versions: std::collections::BTreeMap<String, String>,
 }
 
+/// Where a campaign that could not run keeps `target`'s instances' logs: a directory of
+/// its own under the system's temporary directory, left in place.
+fn logs_dir(target: &str) -> PathBuf {
+    std::env::temp_dir().join(format!(
+        "ratelab-explore-logs-{}-{}",
+        slug(target),
+        std::process::id()
+    ))
+}
+
 /// The file name of `target`'s artifacts: `NAME-VARIANT`.
 pub fn slug(target: &str) -> String {
     target.replace('/', "-")
@@ -284,7 +294,8 @@ pub async fn explore(
         policy: t.policy().to_owned(),
         ..Explored::default()
     };
-    let mut bench = match Bench::start(t, s, &dir.join("logs")).await? {
+    let logs = logs_dir(&t.name());
+    let mut bench = match Bench::start(t, s, &logs).await? {
         Ok(b) => b,
         Err(why) => {
             e.could_not_run = Some(why);
@@ -307,7 +318,7 @@ pub async fn explore(
         let found = bench.once(&schedule).await?;
         e.seeds += 1;
         if let Some(why) = found.could_not_run {
-            let logs = bench.started.running.keep_logs(&dir.join("logs"));
+            let logs = bench.started.running.keep_logs(&logs);
             e.could_not_run = Some(format!("seed {seed}: {why}; the instances' logs: {logs:?}"));
             break;
         }
@@ -505,8 +516,7 @@ pub async fn replay(
     file: &Path,
     schedule: &Schedule,
 ) -> Result<(Vec<(String, u32)>, u32), String> {
-    let logs = std::env::temp_dir().join(format!("ratelab-explore-logs-{}", slug(&t.name())));
-    let mut bench = Bench::start(t, s, &logs)
+    let mut bench = Bench::start(t, s, &logs_dir(&t.name()))
         .await?
         .map_err(|e| format!("{}: could not run: {e}", t.name()))?;
     let n = s.repeats.max(1);
