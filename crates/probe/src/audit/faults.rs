@@ -228,21 +228,29 @@ impl Drop for Clients {
 }
 
 /// The requests a target held through a spell its store was down, `[from, until)` (ns):
-/// those in flight when it went down or sent in its first half, when every one of them was
-/// answered only once the store was back (each then waited through half the spell or more).
-/// A target that gives up on its store after a timeout shorter than half the spell answers
-/// the first of them before the store is back, and holds nothing; one that waits for its
-/// store, or gives up only after longer than the spell, holds them all.
+/// those already in flight when it went down and answered only once it was back, and those
+/// sent in its first half, when every one of those was answered only once it was back (each
+/// then waited through half the spell or more). A target that gives up on its store after a
+/// timeout shorter than the spell answers a request sent early in it before the store is
+/// back, and holds nothing; one that waits for its store holds them all. (A request in
+/// flight at the start and answered during the spell says nothing: its answer may have left
+/// the store just before it stopped.)
 pub fn held((from, until): (u64, u64), flights: impl Iterator<Item = (u64, u64, u64)>) -> Vec<u64> {
     let half = from + until.saturating_sub(from) / 2;
-    let early: Vec<(u64, u64, u64)> = flights
-        .filter(|&(_, sent, answered)| sent < half && answered > from)
-        .collect();
-    if early.iter().all(|&(_, _, answered)| answered > until) {
-        early.into_iter().map(|(id, ..)| id).collect()
-    } else {
-        Vec::new()
+    let (mut waited, mut early) = (Vec::new(), Vec::new());
+    for (id, sent, answered) in flights {
+        if sent < from && answered > until {
+            waited.push(id);
+        } else if (from..half).contains(&sent) {
+            early.push((id, answered));
+        }
     }
+    if early.iter().any(|&(_, answered)| answered <= until) {
+        return Vec::new();
+    }
+    waited.extend(early.into_iter().map(|(id, _)| id));
+    waited.sort_unstable();
+    waited
 }
 
 /// Judges the answers against the steps they fell in.
@@ -570,6 +578,16 @@ mod tests {
         ];
         let r = judge(&timeout, &steps, declared(FailureMode::FailClosed));
         assert_eq!(r.held, 0, "{r:?}");
+        // A request in flight at the start whose answer is recorded a little after the store
+        // stopped (it left the store just before) does not clear a target that then holds
+        // what it is sent.
+        let raced = vec![
+            (0, s(95), s(102), Outcome::Denied),
+            (1, s(99), s(230), Outcome::Denied),
+            (0, s(120), s(210), Outcome::Denied),
+        ];
+        let r = judge(&raced, &steps, declared(FailureMode::FailClosed));
+        assert_eq!(r.held, 2, "{r:?}");
         // Already in flight when the store went down, and held through it: held as well,
         // so the verdict does not hang on whether a client's send fell before the freeze.
         let r = judge(
