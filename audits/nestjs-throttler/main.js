@@ -22,7 +22,12 @@ const options = {
   getTracker: (req) => req.headers['x-key'] ?? req.ip,
 };
 if (process.env.STORAGE === 'redis') {
-  options.storage = new ThrottlerStorageRedisService(process.env.REDIS_URL);
+  // COMMAND_TIMEOUT_MS, if given, is the ioredis client's commandTimeout (unset by default);
+  // the storage then takes the client made with it rather than the URL.
+  const timeout = Number(process.env.COMMAND_TIMEOUT_MS);
+  options.storage = new ThrottlerStorageRedisService(
+    timeout ? new (require('ioredis'))(process.env.REDIS_URL, { commandTimeout: timeout }) : process.env.REDIS_URL,
+  );
 }
 
 class AppModule {}
