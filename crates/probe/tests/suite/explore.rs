@@ -72,7 +72,7 @@ fn an_exploring_audit_finds_a_racy_window_and_its_reproducer_shows_it_outside_ra
         seeds: 1,
         repeats: 2,
         time: Duration::from_secs(3),
-        length: Duration::from_secs(2),
+        length: Duration::from_millis(1_200),
         most_requests: 200,
         shrink: Duration::ZERO,
         install: false,
