@@ -22,8 +22,9 @@
 //!
 //! After a fault a key is judged from any state: a bucket by its specification and its
 //! envelope, a window family (which no specification here starts from an unknown state) by
-//! its envelope alone. A local fallback's bound while the store is down is the fixed audit's
-//! to judge ([`crate::audit::faults`]).
+//! its envelope alone. While the store is down, a local fallback's admissions per key are
+//! held to its instances' own limits over the spell, as the fixed audit holds them
+//! ([`crate::audit::faults`]).
 
 use super::run::{Applied, Ran};
 use crate::audit::recipe::FailureMode;
@@ -84,6 +85,8 @@ pub struct Holding {
     pub recovery: Nanos,
     /// Whether its windows start where the Unix time is a multiple of the window.
     pub epoch_windows: bool,
+    /// Its instances: a local fallback admits at most this many times the policy.
+    pub instances: u32,
 }
 
 /// The share of undecided answers outside the faults past which a run could not run, %.
@@ -100,6 +103,59 @@ fn add(failures: &mut BTreeMap<String, String>, check: &str, line: String) {
         .or_insert(line);
 }
 
+/// Holds the admissions decided while the store was down to the declared mode: none for a
+/// fail-closed target; for a local fallback, per key and spell, no more than its instances'
+/// own limits allow over the spell (each holding the policy from any state); a fail-open
+/// target may admit them all.
+fn down_spells(
+    f: &mut Found,
+    ran: &Ran,
+    h: &Holding,
+    down_admitted: &BTreeMap<(usize, &str), Vec<u64>>,
+) {
+    match h.mode {
+        FailureMode::FailOpen => {}
+        FailureMode::FailClosed => {
+            let ids: Vec<u64> = down_admitted.values().flatten().copied().collect();
+            if !ids.is_empty() {
+                add(
+                    &mut f.failures,
+                    "failure-mode",
+                    format!(
+                        "failure-mode: declared fail-closed, but {} requests were admitted while the store was down (requests {:?})",
+                        ids.len(),
+                        &ids[..ids.len().min(8)]
+                    ),
+                );
+            }
+        }
+        FailureMode::LocalFallback => {
+            for (&(fault, key), ids) in down_admitted {
+                let a = &ran.faults[fault];
+                let spell = a.down_until.as_u64().saturating_sub(a.from.as_u64());
+                let one = h
+                    .claim
+                    .envelope()
+                    .over(spell.saturating_add(h.clock_resolution.as_u64()));
+                let bound = one.saturating_mul(u64::from(h.instances.max(1)));
+                if ids.len() as u64 > bound {
+                    add(
+                        &mut f.failures,
+                        "failure-mode",
+                        format!(
+                            "failure-mode: declared local-fallback, but key {key:?} admitted {} while the store was down for {} ms, beyond the {bound} its {} instances' own limits allow (requests {:?})",
+                            ids.len(),
+                            spell / 1_000_000,
+                            h.instances,
+                            &ids[..ids.len().min(8)]
+                        ),
+                    );
+                }
+            }
+        }
+    }
+}
+
 /// Judges `ran`.
 pub fn found(ran: &Ran, h: &Holding) -> Found {
     let mut f = Found::default();
@@ -112,14 +168,15 @@ pub fn found(ran: &Ran, h: &Holding) -> Found {
     let mut segments: BTreeMap<usize, Vec<Observation>> = BTreeMap::new();
     let mut undecided: Vec<&Observation> = Vec::new();
     let mut outside = 0u64;
-    let mut down_admitted: Vec<u64> = Vec::new();
+    // Admitted while the store was down: (fault, key) → request ids.
+    let mut down_admitted: BTreeMap<(usize, &str), Vec<u64>> = BTreeMap::new();
     let mut held: Vec<u64> = Vec::new();
     for o in &ran.observations {
-        let touched = ran.faults.iter().find(|a| {
+        let touched = ran.faults.iter().enumerate().find(|(_, a)| {
             let (from, to) = zone(a);
             o.sent <= to && o.answered >= from
         });
-        if let Some(a) = touched {
+        if let Some((fault, a)) = touched {
             let c = &mut f.classified;
             if o.sent < a.from {
                 c.in_flight_at_start += 1;
@@ -134,7 +191,10 @@ pub fn found(ran: &Ran, h: &Holding) -> Found {
                 && o.answered <= a.down_until
                 && o.outcome == Outcome::Allowed
             {
-                down_admitted.push(o.id);
+                down_admitted
+                    .entry((fault, o.key.as_str()))
+                    .or_default()
+                    .push(o.id);
             }
             continue;
         }
@@ -190,17 +250,7 @@ pub fn found(ran: &Ran, h: &Holding) -> Found {
             ),
         );
     }
-    if h.mode == FailureMode::FailClosed && !down_admitted.is_empty() {
-        add(
-            &mut f.failures,
-            "failure-mode",
-            format!(
-                "failure-mode: declared fail-closed, but {} requests were admitted while the store was down (requests {:?})",
-                down_admitted.len(),
-                &down_admitted[..down_admitted.len().min(8)]
-            ),
-        );
-    }
+    down_spells(&mut f, ran, h, &down_admitted);
     for (segment, observations) in segments {
         f.judged += observations.len() as u64;
         let initial = if segment == 0 {
@@ -271,6 +321,7 @@ mod tests {
             mode,
             recovery: ms(100),
             epoch_windows: false,
+            instances: 1,
         }
     }
 
@@ -330,6 +381,45 @@ mod tests {
             held.failures["failure-mode"].contains("declared fail-open, but 2 requests in flight")
                 && held.failures["failure-mode"].contains("[1, 3]"),
             "{held:?}"
+        );
+    }
+
+    /// A local fallback holds each key to its instances' own limits while the store is down:
+    /// two instances of a bucket of 2 and 1 a second admit at most 2 × (2 + 0.2) = 4 over the
+    /// 200 ms freeze (and its 1 ms resolution); 5 is beyond them, 4 within.
+    #[test]
+    fn a_local_fallback_is_held_to_its_instances_own_limits_while_the_store_is_down() {
+        let during = |admitted: u64| Ran {
+            observations: (0..admitted)
+                .map(|i| {
+                    let at = 1_010 + i * 30;
+                    seen(i, "a", at, at + 5, Outcome::Allowed)
+                })
+                .collect(),
+            faults: freeze(),
+            wall: std::time::UNIX_EPOCH,
+        };
+        let fallback = Holding {
+            instances: 2,
+            ..holding(FailureMode::LocalFallback)
+        };
+        let over = found(&during(5), &fallback);
+        assert!(
+            over.failures["failure-mode"].contains("key \"a\" admitted 5")
+                && over.failures["failure-mode"].contains("beyond the 4"),
+            "{over:?}"
+        );
+        assert!(found(&during(4), &fallback).failures.is_empty());
+        // Fail-open admits them all; fail-closed none.
+        assert!(
+            found(&during(5), &holding(FailureMode::FailOpen))
+                .failures
+                .is_empty()
+        );
+        assert!(
+            found(&during(1), &holding(FailureMode::FailClosed))
+                .failures
+                .contains_key("failure-mode")
         );
     }
 

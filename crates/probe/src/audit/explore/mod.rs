@@ -221,6 +221,7 @@ impl Bench {
             mode: t.failure_mode(),
             recovery: started.recovery,
             epoch_windows: t.loaded.recipe.probe.epoch_windows,
+            instances: t.instances(),
         };
         Ok(Ok(Bench {
             target,
