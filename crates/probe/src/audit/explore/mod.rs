@@ -628,7 +628,11 @@ pub fn section(all: &[Explored]) -> String {
          boundaries, idle gaps across the time to forget a key, the instance of each request, \
          store faults at drawn moments), judges every answer, repeats each finding's schedule \
          (k of n runs) and shrinks it to a schedule and a standalone Python reproducer under \
-         `docs/results/explore/`.\n\n\
+         `docs/results/explore/`. The rows below come from `ratelab audit --explore --seeds 10 \
+         --seconds 120 --shrink-seconds 40 --repeats 3` (150 s for the first targets), then \
+         `ratelab audit --render`; real processes on a 2-core machine, so another run differs \
+         in detail, and the seeds a target reached depend on how long its findings took to \
+         repeat and shrink.\n\n\
          | target | seeds | runs | requests | seconds | seeds passed | finding (k of n, seeds, requests after shrinking) |\n\
          |---|---:|---:|---:|---:|---:|---|\n",
     );
