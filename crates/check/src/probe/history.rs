@@ -351,19 +351,26 @@ impl Claim {
     /// admits from a key nobody used: its family deciding each at its time, from each state
     /// a fresh key may start in (a fixed window's phases), the best of those.
     pub fn most_admitted(&self, times: &[Nanos]) -> u64 {
-        self.with_family(None, MostAdmitted { times })
+        self.admitted(times).1
+    }
+
+    /// The fewest and the most of one key's requests, sent at `times` (in order, each of
+    /// cost 1), the claim admits from a key nobody used: its family deciding each at its
+    /// time, over every state a fresh key may start in (a fixed window's phases).
+    pub fn admitted(&self, times: &[Nanos]) -> (u64, u64) {
+        self.with_family(None, Admitted { times })
     }
 }
 
-/// [`Claim::most_admitted`] as work for the claim's family.
-struct MostAdmitted<'a> {
+/// [`Claim::admitted`] as work for the claim's family.
+struct Admitted<'a> {
     times: &'a [Nanos],
 }
 
-impl crate::family::WithFamily for MostAdmitted<'_> {
-    type Out = u64;
+impl crate::family::WithFamily for Admitted<'_> {
+    type Out = (u64, u64);
 
-    fn with<F: crate::family::Family>(self, family: &F) -> u64 {
+    fn with<F: crate::family::Family>(self, family: &F) -> (u64, u64) {
         let ops: Vec<Op> = self
             .times
             .iter()
@@ -381,7 +388,7 @@ impl crate::family::WithFamily for MostAdmitted<'_> {
                 precision: crate::linearizable::Precision::EXACT,
             })
             .collect();
-        family
+        let each: Vec<u64> = family
             .fresh(&ops)
             .into_iter()
             .map(|mut state| {
@@ -393,8 +400,11 @@ impl crate::family::WithFamily for MostAdmitted<'_> {
                 }
                 admitted
             })
-            .max()
-            .unwrap_or(0)
+            .collect();
+        (
+            each.iter().copied().min().unwrap_or(0),
+            each.iter().copied().max().unwrap_or(0),
+        )
     }
 }
 

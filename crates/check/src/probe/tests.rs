@@ -476,6 +476,16 @@ fn most_admitted_decides_each_request_by_the_claims_family() {
         window(WindowKind::SlidingLog).most_admitted(&two_bursts),
         10
     );
+    // The fewest: a fixed window at a phase with no boundary between the bursts admits
+    // the first burst only; a window the first request opens, the first burst only.
+    assert_eq!(window(WindowKind::Fixed).admitted(&two_bursts), (10, 20));
+    assert_eq!(window(WindowKind::FirstHit).admitted(&two_bursts), (10, 10));
+    let apart: Vec<Nanos> = (0..10)
+        .map(|_| ms(0))
+        .chain((0..10).map(|_| ms(1_500)))
+        .collect();
+    assert_eq!(window(WindowKind::FirstHit).admitted(&apart), (20, 20));
+    assert_eq!(bucket.admitted(&[ms(0), ms(0), ms(0), ms(1_000)]), (3, 3));
 }
 
 /// A sliding counter whose key expires a window after its last write forgets the previous

@@ -81,6 +81,44 @@ impl Store {
         }
     }
 
+    /// Its process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        match self {
+            Store::Redis(r) => r.pid(),
+            Store::Memcached { child, .. } => Some(child.id()),
+        }
+    }
+
+    /// The command line that starts another one like it, empty, on its port (what a
+    /// reproducer runs after it kills this one).
+    pub fn command(&self) -> Vec<String> {
+        let port = self.port().to_string();
+        let tmp = std::env::temp_dir().display().to_string();
+        let memcached = ["-l", "127.0.0.1", "-U", "0", "-p", &port];
+        let args: Vec<&str> = match self {
+            Store::Redis(_) => vec![
+                "redis-server",
+                "--port",
+                &port,
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--daemonize",
+                "no",
+                "--dir",
+                &tmp,
+            ],
+            Store::Memcached { .. } if running_as_root() => {
+                [&["memcached", "-u", "root"][..], &memcached].concat()
+            }
+            Store::Memcached { .. } => [&["memcached"][..], &memcached].concat(),
+        };
+        args.into_iter().map(str::to_owned).collect()
+    }
+
     /// Its URL, in the scheme its clients take (`redis://…/`, `memcached://…`).
     pub fn url(&self) -> String {
         match self {
@@ -99,15 +137,18 @@ impl Drop for Store {
     }
 }
 
-/// A private `memcached` on `port`, once it listens.
-fn spawn_memcached(port: u16) -> Result<Child, String> {
-    // memcached refuses to run as root unless told which user to be.
-    let root = Command::new("id")
+/// Whether this process runs as root (memcached refuses to unless told which user to be).
+fn running_as_root() -> bool {
+    Command::new("id")
         .arg("-u")
         .output()
-        .is_ok_and(|o| o.stdout.trim_ascii() == b"0");
+        .is_ok_and(|o| o.stdout.trim_ascii() == b"0")
+}
+
+/// A private `memcached` on `port`, once it listens.
+fn spawn_memcached(port: u16) -> Result<Child, String> {
     let mut cmd = Command::new("memcached");
-    if root {
+    if running_as_root() {
         cmd.args(["-u", "root"]);
     }
     let mut child = cmd

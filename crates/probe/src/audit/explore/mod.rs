@@ -19,6 +19,7 @@
 //! A target whose answers on a healthy store are not decisions could not run: the campaign
 //! stops there, its instances' logs kept and named, and nothing is judged.
 
+pub mod confirm;
 pub mod judge;
 pub mod repro;
 pub mod run;
@@ -115,6 +116,9 @@ pub struct Finding {
     pub script: Option<PathBuf>,
     /// The command that replays it.
     pub replay: String,
+    /// Its reproducer run outside ratelab (`--confirm`), if it has been.
+    #[serde(default)]
+    pub outside: Option<confirm::Outside>,
 }
 
 /// What a campaign did and found.
@@ -431,6 +435,7 @@ async fn finding(
         schedule: Some(json),
         script: Some(script),
         replay,
+        outside: None,
     })
 }
 
@@ -580,6 +585,24 @@ pub fn text(e: &Explored) -> String {
                 .map_or("-".to_owned(), |p| format!("python3 {}", p.display()))
         ));
     }
+    for f in &e.findings {
+        if let Some(o) = &f.outside {
+            s.push_str(&format!(
+                "  {}: its reproducer, run outside ratelab, reproduced it in {} of {} runs{}\n",
+                f.check,
+                o.k,
+                o.n,
+                if o.errors > 0 {
+                    format!(" ({} did not finish)", o.errors)
+                } else {
+                    String::new()
+                }
+            ));
+            for line in &o.said {
+                s.push_str(&format!("    | {line}\n"));
+            }
+        }
+    }
     let c = &e.classified;
     s.push_str(&format!(
         "  requests a store fault touched: {} in flight at its start, {} sent during it ({} of them answered after), {} sent in the recovery\n",
@@ -632,8 +655,12 @@ pub fn section(all: &[Explored]) -> String {
          --seconds 120 --shrink-seconds 40 --repeats 3` (150 s for the first targets), then \
          `ratelab audit --render`; real processes on a 2-core machine, so another run differs \
          in detail, and the seeds a target reached depend on how long its findings took to \
-         repeat and shrink.\n\n\
-         | target | seeds | runs | requests | seconds | seeds passed | finding (k of n, seeds, requests after shrinking) |\n\
+         repeat and shrink. Each reproducer was then run outside ratelab by `ratelab audit \
+         --explore TARGET --confirm --repeats 3`: the target started afresh, then only \
+         `python3 CHECK.py` with the instances' URLs and the store's pid, restart command and \
+         port; \"outside ratelab k of n\" counts the runs in which the script printed the \
+         violation and exited 1.\n\n\
+         | target | seeds | runs | requests | seconds | seeds passed | finding (k of n, seeds, requests after shrinking; reproducer outside ratelab) |\n\
          |---|---:|---:|---:|---:|---:|---|\n",
     );
     for e in all {
@@ -641,8 +668,15 @@ pub fn section(all: &[Explored]) -> String {
             .findings
             .iter()
             .map(|f| {
+                let outside = match &f.outside {
+                    Some(o) if o.errors > 0 => {
+                        format!("{} of {}, {} not finished", o.k, o.n, o.errors)
+                    }
+                    Some(o) => format!("{} of {}", o.k, o.n),
+                    None => "not run".to_owned(),
+                };
                 format!(
-                    "{} ({} of {}, {} seeds, {} requests)",
+                    "{} ({} of {}, {} seeds, {} requests; outside ratelab {outside})",
                     f.check, f.k, f.n, f.seeds, f.shrunk_to.0
                 )
             })

@@ -60,6 +60,11 @@ pub struct AuditArgs {
     /// times against the one target named, and say which checks failed in how many runs.
     #[arg(long, requires = "explore")]
     replay: Option<PathBuf>,
+    /// Exploring: run each finding's standalone reproducer (DOCS/results/explore/) REPEATS
+    /// times against the target started afresh, outside ratelab, and record how often it
+    /// reproduced.
+    #[arg(long, requires = "explore", conflicts_with = "replay")]
+    confirm: bool,
 }
 
 /// Runs `ratelab audit`: exit 0 when every target ran (findings are its results, not
@@ -228,8 +233,15 @@ fn explore_command(a: &AuditArgs, targets: &[audit::Target]) -> ExitCode {
     let out = a.docs.join("results/explore");
     let mut broken = Vec::new();
     for (i, t) in targets.iter().enumerate() {
-        eprintln!("[{}/{}] {} (exploring)", i + 1, targets.len(), t.name());
-        match rt.block_on(explore::explore(t, &s, &out, |line| eprintln!("  {line}"))) {
+        let doing = if a.confirm { "confirming" } else { "exploring" };
+        eprintln!("[{}/{}] {} ({doing})", i + 1, targets.len(), t.name());
+        let progress = |line: &str| eprintln!("  {line}");
+        let done = if a.confirm {
+            rt.block_on(explore::confirm::confirm(t, &s, &out, progress))
+        } else {
+            rt.block_on(explore::explore(t, &s, &out, progress))
+        };
+        match done {
             Ok(e) => {
                 print!("{}", explore::text(&e));
                 if let Err(why) = explore::save(&out, &e) {
