@@ -141,12 +141,19 @@ pub fn explore_command(args: ExploreArgs) -> ExitCode {
     match args.command {
         Some(ExploreCommand::Merge { reports, json }) => return merge(&reports, json),
         Some(ExploreCommand::Show { seed, sut }) => {
-            let json = explore::scenario_json(seed, sut);
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&json).unwrap_or_default()
-            );
-            return ExitCode::SUCCESS;
+            return match explore::scenario_json(seed, sut) {
+                Ok(json) => {
+                    println!(
+                        "{}",
+                        serde_json::to_string_pretty(&json).unwrap_or_default()
+                    );
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    ExitCode::from(EXIT_FAILED)
+                }
+            };
         }
         Some(ExploreCommand::Table {
             max_seeds,

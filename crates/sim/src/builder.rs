@@ -251,6 +251,94 @@ impl ScenarioBuilder {
         self
     }
 
+    /// Let requests through when the store fails if `open` (the default: they fail).
+    pub fn fail_open_if(mut self, open: bool) -> Self {
+        self.spec.gateway.fail_open = open;
+        self
+    }
+
+    /// A circuit breaker per layer: open after `failures_to_open` consecutive failures, probe
+    /// after `cooldown_ms`.
+    pub fn breaker(mut self, failures_to_open: u64, cooldown_ms: u64) -> Self {
+        let e = &mut self.error;
+        self.spec.gateway.breaker = Some(BreakerSpec {
+            failures_to_open: bounded(e, "gateway.breaker.failures_to_open", failures_to_open),
+            cooldown_ms: bounded(e, "gateway.breaker.cooldown_ms", cooldown_ms),
+        });
+        self
+    }
+
+    /// A per-address edge limit in front of the per-key policy: a token bucket of
+    /// `capacity`, refilled `refill_per_sec`.
+    pub fn edge(mut self, capacity: u64, refill_per_sec: u64) -> Self {
+        let e = &mut self.error;
+        self.spec.gateway.edge = Some(EdgeSpec {
+            capacity: bounded(e, "gateway.edge.capacity", capacity),
+            refill_per_sec: bounded(e, "gateway.edge.refill_per_sec", refill_per_sec),
+        });
+        self
+    }
+
+    /// A denial cache of `keys` keys per limit on every gateway.
+    pub fn denial_cache(mut self, keys: u64) -> Self {
+        self.spec.gateway.denial_cache = Some(DenialCacheSpec {
+            keys: bounded(&mut self.error, "gateway.denial_cache.keys", keys),
+        });
+        self
+    }
+
+    /// A bloom-filter guard of the valid keys `prefix:0` … `prefix:(count-1)`, sized for
+    /// `false_positive_rate`.
+    pub fn guard(
+        mut self,
+        prefix: impl Into<String>,
+        count: u64,
+        false_positive_rate: f64,
+    ) -> Self {
+        let e = &mut self.error;
+        self.spec.gateway.guard = Some(GuardSpec {
+            valid_keys: KeySet {
+                prefix: prefix.into(),
+                count: bounded(e, "gateway.guard.valid_keys.count", count),
+            },
+            false_positive_rate: fraction(
+                e,
+                "gateway.guard.false_positive_rate",
+                false_positive_rate,
+            ),
+        });
+        self
+    }
+
+    /// The idle-bucket cleanup job: a tick every `period_ms`, leases of `lease_ms`, `work_ms`
+    /// between its scan and its commit, at most `batch` keys a commit; fenced, deleting only
+    /// keys still expired, its tokens from the store's clock.
+    pub fn cleanup_job(mut self, period_ms: u64, lease_ms: u64, work_ms: u64, batch: u64) -> Self {
+        let e = &mut self.error;
+        self.spec.cleanup_job = Some(JobSpec {
+            lease_ms: bounded(e, "cleanup_job.lease_ms", lease_ms),
+            period_ms: bounded(e, "cleanup_job.period_ms", period_ms),
+            work_ms: bounded(e, "cleanup_job.work_ms", work_ms),
+            fencing: true,
+            blind_delete: false,
+            batch: bounded(e, "cleanup_job.batch", batch),
+            tokens: TokenSourceName::default(),
+        });
+        self
+    }
+
+    /// Most live keys the store holds per layer (default 1 048 576).
+    pub fn max_keys(mut self, n: u64) -> Self {
+        self.spec.store.max_keys = bounded(&mut self.error, "store.max_keys", n);
+        self
+    }
+
+    /// Switch the liveness phase on (`expect.liveness`).
+    pub fn liveness(mut self) -> Self {
+        self.spec.expect.liveness = true;
+        self
+    }
+
     /// Adds a client group.
     pub fn client(mut self, c: Client) -> Self {
         let i = self.spec.clients.len();
@@ -298,6 +386,11 @@ impl ScenarioBuilder {
         self
     }
 
+    /// The spec as written so far.
+    pub fn spec(&self) -> &ScenarioSpec {
+        &self.spec
+    }
+
     /// Changes anything else in the spec as written.
     pub fn edit(mut self, f: impl FnOnce(&mut ScenarioSpec)) -> Self {
         f(&mut self.spec);
@@ -309,8 +402,10 @@ impl ScenarioBuilder {
         self
     }
 
-    /// The scenario, validated as [`Scenario::from_spec`] validates a file's contents.
-    pub fn build(self) -> Result<Scenario, ScenarioError> {
+    /// The spec as written, without the rules across fields that [`ScenarioBuilder::build`]
+    /// then checks: an error only for a value out of its field's range, or a missing
+    /// duration, policy or arrival.
+    pub fn written(self) -> Result<ScenarioSpec, ScenarioError> {
         let missing = if !self.duration {
             Some(("duration_ms", "a duration is needed: `duration_ms`"))
         } else if !self.policy {
@@ -324,16 +419,22 @@ impl ScenarioBuilder {
         let error = self
             .error
             .or_else(|| missing.map(|(p, m)| (p.to_owned(), m.to_owned())));
-        if let Some((path, message)) = error {
-            return Err(ScenarioError {
+        match error {
+            Some((path, message)) => Err(ScenarioError {
                 file: self.file,
                 path,
                 line: 0,
                 column: 0,
                 message,
-            });
+            }),
+            None => Ok(self.spec),
         }
-        Scenario::from_spec(&self.file, self.spec)
+    }
+
+    /// The scenario, validated as [`Scenario::from_spec`] validates a file's contents.
+    pub fn build(self) -> Result<Scenario, ScenarioError> {
+        let file = self.file.clone();
+        Scenario::from_spec(&file, self.written()?)
     }
 }
 
@@ -420,6 +521,49 @@ impl Client {
             requests: bounded(e, "arrival.requests", requests),
             spread_ms: None,
         });
+        self
+    }
+
+    /// `requests` spread evenly over `spread_ms` from `at_ms`.
+    pub fn burst_over(mut self, at_ms: u64, requests: u64, spread_ms: u64) -> Client {
+        self = self.burst(at_ms, requests);
+        if let ArrivalSpec::Burst(b) = &mut self.spec.arrival {
+            b.spread_ms = Some(bounded(&mut self.error, "arrival.spread_ms", spread_ms));
+        }
+        self
+    }
+
+    /// Every `every_ms`, `requests` spread over the `before_ms` before the boundary and
+    /// `requests` over the `after_ms` after it.
+    pub fn boundary_bursts(
+        mut self,
+        every_ms: u64,
+        requests: u64,
+        before_ms: u64,
+        after_ms: u64,
+    ) -> Client {
+        self.arrival_given = true;
+        let e = &mut self.error;
+        self.spec.arrival = ArrivalSpec::BoundaryBursts(BoundaryBursts {
+            every_ms: bounded(e, "arrival.every_ms", every_ms),
+            requests: bounded(e, "arrival.requests", requests),
+            before_ms: bounded(e, "arrival.before_ms", before_ms),
+            after_ms: bounded(e, "arrival.after_ms", after_ms),
+        });
+        self
+    }
+
+    /// One request at each of `times_us`, µs from the start of the run.
+    pub fn times_us(mut self, times_us: Vec<u64>) -> Client {
+        self.arrival_given = true;
+        self.spec.arrival = ArrivalSpec::Times(Times { times_us });
+        self
+    }
+
+    /// Pace from the answers' fields: wait the RateLimit field's `t` when it reports none
+    /// left, and Retry-After after a 429.
+    pub fn self_throttle(mut self) -> Client {
+        self.spec.self_throttle = true;
         self
     }
 

@@ -30,7 +30,7 @@ pub mod verdict;
 
 pub use check::{Checked, Rerun, check, first_difference};
 use ratelab_sim::planted::{Needs, PlantedBug};
-use ratelab_sim::{RunOptions, Scenario};
+use ratelab_sim::{RunOptions, Scenario, ScenarioBuilder};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -102,43 +102,39 @@ impl Sut {
     /// recasts the drawn policy as that algorithm, at the same capacity and rate; a bug of the
     /// cleanup job brings a job (drawn from the seed's own stream for it) when the seed drew
     /// none.
-    fn adjust(self, spec: &mut serde_json::Value, seed: u64) {
-        let with_job = |spec: &mut serde_json::Value| {
-            if spec.get("cleanup_job").is_none() {
-                spec["cleanup_job"] = generate::cleanup_job(seed);
+    fn adjust(self, b: ScenarioBuilder, seed: u64) -> ScenarioBuilder {
+        let with_job = |b: ScenarioBuilder| {
+            if b.spec().cleanup_job.is_none() {
+                generate::cleanup_job(seed).on(b)
+            } else {
+                b
             }
         };
-        let recast = |spec: &mut serde_json::Value, alg| {
-            if let Some((capacity, rate)) = generate::policy_parts(&spec["policy"]) {
-                spec["policy"] = generate::policy(alg, capacity, rate);
-            }
+        let job = |b: ScenarioBuilder, blind_delete: bool, fencing: bool| {
+            with_job(b).edit(|s| {
+                if let Some(j) = &mut s.cleanup_job {
+                    j.blind_delete = blind_delete;
+                    j.fencing = fencing;
+                }
+            })
         };
         match self {
-            Sut::Correct => {}
-            Sut::Naive => {
-                spec["store"]["path"] = "naive".into();
-                // The denial cache needs the atomic path (the validator says why).
-                if let Some(g) = spec["gateway"].as_object_mut() {
-                    g.remove("denial_cache");
-                }
-            }
-            Sut::GatewayClock => spec["store"]["time_source"] = "gateway".into(),
-            Sut::BlindCleanup => {
-                with_job(spec);
-                spec["cleanup_job"]["blind_delete"] = true.into();
-            }
-            Sut::UnfencedCleanup => {
-                with_job(spec);
-                spec["cleanup_job"]["blind_delete"] = true.into();
-                spec["cleanup_job"]["fencing"] = false.into();
-            }
+            Sut::Correct => b,
+            // The denial cache needs the atomic path (the validator says why).
+            Sut::Naive => b.naive().edit(|s| s.gateway.denial_cache = None),
+            Sut::GatewayClock => b.gateway_time(),
+            Sut::BlindCleanup => job(b, true, true),
+            Sut::UnfencedCleanup => job(b, true, false),
             Sut::Planted(bug) => {
-                match bug.needs() {
-                    Needs::Atomic => {}
-                    Needs::AtomicPolicy(alg) => recast(spec, alg),
-                    Needs::FencedJob => with_job(spec),
-                }
-                spec["planted_bug"] = bug.name().into();
+                let b = match bug.needs() {
+                    Needs::Atomic => b,
+                    Needs::AtomicPolicy(alg) => match generate::policy_parts(&b.spec().policy) {
+                        Some((capacity, rate)) => b.policy(generate::policy(alg, capacity, rate)),
+                        None => b,
+                    },
+                    Needs::FencedJob => with_job(b),
+                };
+                b.planted_bug(bug)
             }
         }
     }
@@ -157,16 +153,17 @@ impl<'de> Deserialize<'de> for Sut {
     }
 }
 
-/// The scenario explore seed `seed` runs against `sut`, as JSON.
-pub fn scenario_json(seed: u64, sut: Sut) -> serde_json::Value {
-    let mut spec = generate::draw(seed);
-    sut.adjust(&mut spec, seed);
-    spec["description"] = format!(
+/// The scenario explore seed `seed` runs against `sut`, as scenario JSON; what is out of
+/// range in it if the generator drew a value its field does not take.
+pub fn scenario_json(seed: u64, sut: Sut) -> Result<serde_json::Value, String> {
+    let description = format!(
         "drawn by `ratelab explore --sut {}` from explore seed {seed}",
         sut.name()
-    )
-    .into();
-    spec
+    );
+    let b = sut
+        .adjust(generate::draw(seed), seed)
+        .edit(|s| s.description = description);
+    generate::json(b).map_err(|e| format!("explore seed {seed} drew an invalid scenario: {e}"))
 }
 
 /// One explored seed.
@@ -197,7 +194,24 @@ pub const RECHECK_EVERY: u64 = 8;
 
 /// Explores one seed.
 pub fn explore_one(seed: u64, sut: Sut, budget: u64) -> Outcome {
-    let json = scenario_json(seed, sut);
+    let json = match scenario_json(seed, sut) {
+        Ok(json) => json,
+        Err(detail) => {
+            return Outcome {
+                seed,
+                requests: 0,
+                faults: Vec::new(),
+                failures: vec![Failure {
+                    class: Class::Generator,
+                    checker: "builder".into(),
+                    detail,
+                }],
+                reached: Vec::new(),
+                unknown_keys: 0,
+                judged: BTreeMap::new(),
+            };
+        }
+    };
     let faults = json["faults"]
         .as_array()
         .map(|fs| {
@@ -411,7 +425,7 @@ pub fn save(out: &Path, sut: Sut, report: &ExploreReport) -> Result<(), String> 
     std::fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
     for f in &report.found {
         let file = out.join(scenario_file(sut, f.class, &f.checker, f.first_seed));
-        let json = scenario_json(f.first_seed, sut);
+        let json = scenario_json(f.first_seed, sut)?;
         let text = serde_json::to_string_pretty(&json).map_err(|e| e.to_string())? + "\n";
         std::fs::write(&file, text).map_err(|e| format!("{}: {e}", file.display()))?;
     }
@@ -486,7 +500,7 @@ pub fn shrink_found(
     if f.class == Class::Generator {
         return Ok(());
     }
-    let spec = scenario_json(f.first_seed, f.sut);
+    let spec = scenario_json(f.first_seed, f.sut)?;
     let shrunk = shrink::shrink(&spec, f.first_seed, f.class, &f.checker, runs);
     let signature = format!("{}/{}", f.class.name(), f.checker);
     let json = shrink::regression(&shrunk, &signature, f.sut.name(), f.first_seed);

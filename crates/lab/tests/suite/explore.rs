@@ -24,15 +24,19 @@ fn correct_campaign() -> &'static (ExploreReport, Vec<Outcome>) {
 #[test]
 fn a_seed_draws_the_same_valid_scenario_every_time() {
     for seed in 1..=300 {
-        let a = explore::scenario_json(seed, Sut::Correct);
-        assert_eq!(a, explore::scenario_json(seed, Sut::Correct), "seed {seed}");
+        let a = explore::scenario_json(seed, Sut::Correct).unwrap();
+        assert_eq!(
+            a,
+            explore::scenario_json(seed, Sut::Correct).unwrap(),
+            "seed {seed}"
+        );
         ratelab_sim::Scenario::parse(std::path::Path::new("<drawn>"), &a.to_string())
             .unwrap_or_else(|e| panic!("seed {seed} drew an invalid scenario: {e}"));
     }
     // Different seeds draw different scenarios.
     assert_ne!(
-        explore::scenario_json(1, Sut::Correct),
-        explore::scenario_json(2, Sut::Correct)
+        explore::scenario_json(1, Sut::Correct).unwrap(),
+        explore::scenario_json(2, Sut::Correct).unwrap()
     );
 }
 
@@ -240,7 +244,8 @@ fn shrinking_is_deterministic_and_keeps_the_signature() {
     let spec = explore::scenario_json(
         18,
         Sut::Planted(ratelab_sim::planted::PlantedBug::RetryOnTimeout),
-    );
+    )
+    .unwrap();
     let a = explore::shrink::shrink(&spec, 18, Class::Safety, "linearizable", 60);
     let b = explore::shrink::shrink(&spec, 18, Class::Safety, "linearizable", 60);
     assert_eq!(a.spec, b.spec);
@@ -317,7 +322,8 @@ fn a_determinism_failure_names_the_first_event_where_the_traces_part() {
 fn every_system_under_test_draws_valid_scenarios() {
     for sut in Sut::all() {
         for seed in 1..=100 {
-            let spec = explore::scenario_json(seed, sut);
+            let spec = explore::scenario_json(seed, sut)
+                .unwrap_or_else(|e| panic!("{} seed {seed}: {e}", sut.name()));
             ratelab_sim::Scenario::parse(std::path::Path::new("<drawn>"), &spec.to_string())
                 .unwrap_or_else(|e| panic!("{} seed {seed}: {e}", sut.name()));
         }
