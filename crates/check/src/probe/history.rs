@@ -358,19 +358,37 @@ impl Claim {
     /// cost 1), the claim admits from a key nobody used: its family deciding each at its
     /// time, over every state a fresh key may start in (a fixed window's phases).
     pub fn admitted(&self, times: &[Nanos]) -> (u64, u64) {
-        self.with_family(None, Admitted { times })
+        let runs = self.with_family(None, Admitted { times });
+        let admitted = runs
+            .iter()
+            .map(|run| run.iter().filter(|said| said.0).count() as u64);
+        (
+            admitted.clone().min().unwrap_or(0),
+            admitted.max().unwrap_or(0),
+        )
+    }
+
+    /// The most room the claim reports left after each of one key's requests, sent at
+    /// `times` (in order, each of cost 1), from a key nobody used: over every state a fresh
+    /// key may start in, the largest `remaining` its family gives after that request.
+    pub fn most_left(&self, times: &[Nanos]) -> Vec<u64> {
+        let runs = self.with_family(None, Admitted { times });
+        (0..times.len())
+            .map(|i| runs.iter().map(|run| run[i].1).max().unwrap_or(0))
+            .collect()
     }
 }
 
-/// [`Claim::admitted`] as work for the claim's family.
+/// One key's requests decided by the claim's family from each state a fresh key may start
+/// in: per state, each request's (admitted, remaining after it).
 struct Admitted<'a> {
     times: &'a [Nanos],
 }
 
 impl crate::family::WithFamily for Admitted<'_> {
-    type Out = (u64, u64);
+    type Out = Vec<Vec<(bool, u64)>>;
 
-    fn with<F: crate::family::Family>(self, family: &F) -> (u64, u64) {
+    fn with<F: crate::family::Family>(self, family: &F) -> Vec<Vec<(bool, u64)>> {
         let ops: Vec<Op> = self
             .times
             .iter()
@@ -388,23 +406,19 @@ impl crate::family::WithFamily for Admitted<'_> {
                 precision: crate::linearizable::Precision::EXACT,
             })
             .collect();
-        let each: Vec<u64> = family
+        family
             .fresh(&ops)
             .into_iter()
             .map(|mut state| {
-                let mut admitted = 0;
-                for op in &ops {
-                    let (said, next) = family.decide(&state, op.call, 1);
-                    admitted += u64::from(said.allowed);
-                    state = next;
-                }
-                admitted
+                ops.iter()
+                    .map(|op| {
+                        let (said, next) = family.decide(&state, op.call, 1);
+                        state = next;
+                        (said.allowed, said.remaining)
+                    })
+                    .collect()
             })
-            .collect();
-        (
-            each.iter().copied().min().unwrap_or(0),
-            each.iter().copied().max().unwrap_or(0),
-        )
+            .collect()
     }
 }
 

@@ -486,6 +486,15 @@ fn most_admitted_decides_each_request_by_the_claims_family() {
         .collect();
     assert_eq!(window(WindowKind::FirstHit).admitted(&apart), (20, 20));
     assert_eq!(bucket.admitted(&[ms(0), ms(0), ms(0), ms(1_000)]), (3, 3));
+    // Room left after each: 1, 0, 0 (denied), then a token refilled and spent.
+    assert_eq!(
+        bucket.most_left(&[ms(0), ms(0), ms(0), ms(1_000)]),
+        vec![1, 0, 0, 0]
+    );
+    assert_eq!(
+        window(WindowKind::FirstHit).most_left(&apart[..11]),
+        (0..10).rev().chain([9]).collect::<Vec<u64>>()
+    );
 }
 
 /// A sliding counter whose key expires a window after its last write forgets the previous

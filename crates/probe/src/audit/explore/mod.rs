@@ -480,6 +480,7 @@ fn write_script(
         &repro::Script {
             target: &t.name(),
             finding: line,
+            check: to.file_stem().and_then(|c| c.to_str()).unwrap_or(""),
             policy: t.policy(),
             claim: bench.holding.claim,
             clock_resolution: bench.holding.clock_resolution,

@@ -3,7 +3,14 @@
 //! checks the answers with its own few lines, and prints what it found — what one attaches
 //! to an upstream report.
 //!
-//! Its checks are four. A `Retry-After` that is neither delay-seconds nor an HTTP-date.
+//! Its checks are these. A `Retry-After` that is neither delay-seconds nor an HTTP-date, or
+//! that tells a denied client to retry after 0 seconds. A remaining count
+//! (`X-RateLimit-Remaining`, `RateLimit-Remaining` or the `RateLimit` field's `r`) on a
+//! denial that says there is room for it; for a bucket, one that grows faster than the
+//! refill between an answer and a request sent after it; and, without faults, a key's
+//! remaining counts above the most the claim leaves after its i-th request
+//! ([`Claim::most_left`]), compared largest with largest (so whatever the order they were
+//! decided in), where every one of the key's requests was sent and answered on time.
 //! Requests *held*: those in flight when a store fault the script applied began and answered
 //! only once it ended, and those sent in its first half, none of them answered before. The *envelope*, between the faults and
 //! their recoveries: admissions on one key between a send and a later
@@ -32,6 +39,8 @@ pub struct Script<'a> {
     pub target: &'a str,
     /// The finding it reproduces (ratelab's line).
     pub finding: &'a str,
+    /// The check that found it.
+    pub check: &'a str,
     /// The claim, as the recipe writes it.
     pub policy: &'a str,
     /// The claim.
@@ -99,6 +108,49 @@ pub fn admitted_by_key(
     out
 }
 
+/// The most room the claim reports left after each of each key's requests, in planned
+/// order, over the timings [`admitted_by_key`] tries (the same caveat).
+pub fn left_by_key(
+    schedule: &Schedule,
+    claim: &Claim,
+    clock_resolution: Nanos,
+) -> BTreeMap<u32, Vec<u64>> {
+    let slack = SLACK_MS * 1_000_000 + clock_resolution.as_u64();
+    let mut out = BTreeMap::new();
+    for key in schedule.keys() {
+        let mut planned: Vec<u64> = schedule
+            .requests
+            .iter()
+            .filter(|r| r.key == key)
+            .map(|r| r.at_us * 1_000)
+            .collect();
+        planned.sort_unstable();
+        let mut rng = StreamRng::new(u64::from(key), 0x006c_6566_74);
+        let mut most = vec![0; planned.len()];
+        for pattern in 0..16u64 {
+            let mut times: Vec<Nanos> = planned
+                .iter()
+                .enumerate()
+                .map(|(i, &t)| {
+                    let late = match pattern {
+                        0 => 0,
+                        1 => slack,
+                        2 => u64::from(i > 0) * slack,
+                        _ => rng.below(slack + 1),
+                    };
+                    Nanos(t + late)
+                })
+                .collect();
+            times.sort_unstable();
+            for (m, l) in most.iter_mut().zip(claim.most_left(&times)) {
+                *m = (*m).max(l);
+            }
+        }
+        out.insert(key, most);
+    }
+    out
+}
+
 /// `v` as a Python string literal (double-quoted; backslashes, quotes and anything not
 /// printable ASCII escaped).
 fn literal(v: &str) -> String {
@@ -139,6 +191,11 @@ pub fn script(s: &Script<'_>, schedule: &Schedule) -> String {
     let (least, most) = (|m: &(u64, u64)| m.0, |m: &(u64, u64)| m.1);
     let (least_all, most_all) = (named(&all, least), named(&all, most));
     let (least_before, most_before) = (named(&before, least), named(&before, most));
+    let left: Vec<String> = left_by_key(schedule, &s.claim, s.clock_resolution)
+        .iter()
+        .filter(|(k, _)| s.keys.is_empty() || s.keys.contains(k))
+        .map(|(k, m)| format!("{k}: {m:?}"))
+        .collect();
     let e = s.claim.envelope();
     let mut out = String::new();
     let _ = writeln!(out, "#!/usr/bin/env python3");
@@ -154,12 +211,13 @@ pub fn script(s: &Script<'_>, schedule: &Schedule) -> String {
         "Start the target, then: python3 {{this file}} [URL ...] [--store-pid PID] [--restart CMD]\n\
          [--redis-port PORT], one URL per instance ({{key}} where the key goes in the path), the\n\
          store's pid to freeze or kill it, the command that starts it again, its Redis port to\n\
-         pause it. Python's standard library only. Exit 1: reproduced; 0: not this time.\n\
+         pause it. Python's standard library only. Exit 1: reproduced (a violation of the\n\
+         finding's kind); 0: not this time.\n\
          In ratelab: {}\n\"\"\"",
         prose(s.replay)
     );
     out.push_str(
-        "import email.utils, os, shlex, signal, socket, subprocess, sys, threading, time, urllib.error, urllib.request\n\n",
+        "import email.utils, os, re, shlex, signal, socket, subprocess, sys, threading, time, urllib.error, urllib.request\n\n",
     );
     let urls: Vec<String> = s.urls.iter().map(|u| literal(u)).collect();
     let _ = writeln!(out, "URLS = [{}]", urls.join(", "));
@@ -178,6 +236,11 @@ pub fn script(s: &Script<'_>, schedule: &Schedule) -> String {
     );
     let _ = writeln!(out, "RECOVERY_MS = {}", s.recovery.as_u64() as f64 / 1e6);
     let _ = writeln!(out, "SLACK_MS = {SLACK_MS}");
+    let _ = writeln!(
+        out,
+        "# The check whose violation this reproduces (others are printed, not counted).\nCHECK = {}",
+        literal(s.check)
+    );
     let _ = writeln!(out, "# (ms after the start, key, instance)");
     out.push_str("REQUESTS = [\n");
     for r in &schedule.requests {
@@ -219,10 +282,21 @@ pub fn script(s: &Script<'_>, schedule: &Schedule) -> String {
     let _ = writeln!(
         out,
         "# From any state, at most BURST + AMOUNT * span / PERIOD_MS admitted in any span (ms).\n\
-         BURST, AMOUNT, PERIOD_MS = {}, {}, {}",
+         BURST, AMOUNT, PERIOD_MS = {}, {}, {}\n\
+         # Whether the claim is a token bucket, whose remaining count grows at its refill rate.\n\
+         BUCKET = {}\n\
+         # The most room the claimed policy reports left after each of a key's requests, in\n\
+         # planned order, at the timings tried (used when no fault runs).\n\
+         MOST_LEFT = {{{}}}",
         e.burst,
         e.amount,
-        e.period as f64 / 1e6
+        e.period as f64 / 1e6,
+        if matches!(s.claim, Claim::TokenBucket { .. }) {
+            "True"
+        } else {
+            "False"
+        },
+        left.join(", ")
     );
     out.push_str(PY_BODY);
     out
@@ -245,17 +319,27 @@ def options(argv):
     return urls or URLS, opts
 
 
+def remaining(headers):
+    # X-RateLimit-Remaining, RateLimit-Remaining, or the RateLimit field's r= (remaining=).
+    for name in ("X-RateLimit-Remaining", "RateLimit-Remaining"):
+        value = (headers.get(name) or "").strip()
+        if value.isdigit():
+            return int(value)
+    found = re.search(r"(?:^|[;,\s])(?:r|remaining)=(\d+)", headers.get("RateLimit") or "")
+    return int(found.group(1)) if found else None
+
+
 def send(url, key):
     req = urllib.request.Request(url.replace("{key}", key))
     if KEY_HEADER:
         req.add_header(KEY_HEADER, key)
     try:
         with urllib.request.urlopen(req, timeout=5) as r:
-            return r.status, r.headers.get("Retry-After")
+            return r.status, r.headers.get("Retry-After"), remaining(r.headers)
     except urllib.error.HTTPError as e:
-        return e.code, e.headers.get("Retry-After")
+        return e.code, e.headers.get("Retry-After"), remaining(e.headers)
     except OSError as e:
-        return "no answer: %s" % e, None
+        return "no answer: %s" % e, None, None
 
 
 def retry_after_ok(value):
@@ -304,8 +388,8 @@ def main():
     def request(i, at, key, instance):
         time.sleep(max(0, start + at / 1000 - time.monotonic()))
         sent = time.monotonic() - start
-        status, retry_after = send(urls[instance % len(urls)], "%s-k%d" % (prefix, key))
-        seen[i] = (key, sent * 1000, (time.monotonic() - start) * 1000, status, retry_after, at)
+        status, retry_after, left = send(urls[instance % len(urls)], "%s-k%d" % (prefix, key))
+        seen[i] = (key, sent * 1000, (time.monotonic() - start) * 1000, status, retry_after, at, left)
 
     threads = [threading.Thread(target=request, args=(i,) + r) for i, r in enumerate(REQUESTS)]
     for t in threads:
@@ -318,20 +402,59 @@ def main():
             applied.append((began, (time.monotonic() - start) * 1000))
     for t in threads:
         t.join()
-    found = False
+    # The kinds of violation seen, as ratelab names its checks.
+    found = set()
     # Held: requests in flight when the store went down and answered once it was back, and
     # those sent in the first half of its spell, when none of these was answered before.
     for began, ended in applied:
         early = [s for s in seen if s and began <= s[1] < (began + ended) / 2]
         waited = [s for s in seen if s and s[1] < began and s[2] > ended]
         if (early or waited) and all(s[2] > ended for s in early):
-            found = True
+            found.add("failure-mode")
             print("held: %d requests got no answer until the store was back, %.0f ms after it went down" % (len(early) + len(waited), ended - began))
     for s in seen:
         if s and not retry_after_ok(s[4]):
-            found = True
+            found.add("fields")
             print("key %d: Retry-After %r is neither delay-seconds nor an HTTP-date" % (s[0], s[4]))
             break
+    # The remaining count: a denial that says there is room for it, and (for a bucket) a
+    # count that grows faster than the refill between an answer and a later request's.
+    for s in seen:
+        if s and s[3] in DENY and s[6] is not None and s[6] >= 1:
+            found.add("fields")
+            print("key %d: denied, while saying %d remaining" % (s[0], s[6]))
+            break
+    if BUCKET:
+        told = sorted((s for s in seen if s and s[6] is not None), key=lambda s: s[1])
+        for j, b in enumerate(told):
+            grew = [a for a in told[:j] if a[0] == b[0] and a[2] < b[1]
+                    and (b[6] - a[6] - 1) * PERIOD_MS >= AMOUNT * (b[2] - a[1] + CLOCK_RES_MS)]
+            if grew:
+                found.add("fields")
+                a = grew[-1]
+                print("key %d: remaining went from %d to %d within %.1f ms, faster than the refill" % (b[0], a[6], b[6], b[2] - a[1] + CLOCK_RES_MS))
+                break
+    # A bucket's denial tells the true wait rounded up: never 0.
+    for s in seen if BUCKET else []:
+        if s and s[3] in DENY and s[4] is not None and s[4].strip() == "0":
+            found.add("linearizable")
+            print("key %d: denied, and told to retry after 0 seconds" % s[0])
+            break
+    # Without faults, the remaining counts a key's answers gave against the most the policy
+    # leaves after its i-th request: whatever order they were decided in, the k-th largest
+    # said at most the k-th largest allowed, where every one went out and came back on time.
+    on_time = lambda s: s[5] <= s[1] <= s[2] <= s[5] + SLACK_MS
+    decided = lambda s: isinstance(s[3], int) and (s[3] in DENY or 200 <= s[3] < 400)
+    for key in sorted(MOST_LEFT) if not applied else []:
+        mine = [s for s in seen if s and s[0] == key]
+        if len(mine) == len(MOST_LEFT[key]) and all(on_time(s) and decided(s) for s in mine):
+            said = sorted((s[6] for s in mine if s[6] is not None), reverse=True)
+            allowed = sorted(MOST_LEFT[key], reverse=True)
+            over = [(k, r, m) for k, (r, m) in enumerate(zip(said, allowed)) if r > m]
+            if over:
+                found.add("linearizable")
+                k, r, m = over[0]
+                print("key %d: its answers said %s remaining, where the policy leaves at most %s (the %d-th largest: %d > %d)" % (key, said, allowed[:len(said)], k + 1, r, m))
     # Answers a fault touched (in flight from its start until the recovery after it) are held
     # to no policy; the others are, in segments between the faults.
     zones = [(began, ended + RECOVERY_MS) for began, ended in applied]
@@ -341,7 +464,6 @@ def main():
         return sum(1 for _, end in zones if end < s[1])
     most = MOST_BEFORE_FAULT if applied else MOST
     least = LEAST_BEFORE_FAULT if applied else LEAST
-    decided = lambda s: isinstance(s[3], int) and (s[3] in DENY or 200 <= s[3] < 400)
     for key in sorted(most):
         mine = [s for s in seen if s and s[0] == key and segment(s) is not None]
         admitted = [s for s in mine if decided(s) and s[3] not in DENY]
@@ -352,13 +474,12 @@ def main():
         # slack of its planned time, so decided where the specification was asked: for the
         # most, those before the first fault's zone; for the fewest, every one planned before
         # the first fault, each with a decision.
-        on_time = lambda s: s[5] <= s[1] <= s[2] <= s[5] + SLACK_MS
         if len(first) > most[key]:
             late = [s for s in mine if segment(s) == 0 and not on_time(s)]
             if late:
                 print("  count: inconclusive, %d requests sent or answered more than %d ms after their planned times" % (len(late), SLACK_MS))
             else:
-                found = True
+                found.add("linearizable")
                 print("  count: %d admitted, where the policy admits at most %d of these requests" % (len(first), most[key]))
         elif len(first) < least[key]:
             counted = [s for s in seen if s and s[0] == key and (not applied or s[5] < FAULTS[0][0])]
@@ -366,7 +487,7 @@ def main():
             if late:
                 print("  count: inconclusive, %d requests without a decision, or sent or answered more than %d ms after their planned times" % (len(late), SLACK_MS))
             else:
-                found = True
+                found.add("linearizable")
                 print("  count: %d admitted, where the policy admits at least %d of these requests" % (len(first), least[key]))
         for part in sorted(set(segment(s) for s in admitted)):
             run = sorted((s for s in admitted if segment(s) == part), key=lambda s: s[1])
@@ -376,14 +497,18 @@ def main():
                     last = max(last, run[j][2])
                     span = last - run[i][1] + CLOCK_RES_MS
                     if j - i + 1 > BURST + AMOUNT * span / PERIOD_MS:
-                        found = True
+                        found.add("envelope")
                         print("  envelope: %d admitted within %.1f ms (sent at %.1f ms on), where at most %d may be" % (j - i + 1, span, run[i][1], BURST + AMOUNT * span / PERIOD_MS))
                         break
                 else:
                     continue
                 break
-    print("reproduced" if found else "not reproduced this time")
-    sys.exit(1 if found else 0)
+    # Reproduced: a violation of the kind the finding is; others are printed, not counted.
+    others = ", ".join(sorted(found - {CHECK}))
+    print("reproduced" if CHECK in found else "not reproduced this time")
+    if others:
+        print("also seen: %s" % others)
+    sys.exit(1 if CHECK in found else 0)
 
 
 if __name__ == "__main__":
