@@ -170,6 +170,9 @@ fn spawn_memcached(port: u16) -> Result<Child, String> {
     Ok(child)
 }
 
+/// The environment variable every instance of a run gets: the run's own directory.
+const RUN_MARKER: &str = "RATELAB_AUDIT_RUN";
+
 /// A running target.
 #[derive(Debug)]
 pub struct Running {
@@ -199,7 +202,7 @@ impl Drop for Running {
         // Every process an instance started, whatever group it moved itself into (a server
         // that makes itself a session leader leaves its parent's group): killed after the
         // groups are, if still running.
-        let started: Vec<(u32, u64)> = self
+        let mut started: Vec<(u32, u64)> = self
             .children
             .iter()
             .flat_map(|c| descendants(c.id()))
@@ -218,6 +221,9 @@ impl Drop for Running {
             c.kill().ok();
             c.wait().ok();
         }
+        // And every process that carries this run's marker in its environment: a daemon
+        // that forked twice, whose parent is no longer the instance.
+        started.extend(self.processes());
         for (pid, since) in started {
             // Only the same process: its pid may have been given to another since.
             if started_at(pid) != Some(since) {
@@ -234,6 +240,23 @@ impl Drop for Running {
 }
 
 impl Running {
+    /// The processes still running that this run's instances started, whatever became of
+    /// their parents and groups (each carries the run's marker in its environment), with
+    /// when each started.
+    pub fn processes(&self) -> Vec<(u32, u64)> {
+        let marker = format!("{RUN_MARKER}={}\0", self.dir.display());
+        std::fs::read_dir("/proc")
+            .into_iter()
+            .flatten()
+            .filter_map(|e| {
+                let pid: u32 = e.ok()?.file_name().to_str()?.parse().ok()?;
+                let env = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
+                let has = env.windows(marker.len()).any(|w| w == marker.as_bytes());
+                has.then(|| Some((pid, started_at(pid)?)))?
+            })
+            .collect()
+    }
+
     /// Copies the instances' logs where they outlive the run (the run's own directory goes
     /// when it stops), and names them: what a run that could not judge leaves to read.
     pub fn keep_logs(&self, to: &std::path::Path) -> Vec<PathBuf> {
@@ -372,6 +395,8 @@ pub fn start(
         for (k, v) in inst.env.iter().chain(env) {
             cmd.env(k, fill(v, &vars));
         }
+        // Inherited by everything the instance starts, a daemon that forks away included.
+        cmd.env(RUN_MARKER, &running.dir);
         let child = cmd
             .spawn()
             .map_err(|e| format!("{}: starting {:?}: {e}", r.name, args.join(" ")))?;

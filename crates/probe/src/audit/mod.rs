@@ -28,7 +28,8 @@
 //! [`explore`] (`ratelab audit --explore`) runs seeded schedules against the same started
 //! targets instead of the fixed phases: keys, pacing, bursts, idle gaps, instances and store
 //! faults drawn per seed, every answer judged, each finding repeated (k of n), shrunk, and
-//! written out with a standalone reproducer.
+//! written out with a standalone reproducer, which [`explore::confirm`] (`--confirm`) runs
+//! outside ratelab against the target started afresh.
 
 pub mod card;
 pub mod explore;

@@ -195,3 +195,68 @@ fn the_audits_page_is_rendered_from_the_results() {
         assert_eq!(c.command, format!("ratelab audit {}", c.target));
     }
 }
+
+/// An instance whose server forks a daemon away from it (a child that forks again and
+/// exits, leaving the grandchild to init, out of the instance's process group and tree):
+/// stopping the target stops the daemon too.
+#[test]
+fn stopping_a_target_stops_the_daemons_its_instances_forked_away() {
+    const RECIPE: &str = r#"
+description = "A server that leaves a daemon behind."
+upstream = "ratelab's tests"
+store = "none"
+failure_mode = "fail-closed"
+
+[install]
+programs = ["python3"]
+
+[instance]
+command = ["sh", "-c", "(setsid sleep 300 &) ; exec python3 -m http.server --bind 127.0.0.1 {port}"]
+count = 1
+
+[probe]
+url = "http://127.0.0.1:{port}/"
+policy = "first-hit:5,500ms"
+
+[[variant]]
+name = "daemon"
+description = "One instance."
+"#;
+    let dir = ratelab_testkit::temp::TempDir::new("ratelab-daemon");
+    let recipe = dir.join("daemon");
+    std::fs::create_dir_all(&recipe).unwrap();
+    std::fs::write(recipe.join("recipe.toml"), RECIPE).unwrap();
+    let t = &audit::select(dir.path(), &["daemon".to_owned()]).expect("the recipe loads")[0];
+    let running = audit::instances::start(
+        &t.loaded,
+        audit::recipe::StoreKind::None,
+        &Default::default(),
+        1,
+        &[],
+    )
+    .expect("the instance starts");
+    // The daemon is the run's, though neither the instance's child nor in its group.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let daemon = loop {
+        let found: Vec<u32> = running
+            .processes()
+            .into_iter()
+            .map(|(pid, _)| pid)
+            .filter(|pid| {
+                std::fs::read_to_string(format!("/proc/{pid}/cmdline"))
+                    .is_ok_and(|c| c.starts_with("sleep\0300"))
+            })
+            .collect();
+        if let [pid] = found[..] {
+            break pid;
+        }
+        assert!(std::time::Instant::now() < deadline, "no daemon: {found:?}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    drop(running);
+    let alive = std::fs::read_to_string(format!("/proc/{daemon}/stat")).is_ok_and(|s| {
+        !s.rsplit_once(") ")
+            .is_some_and(|(_, rest)| rest.starts_with('Z'))
+    });
+    assert!(!alive, "the daemon {daemon} outlived its target");
+}

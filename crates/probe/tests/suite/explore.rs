@@ -162,4 +162,34 @@ fn an_exploring_audit_finds_a_racy_window_and_its_reproducer_shows_it_outside_ra
     let saved = explore::saved(&out).unwrap();
     assert_eq!(saved.len(), 1);
     assert!(explore::section(&saved).contains("| `racy/racy` |"));
+    // `--confirm`: the target started afresh, the reproducer written again and run as a
+    // user would, its verdict recorded beside the finding.
+    settings.repeats = 1;
+    let confirmed = rt
+        .block_on(explore::confirm::confirm(
+            &targets[0],
+            &settings,
+            &out,
+            |l| eprintln!("{l}"),
+        ))
+        .expect("the reproducers run");
+    let outside = confirmed
+        .findings
+        .iter()
+        .find(|f| f.check == lost.check)
+        .and_then(|f| f.outside.clone())
+        .expect("the finding's reproducer ran");
+    assert_eq!(
+        (outside.k, outside.n, outside.errors),
+        (1, 1, 0),
+        "{outside:?}"
+    );
+    assert!(
+        outside.said.iter().any(|l| l == "reproduced"),
+        "{outside:?}"
+    );
+    assert!(
+        explore::section(&[confirmed]).contains("outside ratelab 1 of 1"),
+        "the section names the reproducer's runs"
+    );
 }

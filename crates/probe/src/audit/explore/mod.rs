@@ -14,7 +14,8 @@
 //! ([`shrink::candidates`]: fewer faults, keys, requests, instances) while it still fails in
 //! most of `n` runs, and written out twice: as JSON that `ratelab audit --explore TARGET
 //! --replay FILE` runs again, and as a standalone Python script ([`repro::script`]) that
-//! drives the target and checks the violation with its own few lines.
+//! drives the target and checks the violation with its own few lines. [`confirm::confirm`]
+//! (`--confirm`) runs each reproducer outside ratelab, k of n, and records what it printed.
 //!
 //! A target whose answers on a healthy store are not decisions could not run: the campaign
 //! stops there, its instances' logs kept and named, and nothing is judged.
