@@ -244,7 +244,7 @@ description = "One instance."
             .map(|(pid, _)| pid)
             .filter(|pid| {
                 std::fs::read_to_string(format!("/proc/{pid}/cmdline"))
-                    .is_ok_and(|c| c.starts_with("sleep\0300"))
+                    .is_ok_and(|c| c.starts_with("sleep\x00300"))
             })
             .collect();
         if let [pid] = found[..] {

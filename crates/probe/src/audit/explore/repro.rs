@@ -125,7 +125,7 @@ pub fn left_by_key(
             .map(|r| r.at_us * 1_000)
             .collect();
         planned.sort_unstable();
-        let mut rng = StreamRng::new(u64::from(key), 0x006c_6566_74);
+        let mut rng = StreamRng::new(u64::from(key), 0x6c65_6674);
         let mut most = vec![0; planned.len()];
         for pattern in 0..16u64 {
             let mut times: Vec<Nanos> = planned
