@@ -6,18 +6,21 @@
 Start the target, then: python3 {this file} [URL ...] [--store-pid PID] [--restart CMD]
 [--redis-port PORT], one URL per instance ({key} where the key goes in the path), the
 store's pid to freeze or kill it, the command that starts it again, its Redis port to
-pause it. Python's standard library only. Exit 1: reproduced; 0: not this time.
+pause it. Python's standard library only. Exit 1: reproduced (a violation of the
+finding's kind); 0: not this time.
 In ratelab: ratelab audit --explore upstash-ratelimit/sliding-window --replay docs/results/explore/upstash-ratelimit-sliding-window/failure-mode.json
 """
-import email.utils, os, shlex, signal, socket, subprocess, sys, threading, time, urllib.error, urllib.request
+import email.utils, os, re, shlex, signal, socket, subprocess, sys, threading, time, urllib.error, urllib.request
 
-URLS = ["http://127.0.0.1:39393/", "http://127.0.0.1:35011/"]
+URLS = ["http://127.0.0.1:40279/", "http://127.0.0.1:40817/"]
 KEY_HEADER = "x-key"
 DENY = (429,)
 ALIGN_MS = 1000
 CLOCK_RES_MS = 2
 RECOVERY_MS = 1000
 SLACK_MS = 20
+# The check whose violation this reproduces (others are printed, not counted).
+CHECK = "failure-mode"
 # (ms after the start, key, instance)
 REQUESTS = [
     (1126.132, 1, 0),
@@ -187,14 +190,22 @@ REQUESTS = [
 FAULTS = [
     (1326.132, "freeze", 826.555),
 ]
-# The most the claimed policy admits of each key's requests, at their planned times or
-# up to SLACK_MS later (ratelab's specification of sliding-counter:10,1s,down, the most over the timings it
-# tried), for the keys the finding names: all of them (MOST), and those planned before
-# the first fault (MOST_BEFORE_FAULT, used when the script applies one).
+# The fewest and the most the claimed policy admits of each key's requests, decided at
+# their planned times or up to SLACK_MS later (ratelab's specification of sliding-counter:10,1s,down, the
+# extremes over the timings it tried), for the keys the finding names: all of them
+# (LEAST, MOST), and those planned before the first fault (LEAST_BEFORE_FAULT,
+# MOST_BEFORE_FAULT, used when the script applies one).
+LEAST = {1: 41}
 MOST = {1: 49}
+LEAST_BEFORE_FAULT = {1: 8}
 MOST_BEFORE_FAULT = {1: 8}
 # From any state, at most BURST + AMOUNT * span / PERIOD_MS admitted in any span (ms).
 BURST, AMOUNT, PERIOD_MS = 20, 10, 1000
+# Whether the claim is a token bucket, whose remaining count grows at its refill rate.
+BUCKET = False
+# The most room the claimed policy reports left after each of a key's requests, in
+# planned order, at the timings tried (used when no fault runs).
+MOST_LEFT = {1: [9, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]}
 
 
 def options(argv):
@@ -211,17 +222,27 @@ def options(argv):
     return urls or URLS, opts
 
 
+def remaining(headers):
+    # X-RateLimit-Remaining, RateLimit-Remaining, or the RateLimit field's r= (remaining=).
+    for name in ("X-RateLimit-Remaining", "RateLimit-Remaining"):
+        value = (headers.get(name) or "").strip()
+        if value.isdigit():
+            return int(value)
+    found = re.search(r"(?:^|[;,\s])(?:r|remaining)=(\d+)", headers.get("RateLimit") or "")
+    return int(found.group(1)) if found else None
+
+
 def send(url, key):
     req = urllib.request.Request(url.replace("{key}", key))
     if KEY_HEADER:
         req.add_header(KEY_HEADER, key)
     try:
         with urllib.request.urlopen(req, timeout=5) as r:
-            return r.status, r.headers.get("Retry-After")
+            return r.status, r.headers.get("Retry-After"), remaining(r.headers)
     except urllib.error.HTTPError as e:
-        return e.code, e.headers.get("Retry-After")
+        return e.code, e.headers.get("Retry-After"), remaining(e.headers)
     except OSError as e:
-        return "no answer: %s" % e, None
+        return "no answer: %s" % e, None, None
 
 
 def retry_after_ok(value):
@@ -270,8 +291,8 @@ def main():
     def request(i, at, key, instance):
         time.sleep(max(0, start + at / 1000 - time.monotonic()))
         sent = time.monotonic() - start
-        status, retry_after = send(urls[instance % len(urls)], "%s-k%d" % (prefix, key))
-        seen[i] = (key, sent * 1000, (time.monotonic() - start) * 1000, status, retry_after, at)
+        status, retry_after, left = send(urls[instance % len(urls)], "%s-k%d" % (prefix, key))
+        seen[i] = (key, sent * 1000, (time.monotonic() - start) * 1000, status, retry_after, at, left)
 
     threads = [threading.Thread(target=request, args=(i,) + r) for i, r in enumerate(REQUESTS)]
     for t in threads:
@@ -284,19 +305,59 @@ def main():
             applied.append((began, (time.monotonic() - start) * 1000))
     for t in threads:
         t.join()
-    found = False
-    # Held: every request in flight when the store went down, or sent in the first half of
-    # its spell, answered only once it was back.
+    # The kinds of violation seen, as ratelab names its checks.
+    found = set()
+    # Held: requests in flight when the store went down and answered once it was back, and
+    # those sent in the first half of its spell, when none of these was answered before.
     for began, ended in applied:
-        early = [s for s in seen if s and s[1] < (began + ended) / 2 and s[2] > began]
-        if early and all(s[2] > ended for s in early):
-            found = True
-            print("held: %d requests got no answer until the store was back, %.0f ms after it went down" % (len(early), ended - began))
+        early = [s for s in seen if s and began <= s[1] < (began + ended) / 2]
+        waited = [s for s in seen if s and s[1] < began and s[2] > ended]
+        if (early or waited) and all(s[2] > ended for s in early):
+            found.add("failure-mode")
+            print("held: %d requests got no answer until the store was back, %.0f ms after it went down" % (len(early) + len(waited), ended - began))
     for s in seen:
         if s and not retry_after_ok(s[4]):
-            found = True
+            found.add("fields")
             print("key %d: Retry-After %r is neither delay-seconds nor an HTTP-date" % (s[0], s[4]))
             break
+    # The remaining count: a denial that says there is room for it, and (for a bucket) a
+    # count that grows faster than the refill between an answer and a later request's.
+    for s in seen:
+        if s and s[3] in DENY and s[6] is not None and s[6] >= 1:
+            found.add("fields")
+            print("key %d: denied, while saying %d remaining" % (s[0], s[6]))
+            break
+    if BUCKET:
+        told = sorted((s for s in seen if s and s[6] is not None), key=lambda s: s[1])
+        for j, b in enumerate(told):
+            grew = [a for a in told[:j] if a[0] == b[0] and a[2] < b[1]
+                    and (b[6] - a[6] - 1) * PERIOD_MS >= AMOUNT * (b[2] - a[1] + CLOCK_RES_MS)]
+            if grew:
+                found.add("fields")
+                a = grew[-1]
+                print("key %d: remaining went from %d to %d within %.1f ms, faster than the refill" % (b[0], a[6], b[6], b[2] - a[1] + CLOCK_RES_MS))
+                break
+    # A bucket's denial tells the true wait rounded up: never 0.
+    for s in seen if BUCKET else []:
+        if s and s[3] in DENY and s[4] is not None and s[4].strip() == "0":
+            found.add("linearizable")
+            print("key %d: denied, and told to retry after 0 seconds" % s[0])
+            break
+    # Without faults, the remaining counts a key's answers gave against the most the policy
+    # leaves after its i-th request: whatever order they were decided in, the k-th largest
+    # said at most the k-th largest allowed, where every one went out and came back on time.
+    on_time = lambda s: s[5] <= s[1] <= s[2] <= s[5] + SLACK_MS
+    decided = lambda s: isinstance(s[3], int) and (s[3] in DENY or 200 <= s[3] < 400)
+    for key in sorted(MOST_LEFT) if not applied else []:
+        mine = [s for s in seen if s and s[0] == key]
+        if len(mine) == len(MOST_LEFT[key]) and all(on_time(s) and decided(s) for s in mine):
+            said = sorted((s[6] for s in mine if s[6] is not None), reverse=True)
+            allowed = sorted(MOST_LEFT[key], reverse=True)
+            over = [(k, r, m) for k, (r, m) in enumerate(zip(said, allowed)) if r > m]
+            if over:
+                found.add("linearizable")
+                k, r, m = over[0]
+                print("key %d: its answers said %s remaining, where the policy leaves at most %s (the %d-th largest: %d > %d)" % (key, said, allowed[:len(said)], k + 1, r, m))
     # Answers a fault touched (in flight from its start until the recovery after it) are held
     # to no policy; the others are, in segments between the faults.
     zones = [(began, ended + RECOVERY_MS) for began, ended in applied]
@@ -305,19 +366,32 @@ def main():
             return None
         return sum(1 for _, end in zones if end < s[1])
     most = MOST_BEFORE_FAULT if applied else MOST
+    least = LEAST_BEFORE_FAULT if applied else LEAST
     for key in sorted(most):
         mine = [s for s in seen if s and s[0] == key and segment(s) is not None]
-        admitted = [s for s in mine if isinstance(s[3], int) and 200 <= s[3] < 400 and s[3] not in DENY]
+        admitted = [s for s in mine if decided(s) and s[3] not in DENY]
         denied = sum(1 for s in mine if s[3] in DENY)
         print("key %d: %d requests, %d admitted, %d denied, %d without a decision" % (key, len(mine), len(admitted), denied, len(mine) - len(admitted) - denied))
         first = [s for s in admitted if segment(s) == 0]
-        late = [s for s in mine if segment(s) == 0 and not s[5] <= s[1] <= s[5] + SLACK_MS]
+        # The count holds where every request it counts was sent and answered within the
+        # slack of its planned time, so decided where the specification was asked: for the
+        # most, those before the first fault's zone; for the fewest, every one planned before
+        # the first fault, each with a decision.
         if len(first) > most[key]:
+            late = [s for s in mine if segment(s) == 0 and not on_time(s)]
             if late:
-                print("  count: inconclusive, %d requests went out more than %d ms from their planned times" % (len(late), SLACK_MS))
+                print("  count: inconclusive, %d requests sent or answered more than %d ms after their planned times" % (len(late), SLACK_MS))
             else:
-                found = True
+                found.add("linearizable")
                 print("  count: %d admitted, where the policy admits at most %d of these requests" % (len(first), most[key]))
+        elif len(first) < least[key]:
+            counted = [s for s in seen if s and s[0] == key and (not applied or s[5] < FAULTS[0][0])]
+            late = [s for s in counted if segment(s) != 0 or not decided(s) or not on_time(s)]
+            if late:
+                print("  count: inconclusive, %d requests without a decision, or sent or answered more than %d ms after their planned times" % (len(late), SLACK_MS))
+            else:
+                found.add("linearizable")
+                print("  count: %d admitted, where the policy admits at least %d of these requests" % (len(first), least[key]))
         for part in sorted(set(segment(s) for s in admitted)):
             run = sorted((s for s in admitted if segment(s) == part), key=lambda s: s[1])
             for i in range(len(run)):
@@ -326,14 +400,18 @@ def main():
                     last = max(last, run[j][2])
                     span = last - run[i][1] + CLOCK_RES_MS
                     if j - i + 1 > BURST + AMOUNT * span / PERIOD_MS:
-                        found = True
+                        found.add("envelope")
                         print("  envelope: %d admitted within %.1f ms (sent at %.1f ms on), where at most %d may be" % (j - i + 1, span, run[i][1], BURST + AMOUNT * span / PERIOD_MS))
                         break
                 else:
                     continue
                 break
-    print("reproduced" if found else "not reproduced this time")
-    sys.exit(1 if found else 0)
+    # Reproduced: a violation of the kind the finding is; others are printed, not counted.
+    others = ", ".join(sorted(found - {CHECK}))
+    print("reproduced" if CHECK in found else "not reproduced this time")
+    if others:
+        print("also seen: %s" % others)
+    sys.exit(1 if CHECK in found else 0)
 
 
 if __name__ == "__main__":

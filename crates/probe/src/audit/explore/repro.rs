@@ -394,19 +394,22 @@ def main():
     threads = [threading.Thread(target=request, args=(i,) + r) for i, r in enumerate(REQUESTS)]
     for t in threads:
         t.start()
+    # (began, ended, whether the store was down): a pause only slows its answers.
     applied = []
     for at, kind, ms in FAULTS:
         time.sleep(max(0, start + at / 1000 - time.monotonic()))
         began = (time.monotonic() - start) * 1000
-        if fault(kind, ms, opts) and kind != "slow":
-            applied.append((began, (time.monotonic() - start) * 1000))
+        if fault(kind, ms, opts):
+            applied.append((began, (time.monotonic() - start) * 1000, kind != "slow"))
     for t in threads:
         t.join()
     # The kinds of violation seen, as ratelab names its checks.
     found = set()
     # Held: requests in flight when the store went down and answered once it was back, and
     # those sent in the first half of its spell, when none of these was answered before.
-    for began, ended in applied:
+    for began, ended, down in applied:
+        if not down:
+            continue
         early = [s for s in seen if s and began <= s[1] < (began + ended) / 2]
         waited = [s for s in seen if s and s[1] < began and s[2] > ended]
         if (early or waited) and all(s[2] > ended for s in early):
@@ -457,7 +460,7 @@ def main():
                 print("key %d: its answers said %s remaining, where the policy leaves at most %s (the %d-th largest: %d > %d)" % (key, said, allowed[:len(said)], k + 1, r, m))
     # Answers a fault touched (in flight from its start until the recovery after it) are held
     # to no policy; the others are, in segments between the faults.
-    zones = [(began, ended + RECOVERY_MS) for began, ended in applied]
+    zones = [(began, ended + RECOVERY_MS) for began, ended, _ in applied]
     def segment(s):
         if any(s[1] <= end and s[2] >= begin for begin, end in zones):
             return None

@@ -1,0 +1,597 @@
+#!/usr/bin/env python3
+"""Reproduces a finding of `ratelab audit --explore` on rate-limiter-flexible/non-atomic (claimed policy first-hit:10,1s):
+
+    failure-mode: declared fail-closed, but 1 requests in flight while the store was down got no answer until it was back (requests [206])
+
+Start the target, then: python3 {this file} [URL ...] [--store-pid PID] [--restart CMD]
+[--redis-port PORT], one URL per instance ({key} where the key goes in the path), the
+store's pid to freeze or kill it, the command that starts it again, its Redis port to
+pause it. Python's standard library only. Exit 1: reproduced (a violation of the
+finding's kind); 0: not this time.
+In ratelab: ratelab audit --explore rate-limiter-flexible/non-atomic --replay docs/results/explore/rate-limiter-flexible-non-atomic/failure-mode.json
+"""
+import email.utils, os, re, shlex, signal, socket, subprocess, sys, threading, time, urllib.error, urllib.request
+
+URLS = ["http://127.0.0.1:46221/", "http://127.0.0.1:39171/"]
+KEY_HEADER = "x-key"
+DENY = (429,)
+ALIGN_MS = 1000
+CLOCK_RES_MS = 2
+RECOVERY_MS = 1000
+SLACK_MS = 20
+# The check whose violation this reproduces (others are printed, not counted).
+CHECK = "failure-mode"
+# (ms after the start, key, instance)
+REQUESTS = [
+    (470.615, 0, 1),
+    (652.433, 0, 0),
+    (834.251, 0, 0),
+    (1016.069, 0, 0),
+    (1197.887, 0, 0),
+    (1379.705, 0, 0),
+    (1561.523, 0, 0),
+    (1743.341, 0, 0),
+    (1925.159, 0, 0),
+    (1975.159, 0, 1),
+    (2025.159, 0, 1),
+    (2075.159, 0, 1),
+    (2125.159, 0, 1),
+    (2175.159, 0, 1),
+    (2225.159, 0, 0),
+    (2275.159, 0, 0),
+    (2325.159, 0, 0),
+    (2375.159, 0, 1),
+    (2425.159, 0, 0),
+    (2475.159, 0, 0),
+    (2525.159, 0, 0),
+    (2575.159, 0, 1),
+    (2625.159, 0, 0),
+    (2675.159, 0, 0),
+    (2725.159, 0, 0),
+    (2775.159, 0, 0),
+    (2825.159, 0, 1),
+    (2875.159, 0, 0),
+    (2925.159, 0, 1),
+    (2975.159, 0, 1),
+    (3025.159, 0, 1),
+    (3075.159, 0, 0),
+    (3125.159, 0, 0),
+    (3175.159, 0, 1),
+    (3270.397, 0, 1),
+    (3365.635, 0, 1),
+    (3460.873, 0, 1),
+    (3556.111, 0, 1),
+    (3651.349, 0, 1),
+    (3746.587, 0, 1),
+    (3841.825, 0, 0),
+    (3937.063, 0, 1),
+    (5256.825, 1, 1),
+    (5281.825, 1, 0),
+    (5306.825, 1, 0),
+    (5331.825, 1, 0),
+    (5356.825, 1, 0),
+    (5381.825, 1, 0),
+    (5406.825, 1, 0),
+    (5431.825, 1, 1),
+    (5456.825, 1, 0),
+    (5481.825, 1, 0),
+    (5506.825, 1, 1),
+    (5531.825, 1, 0),
+    (5556.825, 1, 1),
+    (5581.825, 1, 1),
+    (5606.825, 1, 0),
+    (5631.825, 1, 1),
+    (5656.825, 1, 1),
+    (5681.825, 1, 1),
+    (5706.825, 1, 0),
+    (5731.825, 1, 1),
+    (5756.825, 1, 1),
+    (5781.825, 1, 1),
+    (5806.825, 1, 1),
+    (5831.825, 1, 0),
+    (5856.825, 1, 0),
+    (5881.825, 1, 0),
+    (5906.825, 1, 1),
+    (5931.825, 1, 1),
+    (5956.825, 1, 1),
+    (5981.825, 1, 0),
+    (6006.825, 1, 1),
+    (6031.825, 1, 0),
+    (6056.825, 1, 0),
+    (6081.825, 1, 1),
+    (6106.825, 1, 0),
+    (6131.825, 1, 1),
+    (6156.825, 1, 0),
+    (6181.825, 1, 1),
+    (6206.825, 1, 0),
+    (6231.825, 1, 0),
+    (6256.825, 1, 0),
+    (6281.825, 1, 1),
+    (6306.825, 1, 1),
+    (6331.825, 1, 1),
+    (6356.825, 1, 0),
+    (6381.825, 1, 1),
+    (6406.825, 1, 1),
+    (6431.825, 1, 1),
+    (6456.825, 1, 0),
+    (6481.825, 1, 0),
+    (6506.825, 1, 0),
+    (6531.825, 1, 1),
+    (6556.825, 1, 0),
+    (6581.825, 1, 1),
+    (6606.825, 1, 0),
+    (6631.825, 1, 0),
+    (6656.825, 1, 0),
+    (6681.825, 1, 1),
+    (6706.825, 1, 0),
+    (6731.825, 1, 0),
+    (6756.825, 1, 1),
+    (6781.825, 1, 0),
+    (6806.825, 1, 1),
+    (6831.825, 1, 0),
+    (6856.825, 1, 0),
+    (6881.825, 1, 1),
+    (6906.825, 1, 1),
+    (6931.825, 1, 0),
+    (6956.825, 1, 1),
+    (6981.825, 1, 1),
+    (7006.825, 1, 0),
+    (7031.825, 1, 0),
+    (7056.825, 1, 1),
+    (7081.825, 1, 0),
+    (7106.825, 1, 1),
+    (7131.825, 1, 0),
+    (7156.825, 1, 1),
+    (7181.825, 1, 0),
+    (7206.825, 1, 1),
+    (7231.825, 1, 0),
+    (7256.825, 1, 1),
+    (7281.825, 1, 1),
+    (7306.825, 1, 1),
+    (7331.825, 1, 0),
+    (7356.825, 1, 0),
+    (7381.825, 1, 1),
+    (7406.825, 1, 0),
+    (7431.825, 1, 0),
+    (7456.825, 1, 0),
+    (7481.825, 1, 1),
+    (7506.825, 1, 1),
+    (7531.825, 1, 1),
+    (7556.825, 1, 1),
+    (7581.825, 1, 0),
+    (7606.825, 1, 1),
+    (7631.825, 1, 1),
+    (7656.825, 1, 0),
+    (7681.825, 1, 0),
+    (7706.825, 1, 1),
+    (7731.825, 1, 1),
+    (7756.825, 1, 1),
+    (7781.825, 1, 1),
+    (7806.825, 1, 1),
+    (7831.825, 1, 1),
+    (7856.825, 1, 1),
+    (7881.825, 1, 0),
+    (7906.825, 1, 0),
+    (7931.825, 1, 1),
+    (7956.825, 1, 0),
+    (7981.825, 1, 0),
+    (8006.825, 1, 1),
+    (8031.825, 1, 1),
+    (8056.825, 1, 1),
+    (8081.825, 1, 1),
+    (8106.825, 1, 0),
+    (8131.825, 1, 1),
+    (8156.825, 1, 0),
+    (8181.825, 1, 0),
+    (8206.825, 1, 0),
+    (8231.825, 1, 1),
+    (8256.825, 1, 1),
+    (8281.825, 1, 0),
+    (8306.825, 1, 0),
+    (8331.825, 1, 1),
+    (8356.825, 1, 1),
+    (8381.825, 1, 0),
+    (8406.825, 1, 1),
+    (8431.825, 1, 1),
+    (8456.825, 1, 0),
+    (8481.825, 1, 1),
+    (8506.825, 1, 0),
+    (8531.825, 1, 0),
+    (8556.825, 1, 1),
+    (8581.825, 1, 1),
+    (8606.825, 1, 0),
+    (8618.566, 0, 0),
+    (8631.825, 1, 1),
+    (8656.825, 1, 0),
+    (8681.825, 1, 0),
+    (8706.825, 1, 0),
+    (8731.825, 1, 0),
+    (8736.213, 0, 1),
+    (8756.825, 1, 1),
+    (8781.825, 1, 0),
+    (8806.825, 1, 0),
+    (8831.825, 1, 1),
+    (8852.429, 2, 1),
+    (8853.860, 0, 0),
+    (8856.825, 1, 1),
+    (8877.429, 2, 1),
+    (8881.825, 1, 1),
+    (8902.429, 2, 1),
+    (8906.825, 1, 0),
+    (8927.429, 2, 0),
+    (8931.825, 1, 1),
+    (8952.429, 2, 0),
+    (8956.825, 1, 1),
+    (8971.507, 0, 1),
+    (8977.429, 2, 1),
+    (8981.825, 1, 1),
+    (9002.429, 2, 0),
+    (9006.825, 1, 0),
+    (9027.429, 2, 1),
+    (9031.825, 1, 0),
+    (9052.429, 2, 1),
+    (9077.429, 2, 0),
+    (9089.154, 0, 1),
+    (9102.429, 2, 0),
+    (9127.429, 2, 1),
+    (9152.429, 2, 0),
+    (9177.429, 2, 1),
+    (9202.429, 2, 1),
+    (9206.801, 0, 1),
+    (9227.429, 2, 1),
+    (9252.429, 2, 0),
+    (9277.429, 2, 1),
+    (9302.429, 2, 1),
+    (9324.448, 0, 0),
+    (9327.429, 2, 0),
+    (9352.429, 2, 0),
+    (9377.429, 2, 0),
+    (9402.429, 2, 1),
+    (9427.429, 2, 0),
+    (9442.095, 0, 0),
+    (9452.429, 2, 1),
+    (9477.429, 2, 1),
+    (9502.429, 2, 1),
+    (9527.429, 2, 1),
+    (9552.429, 2, 0),
+    (9559.742, 0, 1),
+    (9577.429, 2, 0),
+    (9602.429, 2, 0),
+    (9627.429, 2, 1),
+    (9652.429, 2, 0),
+    (9677.389, 0, 1),
+    (9677.429, 2, 0),
+    (9702.429, 2, 0),
+    (9727.429, 2, 0),
+    (9752.429, 2, 1),
+    (9777.429, 2, 1),
+    (9795.036, 0, 0),
+    (9802.429, 2, 1),
+    (9827.429, 2, 1),
+    (9852.429, 2, 1),
+    (9877.429, 2, 1),
+    (9902.429, 2, 0),
+    (9912.683, 0, 1),
+    (9927.429, 2, 1),
+    (9952.429, 2, 1),
+    (9977.429, 2, 1),
+    (10002.429, 2, 1),
+    (10027.429, 2, 1),
+    (10030.330, 0, 0),
+    (10052.429, 2, 1),
+    (10077.429, 2, 0),
+    (10102.429, 2, 0),
+    (10127.429, 2, 1),
+    (10147.977, 0, 1),
+    (10152.429, 2, 1),
+    (10177.429, 2, 1),
+    (10202.429, 2, 1),
+    (10227.429, 2, 0),
+    (10252.429, 2, 0),
+    (10265.624, 0, 1),
+    (10277.429, 2, 0),
+    (10302.429, 2, 1),
+    (10327.429, 2, 0),
+    (10352.429, 2, 0),
+    (10377.429, 2, 0),
+    (10383.271, 0, 0),
+    (10402.429, 2, 0),
+    (10427.429, 2, 0),
+    (10452.429, 2, 1),
+    (10477.429, 2, 1),
+    (10500.918, 0, 0),
+    (10502.429, 2, 0),
+    (10527.429, 2, 1),
+    (10552.429, 2, 1),
+    (10577.429, 2, 0),
+    (10602.429, 2, 1),
+    (10627.429, 2, 1),
+    (10652.429, 2, 0),
+    (10677.429, 2, 0),
+    (10702.429, 2, 1),
+    (10727.429, 2, 0),
+    (10752.429, 2, 1),
+    (10777.429, 2, 0),
+    (10802.429, 2, 0),
+    (10827.429, 2, 1),
+    (10852.429, 2, 1),
+    (10877.429, 2, 0),
+    (10902.429, 2, 1),
+    (10927.429, 2, 1),
+    (10952.429, 2, 0),
+    (10977.429, 2, 1),
+    (11002.429, 2, 1),
+    (11027.429, 2, 1),
+    (11052.429, 2, 1),
+    (11077.429, 2, 1),
+    (11102.429, 2, 1),
+    (11127.429, 2, 1),
+    (11152.429, 2, 0),
+    (11177.429, 2, 0),
+    (11202.429, 2, 1),
+    (11227.429, 2, 0),
+    (11252.429, 2, 1),
+    (11277.429, 2, 0),
+    (11302.429, 2, 0),
+    (11327.429, 2, 1),
+    (11352.429, 2, 0),
+    (11377.429, 2, 1),
+    (11402.429, 2, 1),
+    (11427.429, 2, 1),
+    (11452.429, 2, 1),
+    (11477.429, 2, 1),
+    (11502.429, 2, 1),
+    (11527.429, 2, 0),
+    (11552.429, 2, 0),
+    (11577.429, 2, 1),
+    (11602.429, 2, 1),
+    (11627.429, 2, 1),
+    (11652.429, 2, 0),
+    (11677.429, 2, 1),
+    (11702.429, 2, 1),
+    (11727.429, 2, 1),
+    (11752.429, 2, 0),
+    (11777.429, 2, 0),
+    (11802.429, 2, 0),
+    (11827.429, 2, 0),
+    (11852.429, 2, 1),
+    (11877.429, 2, 1),
+    (11902.429, 2, 1),
+    (11927.429, 2, 1),
+    (11952.429, 2, 0),
+    (11977.429, 2, 1),
+]
+# (ms after the start, fault, lasting ms)
+FAULTS = [
+    (5456.825, "slow", 583.541),
+    (9052.429, "restart", 723.336),
+]
+# The fewest and the most the claimed policy admits of each key's requests, decided at
+# their planned times or up to SLACK_MS later (ratelab's specification of first-hit:10,1s, the
+# extremes over the timings it tried), for the keys the finding names: all of them
+# (LEAST, MOST), and those planned before the first fault (LEAST_BEFORE_FAULT,
+# MOST_BEFORE_FAULT, used when the script applies one).
+LEAST = {0: 47, 1: 40, 2: 33}
+MOST = {0: 47, 1: 40, 2: 36}
+LEAST_BEFORE_FAULT = {0: 30, 1: 8, 2: 0}
+MOST_BEFORE_FAULT = {0: 30, 1: 8, 2: 0}
+# From any state, at most BURST + AMOUNT * span / PERIOD_MS admitted in any span (ms).
+BURST, AMOUNT, PERIOD_MS = 20, 10, 1000
+# Whether the claim is a token bucket, whose remaining count grows at its refill rate.
+BUCKET = False
+# The most room the claimed policy reports left after each of a key's requests, in
+# planned order, at the timings tried (used when no fault runs).
+MOST_LEFT = {0: [9, 8, 7, 6, 5, 4, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 0, 0, 0, 0, 0, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 0, 0, 0, 0, 0, 0, 0, 9, 8, 7, 6, 9, 8, 7, 6, 5, 4, 3, 2, 1, 9, 8, 7, 6, 5, 4, 3, 2], 1: [9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9, 9, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9, 9, 9, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0], 2: [9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9, 9, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9, 9, 9, 8, 7, 6]}
+
+
+def options(argv):
+    urls, opts, i = [], {}, 0
+    while i < len(argv):
+        if argv[i] in ("--store-pid", "--restart", "--redis-port"):
+            if i + 1 == len(argv):
+                sys.exit("%s needs a value" % argv[i])
+            opts[argv[i]] = argv[i + 1]
+            i += 2
+        else:
+            urls.append(argv[i])
+            i += 1
+    return urls or URLS, opts
+
+
+def remaining(headers):
+    # X-RateLimit-Remaining, RateLimit-Remaining, or the RateLimit field's r= (remaining=).
+    for name in ("X-RateLimit-Remaining", "RateLimit-Remaining"):
+        value = (headers.get(name) or "").strip()
+        if value.isdigit():
+            return int(value)
+    found = re.search(r"(?:^|[;,\s])(?:r|remaining)=(\d+)", headers.get("RateLimit") or "")
+    return int(found.group(1)) if found else None
+
+
+def send(url, key):
+    req = urllib.request.Request(url.replace("{key}", key))
+    if KEY_HEADER:
+        req.add_header(KEY_HEADER, key)
+    try:
+        with urllib.request.urlopen(req, timeout=5) as r:
+            return r.status, r.headers.get("Retry-After"), remaining(r.headers)
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers.get("Retry-After"), remaining(e.headers)
+    except OSError as e:
+        return "no answer: %s" % e, None, None
+
+
+def retry_after_ok(value):
+    # RFC 9110: delay-seconds (digits) or an HTTP-date.
+    if value is None or value.isdigit():
+        return True
+    try:
+        return email.utils.parsedate_to_datetime(value) is not None
+    except (TypeError, ValueError):
+        return False
+
+
+def fault(kind, ms, opts):
+    pid = int(opts.get("--store-pid", 0))
+    if kind == "freeze" and pid:
+        os.kill(pid, signal.SIGSTOP)
+        time.sleep(ms / 1000)
+        os.kill(pid, signal.SIGCONT)
+        return True
+    if kind == "restart" and pid and "--restart" in opts:
+        os.kill(pid, signal.SIGKILL)
+        time.sleep(ms / 1000)
+        # The store started again is the one a later fault acts on.
+        opts["--store-pid"] = str(subprocess.Popen(shlex.split(opts["--restart"])).pid)
+        return True
+    if kind == "slow" and "--redis-port" in opts:
+        with socket.create_connection(("127.0.0.1", int(opts["--redis-port"]))) as s:
+            n = str(int(ms))
+            s.sendall(b"*4\r\n$6\r\nCLIENT\r\n$5\r\nPAUSE\r\n$%d\r\n%s\r\n$3\r\nALL\r\n" % (len(n), n.encode()))
+            s.recv(64)
+        time.sleep(ms / 1000)
+        return True
+    print("skipped: %s for %d ms (say how: --store-pid, --restart, --redis-port)" % (kind, ms))
+    return False
+
+
+def main():
+    urls, opts = options(sys.argv[1:])
+    prefix = "repro-%d-%d" % (os.getpid(), time.time())
+    wait = ALIGN_MS - (time.time() * 1000) % ALIGN_MS
+    if wait < 10000:
+        time.sleep(wait / 1000)
+    start = time.monotonic()
+    seen = [None] * len(REQUESTS)
+
+    def request(i, at, key, instance):
+        time.sleep(max(0, start + at / 1000 - time.monotonic()))
+        sent = time.monotonic() - start
+        status, retry_after, left = send(urls[instance % len(urls)], "%s-k%d" % (prefix, key))
+        seen[i] = (key, sent * 1000, (time.monotonic() - start) * 1000, status, retry_after, at, left)
+
+    threads = [threading.Thread(target=request, args=(i,) + r) for i, r in enumerate(REQUESTS)]
+    for t in threads:
+        t.start()
+    # (began, ended, whether the store was down): a pause only slows its answers.
+    applied = []
+    for at, kind, ms in FAULTS:
+        time.sleep(max(0, start + at / 1000 - time.monotonic()))
+        began = (time.monotonic() - start) * 1000
+        if fault(kind, ms, opts):
+            applied.append((began, (time.monotonic() - start) * 1000, kind != "slow"))
+    for t in threads:
+        t.join()
+    # The kinds of violation seen, as ratelab names its checks.
+    found = set()
+    # Held: requests in flight when the store went down and answered once it was back, and
+    # those sent in the first half of its spell, when none of these was answered before.
+    for began, ended, down in applied:
+        if not down:
+            continue
+        early = [s for s in seen if s and began <= s[1] < (began + ended) / 2]
+        waited = [s for s in seen if s and s[1] < began and s[2] > ended]
+        if (early or waited) and all(s[2] > ended for s in early):
+            found.add("failure-mode")
+            print("held: %d requests got no answer until the store was back, %.0f ms after it went down" % (len(early) + len(waited), ended - began))
+    for s in seen:
+        if s and not retry_after_ok(s[4]):
+            found.add("fields")
+            print("key %d: Retry-After %r is neither delay-seconds nor an HTTP-date" % (s[0], s[4]))
+            break
+    # The remaining count: a denial that says there is room for it, and (for a bucket) a
+    # count that grows faster than the refill between an answer and a later request's.
+    for s in seen:
+        if s and s[3] in DENY and s[6] is not None and s[6] >= 1:
+            found.add("fields")
+            print("key %d: denied, while saying %d remaining" % (s[0], s[6]))
+            break
+    if BUCKET:
+        told = sorted((s for s in seen if s and s[6] is not None), key=lambda s: s[1])
+        for j, b in enumerate(told):
+            grew = [a for a in told[:j] if a[0] == b[0] and a[2] < b[1]
+                    and (b[6] - a[6] - 1) * PERIOD_MS >= AMOUNT * (b[2] - a[1] + CLOCK_RES_MS)]
+            if grew:
+                found.add("fields")
+                a = grew[-1]
+                print("key %d: remaining went from %d to %d within %.1f ms, faster than the refill" % (b[0], a[6], b[6], b[2] - a[1] + CLOCK_RES_MS))
+                break
+    # A bucket's denial tells the true wait rounded up: never 0.
+    for s in seen if BUCKET else []:
+        if s and s[3] in DENY and s[4] is not None and s[4].strip() == "0":
+            found.add("linearizable")
+            print("key %d: denied, and told to retry after 0 seconds" % s[0])
+            break
+    # Without faults, the remaining counts a key's answers gave against the most the policy
+    # leaves after its i-th request: whatever order they were decided in, the k-th largest
+    # said at most the k-th largest allowed, where every one went out and came back on time.
+    on_time = lambda s: s[5] <= s[1] <= s[2] <= s[5] + SLACK_MS
+    decided = lambda s: isinstance(s[3], int) and (s[3] in DENY or 200 <= s[3] < 400)
+    for key in sorted(MOST_LEFT) if not applied else []:
+        mine = [s for s in seen if s and s[0] == key]
+        if len(mine) == len(MOST_LEFT[key]) and all(on_time(s) and decided(s) for s in mine):
+            said = sorted((s[6] for s in mine if s[6] is not None), reverse=True)
+            allowed = sorted(MOST_LEFT[key], reverse=True)
+            over = [(k, r, m) for k, (r, m) in enumerate(zip(said, allowed)) if r > m]
+            if over:
+                found.add("linearizable")
+                k, r, m = over[0]
+                print("key %d: its answers said %s remaining, where the policy leaves at most %s (the %d-th largest: %d > %d)" % (key, said, allowed[:len(said)], k + 1, r, m))
+    # Answers a fault touched (in flight from its start until the recovery after it) are held
+    # to no policy; the others are, in segments between the faults.
+    zones = [(began, ended + RECOVERY_MS) for began, ended, _ in applied]
+    def segment(s):
+        if any(s[1] <= end and s[2] >= begin for begin, end in zones):
+            return None
+        return sum(1 for _, end in zones if end < s[1])
+    most = MOST_BEFORE_FAULT if applied else MOST
+    least = LEAST_BEFORE_FAULT if applied else LEAST
+    for key in sorted(most):
+        mine = [s for s in seen if s and s[0] == key and segment(s) is not None]
+        admitted = [s for s in mine if decided(s) and s[3] not in DENY]
+        denied = sum(1 for s in mine if s[3] in DENY)
+        print("key %d: %d requests, %d admitted, %d denied, %d without a decision" % (key, len(mine), len(admitted), denied, len(mine) - len(admitted) - denied))
+        first = [s for s in admitted if segment(s) == 0]
+        # The count holds where every request it counts was sent and answered within the
+        # slack of its planned time, so decided where the specification was asked: for the
+        # most, those before the first fault's zone; for the fewest, every one planned before
+        # the first fault, each with a decision.
+        if len(first) > most[key]:
+            late = [s for s in mine if segment(s) == 0 and not on_time(s)]
+            if late:
+                print("  count: inconclusive, %d requests sent or answered more than %d ms after their planned times" % (len(late), SLACK_MS))
+            else:
+                found.add("linearizable")
+                print("  count: %d admitted, where the policy admits at most %d of these requests" % (len(first), most[key]))
+        elif len(first) < least[key]:
+            counted = [s for s in seen if s and s[0] == key and (not applied or s[5] < FAULTS[0][0])]
+            late = [s for s in counted if segment(s) != 0 or not decided(s) or not on_time(s)]
+            if late:
+                print("  count: inconclusive, %d requests without a decision, or sent or answered more than %d ms after their planned times" % (len(late), SLACK_MS))
+            else:
+                found.add("linearizable")
+                print("  count: %d admitted, where the policy admits at least %d of these requests" % (len(first), least[key]))
+        for part in sorted(set(segment(s) for s in admitted)):
+            run = sorted((s for s in admitted if segment(s) == part), key=lambda s: s[1])
+            for i in range(len(run)):
+                last = 0
+                for j in range(i, len(run)):
+                    last = max(last, run[j][2])
+                    span = last - run[i][1] + CLOCK_RES_MS
+                    if j - i + 1 > BURST + AMOUNT * span / PERIOD_MS:
+                        found.add("envelope")
+                        print("  envelope: %d admitted within %.1f ms (sent at %.1f ms on), where at most %d may be" % (j - i + 1, span, run[i][1], BURST + AMOUNT * span / PERIOD_MS))
+                        break
+                else:
+                    continue
+                break
+    # Reproduced: a violation of the kind the finding is; others are printed, not counted.
+    others = ", ".join(sorted(found - {CHECK}))
+    print("reproduced" if CHECK in found else "not reproduced this time")
+    if others:
+        print("also seen: %s" % others)
+    sys.exit(1 if CHECK in found else 0)
+
+
+if __name__ == "__main__":
+    main()
