@@ -27,6 +27,17 @@ pub struct Outside {
     pub said: Vec<String>,
 }
 
+impl Outside {
+    /// `k of n`, and how many runs did not finish if any did not.
+    pub fn summary(&self) -> String {
+        let mut s = format!("{} of {}", self.k, self.n);
+        if self.errors > 0 {
+            s.push_str(&format!(", {} did not finish", self.errors));
+        }
+        s
+    }
+}
+
 /// The lines of a reproducer's output kept, at most.
 const KEPT_LINES: usize = 12;
 
@@ -106,15 +117,9 @@ pub async fn confirm(
         }
         outside.said = first.unwrap_or(last);
         progress(&format!(
-            "{}: reproduced outside ratelab in {} of {} runs{}",
+            "{}: reproduced outside ratelab in {}",
             f.check,
-            outside.k,
-            outside.n,
-            if outside.errors > 0 {
-                format!(" ({} runs did not finish)", outside.errors)
-            } else {
-                String::new()
-            }
+            outside.summary()
         ));
         f.outside = Some(outside);
     }

@@ -590,15 +590,9 @@ pub fn text(e: &Explored) -> String {
     for f in &e.findings {
         if let Some(o) = &f.outside {
             s.push_str(&format!(
-                "  {}: its reproducer, run outside ratelab, reproduced it in {} of {} runs{}\n",
+                "  {}: its reproducer, run outside ratelab, reproduced it in {}\n",
                 f.check,
-                o.k,
-                o.n,
-                if o.errors > 0 {
-                    format!(" ({} did not finish)", o.errors)
-                } else {
-                    String::new()
-                }
+                o.summary()
             ));
             for line in &o.said {
                 s.push_str(&format!("    | {line}\n"));
@@ -670,13 +664,10 @@ pub fn section(all: &[Explored]) -> String {
             .findings
             .iter()
             .map(|f| {
-                let outside = match &f.outside {
-                    Some(o) if o.errors > 0 => {
-                        format!("{} of {}, {} not finished", o.k, o.n, o.errors)
-                    }
-                    Some(o) => format!("{} of {}", o.k, o.n),
-                    None => "not run".to_owned(),
-                };
+                let outside = f
+                    .outside
+                    .as_ref()
+                    .map_or("not run".to_owned(), confirm::Outside::summary);
                 format!(
                     "{} ({} of {}, {} seeds, {} requests; outside ratelab {outside})",
                     f.check, f.k, f.n, f.seeds, f.shrunk_to.0

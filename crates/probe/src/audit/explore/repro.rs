@@ -61,30 +61,13 @@ pub struct Script<'a> {
     pub recovery: Nanos,
 }
 
-/// The fewest and the most the claim admits of each key's requests (those planned before
-/// `before`, µs): decided at their planned times, or each up to the slack (and the clock
-/// resolution) later, the extremes over a few such timings (on time, all late, the first on
-/// time and the rest late, and random ones). Not bounds over every timing the slack allows:
-/// the script says so, and counts only where its requests were sent and answered within the
-/// slack.
-pub fn admitted_by_key(
-    schedule: &Schedule,
-    claim: &Claim,
-    clock_resolution: Nanos,
-    before: u64,
-) -> BTreeMap<u32, (u64, u64)> {
-    let slack = SLACK_MS * 1_000_000 + clock_resolution.as_u64();
-    let mut out = BTreeMap::new();
-    for key in schedule.keys() {
-        let planned: Vec<u64> = schedule
-            .requests
-            .iter()
-            .filter(|r| r.key == key && r.at_us < before)
-            .map(|r| r.at_us * 1_000)
-            .collect();
-        let mut rng = StreamRng::new(u64::from(key), 0x0072_6570_726f);
-        let (mut least, mut most) = (u64::MAX, 0);
-        for pattern in 0..16u64 {
+/// The timings tried for requests planned at `planned` (ns, sorted): each decided at its
+/// planned time or up to `slack` later; on time, all late, the first on time and the rest
+/// late, and random ones from `stream`. Each timing sorted.
+fn timings(planned: &[u64], slack: u64, stream: u64, key: u32) -> Vec<Vec<Nanos>> {
+    let mut rng = StreamRng::new(u64::from(key), stream);
+    (0..16u64)
+        .map(|pattern| {
             let mut times: Vec<Nanos> = planned
                 .iter()
                 .enumerate()
@@ -99,6 +82,44 @@ pub fn admitted_by_key(
                 })
                 .collect();
             times.sort_unstable();
+            times
+        })
+        .collect()
+}
+
+/// Each key's requests planned before `before` (µs), as ns, sorted.
+fn planned(schedule: &Schedule, key: u32, before: u64) -> Vec<u64> {
+    let mut at: Vec<u64> = schedule
+        .requests
+        .iter()
+        .filter(|r| r.key == key && r.at_us < before)
+        .map(|r| r.at_us * 1_000)
+        .collect();
+    at.sort_unstable();
+    at
+}
+
+/// The fewest and the most the claim admits of each key's requests (those planned before
+/// `before`, µs): decided at their planned times, or each up to the slack (and the clock
+/// resolution) later, the extremes over the [`timings`] tried. Not bounds over every timing
+/// the slack allows: the script says so, and counts only where its requests were sent and
+/// answered within the slack.
+pub fn admitted_by_key(
+    schedule: &Schedule,
+    claim: &Claim,
+    clock_resolution: Nanos,
+    before: u64,
+) -> BTreeMap<u32, (u64, u64)> {
+    let slack = SLACK_MS * 1_000_000 + clock_resolution.as_u64();
+    let mut out = BTreeMap::new();
+    for key in schedule.keys() {
+        let (mut least, mut most) = (u64::MAX, 0);
+        for times in timings(
+            &planned(schedule, key, before),
+            slack,
+            0x0072_6570_726f,
+            key,
+        ) {
             let (fewest, best) = claim.admitted(&times);
             least = least.min(fewest);
             most = most.max(best);
@@ -109,7 +130,7 @@ pub fn admitted_by_key(
 }
 
 /// The most room the claim reports left after each of each key's requests, in planned
-/// order, over the timings [`admitted_by_key`] tries (the same caveat).
+/// order, over the [`timings`] tried (the same caveat).
 pub fn left_by_key(
     schedule: &Schedule,
     claim: &Claim,
@@ -118,30 +139,9 @@ pub fn left_by_key(
     let slack = SLACK_MS * 1_000_000 + clock_resolution.as_u64();
     let mut out = BTreeMap::new();
     for key in schedule.keys() {
-        let mut planned: Vec<u64> = schedule
-            .requests
-            .iter()
-            .filter(|r| r.key == key)
-            .map(|r| r.at_us * 1_000)
-            .collect();
-        planned.sort_unstable();
-        let mut rng = StreamRng::new(u64::from(key), 0x6c65_6674);
+        let planned = planned(schedule, key, u64::MAX);
         let mut most = vec![0; planned.len()];
-        for pattern in 0..16u64 {
-            let mut times: Vec<Nanos> = planned
-                .iter()
-                .enumerate()
-                .map(|(i, &t)| {
-                    let late = match pattern {
-                        0 => 0,
-                        1 => slack,
-                        2 => u64::from(i > 0) * slack,
-                        _ => rng.below(slack + 1),
-                    };
-                    Nanos(t + late)
-                })
-                .collect();
-            times.sort_unstable();
+        for times in timings(&planned, slack, 0x6c65_6674, key) {
             for (m, l) in most.iter_mut().zip(claim.most_left(&times)) {
                 *m = (*m).max(l);
             }
