@@ -173,6 +173,41 @@ fn spawn_memcached(port: u16) -> Result<Child, String> {
 /// The environment variable every instance of a run gets: the run's own directory.
 const RUN_MARKER: &str = "RATELAB_AUDIT_RUN";
 
+/// The environment variable every instance gets: the pid of the ratelab that started it.
+const OWNER_MARKER: &str = "RATELAB_AUDIT_OWNER";
+
+/// The processes whose environment holds `marker` (`NAME=value`), with when each started.
+fn marked(marker: &str) -> Vec<(u32, u64)> {
+    let marker = format!("{marker}\0");
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .filter_map(|e| {
+            let pid: u32 = e.ok()?.file_name().to_str()?.parse().ok()?;
+            let env = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
+            let has = env.windows(marker.len()).any(|w| w == marker.as_bytes());
+            has.then(|| Some((pid, started_at(pid)?)))?
+        })
+        .collect()
+}
+
+/// Stops, at once, every process this ratelab started for its targets, the stores and what
+/// their instances forked away included: what an interrupted audit does before it exits,
+/// when no target's own stop will run.
+pub fn stop_everything() {
+    let mut all = descendants(std::process::id());
+    all.extend(marked(&format!("{OWNER_MARKER}={}", std::process::id())));
+    for (pid, since) in all {
+        if started_at(pid) == Some(since) {
+            Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .stderr(Stdio::null())
+                .status()
+                .ok();
+        }
+    }
+}
+
 /// A running target.
 #[derive(Debug)]
 pub struct Running {
@@ -244,17 +279,7 @@ impl Running {
     /// their parents and groups (each carries the run's marker in its environment), with
     /// when each started.
     pub fn processes(&self) -> Vec<(u32, u64)> {
-        let marker = format!("{RUN_MARKER}={}\0", self.dir.display());
-        std::fs::read_dir("/proc")
-            .into_iter()
-            .flatten()
-            .filter_map(|e| {
-                let pid: u32 = e.ok()?.file_name().to_str()?.parse().ok()?;
-                let env = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
-                let has = env.windows(marker.len()).any(|w| w == marker.as_bytes());
-                has.then(|| Some((pid, started_at(pid)?)))?
-            })
-            .collect()
+        marked(&format!("{RUN_MARKER}={}", self.dir.display()))
     }
 
     /// Copies the instances' logs where they outlive the run (the run's own directory goes
@@ -397,6 +422,7 @@ pub fn start(
         }
         // Inherited by everything the instance starts, a daemon that forks away included.
         cmd.env(RUN_MARKER, &running.dir);
+        cmd.env(OWNER_MARKER, std::process::id().to_string());
         let child = cmd
             .spawn()
             .map_err(|e| format!("{}: starting {:?}: {e}", r.name, args.join(" ")))?;

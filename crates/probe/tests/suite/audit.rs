@@ -196,12 +196,7 @@ fn the_audits_page_is_rendered_from_the_results() {
     }
 }
 
-/// An instance whose server forks a daemon away from it (a child that forks again and
-/// exits, leaving the grandchild to init, out of the instance's process group and tree):
-/// stopping the target stops the daemon too.
-#[test]
-fn stopping_a_target_stops_the_daemons_its_instances_forked_away() {
-    const RECIPE: &str = r#"
+const DAEMON_RECIPE: &str = r#"
 description = "A server that leaves a daemon behind."
 upstream = "ratelab's tests"
 store = "none"
@@ -222,10 +217,16 @@ policy = "first-hit:5,500ms"
 name = "daemon"
 description = "One instance."
 "#;
+
+/// An instance whose server forks a daemon away from it (a child that forks again and
+/// exits, leaving the grandchild to init, out of the instance's process group and tree):
+/// stopping the target stops the daemon too.
+#[test]
+fn stopping_a_target_stops_the_daemons_its_instances_forked_away() {
     let dir = ratelab_testkit::temp::TempDir::new("ratelab-daemon");
     let recipe = dir.join("daemon");
     std::fs::create_dir_all(&recipe).unwrap();
-    std::fs::write(recipe.join("recipe.toml"), RECIPE).unwrap();
+    std::fs::write(recipe.join("recipe.toml"), DAEMON_RECIPE).unwrap();
     let t = &audit::select(dir.path(), &["daemon".to_owned()]).expect("the recipe loads")[0];
     let running = audit::instances::start(
         &t.loaded,
@@ -254,9 +255,69 @@ description = "One instance."
         std::thread::sleep(std::time::Duration::from_millis(20));
     };
     drop(running);
-    let alive = std::fs::read_to_string(format!("/proc/{daemon}/stat")).is_ok_and(|s| {
-        !s.rsplit_once(") ")
-            .is_some_and(|(_, rest)| rest.starts_with('Z'))
-    });
-    assert!(!alive, "the daemon {daemon} outlived its target");
+    let alive = || {
+        std::fs::read_to_string(format!("/proc/{daemon}/stat")).is_ok_and(|s| {
+            !s.rsplit_once(") ")
+                .is_some_and(|(_, rest)| rest.starts_with('Z'))
+        })
+    };
+    // SIGKILL takes a moment to land.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    while alive() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(!alive(), "the daemon {daemon} outlived its target");
+}
+
+/// An audit interrupted (SIGTERM) stops every process it started before it exits, a daemon
+/// an instance forked away included, though no target's own stop runs.
+#[test]
+fn an_interrupted_audit_stops_every_process_it_started() {
+    let dir = ratelab_testkit::temp::TempDir::new("ratelab-interrupt");
+    let recipe = dir.join("daemon");
+    std::fs::create_dir_all(&recipe).unwrap();
+    std::fs::write(recipe.join("recipe.toml"), DAEMON_RECIPE).unwrap();
+    let mut audit = std::process::Command::new(env!("CARGO_BIN_EXE_ratelab-probe"))
+        .args(["audit", "daemon", "--no-install", "--recipes"])
+        .arg(dir.path())
+        .arg("--docs")
+        .arg(dir.join("docs"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let owner = format!("RATELAB_AUDIT_OWNER={}\0", audit.id());
+    let owned = || -> Vec<u32> {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+            .filter(|pid| {
+                std::fs::read(format!("/proc/{pid}/environ"))
+                    .is_ok_and(|env| env.windows(owner.len()).any(|w| w == owner.as_bytes()))
+                    && std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+                        !s.rsplit_once(") ").is_some_and(|(_, r)| r.starts_with('Z'))
+                    })
+            })
+            .collect()
+    };
+    // The instance and its daemon, running.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while owned().len() < 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the audit started nothing"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::process::Command::new("kill")
+        .args(["-TERM", &audit.id().to_string()])
+        .status()
+        .unwrap();
+    assert_eq!(audit.wait().unwrap().code(), Some(130));
+    // SIGKILL takes a moment to land.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    while !owned().is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(owned(), Vec::<u32>::new(), "processes outlived the audit");
 }

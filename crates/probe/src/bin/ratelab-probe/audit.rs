@@ -270,10 +270,29 @@ fn explore_command(a: &AuditArgs, targets: &[audit::Target]) -> ExitCode {
     }
 }
 
-/// The runtime the audits run on (several threads: a store's restart blocks one).
+/// The runtime the audits run on (several threads: a store's restart blocks one). An
+/// interrupt (SIGINT, SIGTERM) stops every process the audit started before it exits: the
+/// targets' own stops would not run.
 fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
+    let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-        .expect("a tokio runtime starts")
+        .expect("a tokio runtime starts");
+    rt.spawn(async {
+        use tokio::signal::unix::{SignalKind, signal};
+        let (Ok(mut int), Ok(mut term)) = (
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::terminate()),
+        ) else {
+            return;
+        };
+        tokio::select! {
+            _ = int.recv() => {}
+            _ = term.recv() => {}
+        }
+        eprintln!("interrupted: stopping every process the audit started");
+        audit::instances::stop_everything();
+        std::process::exit(130);
+    });
+    rt
 }
