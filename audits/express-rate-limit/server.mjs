@@ -7,7 +7,12 @@ import { createClient } from 'redis'
 
 let store
 if (process.env.STORE === 'redis') {
-	const client = createClient({ url: process.env.REDIS_URL })
+	// COMMAND_TIMEOUT_MS (a variant): every command fails after it (node-redis 5 sets none).
+	const timeout = process.env.COMMAND_TIMEOUT_MS
+	const client = createClient({
+		url: process.env.REDIS_URL,
+		...(timeout && { commandOptions: { timeout: Number(timeout) } }),
+	})
 	// node-redis reconnects on its own; an error event nobody listens to ends the process.
 	client.on('error', (err) => console.error('redis:', err.message))
 	await client.connect()

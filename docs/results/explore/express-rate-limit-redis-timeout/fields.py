@@ -1,0 +1,571 @@
+#!/usr/bin/env python3
+"""Reproduces a finding of `ratelab audit --explore` on express-rate-limit/redis-timeout (claimed policy first-hit:10,1s):
+
+    fields: key \"ratelab-probe-8818-b5ae0c73b560-s3-k1@1\": requests [148]: Retry-After 0ns is earlier than the RateLimit field's t=1
+
+Start the target, then: python3 {this file} [URL ...] [--store-pid PID] [--restart CMD]
+[--redis-port PORT], one URL per instance ({key} where the key goes in the path), the
+store's pid to freeze or kill it, the command that starts it again, its Redis port to
+pause it. Python's standard library only. Exit 1: reproduced (a violation of the
+finding's kind); 0: not this time.
+In ratelab: ratelab audit --explore express-rate-limit/redis-timeout --replay docs/results/explore/express-rate-limit-redis-timeout/fields.json
+"""
+import email.utils, os, re, shlex, signal, socket, subprocess, sys, threading, time, urllib.error, urllib.request
+
+URLS = ["http://127.0.0.1:39359/", "http://127.0.0.1:36101/"]
+KEY_HEADER = "x-key"
+DENY = (429,)
+ALIGN_MS = 1000
+CLOCK_RES_MS = 2
+RECOVERY_MS = 1000
+SLACK_MS = 20
+# The check whose violation this reproduces (others are printed, not counted).
+CHECK = "fields"
+# (ms after the start, key, instance)
+REQUESTS = [
+    (68.071, 0, 0),
+    (268.071, 0, 1),
+    (468.071, 0, 1),
+    (668.071, 0, 1),
+    (717.142, 1, 1),
+    (742.142, 1, 1),
+    (767.142, 1, 1),
+    (792.142, 1, 1),
+    (817.142, 1, 1),
+    (842.142, 1, 0),
+    (867.142, 1, 0),
+    (868.071, 0, 0),
+    (892.142, 1, 1),
+    (917.142, 1, 1),
+    (942.142, 1, 1),
+    (967.142, 1, 1),
+    (992.142, 1, 0),
+    (1017.142, 1, 0),
+    (1042.142, 1, 1),
+    (1067.142, 1, 0),
+    (1068.071, 0, 1),
+    (1092.142, 1, 1),
+    (1117.142, 1, 1),
+    (1142.142, 1, 0),
+    (1167.142, 1, 1),
+    (1192.142, 1, 1),
+    (1217.142, 1, 0),
+    (1242.142, 1, 0),
+    (1267.142, 1, 1),
+    (1268.071, 0, 0),
+    (1292.142, 1, 0),
+    (1317.142, 1, 1),
+    (1342.142, 1, 1),
+    (1367.142, 1, 0),
+    (1392.142, 1, 1),
+    (1417.142, 1, 0),
+    (1442.142, 1, 0),
+    (1467.142, 1, 0),
+    (1468.071, 0, 1),
+    (1492.142, 1, 1),
+    (1517.142, 1, 1),
+    (1542.142, 1, 1),
+    (1567.142, 1, 0),
+    (1592.142, 1, 1),
+    (1617.142, 1, 0),
+    (1642.142, 1, 0),
+    (1667.142, 1, 1),
+    (1668.071, 0, 0),
+    (1692.142, 1, 0),
+    (1717.142, 1, 0),
+    (1742.142, 1, 1),
+    (1767.142, 1, 0),
+    (1792.142, 1, 0),
+    (1817.142, 1, 0),
+    (1842.142, 1, 0),
+    (1867.142, 1, 1),
+    (1868.071, 0, 1),
+    (1892.142, 1, 1),
+    (1917.142, 1, 1),
+    (1932.587, 0, 0),
+    (1942.142, 1, 1),
+    (1967.142, 1, 0),
+    (1992.142, 1, 0),
+    (1997.103, 0, 1),
+    (2017.142, 1, 1),
+    (2042.142, 1, 1),
+    (2061.619, 0, 0),
+    (2067.142, 1, 1),
+    (2092.142, 1, 0),
+    (2117.142, 1, 1),
+    (2126.135, 0, 1),
+    (2142.142, 1, 0),
+    (2167.142, 1, 0),
+    (2190.651, 0, 1),
+    (2192.142, 1, 0),
+    (2217.142, 1, 1),
+    (2242.142, 1, 1),
+    (2255.167, 0, 1),
+    (2267.142, 1, 0),
+    (2292.142, 1, 0),
+    (2317.142, 1, 0),
+    (2319.683, 0, 0),
+    (2342.142, 1, 1),
+    (2367.142, 1, 0),
+    (2384.199, 0, 1),
+    (2392.142, 1, 0),
+    (2417.142, 1, 1),
+    (2442.142, 1, 1),
+    (2448.715, 0, 0),
+    (2467.142, 1, 1),
+    (2492.142, 1, 1),
+    (2513.231, 0, 0),
+    (2517.142, 1, 1),
+    (2542.142, 1, 1),
+    (2567.142, 1, 0),
+    (2577.747, 0, 1),
+    (2592.142, 1, 0),
+    (2617.142, 1, 0),
+    (2642.142, 1, 0),
+    (2642.263, 0, 1),
+    (2667.142, 1, 0),
+    (2692.142, 1, 1),
+    (2706.779, 0, 0),
+    (2717.142, 1, 0),
+    (2742.142, 1, 1),
+    (2767.142, 1, 0),
+    (2771.295, 0, 1),
+    (2792.142, 1, 1),
+    (2817.142, 1, 0),
+    (2835.811, 0, 0),
+    (2842.142, 1, 0),
+    (2867.142, 1, 1),
+    (2892.142, 1, 0),
+    (2900.327, 0, 0),
+    (2917.142, 1, 1),
+    (2942.142, 1, 0),
+    (2964.843, 0, 0),
+    (2967.142, 1, 0),
+    (2992.142, 1, 0),
+    (3017.142, 1, 0),
+    (3042.142, 1, 0),
+    (3067.142, 1, 1),
+    (3092.142, 1, 1),
+    (3117.142, 1, 0),
+    (3142.142, 1, 1),
+    (3167.142, 1, 0),
+    (3192.142, 1, 1),
+    (3217.142, 1, 0),
+    (3242.142, 1, 0),
+    (3267.142, 1, 1),
+    (3292.142, 1, 0),
+    (3317.142, 1, 0),
+    (3342.142, 1, 0),
+    (3367.142, 1, 0),
+    (3392.142, 1, 0),
+    (3417.142, 1, 1),
+    (3442.142, 1, 0),
+    (3467.142, 1, 1),
+    (3492.142, 1, 1),
+    (3517.142, 1, 0),
+    (3542.142, 1, 0),
+    (3567.142, 1, 1),
+    (3592.142, 1, 1),
+    (3617.142, 1, 1),
+    (3642.142, 1, 1),
+    (3667.142, 1, 1),
+    (3692.142, 1, 1),
+    (3717.142, 1, 0),
+    (3742.142, 1, 1),
+    (3767.142, 1, 1),
+    (3792.142, 1, 1),
+    (3817.142, 1, 1),
+    (3842.142, 1, 1),
+    (3867.142, 1, 0),
+    (3892.142, 1, 0),
+    (3917.142, 1, 1),
+    (3942.142, 1, 1),
+    (3967.142, 1, 1),
+    (3992.142, 1, 1),
+    (4017.142, 1, 0),
+    (4042.142, 1, 1),
+    (4067.142, 1, 0),
+    (4092.142, 1, 0),
+    (4117.142, 1, 0),
+    (4613.849, 2, 0),
+    (4638.849, 2, 0),
+    (4663.849, 2, 1),
+    (4688.849, 2, 1),
+    (4713.849, 2, 0),
+    (4738.849, 2, 1),
+    (4763.849, 2, 0),
+    (4788.849, 2, 0),
+    (4813.849, 2, 0),
+    (4838.849, 2, 0),
+    (4863.849, 2, 1),
+    (4888.849, 2, 1),
+    (4913.849, 2, 0),
+    (4938.849, 2, 1),
+    (4963.849, 2, 1),
+    (4988.849, 2, 1),
+    (5013.849, 2, 1),
+    (5038.849, 2, 0),
+    (5063.849, 2, 0),
+    (5088.849, 2, 0),
+    (5113.849, 2, 1),
+    (5138.849, 2, 1),
+    (5163.849, 2, 1),
+    (5188.849, 2, 0),
+    (5213.849, 2, 1),
+    (5238.849, 2, 0),
+    (5263.849, 2, 0),
+    (5288.849, 2, 0),
+    (5313.849, 2, 0),
+    (5338.849, 2, 0),
+    (5363.849, 2, 0),
+    (5388.849, 2, 1),
+    (5413.849, 2, 0),
+    (5438.849, 2, 1),
+    (5463.849, 2, 0),
+    (5488.849, 2, 0),
+    (5513.849, 2, 0),
+    (5538.849, 2, 1),
+    (5563.849, 2, 1),
+    (5588.849, 2, 0),
+    (5613.849, 2, 1),
+    (5638.849, 2, 0),
+    (5663.849, 2, 1),
+    (5688.849, 2, 1),
+    (5713.849, 2, 0),
+    (5738.849, 2, 0),
+    (5763.849, 2, 1),
+    (5788.849, 2, 1),
+    (5813.849, 2, 0),
+    (5838.849, 2, 1),
+    (5863.849, 2, 0),
+    (5888.849, 2, 1),
+    (5913.849, 2, 0),
+    (5938.849, 2, 0),
+    (5963.849, 2, 1),
+    (5988.849, 2, 0),
+    (6013.849, 2, 0),
+    (6038.849, 2, 0),
+    (6063.849, 2, 0),
+    (6088.849, 2, 1),
+    (6113.849, 2, 1),
+    (6138.849, 2, 0),
+    (6163.849, 2, 1),
+    (6188.849, 2, 0),
+    (6213.849, 2, 0),
+    (6238.849, 2, 1),
+    (6263.849, 2, 0),
+    (6288.849, 2, 1),
+    (6313.849, 2, 1),
+    (6338.849, 2, 1),
+    (6363.849, 2, 1),
+    (6388.849, 2, 1),
+    (6413.849, 2, 0),
+    (6438.849, 2, 0),
+    (6463.849, 2, 0),
+    (6488.849, 2, 1),
+    (6513.849, 2, 1),
+    (6538.849, 2, 0),
+    (6563.849, 2, 0),
+    (6588.849, 2, 0),
+    (6613.849, 2, 1),
+    (6638.849, 2, 1),
+    (6663.849, 2, 1),
+    (6688.849, 2, 0),
+    (6713.849, 2, 1),
+    (6738.849, 2, 1),
+    (6763.849, 2, 0),
+    (6788.849, 2, 0),
+    (6813.849, 2, 0),
+    (6838.849, 2, 1),
+    (6863.849, 2, 0),
+    (6888.849, 2, 1),
+    (6913.849, 2, 0),
+    (6938.849, 2, 0),
+    (6963.849, 2, 0),
+    (6988.849, 2, 1),
+    (7013.849, 2, 1),
+    (7038.849, 2, 0),
+    (7063.849, 2, 0),
+    (7088.849, 2, 1),
+    (7113.849, 2, 0),
+    (7138.849, 2, 1),
+    (7163.849, 2, 0),
+    (7188.849, 2, 0),
+    (7213.849, 2, 0),
+    (7238.849, 2, 0),
+    (7263.849, 2, 0),
+    (7288.849, 2, 0),
+    (7313.849, 2, 0),
+    (7338.849, 2, 0),
+    (7363.849, 2, 1),
+    (7388.849, 2, 0),
+    (7413.849, 2, 1),
+    (7438.849, 2, 1),
+    (7463.849, 2, 0),
+    (7488.849, 2, 1),
+    (7513.849, 2, 1),
+    (7538.849, 2, 1),
+    (7563.849, 2, 0),
+    (7588.849, 2, 0),
+    (7613.849, 2, 0),
+    (7638.849, 2, 0),
+    (7663.849, 2, 0),
+    (7688.849, 2, 0),
+    (7713.849, 2, 0),
+    (7738.849, 2, 0),
+    (7763.849, 2, 0),
+    (7788.849, 2, 1),
+    (7813.849, 2, 1),
+    (7838.849, 2, 0),
+    (7863.849, 2, 1),
+    (7888.849, 2, 0),
+    (7913.849, 2, 0),
+    (7938.849, 2, 0),
+    (7963.849, 2, 0),
+    (7988.849, 2, 1),
+    (8013.849, 2, 1),
+    (8038.849, 2, 1),
+    (8063.849, 2, 0),
+    (8088.849, 2, 1),
+    (8113.849, 2, 0),
+    (8138.849, 2, 0),
+    (8163.849, 2, 0),
+    (8188.849, 2, 1),
+    (8213.849, 2, 0),
+    (8238.849, 2, 1),
+    (8263.849, 2, 0),
+]
+# (ms after the start, fault, lasting ms)
+FAULTS = [
+    (917.142, "slow", 210.577),
+    (4813.849, "slow", 460.415),
+]
+# The fewest and the most the claimed policy admits of each key's requests, decided at
+# their planned times or up to SLACK_MS later (ratelab's specification of first-hit:10,1s, the
+# extremes over the timings it tried), for the keys the finding names: all of them
+# (LEAST, MOST), and those planned before the first fault (LEAST_BEFORE_FAULT,
+# MOST_BEFORE_FAULT, used when the script applies one).
+LEAST = {1: 40}
+MOST = {1: 40}
+LEAST_BEFORE_FAULT = {1: 8}
+MOST_BEFORE_FAULT = {1: 8}
+# From any state, at most BURST + AMOUNT * span / PERIOD_MS admitted in any span (ms).
+BURST, AMOUNT, PERIOD_MS = 20, 10, 1000
+# Whether the claim is a token bucket, whose remaining count grows at its refill rate.
+BUCKET = False
+# The most room the claimed policy reports left after each of a key's requests, in
+# planned order, at the timings tried (used when no fault runs).
+MOST_LEFT = {1: [9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9, 9, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9, 9, 9, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 0, 0, 0, 0]}
+
+
+def options(argv):
+    urls, opts, i = [], {}, 0
+    while i < len(argv):
+        if argv[i] in ("--store-pid", "--restart", "--redis-port"):
+            if i + 1 == len(argv):
+                sys.exit("%s needs a value" % argv[i])
+            opts[argv[i]] = argv[i + 1]
+            i += 2
+        else:
+            urls.append(argv[i])
+            i += 1
+    return urls or URLS, opts
+
+
+def remaining(headers):
+    # X-RateLimit-Remaining, RateLimit-Remaining, or the RateLimit field's r= (remaining=).
+    for name in ("X-RateLimit-Remaining", "RateLimit-Remaining"):
+        value = (headers.get(name) or "").strip()
+        if value.isdigit():
+            return int(value)
+    found = re.search(r"(?:^|[;,\s])(?:r|remaining)=(\d+)", headers.get("RateLimit") or "")
+    return int(found.group(1)) if found else None
+
+
+def send(url, key):
+    req = urllib.request.Request(url.replace("{key}", key))
+    if KEY_HEADER:
+        req.add_header(KEY_HEADER, key)
+    try:
+        with urllib.request.urlopen(req, timeout=5) as r:
+            return r.status, r.headers.get("Retry-After"), remaining(r.headers)
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers.get("Retry-After"), remaining(e.headers)
+    except OSError as e:
+        return "no answer: %s" % e, None, None
+
+
+def retry_after_ok(value):
+    # RFC 9110: delay-seconds (digits) or an HTTP-date.
+    if value is None or value.isdigit():
+        return True
+    try:
+        return email.utils.parsedate_to_datetime(value) is not None
+    except (TypeError, ValueError):
+        return False
+
+
+def fault(kind, ms, opts):
+    pid = int(opts.get("--store-pid", 0))
+    if kind == "freeze" and pid:
+        os.kill(pid, signal.SIGSTOP)
+        time.sleep(ms / 1000)
+        os.kill(pid, signal.SIGCONT)
+        return True
+    if kind == "restart" and pid and "--restart" in opts:
+        os.kill(pid, signal.SIGKILL)
+        time.sleep(ms / 1000)
+        # The store started again is the one a later fault acts on.
+        opts["--store-pid"] = str(subprocess.Popen(shlex.split(opts["--restart"])).pid)
+        return True
+    if kind == "slow" and "--redis-port" in opts:
+        with socket.create_connection(("127.0.0.1", int(opts["--redis-port"]))) as s:
+            n = str(int(ms))
+            s.sendall(b"*4\r\n$6\r\nCLIENT\r\n$5\r\nPAUSE\r\n$%d\r\n%s\r\n$3\r\nALL\r\n" % (len(n), n.encode()))
+            s.recv(64)
+        time.sleep(ms / 1000)
+        return True
+    print("skipped: %s for %d ms (say how: --store-pid, --restart, --redis-port)" % (kind, ms))
+    return False
+
+
+def main():
+    urls, opts = options(sys.argv[1:])
+    prefix = "repro-%d-%d" % (os.getpid(), time.time())
+    wait = ALIGN_MS - (time.time() * 1000) % ALIGN_MS
+    if wait < 10000:
+        time.sleep(wait / 1000)
+    start = time.monotonic()
+    seen = [None] * len(REQUESTS)
+
+    def request(i, at, key, instance):
+        time.sleep(max(0, start + at / 1000 - time.monotonic()))
+        sent = time.monotonic() - start
+        status, retry_after, left = send(urls[instance % len(urls)], "%s-k%d" % (prefix, key))
+        seen[i] = (key, sent * 1000, (time.monotonic() - start) * 1000, status, retry_after, at, left)
+
+    threads = [threading.Thread(target=request, args=(i,) + r) for i, r in enumerate(REQUESTS)]
+    for t in threads:
+        t.start()
+    # (began, ended, whether the store was down): a pause only slows its answers.
+    applied = []
+    for at, kind, ms in FAULTS:
+        time.sleep(max(0, start + at / 1000 - time.monotonic()))
+        began = (time.monotonic() - start) * 1000
+        if fault(kind, ms, opts):
+            applied.append((began, (time.monotonic() - start) * 1000, kind != "slow"))
+    for t in threads:
+        t.join()
+    # The kinds of violation seen, as ratelab names its checks.
+    found = set()
+    # Held: requests in flight when the store went down and answered once it was back, and
+    # those sent in the first half of its spell, when none of these was answered before.
+    for began, ended, down in applied:
+        if not down:
+            continue
+        early = [s for s in seen if s and began <= s[1] < (began + ended) / 2]
+        waited = [s for s in seen if s and s[1] < began and s[2] > ended]
+        if (early or waited) and all(s[2] > ended for s in early):
+            found.add("failure-mode")
+            print("held: %d requests got no answer until the store was back, %.0f ms after it went down" % (len(early) + len(waited), ended - began))
+    for s in seen:
+        if s and not retry_after_ok(s[4]):
+            found.add("fields")
+            print("key %d: Retry-After %r is neither delay-seconds nor an HTTP-date" % (s[0], s[4]))
+            break
+    # The remaining count: a denial that says there is room for it, and (for a bucket) a
+    # count that grows faster than the refill between an answer and a later request's.
+    for s in seen:
+        if s and s[3] in DENY and s[6] is not None and s[6] >= 1:
+            found.add("fields")
+            print("key %d: denied, while saying %d remaining" % (s[0], s[6]))
+            break
+    if BUCKET:
+        told = sorted((s for s in seen if s and s[6] is not None), key=lambda s: s[1])
+        for j, b in enumerate(told):
+            grew = [a for a in told[:j] if a[0] == b[0] and a[2] < b[1]
+                    and (b[6] - a[6] - 1) * PERIOD_MS >= AMOUNT * (b[2] - a[1] + CLOCK_RES_MS)]
+            if grew:
+                found.add("fields")
+                a = grew[-1]
+                print("key %d: remaining went from %d to %d within %.1f ms, faster than the refill" % (b[0], a[6], b[6], b[2] - a[1] + CLOCK_RES_MS))
+                break
+    # A bucket's denial tells the true wait rounded up: never 0.
+    for s in seen if BUCKET else []:
+        if s and s[3] in DENY and s[4] is not None and s[4].strip() == "0":
+            found.add("linearizable")
+            print("key %d: denied, and told to retry after 0 seconds" % s[0])
+            break
+    # Without faults, the remaining counts a key's answers gave against the most the policy
+    # leaves after its i-th request: whatever order they were decided in, the k-th largest
+    # said at most the k-th largest allowed, where every one went out and came back on time.
+    on_time = lambda s: s[5] <= s[1] <= s[2] <= s[5] + SLACK_MS
+    decided = lambda s: isinstance(s[3], int) and (s[3] in DENY or 200 <= s[3] < 400)
+    for key in sorted(MOST_LEFT) if not applied else []:
+        mine = [s for s in seen if s and s[0] == key]
+        if len(mine) == len(MOST_LEFT[key]) and all(on_time(s) and decided(s) for s in mine):
+            said = sorted((s[6] for s in mine if s[6] is not None), reverse=True)
+            allowed = sorted(MOST_LEFT[key], reverse=True)
+            over = [(k, r, m) for k, (r, m) in enumerate(zip(said, allowed)) if r > m]
+            if over:
+                found.add("linearizable")
+                k, r, m = over[0]
+                print("key %d: its answers said %s remaining, where the policy leaves at most %s (the %d-th largest: %d > %d)" % (key, said, allowed[:len(said)], k + 1, r, m))
+    # Answers a fault touched (in flight from its start until the recovery after it) are held
+    # to no policy; the others are, in segments between the faults.
+    zones = [(began, ended + RECOVERY_MS) for began, ended, _ in applied]
+    def segment(s):
+        if any(s[1] <= end and s[2] >= begin for begin, end in zones):
+            return None
+        return sum(1 for _, end in zones if end < s[1])
+    most = MOST_BEFORE_FAULT if applied else MOST
+    least = LEAST_BEFORE_FAULT if applied else LEAST
+    for key in sorted(most):
+        mine = [s for s in seen if s and s[0] == key and segment(s) is not None]
+        admitted = [s for s in mine if decided(s) and s[3] not in DENY]
+        denied = sum(1 for s in mine if s[3] in DENY)
+        print("key %d: %d requests, %d admitted, %d denied, %d without a decision" % (key, len(mine), len(admitted), denied, len(mine) - len(admitted) - denied))
+        first = [s for s in admitted if segment(s) == 0]
+        # The count holds where every request it counts was sent and answered within the
+        # slack of its planned time, so decided where the specification was asked: for the
+        # most, those before the first fault's zone; for the fewest, every one planned before
+        # the first fault, each with a decision.
+        if len(first) > most[key]:
+            late = [s for s in mine if segment(s) == 0 and not on_time(s)]
+            if late:
+                print("  count: inconclusive, %d requests sent or answered more than %d ms after their planned times" % (len(late), SLACK_MS))
+            else:
+                found.add("linearizable")
+                print("  count: %d admitted, where the policy admits at most %d of these requests" % (len(first), most[key]))
+        elif len(first) < least[key]:
+            counted = [s for s in seen if s and s[0] == key and (not applied or s[5] < FAULTS[0][0])]
+            late = [s for s in counted if segment(s) != 0 or not decided(s) or not on_time(s)]
+            if late:
+                print("  count: inconclusive, %d requests without a decision, or sent or answered more than %d ms after their planned times" % (len(late), SLACK_MS))
+            else:
+                found.add("linearizable")
+                print("  count: %d admitted, where the policy admits at least %d of these requests" % (len(first), least[key]))
+        for part in sorted(set(segment(s) for s in admitted)):
+            run = sorted((s for s in admitted if segment(s) == part), key=lambda s: s[1])
+            for i in range(len(run)):
+                last = 0
+                for j in range(i, len(run)):
+                    last = max(last, run[j][2])
+                    span = last - run[i][1] + CLOCK_RES_MS
+                    if j - i + 1 > BURST + AMOUNT * span / PERIOD_MS:
+                        found.add("envelope")
+                        print("  envelope: %d admitted within %.1f ms (sent at %.1f ms on), where at most %d may be" % (j - i + 1, span, run[i][1], BURST + AMOUNT * span / PERIOD_MS))
+                        break
+                else:
+                    continue
+                break
+    # Reproduced: a violation of the kind the finding is; others are printed, not counted.
+    others = ", ".join(sorted(found - {CHECK}))
+    print("reproduced" if CHECK in found else "not reproduced this time")
+    if others:
+        print("also seen: %s" % others)
+    sys.exit(1 if CHECK in found else 0)
+
+
+if __name__ == "__main__":
+    main()
