@@ -12,7 +12,7 @@ In ratelab: ratelab audit --explore rate-limiter-flexible/memory --replay docs/r
 """
 import email.utils, os, re, shlex, signal, socket, subprocess, sys, threading, time, urllib.error, urllib.request
 
-URLS = ["http://127.0.0.1:40689/", "http://127.0.0.1:44977/"]
+URLS = ["http://127.0.0.1:34687/", "http://127.0.0.1:36971/"]
 KEY_HEADER = "x-key"
 DENY = (429,)
 ALIGN_MS = 1000
@@ -71,17 +71,26 @@ def remaining(headers):
     return int(found.group(1)) if found else None
 
 
+def reset(headers):
+    # Seconds until the window resets: RateLimit-Reset, or the RateLimit field's t=.
+    value = (headers.get("RateLimit-Reset") or "").strip()
+    if value.isdigit():
+        return int(value)
+    found = re.search(r"(?:^|[;,\s])(?:t|reset)=(\d+)", headers.get("RateLimit") or "")
+    return int(found.group(1)) if found else None
+
+
 def send(url, key):
     req = urllib.request.Request(url.replace("{key}", key))
     if KEY_HEADER:
         req.add_header(KEY_HEADER, key)
     try:
         with urllib.request.urlopen(req, timeout=5) as r:
-            return r.status, r.headers.get("Retry-After"), remaining(r.headers)
+            return r.status, r.headers.get("Retry-After"), remaining(r.headers), reset(r.headers)
     except urllib.error.HTTPError as e:
-        return e.code, e.headers.get("Retry-After"), remaining(e.headers)
+        return e.code, e.headers.get("Retry-After"), remaining(e.headers), reset(e.headers)
     except OSError as e:
-        return "no answer: %s" % e, None, None
+        return "no answer: %s" % e, None, None, None
 
 
 def retry_after_ok(value):
@@ -130,25 +139,28 @@ def main():
     def request(i, at, key, instance):
         time.sleep(max(0, start + at / 1000 - time.monotonic()))
         sent = time.monotonic() - start
-        status, retry_after, left = send(urls[instance % len(urls)], "%s-k%d" % (prefix, key))
-        seen[i] = (key, sent * 1000, (time.monotonic() - start) * 1000, status, retry_after, at, left)
+        status, retry_after, left, t = send(urls[instance % len(urls)], "%s-k%d" % (prefix, key))
+        seen[i] = (key, sent * 1000, (time.monotonic() - start) * 1000, status, retry_after, at, left, t)
 
     threads = [threading.Thread(target=request, args=(i,) + r) for i, r in enumerate(REQUESTS)]
     for t in threads:
         t.start()
+    # (began, ended, whether the store was down): a pause only slows its answers.
     applied = []
     for at, kind, ms in FAULTS:
         time.sleep(max(0, start + at / 1000 - time.monotonic()))
         began = (time.monotonic() - start) * 1000
-        if fault(kind, ms, opts) and kind != "slow":
-            applied.append((began, (time.monotonic() - start) * 1000))
+        if fault(kind, ms, opts):
+            applied.append((began, (time.monotonic() - start) * 1000, kind != "slow"))
     for t in threads:
         t.join()
     # The kinds of violation seen, as ratelab names its checks.
     found = set()
     # Held: requests in flight when the store went down and answered once it was back, and
     # those sent in the first half of its spell, when none of these was answered before.
-    for began, ended in applied:
+    for began, ended, down in applied:
+        if not down:
+            continue
         early = [s for s in seen if s and began <= s[1] < (began + ended) / 2]
         waited = [s for s in seen if s and s[1] < began and s[2] > ended]
         if (early or waited) and all(s[2] > ended for s in early):
@@ -165,6 +177,11 @@ def main():
         if s and s[3] in DENY and s[6] is not None and s[6] >= 1:
             found.add("fields")
             print("key %d: denied, while saying %d remaining" % (s[0], s[6]))
+            break
+    for s in seen:
+        if s and s[3] in DENY and s[7] is not None and s[4] is not None and s[4].strip().isdigit() and int(s[4]) < s[7]:
+            found.add("fields")
+            print("key %d: denied with Retry-After %s, earlier than the reset the RateLimit fields give, %d s" % (s[0], s[4].strip(), s[7]))
             break
     if BUCKET:
         told = sorted((s for s in seen if s and s[6] is not None), key=lambda s: s[1])
@@ -199,7 +216,7 @@ def main():
                 print("key %d: its answers said %s remaining, where the policy leaves at most %s (the %d-th largest: %d > %d)" % (key, said, allowed[:len(said)], k + 1, r, m))
     # Answers a fault touched (in flight from its start until the recovery after it) are held
     # to no policy; the others are, in segments between the faults.
-    zones = [(began, ended + RECOVERY_MS) for began, ended in applied]
+    zones = [(began, ended + RECOVERY_MS) for began, ended, _ in applied]
     def segment(s):
         if any(s[1] <= end and s[2] >= begin for begin, end in zones):
             return None

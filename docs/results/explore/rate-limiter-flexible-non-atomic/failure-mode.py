@@ -12,7 +12,7 @@ In ratelab: ratelab audit --explore rate-limiter-flexible/non-atomic --replay do
 """
 import email.utils, os, re, shlex, signal, socket, subprocess, sys, threading, time, urllib.error, urllib.request
 
-URLS = ["http://127.0.0.1:46221/", "http://127.0.0.1:39171/"]
+URLS = ["http://127.0.0.1:37441/", "http://127.0.0.1:44889/"]
 KEY_HEADER = "x-key"
 DENY = (429,)
 ALIGN_MS = 1000
@@ -408,17 +408,26 @@ def remaining(headers):
     return int(found.group(1)) if found else None
 
 
+def reset(headers):
+    # Seconds until the window resets: RateLimit-Reset, or the RateLimit field's t=.
+    value = (headers.get("RateLimit-Reset") or "").strip()
+    if value.isdigit():
+        return int(value)
+    found = re.search(r"(?:^|[;,\s])(?:t|reset)=(\d+)", headers.get("RateLimit") or "")
+    return int(found.group(1)) if found else None
+
+
 def send(url, key):
     req = urllib.request.Request(url.replace("{key}", key))
     if KEY_HEADER:
         req.add_header(KEY_HEADER, key)
     try:
         with urllib.request.urlopen(req, timeout=5) as r:
-            return r.status, r.headers.get("Retry-After"), remaining(r.headers)
+            return r.status, r.headers.get("Retry-After"), remaining(r.headers), reset(r.headers)
     except urllib.error.HTTPError as e:
-        return e.code, e.headers.get("Retry-After"), remaining(e.headers)
+        return e.code, e.headers.get("Retry-After"), remaining(e.headers), reset(e.headers)
     except OSError as e:
-        return "no answer: %s" % e, None, None
+        return "no answer: %s" % e, None, None, None
 
 
 def retry_after_ok(value):
@@ -467,8 +476,8 @@ def main():
     def request(i, at, key, instance):
         time.sleep(max(0, start + at / 1000 - time.monotonic()))
         sent = time.monotonic() - start
-        status, retry_after, left = send(urls[instance % len(urls)], "%s-k%d" % (prefix, key))
-        seen[i] = (key, sent * 1000, (time.monotonic() - start) * 1000, status, retry_after, at, left)
+        status, retry_after, left, t = send(urls[instance % len(urls)], "%s-k%d" % (prefix, key))
+        seen[i] = (key, sent * 1000, (time.monotonic() - start) * 1000, status, retry_after, at, left, t)
 
     threads = [threading.Thread(target=request, args=(i,) + r) for i, r in enumerate(REQUESTS)]
     for t in threads:
@@ -505,6 +514,11 @@ def main():
         if s and s[3] in DENY and s[6] is not None and s[6] >= 1:
             found.add("fields")
             print("key %d: denied, while saying %d remaining" % (s[0], s[6]))
+            break
+    for s in seen:
+        if s and s[3] in DENY and s[7] is not None and s[4] is not None and s[4].strip().isdigit() and int(s[4]) < s[7]:
+            found.add("fields")
+            print("key %d: denied with Retry-After %s, earlier than the reset the RateLimit fields give, %d s" % (s[0], s[4].strip(), s[7]))
             break
     if BUCKET:
         told = sorted((s for s in seen if s and s[6] is not None), key=lambda s: s[1])
