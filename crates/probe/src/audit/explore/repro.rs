@@ -3,25 +3,30 @@
 //! checks the answers with its own few lines, and prints what it found — what one attaches
 //! to an upstream report.
 //!
-//! Its checks are these. A `Retry-After` that is neither delay-seconds nor an HTTP-date, or
-//! that tells a denied client to retry after 0 seconds. A remaining count
-//! (`X-RateLimit-Remaining`, `RateLimit-Remaining` or the `RateLimit` field's `r`) on a
-//! denial that says there is room for it, or a denial's `Retry-After` earlier than the reset
-//! its `RateLimit` fields give; for a bucket, one that grows faster than the
-//! refill between an answer and a request sent after it; and, without faults, a key's
-//! remaining counts above the most the claim leaves after its i-th request
-//! ([`Claim::most_left`]), compared largest with largest (so whatever the order they were
-//! decided in), where every one of the key's requests was sent and answered on time.
-//! Requests *held*: those in flight when a store fault the script applied began and answered
-//! only once it ended, and those sent in its first half, none of them answered before. The *envelope*, between the faults and
-//! their recoveries: admissions on one key between a send and a later
-//! answer (widened by the clock resolution) may not exceed what the claim admits over that
-//! span from any state (sound whatever the timing). And the *count*, before any fault: of
-//! each key's requests, no more and no fewer than the claimed policy admits when each is
-//! decided at its planned time or up to the slack later (computed here by the family's
-//! specification, [`Claim::admitted`], over the timings tried, and written into the script
-//! as numbers), counted only when every one of them was sent and answered within the slack
-//! (and, for the fewest, every one got a decision).
+//! Its checks, each tagged with the ratelab check whose violation it shows (a script counts
+//! only its own finding's kind as reproduced):
+//!
+//! - **fields**: a `Retry-After` that is neither delay-seconds nor an HTTP-date; a remaining
+//!   count (`X-RateLimit-Remaining`, `RateLimit-Remaining` or the `RateLimit` field's `r`)
+//!   on a denial that says there is room for it; a denial's `Retry-After` earlier than the
+//!   reset its `RateLimit` fields give; for a bucket, a remaining count that grows faster
+//!   than the refill between an answer and a request sent after it.
+//! - **failure-mode**: requests *held*, those in flight when a store fault the script
+//!   applied began and answered only once it ended, and those sent in its first half, none
+//!   of them answered before.
+//! - **envelope**: between the faults and their recoveries, admissions on one key between a
+//!   send and a later answer (widened by the clock resolution) may not exceed what the claim
+//!   admits over that span from any state (sound whatever the timing).
+//! - **linearizable**: a bucket's denial told to retry after 0 seconds; before any fault,
+//!   each key's admissions no more and no fewer than the claimed policy admits, and without
+//!   faults its remaining counts no higher than the claim leaves after its i-th request
+//!   ([`Claim::most_left`], compared largest with largest, so whatever the order they were
+//!   decided in). These are computed here by the family's specification
+//!   ([`Claim::admitted`]) with each request decided at its planned time or up to a slack
+//!   later, over the timings tried, for each slack of [`SLACKS_MS`], and written into the
+//!   script as numbers; the script holds a key at the tightest slack within which every
+//!   request counted was sent and answered (and, for the fewest, every one got a decision).
+//!   Not bounds over every timing a slack allows: the script says which slack it used.
 
 use super::schedule::{FaultKind, Schedule};
 use ratelab_check::probe::Claim;
@@ -30,8 +35,10 @@ use ratelab_store::rng::StreamRng;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-/// How late a request may be decided against its planned time, for the count check.
-pub const SLACK_MS: u64 = 20;
+/// How late a request may be decided against its planned time, for the counts: the script
+/// holds each key to the tightest of these within which all its counted requests were sent
+/// and answered.
+pub const SLACKS_MS: [u64; 4] = [20, 100, 300, 1_000];
 
 /// What the script needs besides the schedule.
 #[derive(Debug)]
@@ -101,7 +108,7 @@ fn planned(schedule: &Schedule, key: u32, before: u64) -> Vec<u64> {
 }
 
 /// The fewest and the most the claim admits of each key's requests (those planned before
-/// `before`, µs): decided at their planned times, or each up to the slack (and the clock
+/// `before`, µs): decided at their planned times, or each up to `slack_ms` (and the clock
 /// resolution) later, the extremes over the [`timings`] tried. Not bounds over every timing
 /// the slack allows: the script says so, and counts only where its requests were sent and
 /// answered within the slack.
@@ -110,8 +117,9 @@ pub fn admitted_by_key(
     claim: &Claim,
     clock_resolution: Nanos,
     before: u64,
+    slack_ms: u64,
 ) -> BTreeMap<u32, (u64, u64)> {
-    let slack = SLACK_MS * 1_000_000 + clock_resolution.as_u64();
+    let slack = slack_ms * 1_000_000 + clock_resolution.as_u64();
     let mut out = BTreeMap::new();
     for key in schedule.keys() {
         let (mut least, mut most) = (u64::MAX, 0);
@@ -131,13 +139,14 @@ pub fn admitted_by_key(
 }
 
 /// The most room the claim reports left after each of each key's requests, in planned
-/// order, over the [`timings`] tried (the same caveat).
+/// order, over the [`timings`] tried within `slack_ms` (the same caveat).
 pub fn left_by_key(
     schedule: &Schedule,
     claim: &Claim,
     clock_resolution: Nanos,
+    slack_ms: u64,
 ) -> BTreeMap<u32, Vec<u64>> {
-    let slack = SLACK_MS * 1_000_000 + clock_resolution.as_u64();
+    let slack = slack_ms * 1_000_000 + clock_resolution.as_u64();
     let mut out = BTreeMap::new();
     for key in schedule.keys() {
         let planned = planned(schedule, key, u64::MAX);
@@ -179,24 +188,37 @@ fn prose(v: &str) -> String {
 /// The script.
 pub fn script(s: &Script<'_>, schedule: &Schedule) -> String {
     let first_fault = schedule.faults.first().map_or(u64::MAX, |f| f.at_us);
-    let named = |counts: &BTreeMap<u32, (u64, u64)>, pick: fn(&(u64, u64)) -> u64| {
-        let kept: Vec<String> = counts
-            .iter()
-            .filter(|(k, _)| s.keys.is_empty() || s.keys.contains(k))
-            .map(|(k, m)| format!("{k}: {}", pick(m)))
+    let named = |k: &u32| s.keys.is_empty() || s.keys.contains(k);
+    // Per key, a value per slack of [`SLACKS_MS`], as a Python dict of lists.
+    let per_slack = |value: &dyn Fn(u64) -> BTreeMap<u32, String>| {
+        let each: Vec<BTreeMap<u32, String>> = SLACKS_MS.iter().map(|&ms| value(ms)).collect();
+        let kept: Vec<String> = each[0]
+            .keys()
+            .filter(|k| named(k))
+            .map(|k| {
+                let values: Vec<&str> = each.iter().map(|m| m[k].as_str()).collect();
+                format!("{k}: [{}]", values.join(", "))
+            })
             .collect();
         format!("{{{}}}", kept.join(", "))
     };
-    let all = admitted_by_key(schedule, &s.claim, s.clock_resolution, u64::MAX);
-    let before = admitted_by_key(schedule, &s.claim, s.clock_resolution, first_fault);
+    let counts = |before: u64, pick: fn(&(u64, u64)) -> u64| {
+        per_slack(&|ms| {
+            admitted_by_key(schedule, &s.claim, s.clock_resolution, before, ms)
+                .into_iter()
+                .map(|(k, m)| (k, pick(&m).to_string()))
+                .collect()
+        })
+    };
     let (least, most) = (|m: &(u64, u64)| m.0, |m: &(u64, u64)| m.1);
-    let (least_all, most_all) = (named(&all, least), named(&all, most));
-    let (least_before, most_before) = (named(&before, least), named(&before, most));
-    let left: Vec<String> = left_by_key(schedule, &s.claim, s.clock_resolution)
-        .iter()
-        .filter(|(k, _)| s.keys.is_empty() || s.keys.contains(k))
-        .map(|(k, m)| format!("{k}: {m:?}"))
-        .collect();
+    let (least_all, most_all) = (counts(u64::MAX, least), counts(u64::MAX, most));
+    let (least_before, most_before) = (counts(first_fault, least), counts(first_fault, most));
+    let left = per_slack(&|ms| {
+        left_by_key(schedule, &s.claim, s.clock_resolution, ms)
+            .into_iter()
+            .map(|(k, m)| (k, format!("{m:?}")))
+            .collect()
+    });
     let e = s.claim.envelope();
     let mut out = String::new();
     let _ = writeln!(out, "#!/usr/bin/env python3");
@@ -236,7 +258,13 @@ pub fn script(s: &Script<'_>, schedule: &Schedule) -> String {
         s.clock_resolution.as_u64() as f64 / 1e6
     );
     let _ = writeln!(out, "RECOVERY_MS = {}", s.recovery.as_u64() as f64 / 1e6);
-    let _ = writeln!(out, "SLACK_MS = {SLACK_MS}");
+    let slacks: Vec<String> = SLACKS_MS.iter().map(u64::to_string).collect();
+    let _ = writeln!(
+        out,
+        "# How late (ms) a request may be sent and answered after its planned time, for the\n\
+         # counts below: each holds one value per slack.\nSLACKS_MS = [{}]",
+        slacks.join(", ")
+    );
     let _ = writeln!(
         out,
         "# The check whose violation this reproduces (others are printed, not counted).\nCHECK = {}",
@@ -272,7 +300,7 @@ pub fn script(s: &Script<'_>, schedule: &Schedule) -> String {
     let _ = writeln!(
         out,
         "# The fewest and the most the claimed policy admits of each key's requests, decided at\n\
-         # their planned times or up to SLACK_MS later (ratelab's specification of {}, the\n\
+         # their planned times or up to each slack later (ratelab's specification of {}, the\n\
          # extremes over the timings it tried), for the keys the finding names: all of them\n\
          # (LEAST, MOST), and those planned before the first fault (LEAST_BEFORE_FAULT,\n\
          # MOST_BEFORE_FAULT, used when the script applies one).\n\
@@ -287,8 +315,8 @@ pub fn script(s: &Script<'_>, schedule: &Schedule) -> String {
          # Whether the claim is a token bucket, whose remaining count grows at its refill rate.\n\
          BUCKET = {}\n\
          # The most room the claimed policy reports left after each of a key's requests, in\n\
-         # planned order, at the timings tried (used when no fault runs).\n\
-         MOST_LEFT = {{{}}}",
+         # planned order, at the timings tried, per slack (used when no fault runs).\n\
+         MOST_LEFT = {}",
         e.burst,
         e.amount,
         e.period as f64 / 1e6,
@@ -297,7 +325,7 @@ pub fn script(s: &Script<'_>, schedule: &Schedule) -> String {
         } else {
             "False"
         },
-        left.join(", ")
+        left
     );
     out.push_str(PY_BODY);
     out
@@ -461,18 +489,25 @@ def main():
     # Without faults, the remaining counts a key's answers gave against the most the policy
     # leaves after its i-th request: whatever order they were decided in, the k-th largest
     # said at most the k-th largest allowed, where every one went out and came back on time.
-    on_time = lambda s: s[5] <= s[1] <= s[2] <= s[5] + SLACK_MS
+    def within(reqs):
+        # The tightest slack within which every one of reqs was sent and answered after its
+        # planned time, so decided where the specification was asked; None if none is.
+        if any(s[1] < s[5] for s in reqs):
+            return None
+        worst = max((s[2] - s[5] for s in reqs), default=0)
+        return next((i for i, ms in enumerate(SLACKS_MS) if worst <= ms), None)
     decided = lambda s: isinstance(s[3], int) and (s[3] in DENY or 200 <= s[3] < 400)
     for key in sorted(MOST_LEFT) if not applied else []:
         mine = [s for s in seen if s and s[0] == key]
-        if len(mine) == len(MOST_LEFT[key]) and all(on_time(s) and decided(s) for s in mine):
+        i = within(mine)
+        if i is not None and len(mine) == len(MOST_LEFT[key][i]) and all(decided(s) for s in mine):
             said = sorted((s[6] for s in mine if s[6] is not None), reverse=True)
-            allowed = sorted(MOST_LEFT[key], reverse=True)
+            allowed = sorted(MOST_LEFT[key][i], reverse=True)
             over = [(k, r, m) for k, (r, m) in enumerate(zip(said, allowed)) if r > m]
             if over:
                 found.add("linearizable")
                 k, r, m = over[0]
-                print("key %d: its answers said %s remaining, where the policy leaves at most %s (the %d-th largest: %d > %d)" % (key, said, allowed[:len(said)], k + 1, r, m))
+                print("key %d: its answers said %s remaining, where the policy leaves at most %s, each decided within %d ms of its planned time (the %d-th largest: %d > %d)" % (key, said, allowed[:len(said)], SLACKS_MS[i], k + 1, r, m))
     # Answers a fault touched (in flight from its start until the recovery after it) are held
     # to no policy; the others are, in segments between the faults.
     zones = [(began, ended + RECOVERY_MS) for began, ended, _ in applied]
@@ -488,25 +523,20 @@ def main():
         denied = sum(1 for s in mine if s[3] in DENY)
         print("key %d: %d requests, %d admitted, %d denied, %d without a decision" % (key, len(mine), len(admitted), denied, len(mine) - len(admitted) - denied))
         first = [s for s in admitted if segment(s) == 0]
-        # The count holds where every request it counts was sent and answered within the
-        # slack of its planned time, so decided where the specification was asked: for the
-        # most, those before the first fault's zone; for the fewest, every one planned before
-        # the first fault, each with a decision.
-        if len(first) > most[key]:
-            late = [s for s in mine if segment(s) == 0 and not on_time(s)]
-            if late:
-                print("  count: inconclusive, %d requests sent or answered more than %d ms after their planned times" % (len(late), SLACK_MS))
-            else:
-                found.add("linearizable")
-                print("  count: %d admitted, where the policy admits at most %d of these requests" % (len(first), most[key]))
-        elif len(first) < least[key]:
-            counted = [s for s in seen if s and s[0] == key and (not applied or s[5] < FAULTS[0][0])]
-            late = [s for s in counted if segment(s) != 0 or not decided(s) or not on_time(s)]
-            if late:
-                print("  count: inconclusive, %d requests without a decision, or sent or answered more than %d ms after their planned times" % (len(late), SLACK_MS))
-            else:
-                found.add("linearizable")
-                print("  count: %d admitted, where the policy admits at least %d of these requests" % (len(first), least[key]))
+        # The count holds at the tightest slack within which every request it counts was sent
+        # and answered: for the most, those before the first fault's zone; for the fewest,
+        # every one planned before the first fault, each with a decision.
+        i = within([s for s in mine if segment(s) == 0])
+        counted = [s for s in seen if s and s[0] == key and (not applied or s[5] < FAULTS[0][0])]
+        j = within(counted) if all(segment(s) == 0 and decided(s) for s in counted) else None
+        if i is None:
+            print("  count: inconclusive, requests answered more than %d ms after their planned times" % SLACKS_MS[-1])
+        elif len(first) > most[key][i]:
+            found.add("linearizable")
+            print("  count: %d admitted, where the policy admits at most %d of these requests, each decided within %d ms of its planned time" % (len(first), most[key][i], SLACKS_MS[i]))
+        elif j is not None and len(first) < least[key][j]:
+            found.add("linearizable")
+            print("  count: %d admitted, where the policy admits at least %d of these requests, each decided within %d ms of its planned time" % (len(first), least[key][j], SLACKS_MS[j]))
         for part in sorted(set(segment(s) for s in admitted)):
             run = sorted((s for s in admitted if segment(s) == part), key=lambda s: s[1])
             for i in range(len(run)):
