@@ -425,7 +425,10 @@ pub fn save(out: &Path, sut: Sut, report: &ExploreReport) -> Result<(), String> 
     std::fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
     for f in &report.found {
         let file = out.join(scenario_file(sut, f.class, &f.checker, f.first_seed));
-        let json = scenario_json(f.first_seed, sut)?;
+        // A seed the generator could not draw has no scenario to save (its finding says why).
+        let Ok(json) = scenario_json(f.first_seed, sut) else {
+            continue;
+        };
         let text = serde_json::to_string_pretty(&json).map_err(|e| e.to_string())? + "\n";
         std::fs::write(&file, text).map_err(|e| format!("{}: {e}", file.display()))?;
     }

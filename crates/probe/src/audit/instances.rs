@@ -178,13 +178,15 @@ const OWNER_MARKER: &str = "RATELAB_AUDIT_OWNER";
 
 /// The processes whose environment holds `marker` (`NAME=value`), with when each started.
 fn marked(marker: &str) -> Vec<(u32, u64)> {
-    let marker = format!("{marker}\0");
+    // A whole entry of the environment: NUL before it (or the start) and after it.
+    let marker = format!("\0{marker}\0");
     std::fs::read_dir("/proc")
         .into_iter()
         .flatten()
         .filter_map(|e| {
             let pid: u32 = e.ok()?.file_name().to_str()?.parse().ok()?;
-            let env = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
+            let mut env = vec![0];
+            env.extend(std::fs::read(format!("/proc/{pid}/environ")).ok()?);
             let has = env.windows(marker.len()).any(|w| w == marker.as_bytes());
             has.then(|| Some((pid, started_at(pid)?)))?
         })
@@ -358,9 +360,11 @@ pub fn start(
     templates: &[Template],
 ) -> Result<Running, String> {
     let store = Store::start(store)?;
+    // Unique to this run, among every ratelab running: its marker names it.
     let dir = std::env::temp_dir().join(format!(
-        "ratelab-audit-{}-{}",
+        "ratelab-audit-{}-{}-{}",
         r.name,
+        std::process::id(),
         ratelab_procs::free_port()
     ));
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;

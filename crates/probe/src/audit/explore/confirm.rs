@@ -2,8 +2,10 @@
 //! each reproducer written again from its finding (the schedule, the failure line), then the
 //! target started as its campaign started it, and nothing but `python3 CHECK.py URL …
 //! --store-pid PID --restart CMD --redis-port PORT`, `n` times. The script drives the target
-//! and applies the faults itself, and judges with its own few lines: its exit status (1:
-//! reproduced, 0: not this time) is the whole verdict, and what it printed is kept.
+//! and applies the faults itself, and judges with its own few lines: exit 1 with its verdict
+//! `reproduced` printed counts as reproduced, exit 0 as not this time, anything else (a
+//! crash, which exits 1 too but prints no verdict) as a run that did not finish; what it
+//! printed is kept.
 
 use super::schedule::FaultKind;
 use super::{Bench, Explored, Settings, logs_dir, read_schedule, slug};
@@ -92,24 +94,35 @@ pub async fn confirm(
             let limit = Duration::from_micros(schedule.end_us())
                 + Duration::from_micros(schedule.align_us)
                 + Duration::from_secs(30);
-            let (status, said) = run_script(script.clone(), args, limit).await?;
+            let (status, reproduced, said) = run_script(script.clone(), args, limit).await?;
             // A store the script started again is its own: stopped here, and the target
             // started afresh for the next run.
             if let Ok(pid) = std::fs::read_to_string(&pidfile) {
                 std::fs::remove_file(&pidfile).ok();
-                if let Ok(pid) = pid.trim().parse::<u32>() {
+                // Only the store it started: the pid may have gone to another process since.
+                let store = b
+                    .started
+                    .running
+                    .store
+                    .as_ref()
+                    .map(|s| s.command()[0].clone());
+                if let (Ok(pid), Some(store)) = (pid.trim().parse::<u32>(), store)
+                    && std::fs::read(format!("/proc/{pid}/cmdline"))
+                        .is_ok_and(|c| c.starts_with(store.as_bytes()))
+                {
                     ratelab_procs::redis::signal(pid, "KILL").ok();
                 }
             }
             if restarts {
                 bench = None;
             }
-            match status {
-                Some(1) => outside.k += 1,
-                Some(0) => {}
+            // Exit 1 with its verdict printed; a crash exits 1 too, and prints none.
+            match (status, reproduced) {
+                (Some(1), true) => outside.k += 1,
+                (Some(0), false) => {}
                 _ => outside.errors += 1,
             }
-            if status == Some(1) && first.is_none() {
+            if reproduced && first.is_none() {
                 first = Some(said);
             } else {
                 last = said;
@@ -156,14 +169,15 @@ fn arguments(b: &Bench, pidfile: &Path) -> Vec<String> {
 }
 
 /// Runs `python3 script args…` for at most `limit`: its exit status (`None` if a signal
-/// ended it or it ran out of time, killed then) and the lines it printed (stderr's after
-/// stdout's), at most [`KEPT_LINES`]. Its output goes to files, which a process it starts
-/// cannot hold open the way it would a pipe.
+/// ended it or it ran out of time, killed then), whether it printed its verdict
+/// `reproduced`, and the lines it printed (stderr's after stdout's), at most [`KEPT_LINES`].
+/// Its output goes to files, which a process it starts cannot hold open the way it would a
+/// pipe.
 async fn run_script(
     script: PathBuf,
     args: Vec<String>,
     limit: Duration,
-) -> Result<(Option<i32>, Vec<String>), String> {
+) -> Result<(Option<i32>, bool, Vec<String>), String> {
     let shown = script.display().to_string();
     let files = |what: &str| {
         std::env::temp_dir().join(format!("ratelab-confirm-{}-{what}.txt", std::process::id()))
@@ -199,12 +213,14 @@ async fn run_script(
         std::fs::remove_file(p).ok();
         text
     };
-    let said = read(&out)
+    let (out, err) = (read(&out), read(&err));
+    let reproduced = out.lines().any(|l| l == "reproduced");
+    let said = out
         .lines()
-        .chain(read(&err).lines())
+        .chain(err.lines())
         .filter(|l| !l.trim().is_empty())
         .take(KEPT_LINES)
         .map(str::to_owned)
         .collect();
-    Ok((ran, said))
+    Ok((ran, reproduced, said))
 }
