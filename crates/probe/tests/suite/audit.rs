@@ -218,15 +218,29 @@ name = "daemon"
 description = "One instance."
 "#;
 
+/// A directory of recipes holding [`DAEMON_RECIPE`] as `daemon`.
+fn daemon_recipes(name: &str) -> ratelab_testkit::temp::TempDir {
+    let dir = ratelab_testkit::temp::TempDir::new(name);
+    let recipe = dir.join("daemon");
+    std::fs::create_dir_all(&recipe).unwrap();
+    std::fs::write(recipe.join("recipe.toml"), DAEMON_RECIPE).unwrap();
+    dir
+}
+
+/// Whether process `pid` runs (exists, and is no zombie).
+fn runs(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        !s.rsplit_once(") ")
+            .is_some_and(|(_, rest)| rest.starts_with('Z'))
+    })
+}
+
 /// An instance whose server forks a daemon away from it (a child that forks again and
 /// exits, leaving the grandchild to init, out of the instance's process group and tree):
 /// stopping the target stops the daemon too.
 #[test]
 fn stopping_a_target_stops_the_daemons_its_instances_forked_away() {
-    let dir = ratelab_testkit::temp::TempDir::new("ratelab-daemon");
-    let recipe = dir.join("daemon");
-    std::fs::create_dir_all(&recipe).unwrap();
-    std::fs::write(recipe.join("recipe.toml"), DAEMON_RECIPE).unwrap();
+    let dir = daemon_recipes("ratelab-daemon");
     let t = &audit::select(dir.path(), &["daemon".to_owned()]).expect("the recipe loads")[0];
     let running = audit::instances::start(
         &t.loaded,
@@ -255,12 +269,7 @@ fn stopping_a_target_stops_the_daemons_its_instances_forked_away() {
         std::thread::sleep(std::time::Duration::from_millis(20));
     };
     drop(running);
-    let alive = || {
-        std::fs::read_to_string(format!("/proc/{daemon}/stat")).is_ok_and(|s| {
-            !s.rsplit_once(") ")
-                .is_some_and(|(_, rest)| rest.starts_with('Z'))
-        })
-    };
+    let alive = || runs(daemon);
     // SIGKILL takes a moment to land.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
     while alive() && std::time::Instant::now() < deadline {
@@ -273,10 +282,7 @@ fn stopping_a_target_stops_the_daemons_its_instances_forked_away() {
 /// an instance forked away included, though no target's own stop runs.
 #[test]
 fn an_interrupted_audit_stops_every_process_it_started() {
-    let dir = ratelab_testkit::temp::TempDir::new("ratelab-interrupt");
-    let recipe = dir.join("daemon");
-    std::fs::create_dir_all(&recipe).unwrap();
-    std::fs::write(recipe.join("recipe.toml"), DAEMON_RECIPE).unwrap();
+    let dir = daemon_recipes("ratelab-interrupt");
     let mut audit = std::process::Command::new(env!("CARGO_BIN_EXE_ratelab-probe"))
         .args(["audit", "daemon", "--no-install", "--recipes"])
         .arg(dir.path())
@@ -294,9 +300,7 @@ fn an_interrupted_audit_stops_every_process_it_started() {
             .filter(|pid| {
                 std::fs::read(format!("/proc/{pid}/environ"))
                     .is_ok_and(|env| env.windows(owner.len()).any(|w| w == owner.as_bytes()))
-                    && std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
-                        !s.rsplit_once(") ").is_some_and(|(_, r)| r.starts_with('Z'))
-                    })
+                    && runs(*pid)
             })
             .collect()
     };

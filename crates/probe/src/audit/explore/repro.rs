@@ -204,17 +204,25 @@ pub fn script(s: &Script<'_>, schedule: &Schedule) -> String {
             .collect();
         format!("{{{}}}", kept.join(", "))
     };
-    let counts = |before: u64, pick: fn(&(u64, u64)) -> u64| {
+    // Both counts of one slack come from one computation: (least, most) per key.
+    let counted = |before: u64| -> Vec<BTreeMap<u32, (u64, u64)>> {
+        SLACKS_MS
+            .iter()
+            .map(|&ms| admitted_by_key(schedule, &s.claim, s.clock_resolution, before, ms))
+            .collect()
+    };
+    let (all, before) = (counted(u64::MAX), counted(first_fault));
+    let pick = |each: &[BTreeMap<u32, (u64, u64)>], most: bool| {
         per_slack(&|ms| {
-            admitted_by_key(schedule, &s.claim, s.clock_resolution, before, ms)
-                .into_iter()
-                .map(|(k, m)| (k, pick(&m).to_string()))
+            let at = SLACKS_MS.iter().position(|&x| x == ms).unwrap_or(0);
+            each[at]
+                .iter()
+                .map(|(&k, &(l, m))| (k, if most { m } else { l }.to_string()))
                 .collect()
         })
     };
-    let (least, most) = (|m: &(u64, u64)| m.0, |m: &(u64, u64)| m.1);
-    let (least_all, most_all) = (counts(u64::MAX, least), counts(u64::MAX, most));
-    let (least_before, most_before) = (counts(first_fault, least), counts(first_fault, most));
+    let (least_all, most_all) = (pick(&all, false), pick(&all, true));
+    let (least_before, most_before) = (pick(&before, false), pick(&before, true));
     let left = per_slack(&|ms| {
         left_by_key(schedule, &s.claim, s.clock_resolution, ms)
             .into_iter()
