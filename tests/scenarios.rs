@@ -64,8 +64,7 @@ fn check_scenario(file: &Path) -> Result<(), Failed> {
         let (second, _) = ratelab_sim::run(&sc, seed, RunOptions::default());
         let mut failures = first.failures.clone();
         // A scenario judged by the explorer's checkers (a shrunk failure in regressions/).
-        if let Some(v) = ratelab_lab::explore::verdict::explorer_expectation(&sc, &first, &history)
-        {
+        if let Some(v) = ratelab_lab::explore::verdict::explorer_expectation(&sc, &history) {
             failures.extend(v.problems);
             // Unknown is never a pass: a shipped scenario's keys are all decided.
             if v.unknown_keys > 0 {

@@ -12,6 +12,7 @@
 //!
 //! | module | invariant |
 //! |---|---|
+//! | [`checker`] | (what a checker is, its figures, verdict and registry: no invariant of its own) |
 //! | [`envelope`] | admitted cost in any interval Δt ≤ B + R·Δt, per key and per client address |
 //! | [`window`] | the most admitted in any interval of one window length |
 //! | [`answers`] | every request answered exactly once |
@@ -29,11 +30,14 @@
 //! rank) for every latency figure ratelab reports, and [`timeline`] draws a history as a
 //! self-contained HTML page (a simulated run's and a probe's alike).
 //!
-//! (The simulator's registry of checkers, which the explorer, `run_with` and the scenario
-//! bounds iterate, is `ratelab_sim::checkers`: a checker there is one file and one line in
-//! its `CHECKERS`, usually calling a module from here. The probe's checks are a registry of
-//! their own, [`probe::CHECKS`]: a check of a black-box history is a file under `probe/`
-//! implementing [`probe::ProbeCheck`] and one line there.)
+//! [`checker`] is what a checker is for the simulator and the probe alike: one trait
+//! ([`checker::Checker`]) that says when it applies, measures its own figures (carried by
+//! name, never as a report's fields) and judges, and one [`checker::Registry`] type whose
+//! loops (which apply, their figures, the bounds on them, failures, undecided keys) are
+//! written once. The simulator's registry is `ratelab_sim::checkers::CHECKERS` (over a
+//! simulated run: a checker there is one file and one line, usually calling a module from
+//! here); the probe's is [`probe::CHECKS`] (over a black-box history: a file under `probe/`
+//! and one line).
 //!
 //! A new checker is a module here with a function from history records to a report struct,
 //! and unit tests with a history it must reject; the simulator's report and the real runs
@@ -43,6 +47,7 @@
 pub mod answers;
 pub mod arrivals;
 pub mod cached;
+pub mod checker;
 pub mod cleanup;
 pub mod envelope;
 pub mod fail_reasons;

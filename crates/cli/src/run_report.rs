@@ -98,12 +98,12 @@ pub fn row(out: &mut impl Write, r: &ratelab_sim::Report) {
         "{:>8} {:>9} {:>8} {:>8} {:>7} {:>10} {:>12} {:>13}  {:<16}  {}",
         r.seed,
         r.requests,
-        r.allowed,
-        r.denied,
-        r.errors,
-        r.max_excess,
-        r.total_excess,
-        r.max_in_window,
+        r.figure("allowed"),
+        r.figure("denied"),
+        r.figure("errors"),
+        r.figure("max_excess"),
+        r.figure("total_excess"),
+        r.figure("max_in_window"),
         r.trace_hash,
         if r.passed { "pass" } else { "FAIL" }
     );
@@ -112,21 +112,25 @@ pub fn row(out: &mut impl Write, r: &ratelab_sim::Report) {
 /// The gateway's failure handling for one seed, when there was any.
 pub fn gateway_line(out: &mut impl Write, r: &ratelab_sim::Report) {
     let c = &r.gateway_counters;
-    if r.fail_open == 0 && r.bypassed == 0 && c.breaker_opened == 0 {
+    if r.figure("fail_open") == 0 && r.figure("bypassed") == 0 && c.breaker_opened == 0 {
         return;
     }
     let mut line = format!(
         "{:>8}   fail-open {} {:?}",
-        "", r.fail_open, r.fail_open_by_reason
+        "",
+        r.figure("fail_open"),
+        r.fail_open_by_reason
     );
-    if let Some([p50, p99, max]) = r.fail_open_latency_ms {
+    if let Some([p50, p99, max]) = r.fail_open_latency_percentiles_ms {
         line.push_str(&format!(
             ", answer latency p50 {p50:.3} ms, p99 {p99:.3} ms, max {max:.3} ms"
         ));
     }
     line.push_str(&format!(
         "; bypassed {}; breaker opened {}, closed {}",
-        r.bypassed, c.breaker_opened, c.breaker_closed
+        r.figure("bypassed"),
+        c.breaker_opened,
+        c.breaker_closed
     ));
     let _ = writeln!(out, "{line}");
 }

@@ -139,7 +139,7 @@ pub fn replay(p: &RealPoint, latency_us: u64, base: &SweepConfig) -> Result<Repl
         run: p.run,
         latency_us,
         offered: r.requests,
-        excess: r.total_excess,
+        excess: r.figure("total_excess"),
         trace_hash: r.trace_hash,
     })
 }

@@ -647,16 +647,21 @@ pub fn composition_table(reports: &[ratelab_sim::Report]) -> String {
             "| `{}` | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             r.scenario,
             r.requests,
-            r.allowed,
-            r.rejected,
-            or_dash(r.store_calls_saved.map(|v| v.to_string())),
+            r.figure("allowed"),
+            r.figure("rejected"),
+            or_dash(
+                r.figures
+                    .get("store_calls_saved")
+                    .copied()
+                    .map(|v| v.to_string())
+            ),
             or_dash(job.map(|j| j.grants.to_string())),
             or_dash(job.map(|j| j.runs.to_string())),
             or_dash(job.map(|j| format!("{} / {}", j.stale_rejected, j.stale_accepted))),
             or_dash(job.map(|j| j.keys_removed.to_string())),
             or_dash(job.map(|j| j.live_deleted.to_string())),
             or_dash(job.map(|j| format!("{:.0} ms", j.max_gap_ms))),
-            r.max_excess
+            r.figure("max_excess")
         );
     }
     out
@@ -681,8 +686,8 @@ pub fn edge_table(reports: &[ratelab_sim::Report]) -> String {
             e.envelope,
             e.max_excess,
             e.denied_but_spent,
-            r.allowed,
-            r.max_excess
+            r.figure("allowed"),
+            r.figure("max_excess")
         );
     }
     out
@@ -701,32 +706,34 @@ pub fn gateway_table(reports: &[ratelab_sim::Report]) -> String {
             .iter()
             .map(|(k, v)| format!("{k} {v}"))
             .collect();
-        let latency = r.fail_open_latency_ms.map_or("–".to_owned(), |[a, b, c]| {
-            format!("{a:.3} / {b:.3} / {c:.3} ms")
-        });
+        let latency = r
+            .fail_open_latency_percentiles_ms
+            .map_or("–".to_owned(), |[a, b, c]| {
+                format!("{a:.3} / {b:.3} / {c:.3} ms")
+            });
         let _ = writeln!(
             out,
             "| `{}` | {} | {} | {}{} | {}{} | {} | {} | {} / {} | {} |",
             r.scenario,
             r.requests,
-            r.allowed,
-            r.denied,
-            if r.full > 0 {
-                format!(" ({})", r.full)
+            r.figure("allowed"),
+            r.figure("denied"),
+            if r.figure("full") > 0 {
+                format!(" ({})", r.figure("full"))
             } else {
                 String::new()
             },
-            r.fail_open,
+            r.figure("fail_open"),
             if reasons.is_empty() {
                 String::new()
             } else {
                 format!(" ({})", reasons.join(", "))
             },
             latency,
-            r.bypassed,
+            r.figure("bypassed"),
             r.gateway_counters.breaker_opened,
             r.gateway_counters.breaker_closed,
-            r.max_excess
+            r.figure("max_excess")
         );
     }
     out

@@ -227,17 +227,17 @@ pub fn measure(cfg: &SweepConfig, path: &str, c: u32, latency_us: u64, seed: u64
         rtt_ms: rtt_ms(latency_us),
         seed,
         offered: r.requests,
-        admitted: r.allowed,
-        denied: r.denied,
-        errors: r.errors,
+        admitted: r.figure("allowed"),
+        denied: r.figure("denied"),
+        errors: r.figure("errors"),
         envelope: r.envelope,
-        excess: r.total_excess,
+        excess: r.figure("total_excess"),
         excess_pct: if r.envelope == 0 {
             0.0
         } else {
-            100.0 * r.total_excess as f64 / r.envelope as f64
+            100.0 * r.figure("total_excess") as f64 / r.envelope as f64
         },
-        max_excess: r.max_excess,
+        max_excess: r.figure("max_excess"),
         race_window_ms: race,
         predicted_excess: predicted,
         trace_hash: r.trace_hash,

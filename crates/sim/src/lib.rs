@@ -5,8 +5,9 @@
 //! A scenario (a JSON file; see `docs/SCENARIOS.md`) describes a cluster — one store node,
 //! N gateways, load-generating clients — a limiter policy, the store access path (naive or
 //! atomic), the network, and faults. [`run`] simulates one seed of it and returns a
-//! [`Report`]: counts, the checkers' figures (envelope excess, window spike, answers,
-//! liveness), and a **trace hash** over every event. The same scenario and seed always give
+//! [`Report`]: the run's accounting, the figures each checker measured (envelope excess,
+//! window spike, answers…, by name) and their evidence (the worst window, the liveness phase,
+//! the cleanup job), and a **trace hash** over every event. The same scenario and seed always give
 //! the same hash; [`run`] is all a replay needs.
 //!
 //! Every failure names its seed and the commands that replay it ([`replay_commands`]).
@@ -22,8 +23,8 @@
 //! store (`transport`) and each gateway's timeouts (`timeouts`); the checkers ([`checkers`]:
 //! **a new checker is one file in `src/checkers/` and one line in its `CHECKERS`**, which
 //! makes its figures bounds a scenario's `expect` takes and its failures part of every
-//! verdict); the report (`report`, the figures and the bounds, and `eligible`: which keys the
-//! liveness phase holds to); running seeds on every core ([`parallel`]); the planted bugs the
+//! verdict); the report (`report`: the accounting, the checkers' figures and evidence, the
+//! bounds; and `eligible`: which keys the liveness phase holds to); running seeds on every core ([`parallel`]); the planted bugs the
 //! explorer must find ([`planted`]: a new one is a variant of [`planted::PlantedBug`] with
 //! what it needs of its scenario, its code where it lives — the store's script in
 //! `planted.rs`, a client's behaviour in `cluster/client.rs`, the store node's in
@@ -165,7 +166,7 @@ pub fn run_with<A: ratelab_core::Algorithm + Clone + Send + Sync + 'static>(
     };
     let (mut report, history) = execute(&claimed, seed, options, plug);
     let exact = matches!(limiter.claim(), Claim::TokenBucket(_));
-    let mut found = verdict::judge_claimed(&claimed, &report, &history, exact).failures;
+    let mut found = verdict::judge_claimed(&claimed, &history, exact).failures;
     if let Claim::AnyWindow(q) = limiter.claim() {
         found.extend(verdict::any_window(&claimed, &history, q.limit, q.window));
     }
@@ -240,11 +241,15 @@ fn execute<S: cluster::Script>(
         Err("nothing to save: the scenario has no guard and no denial cache".into())
     };
     // Absent, not 0, when the two runs cannot be paired: the figure is not measured then.
-    report.store_calls_saved = measured.as_ref().ok().copied();
-    let bounds = scenario.spec.expect.bound("store_calls_saved");
+    if let Ok(&saved) = measured.as_ref() {
+        report
+            .figures
+            .insert(checkers::STORE_CALLS_SAVED.to_owned(), saved);
+    }
+    let bounds = scenario.spec.expect.bound(checkers::STORE_CALLS_SAVED);
     if bounds != scenario::Bounds::default() {
         let failures = match measured {
-            Ok(saved) => bounds.broken_by("store_calls_saved", saved, None),
+            Ok(saved) => bounds.broken_by(checkers::STORE_CALLS_SAVED, saved, None),
             Err(e) => {
                 let want: Vec<String> = [
                     bounds.at_least.map(|v| format!("at least {v}")),

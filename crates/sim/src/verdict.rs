@@ -34,10 +34,10 @@
 //!
 //! Each failure carries a detail naming what witnessed it.
 
+use crate::Scenario;
 use crate::checkers::epochs::{beyond, beyond_allowance, failovers, grouped};
 use crate::checkers::{self, Run};
 pub use crate::checkers::{Class, Failure, Judged, LINEARIZABILITY_BUDGET};
-use crate::{Report, Scenario};
 use ratelab_check::Admission;
 use ratelab_check::history::History;
 use ratelab_check::window;
@@ -45,20 +45,20 @@ use ratelab_core::Nanos;
 use std::collections::BTreeMap;
 
 /// The failures every checker ([`crate::checkers::CHECKERS`]) finds in one run.
-pub fn judge(sc: &Scenario, report: &Report, h: &History) -> Judged {
-    checkers::judge(&Run::new(sc, report, h))
+pub fn judge(sc: &Scenario, h: &History) -> Judged {
+    checkers::judge(&Run::new(sc, h))
 }
 
 /// [`judge`] with a linearizability budget of `budget` per key and epoch instead of
 /// [`LINEARIZABILITY_BUDGET`].
-pub fn judge_within(sc: &Scenario, report: &Report, h: &History, budget: u64) -> Judged {
-    checkers::judge(&Run::new(sc, report, h).budget(budget))
+pub fn judge_within(sc: &Scenario, h: &History, budget: u64) -> Judged {
+    checkers::judge(&Run::new(sc, h).budget(budget))
 }
 
 /// [`judge`] for a run of an algorithm that the scenario's policy only bounds unless `exact`
 /// (a user's limiter and its claim).
-pub fn judge_claimed(sc: &Scenario, report: &Report, h: &History, exact: bool) -> Judged {
-    checkers::judge(&Run::new(sc, report, h).exact(exact))
+pub fn judge_claimed(sc: &Scenario, h: &History, exact: bool) -> Judged {
+    checkers::judge(&Run::new(sc, h).exact(exact))
 }
 
 /// The exact window promise ([`crate::Claim::AnyWindow`]): per store epoch and key, at most
@@ -129,9 +129,9 @@ pub fn held_to(want: &str, found: &[Failure]) -> Vec<String> {
 }
 
 /// Judges a run by its scenario's `expect.explorer`; `None` when it asks for no verdict.
-pub fn explorer_expectation(sc: &Scenario, report: &Report, h: &History) -> Option<Expected> {
+pub fn explorer_expectation(sc: &Scenario, h: &History) -> Option<Expected> {
     let want = sc.spec().expect.explorer.as_ref()?;
-    let judged = judge(sc, report, h);
+    let judged = judge(sc, h);
     let problems = held_to(want, &judged.failures);
     Some(Expected {
         found: judged.failures,

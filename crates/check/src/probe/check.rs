@@ -1,30 +1,19 @@
-//! What a probe check is, and the history as every check reads it.
+//! The history as every probe check reads it. A check is a
+//! `ratelab_check::checker::Checker<Probes>`, the trait the simulator's checkers implement too.
 
 use super::history::{Judging, Outcome, ProbeHistory};
-use super::verdict::ProbeVerdict;
+use crate::checker::Subject;
 use crate::envelope::Span;
 use crate::linearizable::{Op, Precision, Seen};
 use ratelab_core::Nanos;
 use std::collections::BTreeMap;
 
-/// One check of a probe's history: a file under `probe/` and a line in
-/// [`CHECKS`](super::CHECKS).
-pub trait ProbeCheck: Sync {
-    /// Its name, as the report lists it.
-    fn name(&self) -> &'static str;
+/// What the probe's checks judge: a [`Prepared`] history.
+#[derive(Debug)]
+pub struct Probes;
 
-    /// Whether it judges histories under `j` (a sequential specification needs an exact
-    /// claim of a policy that has one).
-    fn applies(&self, j: &Judging) -> bool {
-        let _ = j;
-        true
-    }
-
-    /// Judges the history, writing its part of the verdict.
-    fn judge(&self, p: &Prepared<'_>, j: &Judging, v: &mut ProbeVerdict);
-
-    /// One line per failure its part of `v` holds.
-    fn failures(&self, v: &ProbeVerdict, out: &mut Vec<String>);
+impl Subject for Probes {
+    type Of<'a> = Prepared<'a>;
 }
 
 /// The history as the checks read it, prepared once.
@@ -38,6 +27,8 @@ pub trait ProbeCheck: Sync {
 pub struct Prepared<'a> {
     /// The history.
     pub history: &'a ProbeHistory,
+    /// What it is judged under: the claim, the clock's resolution, the budget.
+    pub judging: &'a Judging,
     /// Per key, each admission's span from its send to its answer (shifted), sorted.
     pub spans: BTreeMap<&'a str, Vec<Span>>,
     /// Per key, every request as an operation of the linearizability search (shifted).
@@ -48,7 +39,7 @@ pub struct Prepared<'a> {
 
 impl<'a> Prepared<'a> {
     /// Prepares `h` for judging under `j`.
-    pub fn of(h: &'a ProbeHistory, j: &Judging) -> Prepared<'a> {
+    pub fn of(h: &'a ProbeHistory, j: &'a Judging) -> Prepared<'a> {
         let mut spans: BTreeMap<&str, Vec<Span>> = BTreeMap::new();
         let mut ops: BTreeMap<&str, Vec<Op>> = BTreeMap::new();
         let shift = j.clock_resolution.as_u64();
@@ -96,6 +87,7 @@ impl<'a> Prepared<'a> {
         }
         Prepared {
             history: h,
+            judging: j,
             spans,
             ops,
             shift,

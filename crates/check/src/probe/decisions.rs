@@ -1,37 +1,54 @@
 //! **decisions**: how many requests got a decision. A limiter that answers with errors has
 //! not been checked: its requests without a decision are a failure, never a pass.
 
-use super::check::{Prepared, ProbeCheck};
-use super::history::{Judging, Outcome};
-use super::verdict::ProbeVerdict;
+use super::check::{Prepared, Probes};
+use super::history::Outcome;
+use crate::checker::{Checker, Failure, Figure, Judged, Needs};
 
 /// The decisions check.
 pub struct Decisions;
 
-impl ProbeCheck for Decisions {
+const FIGURES: &[Figure] = &[
+    Figure::bounded("requests", "requests sent", Needs::Nothing),
+    Figure::bounded("admitted", "cost admitted", Needs::Nothing),
+    Figure::bounded("denied", "cost denied", Needs::Nothing),
+    Figure::zero("failed", "requests without a decision", Needs::Nothing),
+];
+
+impl Checker<Probes> for Decisions {
     fn name(&self) -> &'static str {
         "decisions"
     }
 
-    fn judge(&self, p: &Prepared<'_>, _: &Judging, v: &mut ProbeVerdict) {
-        v.requests = p.history.observations.len();
-        for o in &p.history.observations {
+    fn figures(&self) -> &'static [Figure] {
+        FIGURES
+    }
+
+    fn judge(&self, p: &Prepared<'_>, out: &mut Judged) {
+        let (mut admitted, mut denied, mut failed) = (0, 0, 0);
+        let mut first_failed = None;
+        let observations = &p.history.observations;
+        for o in observations {
             match o.outcome {
-                Outcome::Allowed => v.admitted += o.cost,
-                Outcome::Denied => v.denied += o.cost,
+                Outcome::Allowed => admitted += o.cost,
+                Outcome::Denied => denied += o.cost,
                 Outcome::Failed(ref why) => {
-                    v.failed += 1;
-                    v.first_failed.get_or_insert_with(|| (o.id, why.clone()));
+                    failed += 1;
+                    first_failed.get_or_insert((o.id, why));
                 }
             }
         }
-    }
-
-    fn failures(&self, v: &ProbeVerdict, out: &mut Vec<String>) {
-        if let Some((id, why)) = &v.first_failed {
-            out.push(format!(
-                "decisions: {} of {} requests got none (request {id}: {why})",
-                v.failed, v.requests
+        out.measured("requests", observations.len() as u64);
+        out.measured("admitted", admitted);
+        out.measured("denied", denied);
+        out.measured("failed", failed);
+        if let Some((id, why)) = first_failed {
+            out.failures.push(Failure::safety(
+                "decisions",
+                format!(
+                    "{failed} of {} requests got none (request {id}: {why})",
+                    observations.len()
+                ),
             ));
         }
     }

@@ -4,36 +4,84 @@
 //! older dialects), `remaining` is never above the limit announced beside it, and the
 //! announced limit is the claim's (an exact claim; the first answer per key that differs).
 
-use super::check::{Prepared, ProbeCheck};
+use super::check::{Prepared, Probes};
 use super::history::{Claim, Judging, Observation, Outcome, ProbeHistory};
-use super::verdict::{FieldViolation, ProbeVerdict};
+use super::verdict::ProbeVerdict;
+use crate::checker::{Checker, Failure, Figure, Judged, Needs};
 use ratelab_core::Nanos;
 use std::collections::BTreeMap;
 
 /// The fields check.
 pub struct Fields;
 
-impl ProbeCheck for Fields {
+const FIGURES: &[Figure] = &[
+    Figure::bounded(
+        "fields_checked",
+        "answers that carried a rate-limit field",
+        Needs::Nothing,
+    ),
+    Figure::zero(
+        "field_violations",
+        "fields that contradict the claim or another field",
+        Needs::Nothing,
+    ),
+];
+
+impl Checker<Probes> for Fields {
     fn name(&self) -> &'static str {
         "fields"
     }
 
-    fn judge(&self, p: &Prepared<'_>, j: &Judging, v: &mut ProbeVerdict) {
-        judge_fields(p.history, j, v);
+    fn figures(&self) -> &'static [Figure] {
+        FIGURES
     }
 
-    fn failures(&self, v: &ProbeVerdict, out: &mut Vec<String>) {
-        for f in &v.fields {
-            out.push(format!(
-                "fields: key {:?}: requests {:?}: {}",
-                f.key, f.ids, f.what
+    fn judge(&self, p: &Prepared<'_>, out: &mut Judged) {
+        let mut found = Found::default();
+        judge_fields(p.history, p.judging, &mut found);
+        for f in &found.violations {
+            out.failures.push(Failure::safety(
+                "fields",
+                format!("key {:?}: requests {:?}: {}", f.key, f.ids, f.what),
             ));
         }
+        out.measured("fields_checked", found.checked);
+        out.measured("field_violations", found.violations.len() as u64);
+        out.keep("fields", found.violations);
     }
 }
 
+impl ProbeVerdict {
+    /// The fields that contradict the claim or another field.
+    pub fn field_violations(&self) -> &[FieldViolation] {
+        self.0
+            .evidence::<Vec<FieldViolation>>("fields")
+            .map_or(&[], Vec::as_slice)
+    }
+}
+
+/// What the field checks found.
+#[derive(Default)]
+struct Found {
+    /// Answers that carried a field.
+    checked: u64,
+    /// The contradictions.
+    violations: Vec<FieldViolation>,
+}
+
+/// A field that contradicts the claim or another field.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FieldViolation {
+    /// The key.
+    pub key: String,
+    /// The requests that witness it.
+    pub ids: Vec<u64>,
+    /// What is wrong.
+    pub what: String,
+}
+
 /// The field checks, per key in send order.
-fn judge_fields(h: &ProbeHistory, j: &Judging, v: &mut ProbeVerdict) {
+fn judge_fields(h: &ProbeHistory, j: &Judging, v: &mut Found) {
     let mut by_key: BTreeMap<&str, Vec<&Observation>> = BTreeMap::new();
     for o in &h.observations {
         if o.outcome != Outcome::Allowed && o.outcome != Outcome::Denied {
@@ -44,7 +92,7 @@ fn judge_fields(h: &ProbeHistory, j: &Judging, v: &mut ProbeVerdict) {
     let res = j.clock_resolution.as_u64();
     for (key, obs) in by_key {
         let mut flag = |ids: Vec<u64>, what: String| {
-            v.fields.push(FieldViolation {
+            v.violations.push(FieldViolation {
                 key: key.to_owned(),
                 ids,
                 what,
@@ -80,7 +128,7 @@ fn judge_fields(h: &ProbeHistory, j: &Judging, v: &mut ProbeVerdict) {
             let has = o.fields.remaining.is_some()
                 || o.fields.retry_after.is_some()
                 || o.fields.malformed.is_some();
-            v.fields_checked += usize::from(has);
+            v.checked += u64::from(has);
             if o.outcome != Outcome::Denied {
                 continue;
             }

@@ -6,7 +6,9 @@
 //! order, and only the fields the limiter chose to send (a `Retry-After` in whole seconds, a
 //! `RateLimit` remaining, or nothing). Every checker here therefore holds an answer to every
 //! decision time and wait those allow, so what it reports is a violation whichever they were.
-//! Each check is a file here implementing [`ProbeCheck`] and a line in [`CHECKS`]:
+//! Each check is a file here implementing `Checker<Probes>` (the trait of
+//! [`crate::checker`], the simulator's checkers' too), declaring its figures and reading
+//! back its evidence, and a line in [`CHECKS`]:
 //!
 //! - **decisions**: a request without a decision is a failure, never a pass;
 //! - **envelope**: admitted cost in any window ≤ B + R·Δt, with Δt the widest the
@@ -32,47 +34,41 @@ mod honesty;
 mod linearizable;
 mod verdict;
 
-pub use check::{Prepared, ProbeCheck};
+pub use check::{Prepared, Probes};
+pub use fields::FieldViolation;
 pub use history::{
     Claim, Dialect, Fields, Judging, Observation, Outcome, ProbeHistory, ResetUnit, RetryProbe,
     Rounding, WindowKind,
 };
-pub use verdict::{FieldViolation, HonestyReport, ProbeVerdict};
+pub use honesty::HonestyReport;
+pub use verdict::ProbeVerdict;
+
+use crate::checker::Registry;
 
 /// Every check, in the order the report lists their failures.
-pub static CHECKS: &[&dyn ProbeCheck] = &[
+pub static CHECKS: Registry<Probes> = Registry(&[
     &decisions::Decisions,
     &envelope::Envelope,
     &linearizable::Linearizable,
     &fields::Fields,
     &honesty::Honesty,
-];
+]);
 
 /// Judges `h` under `j`: every check in [`CHECKS`] that applies.
 pub fn judge(h: &ProbeHistory, j: &Judging) -> ProbeVerdict {
-    let prepared = Prepared::of(h, j);
-    let mut v = ProbeVerdict::default();
-    for c in CHECKS.iter().filter(|c| c.applies(j)) {
-        v.checks.push(c.name());
-        c.judge(&prepared, j, &mut v);
-    }
-    v
+    ProbeVerdict(CHECKS.judge_measured(&Prepared::of(h, j)))
 }
 
 impl ProbeVerdict {
-    /// One line per failed check; empty when every check passed. A linearizability search
-    /// that ran out of budget is *unknown*, not a failure.
+    /// One line per failure, `check: detail`; empty when every check passed. A
+    /// linearizability search that ran out of budget is *unknown*, not a failure.
     pub fn failures(&self) -> Vec<String> {
-        let mut out = Vec::new();
-        for c in CHECKS {
-            c.failures(self, &mut out);
-        }
-        out
+        self.0.lines()
     }
 
     /// Keys no check could decide (the linearizability search ran out of its budget).
     pub fn unknown(&self) -> usize {
-        self.linearizable.as_ref().map_or(0, |l| l.unknown.len())
+        usize::try_from(self.0.unknown_keys).unwrap_or(usize::MAX)
     }
 
     /// The verdict: failed if any check failed, else unknown if a key could not be decided,

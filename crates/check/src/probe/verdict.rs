@@ -1,59 +1,25 @@
 //! What the probe's checks found.
 
-use crate::envelope::EnvelopeReport;
-use crate::linearizable::LinearizabilityReport;
+use crate::checker::Judged;
 
-/// A field that contradicts the claim or another field.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct FieldViolation {
-    /// The key.
-    pub key: String,
-    /// The requests that witness it.
-    pub ids: Vec<u64>,
-    /// What is wrong.
-    pub what: String,
-}
+/// The verdict on a probe: what every check that applied found ([`Judged`]): its failures,
+/// the keys it could not decide, its figures and its evidence. Each check reads its own
+/// back (`ProbeVerdict::envelope`, `ProbeVerdict::linearizable`…, beside the check).
+#[derive(Clone, Debug, Default)]
+pub struct ProbeVerdict(pub Judged);
 
-/// What the honesty probes found.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct HonestyReport {
-    /// Probes whose follow-up got an answer.
-    pub probes: usize,
-    /// Follow-ups admitted.
-    pub admitted: usize,
-    /// Follow-ups denied: (denial id, follow-up id).
-    pub refused: Vec<(u64, u64)>,
-}
+impl ProbeVerdict {
+    /// Figure `name` ([`super::CHECKS`] declares them), 0 when no check measured it.
+    pub fn figure(&self, name: &str) -> u64 {
+        debug_assert!(
+            super::CHECKS.figure(name).is_some(),
+            "{name:?} is no probe check's figure"
+        );
+        self.0.figure(name).unwrap_or(0)
+    }
 
-/// The verdict on a probe.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ProbeVerdict {
-    /// Requests sent.
-    pub requests: usize,
-    /// Admitted (cost).
-    pub admitted: u64,
-    /// Denied (cost).
-    pub denied: u64,
-    /// Without a decision.
-    pub failed: u64,
-    /// The first request without a decision, and why.
-    pub first_failed: Option<(u64, String)>,
-    /// What the claim allows for the admitted keys over their spans (B + R·T per key).
-    pub allowance: u64,
-    /// The envelope checker's report.
-    pub envelope: EnvelopeReport,
-    /// The black-box linearizability verdicts (`None`: the claim has no sequential spec, or
-    /// is only a bound).
-    pub linearizable: Option<LinearizabilityReport>,
-    /// Denials the claimed bucket admits from every state the furthest order reached gives
-    /// there: (key, request id).
-    pub phantom_denials: Vec<(String, u64)>,
-    /// Answers whose fields were checked.
-    pub fields_checked: usize,
-    /// Field contradictions.
-    pub fields: Vec<FieldViolation>,
-    /// The honesty probes.
-    pub retry_after: HonestyReport,
     /// The checks that applied to the claim and judged the history, in the registry's order.
-    pub checks: Vec<&'static str>,
+    pub fn checks(&self) -> &[&'static str] {
+        &self.0.applied
+    }
 }

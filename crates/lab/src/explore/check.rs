@@ -68,7 +68,7 @@ pub fn check(json: &serde_json::Value, seed: u64, rerun: Rerun, budget: u64) -> 
             return fail(Class::Panic, "run", msg);
         }
     };
-    let judged = verdict::judge_within(&sc, &report, &history, budget);
+    let judged = verdict::judge_within(&sc, &history, budget);
     let mut failures = judged.failures.clone();
     if rerun == Rerun::Always || (rerun == Rerun::IfFailed && !failures.is_empty()) {
         let again = std::panic::catch_unwind(run).map(|(r, _)| r.trace_hash);

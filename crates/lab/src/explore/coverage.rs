@@ -57,7 +57,7 @@ pub fn reached(sc: &Scenario, report: &Report, h: &History) -> Vec<&'static str>
         match name {
             "denial-during-partition" => windows(FaultKind::Partition)
                 .any(|(from, until)| denied_at().any(|t| t >= from && t < until)),
-            "fail-open" => report.fail_open > 0,
+            "fail-open" => report.figure("fail_open") > 0,
             "breaker-opened-and-closed" => {
                 report.gateway_counters.breaker_opened > 0
                     && report.gateway_counters.breaker_closed > 0
@@ -85,11 +85,11 @@ pub fn reached(sc: &Scenario, report: &Report, h: &History) -> Vec<&'static str>
             }),
             "lost-reply-applied" => h.applied_replies_lost > 0,
             "failover-lost-writes" => h.lost_to_failover > 0,
-            "kill-switch-bypass" => report.bypassed > 0,
-            "store-full" => report.full > 0,
+            "kill-switch-bypass" => report.figure("bypassed") > 0,
+            "store-full" => report.figure("full") > 0,
             "cleanup-deleted-a-bucket" => job.is_some_and(|j| j.keys_removed > 0),
-            "denial-cache-answered" => report.cached > 0,
-            "guard-rejected" => report.rejected > 0,
+            "denial-cache-answered" => report.figure("cached") > 0,
+            "guard-rejected" => report.figure("rejected") > 0,
             "cost-above-three" => h.requests.iter().any(|r| r.cost > 3 && r.answer.is_some()),
             "boundary-bursts" => spec
                 .clients

@@ -166,7 +166,7 @@ pub fn explorer_verdict(
     report: &mut ratelab_sim::Report,
     history: &ratelab_sim::History,
 ) -> (Option<String>, Named, u64) {
-    let Some(v) = explore::verdict::explorer_expectation(sc, report, history) else {
+    let Some(v) = explore::verdict::explorer_expectation(sc, history) else {
         return (None, Named::default(), 0);
     };
     let named = v

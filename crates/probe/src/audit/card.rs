@@ -334,10 +334,10 @@ pub fn card(a: &Audited) -> Card {
         failure_mode: a.target.failure_mode().name().to_owned(),
         clock_resolution: a.target.clock_resolution().to_owned(),
         conclusion: conclusion(a).to_owned(),
-        requests: v.requests,
-        admitted: v.admitted,
-        denied: v.denied,
-        failed: v.failed,
+        requests: v.figure("requests") as usize,
+        admitted: v.figure("admitted"),
+        denied: v.figure("denied"),
+        failed: v.figure("failed"),
         steps: a
             .run
             .steps
@@ -348,22 +348,24 @@ pub fn card(a: &Audited) -> Card {
                 admitted: s.admitted,
             })
             .collect(),
-        max_excess: v.envelope.max_excess,
+        max_excess: v.figure("max_excess"),
         linearizable: v
-            .linearizable
-            .as_ref()
+            .linearizable()
             .map(|l| (l.keys, l.violations.len(), l.unknown.len())),
-        phantom_denials: v.phantom_denials.len(),
+        phantom_denials: v.phantom_denials().len(),
         steady_denied: steady.2,
         steady_requests: steady.0,
         idle_burst: idle,
         boundary: (boundary.0, boundary.1),
-        fields: (v.fields_checked, v.fields.len()),
+        fields: (
+            v.figure("fields_checked") as usize,
+            v.field_violations().len(),
+        ),
         dialects: report::dialects(&a.run)
             .into_iter()
             .map(|(d, n)| (d.to_owned(), n))
             .collect(),
-        retry_after: (v.retry_after.probes, v.retry_after.admitted),
+        retry_after: (v.retry_after().probes, v.retry_after().admitted),
         skipped: a
             .run
             .retry_skipped

@@ -235,7 +235,7 @@ pub fn run(shape: &BenchShape, seed: u64) -> (BenchRun, ProbeVerdict) {
     let began = Instant::now();
     std::hint::black_box(stamped(&h, &order, &spec));
     let stamped_s = began.elapsed().as_secs_f64();
-    let l = v.linearizable.as_ref().expect("a bucket is checked");
+    let l = v.linearizable().expect("a bucket is checked");
     let flight: u64 = h
         .observations
         .iter()
@@ -256,7 +256,7 @@ pub fn run(shape: &BenchShape, seed: u64) -> (BenchRun, ProbeVerdict) {
         );
     let run = BenchRun {
         seed,
-        admitted: v.admitted,
+        admitted: v.figure("admitted"),
         black_box_s,
         stamped_s,
         keys: (
@@ -264,7 +264,7 @@ pub fn run(shape: &BenchShape, seed: u64) -> (BenchRun, ProbeVerdict) {
             l.violations.len(),
             l.unknown.len(),
         ),
-        max_excess: v.envelope.max_excess,
+        max_excess: v.figure("max_excess"),
         in_flight: flight as f64 / span.max(1) as f64,
     };
     (run, v)

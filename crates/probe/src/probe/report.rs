@@ -16,7 +16,7 @@ pub fn text(run: &ProbeRun, target: &str) -> String {
         s,
         "probe {target}, held to {}: {} requests in {:.1} s, checked in {:.3} s",
         policy::describe(&run.claim),
-        v.requests,
+        v.figure("requests"),
         run.seconds,
         run.check_seconds
     );
@@ -33,7 +33,9 @@ pub fn text(run: &ProbeRun, target: &str) -> String {
     let _ = writeln!(
         s,
         "admitted {}, denied {}, without a decision {}",
-        v.admitted, v.denied, v.failed
+        v.figure("admitted"),
+        v.figure("denied"),
+        v.figure("failed")
     );
     let instances = per_instance(run);
     if instances.len() > 1 {
@@ -48,11 +50,13 @@ pub fn text(run: &ProbeRun, target: &str) -> String {
             .collect();
         let _ = writeln!(s, "instances: {}", each.join("; "));
     }
-    let e = &v.envelope;
+    let e = v.envelope().cloned().unwrap_or_default();
     let _ = write!(
         s,
         "envelope: the claim allows {} over these keys and spans; max excess {}, total excess {}",
-        v.allowance, e.max_excess, e.total_excess
+        v.figure("allowance"),
+        e.max_excess,
+        e.total_excess
     );
     if let Some(w) = e.witness.as_ref().filter(|_| e.max_excess > 0) {
         let _ = write!(
@@ -62,7 +66,7 @@ pub fn text(run: &ProbeRun, target: &str) -> String {
         );
     }
     s.push('\n');
-    match &v.linearizable {
+    match v.linearizable() {
         Some(l) => {
             let _ = writeln!(
                 s,
@@ -74,7 +78,7 @@ pub fn text(run: &ProbeRun, target: &str) -> String {
         }
         None => s.push_str("linearizable: not checked (the claim's answers depend on window boundaries a probe cannot see)\n"),
     }
-    let _ = writeln!(s, "phantom denials: {}", v.phantom_denials.len());
+    let _ = writeln!(s, "phantom denials: {}", v.phantom_denials().len());
     let spoken: Vec<String> = dialects(run)
         .iter()
         .map(|(d, n)| format!("{d} {n}"))
@@ -82,15 +86,15 @@ pub fn text(run: &ProbeRun, target: &str) -> String {
     let _ = writeln!(
         s,
         "fields: {} answers carried fields{}, {} contradictions",
-        v.fields_checked,
+        v.figure("fields_checked"),
         if spoken.is_empty() {
             String::new()
         } else {
             format!(" ({})", spoken.join(", "))
         },
-        v.fields.len()
+        v.field_violations().len()
     );
-    let r = &v.retry_after;
+    let r = v.retry_after();
     let _ = write!(
         s,
         "retry-after: {} probes, {} admitted after waiting exactly the time announced",
@@ -160,11 +164,12 @@ pub fn dialects(run: &ProbeRun) -> std::collections::BTreeMap<&'static str, u64>
 /// The report as JSON.
 pub fn json(run: &ProbeRun, target: &str) -> Value {
     let v = &run.verdict;
-    let witness = v.envelope.witness.as_ref().map(|w| {
+    let e = v.envelope().cloned().unwrap_or_default();
+    let witness = e.witness.as_ref().map(|w| {
         json!({"key": w.key, "from_ns": w.from.as_u64(), "to_ns": w.to.as_u64(),
                "admitted": w.admitted, "bound": w.bound, "ids": w.ids})
     });
-    let lin = v.linearizable.as_ref().map(|l| {
+    let lin = v.linearizable().map(|l| {
         json!({
             "keys": l.keys,
             "violations": l.violations.iter().map(|(k, x)| json!({"key": k, "id": x.id, "detail": x.detail, "explained": x.explained})).collect::<Vec<_>>(),
@@ -177,17 +182,17 @@ pub fn json(run: &ProbeRun, target: &str) -> Value {
         "seconds": run.seconds,
         "check_seconds": run.check_seconds,
         "steps": run.steps.iter().map(|s| json!({"clients": s.clients, "requests": s.requests, "admitted": s.admitted, "seconds": s.seconds})).collect::<Vec<_>>(),
-        "requests": v.requests,
-        "admitted": v.admitted,
-        "denied": v.denied,
-        "failed": v.failed,
+        "requests": v.figure("requests"),
+        "admitted": v.figure("admitted"),
+        "denied": v.figure("denied"),
+        "failed": v.figure("failed"),
         "instances": per_instance(run).iter().map(|(i, c)| json!({"instance": i, "requests": c.requests, "admitted": c.admitted, "denied": c.denied, "failed": c.failed})).collect::<Vec<_>>(),
-        "envelope": {"allowance": v.allowance, "max_excess": v.envelope.max_excess, "total_excess": v.envelope.total_excess, "witness": witness},
+        "envelope": {"allowance": v.figure("allowance"), "max_excess": e.max_excess, "total_excess": e.total_excess, "witness": witness},
         "linearizable": lin,
-        "phantom_denials": v.phantom_denials.iter().map(|(k, id)| json!({"key": k, "id": id})).collect::<Vec<_>>(),
-        "fields": {"checked": v.fields_checked, "dialects": dialects(run), "violations": v.fields.iter().map(|f| json!({"key": f.key, "ids": f.ids, "what": f.what})).collect::<Vec<_>>()},
-        "retry_after": {"probes": v.retry_after.probes, "admitted": v.retry_after.admitted, "refused": v.retry_after.refused, "skipped": run.retry_skipped},
-        "checks": v.checks,
+        "phantom_denials": v.phantom_denials().iter().map(|(k, id)| json!({"key": k, "id": id})).collect::<Vec<_>>(),
+        "fields": {"checked": v.figure("fields_checked"), "dialects": dialects(run), "violations": v.field_violations().iter().map(|f| json!({"key": f.key, "ids": f.ids, "what": f.what})).collect::<Vec<_>>()},
+        "retry_after": {"probes": v.retry_after().probes, "admitted": v.retry_after().admitted, "refused": v.retry_after().refused, "skipped": run.retry_skipped},
+        "checks": v.checks(),
         "failures": v.failures(),
         "pass": v.conclusion() == Conclusion::Passed,
         "verdict": v.conclusion().name(),
@@ -244,18 +249,12 @@ pub fn history(run: &ProbeRun) -> History {
 pub fn default_key(run: &ProbeRun) -> Option<String> {
     let v = &run.verdict;
     if let Some(w) = v
-        .envelope
-        .witness
-        .as_ref()
-        .filter(|_| v.envelope.max_excess > 0)
+        .envelope()
+        .and_then(|e| e.witness.as_ref().filter(|_| e.max_excess > 0))
     {
         return Some(w.key.clone());
     }
-    if let Some(k) = v
-        .linearizable
-        .as_ref()
-        .and_then(|l| l.violations.keys().next())
-    {
+    if let Some(k) = v.linearizable().and_then(|l| l.violations.keys().next()) {
         return Some(k.clone());
     }
     let mut counts = std::collections::BTreeMap::<&str, u64>::new();
@@ -279,10 +278,10 @@ pub fn timeline_html(run: &ProbeRun, target: &str, key: &str) -> String {
         .map_or(1, |g| g as usize + 1);
     let v = &run.verdict;
     let violation = v
-        .envelope
-        .witness
-        .as_ref()
-        .filter(|w| v.envelope.max_excess > 0 && w.key == key)
+        .envelope()
+        .filter(|e| e.max_excess > 0)
+        .and_then(|e| e.witness.as_ref())
+        .filter(|w| w.key == key)
         .map(|w| {
             (
                 w.from.as_u64() as f64 / 1e6,
@@ -292,8 +291,7 @@ pub fn timeline_html(run: &ProbeRun, target: &str, key: &str) -> String {
             )
         });
     let mark = v
-        .linearizable
-        .as_ref()
+        .linearizable()
         .and_then(|l| l.violations.get(key))
         .map(|x| x.id);
     let frame = Frame {

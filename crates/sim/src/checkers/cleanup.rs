@@ -2,8 +2,7 @@
 //! the job's runs and liveness (recomputed from the job's scans, commits and the bucket
 //! writes by `ratelab_check::cleanup`).
 
-use super::checker::{Checker, Figure, Judged, Needs, Run};
-use super::failure::{Class, Failure};
+use super::checker::{Checker, Failure, Figure, Judged, Needs, Run, Runs};
 
 /// The cleanup job's checker.
 pub struct Cleanup;
@@ -15,7 +14,6 @@ const FIGURES: &[Figure] = &[
                 planned the deletion (held to 0 unless the scenario bounds it from below: the \
                 unfenced canary)",
         needs: Needs::Job,
-        read: |r| r.report.job.as_ref().map(|j| j.live_deleted),
         held_at_most: |given| given.at_least.is_none().then_some(0),
         invariant: false,
     },
@@ -23,21 +21,17 @@ const FIGURES: &[Figure] = &[
         "buckets_deleted_outside_their_plan",
         "buckets a commit deleted that its own scan had not planned",
         Needs::Job,
-        |r| r.report.job.as_ref().map(|j| j.deleted_unplanned),
     ),
-    Figure::bounded("job_runs", "accepted cleanup commits", Needs::Job, |r| {
-        r.report.job.as_ref().map(|j| j.runs)
-    }),
+    Figure::bounded("job_runs", "accepted cleanup commits", Needs::Job),
     Figure::bounded(
         "job_max_gap_ms",
         "longest time without an accepted cleanup commit, from the first one to the end of the \
          run, ms (rounded up): the job's liveness",
         Needs::Job,
-        |r| r.report.job.as_ref().map(|j| j.max_gap_ms.ceil() as u64),
     ),
 ];
 
-impl Checker for Cleanup {
+impl Checker<Runs> for Cleanup {
     fn name(&self) -> &'static str {
         "cleanup"
     }
@@ -46,8 +40,19 @@ impl Checker for Cleanup {
         FIGURES
     }
 
+    fn measure(&self, run: &Run<'_>, out: &mut Judged) {
+        let Some(j) = run.job() else {
+            return;
+        };
+        out.measured("live_buckets_deleted", j.live_deleted);
+        out.measured("buckets_deleted_outside_their_plan", j.deleted_unplanned);
+        out.measured("job_runs", j.runs);
+        out.measured("job_max_gap_ms", j.max_gap_ms.ceil() as u64);
+        out.keep("cleanup", j.clone());
+    }
+
     fn judge(&self, run: &Run<'_>, out: &mut Judged) {
-        let Some(j) = &run.report.job else {
+        let Some(j) = run.job() else {
             return;
         };
         // It applies where the job committed: each accepted commit's deletions judged.
@@ -55,8 +60,7 @@ impl Checker for Cleanup {
             out.judged("cleanup", j.runs);
         }
         if j.live_deleted > 0 || j.deleted_unplanned > 0 {
-            out.failures.push(Failure::new(
-                Class::Safety,
+            out.failures.push(Failure::safety(
                 "cleanup",
                 format!(
                     "{} live buckets deleted (first {:?}), {} deleted unplanned",

@@ -2,11 +2,11 @@
 //! epoch from full buckets, a failover one from a bucket in an unknown state, a little behind
 //! the primary; the admissions and operations of a run grouped by epoch and key.
 
-use super::failure::{Class, Failure};
 use crate::Scenario;
 use crate::faults::Outage;
 use crate::scenario::{PathName, ms};
 use ratelab_check::Admission;
+use ratelab_check::checker::{Class, Failure};
 use ratelab_check::envelope::{self, Envelope};
 use ratelab_check::history::History;
 use ratelab_check::linearizable::{Initial, Op, Seen};

@@ -3,8 +3,7 @@
 //! store error an erroring store call or an active fault, an open breaker an earlier
 //! failure on its gateway; each store-full answer the store's refusal for want of room.
 
-use super::checker::{Checker, Figure, Judged, Needs, Run};
-use super::failure::{Class, Failure};
+use super::checker::{Checker, Class, Failure, Figure, Judged, Needs, Run, Runs};
 use crate::scenario::ms;
 use ratelab_check::fail_reasons::{self, FaultWindow, Unexplained};
 
@@ -17,7 +16,6 @@ const FIGURES: &[Figure] = &[Figure::zero(
      timeout before the deadline, a store error with no erroring call and no fault, an open \
      breaker with no earlier failure, a full store the store never reported",
     Needs::Nothing,
-    |r| Some(judge(r).1.len() as u64),
 )];
 
 fn judge(run: &Run<'_>) -> (u64, Vec<Unexplained>) {
@@ -41,13 +39,17 @@ fn judge(run: &Run<'_>) -> (u64, Vec<Unexplained>) {
     fail_reasons::judge(run.h, ms(spec.store.timeout_ms.get()), &faults, opens_after)
 }
 
-impl Checker for FailReasons {
+impl Checker<Runs> for FailReasons {
     fn name(&self) -> &'static str {
         "fail-reasons"
     }
 
     fn figures(&self) -> &'static [Figure] {
         FIGURES
+    }
+
+    fn measure(&self, run: &Run<'_>, out: &mut Judged) {
+        out.measured("unexplained_failures", judge(run).1.len() as u64);
     }
 
     fn judge(&self, run: &Run<'_>, out: &mut Judged) {

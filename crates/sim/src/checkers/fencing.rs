@@ -4,8 +4,7 @@
 //! fence's rule. Commits from a superseded sender (another owner or token granted the lease
 //! since its grant, close to the fence's own rule) are figures only.
 
-use super::checker::{Checker, Figure, Judged, Needs, Run};
-use super::failure::{Class, Failure};
+use super::checker::{Checker, Failure, Figure, Judged, Needs, Run, Runs};
 
 /// The fencing checker.
 pub struct Fencing;
@@ -16,36 +15,26 @@ const FIGURES: &[Figure] = &[
         "cleanup commits accepted while a lease granted after their sender's was still within \
          its length",
         Needs::Job,
-        |r| {
-            r.report
-                .job
-                .as_ref()
-                .filter(|j| j.fencing)
-                .map(|j| j.in_successor_lease)
-        },
     ),
     Figure::bounded(
         "stale_writes_accepted",
         "cleanup commits accepted from a sender another owner or token was granted the lease \
          after",
         Needs::Job,
-        |r| r.report.job.as_ref().map(|j| j.stale_accepted),
     ),
     Figure::bounded(
         "stale_writes_rejected",
         "cleanup commits the fence rejected as stale",
         Needs::Job,
-        |r| r.report.job.as_ref().map(|j| j.stale_rejected),
     ),
     Figure::zero(
         "leader_conflicts",
         "breaches of one leader at a time",
         Needs::Job,
-        |r| r.report.job.as_ref().map(|j| j.leader_conflicts),
     ),
 ];
 
-impl Checker for Fencing {
+impl Checker<Runs> for Fencing {
     fn name(&self) -> &'static str {
         "fencing"
     }
@@ -54,16 +43,27 @@ impl Checker for Fencing {
         FIGURES
     }
 
+    fn measure(&self, run: &Run<'_>, out: &mut Judged) {
+        let Some(j) = run.job() else {
+            return;
+        };
+        if j.fencing {
+            out.measured("commits_in_successor_lease", j.in_successor_lease);
+        }
+        out.measured("stale_writes_accepted", j.stale_accepted);
+        out.measured("stale_writes_rejected", j.stale_rejected);
+        out.measured("leader_conflicts", j.leader_conflicts);
+    }
+
     fn judge(&self, run: &Run<'_>, out: &mut Judged) {
-        let Some(j) = run.report.job.as_ref().filter(|j| j.fencing) else {
+        let Some(j) = run.job().filter(|j| j.fencing) else {
             return;
         };
         if !run.h.commits.is_empty() {
             out.judged("fencing", run.h.commits.len() as u64);
         }
         if j.in_successor_lease > 0 || j.leader_conflicts > 0 {
-            out.failures.push(Failure::new(
-                Class::Safety,
+            out.failures.push(Failure::safety(
                 "fencing",
                 format!(
                     "{} commits accepted within a successor's lease, {} breaches of one leader \

@@ -10,8 +10,7 @@
 //! family), a wrong `remaining` or `Retry-After`. The first violation is reported; a key
 //! whose search runs out of budget is counted as unknown, neither passed nor failed.
 
-use super::checker::{Checker, Judged, Run};
-use super::failure::{Class, Failure};
+use super::checker::{Checker, Class, Failure, Judged, Run, Runs};
 use crate::spec::{WithFamily, bucket_spec, with_family};
 use ratelab_check::family::{self, Family};
 use ratelab_check::history::History;
@@ -26,7 +25,7 @@ pub const LINEARIZABILITY_BUDGET: u64 = 1_000_000;
 /// The linearizability checker.
 pub struct Linearizable;
 
-impl Checker for Linearizable {
+impl Checker<Runs> for Linearizable {
     fn name(&self) -> &'static str {
         "linearizable"
     }

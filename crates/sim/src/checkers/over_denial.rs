@@ -7,8 +7,7 @@
 //! the denial cache's answers are judged apart (`cached_unjustified`). A user's limiter that
 //! claims only a window bound is not held to it.
 
-use super::checker::{Checker, Figure, Judged, Needs, Run};
-use super::failure::{Class, Failure};
+use super::checker::{Checker, Class, Failure, Figure, Judged, Needs, Run, Runs};
 use ratelab_check::linearizable::{Op, Seen};
 use ratelab_core::{Algorithm, Nanos, Policy};
 use ratelab_store::{Path, TimeSource};
@@ -22,7 +21,6 @@ const FIGURES: &[Figure] = &[Figure::bounded(
     "requests a fixed window denied while their window had room for them (atomic path, store \
      clock; not measured otherwise)",
     Needs::FixedWindow,
-    |r| over_denied(r).map(|(_, d)| d.len() as u64),
 )];
 
 /// One wrong denial: the request, its key, when, and what its window had admitted by then.
@@ -104,13 +102,19 @@ fn over_denied<'h>(run: &Run<'h>) -> Option<(u64, Vec<Wrong<'h>>)> {
     Some((denials, wrong))
 }
 
-impl Checker for OverDenial {
+impl Checker<Runs> for OverDenial {
     fn name(&self) -> &'static str {
         "over-denial"
     }
 
     fn figures(&self) -> &'static [Figure] {
         FIGURES
+    }
+
+    fn measure(&self, run: &Run<'_>, out: &mut Judged) {
+        if let Some((_, wrong)) = over_denied(run) {
+            out.measured("over_denied", wrong.len() as u64);
+        }
     }
 
     fn judge(&self, run: &Run<'_>, out: &mut Judged) {

@@ -2,8 +2,7 @@
 //! have waited out a deadline and, with a breaker, its cooldown and the probe that closes
 //! it, every request is decided by every limit on its way — no fail-open, error or bypass.
 
-use super::checker::{Checker, Figure, Judged, Needs, Run};
-use super::failure::{Class, Failure};
+use super::checker::{Checker, Class, Failure, Figure, Judged, Needs, Run, Runs};
 use crate::scenario::ms;
 use ratelab_check::recovery::{self, Undecided};
 use ratelab_core::Nanos;
@@ -16,7 +15,6 @@ const FIGURES: &[Figure] = &[Figure::zero(
     "requests sent after every fault healed (plus a deadline, and a breaker's cooldown and \
      its probe) that a limit did not decide: failed open, refused on an error, or bypassed",
     Needs::Nothing,
-    |r| Some(judge(r).1.len() as u64),
 )];
 
 /// When the gateways have recovered: the last fault's end, a deadline for a call in flight,
@@ -36,13 +34,17 @@ fn judge(run: &Run<'_>) -> (u64, Vec<Undecided>) {
     recovery::undecided_after(run.h, recovered_at(run), deadline)
 }
 
-impl Checker for Recovery {
+impl Checker<Runs> for Recovery {
     fn name(&self) -> &'static str {
         "recovery"
     }
 
     fn figures(&self) -> &'static [Figure] {
         FIGURES
+    }
+
+    fn measure(&self, run: &Run<'_>, out: &mut Judged) {
+        out.measured("undecided_after_recovery", judge(run).1.len() as u64);
     }
 
     fn judge(&self, run: &Run<'_>, out: &mut Judged) {

@@ -1,7 +1,8 @@
 //! The registry of checkers: every figure a bound, bounds read and written back, located
 //! errors for bounds no checker reports or a scenario cannot measure.
 
-use ratelab_sim::checkers::{CHECKERS, figures};
+use ratelab_core::Policy;
+use ratelab_sim::checkers::{CHECKERS, Needs, figures};
 use ratelab_sim::scenario::Expect;
 use ratelab_sim::{Scenario, ScenarioError};
 use std::collections::BTreeSet;
@@ -28,7 +29,7 @@ fn every_figure_is_named_once_and_bounds_both_ways() {
     let unique: BTreeSet<&str> = names.iter().copied().collect();
     assert_eq!(names.len(), unique.len(), "{names:?}");
     let checkers: BTreeSet<&str> = CHECKERS.iter().map(|c| c.name()).collect();
-    assert_eq!(checkers.len(), CHECKERS.len());
+    assert_eq!(checkers.len(), CHECKERS.iter().count());
     for name in names {
         let mut e = Expect::default();
         assert!(e.set(&format!("{name}_at_most"), 3).is_some(), "{name}");
@@ -67,11 +68,11 @@ fn a_bound_the_scenario_cannot_measure_is_located() {
 fn bounds_are_held_and_a_broken_one_is_stated_with_its_numbers() {
     let sc = with_expect(r#"{ "allowed_at_most": 3, "denied_at_least": 0 }"#).unwrap();
     let (r, _) = ratelab_sim::run(&sc, 1, Default::default());
-    assert!(r.allowed > 3, "{r:?}");
+    assert!(r.figure("allowed") > 3, "{r:?}");
     assert!(
         r.failures
             .iter()
-            .any(|f| f == &format!("allowed = {}, expected at most 3", r.allowed)),
+            .any(|f| f == &format!("allowed = {}, expected at most 3", r.figure("allowed"))),
         "{:?}",
         r.failures
     );
@@ -110,4 +111,43 @@ fn a_bound_written_twice_is_an_error() {
     let e = with_expect(r#"{ "max_excess_at_most": 0, "max_excess_at_most": 5 }"#).unwrap_err();
     assert_eq!(e.message, "duplicate field `max_excess_at_most`", "{e}");
     assert!(e.path.starts_with("expect"), "{e}");
+}
+
+/// Each figure a run reports is measured by the checker that declares it, exactly where the
+/// scenario has what it needs, and is no field of the report's own (in JSON the figures sit
+/// beside the report's fields, so a name both used would be written twice).
+#[test]
+fn a_run_reports_exactly_the_figures_its_checkers_measure() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    // Measured only on some runs of what they need: a fail-open answer, the atomic path on
+    // the store clock, a guard or a denial cache.
+    let conditional = ["fail_open_latency_ms", "over_denied", "store_calls_saved"];
+    for file in [
+        "sim-scenarios/edge/naive-edge-leaks.json",
+        "sim-scenarios/fencing/stale-leader-fenced.json",
+        "sim-scenarios/fixed-window-boundary-burst.json",
+        "sim-scenarios/gateway/fail-open-store-errors.json",
+    ] {
+        let sc = Scenario::load(&root.join(file)).unwrap_or_else(|e| panic!("{e}"));
+        let (mut r, _) = ratelab_sim::run(&sc, 1, Default::default());
+        for name in r.figures.keys() {
+            assert!(CHECKERS.figure(name).is_some(), "{file}: {name}");
+        }
+        for f in figures() {
+            let has = match f.needs {
+                Needs::Nothing => true,
+                Needs::Edge => sc.spec().gateway.edge.is_some(),
+                Needs::Job => sc.spec().cleanup_job.is_some(),
+                Needs::FixedWindow => matches!(sc.policy(), Policy::FixedWindow(_)),
+            };
+            if !conditional.contains(&f.name) {
+                assert_eq!(r.figures.contains_key(f.name), has, "{file}: {}", f.name);
+            }
+        }
+        r.figures.clear();
+        let own = serde_json::to_value(&r).unwrap();
+        for f in figures() {
+            assert!(own.get(f.name).is_none(), "{}: a report field", f.name);
+        }
+    }
 }

@@ -38,16 +38,16 @@ fn a_builtin_bucket_plugged_in_gives_the_builtin_trace_hash() {
             assert_eq!(plugged.trace_hash, builtin.trace_hash, "{path} seed {seed}");
             assert_eq!(
                 (
-                    plugged.allowed,
-                    plugged.denied,
-                    plugged.errors,
-                    plugged.max_excess
+                    plugged.figure("allowed"),
+                    plugged.figure("denied"),
+                    plugged.figure("errors"),
+                    plugged.figure("max_excess")
                 ),
                 (
-                    builtin.allowed,
-                    builtin.denied,
-                    builtin.errors,
-                    builtin.max_excess
+                    builtin.figure("allowed"),
+                    builtin.figure("denied"),
+                    builtin.figure("errors"),
+                    builtin.figure("max_excess")
                 )
             );
             assert!(builtin.checkers.is_none());
@@ -171,7 +171,10 @@ fn the_exact_window_claim_catches_a_boundary_spike_the_window_claim_allows() {
     for seed in [1, 2, 3] {
         let (r, _) = run_with(&sc("pass"), seed, RunOptions::default(), &window).expect("runs");
         assert!(r.passed, "seed {seed}: {:?}", r.failures);
-        assert!(r.max_in_window > 5, "seed {seed}: no boundary spike drawn");
+        assert!(
+            r.figure("max_in_window") > 5,
+            "seed {seed}: no boundary spike drawn"
+        );
         let (r, _) =
             run_with(&sc("safety/window"), seed, RunOptions::default(), &exact).expect("runs");
         assert!(r.passed, "seed {seed}: {:?}", r.failures);

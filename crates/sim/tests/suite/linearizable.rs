@@ -98,7 +98,7 @@ fn correct_runs_are_linearizable_and_naive_runs_are_not() {
             r.keys,
             r.violations.len(),
             r.unknown.len(),
-            report.total_excess
+            report.figure("total_excess")
         );
         if correct_limiter(&sc) {
             correct += 1;
@@ -115,7 +115,7 @@ fn correct_runs_are_linearizable_and_naive_runs_are_not() {
             );
         } else if sc.spec().store.path == PathName::Naive && !r.violations.is_empty() {
             naive_caught += 1;
-            if report.total_excess == 0 {
+            if report.figure("total_excess") == 0 {
                 inside_envelope += 1;
             }
         }

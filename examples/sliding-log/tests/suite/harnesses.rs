@@ -34,7 +34,7 @@ fn cluster(sc: ScenarioBuilder, verdict: &str) -> Vec<u64> {
         let replay = format!("seed {} (RATELAB_SEED={0} replays it)", r.seed);
         assert!(r.passed, "{replay}: {:?}", r.failures);
     }
-    reports.iter().map(|r| r.max_in_window).collect()
+    reports.iter().map(|r| r.figure("max_in_window")).collect()
 }
 
 #[test]
