@@ -7,7 +7,6 @@ use crate::checkers::{
     JobFigures, Liveness, Run, Witness,
 };
 use crate::scenario::Scenario;
-use ratelab_check::answers::{self, AnswerReport};
 use ratelab_check::envelope;
 use ratelab_check::history::History;
 use ratelab_core::{Algorithm, Nanos};
@@ -118,12 +117,10 @@ pub fn build(
 ) -> Report {
     let run = Run::new(sc, h).stats(stats);
     let measured = CHECKERS.measure(&run);
-    let AnswerReport {
-        unanswered,
-        duplicated,
-        ..
-    } = answers::answered_once(&h.requests);
-    let counts = Counts::of(sc, h);
+    let counts = measured
+        .evidence::<Counts>("answered-once")
+        .cloned()
+        .unwrap_or_else(|| Counts::of(sc, h));
     let gateway_counters = GatewayCounters::sum(stats);
     let gaps: Vec<u64> = h
         .requests
@@ -160,8 +157,8 @@ pub fn build(
         fail_open_latency_percentiles_ms: counts.fail_open_latency_ms,
         gateway_counters,
         groups: counts.groups,
-        unanswered,
-        duplicated,
+        unanswered: counts.unanswered,
+        duplicated: counts.duplicated,
         envelope: bound.map_or(0, |b| b.allowance),
         excess_witness: bound.and_then(|b| b.witness.clone()),
         key_allowed,

@@ -41,6 +41,8 @@ pub mod redis_conn;
 pub mod redis_lane;
 #[cfg(feature = "redis")]
 pub mod redis_store;
+#[cfg(feature = "redis")]
+pub mod redis_windows;
 pub mod rng;
 
 pub use backend::{BackendMutex, StdBackend, SyncBackend};

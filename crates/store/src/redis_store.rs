@@ -181,7 +181,7 @@ fn stall_bound(timeout: Duration) -> Duration {
     timeout.saturating_mul(20).max(Duration::from_secs(1))
 }
 
-fn store_err(e: &redis::RedisError) -> StoreError {
+pub(crate) fn store_err(e: &redis::RedisError) -> StoreError {
     if e.is_timeout() {
         StoreError::Timeout
     } else {

@@ -78,6 +78,7 @@ impl Checker<Runs> for Answers {
         if let Some([_, _, worst]) = c.fail_open_latency_ms {
             out.measured("fail_open_latency_ms", worst.ceil() as u64);
         }
+        out.keep("answered-once", c);
     }
 
     fn judge(&self, run: &Run<'_>, out: &mut Judged) {
@@ -114,8 +115,14 @@ pub struct GroupCounts {
     pub bypassed: u64,
 }
 
-/// The answers counted by kind, and the invariants on store calls that hold for every run.
+/// The answers counted by kind, and the invariants on store calls that hold for every run
+/// (the checker's evidence, which the report describes the answers with).
+#[derive(Clone, Debug)]
 pub(crate) struct Counts {
+    /// Requests never answered.
+    pub unanswered: u64,
+    /// Answers beyond the first.
+    pub duplicated: u64,
     pub allowed: u64,
     pub denied: u64,
     pub bypassed: u64,
@@ -136,7 +143,10 @@ pub(crate) struct Counts {
 
 impl Counts {
     pub fn of(sc: &Scenario, h: &History) -> Counts {
+        let once = answers::answered_once(&h.requests);
         let mut c = Counts {
+            unanswered: once.unanswered,
+            duplicated: once.duplicated,
             allowed: 0,
             denied: 0,
             bypassed: 0,

@@ -1,0 +1,237 @@
+//! The window families and the stepped bucket on a real `redis-server` (`windows.lua`): on
+//! generated limits and request sequences, one script call over one key or several decides
+//! exactly as the core's all-or-nothing decision, field for field — through clock steps
+//! forward and back, idle gaps past a key's lifetime, keys Redis expired (deleted when the
+//! core says their state is over), and a script cache flushed mid-sequence (`NOSCRIPT`); on a
+//! Redis Cluster too, each request's keys in one slot.
+
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestRunner};
+use ratelab_core::all::{Effect, Part, decide_all};
+use ratelab_core::{
+    Algorithm, FirstHitWindow, FixedWindow, Nanos, Policy, PolicyState, SlidingWindow,
+    SteppedBucket,
+};
+use ratelab_store::redis_conn::Conn;
+use ratelab_store::redis_windows::{self, ScriptLimit, WINDOWS_SCRIPT};
+use ratelab_testkit::redis_cluster::RedisCluster;
+use ratelab_testkit::redis_server::RedisServer;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+/// Today-ish, in ns since the epoch: the script must stay exact at realistic clocks.
+const EPOCH_NS: i64 = 1_764_500_000_123_456_789;
+
+/// A limit of family `family` (0 to 3) from three drawn numbers.
+fn policy(family: u8, n: u64, window_ns: u64, amount: u64) -> Policy {
+    let w = Nanos(window_ns);
+    match family {
+        0 => Policy::FixedWindow(FixedWindow::new(n, w).unwrap()),
+        1 => Policy::FirstHitWindow(FirstHitWindow::new(n, w).unwrap()),
+        2 => Policy::SlidingWindow(SlidingWindow::new(n, w).unwrap()),
+        _ => Policy::SteppedBucket(SteppedBucket::new(n, amount, Nanos(window_ns / 4)).unwrap()),
+    }
+}
+
+fn limits() -> impl Strategy<Value = Vec<Policy>> {
+    let one = (
+        0u8..4,
+        1u64..=12,
+        prop_oneof![
+            Just(1_000_000_000u64),
+            (22u32..=32).prop_map(|b| 1u64 << b),
+            4_000_000u64..=4_000_000_000
+        ],
+        1u64..=4,
+    )
+        .prop_map(|(f, n, w, a)| policy(f, n, w, a));
+    prop::collection::vec(one, 1..=3)
+}
+
+/// How the clock moves before a request.
+#[derive(Clone, Copy, Debug)]
+enum Step {
+    /// By this many ns (now and then back).
+    By(i64),
+    /// To the first limit's next window boundary, plus this many ns (-1, 0 or 1): where a
+    /// window ends, the first hit's as well when it opened on one.
+    Boundary(i64),
+}
+
+/// Per request: the clock's step, and its cost.
+fn requests() -> impl Strategy<Value = Vec<(Step, u64)>> {
+    let step = prop_oneof![
+        6 => (0i64..400_000_000).prop_map(Step::By),
+        2 => (0i64..9_000_000_000).prop_map(Step::By),
+        1 => (-300_000_000i64..0).prop_map(Step::By),
+        2 => (-1i64..=1).prop_map(Step::Boundary),
+    ];
+    prop::collection::vec((step, 1u64..=3), 1..80)
+}
+
+/// The time after `step` from `t`, the window boundaries those of `p`'s quota.
+fn moved(t: i64, step: Step, p: &Policy) -> i64 {
+    match step {
+        Step::By(d) => t + d,
+        Step::Boundary(off) => {
+            let w = p.quota().window.as_u64() as i64;
+            (t / w + 1) * w + off
+        }
+    }
+}
+
+/// Where the sequences run: a connection, each sequence's key for each limit, and whether to
+/// flush the script cache now and then (on one server: a cluster routes `SCRIPT FLUSH` to
+/// one node of its choosing).
+struct Target {
+    conn: Conn,
+    key: fn(u64, usize) -> String,
+    flush: bool,
+}
+
+/// Runs `cases` generated sequences on `target`, each request compared with the core's
+/// all-or-nothing decision: (decisions, sequences).
+fn agree(rt: &tokio::runtime::Runtime, target: &Target, cases: u32) -> (u64, u64) {
+    let script = redis::Script::new(WINDOWS_SCRIPT);
+    let mut runner = TestRunner::new(Config {
+        cases,
+        failure_persistence: None,
+        ..Config::default()
+    });
+    let sequences = AtomicU64::new(0);
+    let decisions = AtomicU64::new(0);
+    runner
+        .run(&(limits(), requests()), |(policies, ops)| {
+            let case = sequences.fetch_add(1, Ordering::Relaxed) + 1;
+            let mut conn = target.conn.clone();
+            let limits: Vec<ScriptLimit> = policies
+                .iter()
+                .map(|p| ScriptLimit::new(*p).unwrap())
+                .collect();
+            let keys: Vec<String> = (0..limits.len()).map(|i| (target.key)(case, i)).collect();
+            let mut states: Vec<Option<PolicyState>> = vec![None; limits.len()];
+            let mut t = EPOCH_NS;
+            for (i, &(step, cost)) in ops.iter().enumerate() {
+                t = moved(t, step, &policies[0]);
+                let now = Nanos(t as u64);
+                let costs: Vec<u64> = policies.iter().map(|p| cost.min(p.quota().limit)).collect();
+                rt.block_on(async {
+                    // Redis's own expiry of a key whose state is over, as the core says.
+                    for (k, (p, s)) in keys.iter().zip(policies.iter().zip(&mut states)) {
+                        if s.is_some_and(|st| p.expires_at(&st) <= now) && i % 3 == 0 {
+                            let _: () = redis::cmd("DEL")
+                                .arg(k)
+                                .query_async(&mut conn)
+                                .await
+                                .unwrap();
+                            *s = None;
+                        }
+                    }
+                    if target.flush && i % 17 == 16 {
+                        let _: () = redis::cmd("SCRIPT")
+                            .arg("FLUSH")
+                            .query_async(&mut conn)
+                            .await
+                            .unwrap();
+                    }
+                });
+                let parts: Vec<(&str, &ScriptLimit, u64)> = keys
+                    .iter()
+                    .zip(&limits)
+                    .zip(&costs)
+                    .map(|((k, l), c)| (k.as_str(), l, *c))
+                    .collect();
+                let got = rt
+                    .block_on(redis_windows::decide(&mut conn, &script, &parts, Some(now)))
+                    .unwrap();
+                let core: Vec<Part<'_, Policy>> = policies
+                    .iter()
+                    .zip(&states)
+                    .zip(&costs)
+                    .map(|((p, s), c)| Part {
+                        algorithm: p,
+                        state: *s,
+                        cost: *c,
+                    })
+                    .collect();
+                let want = decide_all(&core, now).unwrap();
+                let want_decisions: Vec<_> = want.parts.iter().map(|(_, d)| *d).collect();
+                prop_assert_eq!(got.allowed, want.allowed, "request {} at {}", i, t);
+                prop_assert_eq!(
+                    &got.decisions,
+                    &want_decisions,
+                    "request {} of {:?} at {} under {:?}",
+                    i,
+                    ops,
+                    t,
+                    policies
+                );
+                prop_assert_eq!(got.store_time, now);
+                for (s, (effect, _)) in states.iter_mut().zip(&want.parts) {
+                    if let Effect::Spent(next) = effect {
+                        *s = Some(*next);
+                    }
+                }
+                decisions.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok(())
+        })
+        .unwrap();
+    (decisions.into_inner(), sequences.into_inner())
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+#[test]
+#[cfg_attr(
+    ratelab_missing_redis,
+    ignore = "redis-server is not installed (Debian: apt-get install redis-server)"
+)]
+fn the_windows_script_decides_every_family_exactly_as_the_core() {
+    let Some(server) =
+        RedisServer::start("the_windows_script_decides_every_family_exactly_as_the_core")
+    else {
+        return;
+    };
+    let rt = runtime();
+    let conn = rt
+        .block_on(Conn::open(&server.url(), Duration::from_secs(2)))
+        .unwrap();
+    let target = Target {
+        conn,
+        key: |case, i| format!("w{case}:{i}"),
+        flush: true,
+    };
+    let (decisions, sequences) = agree(&rt, &target, 96);
+    println!("windows.lua and the core agreed on {decisions} decisions in {sequences} sequences");
+}
+
+/// The same on a Redis Cluster, each request's keys in one slot (one hash tag).
+#[test]
+#[cfg_attr(
+    ratelab_missing_redis_cluster,
+    ignore = "redis-server or redis-cli is not installed (Debian: apt-get install redis-server)"
+)]
+fn the_windows_script_decides_as_the_core_on_a_cluster() {
+    let Some(cluster) = RedisCluster::start("windows_on_a_cluster") else {
+        return;
+    };
+    let rt = runtime();
+    let conn = rt
+        .block_on(Conn::open_cluster(&cluster.seeds(), Duration::from_secs(2)))
+        .unwrap();
+    let target = Target {
+        conn,
+        key: |case, i| format!("{{w{case}}}:{i}"),
+        flush: false,
+    };
+    let (decisions, sequences) = agree(&rt, &target, 24);
+    println!(
+        "on a cluster, windows.lua and the core agreed on {decisions} decisions in {sequences} sequences"
+    );
+}
