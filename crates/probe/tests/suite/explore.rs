@@ -127,7 +127,63 @@ fn an_exploring_audit_finds_a_racy_window_and_its_reproducer_shows_it_outside_ra
             .starts_with("ratelab audit --explore racy/racy --replay ")
     );
     let script = lost.script.as_ref().expect("a reproducer");
-    // Outside ratelab: a fresh instance, the script, nothing else.
+    // Outside ratelab: a fresh instance, the script, nothing else. A race shown by timing
+    // alone is a chance, not a certainty, on a loaded machine: one run in three must show it.
+    let mut said = vec![run_outside(&recipe, script)];
+    while said.len() < 3 && said.iter().all(|(code, _)| *code != Some(1)) {
+        said.push(run_outside(&recipe, script));
+    }
+    assert!(said.iter().any(|(code, _)| *code == Some(1)), "{said:#?}");
+    // The campaign's record reads back as AUDITS.md renders it.
+    explore::save(&out, &e).unwrap();
+    let saved = explore::saved(&out).unwrap();
+    assert_eq!(saved.len(), 1);
+    assert!(explore::section(&saved).contains("| `racy/racy` |"));
+    // `--confirm`: the target started afresh, the reproducer written again and run as a
+    // user would, its verdict recorded beside the finding (one confirmation in three must
+    // show it, as above).
+    settings.repeats = 1;
+    let confirm = || {
+        let confirmed = rt
+            .block_on(explore::confirm::confirm(
+                &targets[0],
+                &settings,
+                &out,
+                |l| eprintln!("{l}"),
+            ))
+            .expect("the reproducers run");
+        let outside = confirmed
+            .findings
+            .iter()
+            .find(|f| f.check == lost.check)
+            .and_then(|f| f.outside.clone())
+            .expect("the finding's reproducer ran");
+        (confirmed, outside)
+    };
+    let mut tries = vec![confirm()];
+    while tries.len() < 3 && tries.iter().all(|t| t.1.k == 0) {
+        tries.push(confirm());
+    }
+    let (confirmed, outside) = tries.last().expect("one confirmation").clone();
+    assert_eq!(
+        (outside.k, outside.n, outside.errors),
+        (1, 1, 0),
+        "{:#?}",
+        tries.iter().map(|t| &t.1).collect::<Vec<_>>()
+    );
+    assert!(
+        outside.said.iter().any(|l| l == "reproduced"),
+        "{outside:?}"
+    );
+    assert!(
+        explore::section(&[confirmed]).contains("outside ratelab 1 of 1"),
+        "the section names the reproducer's runs"
+    );
+}
+
+/// Runs `script` against a fresh instance of the recipe's server: its exit code and what it
+/// printed. A run that shows the violation exits 1 and says `reproduced` and `admitted`.
+fn run_outside(recipe: &std::path::Path, script: &std::path::Path) -> (Option<i32>, String) {
     let port = ratelab_procs::free_port();
     let mut server = Command::new("python3")
         .arg(recipe.join("server.py"))
@@ -146,50 +202,13 @@ fn an_exploring_audit_finds_a_racy_window_and_its_reproducer_shows_it_outside_ra
         .unwrap();
     server.kill().ok();
     server.wait().ok();
-    let said = String::from_utf8_lossy(&run.stdout);
-    assert_eq!(
-        run.status.code(),
-        Some(1),
-        "{said}{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
-    assert!(
-        said.contains("reproduced") && said.contains("admitted"),
-        "{said}"
-    );
-    // The campaign's record reads back as AUDITS.md renders it.
-    explore::save(&out, &e).unwrap();
-    let saved = explore::saved(&out).unwrap();
-    assert_eq!(saved.len(), 1);
-    assert!(explore::section(&saved).contains("| `racy/racy` |"));
-    // `--confirm`: the target started afresh, the reproducer written again and run as a
-    // user would, its verdict recorded beside the finding.
-    settings.repeats = 1;
-    let confirmed = rt
-        .block_on(explore::confirm::confirm(
-            &targets[0],
-            &settings,
-            &out,
-            |l| eprintln!("{l}"),
-        ))
-        .expect("the reproducers run");
-    let outside = confirmed
-        .findings
-        .iter()
-        .find(|f| f.check == lost.check)
-        .and_then(|f| f.outside.clone())
-        .expect("the finding's reproducer ran");
-    assert_eq!(
-        (outside.k, outside.n, outside.errors),
-        (1, 1, 0),
-        "{outside:?}"
-    );
-    assert!(
-        outside.said.iter().any(|l| l == "reproduced"),
-        "{outside:?}"
-    );
-    assert!(
-        explore::section(&[confirmed]).contains("outside ratelab 1 of 1"),
-        "the section names the reproducer's runs"
-    );
+    let said = String::from_utf8_lossy(&run.stdout).into_owned();
+    let code = run.status.code();
+    if code == Some(1) {
+        assert!(
+            said.contains("reproduced") && said.contains("admitted"),
+            "{said}"
+        );
+    }
+    (code, said + &String::from_utf8_lossy(&run.stderr))
 }
