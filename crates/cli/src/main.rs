@@ -21,6 +21,12 @@ use clap::{Parser, Subcommand};
 use ratelab_lab::commands::EXIT_BAD_INPUT;
 use std::process::ExitCode;
 
+/// mimalloc: a simulated request allocates its messages, futures and records many times over
+/// (docs/PERFORMANCE.md, "Simulator speed", measured `ratelab bench` with it and with glibc's
+/// allocator side by side).
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser, Debug)]
 #[command(
     name = "ratelab",
