@@ -22,6 +22,8 @@ use std::time::Duration;
 /// Today-ish, in ns since the epoch: the script must stay exact at realistic clocks.
 const EPOCH_NS: i64 = 1_764_500_000_123_456_789;
 
+const TIMEOUT: Duration = Duration::from_secs(2);
+
 /// A limit of family `family` (0 to 3) from three drawn numbers.
 fn policy(family: u8, n: u64, window_ns: u64, amount: u64) -> Policy {
     let w = Nanos(window_ns);
@@ -187,6 +189,14 @@ fn runtime() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
+/// Runs `cases` sequences on `target` and says how many agreed.
+fn report(target: &Target, rt: &tokio::runtime::Runtime, cases: u32, on: &str) {
+    let (decisions, sequences) = agree(rt, target, cases);
+    println!(
+        "{on}: windows.lua and the core agreed on {decisions} decisions in {sequences} sequences"
+    );
+}
+
 #[test]
 #[cfg_attr(
     ratelab_missing_redis,
@@ -199,16 +209,18 @@ fn the_windows_script_decides_every_family_exactly_as_the_core() {
         return;
     };
     let rt = runtime();
-    let conn = rt
-        .block_on(Conn::open(&server.url(), Duration::from_secs(2)))
-        .unwrap();
-    let target = Target {
-        conn,
-        key: |case, i| format!("w{case}:{i}"),
-        flush: true,
-    };
-    let (decisions, sequences) = agree(&rt, &target, 96);
-    println!("windows.lua and the core agreed on {decisions} decisions in {sequences} sequences");
+    let conn = rt.block_on(Conn::open(&server.url(), TIMEOUT)).unwrap();
+    let key = |case, i| format!("w{case}:{i}");
+    report(
+        &Target {
+            conn,
+            key,
+            flush: true,
+        },
+        &rt,
+        96,
+        "one server",
+    );
 }
 
 /// The same on a Redis Cluster, each request's keys in one slot (one hash tag).
@@ -223,15 +235,17 @@ fn the_windows_script_decides_as_the_core_on_a_cluster() {
     };
     let rt = runtime();
     let conn = rt
-        .block_on(Conn::open_cluster(&cluster.seeds(), Duration::from_secs(2)))
+        .block_on(Conn::open_cluster(&cluster.seeds(), TIMEOUT))
         .unwrap();
-    let target = Target {
-        conn,
-        key: |case, i| format!("{{w{case}}}:{i}"),
-        flush: false,
-    };
-    let (decisions, sequences) = agree(&rt, &target, 24);
-    println!(
-        "on a cluster, windows.lua and the core agreed on {decisions} decisions in {sequences} sequences"
+    let key = |case, i| format!("{{w{case}}}:{i}");
+    report(
+        &Target {
+            conn,
+            key,
+            flush: false,
+        },
+        &rt,
+        24,
+        "a cluster",
     );
 }

@@ -22,7 +22,9 @@
 //!
 //! **A new store backend** implements [`Store`] (in process) or [`StoreClient`] (over a
 //! network) in a file here; the server picks it in its `stores` module. An algorithm Redis
-//! should run atomically is a Lua script here beside `token_bucket.lua`.
+//! should run atomically is a Lua script here: the token bucket's is `token_bucket.lua`; the
+//! window families' and the stepped bucket's, one function each in `windows.lua`
+//! ([`redis_windows`], with an arm in `ScriptLimit::new` naming its parameters).
 //!
 //! [`MemoryStore`] is the in-process store. It is generic over a [`SyncBackend`], so the
 //! loom and shuttle proofs in the workspace's `tests/` check this very code.

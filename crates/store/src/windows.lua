@@ -112,9 +112,23 @@ end
 -- the decision's figures for both outcomes: spent (k.r1, k.reset1, k.full1) and unspent
 -- (k.r0, k.reset0, k.full0, k.wait0).
 
+-- A window that counts up to its limit a, holding count, whose end is until_end away: the
+-- figures both fixed windows report (nothing is held back once it is empty).
+local function counted(k, count, until_end)
+  local function figures(n)
+    local whole = 0
+    if n > 0 then whole = until_end end
+    return k.a - n, whole, whole
+  end
+  k.admits = count + k.c <= k.a
+  k.r1, k.reset1, k.full1 = figures(count + k.c)
+  k.r0, k.reset0, k.full0 = figures(count)
+  k.wait0 = until_end
+end
+
 -- The fixed window aligned to the clock: (index, count).
 local function fixed(k)
-  local limit, w = k.a, k.b
+  local w = k.b
   local index, r = divnow(w)
   local win, count = index, 0
   if k.s then
@@ -128,15 +142,7 @@ local function fixed(k)
     ahead = (win - index) * w
   end
   local until_end = ahead + w - r
-  k.admits = count + k.c <= limit
-  local function figures(n)
-    local whole = 0
-    if n > 0 then whole = until_end end
-    return limit - n, whole, whole
-  end
-  k.r1, k.reset1, k.full1 = figures(count + k.c)
-  k.r0, k.reset0, k.full0 = figures(count)
-  k.wait0 = until_end
+  counted(k, count, until_end)
   k.next = string.format('%d %d', win, count + k.c)
   k.ttl = until_end
   return true
@@ -144,7 +150,7 @@ end
 
 -- The fixed window opened by a key's first request: (start_sec, start_nsec, count).
 local function first_hit(k)
-  local limit, w = k.a, k.b
+  local w = k.b
   local ss, sn, count = ns, nn, 0
   local elapsed = 0
   if k.s then
@@ -158,15 +164,7 @@ local function first_hit(k)
     if -d < w then ss, sn, count, elapsed = st[1], st[2], st[3], -d end
   end
   local until_end = w - elapsed
-  k.admits = count + k.c <= limit
-  local function figures(n)
-    local whole = 0
-    if n > 0 then whole = until_end end
-    return limit - n, whole, whole
-  end
-  k.r1, k.reset1, k.full1 = figures(count + k.c)
-  k.r0, k.reset0, k.full0 = figures(count)
-  k.wait0 = until_end
+  counted(k, count, until_end)
   k.next = string.format('%d %d %d', ss, sn, count + k.c)
   k.ttl = until_end
   return true
