@@ -7,5 +7,5 @@ mod http;
 mod multi_conformance;
 mod redis;
 mod redis_cluster;
-mod redis_windows;
+mod redis_limits;
 mod request_log;

@@ -22,9 +22,9 @@
 //!
 //! **A new store backend** implements [`Store`] (in process) or [`StoreClient`] (over a
 //! network) in a file here; the server picks it in its `stores` module. An algorithm Redis
-//! should run atomically is a Lua script here: the token bucket's is `token_bucket.lua`; the
-//! window families' and the stepped bucket's, one function each in `windows.lua`
-//! ([`redis_windows`], with an arm in `ScriptLimit::new` naming its parameters).
+//! should run atomically is a Lua script here: every family is one function in `limits.lua`
+//! ([`redis_limits`], with an arm in `ScriptLimit::new` naming its parameters), the token
+//! bucket's taken from `token_bucket.lua`, its own script.
 //!
 //! [`MemoryStore`] is the in-process store. It is generic over a [`SyncBackend`], so the
 //! loom and shuttle proofs in the workspace's `tests/` check this very code.
@@ -42,9 +42,9 @@ pub mod redis_conn;
 #[cfg(feature = "redis")]
 pub mod redis_lane;
 #[cfg(feature = "redis")]
-pub mod redis_store;
+pub mod redis_limits;
 #[cfg(feature = "redis")]
-pub mod redis_windows;
+pub mod redis_store;
 pub mod rng;
 
 pub use backend::{BackendMutex, StdBackend, SyncBackend};

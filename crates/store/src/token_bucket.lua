@@ -30,7 +30,10 @@ else
   nn = tonumber(ARGV[6])
 end
 
--- floor(x / y) for non-negative integers below 2^53, corrected for rounding in x / y.
+-- ratelab:shared begin (limits.lua runs these lines too, after its own clock reading)
+
+-- floor(x / y) for integers x, y below 2^53 in magnitude, y > 0, corrected for rounding in
+-- x / y.
 local function idiv(x, y)
   local q = math.floor(x / y)
   if q * y > x then
@@ -47,12 +50,12 @@ local function cdiv(x, y)
   return q
 end
 
--- One key's bucket: its policy, its state, and what one request would do to it.
-local function bucket(i, B, a, P, c)
+-- One key's bucket: its policy, its stored state s (false: none), and what one request
+-- would do to it.
+local function bucket(s, B, a, P, c)
   local k = {B = B, a = a, P = P, c = c, U = 1000000000 * a, burst = B * P}
   k.now_lo = nn * a
   local th, tl = ns, k.now_lo
-  local s = redis.call('GET', KEYS[i])
   if s then
     -- A value this script did not write is refused, never read as some other bucket: two
     -- decimal integers, hi of at most 15 digits and lo of at most 16 (both below 2^53, where
@@ -99,14 +102,16 @@ local function reset_after(k, h, l, r)
   return wait_for(k, h, l, r + 1)
 end
 
+-- ratelab:shared end
+
 local keys = {}
 local all = true
 for i = 1, #KEYS do
   -- KEYS[1]'s policy is ARGV[1..4] (then the time); KEYS[i]'s, for i > 1, ARGV[4i-1 .. 4i+2].
   local at = 1
   if i > 1 then at = 4 * i - 1 end
-  local k = bucket(i, tonumber(ARGV[at]), tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2]),
-    tonumber(ARGV[at + 3]))
+  local k = bucket(redis.call('GET', KEYS[i]), tonumber(ARGV[at]), tonumber(ARGV[at + 1]),
+    tonumber(ARGV[at + 2]), tonumber(ARGV[at + 3]))
   if not k then
     return redis.error_reply('CORRUPT ratelab: unreadable bucket state')
   end

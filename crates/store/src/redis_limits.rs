@@ -1,21 +1,35 @@
-//! The window families and the stepped bucket on Redis: `windows.lua`, one script call per
-//! request, over one limit's key or several (all or nothing, as one step), computing exactly
+//! Every limiter family on Redis: [`LIMITS_SCRIPT`], one script call per request over one
+//! limit's key or several of any families (all or nothing, as one step), computing exactly
 //! what `ratelab-core`'s transitions compute — decision, remaining, reset, retry-after and
 //! full-after — on Redis `TIME` or on the caller's clock.
 //!
-//! A [`ScriptLimit`] is a policy the script can decide exactly: every duration it handles (a
-//! window, a stepped bucket's fill time) below 2^50 ns (about 13 days), a window at least 1 ms
-//! long, so that every intermediate is an integer below 2^53 (Lua's doubles hold those
-//! exactly). The token bucket has a script of its own (`token_bucket.lua`). `redis-rs` runs
-//! the script by `EVALSHA` and loads it again after a `NOSCRIPT` (a restarted or flushed
-//! Redis).
+//! The script is `limits.lua` with the token bucket's functions put in from
+//! `token_bucket.lua` (the lines it marks as shared), so the token bucket is decided by one
+//! piece of Lua whichever script runs it, and a bucket written by either reads in the other.
+//!
+//! A [`ScriptLimit`] is a policy the script can decide exactly: a token bucket within
+//! `token_bucket.lua`'s range ([`crate::redis_store::check_exact`]); every other duration it
+//! handles (a window, a stepped bucket's fill time) below 2^50 ns (about 13 days), a window
+//! at least 1 ms long, so that every intermediate is an integer below 2^53 (Lua's doubles hold
+//! those exactly). `redis-rs` runs the script by `EVALSHA` and loads it again after a
+//! `NOSCRIPT` (a restarted or flushed Redis).
 
 use crate::redis_store::store_err;
 use crate::{AllApplied, LimitError, StoreError};
 use ratelab_core::{Algorithm, CostError, Decision, Nanos, Policy, WindowPolicy};
+use std::sync::LazyLock;
 
-/// The Lua script.
-pub const WINDOWS_SCRIPT: &str = include_str!("windows.lua");
+/// The script: `limits.lua`, the token bucket's shared functions of `token_bucket.lua`
+/// put in where it marks them.
+pub static LIMITS_SCRIPT: LazyLock<String> = LazyLock::new(|| {
+    // From the line after the opening marker to the closing one.
+    let shared = crate::redis_store::SCRIPT
+        .split_once("-- ratelab:shared begin")
+        .and_then(|(_, rest)| rest.split_once('\n'))
+        .and_then(|(_, rest)| rest.split_once("-- ratelab:shared end"))
+        .map_or("", |(shared, _)| shared);
+    include_str!("limits.lua").replacen("-- ratelab:shared here", shared, 1)
+});
 
 /// Every duration the script handles is below this, in ns.
 const EXACT_NS: u64 = 1 << 50;
@@ -48,8 +62,10 @@ impl ScriptLimit {
                 }
                 ("sb", [cap, amount, period])
             }
-            Policy::TokenBucket(_) => {
-                return Err("a token bucket runs token_bucket.lua, not windows.lua".into());
+            Policy::TokenBucket(b) => {
+                crate::redis_store::check_exact(&b).map_err(|e| e.to_string())?;
+                let period = b.refill_period().as_u64();
+                ("tb", [b.capacity(), b.refill_amount(), period])
             }
         };
         Ok(ScriptLimit {
@@ -77,7 +93,7 @@ fn window(w: &WindowPolicy) -> Result<[u64; 3], String> {
 }
 
 /// One request at every `(state key, limit, cost)` of `parts`, in one call of `script` (made
-/// from [`WINDOWS_SCRIPT`]) on `conn`: admitted and spent at every key, or at none. `now` is
+/// from [`LIMITS_SCRIPT`]) on `conn`: admitted and spent at every key, or at none. `now` is
 /// the caller's clock; `None` decides on the store's. The keys must be distinct (and, on a
 /// cluster, in one slot).
 pub async fn decide(
@@ -183,7 +199,22 @@ mod tests {
         let slow = SteppedBucket::new(1_000, 1, Nanos::from_millis(3_600_000)).unwrap();
         assert!(ScriptLimit::new(Policy::SteppedBucket(slow)).is_err());
         let bucket = TokenBucket::per_second(5, 1).unwrap();
-        assert!(ScriptLimit::new(Policy::TokenBucket(bucket)).is_err());
+        assert!(ScriptLimit::new(Policy::TokenBucket(bucket)).is_ok());
+        let huge = TokenBucket::per_second(5, 10_000_000).unwrap();
+        assert!(ScriptLimit::new(Policy::TokenBucket(huge)).is_err());
+    }
+
+    #[test]
+    fn the_script_holds_the_token_buckets_functions_once() {
+        let script = LIMITS_SCRIPT.as_str();
+        assert!(!script.contains("ratelab:shared"), "the marker is replaced");
+        for f in [
+            "local function bucket(",
+            "local function idiv(",
+            "local function fixed(",
+        ] {
+            assert_eq!(script.matches(f).count(), 1, "{f}");
+        }
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! The window families and the stepped bucket on a real `redis-server` (`windows.lua`): on
+//! The window families and the stepped bucket on a real `redis-server` (`the limits script`): on
 //! generated limits and request sequences, one script call over one key or several decides
 //! exactly as the core's all-or-nothing decision, field for field — through clock steps
 //! forward and back, idle gaps past a key's lifetime, keys Redis expired (deleted when the
@@ -7,13 +7,14 @@
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
+use ratelab_core::TokenBucket;
 use ratelab_core::all::{Effect, Part, decide_all};
 use ratelab_core::{
     Algorithm, FirstHitWindow, FixedWindow, Nanos, Policy, PolicyState, SlidingWindow,
     SteppedBucket,
 };
 use ratelab_store::redis_conn::Conn;
-use ratelab_store::redis_windows::{self, ScriptLimit, WINDOWS_SCRIPT};
+use ratelab_store::redis_limits::{self, LIMITS_SCRIPT, ScriptLimit};
 use ratelab_testkit::redis_cluster::RedisCluster;
 use ratelab_testkit::redis_server::RedisServer;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -24,20 +25,21 @@ const EPOCH_NS: i64 = 1_764_500_000_123_456_789;
 
 const TIMEOUT: Duration = Duration::from_secs(2);
 
-/// A limit of family `family` (0 to 3) from three drawn numbers.
+/// A limit of family `family` (0 to 4) from three drawn numbers.
 fn policy(family: u8, n: u64, window_ns: u64, amount: u64) -> Policy {
     let w = Nanos(window_ns);
     match family {
         0 => Policy::FixedWindow(FixedWindow::new(n, w).unwrap()),
         1 => Policy::FirstHitWindow(FirstHitWindow::new(n, w).unwrap()),
         2 => Policy::SlidingWindow(SlidingWindow::new(n, w).unwrap()),
-        _ => Policy::SteppedBucket(SteppedBucket::new(n, amount, Nanos(window_ns / 4)).unwrap()),
+        3 => Policy::SteppedBucket(SteppedBucket::new(n, amount, Nanos(window_ns / 4)).unwrap()),
+        _ => Policy::TokenBucket(TokenBucket::new(n, amount, Nanos(window_ns / 4)).unwrap()),
     }
 }
 
 fn limits() -> impl Strategy<Value = Vec<Policy>> {
     let one = (
-        0u8..4,
+        0u8..5,
         1u64..=12,
         prop_oneof![
             Just(1_000_000_000u64),
@@ -94,7 +96,7 @@ struct Target {
 /// Runs `cases` generated sequences on `target`, each request compared with the core's
 /// all-or-nothing decision: (decisions, sequences).
 fn agree(rt: &tokio::runtime::Runtime, target: &Target, cases: u32) -> (u64, u64) {
-    let script = redis::Script::new(WINDOWS_SCRIPT);
+    let script = redis::Script::new(&LIMITS_SCRIPT);
     let mut runner = TestRunner::new(Config {
         cases,
         failure_persistence: None,
@@ -144,7 +146,7 @@ fn agree(rt: &tokio::runtime::Runtime, target: &Target, cases: u32) -> (u64, u64
                     .map(|((k, l), c)| (k.as_str(), l, *c))
                     .collect();
                 let got = rt
-                    .block_on(redis_windows::decide(&mut conn, &script, &parts, Some(now)))
+                    .block_on(redis_limits::decide(&mut conn, &script, &parts, Some(now)))
                     .unwrap();
                 let core: Vec<Part<'_, Policy>> = policies
                     .iter()
@@ -193,7 +195,7 @@ fn runtime() -> tokio::runtime::Runtime {
 fn report(target: &Target, rt: &tokio::runtime::Runtime, cases: u32, on: &str) {
     let (decisions, sequences) = agree(rt, target, cases);
     println!(
-        "{on}: windows.lua and the core agreed on {decisions} decisions in {sequences} sequences"
+        "{on}: the limits script and the core agreed on {decisions} decisions in {sequences} sequences"
     );
 }
 
@@ -202,9 +204,9 @@ fn report(target: &Target, rt: &tokio::runtime::Runtime, cases: u32, on: &str) {
     ratelab_missing_redis,
     ignore = "redis-server is not installed (Debian: apt-get install redis-server)"
 )]
-fn the_windows_script_decides_every_family_exactly_as_the_core() {
+fn the_limits_script_decides_every_family_exactly_as_the_core() {
     let Some(server) =
-        RedisServer::start("the_windows_script_decides_every_family_exactly_as_the_core")
+        RedisServer::start("the_limits_script_decides_every_family_exactly_as_the_core")
     else {
         return;
     };
@@ -229,8 +231,8 @@ fn the_windows_script_decides_every_family_exactly_as_the_core() {
     ratelab_missing_redis_cluster,
     ignore = "redis-server or redis-cli is not installed (Debian: apt-get install redis-server)"
 )]
-fn the_windows_script_decides_as_the_core_on_a_cluster() {
-    let Some(cluster) = RedisCluster::start("windows_on_a_cluster") else {
+fn the_limits_script_decides_as_the_core_on_a_cluster() {
+    let Some(cluster) = RedisCluster::start("limits_on_a_cluster") else {
         return;
     };
     let rt = runtime();

@@ -1,10 +1,14 @@
--- ratelab's window families and stepped bucket, in one atomic step over one key or several
--- (one request at several limits: all or nothing), computing exactly what ratelab-core's
--- transitions compute.
+-- ratelab's limiter families, every one, in one atomic step over one key or several (one
+-- request at several limits, of any families: all or nothing), computing exactly what
+-- ratelab-core's transitions compute. The token bucket is token_bucket.lua's own code: the
+-- lines it marks as shared are put in below, where this script marks it (crate
+-- ratelab-store, `redis_limits::LIMITS_SCRIPT`); this file alone is not a script.
 --
 -- KEYS     the state keys, one per limit
 -- ARGV     now_sec, now_nsec (now_sec = '' reads the store's clock with TIME), then five per
 --          key: family, a, b, c, cost, where family is
+--            'tb' token bucket (GCRA)                    a = capacity, b = refill_amount,
+--                                                        c = refill_period_ns
 --            'fw' fixed window aligned to the clock      a = limit, b = window_ns
 --            'fh' fixed window opened by the first hit   a = limit, b = window_ns
 --            'sw' sliding-window counter                 a = limit, b = window_ns
@@ -33,21 +37,7 @@ local E9 = 1000000000
 -- time the caller admits (2^52 ns).
 local FAR = 4503599
 
-local function idiv(x, y)
-  local q = math.floor(x / y)
-  if q * y > x then
-    q = q - 1
-  elseif (q + 1) * y <= x then
-    q = q + 1
-  end
-  return q
-end
-
-local function cdiv(x, y)
-  local q = idiv(x, y)
-  if q * y < x then q = q + 1 end
-  return q
-end
+-- ratelab:shared here
 
 -- floor(x * y / d) and ceil(x * y / d) for x < 2^40 and y, d < 2^52, bit by bit over x so
 -- every intermediate stays below 2^53 (a quotient of 2^53 or more is only as large).
@@ -276,7 +266,26 @@ local function stepped(k)
   return true
 end
 
-local families = {fw = fixed, fh = first_hit, sw = sliding, sb = stepped}
+-- The token bucket, by token_bucket.lua's functions: its state "hi lo" as that script writes
+-- it.
+local function token_bucket(k)
+  local b = bucket(k.s, k.a, k.b, k.c0, k.c)
+  if not b then return false end
+  local d = over(b, b.nh, b.nl)
+  k.admits = d <= b.burst
+  k.r1 = available(b, b.nh, b.nl)
+  k.reset1 = reset_after(b, b.nh, b.nl, k.r1)
+  k.full1 = cdiv(d, b.a)
+  k.r0 = available(b, b.th, b.tl)
+  k.reset0 = reset_after(b, b.th, b.tl, k.r0)
+  k.full0 = cdiv(over(b, b.th, b.tl), b.a)
+  k.wait0 = wait_for(b, b.th, b.tl, b.c)
+  k.next = string.format('%d %d', b.nh, b.nl)
+  k.ttl = cdiv(d, b.a)
+  return true
+end
+
+local families = {tb = token_bucket, fw = fixed, fh = first_hit, sw = sliding, sb = stepped}
 
 local keys = {}
 local all = true
