@@ -15,10 +15,14 @@ use ratelab_core::{
 };
 use ratelab_store::redis_conn::Conn;
 use ratelab_store::redis_limits::{self, LIMITS_SCRIPT, ScriptLimit};
+use ratelab_store::redis_policy::RedisPolicy;
+use ratelab_store::redis_store::{RedisOptions, RedisStore};
+use ratelab_store::{Key, Path, StoreClient, TimeSource, decide_remote};
 use ratelab_testkit::redis_cluster::RedisCluster;
 use ratelab_testkit::redis_server::RedisServer;
+use std::sync::LazyLock;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Today-ish, in ns since the epoch: the script must stay exact at realistic clocks.
 const EPOCH_NS: i64 = 1_764_500_000_123_456_789;
@@ -96,7 +100,7 @@ struct Target {
 /// Runs `cases` generated sequences on `target`, each request compared with the core's
 /// all-or-nothing decision: (decisions, sequences).
 fn agree(rt: &tokio::runtime::Runtime, target: &Target, cases: u32) -> (u64, u64) {
-    let script = redis::Script::new(&LIMITS_SCRIPT);
+    let script = redis::Script::new(&SCRIPT_KEEPING_KEYS);
     let mut runner = TestRunner::new(Config {
         cases,
         failure_persistence: None,
@@ -171,9 +175,25 @@ fn agree(rt: &tokio::runtime::Runtime, target: &Target, cases: u32) -> (u64, u64
                     policies
                 );
                 prop_assert_eq!(got.store_time, now);
-                for (s, (effect, _)) in states.iter_mut().zip(&want.parts) {
+                for ((s, (effect, _)), (k, p)) in states
+                    .iter_mut()
+                    .zip(&want.parts)
+                    .zip(keys.iter().zip(&policies))
+                {
                     if let Effect::Spent(next) = effect {
                         *s = Some(*next);
+                        let ttl = rt.block_on(lifetime(&mut conn, k));
+                        let want = p.ttl(next, now).as_u64().div_ceil(1_000_000).max(1);
+                        // PTTL rounds down what is left of it: a part of a millisecond may have
+                        // passed since the script set it.
+                        let ttl = u64::try_from(ttl).unwrap_or(0);
+                        prop_assert!(
+                            ttl <= want && ttl + 1 >= want,
+                            "{}: {} ms, not {}",
+                            k,
+                            ttl,
+                            want
+                        );
                     }
                 }
                 decisions.fetch_add(1, Ordering::Relaxed);
@@ -182,6 +202,36 @@ fn agree(rt: &tokio::runtime::Runtime, target: &Target, cases: u32) -> (u64, u64
         })
         .unwrap();
     (decisions.into_inner(), sequences.into_inner())
+}
+
+/// The limits script, and at its end, for each key, the lifetime it gave it (ms, kept under
+/// `KEY:ttl`), which is then lifted. The sequences run on the caller's clock, now and then
+/// stepping back; Redis's own expiry, on its clock, would drop a key the caller's clock
+/// still needs (the sequences delete a key themselves when the core says its state is over).
+/// Inside the script the lifetime read is the one just set, less what PTTL rounds away.
+static SCRIPT_KEEPING_KEYS: LazyLock<String> = LazyLock::new(|| {
+    let script = LIMITS_SCRIPT.as_str();
+    let end = script
+        .rfind("return reply")
+        .expect("the script returns its reply");
+    format!(
+        "{}{}",
+        &script[..end],
+        "for i = 1, #KEYS do\n\
+           redis.call('SET', KEYS[i] .. ':ttl', redis.call('PTTL', KEYS[i]))\n\
+           redis.call('PERSIST', KEYS[i])\n\
+         end\n\
+         return reply\n"
+    )
+});
+
+/// The lifetime the script gave `key` when it last wrote it, ms.
+async fn lifetime(conn: &mut Conn, key: &str) -> i64 {
+    redis::cmd("GET")
+        .arg(format!("{key}:ttl"))
+        .query_async(conn)
+        .await
+        .unwrap()
 }
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -250,4 +300,111 @@ fn the_limits_script_decides_as_the_core_on_a_cluster() {
         24,
         "a cluster",
     );
+}
+
+/// How far the caller's clock moves: `step` ns, and at least as far as Redis's clock has
+/// moved since `last` (and 1 ms more), so that whatever Redis expires on its clock the core
+/// has let go of too on the caller's.
+fn ahead(last: &mut Instant, step: u64) -> u64 {
+    let real = u64::try_from(last.elapsed().as_nanos()).unwrap_or(u64::MAX);
+    *last = Instant::now();
+    step.max(real.saturating_add(1_000_000))
+}
+
+/// Every family as a store client (`RedisPolicy`): sequential decisions at the caller's times
+/// equal the core's on both paths (the naive one reads and writes the state as the script
+/// does), and one request at limits of mixed families through `apply_all` is the core's
+/// all-or-nothing decision.
+#[test]
+#[cfg_attr(
+    ratelab_missing_redis,
+    ignore = "redis-server is not installed (Debian: apt-get install redis-server)"
+)]
+fn every_family_as_a_store_client_decides_as_the_core_on_both_paths() {
+    let Some(server) = RedisServer::start("every_family_as_a_store_client") else {
+        return;
+    };
+    let rt = runtime();
+    let ms = |v: u64| Nanos::from_millis(v);
+    let policies = [
+        Policy::FixedWindow(FixedWindow::new(4, ms(700)).unwrap()),
+        Policy::FirstHitWindow(FirstHitWindow::new(4, ms(700)).unwrap()),
+        Policy::SlidingWindow(SlidingWindow::new(4, ms(700)).unwrap()),
+        Policy::SteppedBucket(SteppedBucket::new(4, 2, ms(300)).unwrap()),
+        Policy::TokenBucket(TokenBucket::per_second(4, 5).unwrap()),
+    ];
+    rt.block_on(async {
+        let options = RedisOptions {
+            prefix: "unused:".into(),
+            timeout: TIMEOUT,
+        };
+        let bucket = TokenBucket::per_second(1, 1).unwrap();
+        let base = RedisStore::connect(&server.url(), bucket, options)
+            .await
+            .unwrap();
+        let clients: Vec<RedisPolicy> = policies
+            .iter()
+            .enumerate()
+            .map(|(i, p)| RedisPolicy::new(&base, *p, &format!("p{i}:")).unwrap())
+            .collect();
+        let key = Key::new("k").unwrap();
+        for (client, policy) in clients.iter().zip(&policies) {
+            let mut state = None;
+            let mut t = EPOCH_NS as u64;
+            let mut last = Instant::now();
+            for j in 0..120u64 {
+                t += ahead(&mut last, (j * 7_919_000) % 90_000_000);
+                let cost = 1 + j % 2;
+                let path = if j % 3 == 0 {
+                    Path::Naive
+                } else {
+                    Path::Atomic
+                };
+                let got = decide_remote(client, path, TimeSource::Caller, &key, Nanos(t), cost)
+                    .await
+                    .unwrap();
+                let (next, want) = policy.transition(state, Nanos(t), cost).unwrap();
+                if want.allowed {
+                    state = Some(next);
+                }
+                assert_eq!(
+                    got.decision, want,
+                    "{policy:?}: request {j} on the {path} path"
+                );
+            }
+        }
+        // One request at every family at once, all or nothing.
+        let keys: Vec<Key> = (0..clients.len())
+            .map(|i| Key::new(&format!("all{i}")).unwrap())
+            .collect();
+        let mut states: Vec<Option<PolicyState>> = vec![None; clients.len()];
+        let mut t = EPOCH_NS as u64;
+        let mut last = Instant::now();
+        for j in 0..60u64 {
+            t += ahead(&mut last, (j * 3_331_000) % 50_000_000);
+            let items: Vec<_> = clients.iter().zip(&keys).map(|(c, k)| (c, k, 1)).collect();
+            let got = RedisPolicy::apply_all(&items, Some(Nanos(t)))
+                .expect("one server")
+                .await
+                .unwrap();
+            let parts: Vec<Part<'_, Policy>> = policies
+                .iter()
+                .zip(&states)
+                .map(|(p, s)| Part {
+                    algorithm: p,
+                    state: *s,
+                    cost: 1,
+                })
+                .collect();
+            let want = decide_all(&parts, Nanos(t)).unwrap();
+            assert_eq!(got.allowed, want.allowed, "request {j}");
+            let decisions: Vec<_> = want.parts.iter().map(|(_, d)| *d).collect();
+            assert_eq!(got.decisions, decisions, "request {j}");
+            for (s, (effect, _)) in states.iter_mut().zip(&want.parts) {
+                if let Effect::Spent(next) = effect {
+                    *s = Some(*next);
+                }
+            }
+        }
+    });
 }

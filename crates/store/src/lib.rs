@@ -44,6 +44,8 @@ pub mod redis_lane;
 #[cfg(feature = "redis")]
 pub mod redis_limits;
 #[cfg(feature = "redis")]
+pub mod redis_policy;
+#[cfg(feature = "redis")]
 pub mod redis_store;
 pub mod rng;
 

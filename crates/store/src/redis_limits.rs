@@ -131,7 +131,9 @@ pub async fn decide(
         .invoke_async(conn)
         .await
         .map_err(|e| LimitError::Store(store_err(&e)))?;
-    read_reply(parts, &reply).map_err(LimitError::Store)
+    // A reply this client cannot read comes after the script ran (and may have written): not
+    // `Corrupt`, which promises nothing was written, but a store that misbehaved.
+    read_reply(parts, &reply).map_err(|_| LimitError::Store(StoreError::Unavailable))
 }
 
 /// The script's reply: five fields per key, then the store's clock.

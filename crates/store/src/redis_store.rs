@@ -315,8 +315,68 @@ impl RedisStore {
         })
     }
 
-    fn key(&self, key: &Key) -> String {
+    pub(crate) fn key(&self, key: &Key) -> String {
         format!("{}{}", self.options.prefix, key.as_str())
+    }
+
+    /// Its bucket.
+    pub(crate) fn bucket(&self) -> &TokenBucket {
+        &self.bucket
+    }
+
+    /// Its connection.
+    pub(crate) fn conn(&self) -> &Conn {
+        &self.conn
+    }
+
+    /// Its per-call timeout.
+    pub(crate) fn timeout(&self) -> Duration {
+        self.options.timeout
+    }
+
+    /// Whether `other` shares this store's connection (siblings do).
+    pub(crate) fn same_server(&self, other: &RedisStore) -> bool {
+        Arc::ptr_eq(&self.script, &other.script)
+    }
+
+    /// After an admission that wrote `key`: waits for a replica to hold it, when this store
+    /// waits ([`RedisStore::with_wait`]).
+    pub(crate) async fn wait_for_replica(&self, key: &str) -> Result<(), StoreError> {
+        if let Some((replicas, ms)) = self.wait {
+            // Answered once `replicas` replicas hold the write, or after `ms` either way (the
+            // decision stands; only its durability across a failover is in doubt then).
+            let mut conn = self.conn.clone();
+            let acked = self.timed(conn.wait(key, replicas, ms)).await?;
+            self.waited(replicas, acked);
+        }
+        Ok(())
+    }
+
+    /// The text stored under `key` (none when absent or expired), and the store's clock
+    /// when it was read: one round trip.
+    pub(crate) async fn get_text(&self, key: &Key) -> Result<(Option<String>, Nanos), StoreError> {
+        let k = self.key(key);
+        let mut conn = self.conn.clone();
+        let mut pipe = redis::pipe();
+        pipe.cmd("GET").arg(&k).cmd("TIME");
+        let (value, (sec, usec)): (Option<String>, (u64, u64)) =
+            self.timed(pipe.query_async(&mut conn)).await?;
+        Ok((value, time_ns(sec, usec)))
+    }
+
+    /// Stores `text` under `key` for `ttl` (at least 1 ms).
+    pub(crate) async fn set_text(
+        &self,
+        key: &Key,
+        text: String,
+        ttl: Nanos,
+    ) -> Result<(), StoreError> {
+        let k = self.key(key);
+        let mut conn = self.conn.clone();
+        let ms = ttl.as_u64().div_ceil(1_000_000).max(1);
+        let mut set = redis::cmd("SET");
+        set.arg(&k).arg(text).arg("PX").arg(ms);
+        self.timed(set.query_async::<()>(&mut conn)).await
     }
 
     async fn timed<T>(
@@ -671,7 +731,7 @@ fn reply_decision(
 
 impl RedisStore {
     /// One script call over every item's key: all or nothing.
-    async fn apply_many(
+    pub(crate) async fn apply_many(
         items: &[AllItem<'_, RedisStore>],
         now: Option<Nanos>,
     ) -> Result<AllApplied, LimitError> {
@@ -871,13 +931,8 @@ impl RedisStore {
             }
         };
         // A denial wrote nothing: only an admission waits for its replica.
-        if let (Some((replicas, ms)), Some(&1)) = (first.wait, r.first()) {
-            // Answered once `replicas` replicas hold the write, or after `ms` either way (the
-            // decision stands; only its durability across a failover is in doubt then).
-            let key = first.key(items[0].1);
-            let mut conn = first.conn.clone();
-            let acked = first.timed(conn.wait(&key, replicas, ms)).await?;
-            first.waited(replicas, acked);
+        if r.first() == Some(&1) {
+            first.wait_for_replica(&first.key(items[0].1)).await?;
         }
         // A reply this client cannot read comes after the script ran (and may have written):
         // not `Corrupt`, which promises nothing was written, but a store that misbehaved.
@@ -926,22 +981,12 @@ impl StoreClient for RedisStore {
         Some(Box::pin(RedisStore::apply_many(items, now)))
     }
 
-    fn get(
-        &self,
-        key: &Key,
-    ) -> impl Future<Output = Result<Read<TokenBucketState>, StoreError>> + Send {
-        let k = self.key(key);
-        async move {
-            let mut conn = self.conn.clone();
-            let mut pipe = redis::pipe();
-            pipe.cmd("GET").arg(&k).cmd("TIME");
-            let (value, (sec, usec)): (Option<String>, (u64, u64)) =
-                self.timed(pipe.query_async(&mut conn)).await?;
-            Ok(Read {
-                state: value.as_deref().map(|v| self.decode(v)).transpose()?,
-                store_time: time_ns(sec, usec),
-            })
-        }
+    async fn get(&self, key: &Key) -> Result<Read<TokenBucketState>, StoreError> {
+        let (value, store_time) = self.get_text(key).await?;
+        Ok(Read {
+            state: value.as_deref().map(|v| self.decode(v)).transpose()?,
+            store_time,
+        })
     }
 
     fn set(
@@ -950,21 +995,8 @@ impl StoreClient for RedisStore {
         state: TokenBucketState,
         ttl: Nanos,
     ) -> impl Future<Output = Result<(), StoreError>> + Send {
-        let k = self.key(key);
         let v = self.encode(&state);
-        async move {
-            let mut conn = self.conn.clone();
-            let ms = ttl.as_u64().div_ceil(1_000_000).max(1);
-            self.timed(
-                redis::cmd("SET")
-                    .arg(&k)
-                    .arg(v)
-                    .arg("PX")
-                    .arg(ms)
-                    .query_async::<()>(&mut conn),
-            )
-            .await
-        }
+        self.set_text(key, v, ttl)
     }
 
     async fn apply(&self, key: &Key, now: Option<Nanos>, cost: u64) -> Result<Applied, LimitError> {
