@@ -366,9 +366,14 @@ fn validate_limit(e: &LimitEntry, at: &str) -> Result<FileLimit, Invalid> {
 
 /// Checks that a store on Redis can run every limit of a validated file: token buckets
 /// within the Lua script's exact range. Errors are located like the file's own.
-pub fn check_redis(file: &str, text: &str, limits: &[FileLimit]) -> Result<(), String> {
+pub fn check_redis(
+    file: &str,
+    text: &str,
+    limits: &[FileLimit],
+    cluster: bool,
+) -> Result<(), String> {
     for (i, l) in limits.iter().enumerate() {
-        let (path, msg) = match redis_can_run(&l.policy) {
+        let (path, msg) = match redis_can_run(&l.policy, cluster) {
             Ok(()) => continue,
             Err(RedisRefusal::Range(msg)) => (format!("limit[{i}]"), msg),
             Err(RedisRefusal::Algorithm(msg)) => (format!("limit[{i}].algorithm"), msg),

@@ -31,21 +31,26 @@ pub(crate) fn simple_name(s: &str) -> bool {
 
 /// Why the Redis store cannot run a policy.
 pub(crate) enum RedisRefusal {
-    /// A token bucket beyond the Lua script's exact range.
+    /// A policy beyond its Lua script's exact range.
     Range(String),
-    /// Not a token bucket.
+    /// An algorithm a Redis Cluster does not run.
     Algorithm(String),
 }
 
-/// Whether the Redis store can run `policy`: a token bucket within the script's exact range.
-pub(crate) fn redis_can_run(policy: &Policy) -> Result<(), RedisRefusal> {
-    match policy {
-        Policy::TokenBucket(b) => ratelab_store::redis_store::check_exact(b)
-            .map_err(|e| RedisRefusal::Range(e.to_string())),
-        _ => Err(RedisRefusal::Algorithm(
-            "the Redis store runs token-bucket limits only (other algorithms need the in-memory \
-             store)"
+/// Whether the Redis store can run `policy`: on one server every algorithm within its
+/// script's exact range (`ratelab_store::redis_limits::ScriptLimit`); on a Redis Cluster
+/// (`cluster`) the token bucket only, whose refunds keep a request's limits all or nothing
+/// when their keys lie in different slots.
+pub(crate) fn redis_can_run(policy: &Policy, cluster: bool) -> Result<(), RedisRefusal> {
+    if cluster && !matches!(policy, Policy::TokenBucket(_)) {
+        return Err(RedisRefusal::Algorithm(
+            "on a Redis Cluster the Redis store runs token-bucket limits only: a request's \
+             limits lie in different slots, and only the token bucket's refunds keep them all \
+             or nothing there (every algorithm runs on one Redis server, or in memory)"
                 .into(),
-        )),
+        ));
     }
+    ratelab_store::redis_limits::ScriptLimit::new(*policy)
+        .map(|_| ())
+        .map_err(RedisRefusal::Range)
 }

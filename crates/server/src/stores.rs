@@ -7,6 +7,7 @@ use crate::rls::config::Domain;
 use ratelab_core::{Nanos, Policy, TokenBucket};
 use ratelab_gateway::Env as _;
 use ratelab_gateway::http::TokioEnv;
+use ratelab_store::redis_policy::RedisPolicy;
 use ratelab_store::redis_store::{RedisOptions, RedisStore};
 use ratelab_store::{MemoryStore, SharedClient, StoreClient};
 use std::future::Future;
@@ -151,21 +152,17 @@ impl Redis {
 }
 
 impl Stores for Redis {
-    type Client = RedisStore;
+    type Client = RedisPolicy;
 
-    async fn client(&self, prefix: &str, policy: Policy) -> Result<RedisStore, String> {
-        let Policy::TokenBucket(bucket) = policy else {
-            return Err(
-                "the Redis store runs token-bucket limits only (other algorithms need the \
-                 in-memory store)"
-                    .into(),
-            );
-        };
-        self.conn.sibling(bucket, prefix).map_err(|e| e.to_string())
+    async fn client(&self, prefix: &str, policy: Policy) -> Result<RedisPolicy, String> {
+        crate::policy::redis_can_run(&policy, self.conn.is_cluster()).map_err(|r| match r {
+            crate::policy::RedisRefusal::Range(m) | crate::policy::RedisRefusal::Algorithm(m) => m,
+        })?;
+        RedisPolicy::new(&self.conn, policy, prefix).map_err(|e| e.to_string())
     }
 
-    fn runs(client: &RedisStore, policy: &Policy) -> bool {
-        Policy::TokenBucket(*client.algorithm()) == *policy
+    fn runs(client: &RedisPolicy, policy: &Policy) -> bool {
+        client.algorithm() == policy
     }
 
     fn waits_short(&self) -> Option<u64> {
@@ -179,8 +176,9 @@ impl Stores for Redis {
         limits: &[FileLimit],
         domains: &[Domain],
     ) -> Result<(), String> {
-        crate::limits::check_redis(file, text, limits)?;
-        crate::rls::config::check_redis(domains)
+        let cluster = self.conn.is_cluster();
+        crate::limits::check_redis(file, text, limits, cluster)?;
+        crate::rls::config::check_redis(domains, cluster)
             .map_err(|(path, msg)| crate::limits::located(file, text, &path, msg).to_string())
     }
 }

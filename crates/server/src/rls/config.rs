@@ -677,24 +677,31 @@ fn yaml_position(text: &str, path: &[PathSeg]) -> (usize, usize) {
 
 /// Checks that Redis can run every limit of `domains`: token buckets within the Lua script's
 /// exact range. The error is at the limit's path.
-pub fn check_redis(domains: &[Domain]) -> Result<(), Invalid> {
-    fn walk(d: &[Descriptor]) -> Result<(), Invalid> {
+pub fn check_redis(domains: &[Domain], cluster: bool) -> Result<(), Invalid> {
+    fn walk(d: &[Descriptor], cluster: bool) -> Result<(), Invalid> {
         for n in d {
             if let Leaf::Limited { policy, at, .. } = &n.leaf {
-                redis_can_run(policy).map_err(|r| match r {
+                redis_can_run(policy, cluster).map_err(|r| match r {
                     RedisRefusal::Range(m) | RedisRefusal::Algorithm(m) => (at.clone(), m),
                 })?;
             }
-            walk(&n.children)?;
+            walk(&n.children, cluster)?;
         }
         Ok(())
     }
-    domains.iter().try_for_each(|d| walk(&d.descriptors))
+    domains
+        .iter()
+        .try_for_each(|d| walk(&d.descriptors, cluster))
 }
 
 /// [`check_redis`] for envoyproxy/ratelimit YAML file `file`, with `text`: errors located.
-pub fn check_redis_yaml(file: &str, text: &str, domain: &Domain) -> Result<(), String> {
-    check_redis(std::slice::from_ref(domain))
+pub fn check_redis_yaml(
+    file: &str,
+    text: &str,
+    domain: &Domain,
+    cluster: bool,
+) -> Result<(), String> {
+    check_redis(std::slice::from_ref(domain), cluster)
         .map_err(|(path, msg)| yaml_located(file, text, &path, msg).to_string())
 }
 

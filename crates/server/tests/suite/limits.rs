@@ -390,7 +390,109 @@ fn limits_file_on_redis() {
         .map(|_| s.send("GET", "/api/x", &[("x-tenant", "r")]).status)
         .collect();
     assert_eq!(statuses, [200, 200, 429]);
-    // Windows run in memory only: refused at startup with the limit's name.
+}
+
+/// One limit of each algorithm but the token bucket, each on a route of its own.
+const EVERY_ALGORITHM: &str = r#"
+[[limit]]
+name = "fixed"
+algorithm = "fixed-window"
+limit = 2
+window_ms = 3600000
+key = "header:x-k"
+match = { route_prefix = "/fixed" }
+
+[[limit]]
+name = "first-hit"
+algorithm = "first-hit-window"
+limit = 2
+window_ms = 3600000
+key = "header:x-k"
+match = { route_prefix = "/first-hit" }
+
+[[limit]]
+name = "sliding"
+algorithm = "sliding-window"
+limit = 2
+window_ms = 3600000
+key = "header:x-k"
+match = { route_prefix = "/sliding" }
+
+[[limit]]
+name = "stepped"
+algorithm = "stepped-bucket"
+capacity = 2
+refill = 1
+refill_period_ms = 3600000
+key = "header:x-k"
+match = { route_prefix = "/stepped" }
+"#;
+
+/// [`POLLUTION`] with two other algorithms: a sliding window per client address, a first-hit
+/// window per tenant.
+const POLLUTION_WINDOWS: &str = r#"
+[[limit]]
+name = "per-ip"
+algorithm = "sliding-window"
+limit = 5
+window_ms = 3600000
+
+[[limit]]
+name = "tenant"
+algorithm = "first-hit-window"
+limit = 1
+window_ms = 3600000
+key = "header:x-tenant"
+"#;
+
+/// On one Redis server every algorithm runs (one script call a request), each limit admitting
+/// exactly its quota, and a denial by one limit spends nothing at another of a different
+/// algorithm.
+#[test]
+#[cfg_attr(
+    ratelab_missing_redis,
+    ignore = "redis-server is not installed (Debian: apt-get install redis-server)"
+)]
+fn every_algorithm_runs_on_redis_all_or_nothing() {
+    let Some(redis) = redis_server::RedisServer::start("every_algorithm_runs_on_redis") else {
+        return;
+    };
+    let url = format!("redis://127.0.0.1:{}", redis.port);
+    let file = TempFile::new("limits.toml", EVERY_ALGORITHM);
+    let s = Server::start(&["--limits", file.arg(), "--redis", &url]);
+    for route in ["/fixed", "/first-hit", "/sliding", "/stepped"] {
+        let statuses: Vec<u16> = (0..3)
+            .map(|_| s.send("GET", route, &[("x-k", "a")]).status)
+            .collect();
+        assert_eq!(statuses, [200, 200, 429], "{route}");
+        let name = route.trim_start_matches('/');
+        let denied = s.send("GET", route, &[("x-k", "a")]);
+        assert!(
+            denied
+                .header("ratelimit")
+                .starts_with(&format!("\"{name}\";r=0;")),
+            "{route}: {}",
+            denied.header("ratelimit")
+        );
+        assert_eq!(s.send("GET", route, &[("x-k", "b")]).status, 200, "{route}");
+    }
+    let file = TempFile::new("limits.toml", POLLUTION_WINDOWS);
+    let s = Server::start(&["--limits", file.arg(), "--redis", &url]);
+    denials_spend_nothing_elsewhere(&s, std::time::Duration::ZERO);
+}
+
+/// On a Redis Cluster a request's limits lie in different slots, and only the token bucket
+/// is refunded there: any other algorithm is refused at startup, naming the limit.
+#[test]
+#[cfg_attr(
+    ratelab_missing_redis_cluster,
+    ignore = "redis-server or redis-cli is not installed (Debian: apt-get install redis-server)"
+)]
+fn a_redis_cluster_refuses_windows_at_startup() {
+    let Some(cluster) = redis_cluster::RedisCluster::start("a_redis_cluster_refuses_windows")
+    else {
+        return;
+    };
     let windows = TempFile::new("limits.toml", MIXED);
     let out = server_bin()
         .args([
@@ -400,8 +502,8 @@ fn limits_file_on_redis() {
             "127.0.0.1:0",
             "--limits",
             windows.arg(),
-            "--redis",
-            &url,
+            "--redis-cluster",
+            &cluster.seeds()[0],
         ])
         .output()
         .unwrap();
@@ -409,7 +511,8 @@ fn limits_file_on_redis() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains(&format!(
-            "{}:4:13: at limit[0].algorithm: the Redis store runs token-bucket limits only",
+            "{}:4:13: at limit[0].algorithm: on a Redis Cluster the Redis store runs \
+             token-bucket limits only",
             windows.arg()
         )),
         "{err}"

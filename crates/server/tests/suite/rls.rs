@@ -539,6 +539,46 @@ fn the_descriptors_of_one_call_are_decided_all_or_nothing() {
     assert_eq!(wide.statuses[0].limit_remaining, 99);
 }
 
+/// Two descriptors of other algorithms than the token bucket, for a server on Redis.
+const WINDOWS: &str = r#"
+[[domain]]
+domain = "edge"
+
+[[domain.descriptors]]
+key = "wide"
+policy = { algorithm = "sliding-window", limit = 100, window_ms = 3600000, name = "wide" }
+
+[[domain.descriptors]]
+key = "narrow"
+policy = { algorithm = "fixed-window", limit = 3, window_ms = 3600000, name = "narrow" }
+"#;
+
+/// On Redis too, every algorithm: one call's descriptors are one step, all or nothing.
+#[test]
+#[cfg_attr(
+    ratelab_missing_redis,
+    ignore = "redis-server is not installed (Debian: apt-get install redis-server)"
+)]
+fn on_redis_windows_are_decided_all_or_nothing_per_call() {
+    let Some(redis) = redis_server::RedisServer::start("rls_windows_on_redis") else {
+        return;
+    };
+    let url = format!("redis://127.0.0.1:{}", redis.port);
+    let dir = Dir::new();
+    let limits = dir.write("limits.toml", WINDOWS);
+    let (_server, grpc) = serve_grpc(&["--limits", &limits, "--redis", &url]);
+    let mut c = Client::connect(&grpc);
+    let both: [&[(&str, &str)]; 2] = [&[("wide", "t")], &[("narrow", "t")]];
+    let codes: Vec<String> = (0..6).map(|_| c.codes("edge", &both)[0].clone()).collect();
+    assert_eq!(
+        codes,
+        ["OK", "OK", "OK", "OVER_LIMIT", "OVER_LIMIT", "OVER_LIMIT"]
+    );
+    // The narrow window refused three calls, and the wide one spent nothing for them.
+    let wide = c.call(request("edge", &[&[("wide", "t")]])).unwrap();
+    assert_eq!(wide.statuses[0].limit_remaining, 100 - 3 - 1);
+}
+
 #[test]
 fn overrides_costs_and_bad_requests() {
     let (_server, grpc, _dir) = serve(&[]);
