@@ -364,8 +364,9 @@ fn validate_limit(e: &LimitEntry, at: &str) -> Result<FileLimit, Invalid> {
     })
 }
 
-/// Checks that a store on Redis can run every limit of a validated file: token buckets
-/// within the Lua script's exact range. Errors are located like the file's own.
+/// Checks that a store on Redis can run every limit of a validated file: every algorithm
+/// within its Lua script's exact range, and on a Redis Cluster (`cluster`) token buckets
+/// only. Errors are located like the file's own.
 pub fn check_redis(
     file: &str,
     text: &str,

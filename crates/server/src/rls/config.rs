@@ -675,8 +675,9 @@ fn yaml_position(text: &str, path: &[PathSeg]) -> (usize, usize) {
     found
 }
 
-/// Checks that Redis can run every limit of `domains`: token buckets within the Lua script's
-/// exact range. The error is at the limit's path.
+/// Checks that Redis can run every limit of `domains`: every algorithm within its Lua
+/// script's exact range, and on a Redis Cluster (`cluster`) token buckets only. The error is
+/// at the limit's path.
 pub fn check_redis(domains: &[Domain], cluster: bool) -> Result<(), Invalid> {
     fn walk(d: &[Descriptor], cluster: bool) -> Result<(), Invalid> {
         for n in d {
