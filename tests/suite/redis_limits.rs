@@ -1,5 +1,5 @@
-//! The window families and the stepped bucket on a real `redis-server` (`the limits script`): on
-//! generated limits and request sequences, one script call over one key or several decides
+//! Every limiter family on a real `redis-server` (`LIMITS_SCRIPT`): on generated limits of
+//! mixed families and request sequences, one script call over one key or several decides
 //! exactly as the core's all-or-nothing decision, field for field — through clock steps
 //! forward and back, idle gaps past a key's lifetime, keys Redis expired (deleted when the
 //! core says their state is over), and a script cache flushed mid-sequence (`NOSCRIPT`); on a
@@ -17,7 +17,7 @@ use ratelab_store::redis_conn::Conn;
 use ratelab_store::redis_limits::{self, LIMITS_SCRIPT, ScriptLimit};
 use ratelab_store::redis_policy::RedisPolicy;
 use ratelab_store::redis_store::{RedisOptions, RedisStore};
-use ratelab_store::{Key, Path, StoreClient, TimeSource, decide_remote};
+use ratelab_store::{Key, LimitError, Path, StoreClient, StoreError, TimeSource, decide_remote};
 use ratelab_testkit::redis_cluster::RedisCluster;
 use ratelab_testkit::redis_server::RedisServer;
 use std::sync::LazyLock;
@@ -46,9 +46,10 @@ fn limits() -> impl Strategy<Value = Vec<Policy>> {
         0u8..5,
         1u64..=12,
         prop_oneof![
-            Just(1_000_000_000u64),
-            (22u32..=32).prop_map(|b| 1u64 << b),
-            4_000_000u64..=4_000_000_000
+            4 => Just(1_000_000_000u64),
+            4 => (22u32..=32).prop_map(|b| 1u64 << b),
+            4 => 4_000_000u64..=4_000_000_000,
+            1 => 4_000_000_000u64..(1 << 49),
         ],
         1u64..=4,
     )
@@ -72,6 +73,7 @@ fn requests() -> impl Strategy<Value = Vec<(Step, u64)>> {
         6 => (0i64..400_000_000).prop_map(Step::By),
         2 => (0i64..9_000_000_000).prop_map(Step::By),
         1 => (-300_000_000i64..0).prop_map(Step::By),
+        1 => (-60_000_000_000i64..-300_000_000).prop_map(Step::By),
         2 => (-1i64..=1).prop_map(Step::Boundary),
     ];
     prop::collection::vec((step, 1u64..=3), 1..80)
@@ -407,4 +409,76 @@ fn every_family_as_a_store_client_decides_as_the_core_on_both_paths() {
             }
         }
     });
+}
+
+/// A stored value the script did not write (a field too many or too few, a space too many, a
+/// count above the limit, nanoseconds of a second or more) is refused: the call fails as
+/// corrupt and writes nothing, at that key or at the other key of the same request.
+#[test]
+#[cfg_attr(
+    ratelab_missing_redis,
+    ignore = "redis-server is not installed (Debian: apt-get install redis-server)"
+)]
+fn a_state_the_script_did_not_write_is_refused_and_nothing_is_written() {
+    let Some(server) = RedisServer::start("a_state_the_script_did_not_write") else {
+        return;
+    };
+    let rt = runtime();
+    let mut conn = rt.block_on(Conn::open(&server.url(), TIMEOUT)).unwrap();
+    let script = redis::Script::new(&LIMITS_SCRIPT);
+    let ms = Nanos::from_millis;
+    let fixed = Policy::FixedWindow(FixedWindow::new(5, ms(1_000)).unwrap());
+    let first = Policy::FirstHitWindow(FirstHitWindow::new(5, ms(1_000)).unwrap());
+    let sliding = Policy::SlidingWindow(SlidingWindow::new(5, ms(1_000)).unwrap());
+    let stepped = Policy::SteppedBucket(SteppedBucket::new(5, 1, ms(100)).unwrap());
+    let bucket = Policy::TokenBucket(TokenBucket::per_second(5, 1).unwrap());
+    let other = ScriptLimit::new(bucket).unwrap();
+    for (i, (policy, bad)) in [
+        (fixed, "1764500000 6"),
+        (fixed, "1764500000  1"),
+        (fixed, "1764500000 1 1"),
+        (first, "1764500000 0 6"),
+        (first, "1764500000 1000000000 1"),
+        (sliding, "1764500 6 0"),
+        (sliding, "1764500 0 6"),
+        (sliding, "1764500 1"),
+        (stepped, "6 1764500000 0"),
+        (stepped, "1 1764500000 1000000000"),
+        (bucket, "1764500000"),
+        (bucket, "12345678901234567 0"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let (key, beside) = (format!("bad{i}"), format!("beside{i}"));
+        let limit = ScriptLimit::new(policy).unwrap();
+        let parts = [(key.as_str(), &limit, 1), (beside.as_str(), &other, 1)];
+        let (kept, written): (String, Option<String>) = rt.block_on(async {
+            let _: () = redis::cmd("SET")
+                .arg(&key)
+                .arg(bad)
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            let now = Some(Nanos(EPOCH_NS as u64));
+            let got = redis_limits::decide(&mut conn, &script, &parts, now).await;
+            assert_eq!(
+                got,
+                Err(LimitError::Store(StoreError::Corrupt)),
+                "{policy:?} {bad:?}"
+            );
+            let kept = redis::cmd("GET")
+                .arg(&key)
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            let written = redis::cmd("GET")
+                .arg(&beside)
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            (kept, written)
+        });
+        assert_eq!((kept.as_str(), written), (bad, None), "{policy:?}");
+    }
 }

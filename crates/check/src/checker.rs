@@ -9,8 +9,12 @@
 //! failures, what they could not decide) is written once, here.
 //!
 //! **A figure is its checker's own**: the checker that declares it in
-//! [`Checker::figures`] measures it from the history in [`Checker::measure`], and it is
-//! carried by name in [`Figures`], never as a field of a report.
+//! [`Checker::figures`] measures it — from the history, unless its `about` says it reports
+//! what the system under test counted of itself (the gateways' breaker transitions) — and it
+//! is carried by name in [`Figures`], never as a field of a report. A simulated run's figures
+//! are measured apart from its verdict ([`Checker::measure`]: every run's report has them,
+//! and a scenario bounds them); a probe's checks record theirs while judging, as the numbers
+//! of their verdicts.
 
 use serde::{Deserialize, Serialize};
 use std::any::Any;
@@ -278,8 +282,9 @@ pub trait Checker<S: Subject>: Sync {
         let _ = (s, out);
     }
 
-    /// Judges `s`: failures, undecided keys and evidence go to `out`. Checks nothing where
-    /// it does not apply.
+    /// Judges `s`: failures, undecided keys and evidence go to `out`, and the figures its
+    /// verdict computes where they are not measured apart. Checks nothing where it does not
+    /// apply.
     fn judge(&self, s: &S::Of<'_>, out: &mut Judged) {
         let _ = (s, out);
     }
@@ -321,7 +326,8 @@ impl<S: Subject> Registry<S> {
         out
     }
 
-    /// Every checker's verdict on `s` (those that apply), without their figures.
+    /// Every checker's verdict on `s` (those that apply), without the figures
+    /// [`Checker::measure`] gives.
     pub fn judge(&self, s: &S::Of<'_>) -> Judged {
         let mut out = Judged::default();
         for c in self.iter().filter(|c| c.applies(s)) {

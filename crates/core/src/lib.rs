@@ -37,8 +37,9 @@
 //! checker holds its answers to it, and the simulator's liveness rule holds the keys within
 //! what it sustains (`Family::sustains`) to liveness. The bound checkers hold it to what its
 //! [`Quota`] of L per W allows any window algorithm, at most 2L + L·Δt/W in any interval Δt.
-//! Redis runs only the token bucket's script (`ratelab-store`'s `token_bucket.lua`; the server
-//! refuses other algorithms on Redis).
+//! On Redis every algorithm is a function of one script (`ratelab-store`'s `limits.lua`; the
+//! token bucket has a script of its own too, `token_bucket.lua`, whose functions that one
+//! takes).
 //!
 //! One request at several limits is decided all or nothing by [`all::decide_all`]: admitted
 //! and spent at every limit, or denied and spent at none.

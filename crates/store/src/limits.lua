@@ -20,6 +20,11 @@
 --          denied it; 2: this key would admit it but another denied it, so nothing was spent
 --          (the other figures are what the key holds now, as if asked for nothing).
 --
+-- A stored value this script did not write (other than its fields, a count above the limit)
+-- or a state more than 2^52 ns (about 52 days) ahead of the clock is refused with a CORRUPT
+-- error and nothing written: never read as some other state. (The core would count on from
+-- a state that far ahead; a store clock stepped back that far is not decided here.)
+--
 -- Times are (seconds, nanoseconds) pairs, durations nanoseconds below 2^52, counts below
 -- 2^40 (the caller checks the policies' bounds): every intermediate is an integer below 2^53,
 -- which Lua's doubles hold exactly. A product that would not be is computed bit by bit.
@@ -88,13 +93,16 @@ local function after(d)
   return ns + c, t - c * E9
 end
 
+-- The n decimal fields of a stored state, each of at most 16 digits and separated by one
+-- space; nil for anything else (a value this script did not write is refused, never read as
+-- some other state).
 local function field(s, n)
-  local out = {}
-  for v in string.gmatch(s, '[^ ]+') do
-    if not string.match(v, '^%d+$') or #v > 16 then return nil end
-    table.insert(out, tonumber(v))
-  end
+  local out = {string.match(s, '^' .. string.rep('(%d+) ', n - 1) .. '(%d+)$')}
   if #out ~= n then return nil end
+  for i, v in ipairs(out) do
+    if #v > 16 then return nil end
+    out[i] = tonumber(v)
+  end
   return out
 end
 
@@ -123,7 +131,7 @@ local function fixed(k)
   local win, count = index, 0
   if k.s then
     local st = field(k.s, 2)
-    if not st then return false end
+    if not st or st[2] > k.a then return false end
     if st[1] >= index then win, count = st[1], st[2] end
   end
   local ahead = 0
@@ -145,7 +153,7 @@ local function first_hit(k)
   local elapsed = 0
   if k.s then
     local st = field(k.s, 3)
-    if not st or st[2] >= E9 then return false end
+    if not st or st[2] >= E9 or st[3] > k.a then return false end
     local d = since(st[1], st[2])
     if d == nil then
       -- More than 2^52 ns before now: long over; after it: a clock far behind the state's.
@@ -167,7 +175,7 @@ local function sliding(k)
   local win, cur, prev = index, 0, 0
   if k.s then
     local st = field(k.s, 3)
-    if not st then return false end
+    if not st or st[2] > limit or st[3] > limit then return false end
     if st[1] >= index then
       win, cur, prev = st[1], st[2], st[3]
     elseif st[1] + 1 == index then
@@ -227,7 +235,7 @@ local function stepped(k)
   local tokens, as, an = cap, ns, nn
   if k.s then
     local st = field(k.s, 3)
-    if not st or st[3] >= E9 then return false end
+    if not st or st[1] > cap or st[3] >= E9 then return false end
     tokens, as, an = st[1], st[2], st[3]
     local d = since(as, an)
     if d == nil then

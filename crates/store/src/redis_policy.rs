@@ -9,7 +9,7 @@
 //! the call is refused otherwise, before anything is spent.
 //!
 //! The naive path (`get`, the transition in the caller, `set`) reads and writes the state as
-//! the script does ([`encode`], [`decode`]).
+//! the script does ([`encode`], [`decode`]), refusing what the script refuses.
 
 use crate::client::{AllApplied, AllFuture, AllItem, Applied, Read, StoreClient};
 use crate::redis_conn::slot;
@@ -19,7 +19,7 @@ use crate::{Key, LimitError, StoreError};
 use ratelab_core::first_hit::FirstHitWindowState;
 use ratelab_core::stepped::SteppedBucketState;
 use ratelab_core::window::{FixedWindowState, SlidingWindowState};
-use ratelab_core::{Nanos, Policy, PolicyState};
+use ratelab_core::{Algorithm, Nanos, Policy, PolicyState};
 use std::sync::{Arc, LazyLock};
 
 static SCRIPT: LazyLock<Arc<redis::Script>> =
@@ -152,31 +152,47 @@ impl StoreClient for RedisPolicy {
 /// `state` as the scripts store it; `None` when it is not `policy`'s.
 pub fn encode(policy: &Policy, state: &PolicyState) -> Option<String> {
     let instant = |t: Nanos| (t.as_u64() / 1_000_000_000, t.as_u64() % 1_000_000_000);
-    Some(match (policy, state) {
-        (Policy::TokenBucket(b), PolicyState::TokenBucket(s)) => {
+    // One arm per algorithm, no wildcard: a new one does not compile until it is stored.
+    Some(match policy {
+        Policy::TokenBucket(b) => {
+            let PolicyState::TokenBucket(s) = state else {
+                return None;
+            };
             let u = 1_000_000_000 * u128::from(b.refill_amount());
             format!("{} {}", s.tat_scaled / u, s.tat_scaled % u)
         }
-        (Policy::FixedWindow(_), PolicyState::FixedWindow(s)) => {
+        Policy::FixedWindow(_) => {
+            let PolicyState::FixedWindow(s) = state else {
+                return None;
+            };
             format!("{} {}", s.window, s.count)
         }
-        (Policy::FirstHitWindow(_), PolicyState::FirstHitWindow(s)) => {
+        Policy::FirstHitWindow(_) => {
+            let PolicyState::FirstHitWindow(s) = state else {
+                return None;
+            };
             let (sec, ns) = instant(s.start);
             format!("{sec} {ns} {}", s.count)
         }
-        (Policy::SlidingWindow(_), PolicyState::SlidingWindow(s)) => {
+        Policy::SlidingWindow(_) => {
+            let PolicyState::SlidingWindow(s) = state else {
+                return None;
+            };
             format!("{} {} {}", s.window, s.current, s.previous)
         }
-        (Policy::SteppedBucket(_), PolicyState::SteppedBucket(s)) => {
+        Policy::SteppedBucket(_) => {
+            let PolicyState::SteppedBucket(s) = state else {
+                return None;
+            };
             let (sec, ns) = instant(s.anchor);
             format!("{} {sec} {ns}", s.tokens)
         }
-        _ => return None,
     })
 }
 
-/// A stored state as `policy`'s, by the scripts' own rule: decimal fields of at most 16
-/// digits, as many as the family stores, nanoseconds below 10⁹. Anything else is
+/// A stored state as `policy`'s, by the scripts' own rule: as many decimal fields as the
+/// algorithm stores, one space apart, each of at most 16 digits (a token bucket's first of
+/// at most 15), nanoseconds below 10⁹, no count above the limit. Anything else is
 /// [`StoreError::Corrupt`]: a state that cannot be read is never taken as empty.
 pub fn decode(policy: &Policy, text: &str) -> Result<PolicyState, StoreError> {
     let fields: Vec<u64> = text
@@ -195,38 +211,85 @@ pub fn decode(policy: &Policy, text: &str) -> Result<PolicyState, StoreError> {
             .map(Nanos)
             .ok_or(StoreError::Corrupt)
     };
-    Ok(match (policy, fields.as_slice()) {
+    let limit = policy.quota().limit;
+    let within = |n: u64| {
+        if n <= limit {
+            Ok(n)
+        } else {
+            Err(StoreError::Corrupt)
+        }
+    };
+    let state = match (policy, fields.as_slice()) {
         (Policy::TokenBucket(b), &[hi, lo]) => {
             let u = 1_000_000_000 * u128::from(b.refill_amount());
-            if u128::from(lo) >= u {
+            if hi >= 1_000_000_000_000_000 || u128::from(lo) >= u {
                 return Err(StoreError::Corrupt);
             }
             PolicyState::TokenBucket(ratelab_core::TokenBucketState {
                 tat_scaled: u128::from(hi) * u + u128::from(lo),
             })
         }
-        (Policy::FixedWindow(_), &[window, count]) => {
-            PolicyState::FixedWindow(FixedWindowState { window, count })
-        }
+        (Policy::FixedWindow(_), &[window, count]) => PolicyState::FixedWindow(FixedWindowState {
+            window,
+            count: within(count)?,
+        }),
         (Policy::FirstHitWindow(_), &[sec, ns, count]) => {
             PolicyState::FirstHitWindow(FirstHitWindowState {
                 start: instant(sec, ns)?,
-                count,
+                count: within(count)?,
             })
         }
         (Policy::SlidingWindow(_), &[window, current, previous]) => {
             PolicyState::SlidingWindow(SlidingWindowState {
                 window,
-                current,
-                previous,
+                current: within(current)?,
+                previous: within(previous)?,
             })
         }
         (Policy::SteppedBucket(_), &[tokens, sec, ns]) => {
             PolicyState::SteppedBucket(SteppedBucketState {
-                tokens,
+                tokens: within(tokens)?,
                 anchor: instant(sec, ns)?,
             })
         }
         _ => return Err(StoreError::Corrupt),
-    })
+    };
+    Ok(state)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ratelab_core::{FixedWindow, SlidingWindow, SteppedBucket, TokenBucket};
+
+    #[test]
+    fn a_state_reads_back_as_written_and_anything_else_is_corrupt() {
+        let ms = Nanos::from_millis;
+        let window = Policy::SlidingWindow(SlidingWindow::new(5, ms(1_000)).unwrap());
+        let state = PolicyState::SlidingWindow(SlidingWindowState {
+            window: 1_764_500,
+            current: 3,
+            previous: 5,
+        });
+        let text = encode(&window, &state).unwrap();
+        assert_eq!(decode(&window, &text), Ok(state));
+        let fixed = Policy::FixedWindow(FixedWindow::new(5, ms(1_000)).unwrap());
+        assert_eq!(encode(&fixed, &state), None, "another algorithm's state");
+        let stepped = Policy::SteppedBucket(SteppedBucket::new(4, 1, ms(100)).unwrap());
+        let bucket = Policy::TokenBucket(TokenBucket::per_second(5, 2).unwrap());
+        for (policy, bad) in [
+            (&window, "1 2"),
+            (&window, "1  2 3"),
+            (&window, " 1 2 3"),
+            (&window, "1 6 2"),
+            (&fixed, "1 6"),
+            (&fixed, "1 -1"),
+            (&stepped, "5 1764500000 0"),
+            (&stepped, "1 1764500000 1000000000"),
+            (&bucket, "1234567890123456 0"),
+            (&bucket, "1 2000000000"),
+        ] {
+            assert_eq!(decode(policy, bad), Err(StoreError::Corrupt), "{bad:?}");
+        }
+    }
 }

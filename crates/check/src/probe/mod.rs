@@ -60,6 +60,20 @@ pub fn judge(h: &ProbeHistory, j: &Judging) -> ProbeVerdict {
 }
 
 impl ProbeVerdict {
+    /// Figure `name` ([`CHECKS`] declares them), 0 when no check measured it.
+    pub fn figure(&self, name: &str) -> u64 {
+        debug_assert!(
+            CHECKS.figure(name).is_some(),
+            "{name:?} is no probe check's figure"
+        );
+        self.0.figure(name).unwrap_or(0)
+    }
+
+    /// The checks that applied to the claim and judged the history, in the registry's order.
+    pub fn checks(&self) -> &[&'static str] {
+        &self.0.applied
+    }
+
     /// One line per failure, `check: detail`; empty when every check passed. A
     /// linearizability search that ran out of budget is *unknown*, not a failure.
     pub fn failures(&self) -> Vec<String> {

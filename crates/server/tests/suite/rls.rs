@@ -550,7 +550,7 @@ policy = { algorithm = "sliding-window", limit = 100, window_ms = 3600000, name 
 
 [[domain.descriptors]]
 key = "narrow"
-policy = { algorithm = "fixed-window", limit = 3, window_ms = 3600000, name = "narrow" }
+policy = { algorithm = "fixed-window", limit = 3, window_ms = 604800000, name = "narrow" }
 "#;
 
 /// On Redis too, every algorithm: one call's descriptors are one step, all or nothing.

@@ -15,12 +15,12 @@ pub const STORE_CALLS_SAVED: &str = "store_calls_saved";
 const FIGURES: &[Figure] = &[
     Figure::bounded(
         "breaker_opened",
-        "breaker openings over all gateways",
+        "breaker openings over all gateways, as the gateways counted them",
         Needs::Nothing,
     ),
     Figure::bounded(
         "breaker_closed",
-        "breaker closings over all gateways",
+        "breaker closings over all gateways, as the gateways counted them",
         Needs::Nothing,
     ),
     Figure::bounded(
@@ -40,8 +40,9 @@ impl Checker<Runs> for Gateways {
         FIGURES
     }
 
-    /// The breakers as the gateways counted them (what the figures report: the gateways'
-    /// own account of their breakers, which scenarios bound).
+    /// The breakers as the gateways counted them: these figures report the gateways' own
+    /// account of their breakers (which scenarios bound), not a verdict on it; the answers
+    /// checker holds those counters to the answers the clients received.
     fn measure(&self, run: &Run<'_>, out: &mut Judged) {
         let c = GatewayCounters::sum(run.stats);
         out.measured("breaker_opened", c.breaker_opened);
