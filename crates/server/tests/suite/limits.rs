@@ -392,42 +392,36 @@ fn limits_file_on_redis() {
     assert_eq!(statuses, [200, 200, 429]);
 }
 
-/// One limit of each algorithm but the token bucket, each on a route of its own.
-const EVERY_ALGORITHM: &str = r#"
-[[limit]]
-name = "fixed"
-algorithm = "fixed-window"
-limit = 2
-# A week, aligned to the clock: a boundary within the test's seconds is all but impossible.
-window_ms = 604800000
-key = "header:x-k"
-match = { route_prefix = "/fixed" }
-
-[[limit]]
-name = "first-hit"
-algorithm = "first-hit-window"
-limit = 2
-window_ms = 3600000
-key = "header:x-k"
-match = { route_prefix = "/first-hit" }
-
-[[limit]]
-name = "sliding"
-algorithm = "sliding-window"
-limit = 2
-window_ms = 3600000
-key = "header:x-k"
-match = { route_prefix = "/sliding" }
-
-[[limit]]
-name = "stepped"
-algorithm = "stepped-bucket"
-capacity = 2
-refill = 1
-refill_period_ms = 3600000
-key = "header:x-k"
-match = { route_prefix = "/stepped" }
-"#;
+/// One limit of each algorithm but the token bucket, each on a route named after it, keyed
+/// by `x-k` (the fixed window's a week long: aligned to the clock, a boundary within the
+/// test's seconds is all but impossible).
+fn every_algorithm() -> String {
+    [
+        ("fixed", "fixed-window", "limit = 2\nwindow_ms = 604800000"),
+        (
+            "first-hit",
+            "first-hit-window",
+            "limit = 2\nwindow_ms = 3600000",
+        ),
+        (
+            "sliding",
+            "sliding-window",
+            "limit = 2\nwindow_ms = 3600000",
+        ),
+        (
+            "stepped",
+            "stepped-bucket",
+            "capacity = 2\nrefill = 1\nrefill_period_ms = 3600000",
+        ),
+    ]
+    .map(|(name, algorithm, params)| {
+        format!(
+            "[[limit]]\nname = \"{name}\"\nalgorithm = \"{algorithm}\"\n{params}\n\
+             key = \"header:x-k\"\nmatch = {{ route_prefix = \"/{name}\" }}\n\n"
+        )
+    })
+    .concat()
+}
 
 /// [`POLLUTION`] with two other algorithms: a sliding window per client address, a first-hit
 /// window per tenant.
@@ -459,7 +453,7 @@ fn every_algorithm_runs_on_redis_all_or_nothing() {
         return;
     };
     let url = format!("redis://127.0.0.1:{}", redis.port);
-    let file = TempFile::new("limits.toml", EVERY_ALGORITHM);
+    let file = TempFile::new("limits.toml", &every_algorithm());
     let s = Server::start(&["--limits", file.arg(), "--redis", &url]);
     for route in ["/fixed", "/first-hit", "/sliding", "/stepped"] {
         let statuses: Vec<u16> = (0..3)
