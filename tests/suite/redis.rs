@@ -9,6 +9,7 @@
 //! - the singleton job's lease and fencing scripts: growing tokens, holder-only renew and
 //!   release, and a stalled leader's stale commit refused.
 
+use crate::caller_clock::CallerClock;
 use crate::multi_conformance;
 use ratelab_testkit::redis_server;
 
@@ -66,9 +67,9 @@ async fn conformance<C: StoreClient<Algorithm = TokenBucket>>(
     let bucket = *client.algorithm();
     let mut state = None;
     let key = Key::new(&format!("conformance:{name}")).unwrap();
-    let mut t = EPOCH_NS;
+    let mut clock = CallerClock::at(EPOCH_NS);
     for i in 0..200u64 {
-        t += (i * 7_919) % 40_000_000;
+        let t = clock.step((i * 7_919) % 40_000_000);
         let cost = 1 + i % 3;
         let path = if i % 2 == 0 {
             Path::Atomic
@@ -157,9 +158,9 @@ fn injected_faults_never_corrupt_a_decision() {
         };
         let faulty = FaultyClient::new(redis, plan, 42);
         let key = Key::new("k").unwrap();
-        let (mut state, mut t, mut served) = (None, EPOCH_NS, 0);
+        let (mut state, mut clock, mut served) = (None, CallerClock::at(EPOCH_NS), 0);
         for i in 0..400u64 {
-            t += (i * 7_919) % 40_000_000;
+            let t = clock.step((i * 7_919) % 40_000_000);
             let got = faulty.apply(&key, Some(Nanos(t)), 1).await;
             let fate = *faulty.fates().last().unwrap();
             let (next, want) = bucket.transition(state, Nanos(t), 1).unwrap();
@@ -230,9 +231,9 @@ fn lua_script_decides_exactly_as_the_core() {
                         .unwrap();
                 let key = Key::new("k").unwrap();
                 let mut state = None;
-                let mut t = EPOCH_NS;
+                let mut clock = CallerClock::at(EPOCH_NS);
                 for (i, &(gap, cost)) in ops.iter().enumerate() {
-                    t += gap;
+                    let t = clock.step(gap);
                     let cost = cost.min(cap);
                     let got = store
                         .apply(&key, Some(Nanos(t)), cost)

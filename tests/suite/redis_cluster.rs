@@ -11,6 +11,7 @@
 //! killed node as the promoted primary's replica. (One test binary, so the clusters of all
 //! these tests wait out their node timeouts side by side.)
 
+use crate::caller_clock::CallerClock;
 use crate::multi_conformance;
 use ratelab_testkit::redis_cluster;
 
@@ -76,9 +77,9 @@ fn cluster_decisions_are_the_cores_and_cross_slot_requests_are_all_or_nothing() 
             .collect();
         assert_eq!(primaries.len(), 3, "the keys span every primary");
         let mut states = vec![None; keys.len()];
-        let mut t = EPOCH_NS;
+        let mut clock = CallerClock::at(EPOCH_NS);
         for i in 0..240u64 {
-            t += (i * 7_919) % 40_000_000;
+            let t = clock.step((i * 7_919) % 40_000_000);
             let k = (i as usize * 5) % keys.len();
             let cost = 1 + i % 3;
             let path = if i % 2 == 0 {
@@ -148,7 +149,10 @@ fn cluster_decisions_are_the_cores_and_cross_slot_requests_are_all_or_nothing() 
 
         // NOSCRIPT: after every primary forgets its scripts, calls reload them.
         cluster.on_primaries(&["SCRIPT", "FLUSH"]);
-        let again = store.apply(&keys[0], Some(Nanos(t + 1)), 1).await.unwrap();
+        let again = store
+            .apply(&keys[0], Some(Nanos(clock.step(1))), 1)
+            .await
+            .unwrap();
         assert_eq!(again.decision.limit, 5);
         let items = [(&wide, &key, 1), (&narrow, &key, 1)];
         assert!(RedisStore::apply_all(&items, now).unwrap().await.is_ok());

@@ -8,6 +8,7 @@
 //! A module of the test binaries that run it (`tests/suite/redis.rs`,
 //! `tests/suite/redis_cluster.rs`).
 
+use crate::caller_clock::CallerClock;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use ratelab_core::all::{Effect, Part, decide_all};
@@ -70,9 +71,9 @@ where
                     .collect();
                 let key = Key::new("k").unwrap();
                 let mut states = vec![None; buckets.len()];
-                let mut t = EPOCH_NS;
+                let mut clock = CallerClock::at(EPOCH_NS);
                 for (n, (gap, hits)) in ops.iter().enumerate() {
-                    t += gap;
+                    let t = clock.step(*gap);
                     let matched: Vec<(usize, u64)> = hits
                         .iter()
                         .take(buckets.len())
