@@ -3,7 +3,8 @@
 //! exactly as the core's all-or-nothing decision, field for field — through clock steps
 //! forward and back, idle gaps past a key's lifetime, keys Redis expired (deleted when the
 //! core says their state is over), and a script cache flushed mid-sequence (`NOSCRIPT`); on a
-//! Redis Cluster too, each request's keys in one slot.
+//! Redis Cluster too, each request's keys in one slot, and as a store client across slots
+//! (decided per slot, given back where another slot denied).
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
@@ -384,40 +385,127 @@ fn every_family_as_a_store_client_decides_as_the_core_on_both_paths() {
                 );
             }
         }
-        // One request at every family at once, all or nothing.
-        let keys: Vec<Key> = (0..clients.len())
-            .map(|i| Key::new(&format!("all{i}")).unwrap())
+        every_family_at_once(&clients, &policies, "all", true).await;
+    });
+}
+
+/// One request at every one of `clients` (of `policies`) at once, 60 times on the caller's
+/// clock: each the core's all-or-nothing decision, every key's field for field (a key whose
+/// spend was given back reports what the core's unspent key holds).
+/// `denials`: whether some request must be denied (the limits are tight enough).
+async fn every_family_at_once(
+    clients: &[RedisPolicy],
+    policies: &[Policy],
+    name: &str,
+    denials: bool,
+) {
+    let keys: Vec<Key> = (0..clients.len())
+        .map(|i| Key::new(&format!("{name}{i}")).unwrap())
+        .collect();
+    let mut states: Vec<Option<PolicyState>> = vec![None; clients.len()];
+    let mut t = EPOCH_NS as u64;
+    let mut last = Instant::now();
+    let mut denied = 0;
+    for j in 0..60u64 {
+        t += ahead(&mut last, (j * 3_331_000) % 50_000_000);
+        let items: Vec<_> = clients.iter().zip(&keys).map(|(c, k)| (c, k, 1)).collect();
+        let got = RedisPolicy::apply_all(&items, Some(Nanos(t)))
+            .expect("one store")
+            .await
+            .unwrap();
+        let parts: Vec<Part<'_, Policy>> = policies
+            .iter()
+            .zip(&states)
+            .map(|(p, s)| Part {
+                algorithm: p,
+                state: *s,
+                cost: 1,
+            })
             .collect();
-        let mut states: Vec<Option<PolicyState>> = vec![None; clients.len()];
-        let mut t = EPOCH_NS as u64;
-        let mut last = Instant::now();
-        for j in 0..60u64 {
-            t += ahead(&mut last, (j * 3_331_000) % 50_000_000);
-            let items: Vec<_> = clients.iter().zip(&keys).map(|(c, k)| (c, k, 1)).collect();
-            let got = RedisPolicy::apply_all(&items, Some(Nanos(t)))
-                .expect("one server")
-                .await
-                .unwrap();
-            let parts: Vec<Part<'_, Policy>> = policies
-                .iter()
-                .zip(&states)
-                .map(|(p, s)| Part {
-                    algorithm: p,
-                    state: *s,
-                    cost: 1,
-                })
-                .collect();
-            let want = decide_all(&parts, Nanos(t)).unwrap();
-            assert_eq!(got.allowed, want.allowed, "request {j}");
-            let decisions: Vec<_> = want.parts.iter().map(|(_, d)| *d).collect();
-            assert_eq!(got.decisions, decisions, "request {j}");
-            for (s, (effect, _)) in states.iter_mut().zip(&want.parts) {
-                if let Effect::Spent(next) = effect {
-                    *s = Some(*next);
-                }
+        let want = decide_all(&parts, Nanos(t)).unwrap();
+        assert_eq!(got.allowed, want.allowed, "request {j}");
+        let decisions: Vec<_> = want.parts.iter().map(|(_, d)| *d).collect();
+        assert_eq!(got.decisions, decisions, "request {j}");
+        denied += u32::from(!want.allowed);
+        for (s, (effect, _)) in states.iter_mut().zip(&want.parts) {
+            if let Effect::Spent(next) = effect {
+                *s = Some(*next);
             }
         }
+    }
+    assert!(
+        denied > 0 || !denials,
+        "some requests were denied, by one limit or several"
+    );
+}
+
+/// Every family on a Redis Cluster as a store client: one request at limits of every family
+/// whose keys lie in different slots is decided slot by slot and given back where another
+/// slot denied it, and still decides as the core's all-or-nothing step, field for field.
+#[test]
+#[cfg_attr(
+    ratelab_missing_redis_cluster,
+    ignore = "redis-server or redis-cli is not installed (Debian: apt-get install redis-server)"
+)]
+fn on_a_cluster_a_request_across_slots_is_all_or_nothing_for_every_family() {
+    let Some(cluster) = RedisCluster::start("every_family_across_slots") else {
+        return;
+    };
+    let rt = runtime();
+    let ms = |v: u64| Nanos::from_millis(v);
+    // Limits a request meets together, the token bucket's the tightest now and then.
+    let policies = [
+        Policy::FixedWindow(FixedWindow::new(5, ms(700)).unwrap()),
+        Policy::FirstHitWindow(FirstHitWindow::new(6, ms(500)).unwrap()),
+        Policy::SlidingWindow(SlidingWindow::new(4, ms(600)).unwrap()),
+        Policy::SteppedBucket(SteppedBucket::new(5, 2, ms(300)).unwrap()),
+        Policy::TokenBucket(TokenBucket::per_second(3, 5).unwrap()),
+    ];
+    let options = RedisOptions {
+        prefix: "unused:".into(),
+        timeout: TIMEOUT,
+    };
+    let bucket = TokenBucket::per_second(1, 1).unwrap();
+    let base = rt
+        .block_on(RedisStore::connect_cluster(
+            &cluster.seeds(),
+            bucket,
+            options,
+        ))
+        .unwrap();
+    let clients = |policies: &[Policy], prefix: &str| -> Vec<RedisPolicy> {
+        policies
+            .iter()
+            .enumerate()
+            .map(|(i, p)| RedisPolicy::new(&base, *p, &format!("{prefix}{i}:")).unwrap())
+            .collect()
+    };
+    let slots: std::collections::BTreeSet<u16> = (0..policies.len())
+        .map(|i| ratelab_store::redis_conn::slot(format!("p{i}:across{i}").as_bytes()))
+        .collect();
+    assert!(slots.len() > 1, "the keys lie in several slots: {slots:?}");
+    rt.block_on(every_family_at_once(
+        &clients(&policies, "p"),
+        &policies,
+        "across",
+        true,
+    ));
+    // And on generated limits of mixed families, two to six at once.
+    let mut runner = TestRunner::new(Config {
+        cases: 8,
+        failure_persistence: None,
+        ..Config::default()
     });
+    let case = AtomicU64::new(0);
+    runner
+        .run(&(limits(), limits()), |(a, b)| {
+            let policies: Vec<Policy> = a.into_iter().chain(b).collect();
+            let n = case.fetch_add(1, Ordering::Relaxed);
+            let clients = clients(&policies, &format!("g{n}."));
+            rt.block_on(every_family_at_once(&clients, &policies, "across", false));
+            Ok(())
+        })
+        .unwrap();
 }
 
 /// A stored value the script did not write (a field too many or too few, a space too many, a
@@ -490,4 +578,157 @@ fn a_state_the_script_did_not_write_is_refused_and_nothing_is_written() {
         });
         assert_eq!((kept.as_str(), written), (bad, None), "{policy:?}");
     }
+}
+
+/// `refund.lua` on states written by hand: each family gives back only what is outstanding
+/// of the request's spend, from a state that still holds it, and leaves the rest in place.
+#[test]
+#[cfg_attr(
+    ratelab_missing_redis,
+    ignore = "redis-server is not installed (Debian: apt-get install redis-server)"
+)]
+fn the_refund_script_gives_back_only_what_is_outstanding() {
+    let Some(server) = RedisServer::start("the_refund_script_gives_back") else {
+        return;
+    };
+    let rt = runtime();
+    let mut conn = rt.block_on(Conn::open(&server.url(), TIMEOUT)).unwrap();
+    let script = redis::Script::new(ratelab_store::redis_slots::REFUND_SCRIPT);
+    // ((family, [a, b, c], cost, written, stored before), now (s, ns), stored after, given back)
+    type Case = (
+        &'static str,
+        [u64; 3],
+        u64,
+        &'static str,
+        Option<&'static str>,
+    );
+    type After = Option<&'static str>;
+    let cases: [(Case, (u64, u64), After, i64); 15] = [
+        // Fixed window: back in the request's window, nothing once it moved on or was lost.
+        (
+            ("fw", [5, 1_000_000_000, 0], 2, "7 3", Some("7 4")),
+            (7, 0),
+            Some("7 2"),
+            2,
+        ),
+        (
+            ("fw", [5, 1_000_000_000, 0], 2, "7 3", Some("8 1")),
+            (8, 0),
+            Some("8 1"),
+            0,
+        ),
+        (
+            ("fw", [5, 1_000_000_000, 0], 2, "7 3", None),
+            (7, 0),
+            None,
+            0,
+        ),
+        // First hit: a window the request opened goes when it is empty again.
+        (
+            ("fh", [5, 10, 0], 1, "100 5 1", Some("100 5 1")),
+            (101, 0),
+            None,
+            1,
+        ),
+        (
+            ("fh", [5, 10, 0], 1, "100 5 2", Some("100 5 3")),
+            (101, 0),
+            Some("100 5 2"),
+            1,
+        ),
+        (
+            ("fh", [5, 10, 0], 1, "100 5 2", Some("120 0 1")),
+            (121, 0),
+            Some("120 0 1"),
+            0,
+        ),
+        // Sliding counter: in its window's count, then in the next window's previous count.
+        (
+            ("sw", [5, 1_000_000_000, 0], 2, "7 3 1", Some("7 4 1")),
+            (7, 0),
+            Some("7 2 1"),
+            2,
+        ),
+        (
+            ("sw", [5, 1_000_000_000, 0], 2, "7 3 1", Some("8 1 3")),
+            (8, 0),
+            Some("8 1 1"),
+            2,
+        ),
+        (
+            ("sw", [5, 1_000_000_000, 0], 2, "7 3 1", Some("9 1 0")),
+            (9, 0),
+            Some("9 1 0"),
+            0,
+        ),
+        // Stepped bucket (5 tokens, 2 a second): back while the steps since have not
+        // filled it anyway; nothing from an anchor set anew.
+        (
+            ("sb", [5, 2, 1_000_000_000], 2, "1 100 0", Some("0 100 0")),
+            (100, 0),
+            Some("2 100 0"),
+            2,
+        ),
+        (
+            ("sb", [5, 2, 1_000_000_000], 2, "2 100 0", Some("4 101 0")),
+            (101, 0),
+            Some("5 101 0"),
+            1,
+        ),
+        (
+            ("sb", [5, 2, 1_000_000_000], 2, "1 100 0", Some("4 100 5")),
+            (102, 0),
+            Some("4 100 5"),
+            0,
+        ),
+        // Token bucket (capacity 5, 1 a second): the TAT moves back by what is still ahead
+        // of now, and only from a state at least as late as the request's write.
+        (
+            ("tb", [5, 1, 1_000_000_000], 2, "103 0", Some("104 0")),
+            (102, 500_000_000),
+            Some("103 500000000"),
+            500_000_000,
+        ),
+        (
+            ("tb", [5, 1, 1_000_000_000], 2, "103 0", Some("104 0")),
+            (100, 0),
+            Some("102 0"),
+            2_000_000_000,
+        ),
+        (
+            ("tb", [5, 1, 1_000_000_000], 2, "103 0", Some("102 0")),
+            (101, 0),
+            Some("102 0"),
+            0,
+        ),
+    ];
+    rt.block_on(async {
+        for (i, ((family, params, cost, written, before), (sec, ns), after, back)) in
+            cases.into_iter().enumerate()
+        {
+            let key = format!("refund:{i}");
+            if let Some(b) = before {
+                let _: () = redis::cmd("SET")
+                    .arg(&key)
+                    .arg(b)
+                    .query_async(&mut conn)
+                    .await
+                    .unwrap();
+            }
+            let mut call = script.prepare_invoke();
+            call.key(&key).arg(sec).arg(ns).arg(family).arg(&params[..]);
+            call.arg(cost).arg(written);
+            let got: Vec<i64> = call.invoke_async(&mut conn).await.unwrap();
+            let now: Option<String> = redis::cmd("GET")
+                .arg(&key)
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            assert_eq!(
+                (got, now.as_deref()),
+                (vec![back], after),
+                "case {i}: {family} wrote {written:?}, held {before:?}"
+            );
+        }
+    });
 }

@@ -272,12 +272,6 @@ impl ServeFile {
     fn names_redis(&self) -> bool {
         self.redis.is_some() || self.redis_cluster.is_some()
     }
-
-    /// Whether the Redis store it names is a Redis Cluster.
-    fn names_redis_cluster(&self) -> bool {
-        let cluster_url = |u: &String| ratelab_store::redis_conn::cluster_seeds(u).is_some();
-        self.redis_cluster.is_some() || self.redis.as_ref().is_some_and(cluster_url)
-    }
 }
 
 fn nets(list: &[String], what: &str) -> Result<Vec<IpNet>, String> {
@@ -683,7 +677,7 @@ fn grpc_settings(f: &ServeFile, file_domains: &Domains) -> Result<Option<GrpcSet
         let file = path.display().to_string();
         let d = crate::rls::config::parse_yaml(&file, &text)?;
         if f.names_redis() {
-            crate::rls::config::check_redis_yaml(&file, &text, &d, f.names_redis_cluster())?;
+            crate::rls::config::check_redis_yaml(&file, &text, &d)?;
         }
         let twice = |r: Repeated| format!("{}: {r}", path.display());
         served.merge([d.clone()]).map_err(twice)?;

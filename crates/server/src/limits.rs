@@ -38,9 +38,7 @@ use serde::Deserialize;
 use std::path::Path;
 
 pub use crate::policy::AlgorithmName;
-use crate::policy::{
-    Invalid, PolicySpec, RedisRefusal, policy_at, policy_capacity, redis_can_run, simple_name,
-};
+use crate::policy::{Invalid, PolicySpec, policy_at, policy_capacity, redis_can_run, simple_name};
 use crate::rls::config::Domains;
 
 /// The limits file.
@@ -365,21 +363,12 @@ fn validate_limit(e: &LimitEntry, at: &str) -> Result<FileLimit, Invalid> {
 }
 
 /// Checks that a store on Redis can run every limit of a validated file: every algorithm
-/// within its Lua script's exact range, and on a Redis Cluster (`cluster`) token buckets
-/// only. Errors are located like the file's own.
-pub fn check_redis(
-    file: &str,
-    text: &str,
-    limits: &[FileLimit],
-    cluster: bool,
-) -> Result<(), String> {
+/// within its Lua script's exact range. Errors are located like the file's own.
+pub fn check_redis(file: &str, text: &str, limits: &[FileLimit]) -> Result<(), String> {
     for (i, l) in limits.iter().enumerate() {
-        let (path, msg) = match redis_can_run(&l.policy, cluster) {
-            Ok(()) => continue,
-            Err(RedisRefusal::Range(msg)) => (format!("limit[{i}]"), msg),
-            Err(RedisRefusal::Algorithm(msg)) => (format!("limit[{i}].algorithm"), msg),
-        };
-        return Err(located(file, text, &path, msg).to_string());
+        if let Err(msg) = redis_can_run(&l.policy) {
+            return Err(located(file, text, &format!("limit[{i}]"), msg).to_string());
+        }
     }
     Ok(())
 }

@@ -29,28 +29,9 @@ pub(crate) fn simple_name(s: &str) -> bool {
     !s.is_empty() && s.len() <= 64 && s.chars().all(simple)
 }
 
-/// Why the Redis store cannot run a policy.
-pub(crate) enum RedisRefusal {
-    /// A policy beyond its Lua script's exact range.
-    Range(String),
-    /// An algorithm a Redis Cluster does not run.
-    Algorithm(String),
-}
-
-/// Whether the Redis store can run `policy`: on one server every algorithm within its
-/// script's exact range (`ratelab_store::redis_limits::ScriptLimit`); on a Redis Cluster
-/// (`cluster`) the token bucket only, whose refunds keep a request's limits all or nothing
-/// when their keys lie in different slots.
-pub(crate) fn redis_can_run(policy: &Policy, cluster: bool) -> Result<(), RedisRefusal> {
-    if cluster && !matches!(policy, Policy::TokenBucket(_)) {
-        return Err(RedisRefusal::Algorithm(
-            "on a Redis Cluster the Redis store runs token-bucket limits only: a request's \
-             limits lie in different slots, and only the token bucket's refunds keep them all \
-             or nothing there (every algorithm runs on one Redis server, or in memory)"
-                .into(),
-        ));
-    }
-    ratelab_store::redis_limits::ScriptLimit::new(*policy)
-        .map(|_| ())
-        .map_err(RedisRefusal::Range)
+/// Whether the Redis store (one server or a cluster) can run `policy`: every algorithm
+/// within its script's exact range (`ratelab_store::redis_limits::ScriptLimit`); the error
+/// says why not.
+pub(crate) fn redis_can_run(policy: &Policy) -> Result<(), String> {
+    ratelab_store::redis_limits::ScriptLimit::new(*policy).map(|_| ())
 }

@@ -155,9 +155,7 @@ impl Stores for Redis {
     type Client = RedisPolicy;
 
     async fn client(&self, prefix: &str, policy: Policy) -> Result<RedisPolicy, String> {
-        crate::policy::redis_can_run(&policy, self.conn.is_cluster()).map_err(|r| match r {
-            crate::policy::RedisRefusal::Range(m) | crate::policy::RedisRefusal::Algorithm(m) => m,
-        })?;
+        crate::policy::redis_can_run(&policy)?;
         RedisPolicy::new(&self.conn, policy, prefix).map_err(|e| e.to_string())
     }
 
@@ -176,9 +174,8 @@ impl Stores for Redis {
         limits: &[FileLimit],
         domains: &[Domain],
     ) -> Result<(), String> {
-        let cluster = self.conn.is_cluster();
-        crate::limits::check_redis(file, text, limits, cluster)?;
-        crate::rls::config::check_redis(domains, cluster)
+        crate::limits::check_redis(file, text, limits)?;
+        crate::rls::config::check_redis(domains)
             .map_err(|(path, msg)| crate::limits::located(file, text, &path, msg).to_string())
     }
 }

@@ -24,7 +24,9 @@
 //! network) in a file here; the server picks it in its `stores` module. An algorithm Redis
 //! should run atomically is a Lua script here: every family is one function in `limits.lua`
 //! ([`redis_limits`], with an arm in `ScriptLimit::new` naming its parameters), the token
-//! bucket's taken from `token_bucket.lua`, its own script.
+//! bucket's taken from `token_bucket.lua`, its own script; its state's text and its undoing
+//! are arms of [`redis_state`], and its refund a function in `refund.lua` (a request a Redis
+//! Cluster decides slot by slot is given back where another slot denied it: [`redis_slots`]).
 //!
 //! [`MemoryStore`] is the in-process store. It is generic over a [`SyncBackend`], so the
 //! loom and shuttle proofs in the workspace's `tests/` check this very code.
@@ -45,6 +47,10 @@ pub mod redis_lane;
 pub mod redis_limits;
 #[cfg(feature = "redis")]
 pub mod redis_policy;
+#[cfg(feature = "redis")]
+pub mod redis_slots;
+#[cfg(feature = "redis")]
+pub mod redis_state;
 #[cfg(feature = "redis")]
 pub mod redis_store;
 pub mod rng;

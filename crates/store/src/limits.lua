@@ -14,11 +14,14 @@
 --            'sw' sliding-window counter                 a = limit, b = window_ns
 --            'sb' token bucket refilled in whole steps   a = capacity, b = refill_amount,
 --                                                        c = refill_period_ns
---          (c is ignored by the windows)
+--          (c is ignored by the windows); and optionally 'state' after the last key's five
 -- reply    per key: flag, remaining, reset_after_ns, retry_after_ns (-1: none),
 --          full_after_ns; then now_sec, now_nsec. flag 1: admitted and spent; 0: this key
 --          denied it; 2: this key would admit it but another denied it, so nothing was spent
---          (the other figures are what the key holds now, as if asked for nothing).
+--          (the other figures are what the key holds now, as if asked for nothing). With
+--          'state', the reply is two arrays: those figures, and per key the state written
+--          ('' where nothing was), which a caller that may have to give the request back
+--          needs (refund.lua).
 --
 -- A stored value this script did not write (other than its fields, a count above the limit)
 -- or a state more than 2^52 ns (about 52 days) ahead of the clock is refused with a CORRUPT
@@ -328,4 +331,11 @@ for i, k in ipairs(keys) do
 end
 table.insert(reply, ns)
 table.insert(reply, nn)
+if ARGV[5 * #KEYS + 3] == 'state' then
+  local written = {}
+  for i, k in ipairs(keys) do
+    if all then written[i] = k.next else written[i] = '' end
+  end
+  return {reply, written}
+end
 return reply

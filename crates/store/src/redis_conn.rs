@@ -150,6 +150,22 @@ impl ConnectionLike for Conn {
     }
 }
 
+/// Runs `cmd`, an `EVALSHA` of `script`; a server without the script (`NOSCRIPT`: restarted,
+/// flushed, or a cluster node that never ran it) gets it loaded, and `cmd` runs again.
+pub(crate) async fn evalsha<T: redis::FromRedisValue>(
+    conn: &mut Conn,
+    script: &redis::Script,
+    cmd: &redis::Cmd,
+) -> redis::RedisResult<T> {
+    match cmd.query_async(conn).await {
+        Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
+            script.load_async(conn).await?;
+            cmd.query_async(conn).await
+        }
+        other => other,
+    }
+}
+
 /// The Redis Cluster hash slot of `key`: CRC16 (XMODEM) of its hash tag (the text between
 /// the first `{` and the next `}`, when not empty) or of the whole key, modulo 16 384.
 pub fn slot(key: &[u8]) -> u16 {

@@ -79,6 +79,12 @@ impl ScriptLimit {
     pub fn policy(&self) -> &Policy {
         &self.policy
     }
+
+    /// The script's name for its family, and its three parameters (as `limits.lua` and
+    /// `refund.lua` take them).
+    pub fn script_args(&self) -> (&'static str, [u64; 3]) {
+        (self.family, self.params)
+    }
 }
 
 fn window(w: &WindowPolicy) -> Result<[u64; 3], String> {
@@ -102,6 +108,36 @@ pub async fn decide(
     parts: &[(&str, &ScriptLimit, u64)],
     now: Option<Nanos>,
 ) -> Result<AllApplied, LimitError> {
+    let reply: Vec<i64> = invoke(conn, script, parts, now, false).await?;
+    // A reply this client cannot read comes after the script ran (and may have written): not
+    // `Corrupt`, which promises nothing was written, but a store that misbehaved.
+    read_reply(parts, &reply).map_err(|_| LimitError::Store(StoreError::Unavailable))
+}
+
+/// [`decide`], and the state the request wrote at each key (`""` where it wrote nothing): what
+/// a caller that may have to give the request back passes to `refund.lua`.
+pub async fn decide_keeping_states(
+    conn: &mut impl redis::aio::ConnectionLike,
+    script: &redis::Script,
+    parts: &[(&str, &ScriptLimit, u64)],
+    now: Option<Nanos>,
+) -> Result<(AllApplied, Vec<String>), LimitError> {
+    let (reply, states): (Vec<i64>, Vec<String>) = invoke(conn, script, parts, now, true).await?;
+    let all = read_reply(parts, &reply).map_err(|_| LimitError::Store(StoreError::Unavailable))?;
+    if states.len() != parts.len() {
+        return Err(LimitError::Store(StoreError::Unavailable));
+    }
+    Ok((all, states))
+}
+
+/// The script's call over `parts`, asking for the written states when `states`.
+async fn invoke<T: redis::FromRedisValue>(
+    conn: &mut impl redis::aio::ConnectionLike,
+    script: &redis::Script,
+    parts: &[(&str, &ScriptLimit, u64)],
+    now: Option<Nanos>,
+    states: bool,
+) -> Result<T, LimitError> {
     for (i, (key, limit, cost)) in parts.iter().enumerate() {
         let most = limit.policy.quota().limit;
         if *cost > most {
@@ -127,13 +163,12 @@ pub async fn decide(
             .arg(&limit.params[..])
             .arg(*cost);
     }
-    let reply: Vec<i64> = call
-        .invoke_async(conn)
+    if states {
+        call.arg("state");
+    }
+    call.invoke_async(conn)
         .await
-        .map_err(|e| LimitError::Store(store_err(&e)))?;
-    // A reply this client cannot read comes after the script ran (and may have written): not
-    // `Corrupt`, which promises nothing was written, but a store that misbehaved.
-    read_reply(parts, &reply).map_err(|_| LimitError::Store(StoreError::Unavailable))
+        .map_err(|e| LimitError::Store(store_err(&e)))
 }
 
 /// The script's reply: five fields per key, then the store's clock.

@@ -31,25 +31,19 @@
 //! decision over one bucket is
 //! one script on the primary of the bucket's slot. A request at several limits whose keys
 //! share a slot is one script, as on one server. Keys in different slots (a per-IP and a
-//! per-key bucket, say) cannot be one script: the request is decided slot by slot, all slots
-//! at once, each slot all or nothing; if any slot denies it, every slot that admitted it is
-//! refunded (`refund.lua` moves the bucket's TAT back by what the request spent, as far as it
-//! is still outstanding and the bucket still holds the request's write), so a denial by one
-//! limit consumes nothing at the others once the refund lands, and reports what it holds
-//! without the request, as one script reports a limit it left unspent. Between the take and the
-//! refund (one more round trip) another request can see those tokens spent; a refund that
-//! fails (the slot's primary lost) leaves them spent until they refill. The lease, its
+//! per-key bucket, say) cannot be one script: the request is decided slot by slot and given
+//! back where it was admitted if another slot denied it (`crate::redis_slots`, where
+//! `refund.lua` moves each bucket's TAT back by what is still outstanding of the spend). The lease, its
 //! token counter and the fenced resources share one hash tag, so their scripts run whole.
 
-use crate::redis_conn::{Conn, slot};
+use crate::redis_conn::{Conn, evalsha, slot};
 use crate::redis_lane::{Arg, Command, Lane, Reply, Target};
 use crate::{
     AllApplied, AllFuture, AllItem, Applied, FenceVerdict, Key, LeaseClient, LimitError, Read,
     StoreClient, StoreError,
 };
 use core::future::Future;
-use futures_util::future::join_all;
-use ratelab_core::{Algorithm, Decision, Nanos, TokenBucket, TokenBucketState};
+use ratelab_core::{Decision, Nanos, TokenBucket, TokenBucketState};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -62,8 +56,6 @@ pub const SCRIPT: &str = include_str!("token_bucket.lua");
 pub const LEASE_SCRIPT: &str = include_str!("lease.lua");
 /// The Lua script of fenced writes.
 pub const FENCE_SCRIPT: &str = include_str!("fence.lua");
-/// The Lua script that gives back what a request spent at a bucket (Redis Cluster).
-pub const REFUND_SCRIPT: &str = include_str!("refund.lua");
 const EXACT: u128 = 1 << 53;
 
 /// Settings of a [`RedisStore`].
@@ -97,7 +89,6 @@ pub struct RedisStore {
     script: Arc<redis::Script>,
     lease: Arc<redis::Script>,
     fence: Arc<redis::Script>,
-    refund: Arc<redis::Script>,
     /// After each decision, wait for this many replicas, for at most this many ms.
     wait: Option<(u32, u64)>,
     /// Waits that ended with fewer replicas than asked for (shared by siblings).
@@ -246,7 +237,6 @@ impl RedisStore {
             script: Arc::new(redis::Script::new(SCRIPT)),
             lease: Arc::new(redis::Script::new(LEASE_SCRIPT)),
             fence: Arc::new(redis::Script::new(FENCE_SCRIPT)),
-            refund: Arc::new(redis::Script::new(REFUND_SCRIPT)),
             wait: None,
             caller_bounds: false,
             waits_short: Arc::default(),
@@ -663,45 +653,6 @@ fn script_cmd(
     cmd
 }
 
-/// Runs `cmd`, an `EVALSHA` of `script`; a server without the script (`NOSCRIPT`: restarted,
-/// flushed, or a cluster node that never ran it) gets it loaded, and `cmd` runs again.
-async fn evalsha<T: redis::FromRedisValue>(
-    conn: &mut Conn,
-    script: &redis::Script,
-    cmd: &redis::Cmd,
-) -> redis::RedisResult<T> {
-    match cmd.query_async(conn).await {
-        Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
-            script.load_async(conn).await?;
-            cmd.query_async(conn).await
-        }
-        other => other,
-    }
-}
-
-/// One slot's part of a cross-slot request: its decisions and each key's TAT after it.
-type SlotResult = Result<(AllApplied, Vec<(i64, i64)>), LimitError>;
-
-/// What a bucket that admitted `cost` (its TAT after the spend: `tat`, "hi lo" as integers)
-/// answers once the spend is undone: the decision at cost 0 on the state before it (the TAT
-/// less the spend), at `now`. `None` for a TAT this bucket cannot hold.
-fn held_decision(
-    bucket: &TokenBucket,
-    (hi, lo): (i64, i64),
-    cost: u64,
-    now: Nanos,
-) -> Option<Decision> {
-    let tat = u128::try_from(hi)
-        .ok()?
-        .checked_mul(units(bucket))?
-        .checked_add(u128::try_from(lo).ok()?)?;
-    let spent = u128::from(cost) * u128::from(bucket.refill_period().as_u64());
-    let before = TokenBucketState {
-        tat_scaled: tat.checked_sub(spent)?,
-    };
-    bucket.transition(Some(before), now, 0).ok().map(|(_, d)| d)
-}
-
 /// A reply field that must not be negative.
 fn non_negative(v: i64) -> Result<u64, StoreError> {
     u64::try_from(v).map_err(|_| StoreError::Corrupt)
@@ -757,146 +708,10 @@ impl RedisStore {
                 .map(|(c, k, _)| slot(c.key(k).as_bytes()))
                 .collect();
             if slots.iter().any(|s| *s != slots[0]) {
-                return RedisStore::apply_by_slot(items, &slots, now).await;
+                return crate::redis_slots::apply_by_slot(items, &slots, now).await;
             }
         }
         RedisStore::apply_one_script(items, now).await
-    }
-
-    /// A request at keys in several cluster slots: each slot's keys in one script, every
-    /// slot at once. If any slot denies, the request is denied — even if another slot could
-    /// not be reached — and every slot that admitted it is refunded, in tasks of their own so
-    /// a dropped call does not cancel them (the denial waits for them briefly: a second round
-    /// trip). The reply is as for one script: every item's decision (a refunded item's
-    /// `remaining` counts its cost back), allowed only if every slot admitted.
-    async fn apply_by_slot(
-        items: &[AllItem<'_, RedisStore>],
-        slots: &[u16],
-        now: Option<Nanos>,
-    ) -> Result<AllApplied, LimitError> {
-        let mut groups: std::collections::BTreeMap<u16, Vec<usize>> = Default::default();
-        for (i, s) in slots.iter().enumerate() {
-            groups.entry(*s).or_default().push(i);
-        }
-        let calls = groups.values().map(|idx| async move {
-            let part: Vec<AllItem<'_, RedisStore>> = idx.iter().map(|&i| items[i]).collect();
-            RedisStore::apply_script(&part, now, true).await
-        });
-        let results = join_all(calls).await;
-        let denied = results
-            .iter()
-            .any(|r| matches!(r, Ok((all, _)) if !all.allowed));
-        let failed = results.iter().find_map(|r| r.as_ref().err().copied());
-        if let (Some(e), false) = (failed, denied) {
-            // Unreachable somewhere and denied nowhere: the caller's failure policy decides.
-            // The slots that admitted spent, and are given back.
-            RedisStore::refund_admitted(items, &groups, &results, now);
-            return Err(e);
-        }
-        let refunds = if denied {
-            RedisStore::refund_admitted(items, &groups, &results, now)
-        } else {
-            Vec::new()
-        };
-        let mut decisions: Vec<Option<Decision>> = vec![None; items.len()];
-        let mut store_time = Nanos::ZERO;
-        for (idx, r) in groups.values().zip(&results) {
-            if let Ok((all, _)) = r {
-                store_time = store_time.max(all.store_time);
-                for (&i, d) in idx.iter().zip(&all.decisions) {
-                    decisions[i] = Some(*d);
-                }
-            }
-        }
-        if denied {
-            // The refunds run to the end in their own tasks; the denial waits for them a
-            // quarter of the call's timeout at most, so a client's next request finds them
-            // landed, and a slow refund never turns the denial into a timeout.
-            if let Some(first) = items.first() {
-                let cap = first.0.options.timeout / 4;
-                let _ = tokio::time::timeout(cap, join_all(refunds)).await;
-            }
-            // A slot that admitted reports what it holds once its spend is undone, as one
-            // script's all-or-nothing step reports a limit that was not spent: the decision
-            // at cost 0 on the state before the request.
-            for (idx, r) in groups.values().zip(&results) {
-                let Ok((all, tats)) = r else { continue };
-                if !all.allowed {
-                    continue;
-                }
-                let at = now.unwrap_or(all.store_time);
-                for (&i, &tat) in idx.iter().zip(tats) {
-                    let (c, _, cost) = items[i];
-                    if let Some(d) = decisions[i].as_mut() {
-                        *d = held_decision(&c.bucket, tat, cost, at).unwrap_or(Decision {
-                            remaining: (d.remaining + cost).min(c.bucket.capacity()),
-                            ..*d
-                        });
-                    }
-                }
-            }
-        }
-        // A slot that could not be reached reports what a denial by another would: nothing
-        // spent there, nothing known.
-        let unknown = |i: usize| Decision {
-            allowed: true,
-            limit: items[i].0.bucket.capacity(),
-            remaining: 0,
-            reset_after: Nanos::ZERO,
-            retry_after: None,
-            full_after: Nanos::ZERO,
-        };
-        Ok(AllApplied {
-            allowed: !denied,
-            decisions: decisions
-                .into_iter()
-                .enumerate()
-                .map(|(i, d)| d.unwrap_or_else(|| unknown(i)))
-                .collect(),
-            store_time,
-        })
-    }
-
-    /// Gives back, in the background, what the request spent at every slot that admitted
-    /// it: one refund script per slot. A refund that fails leaves the tokens spent until they
-    /// refill; the request stays denied either way.
-    fn refund_admitted(
-        items: &[AllItem<'_, RedisStore>],
-        groups: &std::collections::BTreeMap<u16, Vec<usize>>,
-        results: &[SlotResult],
-        now: Option<Nanos>,
-    ) -> Vec<tokio::task::JoinHandle<()>> {
-        let mut tasks = Vec::new();
-        for (idx, r) in groups.values().zip(results) {
-            let Ok((all, tats)) = r else { continue };
-            if !all.allowed {
-                continue;
-            }
-            let first = items[idx[0]].0.clone();
-            let mut cmd = redis::cmd("EVALSHA");
-            cmd.arg(first.refund.get_hash()).arg(idx.len());
-            for &i in idx {
-                let (c, k, _) = items[i];
-                cmd.arg(c.key(k));
-            }
-            for a in time_args(now) {
-                cmd.arg(a);
-            }
-            for (&i, (hi, lo)) in idx.iter().zip(tats) {
-                let (c, _, cost) = items[i];
-                cmd.arg(c.bucket.refill_amount())
-                    .arg(c.bucket.refill_period().as_u64())
-                    .arg(cost)
-                    .arg(u64::try_from(*hi).unwrap_or(0))
-                    .arg(u64::try_from(*lo).unwrap_or(0));
-            }
-            tasks.push(tokio::spawn(async move {
-                let mut conn = first.conn.clone();
-                let _: Result<Vec<i64>, StoreError> =
-                    first.timed(evalsha(&mut conn, &first.refund, &cmd)).await;
-            }));
-        }
-        tasks
     }
 
     /// Every item in one script call (their keys in one slot, on a cluster).
@@ -960,6 +775,48 @@ impl RedisStore {
             ),
         };
         Ok((all, tats))
+    }
+}
+
+impl crate::redis_slots::SlotClient for RedisStore {
+    fn policy(&self) -> ratelab_core::Policy {
+        ratelab_core::Policy::TokenBucket(self.bucket)
+    }
+
+    fn refund_args(&self) -> (&'static str, [u64; 3]) {
+        let b = &self.bucket;
+        let period = b.refill_period().as_u64();
+        ("tb", [b.capacity(), b.refill_amount(), period])
+    }
+
+    fn state_key(&self, key: &Key) -> String {
+        self.key(key)
+    }
+
+    fn connection(&self) -> &Conn {
+        &self.conn
+    }
+
+    fn call_timeout(&self) -> Duration {
+        self.options.timeout
+    }
+
+    async fn decide_slot<'a>(
+        items: &'a [AllItem<'a, Self>],
+        now: Option<Nanos>,
+    ) -> Result<(AllApplied, Vec<String>), LimitError> {
+        let (all, tats) = RedisStore::apply_script(items, now, true).await?;
+        let written = tats
+            .iter()
+            .map(|(hi, lo)| {
+                if all.allowed {
+                    format!("{hi} {lo}")
+                } else {
+                    String::new()
+                }
+            })
+            .collect();
+        Ok((all, written))
     }
 }
 

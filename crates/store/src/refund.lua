@@ -1,21 +1,21 @@
--- ratelab token bucket refund: gives back what an admitted request spent at its buckets,
--- when a request spanning several Redis Cluster slots was denied in another slot (one script
--- cannot span slots, so such a request is decided slot by slot and undone where it was
--- admitted).
+-- ratelab refund: gives back what an admitted request spent at its limits, of any family, when
+-- a request spanning several Redis Cluster slots was denied in another slot (one script cannot
+-- span slots, so such a request is decided slot by slot and undone where it was admitted).
 --
--- KEYS     the bucket keys of one slot
--- ARGV     now_sec, now_nsec (the clock the decision used; now_sec = '' reads TIME), then per
---          key: refill_amount, refill_period_ns, cost, tat_hi, tat_lo (the TAT the request's
---          own decision wrote, from token_bucket.lua's 'tat' reply)
--- reply    per key: the scaled units given back (0 when nothing was outstanding)
+-- KEYS     the state keys of one slot
+-- ARGV     now_sec, now_nsec (the clock the decision used; now_sec = '' reads TIME), then six
+--          per key: family, a, b, c (as limits.lua takes them), cost, and the state the
+--          request's own decision wrote (limits.lua's or token_bucket.lua's, as stored)
+-- reply    per key: what was given back (a count, tokens, or for a token bucket how far its
+--          TAT moved back, in 1/refill_amount ns), 0 when nothing was outstanding
 --
--- The state is token_bucket.lua's "hi lo" (TAT = hi seconds plus lo / refill_amount ns).
--- Spending `cost` moved the TAT later by cost * refill_period in scaled units; only the part
--- of that still ahead of now is outstanding (the rest has refilled already), and only if the
--- bucket still holds the request's write (a state older than it, as after a failover that
--- lost the write, gets nothing back). Moving the TAT back by the outstanding part leaves every
--- later request's spend in place: spends add to the TAT. The key's expiry is kept: it was set
--- for a later TAT, so it never expires a bucket early.
+-- Only what is still outstanding comes back: a window that has moved on holds nothing of the
+-- request, a bucket that has refilled since holds only the part not yet refilled. And only
+-- from a state that still holds the request's write (a state older than it, as after a
+-- failover that lost the write, gets nothing back). Every family's spends add up (a count, a
+-- TAT, tokens taken), so taking back one request's leaves every later request's in place.
+-- The key's expiry is kept: it was set for the state with the spend in it, which lives at
+-- least as long as the state without.
 local ns, nn
 if ARGV[1] == '' then
   local t = redis.call('TIME')
@@ -25,37 +25,143 @@ else
   ns = tonumber(ARGV[1])
   nn = tonumber(ARGV[2])
 end
+local E9 = 1000000000
+local FAR = 4503599
+
+-- floor(x / y) for integers below 2^53 in magnitude, y > 0, corrected for rounding.
+local function idiv(x, y)
+  local q = math.floor(x / y)
+  if q * y > x then q = q - 1 end
+  if (q + 1) * y <= x then q = q + 1 end
+  return q
+end
+
+-- The n decimal fields of a state, each of at most 16 digits; nil for anything else.
+local function field(s, n)
+  if not s then return nil end
+  local out = {string.match(s, '^' .. string.rep('(%d+) ', n - 1) .. '(%d+)$')}
+  if #out ~= n then return nil end
+  for i, v in ipairs(out) do
+    if #v > 16 then return nil end
+    out[i] = tonumber(v)
+  end
+  return out
+end
+
+-- A state's fields as the scripts write them: decimal integers, one space apart.
+local function join(s)
+  local out = {}
+  for i, v in ipairs(s) do out[i] = string.format('%d', v) end
+  return table.concat(out, ' ')
+end
+
+-- t1 - t2 in ns for instants (s, n), or nil when further apart than 2^52 ns.
+local function between(s1, n1, s2, n2)
+  local ds = s1 - s2
+  if ds > FAR or ds < -FAR then return nil end
+  return ds * E9 + (n1 - n2)
+end
+
+-- Each family: refund(k) returns the state to write (nil: nothing to give back; '': none,
+-- the key goes) and what it gives back. k.s is the stored state, k.w the request's written one.
+
+-- A token bucket ("hi lo", TAT = hi s + lo / refill_amount ns): spending moved its TAT later
+-- by cost * period; the part still ahead of now is outstanding.
+local function token_bucket(k)
+  local a, P = k.b, k.c0
+  local U = E9 * a
+  local s, w = field(k.s, 2), field(k.w, 2)
+  if not s or not w or s[2] >= U or w[2] >= U then return nil, 0 end
+  local h, l = s[1], s[2]
+  local held = h > w[1] or (h == w[1] and l >= w[2])
+  local ds = w[1] - ns
+  if not held or ds < -FAR then return nil, 0 end
+  -- (Further ahead than any spend: the whole spend is outstanding.)
+  if ds > FAR then ds = FAR end
+  local ahead = ds * U + (w[2] - nn * a)
+  if ahead <= 0 then return nil, 0 end
+  local back = math.min(k.c * P, ahead)
+  local borrow = idiv(back, U)
+  l = l - (back - borrow * U)
+  h = h - borrow
+  if l < 0 then l, h = l + U, h - 1 end
+  return string.format('%d %d', h, l), back
+end
+
+-- A window counting in its first fields' window (fw: index count; fh: start_sec start_nsec
+-- count): the spend is outstanding while the window is the request's. A first-hit window
+-- left empty was opened by the request: it goes, as if never opened ('' deletes the key).
+local function counted(n, opened)
+  return function(k)
+    local s, w = field(k.s, n), field(k.w, n)
+    if not s or not w then return nil, 0 end
+    for i = 1, n - 1 do
+      if s[i] ~= w[i] then return nil, 0 end
+    end
+    local back = math.min(k.c, s[n])
+    if back == 0 then return nil, 0 end
+    s[n] = s[n] - back
+    if opened and s[n] == 0 then return '', back end
+    return join(s), back
+  end
+end
+
+-- The sliding-window counter (index current previous): the spend counts in its window, and
+-- in the next one as the previous window's count.
+local function sliding(k)
+  local s, w = field(k.s, 3), field(k.w, 3)
+  if not s or not w then return nil, 0 end
+  local at
+  if s[1] == w[1] then at = 2 elseif s[1] == w[1] + 1 then at = 3 else return nil, 0 end
+  local back = math.min(k.c, s[at])
+  if back == 0 then return nil, 0 end
+  s[at] = s[at] - back
+  return join(s), back
+end
+
+-- The stepped bucket (tokens anchor_sec anchor_nsec): the spend is outstanding until the
+-- steps since the request's anchor would have filled the bucket anyway. An anchor moved by a
+-- part of a period was set anew at a full bucket: nothing is outstanding.
+local function stepped(k)
+  local cap, amount, period = k.a, k.b, k.c0
+  local s, w = field(k.s, 3), field(k.w, 3)
+  if not s or not w or s[3] >= E9 or w[3] >= E9 then return nil, 0 end
+  local d = between(s[2], s[3], w[2], w[3])
+  if d == nil or d < 0 then return nil, 0 end
+  local steps = idiv(d, period)
+  if steps * period ~= d then return nil, 0 end
+  local outstanding
+  if steps * amount >= cap then
+    outstanding = 0
+  else
+    local refilled = w[1] + steps * amount
+    outstanding = math.min(cap, refilled + k.c) - math.min(cap, refilled)
+  end
+  if d == 0 and s[1] > w[1] then outstanding = 0 end
+  local back = math.min(outstanding, cap - s[1])
+  if back <= 0 then return nil, 0 end
+  s[1] = s[1] + back
+  return join(s), back
+end
+
+local families = {tb = token_bucket, fw = counted(2, false), fh = counted(3, true), sw = sliding,
+  sb = stepped}
+
 local reply = {}
 for i = 1, #KEYS do
-  local at = 2 + 5 * (i - 1)
-  local a, P, c = tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2]), tonumber(ARGV[at + 3])
-  local wh, wl = tonumber(ARGV[at + 4]), tonumber(ARGV[at + 5])
-  local U = 1000000000 * a
-  local back = 0
-  local s = redis.call('GET', KEYS[i])
-  if s then
-    local h, l = string.match(s, '^(%d+) (%d+)$')
-    if not h or #h > 15 or #l > 16 or tonumber(l) >= U then
-      return redis.error_reply('CORRUPT ratelab: unreadable bucket state')
-    end
-    h, l = tonumber(h), tonumber(l)
-    local held = h > wh or (h == wh and l >= wl)
-    -- How far the written TAT lies after now, in scaled units (both below 2^53: the caller
-    -- checks that B * P is).
-    local ahead = (wh - ns) * U + (wl - nn * a)
-    if held and ahead > 0 then
-      back = math.min(c * P, ahead)
-      local borrow = math.floor(back / U)
-      if borrow * U > back then borrow = borrow - 1 end
-      if (borrow + 1) * U <= back then borrow = borrow + 1 end
-      l = l - (back - borrow * U)
-      h = h - borrow
-      if l < 0 then
-        l = l + U
-        h = h - 1
-      end
-      redis.call('SET', KEYS[i], string.format('%d %d', h, l), 'KEEPTTL')
-    end
+  local at = 6 * i - 3
+  local refund = families[ARGV[at]]
+  if not refund then
+    return redis.error_reply('ERR ratelab: unknown family ' .. tostring(ARGV[at]))
+  end
+  local k = {a = tonumber(ARGV[at + 1]), b = tonumber(ARGV[at + 2]),
+    c0 = tonumber(ARGV[at + 3]), c = tonumber(ARGV[at + 4]), w = ARGV[at + 5]}
+  k.s = redis.call('GET', KEYS[i])
+  local next, back = refund(k)
+  if next == '' then
+    redis.call('DEL', KEYS[i])
+  elseif next then
+    redis.call('SET', KEYS[i], next, 'KEEPTTL')
   end
   table.insert(reply, back)
 end

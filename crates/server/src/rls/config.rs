@@ -27,9 +27,7 @@
 //! column it was found at); what the YAML form of envoyproxy/ratelimit has and ratelab does
 //! not (`replaces`, wildcard values) is refused with that reason.
 
-use crate::policy::{
-    AlgorithmName, Invalid, PolicySpec, RedisRefusal, policy_at, redis_can_run, simple_name,
-};
+use crate::policy::{AlgorithmName, Invalid, PolicySpec, policy_at, redis_can_run, simple_name};
 use ratelab_core::located::{Located, PathSeg, parse_path};
 use ratelab_core::{Nanos, Policy, TokenBucket};
 use schemars::JsonSchema;
@@ -676,33 +674,23 @@ fn yaml_position(text: &str, path: &[PathSeg]) -> (usize, usize) {
 }
 
 /// Checks that Redis can run every limit of `domains`: every algorithm within its Lua
-/// script's exact range, and on a Redis Cluster (`cluster`) token buckets only. The error is
-/// at the limit's path.
-pub fn check_redis(domains: &[Domain], cluster: bool) -> Result<(), Invalid> {
-    fn walk(d: &[Descriptor], cluster: bool) -> Result<(), Invalid> {
+/// script's exact range. The error is at the limit's path.
+pub fn check_redis(domains: &[Domain]) -> Result<(), Invalid> {
+    fn walk(d: &[Descriptor]) -> Result<(), Invalid> {
         for n in d {
             if let Leaf::Limited { policy, at, .. } = &n.leaf {
-                redis_can_run(policy, cluster).map_err(|r| match r {
-                    RedisRefusal::Range(m) | RedisRefusal::Algorithm(m) => (at.clone(), m),
-                })?;
+                redis_can_run(policy).map_err(|m| (at.clone(), m))?;
             }
-            walk(&n.children, cluster)?;
+            walk(&n.children)?;
         }
         Ok(())
     }
-    domains
-        .iter()
-        .try_for_each(|d| walk(&d.descriptors, cluster))
+    domains.iter().try_for_each(|d| walk(&d.descriptors))
 }
 
 /// [`check_redis`] for envoyproxy/ratelimit YAML file `file`, with `text`: errors located.
-pub fn check_redis_yaml(
-    file: &str,
-    text: &str,
-    domain: &Domain,
-    cluster: bool,
-) -> Result<(), String> {
-    check_redis(std::slice::from_ref(domain), cluster)
+pub fn check_redis_yaml(file: &str, text: &str, domain: &Domain) -> Result<(), String> {
+    check_redis(std::slice::from_ref(domain))
         .map_err(|(path, msg)| yaml_located(file, text, &path, msg).to_string())
 }
 

@@ -476,42 +476,33 @@ fn every_algorithm_runs_on_redis_all_or_nothing() {
     denials_spend_nothing_elsewhere(&s, std::time::Duration::ZERO);
 }
 
-/// On a Redis Cluster a request's limits lie in different slots, and only the token bucket
-/// is refunded there: any other algorithm is refused at startup, naming the limit.
+/// On a Redis Cluster every algorithm runs too, each limit admitting exactly its quota; a
+/// request whose limits' keys lie in different slots is decided slot by slot, and a denial by
+/// one limit spends nothing at another of a different algorithm once its refund lands.
 #[test]
 #[cfg_attr(
     ratelab_missing_redis_cluster,
     ignore = "redis-server or redis-cli is not installed (Debian: apt-get install redis-server)"
 )]
-fn a_redis_cluster_refuses_windows_at_startup() {
-    let Some(cluster) = redis_cluster::RedisCluster::start("a_redis_cluster_refuses_windows")
+fn every_algorithm_runs_on_a_redis_cluster_all_or_nothing() {
+    let Some(cluster) = redis_cluster::RedisCluster::start("every_algorithm_runs_on_a_cluster")
     else {
         return;
     };
-    let windows = TempFile::new("limits.toml", MIXED);
-    let out = server_bin()
-        .args([
-            "--listen",
-            "127.0.0.1:0",
-            "--admin-listen",
-            "127.0.0.1:0",
-            "--limits",
-            windows.arg(),
-            "--redis-cluster",
-            &cluster.seeds()[0],
-        ])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains(&format!(
-            "{}:4:13: at limit[0].algorithm: on a Redis Cluster the Redis store runs \
-             token-bucket limits only",
-            windows.arg()
-        )),
-        "{err}"
-    );
+    let seed = &cluster.seeds()[0];
+    let file = TempFile::new("limits.toml", &every_algorithm());
+    let s = Server::start(&["--limits", file.arg(), "--redis-cluster", seed]);
+    for route in ["/fixed", "/first-hit", "/sliding", "/stepped"] {
+        let statuses: Vec<u16> = (0..3)
+            .map(|_| s.send("GET", route, &[("x-k", "a")]).status)
+            .collect();
+        assert_eq!(statuses, [200, 200, 429], "{route}");
+        assert_eq!(s.send("GET", route, &[("x-k", "b")]).status, 200, "{route}");
+    }
+    let file = TempFile::new("limits.toml", POLLUTION_WINDOWS);
+    let s = Server::start(&["--limits", file.arg(), "--redis-cluster", seed]);
+    denials_spend_nothing_elsewhere(&s, std::time::Duration::from_millis(200));
+    limits_in_different_slots(&cluster);
 }
 
 /// A per-IP limit of 5 and a per-tenant limit of 1: every request matches both.
@@ -590,8 +581,12 @@ fn on_a_redis_cluster_a_denial_by_one_limit_spends_nothing_at_the_others() {
     let s = Server::start(&["--limits", file.arg(), "--redis-cluster", seed]);
     // A refund slower than the denial waits for lands in the background: margin for it.
     denials_spend_nothing_elsewhere(&s, std::time::Duration::from_millis(200));
-    // The two limits' buckets are in different slots, so the step was per slot with a
-    // refund: every bucket key, with its slot.
+    limits_in_different_slots(&cluster);
+}
+
+/// Asserts that the per-IP limit's one key and the tenant limit's keys lie in different
+/// slots, so the requests were decided per slot with refunds.
+fn limits_in_different_slots(cluster: &redis_cluster::RedisCluster) {
     let mut slots = std::collections::BTreeMap::new();
     for n in &cluster.nodes {
         for key in redis_cluster::cli(n.port, &["KEYS", "ratelab:limit:*"]).lines() {

@@ -11,7 +11,7 @@
 
 use crate::common;
 
-use ratelab_testkit::redis_server;
+use ratelab_testkit::{redis_cluster, redis_server};
 
 use common::{Server, series};
 use ratelab_server::rls::proto::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
@@ -564,9 +564,30 @@ fn on_redis_windows_are_decided_all_or_nothing_per_call() {
         return;
     };
     let url = format!("redis://127.0.0.1:{}", redis.port);
+    windows_all_or_nothing(&["--redis", &url]);
+}
+
+/// And on a Redis Cluster, where a call's descriptors may lie in different slots (decided
+/// slot by slot, given back where another slot denied).
+#[test]
+#[cfg_attr(
+    ratelab_missing_redis_cluster,
+    ignore = "redis-server or redis-cli is not installed (Debian: apt-get install redis-server)"
+)]
+fn on_a_redis_cluster_windows_are_decided_all_or_nothing_per_call() {
+    let Some(cluster) = redis_cluster::RedisCluster::start("rls_windows_on_a_cluster") else {
+        return;
+    };
+    windows_all_or_nothing(&["--redis-cluster", &cluster.seeds()[0]]);
+}
+
+/// [`WINDOWS`] served on `store`: the narrow window denies, the wide one spends nothing then.
+fn windows_all_or_nothing(store: &[&str]) {
     let dir = Dir::new();
     let limits = dir.write("limits.toml", WINDOWS);
-    let (_server, grpc) = serve_grpc(&["--limits", &limits, "--redis", &url]);
+    let mut args = vec!["--limits", limits.as_str()];
+    args.extend(store);
+    let (_server, grpc) = serve_grpc(&args);
     let mut c = Client::connect(&grpc);
     let both: [&[(&str, &str)]; 2] = [&[("wide", "t")], &[("narrow", "t")]];
     let codes: Vec<String> = (0..6).map(|_| c.codes("edge", &both)[0].clone()).collect();
