@@ -2,7 +2,9 @@
 # Envoy's rate limit service, side by side in one run: a gRPC load generator
 # (crates/server/examples/rls_load.rs) against a bare RLS server on the same tonic stack that
 # limits nothing (the anchor), ratelab-server's rate limit service in memory, and the same on
-# a private Redis. On one hot descriptor value and on 10 000. Prints one table and the ratios.
+# a private Redis beside its own anchor (the bare server making one script call per call, as
+# ratelab-server makes one). On one hot descriptor value and on 10 000. Prints one table and
+# the ratios.
 #
 #   scripts/bench-rls.sh [SECONDS] [CONCURRENCY] [WORKERS]
 #
@@ -34,6 +36,7 @@ PID_MEM=$LAST
 G_RDS=""
 if command -v redis-server >/dev/null; then
   start_redis
+  G_BRD=$(free_port); start "$G_BRD" "$BIN/examples/rls_load" bare "127.0.0.1:$G_BRD" "$WORKERS" "redis://127.0.0.1:$P_RDS"; PID_BRD=$LAST
   H_RDS=$(free_port); G_RDS=$(free_port)
   start "$G_RDS" "$BIN/ratelab-server" --admin-listen 127.0.0.1:0 --listen "127.0.0.1:$H_RDS" --grpc-listen "127.0.0.1:$G_RDS" --limits "$WORK/limits.toml" --redis "redis://127.0.0.1:$P_RDS" --workers "$WORKERS"
   PID_RDS=$LAST
@@ -59,7 +62,10 @@ row() { # label, keys (hot|many), port, server pid
 for keys in hot many; do
   row "bare tonic RLS (no limiting)" $keys "$G_BARE" "$PID_BARE"
   row "ratelab-server, in memory" $keys "$G_MEM" "$PID_MEM"
-  if [ -n "$G_RDS" ]; then row "ratelab-server, on Redis" $keys "$G_RDS" "$PID_RDS"; fi
+  if [ -n "$G_RDS" ]; then
+    row "bare tonic RLS + one script call" $keys "$G_BRD" "$PID_BRD"
+    row "ratelab-server, on Redis" $keys "$G_RDS" "$PID_RDS"
+  fi
 done
 echo
 ratio() { python3 -c "print(f'{$1 / $2:.2f}')"; }
@@ -67,6 +73,7 @@ for keys in hot many; do
   bare="bare tonic RLS (no limiting)/$keys"
   echo "$keys: ratelab in memory / bare: calls/s $(ratio "${RATE["ratelab-server, in memory/$keys"]}" "${RATE[$bare]}"), server CPU per call $(ratio "${CPU["ratelab-server, in memory/$keys"]}" "${CPU[$bare]}")"
   if [ -n "$G_RDS" ]; then
-    echo "$keys: ratelab on Redis / bare: calls/s $(ratio "${RATE["ratelab-server, on Redis/$keys"]}" "${RATE[$bare]}"), server CPU per call $(ratio "${CPU["ratelab-server, on Redis/$keys"]}" "${CPU[$bare]}") (Redis's own CPU not counted)"
+    anchor="bare tonic RLS + one script call/$keys"
+    echo "$keys: ratelab on Redis / bare + one script call: calls/s $(ratio "${RATE["ratelab-server, on Redis/$keys"]}" "${RATE[$anchor]}"), server CPU per call $(ratio "${CPU["ratelab-server, on Redis/$keys"]}" "${CPU[$anchor]}") (Redis's own CPU not counted)"
   fi
 done

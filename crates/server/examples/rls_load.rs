@@ -1,9 +1,13 @@
 //! Load for Envoy's rate limit service (`scripts/bench-rls.sh`): a gRPC load generator, and
 //! the benchmark's anchor, a bare RLS server on the same tonic stack that answers OK without
-//! limiting anything, so the limiter's own cost is the gap between the two.
+//! limiting anything, so the limiter's own cost is the gap between the two. Given a
+//! `redis://` URL the anchor first runs ratelab's bucket script once per call, on the first
+//! descriptor's first value (`anchor/script.rs`), and answers OK whatever the decision
+//! (`UNAVAILABLE` when the script gave no reply): a gRPC front and one script call, with no
+//! limiter in between.
 //!
 //! ```sh
-//! cargo run --profile production -p ratelab-server --example rls_load -- bare 127.0.0.1:9000 [workers]
+//! cargo run --profile production -p ratelab-server --example rls_load -- bare 127.0.0.1:9000 [workers [redis://…]]
 //! cargo run --profile production -p ratelab-server --example rls_load -- load 127.0.0.1:9000 SECS CONCURRENCY KEYS
 //! ```
 //!
@@ -27,14 +31,18 @@ use ratelab_server::rls::proto::envoy::service::ratelimit::v3::{
 use std::io::Write as _;
 use std::time::{Duration, Instant};
 
+#[path = "anchor/script.rs"]
+mod script;
+
 /// The server's allocator, so that the gap to the bare anchor is the limiter's alone.
 #[global_allocator]
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 
-/// The anchor: every call OK, one status per descriptor, nothing counted.
-struct Bare;
+/// The anchor: every call OK, one status per descriptor, nothing counted; with a script,
+/// after one call of it.
+struct Bare(Option<script::Script>);
 
 #[tonic::async_trait]
 impl RateLimitService for Bare {
@@ -42,7 +50,18 @@ impl RateLimitService for Bare {
         &self,
         request: tonic::Request<RateLimitRequest>,
     ) -> Result<tonic::Response<RateLimitResponse>, tonic::Status> {
-        let n = request.get_ref().descriptors.len();
+        let request = request.get_ref();
+        if let Some(script) = &self.0 {
+            let key = request
+                .descriptors
+                .first()
+                .and_then(|d| d.entries.first())
+                .map_or(&b""[..], |e| e.value.as_bytes());
+            if !script.call(key).await {
+                return Err(tonic::Status::unavailable("no decision from the script"));
+            }
+        }
+        let n = request.descriptors.len();
         Ok(tonic::Response::new(RateLimitResponse {
             overall_code: Code::Ok as i32,
             statuses: vec![
@@ -65,16 +84,24 @@ fn runtime(workers: Option<usize>) -> Result<tokio::runtime::Runtime, Error> {
     Ok(rt.enable_all().build()?)
 }
 
-async fn bare(addr: std::net::SocketAddr) -> Result<(), Error> {
+async fn bare(addr: std::net::SocketAddr, redis: Option<&str>) -> Result<(), Error> {
+    // Redis first: the port is open only once the script is loaded.
+    let script = match redis {
+        Some(url) => Some(script::Script::on_redis(url).await?),
+        None => None,
+    };
     let listener = tokio::net::TcpListener::bind(addr).await?;
+    let on = script
+        .as_ref()
+        .map_or(String::new(), |s| format!(" on Redis at {}", s.addr));
     writeln!(
         std::io::stdout(),
-        "bare RLS: listening on {}",
+        "bare RLS{on}: listening on {}",
         listener.local_addr()?
     )?;
     let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
     tonic::transport::Server::builder()
-        .add_service(RateLimitServiceServer::new(Bare))
+        .add_service(RateLimitServiceServer::new(Bare(script)))
         .serve_with_incoming(incoming)
         .await?;
     Ok(())
@@ -156,16 +183,17 @@ async fn load(addr: String, secs: u64, concurrency: usize, keys: u64) -> Result<
 
 fn main() -> Result<(), Error> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: rls_load bare ADDR [WORKERS] | rls_load load ADDR SECS CONCURRENCY KEYS";
+    let usage = "usage: rls_load bare ADDR [WORKERS [REDIS_URL]] | rls_load load ADDR SECS CONCURRENCY KEYS";
     match args
         .iter()
         .map(String::as_str)
         .collect::<Vec<_>>()
         .as_slice()
     {
-        ["bare", addr, rest @ ..] => {
+        ["bare", addr, rest @ ..] if rest.len() <= 2 => {
             let workers = rest.first().map(|w| w.parse()).transpose()?;
-            runtime(workers)?.block_on(bare(addr.parse()?))
+            let redis = rest.get(1).copied();
+            runtime(workers)?.block_on(bare(addr.parse()?, redis))
         }
         ["load", addr, secs, concurrency, keys] => runtime(Some(1))?.block_on(load(
             (*addr).to_owned(),
