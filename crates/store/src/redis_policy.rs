@@ -191,10 +191,11 @@ impl StoreClient for RedisPolicy {
     }
 
     async fn apply(&self, key: &Key, now: Option<Nanos>, cost: u64) -> Result<Applied, LimitError> {
-        let items = [(self, key, cost)];
-        let all = match Self::apply_all(&items, now) {
-            Some(f) => f.await?,
-            None => return Err(LimitError::Store(StoreError::Unavailable)),
+        // One key: no repeat, one server, one slot; decided without a boxed future.
+        let all = if self.is_bucket() {
+            RedisStore::apply_many(&[(&self.store, key, cost)], now).await?
+        } else {
+            RedisPolicy::apply_script(&[(self, key, cost)], now).await?
         };
         Ok(Applied {
             decision: all.decisions[0],

@@ -745,8 +745,9 @@ impl RedisStore {
                 first.timed(evalsha(&mut conn, &first.script, &cmd)).await?
             }
         };
-        // A denial wrote nothing: only an admission waits for its replica.
-        if r.first() == Some(&1) {
+        // A denial wrote nothing: only an admission waits for its replica (the key is
+        // spelled out only then).
+        if r.first() == Some(&1) && first.wait.is_some() {
             first.wait_for_replica(&first.key(items[0].1)).await?;
         }
         // A reply this client cannot read comes after the script ran (and may have written):
