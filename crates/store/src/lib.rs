@@ -38,6 +38,8 @@ mod error;
 pub mod faulty;
 mod key;
 pub mod lease;
+#[cfg(feature = "lua")]
+pub mod lua_script;
 pub mod memory;
 #[cfg(feature = "redis")]
 pub mod redis_conn;
@@ -49,11 +51,11 @@ pub mod redis_limits;
 pub mod redis_policy;
 #[cfg(feature = "redis")]
 pub mod redis_slots;
-#[cfg(feature = "redis")]
 pub mod redis_state;
 #[cfg(feature = "redis")]
 pub mod redis_store;
 pub mod rng;
+pub mod script;
 
 pub use backend::{BackendMutex, StdBackend, SyncBackend};
 pub use client::{

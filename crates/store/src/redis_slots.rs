@@ -24,8 +24,7 @@ use std::collections::BTreeMap;
 use std::sync::LazyLock;
 use std::time::Duration;
 
-/// The Lua script that gives back what a request spent at its limits, of any family.
-pub const REFUND_SCRIPT: &str = include_str!("refund.lua");
+pub use crate::script::REFUND_SCRIPT;
 
 static REFUND: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(REFUND_SCRIPT));
 
@@ -189,7 +188,7 @@ mod tests {
 
     #[test]
     fn the_refund_script_names_every_family_the_limits_script_decides() {
-        let limits = table(crate::redis_limits::LIMITS_SCRIPT.as_str());
+        let limits = table(crate::script::LIMITS_SCRIPT.as_str());
         let names: Vec<&str> = limits
             .trim_start_matches("local families = {")
             .split(',')

@@ -51,12 +51,11 @@ use std::time::Duration;
 pub use crate::key::MAX_PREFIX_LEN;
 
 /// The Lua script of the atomic path.
-pub const SCRIPT: &str = include_str!("token_bucket.lua");
+pub const SCRIPT: &str = crate::script::TOKEN_BUCKET_SCRIPT;
 /// The Lua script of leases.
 pub const LEASE_SCRIPT: &str = include_str!("lease.lua");
 /// The Lua script of fenced writes.
 pub const FENCE_SCRIPT: &str = include_str!("fence.lua");
-const EXACT: u128 = 1 << 53;
 
 /// Settings of a [`RedisStore`].
 #[derive(Clone, Debug)]
@@ -135,14 +134,7 @@ fn units(bucket: &TokenBucket) -> u128 {
 
 /// Checks that `bucket` stays exact in the script.
 pub fn check_exact(bucket: &TokenBucket) -> Result<(), RedisSetupError> {
-    let need = units(bucket)
-        + 2 * u128::from(bucket.capacity()) * u128::from(bucket.refill_period().as_u64());
-    if need >= EXACT {
-        return Err(RedisSetupError::PolicyTooLarge(format!(
-            "policy too large for the Redis store: 1e9 × refill_amount + 2 × capacity × refill_period_ns = {need}, must be below 2^53"
-        )));
-    }
-    Ok(())
+    crate::script::bucket_exact(bucket).map_err(RedisSetupError::PolicyTooLarge)
 }
 
 /// A store for `bucket` under `prefix` is possible: the bucket within the script's exact
