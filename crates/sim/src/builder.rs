@@ -104,6 +104,7 @@ impl Scenario {
                     timeout_ms: Bounded::new(50).expect("default timeout"),
                     max_keys: Bounded::new(1 << 20).expect("default key bound"),
                     replica: None,
+                    engine: StoreEngine::Core,
                 },
                 gateway: GatewaySpec::default(),
                 network: NetworkSpec::default(),
@@ -228,6 +229,12 @@ impl ScenarioBuilder {
             min_us: bounded(e, "network.latency.min_us", min_us),
             max_us: bounded(e, "network.latency.max_us", max_us),
         };
+        self
+    }
+
+    /// What decides on the atomic path in the store node (default: the core's transition).
+    pub fn engine(mut self, engine: StoreEngine) -> Self {
+        self.spec.store.engine = engine;
         self
     }
 

@@ -42,6 +42,10 @@
 //! serializing. The builtin policies are one instance of that code (with the planted script
 //! bugs), so a builtin token bucket plugged in as a user's limiter gives the builtin run's
 //! trace hash (`tests/suite/limiter.rs`), and no dynamic dispatch enters the builtin path.
+//! The builtin policies' store can decide by the Redis script instead of the core
+//! (`store.engine: "redis_scripts"`, [`planted::StorePolicy`] calling
+//! `ratelab_store::lua_script`): the same run, event for event, when the script is right
+//! (`tests/suite/store_engine.rs`).
 //!
 //! This crate needs `--cfg madsim`, which the workspace's `.cargo/config.toml` sets.
 #![warn(missing_docs)]
@@ -87,7 +91,7 @@ pub use limiter::{Claim, Limiter};
 pub use ratelab_check::History;
 pub use ratelab_check::history;
 pub use report::Report;
-pub use scenario::{Scenario, ScenarioError, ScenarioSpec};
+pub use scenario::{Scenario, ScenarioError, ScenarioSpec, StoreEngine};
 
 use ratelab_core::Nanos;
 use std::sync::Arc;
@@ -152,6 +156,14 @@ pub fn run_with<A: ratelab_core::Algorithm + Clone + Send + Sync + 'static>(
                  apply",
                 apply.join(", ")
             ),
+        ));
+    }
+    if scenario.spec.store.engine != StoreEngine::Core {
+        return Err(fail(
+            "store.engine",
+            "the Redis scripts decide the builtin policies: a user's limiter decides with its \
+             own code, on the core engine"
+                .into(),
         ));
     }
     let mut claimed = scenario.clone();

@@ -17,6 +17,7 @@
 //! [`PlantedBug::needs`], and its code where it lives; the explorer then runs it as a system
 //! under test of its own.
 
+use crate::values::StoreEngine;
 use ratelab_core::window::SlidingWindowState;
 use ratelab_core::{
     Algorithm, AlgorithmName, CostError, Decision, FixedWindow, Nanos, Policy, PolicyState, Quota,
@@ -200,12 +201,50 @@ pub struct StorePolicy {
     pub policy: Policy,
     /// The bug, when it is one of the script's.
     pub bug: Option<PlantedBug>,
+    /// What decides: the core's transition, or the Redis script in Lua (then `bug` is none:
+    /// validation refuses both together).
+    pub engine: StoreEngine,
 }
 
 impl StorePolicy {
     /// `policy` as a correct script runs it.
     pub fn correct(policy: Policy) -> StorePolicy {
-        StorePolicy { policy, bug: None }
+        StorePolicy {
+            policy,
+            bug: None,
+            engine: StoreEngine::Core,
+        }
+    }
+
+    /// [`StorePolicy::correct`] on `engine`.
+    pub fn on(policy: Policy, engine: StoreEngine) -> StorePolicy {
+        StorePolicy {
+            engine,
+            ..StorePolicy::correct(policy)
+        }
+    }
+
+    /// The transition as the limits script computes it. The scenario's validation keeps
+    /// every policy within the script's exact range, so a failure is the script's own: the
+    /// run stops with it, as a panic the explorer reports.
+    fn scripted(
+        &self,
+        state: Option<PolicyState>,
+        now: Nanos,
+        cost: u64,
+    ) -> Result<(PolicyState, Decision), CostError> {
+        use ratelab_store::lua_script::{ScriptError, transition};
+        match transition(&self.policy, state, now, cost) {
+            Ok((Some(next), d)) => Ok((next, d)),
+            // A denial on a key with no state writes nothing; the core's state for it is as
+            // good as any (the store keeps only an admission's).
+            Ok((None, d)) => Ok((self.policy.transition(None, now, cost)?.0, d)),
+            Err(ScriptError::Cost(c)) => Err(c),
+            Err(e) => panic!(
+                "{e} (policy {:?}, state {state:?}, now {now:?}, cost {cost})",
+                self.policy
+            ),
+        }
     }
 
     /// The state the rounding script decides on: the bucket's fractional token counted as
@@ -237,6 +276,9 @@ impl Algorithm for StorePolicy {
         now: Nanos,
         cost: u64,
     ) -> Result<(PolicyState, Decision), CostError> {
+        if self.engine == StoreEngine::RedisScripts {
+            return self.scripted(state, now, cost);
+        }
         match (self.bug, self.policy, state) {
             (Some(PlantedBug::RefillRounding), ..) => {
                 self.policy.transition(self.rounded(state, now), now, cost)

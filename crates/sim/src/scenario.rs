@@ -254,6 +254,11 @@ pub struct StoreSpec {
     /// (default: none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replica: Option<ReplicaSpec>,
+    /// What decides on the atomic path: `core` (default), or `redis_scripts`, the limits
+    /// script Redis runs, in an embedded Lua 5.1 — every layer's limit must then be within
+    /// its exact range, and a planted bug can be none of the core's.
+    #[serde(default, skip_serializing_if = "StoreEngine::is_core")]
+    pub engine: StoreEngine,
 }
 
 /// The store's replica: every write is copied to it after a lag, in order, as Redis

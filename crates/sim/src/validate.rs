@@ -28,7 +28,7 @@ pub(crate) fn validate(
     check_faults(&spec, located)?;
     check_cleanup_job(&spec, located)?;
     check_outages(&spec, located)?;
-    check_store(&spec, located)?;
+    check_store(&spec, &policy, located)?;
     check_expect(&spec, located)?;
 
     let path = match spec.store.path {
@@ -347,8 +347,13 @@ fn check_outages(spec: &ScenarioSpec, located: Located<'_>) -> Result<(), Scenar
     Ok(())
 }
 
-/// The store: its replica's lag range.
-fn check_store(spec: &ScenarioSpec, located: Located<'_>) -> Result<(), ScenarioError> {
+/// The store: its replica's lag range; with the Redis scripts as its engine, every layer's
+/// limit within the script's exact range and no planted bug of the core's transition.
+fn check_store(
+    spec: &ScenarioSpec,
+    policy: &Policy,
+    located: Located<'_>,
+) -> Result<(), ScenarioError> {
     if let Some(r) = spec.store.replica
         && r.lag.min_us > r.lag.max_us
     {
@@ -356,6 +361,33 @@ fn check_store(spec: &ScenarioSpec, located: Located<'_>) -> Result<(), Scenario
             vec![key("store"), key("replica"), key("lag"), key("max_us")],
             "max_us is below min_us".into(),
         ));
+    }
+    if spec.store.engine == StoreEngine::RedisScripts {
+        let engine = || vec![key("store"), key("engine")];
+        let edge = spec.gateway.edge.and_then(|e| {
+            ratelab_core::TokenBucket::per_second(e.capacity.get(), e.refill_per_sec.get())
+                .ok()
+                .map(Policy::TokenBucket)
+        });
+        for (what, p) in [("the policy", Some(*policy)), ("the edge limit", edge)] {
+            let Some(p) = p else { continue };
+            ratelab_store::script::ScriptLimit::new(p).map_err(|m| {
+                located(
+                    engine(),
+                    format!("{what} is beyond the Redis script's range: {m}"),
+                )
+            })?;
+        }
+        if let Some(bug) = spec.planted_bug.filter(|b| b.in_script()) {
+            let name = serde_json::to_string(&bug).unwrap_or_default();
+            return Err(located(
+                engine(),
+                format!(
+                    "planted bug {name} is in the core's transition, which redis_scripts \
+                     replaces: plant it with the core engine"
+                ),
+            ));
+        }
     }
     Ok(())
 }

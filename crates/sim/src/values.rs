@@ -1,5 +1,6 @@
 //! The bounded values scenario files are made of: integers in a range, fractions, signed
-//! offsets, latency ranges, node names. Each checks its range as it is parsed.
+//! offsets, latency ranges, node names, the store's engine. Each checks its range as it is
+//! parsed.
 
 use ratelab_core::Nanos;
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
@@ -243,4 +244,22 @@ impl JsonSchema for NodeName {
 /// Milliseconds as [`Nanos`].
 pub fn ms(v: u64) -> Nanos {
     Nanos::from_millis(v)
+}
+
+/// What decides a request in the store node on the atomic path.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum StoreEngine {
+    /// The Rust core's transition (`ratelab-core`), as the in-memory store runs it.
+    #[default]
+    Core,
+    /// ratelab's Redis script (`limits.lua`, the text Redis runs) in an embedded Lua 5.1.
+    RedisScripts,
+}
+
+impl StoreEngine {
+    /// Whether it is the default, which a scenario need not write.
+    pub fn is_core(&self) -> bool {
+        *self == StoreEngine::Core
+    }
 }

@@ -60,6 +60,22 @@ struct Engine {
 thread_local! {
     static ENGINE: RefCell<Option<Engine>> = const { RefCell::new(None) };
     static SLOT: RefCell<Slot> = RefCell::new(Slot::default());
+    /// The text [`transition`] runs in place of `limits.lua` on this thread, if any.
+    static PLANTED: RefCell<Option<String>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` with [`transition`] running `text` in place of `limits.lua` on this thread: a
+/// script under test, or one with a bug planted, through code that calls [`transition`] (the
+/// simulator's store node) — to show that its checkers catch what a script gets wrong.
+pub fn with_script<R>(text: &str, f: impl FnOnce() -> R) -> R {
+    struct Restore(Option<String>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            PLANTED.with_borrow_mut(|p| *p = self.0.take());
+        }
+    }
+    let _restore = Restore(PLANTED.with_borrow_mut(|p| p.replace(text.to_owned())));
+    f()
 }
 
 /// A Lua state with Redis's `redis.call` (`GET`, `SET … PX|KEEPTTL`, `DEL`; anything else
@@ -182,7 +198,10 @@ pub fn transition(
     now: Nanos,
     cost: u64,
 ) -> Result<(Option<PolicyState>, Decision), ScriptError> {
-    transition_by(&LIMITS_SCRIPT, policy, state, now, cost)
+    match PLANTED.with_borrow(Option::clone) {
+        Some(text) => transition_by(&text, policy, state, now, cost),
+        None => transition_by(&LIMITS_SCRIPT, policy, state, now, cost),
+    }
 }
 
 /// [`transition`] by the script `text` in place of `limits.lua` (a script under test, or one

@@ -38,13 +38,14 @@ impl Plug<StorePolicy> {
     /// The builtin policy of `sc`, with its script's planted bug.
     pub(crate) fn builtin(sc: &Scenario) -> Plug<StorePolicy> {
         let bug = sc.spec.planted_bug.filter(|b| b.in_script());
+        let engine = sc.spec.store.engine;
         Plug {
             script: StorePolicy {
-                policy: sc.policy,
                 bug,
+                ..StorePolicy::on(sc.policy, engine)
             },
             gateway: StorePolicy::correct(sc.policy),
-            edge: edge_bucket(sc).map(|b| StorePolicy::correct(Policy::TokenBucket(b))),
+            edge: edge_bucket(sc).map(|b| StorePolicy::on(Policy::TokenBucket(b), engine)),
         }
     }
 }

@@ -6,4 +6,5 @@ mod fidelity;
 mod limiter;
 mod linearizable;
 mod policy;
+mod store_engine;
 mod store_plug;
