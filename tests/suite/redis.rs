@@ -1092,3 +1092,45 @@ fn the_store_authenticates_selects_its_database_and_reloads_a_flushed_script() {
         );
     });
 }
+
+/// After Redis has been down a while and restarts empty, the first call is decided: the lane
+/// reconnects and loads the script again itself (`NOSCRIPT`). Loaded through the general
+/// connection, which had given up reconnecting during the outage, it failed — and behind
+/// the server's breaker one failed probe is another cooldown of fail-open answers
+/// (`ratelab audit --explore ratelab-server/token-bucket` found 2 s of them after a restart).
+#[test]
+#[cfg_attr(
+    ratelab_missing_redis,
+    ignore = "redis-server is not installed (Debian: apt-get install redis-server)"
+)]
+fn after_a_restart_the_first_call_is_decided() {
+    let Some(mut server) = RedisServer::start("after_a_restart_the_first_call_is_decided") else {
+        return;
+    };
+    let rt = runtime();
+    rt.block_on(async {
+        // The server's default timeout, within which a call's script load must fit too.
+        let bucket = TokenBucket::per_second(5, 20).unwrap();
+        let options = RedisOptions {
+            prefix: "restart:".into(),
+            timeout: Duration::from_millis(50),
+        };
+        let store = RedisStore::connect(&server.url(), bucket, options)
+            .await
+            .unwrap();
+        let key = Key::new("k").unwrap();
+        store.apply(&key, None, 1).await.expect("decided");
+        server.kill();
+        assert!(
+            store.apply(&key, None, 1).await.is_err(),
+            "killed: no decision"
+        );
+        // Down long enough for a connection's reconnect attempts to give up.
+        tokio::time::sleep(Duration::from_millis(1_500)).await;
+        server.restart();
+        // Past the lane's backoff after its failed connect.
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        let d = store.apply(&key, None, 1).await;
+        assert!(d.is_ok(), "the first call after the restart: {d:?}");
+    });
+}

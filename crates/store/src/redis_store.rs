@@ -373,8 +373,8 @@ impl RedisStore {
     }
 
     /// Runs `command`, an `EVALSHA` of the bucket script, on the lane within the call's timeout;
-    /// on `NOSCRIPT` the script is loaded (through the general connection: a loaded script
-    /// is the server's, not a connection's) and `command` runs once more.
+    /// on `NOSCRIPT` (a restarted or flushed server) the script is loaded on the lane and
+    /// `command` runs once more.
     async fn on_lane(&self, lane: &Lane, command: &Command) -> Result<Vec<i64>, StoreError> {
         let call = async {
             let once = async || {
@@ -385,11 +385,25 @@ impl RedisStore {
             };
             let mut reply = once().await?;
             if reply.error_code() == Some("NOSCRIPT") {
-                let mut conn = self.conn.clone();
-                self.script
-                    .load_async(&mut conn)
+                // Loaded over the lane itself, which has just shown it is connected: the
+                // general connection may not have noticed a restart yet, and would hold
+                // limiting back until it reconnects.
+                let load = Command::new(
+                    [
+                        Arg::Bytes(b"SCRIPT"),
+                        Arg::Bytes(b"LOAD"),
+                        Arg::Bytes(SCRIPT.as_bytes()),
+                    ]
+                    .into_iter(),
+                );
+                let loaded = lane
+                    .call(&load)
+                    .map_err(|_| StoreError::Unavailable)?
                     .await
-                    .map_err(|e| store_err(&e))?;
+                    .map_err(|_| StoreError::Unavailable)?;
+                if let Some(code) = loaded.error_code() {
+                    return Err(code_err(Some(code)));
+                }
                 reply = once().await?;
             }
             match reply {
