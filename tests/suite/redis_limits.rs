@@ -732,3 +732,44 @@ fn the_refund_script_gives_back_only_what_is_outstanding() {
         }
     });
 }
+
+/// After Redis has been down a while and restarts empty, a window's first call is decided
+/// (as a token bucket's, `redis::after_a_restart_the_first_call_is_decided`): behind the
+/// server's breaker, one failed probe is another cooldown of fail-open answers.
+#[test]
+#[cfg_attr(
+    ratelab_missing_redis,
+    ignore = "redis-server is not installed (Debian: apt-get install redis-server)"
+)]
+fn after_a_restart_a_windows_first_call_is_decided() {
+    let Some(mut server) = RedisServer::start("after_a_restart_a_windows_first_call") else {
+        return;
+    };
+    let rt = runtime();
+    rt.block_on(async {
+        let options = RedisOptions {
+            prefix: "unused:".into(),
+            timeout: Duration::from_millis(50),
+        };
+        let bucket = TokenBucket::per_second(1, 1).unwrap();
+        let base = RedisStore::connect(&server.url(), bucket, options)
+            .await
+            .unwrap();
+        let window =
+            Policy::SlidingWindow(SlidingWindow::new(5, Nanos::from_millis(1_000)).unwrap());
+        let client = RedisPolicy::new(&base, window, "restart:").unwrap();
+        let key = Key::new("k").unwrap();
+        client.apply(&key, None, 1).await.expect("decided");
+        server.kill();
+        assert!(
+            client.apply(&key, None, 1).await.is_err(),
+            "killed: no decision"
+        );
+        // Down long enough for a connection's reconnect attempts to give up.
+        tokio::time::sleep(Duration::from_millis(1_500)).await;
+        server.restart();
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        let d = client.apply(&key, None, 1).await;
+        assert!(d.is_ok(), "the first call after the restart: {d:?}");
+    });
+}

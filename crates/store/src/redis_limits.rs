@@ -43,14 +43,8 @@ pub async fn decide_keeping_states(
     Ok((all, states))
 }
 
-/// The script's call over `parts`, asking for the written states when `states`.
-async fn invoke<T: redis::FromRedisValue>(
-    conn: &mut impl redis::aio::ConnectionLike,
-    script: &redis::Script,
-    parts: &[(&str, &ScriptLimit, u64)],
-    now: Option<Nanos>,
-    states: bool,
-) -> Result<T, LimitError> {
+/// Every cost within its limit, no key twice: what the script is not asked.
+fn check(parts: &[(&str, &ScriptLimit, u64)]) -> Result<(), LimitError> {
     for (i, (key, limit, cost)) in parts.iter().enumerate() {
         let most = limit.policy().quota().limit;
         if *cost > most {
@@ -63,6 +57,58 @@ async fn invoke<T: redis::FromRedisValue>(
             return Err(LimitError::RepeatedKey);
         }
     }
+    Ok(())
+}
+
+/// [`decide`] on `store`'s lane (one server over plain TCP, as the token bucket's calls
+/// go): `EVALSHA sha` of the limits script, loaded again on the lane after a `NOSCRIPT`.
+pub(crate) async fn decide_on_lane(
+    store: &crate::redis_store::RedisStore,
+    lane: &crate::redis_lane::Lane,
+    sha: &str,
+    parts: &[(&str, &ScriptLimit, u64)],
+    now: Option<Nanos>,
+) -> Result<AllApplied, LimitError> {
+    use crate::redis_lane::{Arg, Command};
+    check(parts)?;
+    let (sec, nsec) = match now {
+        Some(t) => (
+            Arg::Int(t.as_u64() / 1_000_000_000),
+            Arg::Int(t.as_u64() % 1_000_000_000),
+        ),
+        None => (Arg::Bytes(b""), Arg::Bytes(b"")),
+    };
+    let mut args = Vec::with_capacity(5 + 6 * parts.len());
+    args.extend([
+        Arg::Bytes(b"EVALSHA"),
+        Arg::Bytes(sha.as_bytes()),
+        Arg::Int(parts.len() as u64),
+    ]);
+    args.extend(parts.iter().map(|(key, _, _)| Arg::Bytes(key.as_bytes())));
+    args.extend([sec, nsec]);
+    for (_, limit, cost) in parts {
+        let (family, params) = limit.script_args();
+        args.push(Arg::Bytes(family.as_bytes()));
+        args.extend(params.map(Arg::Int));
+        args.push(Arg::Int(*cost));
+    }
+    let command = Command::new(args.into_iter());
+    let reply = store
+        .on_lane(lane, &command, &LIMITS_SCRIPT)
+        .await
+        .map_err(LimitError::Store)?;
+    read_reply(parts, &reply).map_err(|_| LimitError::Store(StoreError::Unavailable))
+}
+
+/// The script's call over `parts`, asking for the written states when `states`.
+async fn invoke<T: redis::FromRedisValue>(
+    conn: &mut impl redis::aio::ConnectionLike,
+    script: &redis::Script,
+    parts: &[(&str, &ScriptLimit, u64)],
+    now: Option<Nanos>,
+    states: bool,
+) -> Result<T, LimitError> {
+    check(parts)?;
     let mut call = script.prepare_invoke();
     match now {
         Some(t) => call

@@ -73,9 +73,18 @@ impl RedisPolicy {
             }
         }
         let parts = Self::parts(&keys, items);
-        let mut conn = first.store.conn().clone();
-        let call = redis_limits::decide(&mut conn, &SCRIPT, &parts, now);
-        let all = first.timed(call).await?;
+        let all = match first.store.lane() {
+            // The lane's call is bounded by the store's timeout (or its caller's) already.
+            Some(lane) => {
+                redis_limits::decide_on_lane(&first.store, lane, SCRIPT.get_hash(), &parts, now)
+                    .await?
+            }
+            None => {
+                let mut conn = first.store.conn().clone();
+                let call = redis_limits::decide(&mut conn, &SCRIPT, &parts, now);
+                first.timed(call).await?
+            }
+        };
         if all.allowed {
             first.store.wait_for_replica(&keys[0]).await?;
         }

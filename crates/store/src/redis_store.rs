@@ -372,10 +372,20 @@ impl RedisStore {
         }
     }
 
-    /// Runs `command`, an `EVALSHA` of the bucket script, on the lane within the call's timeout;
-    /// on `NOSCRIPT` (a restarted or flushed server) the script is loaded on the lane and
-    /// `command` runs once more.
-    async fn on_lane(&self, lane: &Lane, command: &Command) -> Result<Vec<i64>, StoreError> {
+    /// The lean connection this store's script calls take, if it has one.
+    pub(crate) fn lane(&self) -> Option<&Lane> {
+        self.lane.as_deref()
+    }
+
+    /// Runs `command`, an `EVALSHA` of `script` (its text), on the lane within the call's
+    /// timeout; on `NOSCRIPT` (a restarted or flushed server) the script is loaded on the lane
+    /// and `command` runs once more.
+    pub(crate) async fn on_lane(
+        &self,
+        lane: &Lane,
+        command: &Command,
+        script: &str,
+    ) -> Result<Vec<i64>, StoreError> {
         let call = async {
             let once = async || {
                 lane.call(command)
@@ -392,7 +402,7 @@ impl RedisStore {
                     [
                         Arg::Bytes(b"SCRIPT"),
                         Arg::Bytes(b"LOAD"),
-                        Arg::Bytes(SCRIPT.as_bytes()),
+                        Arg::Bytes(script.as_bytes()),
                     ]
                     .into_iter(),
                 );
@@ -743,7 +753,7 @@ impl RedisStore {
         let r: Vec<i64> = match &first.lane {
             Some(lane) => {
                 let command = Command::new(script_args(first.script.get_hash(), items, now, tat));
-                first.on_lane(lane, &command).await?
+                first.on_lane(lane, &command, SCRIPT).await?
             }
             None => {
                 let cmd = script_cmd(first.script.get_hash(), items, now, tat);
