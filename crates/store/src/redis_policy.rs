@@ -1,7 +1,10 @@
 //! A limit of any family on Redis, as a [`StoreClient`] over [`Policy`]: a token bucket is a
-//! [`RedisStore`] (its own script, the lean connection, a cluster's refunds); every other
-//! family, and any request whose limits mix families, is one call of
+//! [`RedisStore`] (its own script, a cluster's refunds); every other family, and any request
+//! whose limits mix families, is one call of
 //! [`LIMITS_SCRIPT`](crate::redis_limits::LIMITS_SCRIPT) over every key, all or nothing.
+//! On one server over plain TCP both scripts take the store's lean connection
+//! ([`crate::redis_lane`]), which loads a script again itself after a `NOSCRIPT` (a
+//! restarted server: the first call after it is decided).
 //!
 //! Both scripts store a token bucket the same way, so a limit keeps its buckets whichever
 //! script decided them. On a Redis Cluster a request whose keys lie in several slots is

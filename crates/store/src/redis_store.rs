@@ -23,9 +23,9 @@
 //! Keys are namespaced (`prefix` + key) and bounded ([`MAX_PREFIX_LEN`] + [`MAX_KEY_LEN`](crate::MAX_KEY_LEN)).
 //! Every call has a timeout; the connection manager reconnects after the server comes back.
 //! On one server over plain TCP the atomic path's script call, the one command per request,
-//! takes a lean pipelined connection of its own ([`crate::redis_lane`]); everything else
-//! (the naive path, leases, script loading, `WAIT`, and every call on a cluster) goes through
-//! redis-rs.
+//! takes a lean pipelined connection of its own ([`crate::redis_lane`]), and loads the script
+//! on it again after a `NOSCRIPT`; everything else (the naive path, leases, `WAIT`, and every
+//! call on a cluster) goes through redis-rs.
 //!
 //! **On Redis Cluster** ([`RedisStore::connect_cluster`], or a `redis+cluster://` URL) every
 //! decision over one bucket is
