@@ -661,24 +661,24 @@ fn the_refund_script_gives_back_only_what_is_outstanding() {
             Some("9 1 0"),
             0,
         ),
-        // Stepped bucket (5 tokens, 2 a second): back while the steps since have not
-        // filled it anyway; nothing from an anchor set anew.
+        // Stepped bucket (5 tokens, 2 a second): back only from the state the request wrote;
+        // nothing once another request decided on it, or its steps moved the anchor.
+        (
+            ("sb", [5, 2, 1_000_000_000], 2, "1 100 0", Some("1 100 0")),
+            (100, 0),
+            Some("3 100 0"),
+            2,
+        ),
         (
             ("sb", [5, 2, 1_000_000_000], 2, "1 100 0", Some("0 100 0")),
             (100, 0),
-            Some("2 100 0"),
-            2,
+            Some("0 100 0"),
+            0,
         ),
         (
             ("sb", [5, 2, 1_000_000_000], 2, "2 100 0", Some("4 101 0")),
             (101, 0),
-            Some("5 101 0"),
-            1,
-        ),
-        (
-            ("sb", [5, 2, 1_000_000_000], 2, "1 100 0", Some("4 100 5")),
-            (102, 0),
-            Some("4 100 5"),
+            Some("4 101 0"),
             0,
         ),
         // Token bucket (capacity 5, 1 a second): the TAT moves back by what is still ahead

@@ -116,7 +116,7 @@ impl Redis {
 
     /// Connects to the Redis Cluster of `seeds`, with `timeout` for each call. A request's
     /// limits whose keys are in different slots are decided slot by slot, refunded where
-    /// admitted when any slot denies (`ratelab_store::redis_store`).
+    /// admitted when any slot denies (`ratelab_store::redis_slots`).
     pub async fn connect_cluster(seeds: &[String], timeout: Duration) -> Result<Redis, String> {
         let (bucket, options) = Redis::setup(timeout)?;
         let conn = RedisStore::connect_cluster(seeds, bucket, options)

@@ -64,8 +64,9 @@ thread_local! {
     static PLANTED: RefCell<Option<String>> = const { RefCell::new(None) };
 }
 
-/// Runs `f` with [`transition`] running `text` in place of `limits.lua` on this thread: a
-/// script under test, or one with a bug planted, through code that calls [`transition`] (the
+/// Runs `f` with [`transition`] running `text` in place of `limits.lua` on this thread (runs
+/// on other threads, as `ratelab run` spreads seeds, keep the script): a script under test,
+/// or one with a bug planted, through code that calls [`transition`] on this thread (the
 /// simulator's store node) — to show that its checkers catch what a script gets wrong.
 pub fn with_script<R>(text: &str, f: impl FnOnce() -> R) -> R {
     struct Restore(Option<String>);
@@ -134,6 +135,18 @@ fn engine(text: &str) -> mlua::Result<Engine> {
         })?,
     )?;
     lua.globals().set("redis", redis)?;
+    // As Redis: a script that assigns a global (a `local` forgotten) fails, rather than keep
+    // state from one call to the next.
+    let guard = lua.create_table()?;
+    guard.set(
+        "__newindex",
+        lua.create_function(|_, (_, name): (Value, Value)| -> mlua::Result<()> {
+            Err(mlua::Error::runtime(format!(
+                "Script attempted to create global variable {name:?}"
+            )))
+        })?,
+    )?;
+    lua.globals().set_metatable(Some(guard))?;
     let script = lua.load(text).set_name("limits.lua").into_function()?;
     Ok(Engine {
         lua,
@@ -164,8 +177,8 @@ fn call(
         });
         let run = || -> mlua::Result<Value> {
             let g = engine.lua.globals();
-            g.set("KEYS", engine.lua.create_sequence_from(["k"])?)?;
-            g.set(
+            g.raw_set("KEYS", engine.lua.create_sequence_from(["k"])?)?;
+            g.raw_set(
                 "ARGV",
                 engine.lua.create_sequence_from(argv.iter().cloned())?,
             )?;
@@ -333,5 +346,18 @@ mod tests {
             admitted += u32::from(d.allowed);
         }
         assert_eq!(admitted, 3);
+    }
+
+    /// As on Redis, a script that assigns a global fails.
+    #[test]
+    fn a_script_that_assigns_a_global_fails() {
+        let leaky = format!("leaked = 1\n{}", *LIMITS_SCRIPT);
+        let p = Policy::FixedWindow(FixedWindow::new(3, Nanos::from_millis(1_000)).unwrap());
+        let e = transition_by(&leaky, &p, None, Nanos(5_000_000_000), 1).unwrap_err();
+        assert!(
+            matches!(&e, ScriptError::Failed(m) if m.contains("global variable")),
+            "{e}"
+        );
+        assert!(transition(&p, None, Nanos(5_000_000_000), 1).is_ok());
     }
 }

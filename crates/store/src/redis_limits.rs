@@ -1,9 +1,10 @@
 //! Every limiter family on Redis: one call of [`LIMITS_SCRIPT`] per request over one limit's
 //! key or several of any families (all or nothing, as one step), computing exactly what
 //! `ratelab-core`'s transitions compute — decision, remaining, reset, retry-after and
-//! full-after — on Redis `TIME` or on the caller's clock. `redis-rs` runs the script by
-//! `EVALSHA` and loads it again after a `NOSCRIPT` (a restarted or flushed Redis). The script
-//! and [`ScriptLimit`] live in [`crate::script`].
+//! full-after — on Redis `TIME` or on the caller's clock, by `EVALSHA`, loaded again after a
+//! `NOSCRIPT` (a restarted or flushed Redis): on one server over plain TCP through the
+//! store's lane (`decide_on_lane`), otherwise through redis-rs ([`decide`]). The script and
+//! [`ScriptLimit`] live in [`crate::script`].
 
 use crate::redis_store::store_err;
 use crate::script::read_reply;

@@ -10,12 +10,16 @@
 --          TAT moved back, in 1/refill_amount ns), 0 when nothing was outstanding
 --
 -- Only what is still outstanding comes back: a window that has moved on holds nothing of the
--- request, a bucket that has refilled since holds only the part not yet refilled. And only
--- from a state that still holds the request's write (a state older than it, as after a
--- failover that lost the write, gets nothing back). Every family's spends add up (a count, a
--- TAT, tokens taken), so taking back one request's leaves every later request's in place.
--- The key's expiry is kept: it was set for the state with the spend in it, which lives at
--- least as long as the state without.
+-- request, a bucket that has refilled since holds only the part not yet refilled. A token
+-- bucket gives back only from a TAT at least the one the request wrote (one older, as after a
+-- failover that lost the write, gets nothing; so does one another refund already moved back:
+-- of two requests refunded at one bucket, the later-written's spend stays until it refills).
+-- A window gives back while it is the request's window: a failover that lost the write but
+-- kept later counts in that window can give back another request's spend instead (at most
+-- this request's cost). A stepped bucket gives back only from the state the request wrote.
+-- Counts and TATs add up, so taking back one request's spend leaves every later request's in
+-- place. The key's expiry is kept: it was set for the state with the spend in it, which lives
+-- at least as long as the state without.
 local ns, nn
 if ARGV[1] == '' then
   local t = redis.call('TIME')
@@ -53,13 +57,6 @@ local function join(s)
   local out = {}
   for i, v in ipairs(s) do out[i] = string.format('%d', v) end
   return table.concat(out, ' ')
-end
-
--- t1 - t2 in ns for instants (s, n), or nil when further apart than 2^52 ns.
-local function between(s1, n1, s2, n2)
-  local ds = s1 - s2
-  if ds > FAR or ds < -FAR then return nil end
-  return ds * E9 + (n1 - n2)
 end
 
 -- Each family: refund(k) returns the state to write (nil: nothing to give back; '': none,
@@ -119,26 +116,16 @@ local function sliding(k)
   return join(s), back
 end
 
--- The stepped bucket (tokens anchor_sec anchor_nsec): the spend is outstanding until the
--- steps since the request's anchor would have filled the bucket anyway. An anchor moved by a
--- part of a period was set anew at a full bucket: nothing is outstanding.
+-- The stepped bucket (tokens anchor_sec anchor_nsec): only from the very state the request
+-- wrote. Once another request has decided on it, the request's spend may have changed where
+-- that one anchored the bucket (a bucket found full is anchored anew; a refill that would
+-- have filled it is one), and the tokens alone cannot be given back without leaving a bucket
+-- that refills sooner than the core's would: nothing is given back then.
 local function stepped(k)
-  local cap, amount, period = k.a, k.b, k.c0
+  local cap = k.a
   local s, w = field(k.s, 3), field(k.w, 3)
-  if not s or not w or s[3] >= E9 or w[3] >= E9 then return nil, 0 end
-  local d = between(s[2], s[3], w[2], w[3])
-  if d == nil or d < 0 then return nil, 0 end
-  local steps = idiv(d, period)
-  if steps * period ~= d then return nil, 0 end
-  local outstanding
-  if steps * amount >= cap then
-    outstanding = 0
-  else
-    local refilled = w[1] + steps * amount
-    outstanding = math.min(cap, refilled + k.c) - math.min(cap, refilled)
-  end
-  if d == 0 and s[1] > w[1] then outstanding = 0 end
-  local back = math.min(outstanding, cap - s[1])
+  if not s or not w or s[1] ~= w[1] or s[2] ~= w[2] or s[3] ~= w[3] then return nil, 0 end
+  local back = math.min(k.c, cap - s[1])
   if back <= 0 then return nil, 0 end
   s[1] = s[1] + back
   return join(s), back
