@@ -567,8 +567,8 @@ fn on_redis_windows_are_decided_all_or_nothing_per_call() {
     windows_all_or_nothing(&["--redis", &url]);
 }
 
-/// And on a Redis Cluster, where a call's descriptors may lie in different slots (decided
-/// slot by slot, given back where another slot denied).
+/// And on a Redis Cluster, where a call's two descriptors lie in different slots: decided
+/// slot by slot, given back where another slot denied.
 #[test]
 #[cfg_attr(
     ratelab_missing_redis_cluster,
@@ -579,6 +579,19 @@ fn on_a_redis_cluster_windows_are_decided_all_or_nothing_per_call() {
         return;
     };
     windows_all_or_nothing(&["--redis-cluster", &cluster.seeds()[0]]);
+    // The two windows' keys lie in different slots: each call was decided slot by slot, and
+    // the wide window given back what a denial by the narrow one spent there.
+    let mut slots = std::collections::BTreeMap::new();
+    for n in &cluster.nodes {
+        let keys = redis_cluster::cli(n.port, &["KEYS", "*"]);
+        for key in keys.lines().filter(|k| !k.is_empty()) {
+            let slot = redis_cluster::cli(n.port, &["CLUSTER", "KEYSLOT", key]);
+            slots.insert(key.to_owned(), slot.trim().to_owned());
+        }
+    }
+    assert_eq!(slots.len(), 2, "{slots:?}");
+    let distinct: std::collections::BTreeSet<_> = slots.values().collect();
+    assert_eq!(distinct.len(), 2, "{slots:?}");
 }
 
 /// [`WINDOWS`] served on `store`: the narrow window denies, the wide one spends nothing then.
