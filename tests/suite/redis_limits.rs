@@ -593,7 +593,7 @@ fn the_refund_script_gives_back_only_what_is_outstanding() {
     };
     let rt = runtime();
     let mut conn = rt.block_on(Conn::open(&server.url(), TIMEOUT)).unwrap();
-    let script = redis::Script::new(ratelab_store::redis_slots::REFUND_SCRIPT);
+    let script = redis::Script::new(&ratelab_store::redis_slots::REFUND_SCRIPT);
     // ((family, [a, b, c], cost, written, stored before), now (s, ns), stored after, given back)
     type Case = (
         &'static str,

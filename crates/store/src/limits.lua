@@ -31,6 +31,7 @@
 -- Times are (seconds, nanoseconds) pairs, durations nanoseconds below 2^52, counts below
 -- 2^40 (the caller checks the policies' bounds): every intermediate is an integer below 2^53,
 -- which Lua's doubles hold exactly. A product that would not be is computed bit by bit.
+-- ratelab:common begin (refund.lua runs these lines too: the clock and the stored fields)
 local ns, nn
 if ARGV[1] == '' then
   local t = redis.call('TIME')
@@ -44,6 +45,21 @@ local E9 = 1000000000
 -- Beyond this many seconds apart, two instants are further apart than any window or fill
 -- time the caller admits (2^52 ns).
 local FAR = 4503599
+
+-- The n decimal fields of a stored state, each of at most 16 digits and separated by one
+-- space; nil for anything else, and for no state (a value this script did not write is
+-- refused, never read as some other state).
+local function field(s, n)
+  if not s then return nil end
+  local out = {string.match(s, '^' .. string.rep('(%d+) ', n - 1) .. '(%d+)$')}
+  if #out ~= n then return nil end
+  for i, v in ipairs(out) do
+    if #v > 16 then return nil end
+    out[i] = tonumber(v)
+  end
+  return out
+end
+-- ratelab:common end
 
 -- ratelab:shared here
 
@@ -94,19 +110,6 @@ local function after(d)
   local t = nn + d
   local c = idiv(t, E9)
   return ns + c, t - c * E9
-end
-
--- The n decimal fields of a stored state, each of at most 16 digits and separated by one
--- space; nil for anything else (a value this script did not write is refused, never read as
--- some other state).
-local function field(s, n)
-  local out = {string.match(s, '^' .. string.rep('(%d+) ', n - 1) .. '(%d+)$')}
-  if #out ~= n then return nil end
-  for i, v in ipairs(out) do
-    if #v > 16 then return nil end
-    out[i] = tonumber(v)
-  end
-  return out
 end
 
 -- Each family: decide(k) fills k.admits, k.next (the state string to write), k.ttl (ns) and

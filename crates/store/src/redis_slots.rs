@@ -26,7 +26,7 @@ use std::time::Duration;
 
 pub use crate::script::REFUND_SCRIPT;
 
-static REFUND: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(REFUND_SCRIPT));
+static REFUND: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(&REFUND_SCRIPT));
 
 /// A Redis limit a cross-slot request can be decided at, slot by slot.
 pub(crate) trait SlotClient: Clone + Send + Sync + 'static {
@@ -196,7 +196,7 @@ mod tests {
             .map(str::trim)
             .collect();
         assert_eq!(names.len(), ratelab_core::AlgorithmName::ALL.len());
-        let refunds = table(REFUND_SCRIPT);
+        let refunds = table(&REFUND_SCRIPT);
         for name in names {
             assert!(refunds.contains(&format!("{name} = ")), "{name}: {refunds}");
         }

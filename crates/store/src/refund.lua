@@ -20,37 +20,12 @@
 -- Counts and TATs add up, so taking back one request's spend leaves every later request's in
 -- place. The key's expiry is kept: it was set for the state with the spend in it, which lives
 -- at least as long as the state without.
-local ns, nn
-if ARGV[1] == '' then
-  local t = redis.call('TIME')
-  ns = tonumber(t[1])
-  nn = tonumber(t[2]) * 1000
-else
-  ns = tonumber(ARGV[1])
-  nn = tonumber(ARGV[2])
-end
-local E9 = 1000000000
-local FAR = 4503599
-
--- floor(x / y) for integers below 2^53 in magnitude, y > 0, corrected for rounding.
-local function idiv(x, y)
-  local q = math.floor(x / y)
-  if q * y > x then q = q - 1 end
-  if (q + 1) * y <= x then q = q + 1 end
-  return q
-end
-
--- The n decimal fields of a state, each of at most 16 digits; nil for anything else.
-local function field(s, n)
-  if not s then return nil end
-  local out = {string.match(s, '^' .. string.rep('(%d+) ', n - 1) .. '(%d+)$')}
-  if #out ~= n then return nil end
-  for i, v in ipairs(out) do
-    if #v > 16 then return nil end
-    out[i] = tonumber(v)
-  end
-  return out
-end
+--
+-- The clock reading and the reading of a stored state's fields are limits.lua's own lines,
+-- the integer division token_bucket.lua's: each put in below, where this script marks it
+-- (crate ratelab-store, `script::REFUND_SCRIPT`); this file alone is not a script.
+-- ratelab:common here
+-- ratelab:shared here
 
 -- A state's fields as the scripts write them: decimal integers, one space apart.
 local function join(s)

@@ -24,8 +24,32 @@ use std::sync::LazyLock;
 /// The token bucket's script.
 pub const TOKEN_BUCKET_SCRIPT: &str = include_str!("token_bucket.lua");
 
-/// The script that gives back what a request spent at its limits, of any family.
-pub const REFUND_SCRIPT: &str = include_str!("refund.lua");
+/// The script that gives back what a request spent at its limits, of any family:
+/// `refund.lua`, with `limits.lua`'s clock reading and field reading and the token bucket's
+/// shared functions put in where it marks them.
+pub static REFUND_SCRIPT: LazyLock<String> = LazyLock::new(|| {
+    include_str!("refund.lua")
+        .replacen(
+            "-- ratelab:common here",
+            section(include_str!("limits.lua"), "common"),
+            1,
+        )
+        .replacen(
+            "-- ratelab:shared here",
+            section(TOKEN_BUCKET_SCRIPT, "shared"),
+            1,
+        )
+});
+
+/// The lines of `script` between its `-- ratelab:NAME begin` line and `-- ratelab:NAME end`
+/// (none when it marks no such section).
+fn section<'a>(script: &'a str, name: &str) -> &'a str {
+    script
+        .split_once(&format!("-- ratelab:{name} begin"))
+        .and_then(|(_, rest)| rest.split_once('\n'))
+        .and_then(|(_, rest)| rest.split_once(&format!("-- ratelab:{name} end")))
+        .map_or("", |(lines, _)| lines)
+}
 
 /// Every intermediate of the token bucket's script is an integer below this.
 const EXACT: u128 = 1 << 53;
@@ -46,13 +70,11 @@ pub fn bucket_exact(bucket: &TokenBucket) -> Result<(), String> {
 /// The script: `limits.lua`, the token bucket's shared functions of `token_bucket.lua`
 /// put in where it marks them.
 pub static LIMITS_SCRIPT: LazyLock<String> = LazyLock::new(|| {
-    // From the line after the opening marker to the closing one.
-    let shared = TOKEN_BUCKET_SCRIPT
-        .split_once("-- ratelab:shared begin")
-        .and_then(|(_, rest)| rest.split_once('\n'))
-        .and_then(|(_, rest)| rest.split_once("-- ratelab:shared end"))
-        .map_or("", |(shared, _)| shared);
-    include_str!("limits.lua").replacen("-- ratelab:shared here", shared, 1)
+    include_str!("limits.lua").replacen(
+        "-- ratelab:shared here",
+        section(TOKEN_BUCKET_SCRIPT, "shared"),
+        1,
+    )
 });
 
 /// Every duration the script handles is below this, in ns.
@@ -201,6 +223,23 @@ mod tests {
             "local function bucket(",
             "local function idiv(",
             "local function fixed(",
+            "local function field(",
+        ] {
+            assert_eq!(script.matches(f).count(), 1, "{f}");
+        }
+    }
+
+    #[test]
+    fn the_refund_script_holds_the_clock_fields_and_division_once() {
+        let script = REFUND_SCRIPT.as_str();
+        assert!(!script.contains("-- ratelab:"), "every marker is replaced");
+        for f in [
+            "local ns, nn",
+            "local FAR = ",
+            "local function field(",
+            "local function idiv(",
+            "local function join(",
+            "local function stepped(",
         ] {
             assert_eq!(script.matches(f).count(), 1, "{f}");
         }
