@@ -268,7 +268,11 @@ fn same_when_folded(a: &str, b: &str) -> bool {
 /// and the application behind it might read another.
 pub(crate) fn unambiguous<C>(set: &LimitSet<C>, headers: &dyn Headers) -> Result<(), String> {
     let read = || std::iter::once(API_KEY).chain(set.iter().flat_map(|l| headers_read(&l.spec)));
-    for name in read() {
+    for (i, name) in read().enumerate() {
+        // A name several limits read (the API key, nearly always) is looked up once.
+        if read().take(i).any(|earlier| earlier == name) {
+            continue;
+        }
         let mut n = 0;
         headers.each(name, &mut |_| n += 1);
         if n > 1 {
@@ -333,7 +337,7 @@ fn plan_one<'s, C>(
     let spec = &limit.spec;
     // A client's value may be a whole key (1 to MAX_KEY_LEN bytes, as documented); the
     // kind's tag rides on top of it, bounded apart (`Key::prefixed`).
-    let tagged = |kind: &str, value: &str| Key::new(value).and_then(|v| Key::prefixed(kind, &v));
+    let tagged = Key::tagged;
     let key = match &spec.key_by {
         KeyBy::ClientIp => Key::from_string(format!("ip:{}", edge_network(ip, ipv6_prefix))),
         KeyBy::ApiKey => match api_key {

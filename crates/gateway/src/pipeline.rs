@@ -339,6 +339,8 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
         shadow_all: bool,
         mut answer: Answer,
     ) -> Answer {
+        // Each planned limit leaves one result: grown once, not on the first push.
+        answer.limits.reserve_exact(planned.len());
         let fields = self
             .run_limits(
                 planned,
@@ -351,6 +353,7 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
             return answer;
         }
         if let Some(fields) = fields {
+            answer.headers.reserve_exact(3);
             answer.headers.push(("ratelimit-policy", fields.policies));
             answer.headers.push(("ratelimit", fields.ratelimit));
             if answer.verdict == Verdict::Deny {

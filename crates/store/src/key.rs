@@ -92,6 +92,22 @@ impl Key {
         Ok(Key::joined(prefix, key))
     }
 
+    /// [`Key::prefixed`] of `Key::new(value)`, made in one allocation: `value` is checked as
+    /// [`Key::new`] checks a key, `prefix` as [`Key::prefixed`] checks one.
+    pub fn tagged(prefix: &str, value: &str) -> Result<Key, KeyError> {
+        Key::check(value)?;
+        if prefix.len() > MAX_PREFIX_LEN {
+            return Err(KeyError::TooLong { len: prefix.len() });
+        }
+        if let Some(at) = control_at(prefix) {
+            return Err(KeyError::ControlCharacter { at });
+        }
+        let mut text = String::with_capacity(prefix.len() + value.len());
+        text.push_str(prefix);
+        text.push_str(value);
+        Ok(Key { text: text.into() })
+    }
+
     /// `key` under a `prefix` that [`Key::prefixed`] already accepted.
     pub(crate) fn joined(prefix: &str, key: &Key) -> Key {
         let mut text = String::with_capacity(prefix.len() + key.text.len());

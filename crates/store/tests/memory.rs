@@ -161,6 +161,29 @@ fn invalid_keys_are_rejected_with_a_reason() {
 }
 
 #[test]
+fn a_tagged_key_is_the_prefixed_key_of_its_value() {
+    let long = "k".repeat(MAX_KEY_LEN + 1);
+    let long_prefix = "p".repeat(300);
+    for (prefix, value) in [
+        ("key:", "alice"),
+        ("h:", ""),
+        ("h:", long.as_str()),
+        ("h:", "a\x07b"),
+        ("x\ty:", "alice"),
+        (long_prefix.as_str(), "alice"),
+        ("", "bob"),
+    ] {
+        let two_steps = Key::new(value).and_then(|v| Key::prefixed(prefix, &v));
+        assert_eq!(
+            Key::tagged(prefix, value),
+            two_steps,
+            "{prefix:?} {value:?}"
+        );
+    }
+    assert_eq!(Key::tagged("key:", "alice").unwrap().as_str(), "key:alice");
+}
+
+#[test]
 fn cost_errors_pass_through_both_paths() {
     let store = MemoryStore::new(TokenBucket::per_second(2, 1).unwrap());
     for path in Path::ALL {
