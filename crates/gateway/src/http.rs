@@ -93,7 +93,8 @@ impl Env for TokioEnv {
         .await;
         match first {
             Some(out) => Some(out),
-            None => tokio::time::timeout(after, fut).await.ok(),
+            // One timer per thread bounds every waiting call ([`crate::deadlines`]).
+            None => crate::deadlines::within(after, fut).await,
         }
     }
 }

@@ -46,6 +46,8 @@ pub mod breaker;
 mod config;
 #[cfg(feature = "http")]
 pub mod conns;
+#[cfg(feature = "http")]
+mod deadlines;
 pub mod denial_cache;
 mod env;
 #[cfg(feature = "http")]

@@ -17,8 +17,11 @@
 //! a stepped bucket's fill time) below 2^50 ns (about 13 days), a window at least 1 ms long,
 //! so that every intermediate is an integer below 2^53 (Lua's doubles hold those exactly).
 
+#[cfg(any(feature = "redis", feature = "lua"))]
 use crate::{AllApplied, StoreError};
-use ratelab_core::{Algorithm, Decision, Nanos, Policy, TokenBucket, WindowPolicy};
+#[cfg(any(feature = "redis", feature = "lua"))]
+use ratelab_core::{Algorithm, Decision, Nanos};
+use ratelab_core::{Policy, TokenBucket, WindowPolicy};
 use std::sync::LazyLock;
 
 /// The token bucket's script.
@@ -196,7 +199,7 @@ pub(crate) fn read_reply(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ratelab_core::{FixedWindow, SteppedBucket, TokenBucket};
+    use ratelab_core::{FixedWindow, Nanos, SteppedBucket, TokenBucket};
 
     #[test]
     fn limits_outside_the_exact_range_are_refused_with_their_figures() {
@@ -246,6 +249,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(any(feature = "redis", feature = "lua"))]
     fn a_reply_of_the_wrong_shape_or_sign_is_corrupt() {
         let limit = ScriptLimit::new(Policy::FixedWindow(
             FixedWindow::new(5, Nanos(1_000_000)).unwrap(),

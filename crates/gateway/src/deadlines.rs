@@ -1,0 +1,324 @@
+//! The store calls' deadlines under tokio: every call waiting on a thread is bounded by one
+//! timer, that thread's sweeper's, rather than one timer each.
+//!
+//! A tokio timer registered earlier than the time its driver last planned to wake at makes
+//! the driver wake up its thread, and that plan is made only when the thread parks: every
+//! call that registered its own timer between two parks paid a system call (an `eventfd`
+//! write) for it, about one every other request under load on Redis (`strace -c -f` on
+//! `ratelab-server`, `scripts/bench-http.sh`'s load). Here a call registers its deadline in
+//! its thread's table; one task, the sweeper, sleeps until the earliest deadline in it, wakes
+//! the calls whose deadline has come and sleeps again. A call that completes takes its entry
+//! out. The sweeper re-arms its timer when it wakes, and earlier only when a call's deadline
+//! comes before the one it sleeps until: deadlines of one length come in order, so under a
+//! steady load it wakes about once per deadline's length, whatever the rate.
+//!
+//! Each thread has its table and sweeper, spawned by the first call that waits on it and
+//! replaced when its runtime has gone (a test's runtime, say, and then the next one on the
+//! same thread). Time is tokio's ([`tokio::time::Instant`]), so a paused test clock bounds
+//! calls as it bounds `tokio::time::timeout`.
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// Runs `fut` for at most `after` from now; `None` if it did not finish in time. `fut` is
+/// polled first, and its deadline registered only if it waits.
+pub(crate) async fn within<F: Future>(after: Duration, fut: F) -> Option<F::Output> {
+    Within {
+        fut: std::pin::pin!(fut),
+        after,
+        entry: None,
+    }
+    .await
+}
+
+/// One thread's waiting calls, by deadline, and its sweeper.
+#[derive(Default)]
+struct Table {
+    /// Each waiting call's waker, by its deadline and its number.
+    waiting: BTreeMap<(Instant, u64), Waker>,
+    /// The next call's number.
+    next: u64,
+    /// The sweeper's waker, and the deadline it sleeps until (`None`: no call waits).
+    sweeper: Option<Waker>,
+    armed_for: Option<Instant>,
+    /// Whether the sweeper task still runs (its runtime has not dropped it).
+    alive: bool,
+}
+
+type Shared = Arc<Mutex<Table>>;
+
+thread_local! {
+    static TABLE: RefCell<Option<Shared>> = const { RefCell::new(None) };
+}
+
+fn lock(t: &Shared) -> MutexGuard<'_, Table> {
+    t.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// This thread's table, with a live sweeper: spawned on the current runtime when the thread
+/// has none or its runtime has gone.
+fn table() -> Shared {
+    TABLE.with(|cell| {
+        let mut cell = cell.borrow_mut();
+        if let Some(t) = cell.as_ref().filter(|t| lock(t).alive) {
+            return t.clone();
+        }
+        let t: Shared = Arc::new(Mutex::new(Table {
+            alive: true,
+            ..Table::default()
+        }));
+        tokio::spawn(sweep(Alive(t.clone())));
+        *cell = Some(t.clone());
+        t
+    })
+}
+
+/// The sweeper's hold on its table: marks it dead when the task is dropped, so the next call
+/// on the thread starts another.
+struct Alive(Shared);
+
+impl Drop for Alive {
+    fn drop(&mut self) {
+        let waiting: Vec<Waker> = {
+            let mut t = lock(&self.0);
+            t.alive = false;
+            t.sweeper = None;
+            t.waiting.values().cloned().collect()
+        };
+        // A call still waiting (on another runtime than the one that dropped the sweeper)
+        // moves to a live table when it next runs.
+        waiting.into_iter().for_each(Waker::wake);
+    }
+}
+
+/// Wakes each call whose deadline has come, then sleeps until the next deadline, or until a
+/// call with an earlier one (or the first after none) wakes it.
+async fn sweep(table: Alive) {
+    let sleep = tokio::time::sleep_until(Instant::now());
+    let mut sleep = std::pin::pin!(sleep);
+    std::future::poll_fn(|cx| {
+        loop {
+            let now = Instant::now();
+            let (due, next) = {
+                let mut t = lock(&table.0);
+                let rest = t.waiting.split_off(&(now, u64::MAX));
+                let due = std::mem::replace(&mut t.waiting, rest);
+                let next = t.waiting.keys().next().map(|(at, _)| *at);
+                t.armed_for = next;
+                t.sweeper = Some(cx.waker().clone());
+                (due, next)
+            };
+            // Woken with the lock released: a woken call takes its own entry out.
+            due.into_values().for_each(Waker::wake);
+            let Some(next) = next else {
+                return Poll::Pending;
+            };
+            if sleep.deadline() != next {
+                sleep.as_mut().reset(next);
+            }
+            if sleep.as_mut().poll(cx).is_pending() {
+                return Poll::Pending;
+            }
+        }
+    })
+    .await
+}
+
+/// A call bounded by its thread's sweeper ([`within`]).
+struct Within<'a, F: Future> {
+    fut: Pin<&'a mut F>,
+    after: Duration,
+    /// The call's table and its entry's key, once it has waited.
+    entry: Option<(Shared, (Instant, u64))>,
+}
+
+impl<F: Future> Future for Within<'_, F> {
+    type Output = Option<F::Output>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        if let Poll::Ready(out) = self.fut.as_mut().poll(cx) {
+            self.leave();
+            return Poll::Ready(Some(out));
+        }
+        let Some((table, key)) = &self.entry else {
+            let at = Instant::now() + self.after;
+            self.entry = Some(register(at, cx.waker()));
+            return Poll::Pending;
+        };
+        let mut t = lock(table);
+        let alive = t.alive;
+        match t.waiting.get_mut(key) {
+            // Taken out by the sweeper: the deadline has come.
+            None => {
+                drop(t);
+                self.entry = None;
+                Poll::Ready(None)
+            }
+            // Its sweeper's runtime has gone: the same deadline, in a live table.
+            Some(_) if !alive => {
+                let at = key.0;
+                t.waiting.remove(key);
+                drop(t);
+                self.entry = Some(register(at, cx.waker()));
+                Poll::Pending
+            }
+            Some(w) => {
+                if !w.will_wake(cx.waker()) {
+                    w.clone_from(cx.waker());
+                }
+                Poll::Pending
+            }
+        }
+    }
+}
+
+/// Registers a call waiting until `at`, woken by `waker`, in this thread's table: the table
+/// and the entry's key.
+fn register(at: Instant, waker: &Waker) -> (Shared, (Instant, u64)) {
+    let table = table();
+    let key = {
+        let mut t = lock(&table);
+        let key = (at, t.next);
+        t.next += 1;
+        t.waiting.insert(key, waker.clone());
+        // The sweeper sleeps past this deadline, or not at all: woken to re-arm.
+        if t.armed_for.is_none_or(|armed| at < armed) {
+            t.armed_for = Some(at);
+            if let Some(w) = &t.sweeper {
+                w.wake_by_ref();
+            }
+        }
+        key
+    };
+    (table, key)
+}
+
+impl<F: Future> Within<'_, F> {
+    /// Takes the call's entry out of its table, if it waited.
+    fn leave(&mut self) {
+        if let Some((table, key)) = self.entry.take() {
+            lock(&table).waiting.remove(&key);
+        }
+    }
+}
+
+impl<F: Future> Drop for Within<'_, F> {
+    fn drop(&mut self) {
+        self.leave();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::within;
+    use std::time::Duration;
+    use tokio::time::Instant;
+
+    /// Whether `elapsed` is `ms`, late by no more than a loaded machine's scheduling.
+    fn at_ms(elapsed: Duration, ms: u64) -> bool {
+        elapsed >= Duration::from_millis(ms) && elapsed < Duration::from_millis(ms + 40)
+    }
+
+    #[tokio::test]
+    async fn a_call_that_outlives_its_deadline_is_cut_there_and_one_that_does_not_completes() {
+        let start = Instant::now();
+        let slow = within(
+            Duration::from_millis(50),
+            tokio::time::sleep(Duration::from_secs(5)),
+        );
+        assert_eq!(slow.await, None);
+        assert!(at_ms(start.elapsed(), 50), "{:?}", start.elapsed());
+        let start = Instant::now();
+        let fast = within(Duration::from_millis(50), async {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            7
+        });
+        assert_eq!(fast.await, Some(7));
+        assert!(at_ms(start.elapsed(), 10), "{:?}", start.elapsed());
+        assert_eq!(
+            within(Duration::ZERO, async { 8 }).await,
+            Some(8),
+            "ready at once"
+        );
+    }
+
+    #[tokio::test]
+    async fn calls_with_deadlines_out_of_order_are_each_cut_at_their_own() {
+        let start = Instant::now();
+        let call = |ms: u64| async move {
+            let out = within(Duration::from_millis(ms), std::future::pending::<()>()).await;
+            (ms, out, start.elapsed())
+        };
+        let (a, b, c, d, e) = tokio::join!(call(300), call(100), call(200), call(100), call(50));
+        for (ms, out, elapsed) in [a, b, c, d, e] {
+            assert_eq!(out, None, "{ms} ms");
+            assert!(at_ms(elapsed, ms), "{ms} ms: {elapsed:?}");
+        }
+        // And a call made after them all were cut, with nothing else waiting.
+        let start = Instant::now();
+        assert_eq!(
+            within(Duration::from_millis(20), std::future::pending::<()>()).await,
+            None
+        );
+        assert!(at_ms(start.elapsed(), 20), "{:?}", start.elapsed());
+    }
+
+    #[test]
+    fn a_thread_whose_runtime_has_gone_starts_a_sweeper_on_the_next() {
+        for _ in 0..3 {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            let start = std::time::Instant::now();
+            let out = rt.block_on(within(
+                Duration::from_millis(5),
+                std::future::pending::<()>(),
+            ));
+            assert_eq!(out, None);
+            assert!(start.elapsed() >= Duration::from_millis(5));
+        }
+    }
+
+    #[test]
+    fn a_call_whose_sweeper_went_with_another_runtime_is_still_cut_at_its_deadline() {
+        // The thread's sweeper is spawned on `first`, then `first` goes while a call made on
+        // `second` waits.
+        let first = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        first.block_on(within(
+            Duration::from_millis(1),
+            std::future::pending::<()>(),
+        ));
+        let second = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let start = std::time::Instant::now();
+        let out = second.block_on(async {
+            let call = within(Duration::from_millis(100), std::future::pending::<()>());
+            let drop_first = async {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                tokio::task::spawn_blocking(move || drop(first))
+                    .await
+                    .unwrap();
+            };
+            tokio::join!(call, drop_first).0
+        });
+        assert_eq!(out, None);
+        assert!(
+            start.elapsed() >= Duration::from_millis(100),
+            "{:?}",
+            start.elapsed()
+        );
+    }
+}
