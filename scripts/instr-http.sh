@@ -40,6 +40,9 @@ per_request() { # port, pid, keys
   n=$(awk '/requests in/ {print $1}' "$WORK/wrk.out")
   # The newest dump holds the load window alone.
   out=$(ls -t "$WORK/cg.$2".* | head -1)
+  # Kept for the breakdown of ratelab-server's own on Redis (scripts/callgrind-parts.py).
+  cp "$out" "$WORK/last.cg"
+  echo "$n" > "$WORK/last.n"
   total=$(callgrind_annotate "$out" | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}')
   echo $((total / n))
 }
@@ -75,6 +78,7 @@ for keys in hot many; do
   if [ -n "$REDIS_PID" ]; then
     INSTR[rbare/$keys]=$(per_request "$P_RBARE" "$RBARE_PID" $keys)
     INSTR[redis/$keys]=$(per_request "$P_REDIS" "$REDIS_PID" $keys)
+    [ "$keys" = hot ] && cp "$WORK/last.cg" "$WORK/redis-hot.cg" && cp "$WORK/last.n" "$WORK/redis-hot.n"
     printf "| %-27s | %-5s | %12s |\n" "bare front, one script call" $keys "${INSTR[rbare/$keys]}" \
       "ratelab-server, on Redis" $keys "${INSTR[redis/$keys]}"
   fi
@@ -91,3 +95,8 @@ for keys in hot many; do
     echo "$keys: ratelab on Redis - bare with one script call = $((r - rb)) instructions per request (the limiter's own, on Redis)"
   fi
 done
+if [ -n "$REDIS_PID" ]; then
+  echo
+  echo "Where ratelab-server's instructions go on Redis, hot key (inclusive, per request):"
+  python3 scripts/callgrind-parts.py "$WORK/redis-hot.cg" "$(cat "$WORK/redis-hot.n")"
+fi

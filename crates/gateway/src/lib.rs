@@ -35,7 +35,9 @@
 //! layer and the axum app; [`front`]: the HTTP/1.1 front end `ratelab-server` runs, whose
 //! connections [`conns`] bounds; [`admin`]: the metrics and the switches, on a listener of
 //! their own).
-//! [`latency`] keeps the store-latency histogram every store call records.
+//! [`latency`] keeps the store-latency histogram every store call records. Under tokio a
+//! store call that waits is bounded by its thread's table of deadlines (`deadlines`, one timer
+//! per thread rather than one per call).
 #![warn(missing_docs)]
 
 #[cfg(feature = "http")]
