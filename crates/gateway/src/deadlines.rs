@@ -102,20 +102,30 @@ impl Drop for Alive {
 async fn sweep(table: Alive) {
     let sleep = tokio::time::sleep_until(Instant::now());
     let mut sleep = std::pin::pin!(sleep);
+    // The deadline the timer last fired at: everything up to it is due, whatever the clock
+    // reads now.
+    let mut fired = None;
     std::future::poll_fn(|cx| {
         loop {
-            let now = Instant::now();
-            let (due, next) = {
+            let now = fired.map_or_else(Instant::now, |at: Instant| at.max(Instant::now()));
+            let mut due = Vec::new();
+            let next = {
                 let mut t = lock(&table.0);
-                let rest = t.waiting.split_off(&(now, u64::MAX));
-                let due = std::mem::replace(&mut t.waiting, rest);
+                while let Some(entry) = t.waiting.first_entry() {
+                    if entry.key().0 > now {
+                        break;
+                    }
+                    due.push(entry.remove());
+                }
                 let next = t.waiting.keys().next().map(|(at, _)| *at);
                 t.armed_for = next;
-                t.sweeper = Some(cx.waker().clone());
-                (due, next)
+                if !t.sweeper.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                    t.sweeper = Some(cx.waker().clone());
+                }
+                next
             };
-            // Woken with the lock released: a woken call takes its own entry out.
-            due.into_values().for_each(Waker::wake);
+            // Woken with the lock released: a woken call finds its entry gone.
+            due.into_iter().for_each(Waker::wake);
             let Some(next) = next else {
                 return Poll::Pending;
             };
@@ -125,6 +135,7 @@ async fn sweep(table: Alive) {
             if sleep.as_mut().poll(cx).is_pending() {
                 return Poll::Pending;
             }
+            fired = Some(next);
         }
     })
     .await
@@ -182,20 +193,21 @@ impl<F: Future> Future for Within<'_, F> {
 /// and the entry's key.
 fn register(at: Instant, waker: &Waker) -> (Shared, (Instant, u64)) {
     let table = table();
-    let key = {
+    let (key, sweeper) = {
         let mut t = lock(&table);
         let key = (at, t.next);
         t.next += 1;
         t.waiting.insert(key, waker.clone());
         // The sweeper sleeps past this deadline, or not at all: woken to re-arm.
-        if t.armed_for.is_none_or(|armed| at < armed) {
+        let early = t.armed_for.is_none_or(|armed| at < armed);
+        if early {
             t.armed_for = Some(at);
-            if let Some(w) = &t.sweeper {
-                w.wake_by_ref();
-            }
         }
-        key
+        (key, if early { t.sweeper.clone() } else { None })
     };
+    if let Some(w) = sweeper {
+        w.wake();
+    }
     (table, key)
 }
 
@@ -216,13 +228,25 @@ impl<F: Future> Drop for Within<'_, F> {
 
 #[cfg(test)]
 mod tests {
-    use super::within;
+    use super::{TABLE, lock, within};
     use std::time::Duration;
     use tokio::time::Instant;
 
     /// Whether `elapsed` is `ms`, late by no more than a loaded machine's scheduling.
     fn at_ms(elapsed: Duration, ms: u64) -> bool {
         elapsed >= Duration::from_millis(ms) && elapsed < Duration::from_millis(ms + 40)
+    }
+
+    /// `fut`, or a failure if it runs past 5 s: a call the sweeper never wakes fails the test
+    /// rather than hanging it.
+    async fn bounded<F: std::future::Future>(fut: F) -> F::Output {
+        tokio::time::timeout(Duration::from_secs(5), fut)
+            .await
+            .expect("answered within 5 s")
+    }
+
+    fn never() -> std::future::Pending<()> {
+        std::future::pending()
     }
 
     #[tokio::test]
@@ -232,14 +256,14 @@ mod tests {
             Duration::from_millis(50),
             tokio::time::sleep(Duration::from_secs(5)),
         );
-        assert_eq!(slow.await, None);
+        assert_eq!(bounded(slow).await, None);
         assert!(at_ms(start.elapsed(), 50), "{:?}", start.elapsed());
         let start = Instant::now();
         let fast = within(Duration::from_millis(50), async {
             tokio::time::sleep(Duration::from_millis(10)).await;
             7
         });
-        assert_eq!(fast.await, Some(7));
+        assert_eq!(bounded(fast).await, Some(7));
         assert!(at_ms(start.elapsed(), 10), "{:?}", start.elapsed());
         assert_eq!(
             within(Duration::ZERO, async { 8 }).await,
@@ -252,21 +276,73 @@ mod tests {
     async fn calls_with_deadlines_out_of_order_are_each_cut_at_their_own() {
         let start = Instant::now();
         let call = |ms: u64| async move {
-            let out = within(Duration::from_millis(ms), std::future::pending::<()>()).await;
+            let out = within(Duration::from_millis(ms), never()).await;
             (ms, out, start.elapsed())
         };
-        let (a, b, c, d, e) = tokio::join!(call(300), call(100), call(200), call(100), call(50));
+        let (a, b, c, d, e) =
+            bounded(async { tokio::join!(call(300), call(100), call(200), call(100), call(50)) })
+                .await;
         for (ms, out, elapsed) in [a, b, c, d, e] {
             assert_eq!(out, None, "{ms} ms");
             assert!(at_ms(elapsed, ms), "{ms} ms: {elapsed:?}");
         }
+        // A call with an earlier deadline than the one the sweeper already sleeps until.
+        let (long, short) = bounded(async {
+            tokio::join!(call(300), async {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                let start = Instant::now();
+                let out = within(Duration::from_millis(50), never()).await;
+                (out, start.elapsed())
+            })
+        })
+        .await;
+        assert_eq!((long.1, short.0), (None, None));
+        assert!(at_ms(short.1, 50), "{:?}", short.1);
         // And a call made after them all were cut, with nothing else waiting.
         let start = Instant::now();
         assert_eq!(
-            within(Duration::from_millis(20), std::future::pending::<()>()).await,
+            bounded(within(Duration::from_millis(20), never())).await,
             None
         );
         assert!(at_ms(start.elapsed(), 20), "{:?}", start.elapsed());
+    }
+
+    #[tokio::test]
+    async fn calls_that_complete_or_are_dropped_leave_nothing_in_the_table() {
+        // Spawned on this runtime's one thread: every call waits in its table.
+        let calls: Vec<_> = (0..200u64)
+            .map(|i| {
+                tokio::spawn(async move {
+                    let done = tokio::time::sleep(Duration::from_millis(i % 20));
+                    within(Duration::from_millis(10), done).await.is_some()
+                })
+            })
+            .collect();
+        let answered = bounded(async {
+            let mut out = Vec::new();
+            for c in calls {
+                out.push(c.await.unwrap());
+            }
+            out
+        })
+        .await;
+        // Those that slept well inside their 10 ms were answered; those well past it, cut.
+        for (i, answered) in answered.iter().enumerate() {
+            match i % 20 {
+                0..5 => assert!(answered, "call {i}"),
+                15.. => assert!(!answered, "call {i}"),
+                _ => {}
+            }
+        }
+        // A waiting call dropped before its deadline.
+        let dropped = within(Duration::from_secs(60), never());
+        assert!(
+            tokio::time::timeout(Duration::from_millis(5), dropped)
+                .await
+                .is_err()
+        );
+        let left = TABLE.with(|t| t.borrow().as_ref().map(|t| lock(t).waiting.len()));
+        assert_eq!(left, Some(0), "every entry was taken out");
     }
 
     #[test]
@@ -277,10 +353,7 @@ mod tests {
                 .build()
                 .unwrap();
             let start = std::time::Instant::now();
-            let out = rt.block_on(within(
-                Duration::from_millis(5),
-                std::future::pending::<()>(),
-            ));
+            let out = rt.block_on(bounded(within(Duration::from_millis(5), never())));
             assert_eq!(out, None);
             assert!(start.elapsed() >= Duration::from_millis(5));
         }
@@ -295,17 +368,14 @@ mod tests {
             .enable_all()
             .build()
             .unwrap();
-        first.block_on(within(
-            Duration::from_millis(1),
-            std::future::pending::<()>(),
-        ));
+        first.block_on(within(Duration::from_millis(1), never()));
         let second = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .unwrap();
         let start = std::time::Instant::now();
-        let out = second.block_on(async {
-            let call = within(Duration::from_millis(100), std::future::pending::<()>());
+        let out = second.block_on(bounded(async {
+            let call = within(Duration::from_millis(100), never());
             let drop_first = async {
                 tokio::time::sleep(Duration::from_millis(10)).await;
                 tokio::task::spawn_blocking(move || drop(first))
@@ -313,7 +383,7 @@ mod tests {
                     .unwrap();
             };
             tokio::join!(call, drop_first).0
-        });
+        }));
         assert_eq!(out, None);
         assert!(
             start.elapsed() >= Duration::from_millis(100),
