@@ -16,8 +16,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 SECS="${1:-3}"
 CONNS="${2:-32}"
-OTHER="${3:+$(realpath "$3")}"
-[ -z "$OTHER" ] || [ -x "$OTHER" ] || { echo "$3 is not an executable" >&2; exit 2; }
+OTHER=
+if [ -n "${3:-}" ]; then
+  [ -x "$3" ] || { echo "$3 is not an executable" >&2; exit 2; }
+  OTHER="$(realpath "$3")"
+fi
 for tool in strace wrk; do
   command -v "$tool" >/dev/null || { echo "$tool is not installed (Debian: apt-get install $tool)" >&2; exit 2; }
 done
@@ -31,10 +34,12 @@ write_http_load
 per_request() { # port, pid, label
   local out="$WORK/strace.$1" tracer n
   wrk -t1 -c"$CONNS" -d1s -H "x-api-key: hot" "http://127.0.0.1:$1/" > /dev/null
-  strace -c -f -p "$2" -o "$out" 2> /dev/null &
+  strace -c -f -p "$2" -o "$out" 2> "$WORK/strace.$1.log" &
   tracer=$!
-  # strace attaches to every thread before the load starts.
+  # strace attaches to every thread before the load starts (or says why it cannot: a
+  # kernel that allows tracing only one's own children, say).
   sleep 0.5
+  kill -0 "$tracer" 2> /dev/null || { echo "strace could not attach to $2:" >&2; cat "$WORK/strace.$1.log" >&2; exit 1; }
   wrk -t1 -c"$CONNS" -d"${SECS}s" -H "x-api-key: hot" "http://127.0.0.1:$1/" > "$WORK/wrk.out"
   kill -INT "$tracer"
   wait "$tracer" || true
@@ -42,6 +47,7 @@ per_request() { # port, pid, label
     echo "refused: non-2xx answers or socket errors from port $1:" >&2; cat "$WORK/wrk.out" >&2; exit 1
   fi
   n=$(awk '/requests in/ {print $1}' "$WORK/wrk.out")
+  [ "${n:-0}" -gt 0 ] || { echo "refused: no requests answered on port $1:" >&2; cat "$WORK/wrk.out" >&2; exit 1; }
   # strace -c's table: the calls column is the fourth of a row with an errors column, else
   # the fourth too (usecs/call, then calls); the name is the last.
   awk -v n="$n" -v label="$3" 'NR > 2 && $NF != "total" && $4 ~ /^[0-9]+$/ && $4 / n >= 0.01 {

@@ -4,18 +4,21 @@
 //! A tokio timer registered earlier than the time its driver last planned to wake at makes
 //! the driver wake up its thread, and that plan is made only when the thread parks: every
 //! call that registered its own timer between two parks paid a system call (an `eventfd`
-//! write) for it, about one every other request under load on Redis (`strace -c -f` on
-//! `ratelab-server`, `scripts/bench-http.sh`'s load). Here a call registers its deadline in
-//! its thread's table; one task, the sweeper, sleeps until the earliest deadline in it, wakes
-//! the calls whose deadline has come and sleeps again. A call that completes takes its entry
-//! out. The sweeper re-arms its timer when it wakes, and earlier only when a call's deadline
-//! comes before the one it sleeps until: deadlines of one length come in order, so under a
-//! steady load it wakes about once per deadline's length, whatever the rate.
+//! write) for it, about one every other request under load on Redis (`scripts/syscalls-http.sh`).
+//! Here a call registers its deadline in its thread's table; one task, the sweeper, sleeps
+//! until the earliest deadline in it, wakes the calls whose deadline has come and sleeps
+//! again. A call that completes takes its entry out. The sweeper re-arms its timer when it
+//! wakes, and earlier only when a call's deadline comes before the one it sleeps until:
+//! deadlines of one length come in order, so under a steady load it wakes about once per
+//! deadline's length, whatever the rate.
 //!
-//! Each thread has its table and sweeper, spawned by the first call that waits on it and
-//! replaced when its runtime has gone (a test's runtime, say, and then the next one on the
-//! same thread). Time is tokio's ([`tokio::time::Instant`]), so a paused test clock bounds
-//! calls as it bounds `tokio::time::timeout`.
+//! A table serves one runtime on one thread: its sweeper is spawned on that runtime by the
+//! first call that waits there. A call on another runtime (or after the runtime has gone: a
+//! test's, and then the next test's on the same thread) gets a table of its own; a table left
+//! behind has its sweeper end once its last call is done. Time is tokio's
+//! ([`tokio::time::Instant`]), so a paused test clock cuts calls where `tokio::time::timeout`
+//! would; the sweeper's timer may stay armed after its calls are done, so a paused clock may
+//! advance to it.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -24,7 +27,8 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
-use tokio::time::Instant;
+use tokio::runtime::{Handle, Id};
+use tokio::time::{Instant, Sleep};
 
 /// Runs `fut` for at most `after` from now; `None` if it did not finish in time. `fut` is
 /// polled first, and its deadline registered only if it waits.
@@ -37,8 +41,7 @@ pub(crate) async fn within<F: Future>(after: Duration, fut: F) -> Option<F::Outp
     .await
 }
 
-/// One thread's waiting calls, by deadline, and its sweeper.
-#[derive(Default)]
+/// One runtime's waiting calls on one thread, by deadline, and their sweeper.
 struct Table {
     /// Each waiting call's waker, by its deadline and its number.
     waiting: BTreeMap<(Instant, u64), Waker>,
@@ -47,8 +50,12 @@ struct Table {
     /// The sweeper's waker, and the deadline it sleeps until (`None`: no call waits).
     sweeper: Option<Waker>,
     armed_for: Option<Instant>,
+    /// The runtime the sweeper runs on.
+    runtime: Id,
     /// Whether the sweeper task still runs (its runtime has not dropped it).
     alive: bool,
+    /// Whether the thread has since taken another table: the sweeper ends once no call waits.
+    left_behind: bool,
 }
 
 type Shared = Arc<Mutex<Table>>;
@@ -61,36 +68,60 @@ fn lock(t: &Shared) -> MutexGuard<'_, Table> {
     t.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// This thread's table, with a live sweeper: spawned on the current runtime when the thread
-/// has none or its runtime has gone.
+/// The table of this thread and the current runtime, with a live sweeper: a new one when the
+/// thread has none for this runtime (the one it had is left behind).
 fn table() -> Shared {
+    let runtime = Handle::current().id();
     TABLE.with(|cell| {
         let mut cell = cell.borrow_mut();
-        if let Some(t) = cell.as_ref().filter(|t| lock(t).alive) {
-            return t.clone();
+        if let Some(t) = cell.as_ref() {
+            let table = lock(t);
+            if table.alive && table.runtime == runtime {
+                drop(table);
+                return t.clone();
+            }
         }
+        // Made here, not in the sweeper: a runtime without timers panics in the caller, as
+        // `tokio::time::timeout` does.
+        let sleep = tokio::time::sleep_until(Instant::now());
         let t: Shared = Arc::new(Mutex::new(Table {
+            waiting: BTreeMap::new(),
+            next: 0,
+            sweeper: None,
+            armed_for: None,
+            runtime,
             alive: true,
-            ..Table::default()
+            left_behind: false,
         }));
-        tokio::spawn(sweep(Alive(t.clone())));
-        *cell = Some(t.clone());
+        tokio::spawn(sweep(Alive(t.clone()), sleep));
+        if let Some(old) = cell.replace(t.clone()) {
+            let sweeper = {
+                let mut old = lock(&old);
+                old.left_behind = true;
+                old.sweeper.take()
+            };
+            // Woken to end, once its last call is done.
+            if let Some(w) = sweeper {
+                w.wake();
+            }
+        }
         t
     })
 }
 
-/// The sweeper's hold on its table: marks it dead when the task is dropped, so the next call
-/// on the thread starts another.
+/// The sweeper's hold on its table: marks it dead when the task ends or is dropped, so a
+/// call still registered there moves to a live table.
 struct Alive(Shared);
 
 impl Drop for Alive {
     fn drop(&mut self) {
-        let waiting: Vec<Waker> = {
+        let (waiting, sweeper) = {
             let mut t = lock(&self.0);
             t.alive = false;
-            t.sweeper = None;
-            t.waiting.values().cloned().collect()
+            let waiting: Vec<Waker> = t.waiting.values().cloned().collect();
+            (waiting, t.sweeper.take())
         };
+        drop(sweeper);
         // A call still waiting (on another runtime than the one that dropped the sweeper)
         // moves to a live table when it next runs.
         waiting.into_iter().for_each(Waker::wake);
@@ -98,9 +129,9 @@ impl Drop for Alive {
 }
 
 /// Wakes each call whose deadline has come, then sleeps until the next deadline, or until a
-/// call with an earlier one (or the first after none) wakes it.
-async fn sweep(table: Alive) {
-    let sleep = tokio::time::sleep_until(Instant::now());
+/// call with an earlier one (or the first after none) wakes it. Ends when its table has been
+/// left behind and no call waits in it.
+async fn sweep(table: Alive, sleep: Sleep) {
     let mut sleep = std::pin::pin!(sleep);
     // The deadline the timer last fired at: everything up to it is due, whatever the clock
     // reads now.
@@ -109,6 +140,7 @@ async fn sweep(table: Alive) {
         loop {
             let now = fired.map_or_else(Instant::now, |at: Instant| at.max(Instant::now()));
             let mut due = Vec::new();
+            let mut replaced = None;
             let next = {
                 let mut t = lock(&table.0);
                 while let Some(entry) = t.waiting.first_entry() {
@@ -119,13 +151,21 @@ async fn sweep(table: Alive) {
                 }
                 let next = t.waiting.keys().next().map(|(at, _)| *at);
                 t.armed_for = next;
-                if !t.sweeper.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
-                    t.sweeper = Some(cx.waker().clone());
+                if next.is_none() && t.left_behind {
+                    None
+                } else {
+                    if !t.sweeper.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                        replaced = t.sweeper.replace(cx.waker().clone());
+                    }
+                    Some(next)
                 }
-                next
             };
+            drop(replaced);
             // Woken with the lock released: a woken call finds its entry gone.
             due.into_iter().for_each(Waker::wake);
+            let Some(next) = next else {
+                return Poll::Ready(());
+            };
             let Some(next) = next else {
                 return Poll::Pending;
             };
@@ -158,7 +198,11 @@ impl<F: Future> Future for Within<'_, F> {
             return Poll::Ready(Some(out));
         }
         let Some((table, key)) = &self.entry else {
-            let at = Instant::now() + self.after;
+            let now = Instant::now();
+            // As `tokio::time::timeout`: a bound past the clock's range is no bound.
+            let at = now
+                .checked_add(self.after)
+                .unwrap_or_else(|| now + Duration::from_secs(30 * 365 * 86_400));
             self.entry = Some(register(at, cx.waker()));
             return Poll::Pending;
         };
@@ -171,51 +215,72 @@ impl<F: Future> Future for Within<'_, F> {
                 self.entry = None;
                 Poll::Ready(None)
             }
-            // Its sweeper's runtime has gone: the same deadline, in a live table.
+            // Its sweeper has gone: the same deadline, in a live table.
             Some(_) if !alive => {
                 let at = key.0;
-                t.waiting.remove(key);
+                let old = t.waiting.remove(key);
                 drop(t);
+                drop(old);
                 self.entry = Some(register(at, cx.waker()));
                 Poll::Pending
             }
             Some(w) => {
-                if !w.will_wake(cx.waker()) {
-                    w.clone_from(cx.waker());
-                }
+                // The waker it replaces is dropped with the lock released.
+                let old =
+                    (!w.will_wake(cx.waker())).then(|| std::mem::replace(w, cx.waker().clone()));
+                drop(t);
+                drop(old);
                 Poll::Pending
             }
         }
     }
 }
 
-/// Registers a call waiting until `at`, woken by `waker`, in this thread's table: the table
-/// and the entry's key.
+/// Registers a call waiting until `at`, woken by `waker`, in the table of this thread and
+/// runtime: the table and the entry's key. A table whose sweeper has just gone is passed over
+/// for a new one, under the same lock that inserts.
 fn register(at: Instant, waker: &Waker) -> (Shared, (Instant, u64)) {
-    let table = table();
-    let (key, sweeper) = {
-        let mut t = lock(&table);
-        let key = (at, t.next);
-        t.next += 1;
-        t.waiting.insert(key, waker.clone());
-        // The sweeper sleeps past this deadline, or not at all: woken to re-arm.
-        let early = t.armed_for.is_none_or(|armed| at < armed);
-        if early {
-            t.armed_for = Some(at);
+    // A runtime shutting down drops each sweeper as it is spawned: the third table is kept.
+    for attempt in 1.. {
+        let table = table();
+        let (key, sweeper) = {
+            let mut t = lock(&table);
+            if !t.alive && attempt < 3 {
+                continue;
+            }
+            let key = (at, t.next);
+            t.next += 1;
+            t.waiting.insert(key, waker.clone());
+            // The sweeper sleeps past this deadline, or not at all: woken to re-arm.
+            let early = t.armed_for.is_none_or(|armed| at < armed);
+            if early {
+                t.armed_for = Some(at);
+            }
+            (key, if early { t.sweeper.clone() } else { None })
+        };
+        if let Some(w) = sweeper {
+            w.wake();
         }
-        (key, if early { t.sweeper.clone() } else { None })
-    };
-    if let Some(w) = sweeper {
-        w.wake();
+        return (table, key);
     }
-    (table, key)
+    unreachable!("the third attempt returns")
 }
 
 impl<F: Future> Within<'_, F> {
-    /// Takes the call's entry out of its table, if it waited.
+    /// Takes the call's entry out of its table, if it waited; wakes a left-behind table's
+    /// sweeper to end when this was its last call.
     fn leave(&mut self) {
         if let Some((table, key)) = self.entry.take() {
-            lock(&table).waiting.remove(&key);
+            let (entry, sweeper) = {
+                let mut t = lock(&table);
+                let entry = t.waiting.remove(&key);
+                let last = t.left_behind && t.waiting.is_empty();
+                (entry, if last { t.sweeper.take() } else { None })
+            };
+            drop(entry);
+            if let Some(w) = sweeper {
+                w.wake();
+            }
         }
     }
 }
@@ -385,10 +450,25 @@ mod tests {
             tokio::join!(call, drop_first).0
         }));
         assert_eq!(out, None);
-        assert!(
-            start.elapsed() >= Duration::from_millis(100),
-            "{:?}",
-            start.elapsed()
-        );
+        assert!(at_ms(start.elapsed(), 100), "{:?}", start.elapsed());
+    }
+
+    #[test]
+    fn a_call_on_another_runtime_of_the_thread_is_not_left_to_a_sweeper_nobody_runs() {
+        // `first` spawns the thread's first sweeper, and then is never driven again.
+        let first = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        first.block_on(within(Duration::from_millis(1), never()));
+        let second = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let start = std::time::Instant::now();
+        let out = second.block_on(bounded(within(Duration::from_millis(50), never())));
+        assert_eq!(out, None);
+        assert!(at_ms(start.elapsed(), 50), "{:?}", start.elapsed());
+        drop(first);
     }
 }

@@ -28,7 +28,8 @@ use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-/// The tokio environment: wall-clock time since the Unix epoch, tokio timeouts.
+/// The tokio environment: wall-clock time since the Unix epoch, and timeouts bounded by one
+/// tokio timer per thread ([`crate::deadlines`]).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct TokioEnv;
 
