@@ -29,7 +29,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 /// The tokio environment: wall-clock time since the Unix epoch, and timeouts bounded by one
-/// tokio timer per thread ([`crate::deadlines`]).
+/// tokio timer per thread (the `deadlines` module).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct TokioEnv;
 
