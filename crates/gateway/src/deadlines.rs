@@ -294,6 +294,7 @@ impl<F: Future> Drop for Within<'_, F> {
 #[cfg(test)]
 mod tests {
     use super::{TABLE, lock, within};
+    use std::future::Future;
     use std::time::Duration;
     use tokio::time::Instant;
 
@@ -425,31 +426,25 @@ mod tests {
     }
 
     #[test]
-    fn a_call_whose_sweeper_went_with_another_runtime_is_still_cut_at_its_deadline() {
-        // The thread's sweeper is spawned on `first`, then `first` goes while a call made on
-        // `second` waits.
-        let first = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
-        first.block_on(within(Duration::from_millis(1), never()));
-        let second = tokio::runtime::Builder::new_current_thread()
+    fn a_call_whose_sweeper_went_with_its_runtime_is_still_cut_at_its_deadline() {
+        // The call waits on `first` (its deadline in `first`'s table), `first` goes, and the
+        // same call goes on waiting on `second`.
+        let first = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .unwrap();
         let start = std::time::Instant::now();
-        let out = second.block_on(bounded(async {
-            let call = within(Duration::from_millis(100), never());
-            let drop_first = async {
-                tokio::time::sleep(Duration::from_millis(10)).await;
-                tokio::task::spawn_blocking(move || drop(first))
-                    .await
-                    .unwrap();
-            };
-            tokio::join!(call, drop_first).0
+        let mut call = Box::pin(within(Duration::from_millis(100), never()));
+        first.block_on(std::future::poll_fn(|cx| {
+            assert!(call.as_mut().poll(cx).is_pending());
+            std::task::Poll::Ready(())
         }));
-        assert_eq!(out, None);
+        drop(first);
+        let second = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        assert_eq!(second.block_on(bounded(call)), None);
         assert!(at_ms(start.elapsed(), 100), "{:?}", start.elapsed());
     }
 
