@@ -15,7 +15,8 @@
 //! A table serves one runtime on one thread: its sweeper is spawned on that runtime by the
 //! first call that waits there. A call on another runtime (or after the runtime has gone: a
 //! test's, and then the next test's on the same thread) gets a table of its own; a table left
-//! behind has its sweeper end once its last call is done. Time is tokio's
+//! behind (by a thread that took another, or that ended) has its sweeper end once its last
+//! call is done. Time is tokio's
 //! ([`tokio::time::Instant`]), so a paused test clock cuts calls where `tokio::time::timeout`
 //! would; the sweeper's timer may stay armed after its calls are done, so a paused clock may
 //! advance to it.
@@ -47,8 +48,9 @@ struct Table {
     waiting: BTreeMap<(Instant, u64), Waker>,
     /// The next call's number.
     next: u64,
-    /// The sweeper's waker, and the deadline it sleeps until (`None`: no call waits).
+    /// The sweeper's waker (`None` before its first poll, and once it has ended).
     sweeper: Option<Waker>,
+    /// The deadline the sweeper sleeps until (`None`: no call waits).
     armed_for: Option<Instant>,
     /// The runtime the sweeper runs on.
     runtime: Id,
@@ -60,8 +62,31 @@ struct Table {
 
 type Shared = Arc<Mutex<Table>>;
 
+/// A thread's table: a thread that ends leaves it behind, so its sweeper ends too.
+struct Local(Option<Shared>);
+
+impl Drop for Local {
+    fn drop(&mut self) {
+        if let Some(t) = self.0.take() {
+            leave_behind(&t);
+        }
+    }
+}
+
 thread_local! {
-    static TABLE: RefCell<Option<Shared>> = const { RefCell::new(None) };
+    static TABLE: RefCell<Local> = const { RefCell::new(Local(None)) };
+}
+
+/// Marks `t` left behind and wakes its sweeper, which ends once its last call is done.
+fn leave_behind(t: &Shared) {
+    let sweeper = {
+        let mut t = lock(t);
+        t.left_behind = true;
+        t.sweeper.take()
+    };
+    if let Some(w) = sweeper {
+        w.wake();
+    }
 }
 
 fn lock(t: &Shared) -> MutexGuard<'_, Table> {
@@ -72,17 +97,17 @@ fn lock(t: &Shared) -> MutexGuard<'_, Table> {
 /// thread has none for this runtime (the one it had is left behind).
 fn table() -> Shared {
     let runtime = Handle::current().id();
-    TABLE.with(|cell| {
+    let made = TABLE.with(|cell| {
         let mut cell = cell.borrow_mut();
-        if let Some(t) = cell.as_ref() {
+        if let Some(t) = cell.0.as_ref() {
             let table = lock(t);
             if table.alive && table.runtime == runtime {
                 drop(table);
-                return t.clone();
+                return Err(t.clone());
             }
         }
-        // Made here, not in the sweeper: a runtime without timers panics in the caller, as
-        // `tokio::time::timeout` does.
+        // Made before the table is kept: a runtime without timers panics in the caller, as
+        // `tokio::time::timeout` does, and leaves no table without a sweeper.
         let sleep = tokio::time::sleep_until(Instant::now());
         let t: Shared = Arc::new(Mutex::new(Table {
             waiting: BTreeMap::new(),
@@ -93,20 +118,19 @@ fn table() -> Shared {
             alive: true,
             left_behind: false,
         }));
-        tokio::spawn(sweep(Alive(t.clone()), sleep));
-        if let Some(old) = cell.replace(t.clone()) {
-            let sweeper = {
-                let mut old = lock(&old);
-                old.left_behind = true;
-                old.sweeper.take()
-            };
-            // Woken to end, once its last call is done.
-            if let Some(w) = sweeper {
-                w.wake();
-            }
-        }
-        t
-    })
+        let old = cell.0.replace(t.clone());
+        Ok((t, sleep, old))
+    });
+    // Spawned, and the old table's sweeper woken, with the thread's cell released.
+    let (t, sleep, old) = match made {
+        Err(kept) => return kept,
+        Ok(made) => made,
+    };
+    tokio::spawn(sweep(Alive(t.clone()), sleep));
+    if let Some(old) = old {
+        leave_behind(&old);
+    }
+    t
 }
 
 /// The sweeper's hold on its table: marks it dead when the task ends or is dropped, so a
@@ -407,7 +431,7 @@ mod tests {
                 .await
                 .is_err()
         );
-        let left = TABLE.with(|t| t.borrow().as_ref().map(|t| lock(t).waiting.len()));
+        let left = TABLE.with(|t| t.borrow().0.as_ref().map(|t| lock(t).waiting.len()));
         assert_eq!(left, Some(0), "every entry was taken out");
     }
 
@@ -446,6 +470,32 @@ mod tests {
             .unwrap();
         assert_eq!(second.block_on(bounded(call)), None);
         assert!(at_ms(start.elapsed(), 100), "{:?}", start.elapsed());
+    }
+
+    #[test]
+    fn a_thread_that_ends_leaves_its_table_and_its_sweeper_ends() {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let handle = rt.handle().clone();
+        let table = std::thread::spawn(move || {
+            handle.block_on(within(Duration::from_millis(1), never()));
+            TABLE
+                .with(|t| t.borrow().0.clone())
+                .expect("the thread's table")
+        })
+        .join()
+        .unwrap();
+        let start = std::time::Instant::now();
+        while lock(&table).alive {
+            assert!(
+                start.elapsed() < Duration::from_secs(5),
+                "the sweeper still runs"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
     }
 
     #[test]

@@ -82,21 +82,10 @@ impl Env for TokioEnv {
     where
         F::Output: Send,
     {
-        let mut fut = std::pin::pin!(fut);
         // A call that completes on its first poll (the in-memory store's) needs no timer: no
-        // clock read, no timer entry. Anything else is bounded from here.
-        let first = std::future::poll_fn(|cx| {
-            std::task::Poll::Ready(match fut.as_mut().poll(cx) {
-                std::task::Poll::Ready(out) => Some(out),
-                std::task::Poll::Pending => None,
-            })
-        })
-        .await;
-        match first {
-            Some(out) => Some(out),
-            // One timer per thread bounds every waiting call ([`crate::deadlines`]).
-            None => crate::deadlines::within(after, fut).await,
-        }
+        // clock read, no deadline registered. Anything else is bounded by its thread's one
+        // timer (`crate::deadlines`).
+        crate::deadlines::within(after, fut).await
     }
 }
 

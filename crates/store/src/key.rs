@@ -83,12 +83,7 @@ impl Key {
     /// its own): `prefix` is the operator's, so it is bounded separately, to
     /// [`MAX_PREFIX_LEN`] bytes without control characters.
     pub fn prefixed(prefix: &str, key: &Key) -> Result<Key, KeyError> {
-        if prefix.len() > MAX_PREFIX_LEN {
-            return Err(KeyError::TooLong { len: prefix.len() });
-        }
-        if let Some(at) = control_at(prefix) {
-            return Err(KeyError::ControlCharacter { at });
-        }
+        Key::check_prefix(prefix)?;
         Ok(Key::joined(prefix, key))
     }
 
@@ -96,24 +91,31 @@ impl Key {
     /// [`Key::new`] checks a key, `prefix` as [`Key::prefixed`] checks one.
     pub fn tagged(prefix: &str, value: &str) -> Result<Key, KeyError> {
         Key::check(value)?;
+        Key::check_prefix(prefix)?;
+        Ok(Key::join(prefix, value))
+    }
+
+    /// A prefix's bounds, as [`Key::prefixed`] documents them.
+    fn check_prefix(prefix: &str) -> Result<(), KeyError> {
         if prefix.len() > MAX_PREFIX_LEN {
             return Err(KeyError::TooLong { len: prefix.len() });
         }
-        if let Some(at) = control_at(prefix) {
-            return Err(KeyError::ControlCharacter { at });
-        }
-        let mut text = String::with_capacity(prefix.len() + value.len());
-        text.push_str(prefix);
-        text.push_str(value);
-        Ok(Key { text: text.into() })
+        control_at(prefix).map_or(Ok(()), |at| Err(KeyError::ControlCharacter { at }))
     }
 
     /// `key` under a `prefix` that [`Key::prefixed`] already accepted.
     pub(crate) fn joined(prefix: &str, key: &Key) -> Key {
-        let mut text = String::with_capacity(prefix.len() + key.text.len());
-        text.push_str(prefix);
-        text.push_str(&key.text);
-        Key { text: text.into() }
+        Key::join(prefix, &key.text)
+    }
+
+    /// `prefix` and then `text`, checked already, as one key.
+    fn join(prefix: &str, text: &str) -> Key {
+        let mut joined = String::with_capacity(prefix.len() + text.len());
+        joined.push_str(prefix);
+        joined.push_str(text);
+        Key {
+            text: joined.into(),
+        }
     }
 
     /// The key text.
