@@ -491,7 +491,15 @@ fn every_algorithm_runs_on_a_redis_cluster_all_or_nothing() {
     };
     let seed = &cluster.seeds()[0];
     let file = TempFile::new("limits.toml", &every_algorithm());
-    let s = Server::start(&["--limits", file.arg(), "--redis-cluster", seed]);
+    // A store call under a loaded test run can take longer than the 50 ms default.
+    let s = Server::start(&[
+        "--limits",
+        file.arg(),
+        "--redis-cluster",
+        seed,
+        "--timeout-ms",
+        "1000",
+    ]);
     for route in ["/fixed", "/first-hit", "/sliding", "/stepped"] {
         let statuses: Vec<u16> = (0..3)
             .map(|_| s.send("GET", route, &[("x-k", "a")]).status)
@@ -500,7 +508,15 @@ fn every_algorithm_runs_on_a_redis_cluster_all_or_nothing() {
         assert_eq!(s.send("GET", route, &[("x-k", "b")]).status, 200, "{route}");
     }
     let file = TempFile::new("limits.toml", POLLUTION_WINDOWS);
-    let s = Server::start(&["--limits", file.arg(), "--redis-cluster", seed]);
+    // A store call under a loaded test run can take longer than the 50 ms default.
+    let s = Server::start(&[
+        "--limits",
+        file.arg(),
+        "--redis-cluster",
+        seed,
+        "--timeout-ms",
+        "1000",
+    ]);
     denials_spend_nothing_elsewhere(&s, std::time::Duration::from_millis(200));
     limits_in_different_slots(&cluster);
 }
@@ -578,7 +594,15 @@ fn on_a_redis_cluster_a_denial_by_one_limit_spends_nothing_at_the_others() {
     };
     let file = TempFile::new("limits.toml", POLLUTION);
     let seed = &cluster.seeds()[0];
-    let s = Server::start(&["--limits", file.arg(), "--redis-cluster", seed]);
+    // A store call under a loaded test run can take longer than the 50 ms default.
+    let s = Server::start(&[
+        "--limits",
+        file.arg(),
+        "--redis-cluster",
+        seed,
+        "--timeout-ms",
+        "1000",
+    ]);
     // A refund slower than the denial waits for lands in the background: margin for it.
     denials_spend_nothing_elsewhere(&s, std::time::Duration::from_millis(200));
     limits_in_different_slots(&cluster);

@@ -314,9 +314,15 @@ fn grpcio_on_a_frozen_redis_gets_ok_or_unavailable_as_configured() {
         return;
     };
     let url = redis.url();
-    let (open, open_grpc, _d1) = serve(&["--redis", &url]);
-    let (_closed, closed_grpc, _d2) =
-        serve(&["--redis", &url, "--grpc-failure-mode", "unavailable"]);
+    let (open, open_grpc, _d1) = serve(&["--redis", &url, "--timeout-ms", "250"]);
+    let (_closed, closed_grpc, _d2) = serve(&[
+        "--redis",
+        &url,
+        "--grpc-failure-mode",
+        "unavailable",
+        "--timeout-ms",
+        "250",
+    ]);
     // Healthy, on Redis: OVER_LIMIT after exactly the capacity, as in memory.
     check_over_limit_after_the_capacity(&grpcio(py, &open_grpc, (40, 16), "edge", &["api=dave"]));
     let healthy = grpcio(py, &closed_grpc, (1, 1), "edge", &["api=erin"]);
