@@ -9,7 +9,8 @@
 
 use crate::history::{Answer, RequestRecord};
 use ratelab_core::{Nanos, Policy, TokenBucket};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::net::IpAddr;
 
 /// The envelope's constants: admitted·`period` ≤ `burst`·`period` + `amount`·Δt (Δt in ns,
@@ -141,21 +142,53 @@ pub fn edge_admissions(
     }))
 }
 
-fn group<'a, K: Ord>(
+fn group<'a, K: Ord + std::hash::Hash + Clone>(
     admitted: impl Iterator<Item = (K, Nanos, &'a RequestRecord)>,
 ) -> BTreeMap<K, Vec<Admission>> {
-    let mut by_key: BTreeMap<K, Vec<Admission>> = BTreeMap::new();
+    // Each key found by hash while grouping (a history holds one entry per request), ordered
+    // once at the end.
+    let mut index: HashMap<K, usize, BuildHasherDefault<Fnv1a>> = HashMap::default();
+    let mut groups: Vec<(K, Vec<Admission>)> = Vec::new();
     for (k, at, r) in admitted {
-        by_key.entry(k).or_default().push(Admission {
+        let i = *index.entry(k).or_insert_with_key(|k| {
+            groups.push((k.clone(), Vec::new()));
+            groups.len() - 1
+        });
+        groups[i].1.push(Admission {
             at,
             id: r.id,
             cost: r.cost,
         });
     }
-    for v in by_key.values_mut() {
-        v.sort_unstable();
+    groups
+        .into_iter()
+        .map(|(k, mut v)| {
+            v.sort_unstable();
+            (k, v)
+        })
+        .collect()
+}
+
+/// FNV-1a over a key's bytes: the grouping's index hash, fixed, so a run groups the same way
+/// every time (the index is never iterated).
+struct Fnv1a(u64);
+
+impl Default for Fnv1a {
+    fn default() -> Self {
+        Fnv1a(0xcbf2_9ce4_8422_2325)
     }
-    by_key
+}
+
+impl Hasher for Fnv1a {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
 }
 
 impl Envelope {

@@ -448,6 +448,13 @@ impl History {
         }
     }
 
+    /// The same recorder with room for `requests` requests made up front: a run that knows
+    /// its load records it without copying its requests into ever larger buffers.
+    pub fn expecting(mut self, requests: usize) -> History {
+        self.requests.reserve_exact(requests);
+        self
+    }
+
     /// The same recorder, also keeping every bucket write (what the cleanup checker needs).
     pub fn keeping_writes(mut self) -> History {
         self.keep_writes = true;

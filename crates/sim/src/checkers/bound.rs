@@ -57,13 +57,24 @@ impl Checker<Runs> for Bound {
             total_excess,
             witness,
         } = envelope::envelope(&by_key, env);
-        let with_fail_open =
-            envelope::envelope(&envelope::admissions_with_fail_open(&run.h.requests), env);
+        // With no fail-open answer the two groupings are the same: measured once.
+        let failed_open = run.h.requests.iter().any(|r| {
+            matches!(
+                r.answer,
+                Some((_, ratelab_check::history::Answer::FailedOpen(_)))
+            )
+        });
+        let max_excess_with_fail_open = if failed_open {
+            let by_key = envelope::admissions_with_fail_open(&run.h.requests);
+            envelope::envelope(&by_key, env).max_excess
+        } else {
+            max_excess
+        };
         let window = run.sc.policy().quota().window;
         let spike = window::window_spike(&by_key, window);
         out.measured("max_excess", max_excess);
         out.measured("total_excess", total_excess);
-        out.measured("max_excess_with_fail_open", with_fail_open.max_excess);
+        out.measured("max_excess_with_fail_open", max_excess_with_fail_open);
         out.measured("max_in_window", spike.max_in_window);
         out.keep(
             "envelope",

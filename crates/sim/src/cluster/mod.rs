@@ -100,12 +100,13 @@ pub(crate) async fn simulate_with<S: Script>(
     let handle = Handle::current();
     // Time zero is after a short setup allowance, in which nodes start and bind; events during
     // setup are stamped 0.
+    let history = History::new(keep_events).expecting(workload::expected_requests(&sc));
     let shared = Arc::new(Shared::new(
         SETUP,
         if sc.spec.cleanup_job.is_some() {
-            History::new(keep_events).keeping_writes()
+            history.keeping_writes()
         } else {
-            History::new(keep_events)
+            history
         },
     ));
     let replica: Option<SharedReplica<S>> = sc.spec.store.replica.map(|r| {

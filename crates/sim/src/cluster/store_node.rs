@@ -96,12 +96,12 @@ impl<S: Script> StoreNode<S> {
         let id = req.request;
         let counter = matches!(req.call, StoreCall::Incr { .. } | StoreCall::Expire { .. });
         let (layer, key, op) = match &req.call {
-            StoreCall::Get { layer, key } => (*layer, key.clone(), StoreOp::Get),
-            StoreCall::Set { layer, key, .. } => (*layer, key.clone(), StoreOp::Set),
+            StoreCall::Get { layer, key } => (*layer, key.as_str(), StoreOp::Get),
+            StoreCall::Set { layer, key, .. } => (*layer, key.as_str(), StoreOp::Set),
             StoreCall::Apply { layer, key, .. } | StoreCall::Incr { layer, key, .. } => {
-                (*layer, key.clone(), StoreOp::Apply { allowed: false })
+                (*layer, key.as_str(), StoreOp::Apply { allowed: false })
             }
-            StoreCall::Expire { layer, key, .. } => (*layer, key.clone(), StoreOp::Set),
+            StoreCall::Expire { layer, key, .. } => (*layer, key.as_str(), StoreOp::Set),
         };
         if matches!(verdict, Verdict::Error | Verdict::Drop) {
             let fate = if matches!(verdict, Verdict::Error) {
@@ -110,11 +110,11 @@ impl<S: Script> StoreNode<S> {
                 StoreFate::Dropped
             };
             self.shared
-                .record_at(now, |h, at| h.store(at, id, layer, &key, op, fate));
+                .record_at(now, |h, at| h.store(at, id, layer, key, op, fate));
             return refuse(verdict);
         }
-        let (reply, op) = self.apply(req.call, now);
-        let copied = self.replicate_write(layer, &key, counter, op, reply.is_ok(), now);
+        let (reply, op) = self.apply(&req.call, now);
+        let copied = self.replicate_write(layer, key, counter, op, reply.is_ok(), now);
         let verdict = self.waited(verdict, copied, now);
         let fate = match verdict {
             // A refusal (a full store, a bad key) applied nothing, whatever became of its reply.
@@ -125,7 +125,7 @@ impl<S: Script> StoreNode<S> {
             _ => StoreFate::Served,
         };
         self.shared
-            .record_at(now, |h, at| h.store(at, id, layer, &key, op, fate));
+            .record_at(now, |h, at| h.store(at, id, layer, key, op, fate));
         deliver(verdict, reply)
     }
 
@@ -321,7 +321,7 @@ impl<S: Script> StoreNode<S> {
 
     pub(crate) fn apply(
         &self,
-        req: StoreCall<S::State>,
+        req: &StoreCall<S::State>,
         now: Nanos,
     ) -> (Result<StoreReply<S::State>, WireError>, StoreOp) {
         let key_of = |k: &str| Key::new(k).map_err(|_| WireError::BadKey);
@@ -329,9 +329,9 @@ impl<S: Script> StoreNode<S> {
             StoreError::Full => WireError::Full,
             _ => WireError::Unavailable,
         };
-        match req {
-            StoreCall::Get { layer, key } => {
-                let r = key_of(&key)
+        match *req {
+            StoreCall::Get { layer, ref key } => {
+                let r = key_of(key)
                     .and_then(|k| self.store_for(layer)?.get(&k, now).map_err(store_err));
                 let reply = r.map(|state| StoreReply::Read {
                     state,
@@ -341,24 +341,24 @@ impl<S: Script> StoreNode<S> {
             }
             StoreCall::Set {
                 layer,
-                key,
-                state,
+                ref key,
+                ref state,
                 ttl,
             } => {
-                let r = key_of(&key).and_then(|k| {
+                let r = key_of(key).and_then(|k| {
                     self.store_for(layer)?
-                        .set(&k, state, ttl, now)
+                        .set(&k, state.clone(), ttl, now)
                         .map_err(store_err)
                 });
                 (r.map(|()| StoreReply::Written), StoreOp::Set)
             }
             StoreCall::Apply {
                 layer,
-                key,
+                ref key,
                 now: at,
                 cost,
             } => {
-                let r = key_of(&key).and_then(|k| {
+                let r = key_of(key).and_then(|k| {
                     self.store_for(layer)?
                         .apply(&k, at.unwrap_or(now), cost)
                         .map_err(|e| match e {
@@ -378,9 +378,9 @@ impl<S: Script> StoreNode<S> {
                 });
                 (reply, StoreOp::Apply { allowed })
             }
-            StoreCall::Incr { layer, key, by } => {
-                let r = key_of(&key).and_then(|_| self.store_for(layer)).map(|_| {
-                    let count = self.counters.lock().expect("counters").incr(&key, by, now);
+            StoreCall::Incr { layer, ref key, by } => {
+                let r = key_of(key).and_then(|_| self.store_for(layer)).map(|_| {
+                    let count = self.counters.lock().expect("counters").incr(key, by, now);
                     StoreReply::Counted {
                         count,
                         store_time: now,
@@ -390,12 +390,16 @@ impl<S: Script> StoreNode<S> {
                     if count <= Store::algorithm(&self.store).quota().limit);
                 (r, StoreOp::Apply { allowed })
             }
-            StoreCall::Expire { layer, key, ttl } => {
-                let r = key_of(&key).and_then(|_| self.store_for(layer)).map(|_| {
+            StoreCall::Expire {
+                layer,
+                ref key,
+                ttl,
+            } => {
+                let r = key_of(key).and_then(|_| self.store_for(layer)).map(|_| {
                     self.counters
                         .lock()
                         .expect("counters")
-                        .expire(&key, ttl, now);
+                        .expire(key, ttl, now);
                     StoreReply::Written
                 });
                 (r, StoreOp::Set)

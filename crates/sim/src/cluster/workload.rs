@@ -32,6 +32,44 @@ pub(crate) fn ratelimit_item(value: &str, name: &str) -> Option<(u64, u64)> {
     Some((param("r")?, param("t")?))
 }
 
+/// About how many requests `sc`'s clients send: each rate over its client's sending time,
+/// with a tenth more for Poisson's spread, and every burst; at most 2^20, so an untouched
+/// reservation stays small. Only the history's first allocation is sized by it.
+pub(crate) fn expected_requests(sc: &crate::scenario::Scenario) -> usize {
+    let duration_ms = sc.spec.duration_ms.get();
+    let per_client = |c: &ClientSpec| -> u64 {
+        let start = c.start_ms.get();
+        let stop = c.stop_ms.map_or(duration_ms, |v| v.get()).max(start);
+        let span_ms = stop - start;
+        match &c.arrival {
+            ArrivalSpec::Constant(r) | ArrivalSpec::Poisson(r) => {
+                let n = r.rate_per_sec.get().saturating_mul(span_ms) / 1000;
+                n.saturating_add(n / 10).saturating_add(16)
+            }
+            ArrivalSpec::Burst(b) => b.requests.get(),
+            ArrivalSpec::BoundaryBursts(bb) => {
+                (span_ms / bb.every_ms.get() + 1).saturating_mul(2 * bb.requests.get())
+            }
+            ArrivalSpec::Times(t) => t.times_us.len() as u64,
+        }
+    };
+    let total = sc.spec.clients.iter().fold(0u64, |sum, c| {
+        sum.saturating_add(per_client(c).saturating_mul(c.count.get()))
+    });
+    total.min(1 << 20) as usize
+}
+
+/// `PREFIX:N`, the `n`th of a client's keys, made in one allocation without a formatter.
+pub(crate) fn key_name(prefix: &str, n: u64) -> String {
+    let mut buf = [0; 20];
+    let digits = ratelab_core::headers::decimal(&mut buf, n);
+    let mut key = String::with_capacity(prefix.len() + 1 + digits.len());
+    key.push_str(prefix);
+    key.push(':');
+    key.extend(digits.iter().map(|&d| char::from(d)));
+    key
+}
+
 /// One gateway request: run the gateway pipeline, record and return the answer.
 pub(crate) async fn serve<S: Script>(
     cluster: Arc<Cluster<S>>,
@@ -188,9 +226,10 @@ pub(crate) async fn client_main<S: Script>(
         if now.as_u64() >= arrivals.stop {
             break;
         }
-        let key = match (again.as_ref(), &c.key, &c.keys) {
-            (Some(k), _, _) | (None, Some(k), _) => k.clone(),
-            (None, None, Some(ks)) => format!("{}:{}", ks.prefix, rng.below(ks.count.get())),
+        let key = match (again, &c.key, &c.keys) {
+            (Some(k), _, _) => k,
+            (None, Some(k), _) => k.clone(),
+            (None, None, Some(ks)) => key_name(&ks.prefix, rng.below(ks.count.get())),
             (None, None, None) => unreachable!("validated: key or keys"),
         };
         let g = match c.gateway {
@@ -207,10 +246,16 @@ pub(crate) async fn client_main<S: Script>(
         cluster.shared.record_at(now, |h, at| {
             id = h.send(at, client, group as u32, key.clone(), peer, g as u32, cost);
         });
-        let answer =
-            cluster.gateways[g]
-                .node
-                .spawn(serve(cluster.clone(), g, id, peer, key.clone(), cost));
+        // The key goes with the request, copied only for a client that may send it again.
+        let resend = c.waits_for_answers() && c.retry_at_retry_after;
+        let (key, kept) = if resend {
+            (key.clone(), Some(key))
+        } else {
+            (key, None)
+        };
+        let answer = cluster.gateways[g]
+            .node
+            .spawn(serve(cluster.clone(), g, id, peer, key, cost));
         if !c.waits_for_answers() {
             continue;
         }
@@ -229,7 +274,7 @@ pub(crate) async fn client_main<S: Script>(
             && let Some(secs) = header("retry-after").and_then(|v| v.parse::<u64>().ok())
         {
             not_before = at + secs * 1_000_000_000;
-            if c.retry_at_retry_after && secs > 0 {
+            if let Some(key) = kept.filter(|_| secs > 0) {
                 retry = Some((not_before, key));
             }
         }
@@ -244,6 +289,15 @@ pub(crate) async fn client_main<S: Script>(
 #[cfg(test)]
 mod tests {
     use super::ratelimit_item;
+
+    #[test]
+    fn a_key_name_is_the_prefix_a_colon_and_the_number() {
+        for (prefix, n) in [("user", 0), ("user", 999), ("k", u64::MAX), ("", 10)] {
+            let name = super::key_name(prefix, n);
+            assert_eq!(name, format!("{prefix}:{n}"));
+            assert_eq!(name.capacity(), name.len(), "{name}: one exact allocation");
+        }
+    }
 
     #[test]
     fn the_named_items_remaining_and_reset_are_read() {
