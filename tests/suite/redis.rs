@@ -1094,6 +1094,72 @@ fn the_store_authenticates_selects_its_database_and_reloads_a_flushed_script() {
     });
 }
 
+/// After `SCRIPT FLUSH`, a burst of concurrent calls that all find the script missing loads
+/// it once between them (not once per call), and every call is decided.
+#[test]
+#[cfg_attr(
+    ratelab_missing_redis,
+    ignore = "redis-server is not installed (Debian: apt-get install redis-server)"
+)]
+fn a_burst_of_noscript_replies_loads_the_script_once() {
+    let Some(server) = RedisServer::start("a_burst_of_noscript_replies_loads_the_script_once")
+    else {
+        return;
+    };
+    let rt = runtime();
+    rt.block_on(async {
+        let bucket = TokenBucket::per_second(5, 1).unwrap();
+        // Room for the burst's retries behind one load on a loaded test machine.
+        let options = RedisOptions {
+            prefix: "burst:".into(),
+            timeout: Duration::from_secs(5),
+        };
+        let store = RedisStore::connect(&server.url(), bucket, options)
+            .await
+            .unwrap();
+        let mut admin = redis::Client::open(server.url())
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap();
+        let loads = |info: &str| -> u64 {
+            info.lines()
+                .find_map(|l| l.strip_prefix("cmdstat_script|load:calls="))
+                .and_then(|rest| rest.split(',').next()?.parse().ok())
+                .unwrap_or(0)
+        };
+        for round in 0..3 {
+            let () = redis::cmd("SCRIPT")
+                .arg("FLUSH")
+                .query_async(&mut admin)
+                .await
+                .unwrap();
+            let () = redis::cmd("CONFIG")
+                .arg("RESETSTAT")
+                .query_async(&mut admin)
+                .await
+                .unwrap();
+            let calls = (0..32).map(|i| {
+                let store = store.clone();
+                tokio::spawn(async move {
+                    let key = Key::new(&format!("k{round}-{i}")).unwrap();
+                    store.apply(&key, None, 1).await
+                })
+            });
+            for c in calls.collect::<Vec<_>>() {
+                let d = c.await.unwrap().expect("decided after the load");
+                assert!(d.decision.allowed, "a fresh key admits: {d:?}");
+            }
+            let info: String = redis::cmd("INFO")
+                .arg("commandstats")
+                .query_async(&mut admin)
+                .await
+                .unwrap();
+            assert_eq!(loads(&info), 1, "round {round}: {info}");
+        }
+    });
+}
+
 /// After Redis has been down a while and restarts empty, the first call is decided: the lane
 /// reconnects and loads the script again itself (`NOSCRIPT`). Loaded through the general
 /// connection, which had given up reconnecting during the outage, it failed — and behind

@@ -56,6 +56,8 @@ pub mod redis_state;
 pub mod redis_store;
 pub mod rng;
 pub mod script;
+#[cfg(feature = "redis")]
+mod script_loads;
 
 pub use backend::{BackendMutex, StdBackend, SyncBackend};
 pub use client::{

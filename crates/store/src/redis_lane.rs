@@ -28,6 +28,7 @@
 //! it comes, is dropped. The buffer is bounded ([`MAX_WAITING`] calls): beyond it calls fail
 //! at once.
 
+use crate::script_loads::ScriptLoads;
 use parking_lot::Mutex;
 use std::collections::VecDeque;
 use std::future::poll_fn;
@@ -189,6 +190,8 @@ struct Shared {
     target: Target,
     stall: Duration,
     state: Mutex<State>,
+    /// The scripts loaded over this lane after a `NOSCRIPT`, one load per burst.
+    loads: ScriptLoads,
 }
 
 /// A lean pipelined connection to one server (see the module's docs). Dropping the last
@@ -239,8 +242,15 @@ impl Lane {
                     closed: false,
                     epoch: 0,
                 }),
+                loads: ScriptLoads::default(),
             }),
         }
+    }
+
+    /// The scripts loaded over this lane after a `NOSCRIPT`: the calls that find a script
+    /// missing take turns to load it, and only the first does ([`crate::script_loads`]).
+    pub(crate) fn script_loads(&self) -> &ScriptLoads {
+        &self.shared.loads
     }
 
     /// The time between two stall checks: a connection that answers nothing while calls wait

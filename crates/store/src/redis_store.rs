@@ -379,7 +379,8 @@ impl RedisStore {
 
     /// Runs `command`, an `EVALSHA` of `script` (its text), on the lane within the call's
     /// timeout; on `NOSCRIPT` (a restarted or flushed server) the script is loaded on the lane
-    /// and `command` runs once more.
+    /// and `command` runs once more. The calls of one burst of `NOSCRIPT`s load it once
+    /// between them ([`crate::script_loads`]).
     pub(crate) async fn on_lane(
         &self,
         lane: &Lane,
@@ -393,8 +394,24 @@ impl RedisStore {
                     .await
                     .map_err(|_| StoreError::Unavailable)
             };
+            let missing = |r: &Reply| r.error_code() == Some("NOSCRIPT");
+            let loads = lane.script_loads();
+            let mut seen = loads.seen();
             let mut reply = once().await?;
-            if reply.error_code() == Some("NOSCRIPT") {
+            // At most twice: a load that finished since the call was sent is tried first
+            // (without holding the turn, so the burst's calls retry together), then this
+            // call's own load.
+            for _ in 0..2 {
+                if !missing(&reply) {
+                    break;
+                }
+                let turn = loads.turn(seen).await;
+                if turn.loaded_since() {
+                    drop(turn);
+                    seen = loads.seen();
+                    reply = once().await?;
+                    continue;
+                }
                 // Loaded over the lane itself, which has just shown it is connected: the
                 // general connection may not have noticed a restart yet, and would hold
                 // limiting back until it reconnects.
@@ -414,7 +431,9 @@ impl RedisStore {
                 if let Some(code) = loaded.error_code() {
                     return Err(code_err(Some(code)));
                 }
+                turn.loaded();
                 reply = once().await?;
+                break;
             }
             match reply {
                 Reply::Ints(v) => Ok(v),
