@@ -342,12 +342,12 @@ impl<S: Script> StoreNode<S> {
             StoreCall::Set {
                 layer,
                 ref key,
-                ref state,
+                state,
                 ttl,
             } => {
                 let r = key_of(key).and_then(|k| {
                     self.store_for(layer)?
-                        .set(&k, state.clone(), ttl, now)
+                        .set(&k, state, ttl, now)
                         .map_err(store_err)
                 });
                 (r.map(|()| StoreReply::Written), StoreOp::Set)
