@@ -1094,22 +1094,23 @@ fn the_store_authenticates_selects_its_database_and_reloads_a_flushed_script() {
     });
 }
 
-/// After `SCRIPT FLUSH`, a burst of concurrent calls that all find the script missing loads
-/// it once between them (not once per call), and every call is decided.
+/// After `SCRIPT FLUSH`, a burst of concurrent calls that all find their script missing loads
+/// each script once between them (not once per call), and every call is decided: token-bucket
+/// calls and a fixed window's (the limits script) on one lane, three rounds.
 #[test]
 #[cfg_attr(
     ratelab_missing_redis,
     ignore = "redis-server is not installed (Debian: apt-get install redis-server)"
 )]
-fn a_burst_of_noscript_replies_loads_the_script_once() {
-    let Some(server) = RedisServer::start("a_burst_of_noscript_replies_loads_the_script_once")
+fn a_burst_of_noscript_replies_loads_each_script_once() {
+    let Some(server) = RedisServer::start("a_burst_of_noscript_replies_loads_each_script_once")
     else {
         return;
     };
     let rt = runtime();
     rt.block_on(async {
         let bucket = TokenBucket::per_second(5, 1).unwrap();
-        // Room for the burst's retries behind one load on a loaded test machine.
+        // Room for the burst's retries behind the loads on a loaded test machine.
         let options = RedisOptions {
             prefix: "burst:".into(),
             timeout: Duration::from_secs(5),
@@ -1117,45 +1118,60 @@ fn a_burst_of_noscript_replies_loads_the_script_once() {
         let store = RedisStore::connect(&server.url(), bucket, options)
             .await
             .unwrap();
+        let window = ratelab_core::Policy::FixedWindow(
+            ratelab_core::FixedWindow::new(5, Nanos::from_millis(1_000)).unwrap(),
+        );
+        let windows = Arc::new(
+            ratelab_store::redis_policy::RedisPolicy::new(&store, window, "burst-w:").unwrap(),
+        );
         let mut admin = redis::Client::open(server.url())
             .unwrap()
             .get_multiplexed_async_connection()
             .await
             .unwrap();
-        let loads = |info: &str| -> u64 {
+        // `name:calls=N,…` or `name:count=N` from an INFO section.
+        let stat = |info: &str, name: &str| -> u64 {
             info.lines()
-                .find_map(|l| l.strip_prefix("cmdstat_script|load:calls="))
-                .and_then(|rest| rest.split(',').next()?.parse().ok())
+                .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+                .and_then(|rest| rest.split(',').next()?.split_once('=')?.1.parse().ok())
                 .unwrap_or(0)
         };
         for round in 0..3 {
-            let () = redis::cmd("SCRIPT")
-                .arg("FLUSH")
-                .query_async(&mut admin)
-                .await
-                .unwrap();
-            let () = redis::cmd("CONFIG")
-                .arg("RESETSTAT")
-                .query_async(&mut admin)
-                .await
-                .unwrap();
+            for reset in [["SCRIPT", "FLUSH"], ["CONFIG", "RESETSTAT"]] {
+                let () = redis::cmd(reset[0])
+                    .arg(reset[1])
+                    .query_async(&mut admin)
+                    .await
+                    .unwrap();
+            }
             let calls = (0..32).map(|i| {
-                let store = store.clone();
+                let (store, windows) = (store.clone(), windows.clone());
                 tokio::spawn(async move {
                     let key = Key::new(&format!("k{round}-{i}")).unwrap();
-                    store.apply(&key, None, 1).await
+                    if i % 2 == 0 {
+                        store.apply(&key, None, 1).await.map(|a| a.decision)
+                    } else {
+                        windows.apply(&key, None, 1).await.map(|a| a.decision)
+                    }
                 })
             });
             for c in calls.collect::<Vec<_>>() {
-                let d = c.await.unwrap().expect("decided after the load");
-                assert!(d.decision.allowed, "a fresh key admits: {d:?}");
+                let d = c.await.unwrap().expect("decided after the loads");
+                assert!(d.allowed, "a fresh key admits: {d:?}");
             }
             let info: String = redis::cmd("INFO")
-                .arg("commandstats")
+                .arg("all")
                 .query_async(&mut admin)
                 .await
                 .unwrap();
-            assert_eq!(loads(&info), 1, "round {round}: {info}");
+            // A burst: more calls found a script missing than there are scripts.
+            let missing = stat(&info, "errorstat_NOSCRIPT");
+            assert!(missing > 2, "round {round}: {missing} NOSCRIPT replies");
+            assert_eq!(
+                stat(&info, "cmdstat_script|load"),
+                2,
+                "round {round}: {info}"
+            );
         }
     });
 }

@@ -396,19 +396,20 @@ impl RedisStore {
             };
             let missing = |r: &Reply| r.error_code() == Some("NOSCRIPT");
             let loads = lane.script_loads();
-            let mut seen = loads.seen();
+            let mut seen = loads.seen(script);
             let mut reply = once().await?;
-            // At most twice: a load that finished since the call was sent is tried first
-            // (without holding the turn, so the burst's calls retry together), then this
-            // call's own load.
-            for _ in 0..2 {
+            // At most twice: first a load of this script that finished since the call was
+            // sent is tried (without holding the turn, so the burst's calls retry together);
+            // then, or if the script is missing still (Redis restarted again), this call
+            // loads it.
+            for pass in 0..2 {
                 if !missing(&reply) {
                     break;
                 }
-                let turn = loads.turn(seen).await;
-                if turn.loaded_since() {
+                let turn = loads.turn(script, seen).await;
+                if pass == 0 && turn.loaded_since() {
                     drop(turn);
-                    seen = loads.seen();
+                    seen = loads.seen(script);
                     reply = once().await?;
                     continue;
                 }

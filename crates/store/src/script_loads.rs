@@ -6,72 +6,105 @@
 //! that find the script missing take turns: the first loads it, and a call whose turn comes
 //! after a load that finished since it sent its `EVALSHA` only sends its `EVALSHA` again.
 //!
-//! A caller reads [`ScriptLoads::seen`] before it sends its `EVALSHA`; on `NOSCRIPT` it takes
-//! its [`ScriptLoads::turn`]. If [`Turn::loaded_since`], it gives the turn up and sends its
-//! `EVALSHA` again (having read `seen` anew); should the script still be missing (the load was
-//! another script's, or Redis restarted again) it takes a turn once more. Otherwise it loads
-//! the script, marks the turn [`Turn::loaded`], and retries. A turn given up without a load (a
-//! caller's timeout) passes to the next caller, which loads the script itself.
+//! A caller reads [`ScriptLoads::seen`] for its script before it sends its `EVALSHA`; on
+//! `NOSCRIPT` it takes its [`ScriptLoads::turn`]. If [`Turn::loaded_since`] (its script was
+//! loaded after the call was sent), it gives the turn up and sends its `EVALSHA` again; should
+//! the script be missing still (Redis restarted again), it takes a turn once more and loads it
+//! regardless. Otherwise it loads the script, marks the turn [`Turn::loaded`], and retries. A
+//! turn given up without a load (a caller's timeout) passes to the next caller, which loads
+//! the script itself.
+//!
+//! Loads are counted per script (by the address of its text), so the calls of one script never
+//! take another script's load for their own: the first [`SCRIPTS`] scripts a connection runs
+//! have a counter each, and any beyond share one more (a script that shares it may be loaded
+//! twice in a burst, never left missing).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+/// The scripts with a counter of their own.
+pub(crate) const SCRIPTS: usize = 7;
 
 /// The loads made over one connection, and the turn to make the next.
 #[derive(Debug, Default)]
 pub(crate) struct ScriptLoads {
-    /// Loads completed so far (of any script).
-    done: AtomicU64,
+    /// Per script: the address of its text (0 for a free entry) and the loads of it
+    /// completed; the last entry counts the loads of every script past [`SCRIPTS`].
+    done: [(AtomicUsize, AtomicU64); SCRIPTS + 1],
     /// Held by the caller whose turn it is.
     turn: tokio::sync::Mutex<()>,
 }
 
 /// A caller's turn to load a script; the next caller's comes when it is dropped.
 pub(crate) struct Turn<'a> {
-    loads: &'a ScriptLoads,
+    done: &'a AtomicU64,
     since: bool,
     _held: tokio::sync::MutexGuard<'a, ()>,
 }
 
 impl ScriptLoads {
-    /// The loads completed so far: read before sending the `EVALSHA` that may find the script
-    /// missing.
-    pub(crate) fn seen(&self) -> u64 {
-        self.done.load(Ordering::Acquire)
+    /// `script`'s counter: its own entry, taken on first use, or the shared last one.
+    fn counter(&self, script: &str) -> &AtomicU64 {
+        let id = script.as_ptr() as usize;
+        // Read first: every call looks its script up, and only a new script writes.
+        for (key, done) in &self.done[..SCRIPTS] {
+            let k = key.load(Ordering::Acquire);
+            if k == id {
+                return done;
+            }
+            if k == 0 {
+                match key.compare_exchange(0, id, Ordering::AcqRel, Ordering::Acquire) {
+                    Ok(_) => return done,
+                    Err(k) if k == id => return done,
+                    Err(_) => {}
+                }
+            }
+        }
+        &self.done[SCRIPTS].1
     }
 
-    /// Waits for this caller's turn, for a call sent when [`ScriptLoads::seen`] was `seen`.
-    pub(crate) async fn turn(&self, seen: u64) -> Turn<'_> {
+    /// The loads of `script` completed so far: read before sending the `EVALSHA` that may
+    /// find it missing.
+    pub(crate) fn seen(&self, script: &str) -> u64 {
+        self.counter(script).load(Ordering::Acquire)
+    }
+
+    /// Waits for this caller's turn to load `script`, for a call sent when
+    /// [`ScriptLoads::seen`] was `seen`.
+    pub(crate) async fn turn(&self, script: &str, seen: u64) -> Turn<'_> {
         let held = self.turn.lock().await;
+        let done = self.counter(script);
         Turn {
-            loads: self,
-            since: self.seen() != seen,
+            done,
+            since: done.load(Ordering::Acquire) != seen,
             _held: held,
         }
     }
 }
 
 impl Turn<'_> {
-    /// A load finished after the caller's `EVALSHA` was sent: sending it again may find the
-    /// script.
+    /// The script was loaded after the caller's `EVALSHA` was sent: sending it again may find
+    /// the script.
     pub(crate) fn loaded_since(&self) -> bool {
         self.since
     }
 
     /// The caller loaded its script; the turn passes on.
     pub(crate) fn loaded(self) {
-        self.loads.done.fetch_add(1, Ordering::AcqRel);
+        self.done.fetch_add(1, Ordering::AcqRel);
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::ScriptLoads;
+    use super::{SCRIPTS, ScriptLoads};
     use std::sync::Arc;
-    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
     /// Sixteen calls that all find the script missing, their turns taken concurrently on a
-    /// runtime with two workers: one load in all.
+    /// runtime with two workers, as `RedisStore::on_lane` takes them: one load in all.
     #[test]
     fn a_burst_of_missing_scripts_makes_one_load() {
+        static SCRIPT: &str = "return 1";
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
@@ -79,13 +112,13 @@ mod tests {
             .unwrap();
         let loads = Arc::new(ScriptLoads::default());
         let made = Arc::new(AtomicU32::new(0));
-        let script_there = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let there = Arc::new(AtomicBool::new(false));
         rt.block_on(async {
-            let seen: Vec<u64> = (0..16).map(|_| loads.seen()).collect();
+            let seen: Vec<u64> = (0..16).map(|_| loads.seen(SCRIPT)).collect();
             let calls = seen.into_iter().map(|seen| {
-                let (loads, made, there) = (loads.clone(), made.clone(), script_there.clone());
+                let (loads, made, there) = (loads.clone(), made.clone(), there.clone());
                 tokio::spawn(async move {
-                    let turn = loads.turn(seen).await;
+                    let turn = loads.turn(SCRIPT, seen).await;
                     if turn.loaded_since() && there.load(Ordering::SeqCst) {
                         return;
                     }
@@ -103,27 +136,41 @@ mod tests {
             }
         });
         assert_eq!(made.load(Ordering::SeqCst), 1);
-        assert_eq!(loads.seen(), 1);
+        assert_eq!(loads.seen(SCRIPT), 1);
     }
 
-    /// A turn given up without a load leaves the next caller to load; a load of another
-    /// script (seen as a load since) still lets a caller load its own.
+    /// A turn given up without a load leaves the next caller to load; one script's load is
+    /// not another's; past the scripts with a counter of their own, the rest share one.
     #[test]
-    fn a_turn_given_up_or_another_scripts_load_leaves_the_load_to_the_next() {
+    fn loads_are_counted_per_script_and_a_turn_given_up_passes_on() {
         let rt = tokio::runtime::Builder::new_current_thread()
             .build()
             .unwrap();
+        let texts: Vec<String> = (0..SCRIPTS + 2).map(|i| format!("return {i}")).collect();
         rt.block_on(async {
             let loads = ScriptLoads::default();
-            let seen = loads.seen();
-            drop(loads.turn(seen).await);
-            let turn = loads.turn(seen).await;
+            let (a, b) = (texts[0].as_str(), texts[1].as_str());
+            let seen = loads.seen(a);
+            drop(loads.turn(a, seen).await);
+            let turn = loads.turn(a, seen).await;
             assert!(!turn.loaded_since(), "nothing was loaded");
             turn.loaded();
-            let turn = loads.turn(seen).await;
-            assert!(turn.loaded_since());
-            turn.loaded();
-            assert_eq!(loads.seen(), 2);
+            assert!(loads.turn(a, seen).await.loaded_since());
+            let seen_b = loads.seen(b);
+            assert!(
+                !loads.turn(b, seen_b).await.loaded_since(),
+                "a's load is not b's"
+            );
+            assert_eq!((loads.seen(a), loads.seen(b)), (1, 0));
+            // Every script past the first SCRIPTS shares the last counter.
+            for t in &texts[2..] {
+                loads.seen(t);
+            }
+            let (x, y) = (texts[SCRIPTS].as_str(), texts[SCRIPTS + 1].as_str());
+            let seen_y = loads.seen(y);
+            loads.turn(x, loads.seen(x)).await.loaded();
+            assert!(loads.turn(y, seen_y).await.loaded_since());
+            assert_eq!(loads.seen(a), 1);
         });
     }
 }

@@ -8,6 +8,7 @@
 use super::checker::{Checker, Figure, Judged, Needs, Run, Runs};
 use super::epochs::{beyond, beyond_allowance, envelope_excess, failovers};
 use ratelab_check::envelope::{self, Envelope, EnvelopeReport};
+use ratelab_check::history::Answer;
 use ratelab_check::window;
 use ratelab_core::{Algorithm, Policy};
 use serde::{Deserialize, Serialize};
@@ -58,12 +59,11 @@ impl Checker<Runs> for Bound {
             witness,
         } = envelope::envelope(&by_key, env);
         // With no fail-open answer the two groupings are the same: measured once.
-        let failed_open = run.h.requests.iter().any(|r| {
-            matches!(
-                r.answer,
-                Some((_, ratelab_check::history::Answer::FailedOpen(_)))
-            )
-        });
+        let failed_open = run
+            .h
+            .requests
+            .iter()
+            .any(|r| matches!(r.answer, Some((_, Answer::FailedOpen(_)))));
         let max_excess_with_fail_open = if failed_open {
             let by_key = envelope::admissions_with_fail_open(&run.h.requests);
             envelope::envelope(&by_key, env).max_excess
