@@ -1096,7 +1096,8 @@ fn the_store_authenticates_selects_its_database_and_reloads_a_flushed_script() {
 
 /// After `SCRIPT FLUSH`, a burst of concurrent calls that all find their script missing loads
 /// each script once between them (not once per call), and every call is decided: token-bucket
-/// calls and a fixed window's (the limits script) on one lane, three rounds.
+/// calls and a fixed window's (the limits script), three rounds, on the lane and through
+/// redis-rs (a store that waits for replicas, here for none, takes the general connection).
 #[test]
 #[cfg_attr(
     ratelab_missing_redis,
@@ -1111,69 +1112,89 @@ fn a_burst_of_noscript_replies_loads_each_script_once() {
     rt.block_on(async {
         let bucket = TokenBucket::per_second(5, 1).unwrap();
         // Room for the burst's retries behind the loads on a loaded test machine.
-        let options = RedisOptions {
-            prefix: "burst:".into(),
+        let options = |prefix: &str| RedisOptions {
+            prefix: prefix.into(),
             timeout: Duration::from_secs(5),
         };
-        let store = RedisStore::connect(&server.url(), bucket, options)
+        let on_lane = RedisStore::connect(&server.url(), bucket, options("lane:"))
             .await
             .unwrap();
-        let window = ratelab_core::Policy::FixedWindow(
-            ratelab_core::FixedWindow::new(5, Nanos::from_millis(1_000)).unwrap(),
-        );
-        let windows = Arc::new(
-            ratelab_store::redis_policy::RedisPolicy::new(&store, window, "burst-w:").unwrap(),
-        );
+        let general = RedisStore::connect(&server.url(), bucket, options("general:"))
+            .await
+            .unwrap()
+            .with_wait(0, Duration::from_millis(100));
         let mut admin = redis::Client::open(server.url())
             .unwrap()
             .get_multiplexed_async_connection()
             .await
             .unwrap();
-        // `name:calls=N,…` or `name:count=N` from an INFO section.
-        let stat = |info: &str, name: &str| -> u64 {
-            info.lines()
-                .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
-                .and_then(|rest| rest.split(',').next()?.split_once('=')?.1.parse().ok())
-                .unwrap_or(0)
-        };
-        for round in 0..3 {
-            for reset in [["SCRIPT", "FLUSH"], ["CONFIG", "RESETSTAT"]] {
-                let () = redis::cmd(reset[0])
-                    .arg(reset[1])
-                    .query_async(&mut admin)
-                    .await
-                    .unwrap();
-            }
-            let calls = (0..32).map(|i| {
-                let (store, windows) = (store.clone(), windows.clone());
-                tokio::spawn(async move {
-                    let key = Key::new(&format!("k{round}-{i}")).unwrap();
-                    if i % 2 == 0 {
-                        store.apply(&key, None, 1).await.map(|a| a.decision)
-                    } else {
-                        windows.apply(&key, None, 1).await.map(|a| a.decision)
-                    }
-                })
-            });
-            for c in calls.collect::<Vec<_>>() {
-                let d = c.await.unwrap().expect("decided after the loads");
-                assert!(d.allowed, "a fresh key admits: {d:?}");
-            }
-            let info: String = redis::cmd("INFO")
-                .arg("all")
-                .query_async(&mut admin)
-                .await
-                .unwrap();
-            // A burst: more calls found a script missing than there are scripts.
-            let missing = stat(&info, "errorstat_NOSCRIPT");
-            assert!(missing > 2, "round {round}: {missing} NOSCRIPT replies");
-            assert_eq!(
-                stat(&info, "cmdstat_script|load"),
-                2,
-                "round {round}: {info}"
-            );
+        for (name, store) in [("lane", on_lane), ("redis-rs", general)] {
+            burst_after_a_flush(name, &store, &mut admin).await;
         }
     });
+}
+
+/// Three rounds of: the scripts flushed, 32 concurrent calls (half token bucket, half a fixed
+/// window through `store`), every one decided, two `SCRIPT LOAD`s in all.
+async fn burst_after_a_flush(
+    name: &str,
+    store: &RedisStore,
+    admin: &mut redis::aio::MultiplexedConnection,
+) {
+    let window = ratelab_core::Policy::FixedWindow(
+        ratelab_core::FixedWindow::new(5, Nanos::from_millis(1_000)).unwrap(),
+    );
+    let windows = Arc::new(
+        ratelab_store::redis_policy::RedisPolicy::new(store, window, &format!("{name}-w:"))
+            .unwrap(),
+    );
+    // `name:calls=N,…` or `name:count=N` from an INFO section.
+    let stat = |info: &str, name: &str| -> u64 {
+        info.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+            .and_then(|rest| rest.split(',').next()?.split_once('=')?.1.parse().ok())
+            .unwrap_or(0)
+    };
+    for round in 0..3 {
+        for reset in [["SCRIPT", "FLUSH"], ["CONFIG", "RESETSTAT"]] {
+            let () = redis::cmd(reset[0])
+                .arg(reset[1])
+                .query_async(admin)
+                .await
+                .unwrap();
+        }
+        let calls = (0..32).map(|i| {
+            let (store, windows) = (store.clone(), windows.clone());
+            tokio::spawn(async move {
+                let key = Key::new(&format!("k{round}-{i}")).unwrap();
+                if i % 2 == 0 {
+                    store.apply(&key, None, 1).await.map(|a| a.decision)
+                } else {
+                    windows.apply(&key, None, 1).await.map(|a| a.decision)
+                }
+            })
+        });
+        for c in calls.collect::<Vec<_>>() {
+            let d = c.await.unwrap().expect("decided after the loads");
+            assert!(d.allowed, "{name}: a fresh key admits: {d:?}");
+        }
+        let info: String = redis::cmd("INFO")
+            .arg("all")
+            .query_async(admin)
+            .await
+            .unwrap();
+        // A burst: more calls found a script missing than there are scripts.
+        let missing = stat(&info, "errorstat_NOSCRIPT");
+        assert!(
+            missing > 2,
+            "{name}, round {round}: {missing} NOSCRIPT replies"
+        );
+        assert_eq!(
+            stat(&info, "cmdstat_script|load"),
+            2,
+            "{name}, round {round}: {info}"
+        );
+    }
 }
 
 /// After Redis has been down a while and restarts empty, the first call is decided: the lane

@@ -7,6 +7,7 @@
 //! A cluster is named by the URL `redis+cluster://HOST:PORT[,HOST:PORT…]` (its seed nodes),
 //! so every command that takes a Redis URL takes a cluster too.
 
+use crate::script_loads::ScriptLoads;
 use redis::aio::{ConnectionLike, ConnectionManager};
 use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, Pipeline, RedisFuture, Value};
@@ -151,19 +152,36 @@ impl ConnectionLike for Conn {
 }
 
 /// Runs `cmd`, an `EVALSHA` of `script`; a server without the script (`NOSCRIPT`: restarted,
-/// flushed, or a cluster node that never ran it) gets it loaded, and `cmd` runs again.
+/// flushed, or a cluster node that never ran it) gets it loaded, and `cmd` runs again. The
+/// calls of one burst of `NOSCRIPT`s load it once between them, counted in `loads` (on a
+/// cluster, `SCRIPT LOAD` goes to every primary), as on the lane ([`crate::script_loads`]).
 pub(crate) async fn evalsha<T: redis::FromRedisValue>(
-    conn: &mut Conn,
+    conn: &mut impl redis::aio::ConnectionLike,
+    loads: &ScriptLoads,
     script: &redis::Script,
     cmd: &redis::Cmd,
 ) -> redis::RedisResult<T> {
-    match cmd.query_async(conn).await {
-        Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
-            script.load_async(conn).await?;
-            cmd.query_async(conn).await
+    let missing = |r: &redis::RedisResult<T>| matches!(r, Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript));
+    let id = script.get_hash();
+    let mut seen = loads.seen(id);
+    let mut reply = cmd.query_async(conn).await;
+    for pass in 0..2 {
+        if !missing(&reply) {
+            break;
         }
-        other => other,
+        let turn = loads.turn(id, seen).await;
+        if pass == 0 && turn.loaded_since() {
+            drop(turn);
+            seen = loads.seen(id);
+            reply = cmd.query_async(conn).await;
+            continue;
+        }
+        script.load_async(conn).await?;
+        turn.loaded();
+        reply = cmd.query_async(conn).await;
+        break;
     }
+    reply
 }
 
 /// The Redis Cluster hash slot of `key`: CRC16 (XMODEM) of its hash tag (the text between

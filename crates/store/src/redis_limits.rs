@@ -6,9 +6,11 @@
 //! store's lane (`decide_on_lane`), otherwise through redis-rs ([`decide`]). The script and
 //! [`ScriptLimit`] live in [`crate::script`].
 
+use crate::redis_conn::evalsha;
 use crate::redis_store::store_err;
 use crate::script::read_reply;
 pub use crate::script::{LIMITS_SCRIPT, ScriptLimit};
+use crate::script_loads::ScriptLoads;
 use crate::{AllApplied, LimitError, StoreError};
 use ratelab_core::{Algorithm, CostError, Nanos};
 
@@ -22,7 +24,19 @@ pub async fn decide(
     parts: &[(&str, &ScriptLimit, u64)],
     now: Option<Nanos>,
 ) -> Result<AllApplied, LimitError> {
-    let reply: Vec<i64> = invoke(conn, script, parts, now, false).await?;
+    decide_counted(conn, &ScriptLoads::default(), script, parts, now).await
+}
+
+/// [`decide`], its script loaded after a `NOSCRIPT` once per burst of the calls that share
+/// `loads`.
+pub(crate) async fn decide_counted(
+    conn: &mut impl redis::aio::ConnectionLike,
+    loads: &ScriptLoads,
+    script: &redis::Script,
+    parts: &[(&str, &ScriptLimit, u64)],
+    now: Option<Nanos>,
+) -> Result<AllApplied, LimitError> {
+    let reply: Vec<i64> = invoke(conn, loads, script, parts, now, false).await?;
     // A reply this client cannot read comes after the script ran (and may have written): not
     // `Corrupt`, which promises nothing was written, but a store that misbehaved.
     read_reply(parts, &reply).map_err(|_| LimitError::Store(StoreError::Unavailable))
@@ -36,7 +50,19 @@ pub async fn decide_keeping_states(
     parts: &[(&str, &ScriptLimit, u64)],
     now: Option<Nanos>,
 ) -> Result<(AllApplied, Vec<String>), LimitError> {
-    let (reply, states): (Vec<i64>, Vec<String>) = invoke(conn, script, parts, now, true).await?;
+    decide_keeping_states_counted(conn, &ScriptLoads::default(), script, parts, now).await
+}
+
+/// [`decide_keeping_states`], loading its script as [`decide_counted`] does.
+pub(crate) async fn decide_keeping_states_counted(
+    conn: &mut impl redis::aio::ConnectionLike,
+    loads: &ScriptLoads,
+    script: &redis::Script,
+    parts: &[(&str, &ScriptLimit, u64)],
+    now: Option<Nanos>,
+) -> Result<(AllApplied, Vec<String>), LimitError> {
+    let (reply, states): (Vec<i64>, Vec<String>) =
+        invoke(conn, loads, script, parts, now, true).await?;
     let all = read_reply(parts, &reply).map_err(|_| LimitError::Store(StoreError::Unavailable))?;
     if states.len() != parts.len() {
         return Err(LimitError::Store(StoreError::Unavailable));
@@ -101,30 +127,36 @@ pub(crate) async fn decide_on_lane(
     read_reply(parts, &reply).map_err(|_| LimitError::Store(StoreError::Unavailable))
 }
 
-/// The script's call over `parts`, asking for the written states when `states`.
+/// The script's call over `parts`, asking for the written states when `states`: `EVALSHA`,
+/// the script loaded after a `NOSCRIPT` ([`evalsha`]).
 async fn invoke<T: redis::FromRedisValue>(
     conn: &mut impl redis::aio::ConnectionLike,
+    loads: &ScriptLoads,
     script: &redis::Script,
     parts: &[(&str, &ScriptLimit, u64)],
     now: Option<Nanos>,
     states: bool,
 ) -> Result<T, LimitError> {
     check(parts)?;
-    let mut call = script.prepare_invoke();
+    let mut cmd = redis::cmd("EVALSHA");
+    cmd.arg(script.get_hash()).arg(parts.len());
+    for (key, _, _) in parts {
+        cmd.arg(*key);
+    }
     match now {
-        Some(t) => call
+        Some(t) => cmd
             .arg(t.as_u64() / 1_000_000_000)
             .arg(t.as_u64() % 1_000_000_000),
-        None => call.arg("").arg(""),
+        None => cmd.arg("").arg(""),
     };
-    for (key, limit, cost) in parts {
+    for (_, limit, cost) in parts {
         let (family, params) = limit.script_args();
-        call.key(*key).arg(family).arg(&params[..]).arg(*cost);
+        cmd.arg(family).arg(&params[..]).arg(*cost);
     }
     if states {
-        call.arg("state");
+        cmd.arg("state");
     }
-    call.invoke_async(conn)
+    evalsha(conn, loads, script, &cmd)
         .await
         .map_err(|e| LimitError::Store(store_err(&e)))
 }

@@ -20,6 +20,7 @@ use crate::redis_limits::{self, LIMITS_SCRIPT, ScriptLimit};
 use crate::redis_slots::{SlotClient, apply_by_slot};
 pub use crate::redis_state::{decode, encode};
 use crate::redis_store::{RedisSetupError, RedisStore};
+use crate::script_loads::ScriptLoads;
 use crate::{Key, LimitError, StoreError};
 use ratelab_core::{Nanos, Policy, PolicyState};
 use std::sync::{Arc, LazyLock};
@@ -84,7 +85,8 @@ impl RedisPolicy {
             }
             None => {
                 let mut conn = first.store.conn().clone();
-                let call = redis_limits::decide(&mut conn, &SCRIPT, &parts, now);
+                let loads = first.store.script_loads();
+                let call = redis_limits::decide_counted(&mut conn, loads, &SCRIPT, &parts, now);
                 first.timed(call).await?
             }
         };
@@ -133,6 +135,10 @@ impl SlotClient for RedisPolicy {
         self.store.conn()
     }
 
+    fn script_loads(&self) -> &ScriptLoads {
+        self.store.script_loads()
+    }
+
     fn call_timeout(&self) -> Duration {
         self.store.timeout()
     }
@@ -147,7 +153,9 @@ impl SlotClient for RedisPolicy {
         let keys: Vec<String> = items.iter().map(|(c, k, _)| c.store.key(k)).collect();
         let parts = Self::parts(&keys, items);
         let mut conn = first.store.conn().clone();
-        let call = redis_limits::decide_keeping_states(&mut conn, &SCRIPT, &parts, now);
+        let loads = first.store.script_loads();
+        let call =
+            redis_limits::decide_keeping_states_counted(&mut conn, loads, &SCRIPT, &parts, now);
         let (all, written) = first.timed(call).await?;
         if all.allowed {
             first.store.wait_for_replica(&keys[0]).await?;

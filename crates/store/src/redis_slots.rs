@@ -16,6 +16,7 @@
 
 use crate::redis_conn::{Conn, evalsha};
 use crate::redis_state::held_decision;
+use crate::script_loads::ScriptLoads;
 use crate::{AllApplied, AllItem, Key, LimitError};
 use core::future::Future;
 use futures_util::future::join_all;
@@ -38,6 +39,8 @@ pub(crate) trait SlotClient: Clone + Send + Sync + 'static {
     fn state_key(&self, key: &Key) -> String;
     /// The connection refunds go through.
     fn connection(&self) -> &Conn;
+    /// The scripts loaded through that connection after a `NOSCRIPT`.
+    fn script_loads(&self) -> &ScriptLoads;
     /// One call's timeout.
     fn call_timeout(&self) -> Duration;
     /// One slot's items in one script call: its decisions, and the state written at each key
@@ -168,7 +171,7 @@ fn refund_admitted<C: SlotClient>(
         }
         tasks.push(tokio::spawn(async move {
             let mut conn = first.connection().clone();
-            let call = evalsha::<Vec<i64>>(&mut conn, &REFUND, &cmd);
+            let call = evalsha::<Vec<i64>>(&mut conn, first.script_loads(), &REFUND, &cmd);
             let _ = tokio::time::timeout(first.call_timeout(), call).await;
         }));
     }

@@ -38,6 +38,7 @@
 
 use crate::redis_conn::{Conn, evalsha, slot};
 use crate::redis_lane::{Arg, Command, Lane, Reply, Target};
+use crate::script_loads::ScriptLoads;
 use crate::{
     AllApplied, AllFuture, AllItem, Applied, FenceVerdict, Key, LeaseClient, LimitError, Read,
     StoreClient, StoreError,
@@ -95,6 +96,9 @@ pub struct RedisStore {
     /// Whether every script call is bounded by its caller (a gateway's deadline), so the
     /// lane's calls need no timer of their own ([`RedisStore::bounded_by_caller`]).
     caller_bounds: bool,
+    /// The scripts loaded through `conn` after a `NOSCRIPT` (shared by siblings): one load
+    /// per burst ([`crate::script_loads`]; the lane counts its own).
+    loads: Arc<ScriptLoads>,
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -232,6 +236,7 @@ impl RedisStore {
             wait: None,
             caller_bounds: false,
             waits_short: Arc::default(),
+            loads: Arc::default(),
         }
     }
 
@@ -370,6 +375,11 @@ impl RedisStore {
             Ok(Err(e)) => Err(store_err(&e)),
             Err(_) => Err(StoreError::Timeout),
         }
+    }
+
+    /// The scripts loaded through the general connection after a `NOSCRIPT`.
+    pub(crate) fn script_loads(&self) -> &ScriptLoads {
+        &self.loads
     }
 
     /// The lean connection this store's script calls take, if it has one.
@@ -778,7 +788,9 @@ impl RedisStore {
             None => {
                 let cmd = script_cmd(first.script.get_hash(), items, now, tat);
                 let mut conn = first.conn.clone();
-                first.timed(evalsha(&mut conn, &first.script, &cmd)).await?
+                first
+                    .timed(evalsha(&mut conn, &first.loads, &first.script, &cmd))
+                    .await?
             }
         };
         // A denial wrote nothing: only an admission waits for its replica (the key is
@@ -832,6 +844,10 @@ impl crate::redis_slots::SlotClient for RedisStore {
 
     fn connection(&self) -> &Conn {
         &self.conn
+    }
+
+    fn script_loads(&self) -> &ScriptLoads {
+        &self.loads
     }
 
     fn call_timeout(&self) -> Duration {
