@@ -101,6 +101,10 @@ impl Headers for HeaderMap {
     fn each_name(&self, f: &mut dyn FnMut(&str)) {
         self.keys().for_each(|n| f(n.as_str()));
     }
+
+    fn none_sent(&self) -> bool {
+        self.is_empty()
+    }
 }
 
 /// The process-wide Prometheus recorder, installed on first use.

@@ -38,6 +38,11 @@ pub trait Headers: Sync + std::fmt::Debug {
 
     /// Every distinct header name sent, lower case.
     fn each_name(&self, f: &mut dyn FnMut(&str));
+
+    /// Whether no header at all was sent: nothing to look up, nothing sent twice.
+    fn none_sent(&self) -> bool {
+        false
+    }
 }
 
 /// No headers (a simulated request).
@@ -50,6 +55,10 @@ impl Headers for NoHeaders {
     }
 
     fn each_name(&self, _: &mut dyn FnMut(&str)) {}
+
+    fn none_sent(&self) -> bool {
+        true
+    }
 }
 
 impl<'a> Headers for [(&'a str, &'a [u8])] {
@@ -72,6 +81,10 @@ impl<'a> Headers for [(&'a str, &'a [u8])] {
             }
         }
     }
+
+    fn none_sent(&self) -> bool {
+        self.is_empty()
+    }
 }
 
 /// A pre-limit check (the bloom-filter guard slot): `Some(reason)` rejects the request before
@@ -92,5 +105,9 @@ impl<'a> Headers for Vec<(&'a str, &'a [u8])> {
 
     fn each_name(&self, f: &mut dyn FnMut(&str)) {
         self.as_slice().each_name(f);
+    }
+
+    fn none_sent(&self) -> bool {
+        self.is_empty()
     }
 }

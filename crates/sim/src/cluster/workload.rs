@@ -67,7 +67,8 @@ pub(crate) fn key_name(prefix: &str, n: u64) -> String {
     let mut key = String::with_capacity(prefix.len() + 1 + digits.len());
     key.push_str(prefix);
     key.push(':');
-    key.extend(digits.iter().map(|&d| char::from(d)));
+    // ASCII digits: always UTF-8.
+    key.push_str(std::str::from_utf8(digits).unwrap_or_default());
     key
 }
 
