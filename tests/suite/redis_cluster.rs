@@ -156,6 +156,39 @@ fn cluster_decisions_are_the_cores_and_cross_slot_requests_are_all_or_nothing() 
         assert_eq!(again.decision.limit, 5);
         let items = [(&wide, &key, 1), (&narrow, &key, 1)];
         assert!(RedisStore::apply_all(&items, now).unwrap().await.is_ok());
+        // A burst after a flush: 32 concurrent calls over every primary's slots, all of which
+        // find the script missing, load it once between them: one `SCRIPT LOAD` per primary.
+        cluster.on_primaries(&["SCRIPT", "FLUSH"]);
+        cluster.on_primaries(&["CONFIG", "RESETSTAT"]);
+        let calls: Vec<_> = (0..32)
+            .map(|i| {
+                let store = store.clone();
+                tokio::spawn(async move {
+                    let k = Key::new(&format!("burst{i}")).unwrap();
+                    store.apply(&k, None, 1).await
+                })
+            })
+            .collect();
+        for c in calls {
+            c.await.unwrap().expect("decided after the load");
+        }
+        let stat = |info: &str, name: &str| -> u64 {
+            info.lines()
+                .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+                .and_then(|rest| rest.split(',').next()?.split_once('=')?.1.parse().ok())
+                .unwrap_or(0)
+        };
+        let infos = cluster.on_primaries(&["INFO", "all"]);
+        let missing: u64 = infos.iter().map(|i| stat(i, "errorstat_NOSCRIPT")).sum();
+        let loads: Vec<u64> = infos
+            .iter()
+            .map(|i| stat(i, "cmdstat_script|load"))
+            .collect();
+        assert!(missing > 1, "a burst: {missing} NOSCRIPT replies");
+        assert!(
+            loads.iter().all(|&n| n == 1),
+            "SCRIPT LOADs per primary: {loads:?}"
+        );
 
         // Concurrent cross-slot requests: refunds race with other requests' spends. A refund
         // gives back only a spend still standing, so a race may cost a phantom denial, never

@@ -39,7 +39,8 @@ pub trait Headers: Sync + std::fmt::Debug {
     /// Every distinct header name sent, lower case.
     fn each_name(&self, f: &mut dyn FnMut(&str));
 
-    /// Whether no header at all was sent: nothing to look up, nothing sent twice.
+    /// Whether no header at all was sent: nothing to look up, nothing sent twice. An
+    /// implementation answers from the same headers [`Headers::get`] reads.
     fn none_sent(&self) -> bool {
         false
     }

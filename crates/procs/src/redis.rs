@@ -374,13 +374,14 @@ impl RedisCluster {
         })
     }
 
-    /// Runs `args` on every live primary.
-    pub fn on_primaries(&self, args: &[&str]) {
-        for n in self.nodes.iter().filter(|n| n.child.is_some()) {
-            if cli(n.port, &["ROLE"]).starts_with("master") {
-                cli(n.port, args);
-            }
-        }
+    /// Runs `args` on every live primary: each one's answer, as `redis-cli` prints it.
+    pub fn on_primaries(&self, args: &[&str]) -> Vec<String> {
+        self.nodes
+            .iter()
+            .filter(|n| n.child.is_some())
+            .filter(|n| cli(n.port, &["ROLE"]).starts_with("master"))
+            .map(|n| cli(n.port, args))
+            .collect()
     }
 
     /// Starts the node on `port` again, killed before: it reads its cluster config and

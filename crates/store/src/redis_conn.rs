@@ -154,7 +154,8 @@ impl ConnectionLike for Conn {
 /// Runs `cmd`, an `EVALSHA` of `script`; a server without the script (`NOSCRIPT`: restarted,
 /// flushed, or a cluster node that never ran it) gets it loaded, and `cmd` runs again. The
 /// calls of one burst of `NOSCRIPT`s load it once between them, counted in `loads` (on a
-/// cluster, `SCRIPT LOAD` goes to every primary), as on the lane ([`crate::script_loads`]).
+/// cluster, redis-rs sends `SCRIPT LOAD` to every node, primaries and replicas, and fails it
+/// unless each accepts), as on the lane ([`crate::script_loads`]).
 pub(crate) async fn evalsha<T: redis::FromRedisValue>(
     conn: &mut impl redis::aio::ConnectionLike,
     loads: &ScriptLoads,

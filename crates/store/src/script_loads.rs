@@ -14,10 +14,15 @@
 //! turn given up without a load (a caller's timeout) passes to the next caller, which loads
 //! the script itself.
 //!
-//! Loads are counted per script (by the address of its text), so the calls of one script never
-//! take another script's load for their own: the first [`SCRIPTS`] scripts a connection runs
-//! have a counter each, and any beyond share one more (a script that shares it may be loaded
-//! twice in a burst, never left missing).
+//! Loads are counted per script (by the address of the string that names it: its text on the
+//! lane, its SHA through redis-rs), so the calls of one script never take another script's
+//! load for their own: the first [`SCRIPTS`] scripts a connection runs have a counter each,
+//! and any beyond share one more (a script that shares it may be loaded twice in a burst,
+//! never left missing).
+//!
+//! One turn serves every script of a connection. While loads keep failing (a node that cannot
+//! be reached), the calls that find a script missing try to load it one after another, each
+//! within its own timeout, rather than all at once.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
@@ -27,7 +32,7 @@ pub(crate) const SCRIPTS: usize = 7;
 /// The loads made over one connection, and the turn to make the next.
 #[derive(Debug, Default)]
 pub(crate) struct ScriptLoads {
-    /// Per script: the address of its text (0 for a free entry) and the loads of it
+    /// Per script: the address of its name (0 for a free entry) and the loads of it
     /// completed; the last entry counts the loads of every script past [`SCRIPTS`].
     done: [(AtomicUsize, AtomicU64); SCRIPTS + 1],
     /// Held by the caller whose turn it is.
