@@ -162,7 +162,8 @@ pub(crate) async fn evalsha<T: redis::FromRedisValue>(
     script: &redis::Script,
     cmd: &redis::Cmd,
 ) -> redis::RedisResult<T> {
-    let missing = |r: &redis::RedisResult<T>| matches!(r, Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript));
+    let no_script = redis::ErrorKind::Server(redis::ServerErrorKind::NoScript);
+    let missing = |r: &redis::RedisResult<T>| matches!(r, Err(e) if e.kind() == no_script);
     let id = script.get_hash();
     let mut seen = loads.seen(id);
     let mut reply = cmd.query_async(conn).await;
