@@ -7,7 +7,7 @@
 //! A cluster is named by the URL `redis+cluster://HOST:PORT[,HOST:PORT…]` (its seed nodes),
 //! so every command that takes a Redis URL takes a cluster too.
 
-use crate::script_loads::ScriptLoads;
+use crate::script_loads::{Next, ScriptLoads};
 use redis::aio::{ConnectionLike, ConnectionManager};
 use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, Pipeline, RedisFuture, Value};
@@ -164,26 +164,19 @@ pub(crate) async fn evalsha<T: redis::FromRedisValue>(
 ) -> redis::RedisResult<T> {
     let no_script = redis::ErrorKind::Server(redis::ServerErrorKind::NoScript);
     let missing = |r: &redis::RedisResult<T>| matches!(r, Err(e) if e.kind() == no_script);
-    let id = script.get_hash();
-    let mut seen = loads.seen(id);
+    let mut reload = loads.start(script.get_hash());
     let mut reply = cmd.query_async(conn).await;
-    for pass in 0..2 {
-        if !missing(&reply) {
-            break;
+    loop {
+        match reload.after(missing(&reply)).await {
+            Next::Reply => return reply,
+            Next::Resend => reply = cmd.query_async(conn).await,
+            Next::Load(turn) => {
+                script.load_async(conn).await?;
+                turn.loaded();
+                reply = cmd.query_async(conn).await;
+            }
         }
-        let turn = loads.turn(id, seen).await;
-        if pass == 0 && turn.loaded_since() {
-            drop(turn);
-            seen = loads.seen(id);
-            reply = cmd.query_async(conn).await;
-            continue;
-        }
-        script.load_async(conn).await?;
-        turn.loaded();
-        reply = cmd.query_async(conn).await;
-        break;
     }
-    reply
 }
 
 /// The Redis Cluster hash slot of `key`: CRC16 (XMODEM) of its hash tag (the text between

@@ -38,7 +38,7 @@
 
 use crate::redis_conn::{Conn, evalsha, slot};
 use crate::redis_lane::{Arg, Command, Lane, Reply, Target};
-use crate::script_loads::ScriptLoads;
+use crate::script_loads::{Next, ScriptLoads};
 use crate::{
     AllApplied, AllFuture, AllItem, Applied, FenceVerdict, Key, LeaseClient, LimitError, Read,
     StoreClient, StoreError,
@@ -405,46 +405,36 @@ impl RedisStore {
                     .map_err(|_| StoreError::Unavailable)
             };
             let missing = |r: &Reply| r.error_code() == Some("NOSCRIPT");
-            let loads = lane.script_loads();
-            let mut seen = loads.seen(script);
+            let mut reload = lane.script_loads().start(script);
             let mut reply = once().await?;
-            // At most twice: first a load of this script that finished since the call was
-            // sent is tried (without holding the turn, so the burst's calls retry together);
-            // then, or if the script is missing still (Redis restarted again), this call
-            // loads it.
-            for pass in 0..2 {
-                if !missing(&reply) {
-                    break;
+            loop {
+                match reload.after(missing(&reply)).await {
+                    Next::Reply => break,
+                    Next::Resend => reply = once().await?,
+                    Next::Load(turn) => {
+                        // Loaded over the lane itself, which has just shown it is connected:
+                        // the general connection may not have noticed a restart yet, and
+                        // would hold limiting back until it reconnects.
+                        let load = Command::new(
+                            [
+                                Arg::Bytes(b"SCRIPT"),
+                                Arg::Bytes(b"LOAD"),
+                                Arg::Bytes(script.as_bytes()),
+                            ]
+                            .into_iter(),
+                        );
+                        let loaded = lane
+                            .call(&load)
+                            .map_err(|_| StoreError::Unavailable)?
+                            .await
+                            .map_err(|_| StoreError::Unavailable)?;
+                        if let Some(code) = loaded.error_code() {
+                            return Err(code_err(Some(code)));
+                        }
+                        turn.loaded();
+                        reply = once().await?;
+                    }
                 }
-                let turn = loads.turn(script, seen).await;
-                if pass == 0 && turn.loaded_since() {
-                    drop(turn);
-                    seen = loads.seen(script);
-                    reply = once().await?;
-                    continue;
-                }
-                // Loaded over the lane itself, which has just shown it is connected: the
-                // general connection may not have noticed a restart yet, and would hold
-                // limiting back until it reconnects.
-                let load = Command::new(
-                    [
-                        Arg::Bytes(b"SCRIPT"),
-                        Arg::Bytes(b"LOAD"),
-                        Arg::Bytes(script.as_bytes()),
-                    ]
-                    .into_iter(),
-                );
-                let loaded = lane
-                    .call(&load)
-                    .map_err(|_| StoreError::Unavailable)?
-                    .await
-                    .map_err(|_| StoreError::Unavailable)?;
-                if let Some(code) = loaded.error_code() {
-                    return Err(code_err(Some(code)));
-                }
-                turn.loaded();
-                reply = once().await?;
-                break;
             }
             match reply {
                 Reply::Ints(v) => Ok(v),

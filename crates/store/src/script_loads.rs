@@ -6,8 +6,9 @@
 //! that find the script missing take turns: the first loads it, and a call whose turn comes
 //! after a load that finished since it sent its `EVALSHA` only sends its `EVALSHA` again.
 //!
-//! A caller reads [`ScriptLoads::seen`] for its script before it sends its `EVALSHA`; on
-//! `NOSCRIPT` it takes its [`ScriptLoads::turn`]. If [`Turn::loaded_since`] (its script was
+//! A caller takes a [`Reload`] ([`ScriptLoads::start`]) before it sends its `EVALSHA`, and
+//! after each reply asks it what [`Next`]. Inside: the caller reads [`ScriptLoads::seen`] for
+//! its script before the send; on `NOSCRIPT` it takes its [`ScriptLoads::turn`]. If [`Turn::loaded_since`] (its script was
 //! loaded after the call was sent), it gives the turn up and sends its `EVALSHA` again; should
 //! the script be missing still (Redis restarted again), it takes a turn once more and loads it
 //! regardless. Otherwise it loads the script, marks the turn [`Turn::loaded`], and retries. A
@@ -86,6 +87,58 @@ impl ScriptLoads {
     }
 }
 
+/// What a call does after a reply ([`Reload::after`]).
+pub(crate) enum Next<'a> {
+    /// The reply is the caller's, whatever it says.
+    Reply,
+    /// Send the call again: its script was loaded since it was sent.
+    Resend,
+    /// Load the script, mark the turn [`Turn::loaded`], and send the call again.
+    Load(Turn<'a>),
+}
+
+/// One call's way through a `NOSCRIPT` burst, by this module's protocol: at most one resend
+/// after another caller's load and one load of its own.
+pub(crate) struct Reload<'a> {
+    loads: &'a ScriptLoads,
+    script: &'a str,
+    seen: u64,
+    passes: u8,
+}
+
+impl ScriptLoads {
+    /// A call of `script` about to be sent.
+    pub(crate) fn start<'a>(&'a self, script: &'a str) -> Reload<'a> {
+        Reload {
+            loads: self,
+            script,
+            seen: self.seen(script),
+            passes: 0,
+        }
+    }
+}
+
+impl<'a> Reload<'a> {
+    /// What to do after a reply, `missing` if it was `NOSCRIPT`: a load of the script that
+    /// finished since the call was sent is tried first, without holding the turn (the
+    /// burst's calls resend together); then, or if the script is missing still (Redis
+    /// restarted again), the call loads it.
+    pub(crate) async fn after(&mut self, missing: bool) -> Next<'a> {
+        if !missing || self.passes >= 2 {
+            return Next::Reply;
+        }
+        let turn = self.loads.turn(self.script, self.seen).await;
+        if self.passes == 0 && turn.loaded_since() {
+            self.passes = 1;
+            drop(turn);
+            self.seen = self.loads.seen(self.script);
+            return Next::Resend;
+        }
+        self.passes = 2;
+        Next::Load(turn)
+    }
+}
+
 impl Turn<'_> {
     /// The script was loaded after the caller's `EVALSHA` was sent: sending it again may find
     /// the script.
@@ -105,10 +158,12 @@ mod tests {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
-    /// Sixteen calls that all find the script missing, their turns taken concurrently on a
-    /// runtime with two workers, as `RedisStore::on_lane` takes them: one load in all.
+    /// Sixteen calls that all find the script missing, on a runtime with two workers, each
+    /// going through the burst by [`super::Reload`] against a stand-in server (a flag for
+    /// "the script is loaded", a short sleep for a load): one load in all, every call answered.
     #[test]
     fn a_burst_of_missing_scripts_makes_one_load() {
+        use super::Next;
         static SCRIPT: &str = "return 1";
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -119,25 +174,37 @@ mod tests {
         let made = Arc::new(AtomicU32::new(0));
         let there = Arc::new(AtomicBool::new(false));
         rt.block_on(async {
-            let seen: Vec<u64> = (0..16).map(|_| loads.seen(SCRIPT)).collect();
-            let calls = seen.into_iter().map(|seen| {
+            // Every call is sent before any load: each reads the count, then finds the script
+            // missing.
+            let sent = Arc::new(tokio::sync::Barrier::new(16));
+            let calls = (0..16).map(|_| {
                 let (loads, made, there) = (loads.clone(), made.clone(), there.clone());
+                let sent = sent.clone();
                 tokio::spawn(async move {
-                    let turn = loads.turn(SCRIPT, seen).await;
-                    if turn.loaded_since() && there.load(Ordering::SeqCst) {
-                        return;
+                    let mut reload = loads.start(SCRIPT);
+                    sent.wait().await;
+                    let mut missing = true;
+                    loop {
+                        match reload.after(missing).await {
+                            Next::Reply => return missing,
+                            Next::Resend => missing = !there.load(Ordering::SeqCst),
+                            Next::Load(turn) => {
+                                tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+                                made.fetch_add(1, Ordering::SeqCst);
+                                there.store(true, Ordering::SeqCst);
+                                turn.loaded();
+                                missing = false;
+                            }
+                        }
                     }
-                    tokio::time::sleep(std::time::Duration::from_millis(2)).await;
-                    made.fetch_add(1, Ordering::SeqCst);
-                    there.store(true, Ordering::SeqCst);
-                    turn.loaded();
                 })
             });
             for c in calls.collect::<Vec<_>>() {
-                tokio::time::timeout(std::time::Duration::from_secs(10), c)
+                let missing = tokio::time::timeout(std::time::Duration::from_secs(10), c)
                     .await
                     .expect("every turn comes")
                     .unwrap();
+                assert!(!missing, "every call ends with the script found");
             }
         });
         assert_eq!(made.load(Ordering::SeqCst), 1);
