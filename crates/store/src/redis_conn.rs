@@ -166,9 +166,9 @@ pub(crate) async fn evalsha<T: redis::FromRedisValue>(
     let missing = |r: &redis::RedisResult<T>| matches!(r, Err(e) if e.kind() == no_script);
     let mut reload = loads.start(script.get_hash());
     let mut reply = cmd.query_async(conn).await;
-    loop {
-        match reload.after(missing(&reply)).await {
-            Next::Reply => return reply,
+    while missing(&reply) {
+        match reload.after_missing().await {
+            Next::Reply => break,
             Next::Resend => reply = cmd.query_async(conn).await,
             Next::Load(turn) => {
                 script.load_async(conn).await?;
@@ -177,6 +177,7 @@ pub(crate) async fn evalsha<T: redis::FromRedisValue>(
             }
         }
     }
+    reply
 }
 
 /// The Redis Cluster hash slot of `key`: CRC16 (XMODEM) of its hash tag (the text between

@@ -407,8 +407,8 @@ impl RedisStore {
             let missing = |r: &Reply| r.error_code() == Some("NOSCRIPT");
             let mut reload = lane.script_loads().start(script);
             let mut reply = once().await?;
-            loop {
-                match reload.after(missing(&reply)).await {
+            while missing(&reply) {
+                match reload.after_missing().await {
                     Next::Reply => break,
                     Next::Resend => reply = once().await?,
                     Next::Load(turn) => {

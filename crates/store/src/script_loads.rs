@@ -7,7 +7,7 @@
 //! after a load that finished since it sent its `EVALSHA` only sends its `EVALSHA` again.
 //!
 //! A caller takes a [`Reload`] ([`ScriptLoads::start`]) before it sends its `EVALSHA`, and
-//! after each reply asks it what [`Next`]. Inside: the caller reads [`ScriptLoads::seen`] for
+//! after each `NOSCRIPT` reply asks it what [`Next`]. Inside: the caller reads [`ScriptLoads::seen`] for
 //! its script before the send; on `NOSCRIPT` it takes its [`ScriptLoads::turn`]. If [`Turn::loaded_since`] (its script was
 //! loaded after the call was sent), it gives the turn up and sends its `EVALSHA` again; should
 //! the script be missing still (Redis restarted again), it takes a turn once more and loads it
@@ -87,7 +87,7 @@ impl ScriptLoads {
     }
 }
 
-/// What a call does after a reply ([`Reload::after`]).
+/// What a call does after a `NOSCRIPT` reply ([`Reload::after_missing`]).
 pub(crate) enum Next<'a> {
     /// The reply is the caller's, whatever it says.
     Reply,
@@ -119,12 +119,12 @@ impl ScriptLoads {
 }
 
 impl<'a> Reload<'a> {
-    /// What to do after a reply, `missing` if it was `NOSCRIPT`: a load of the script that
-    /// finished since the call was sent is tried first, without holding the turn (the
-    /// burst's calls resend together); then, or if the script is missing still (Redis
+    /// What to do after a `NOSCRIPT` reply (any other reply is the caller's): a load of the
+    /// script that finished since the call was sent is tried first, without holding the turn
+    /// (the burst's calls resend together); then, or if the script is missing still (Redis
     /// restarted again), the call loads it.
-    pub(crate) async fn after(&mut self, missing: bool) -> Next<'a> {
-        if !missing || self.passes >= 2 {
+    pub(crate) async fn after_missing(&mut self) -> Next<'a> {
+        if self.passes >= 2 {
             return Next::Reply;
         }
         let turn = self.loads.turn(self.script, self.seen).await;
@@ -184,9 +184,9 @@ mod tests {
                     let mut reload = loads.start(SCRIPT);
                     sent.wait().await;
                     let mut missing = true;
-                    loop {
-                        match reload.after(missing).await {
-                            Next::Reply => return missing,
+                    while missing {
+                        match reload.after_missing().await {
+                            Next::Reply => break,
                             Next::Resend => missing = !there.load(Ordering::SeqCst),
                             Next::Load(turn) => {
                                 tokio::time::sleep(std::time::Duration::from_millis(2)).await;
@@ -197,6 +197,7 @@ mod tests {
                             }
                         }
                     }
+                    missing
                 })
             });
             for c in calls.collect::<Vec<_>>() {
