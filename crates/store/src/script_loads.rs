@@ -7,13 +7,14 @@
 //! after a load that finished since it sent its `EVALSHA` only sends its `EVALSHA` again.
 //!
 //! A caller takes a [`Reload`] ([`ScriptLoads::start`]) before it sends its `EVALSHA`, and
-//! after each `NOSCRIPT` reply asks it what [`Next`]. Inside: the caller reads [`ScriptLoads::seen`] for
-//! its script before the send; on `NOSCRIPT` it takes its [`ScriptLoads::turn`]. If [`Turn::loaded_since`] (its script was
+//! after each `NOSCRIPT` reply asks it what [`Next`]. Inside: the call's count of its
+//! script's loads is read before the send ([`ScriptLoads::seen`]); on `NOSCRIPT` the call
+//! takes the connection's [`ScriptLoads::turn`]. If [`Turn::loaded_since`] (its script was
 //! loaded after the call was sent), it gives the turn up and sends its `EVALSHA` again; should
 //! the script be missing still (Redis restarted again), it takes a turn once more and loads it
 //! regardless. Otherwise it loads the script, marks the turn [`Turn::loaded`], and retries. A
-//! turn given up without a load (a caller's timeout) passes to the next caller, which loads
-//! the script itself.
+//! `NOSCRIPT` after its own load is the caller's reply. A turn given up without a load (a
+//! caller's timeout) passes to the next caller, which loads the script itself.
 //!
 //! Loads are counted per script (by the address of the string that names it: its text on the
 //! lane, its SHA through redis-rs), so the calls of one script never take another script's
@@ -122,7 +123,8 @@ impl<'a> Reload<'a> {
     /// What to do after a `NOSCRIPT` reply (any other reply is the caller's): a load of the
     /// script that finished since the call was sent is tried first, without holding the turn
     /// (the burst's calls resend together); then, or if the script is missing still (Redis
-    /// restarted again), the call loads it.
+    /// restarted again), the call loads it. After the call's own load, a `NOSCRIPT` is its
+    /// reply ([`Next::Reply`]).
     pub(crate) async fn after_missing(&mut self) -> Next<'a> {
         if self.passes >= 2 {
             return Next::Reply;
@@ -244,6 +246,34 @@ mod tests {
             loads.turn(x, loads.seen(x)).await.loaded();
             assert!(loads.turn(y, seen_y).await.loaded_since());
             assert_eq!(loads.seen(a), 1);
+        });
+    }
+
+    /// Redis restarted again after another call's load: the call that resent finds the script
+    /// missing still and loads it itself; after its own load, a `NOSCRIPT` is its reply.
+    #[test]
+    fn a_script_missing_after_the_resend_is_loaded_then_the_reply_is_the_callers() {
+        use super::Next;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            // One string: scripts are told apart by the address of their name.
+            let script = String::from("return 2");
+            let loads = ScriptLoads::default();
+            let (mut first, mut second) = (loads.start(&script), loads.start(&script));
+            let Next::Load(turn) = first.after_missing().await else {
+                panic!("the first call loads");
+            };
+            turn.loaded();
+            assert!(matches!(second.after_missing().await, Next::Resend));
+            let Next::Load(turn) = second.after_missing().await else {
+                panic!("missing after the resend: the second call loads");
+            };
+            turn.loaded();
+            assert!(matches!(second.after_missing().await, Next::Reply));
+            assert!(matches!(first.after_missing().await, Next::Reply));
+            assert_eq!(loads.seen(&script), 2);
         });
     }
 }
