@@ -100,7 +100,12 @@ pub(crate) async fn simulate_with<S: Script>(
     let handle = Handle::current();
     // Time zero is after a short setup allowance, in which nodes start and bind; events during
     // setup are stamped 0.
-    let history = History::new(keep_events).expecting(workload::expected_requests(&sc));
+    // The requests the workload schedules, a tenth more for Poisson's spread, at most 2^18
+    // (about 60 MB of request records, which a longer run grows past): only the history's
+    // first allocation is sized by it, and pages of it never written are never resident.
+    let scheduled = sc.scheduled_requests();
+    let expected = scheduled.saturating_add(scheduled / 10 + 16).min(1 << 18);
+    let history = History::new(keep_events).expecting(expected as usize);
     let shared = Arc::new(Shared::new(
         SETUP,
         if sc.spec.cleanup_job.is_some() {

@@ -32,34 +32,6 @@ pub(crate) fn ratelimit_item(value: &str, name: &str) -> Option<(u64, u64)> {
     Some((param("r")?, param("t")?))
 }
 
-/// About how many requests `sc`'s clients send: each rate over its client's sending time,
-/// with a tenth more for Poisson's spread, and every burst; at most 2^18 (about 60 MB of
-/// request records, which a longer run grows past). Only the history's first allocation is
-/// sized by it, and pages of it never written are never resident.
-pub(crate) fn expected_requests(sc: &crate::scenario::Scenario) -> usize {
-    let duration_ms = sc.spec.duration_ms.get();
-    let per_client = |c: &ClientSpec| -> u64 {
-        let start = c.start_ms.get();
-        let stop = c.stop_ms.map_or(duration_ms, |v| v.get()).max(start);
-        let span_ms = stop - start;
-        match &c.arrival {
-            ArrivalSpec::Constant(r) | ArrivalSpec::Poisson(r) => {
-                let n = r.rate_per_sec.get().saturating_mul(span_ms) / 1000;
-                n.saturating_add(n / 10).saturating_add(16)
-            }
-            ArrivalSpec::Burst(b) => b.requests.get(),
-            ArrivalSpec::BoundaryBursts(bb) => {
-                (span_ms / bb.every_ms.get() + 1).saturating_mul(2 * bb.requests.get())
-            }
-            ArrivalSpec::Times(t) => t.times_us.len() as u64,
-        }
-    };
-    let total = sc.spec.clients.iter().fold(0u64, |sum, c| {
-        sum.saturating_add(per_client(c).saturating_mul(c.count.get()))
-    });
-    total.min(1 << 18) as usize
-}
-
 /// `PREFIX:N`, the `n`th of a client's keys, made in one allocation without a formatter.
 pub(crate) fn key_name(prefix: &str, n: u64) -> String {
     let mut buf = [0; 20];
