@@ -7,10 +7,10 @@
 //! gateway's skewed clock shows up as excess rather than hiding it. The same checker runs per
 //! key ([`admissions`]) and per client address for the edge layer ([`edge_admissions`]).
 
-use crate::history::{Answer, RequestRecord};
+use crate::history::{Answer, Fnv, RequestRecord};
 use ratelab_core::{Nanos, Policy, TokenBucket};
 use std::collections::{BTreeMap, HashMap};
-use std::hash::{BuildHasherDefault, Hasher};
+use std::hash::BuildHasherDefault;
 use std::net::IpAddr;
 
 /// The envelope's constants: admitted·`period` ≤ `burst`·`period` + `amount`·Δt (Δt in ns,
@@ -146,8 +146,8 @@ fn group<'a, K: Ord + std::hash::Hash + Clone>(
     admitted: impl Iterator<Item = (K, Nanos, &'a RequestRecord)>,
 ) -> BTreeMap<K, Vec<Admission>> {
     // Each key found by hash while grouping (a history holds one entry per request), ordered
-    // once at the end.
-    let mut index: HashMap<K, usize, BuildHasherDefault<Fnv1a>> = HashMap::default();
+    // once at the end; the index is never iterated, so its hash needs no random seed.
+    let mut index: HashMap<K, usize, BuildHasherDefault<Fnv>> = HashMap::default();
     let mut groups: Vec<(K, Vec<Admission>)> = Vec::new();
     for (k, at, r) in admitted {
         let i = *index.entry(k).or_insert_with_key(|k| {
@@ -167,28 +167,6 @@ fn group<'a, K: Ord + std::hash::Hash + Clone>(
             (k, v)
         })
         .collect()
-}
-
-/// FNV-1a over a key's bytes: the grouping's index hash, fixed, so a run groups the same way
-/// every time (the index is never iterated).
-struct Fnv1a(u64);
-
-impl Default for Fnv1a {
-    fn default() -> Self {
-        Fnv1a(0xcbf2_9ce4_8422_2325)
-    }
-}
-
-impl Hasher for Fnv1a {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
-        }
-    }
 }
 
 impl Envelope {

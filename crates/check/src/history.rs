@@ -358,12 +358,23 @@ pub struct History {
     hash: Fnv,
 }
 
+/// FNV-1a, 64-bit: the trace hash, and the checkers' hash for grouping by key.
 #[derive(Debug)]
-struct Fnv(u64);
+pub(crate) struct Fnv(u64);
 
 impl Default for Fnv {
     fn default() -> Self {
         Fnv(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl std::hash::Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        self.bytes(bytes);
     }
 }
 
