@@ -26,7 +26,7 @@ use ratelab_store::{
     FenceVerdict, Key, LeaseClient, LocalClient, MemoryStore, Path, StoreClient, TimeSource,
     decide_remote,
 };
-use redis_server::RedisServer;
+use redis_server::{RedisServer, info_field};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -1148,13 +1148,6 @@ async fn burst_after_a_flush(
         ratelab_store::redis_policy::RedisPolicy::new(store, window, &format!("{name}-w:"))
             .unwrap(),
     );
-    // `name:calls=N,…` or `name:count=N` from an INFO section.
-    let stat = |info: &str, name: &str| -> u64 {
-        info.lines()
-            .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
-            .and_then(|rest| rest.split(',').next()?.split_once('=')?.1.parse().ok())
-            .unwrap_or(0)
-    };
     for round in 0..3 {
         for reset in [["SCRIPT", "FLUSH"], ["CONFIG", "RESETSTAT"]] {
             let () = redis::cmd(reset[0])
@@ -1184,13 +1177,13 @@ async fn burst_after_a_flush(
             .await
             .unwrap();
         // A burst: more calls found a script missing than there are scripts.
-        let missing = stat(&info, "errorstat_NOSCRIPT");
+        let missing = info_field(&info, "errorstat_NOSCRIPT", "count");
         assert!(
             missing > 2,
             "{name}, round {round}: {missing} NOSCRIPT replies"
         );
         assert_eq!(
-            stat(&info, "cmdstat_script|load"),
+            info_field(&info, "cmdstat_script|load", "calls"),
             2,
             "{name}, round {round}: {info}"
         );

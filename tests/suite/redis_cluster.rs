@@ -20,6 +20,7 @@ use ratelab_probe::failover::{FailoverConfig, run};
 use ratelab_store::redis_conn::slot;
 use ratelab_store::redis_store::{RedisOptions, RedisStore};
 use ratelab_store::{FenceVerdict, Key, LeaseClient, Path, StoreClient, TimeSource, decide_remote};
+use ratelab_testkit::redis_server::info_field;
 use redis_cluster::RedisCluster;
 use std::time::Duration;
 
@@ -172,17 +173,14 @@ fn cluster_decisions_are_the_cores_and_cross_slot_requests_are_all_or_nothing() 
         for c in calls {
             c.await.unwrap().expect("decided after the load");
         }
-        let stat = |info: &str, name: &str| -> u64 {
-            info.lines()
-                .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
-                .and_then(|rest| rest.split(',').next()?.split_once('=')?.1.parse().ok())
-                .unwrap_or(0)
-        };
         let infos = cluster.on_primaries(&["INFO", "all"]);
-        let missing: u64 = infos.iter().map(|i| stat(i, "errorstat_NOSCRIPT")).sum();
+        let missing: u64 = infos
+            .iter()
+            .map(|i| info_field(i, "errorstat_NOSCRIPT", "count"))
+            .sum();
         let loads: Vec<u64> = infos
             .iter()
-            .map(|i| stat(i, "cmdstat_script|load"))
+            .map(|i| info_field(i, "cmdstat_script|load", "calls"))
             .collect();
         assert!(missing > 1, "a burst: {missing} NOSCRIPT replies");
         assert!(

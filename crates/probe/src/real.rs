@@ -635,7 +635,7 @@ impl BenchTarget {
 
     /// Calls of `command` every node has served (from `INFO commandstats`).
     pub async fn command_calls(&self, command: &str) -> Result<u64, String> {
-        let prefix = format!("cmdstat_{command}:calls=");
+        let line = format!("cmdstat_{command}");
         let mut total = 0;
         for node in &self.nodes {
             let info: String = redis::cmd("INFO")
@@ -643,11 +643,7 @@ impl BenchTarget {
                 .query_async(&mut connect(node).await?)
                 .await
                 .map_err(|e| format!("{node}: {e}"))?;
-            total += info
-                .lines()
-                .find_map(|l| l.strip_prefix(&prefix))
-                .and_then(|v| v.split(',').next()?.parse::<u64>().ok())
-                .unwrap_or(0);
+            total += ratelab_procs::redis::info_field(&info, &line, "calls");
         }
         Ok(total)
     }

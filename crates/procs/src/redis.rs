@@ -37,6 +37,19 @@ pub fn cluster_installed() -> bool {
     runs("redis-server") && runs("redis-cli")
 }
 
+/// The integer `field` of `line` in a Redis `INFO` reply (`cmdstat_get:calls=3,usec=…` is line
+/// `cmdstat_get`, field `calls`; `errorstat_NOSCRIPT:count=2`, field `count`): 0 when absent.
+pub fn info_field(info: &str, line: &str, field: &str) -> u64 {
+    info.lines()
+        .find_map(|l| l.strip_prefix(line)?.strip_prefix(':'))
+        .and_then(|rest| {
+            rest.split(',')
+                .find_map(|kv| kv.strip_prefix(field)?.strip_prefix('='))
+        })
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
+}
+
 /// `redis-cli -p PORT args…`, its output ("" if it could not run).
 pub fn cli(port: u16, args: &[&str]) -> String {
     Command::new("redis-cli")

@@ -2,6 +2,7 @@
 //! stopped (SIGKILL, then waited for) when dropped.
 
 pub use ratelab_procs::free_port;
+pub use ratelab_procs::redis::info_field;
 
 /// A running server: [`ratelab_procs::redis::RedisServer`] (its port, URL, signals, kill,
 /// restart), started for a test.
