@@ -7,6 +7,7 @@
 //! [`ScriptLimit`] live in [`crate::script`].
 
 use crate::redis_conn::evalsha;
+use crate::redis_lane::Arg;
 use crate::redis_store::store_err;
 use crate::script::read_reply;
 pub use crate::script::{LIMITS_SCRIPT, ScriptLimit};
@@ -96,8 +97,25 @@ pub(crate) async fn decide_on_lane(
     parts: &[(&str, &ScriptLimit, u64)],
     now: Option<Nanos>,
 ) -> Result<AllApplied, LimitError> {
-    use crate::redis_lane::{Arg, Command};
+    use crate::redis_lane::Command;
     check(parts)?;
+    let command = Command::new(limits_args(sha, parts, now, false).into_iter());
+    let reply = store
+        .on_lane(lane, &command, sha, &LIMITS_SCRIPT)
+        .await
+        .map_err(LimitError::Store)?;
+    read_reply(parts, &reply).map_err(|_| LimitError::Store(StoreError::Unavailable))
+}
+
+/// The limits script's `EVALSHA` over `parts`, as the lane and redis-rs send it alike: its
+/// SHA, the keys, the caller's clock (or none), each limit's family, parameters and cost, and
+/// `state` when the written states are asked for.
+fn limits_args<'a>(
+    sha: &'a str,
+    parts: &[(&'a str, &ScriptLimit, u64)],
+    now: Option<Nanos>,
+    states: bool,
+) -> Vec<Arg<'a>> {
     let (sec, nsec) = match now {
         Some(t) => (
             Arg::Int(t.as_u64() / 1_000_000_000),
@@ -105,7 +123,7 @@ pub(crate) async fn decide_on_lane(
         ),
         None => (Arg::Bytes(b""), Arg::Bytes(b"")),
     };
-    let mut args = Vec::with_capacity(5 + 6 * parts.len());
+    let mut args = Vec::with_capacity(6 + 6 * parts.len());
     args.extend([
         Arg::Bytes(b"EVALSHA"),
         Arg::Bytes(sha.as_bytes()),
@@ -119,12 +137,10 @@ pub(crate) async fn decide_on_lane(
         args.extend(params.map(Arg::Int));
         args.push(Arg::Int(*cost));
     }
-    let command = Command::new(args.into_iter());
-    let reply = store
-        .on_lane(lane, &command, &LIMITS_SCRIPT)
-        .await
-        .map_err(LimitError::Store)?;
-    read_reply(parts, &reply).map_err(|_| LimitError::Store(StoreError::Unavailable))
+    if states {
+        args.push(Arg::Bytes(b"state"));
+    }
+    args
 }
 
 /// The script's call over `parts`, asking for the written states when `states`: `EVALSHA`,
@@ -138,23 +154,9 @@ async fn invoke<T: redis::FromRedisValue>(
     states: bool,
 ) -> Result<T, LimitError> {
     check(parts)?;
-    let mut cmd = redis::cmd("EVALSHA");
-    cmd.arg(script.get_hash()).arg(parts.len());
-    for (key, _, _) in parts {
-        cmd.arg(*key);
-    }
-    match now {
-        Some(t) => cmd
-            .arg(t.as_u64() / 1_000_000_000)
-            .arg(t.as_u64() % 1_000_000_000),
-        None => cmd.arg("").arg(""),
-    };
-    for (_, limit, cost) in parts {
-        let (family, params) = limit.script_args();
-        cmd.arg(family).arg(&params[..]).arg(*cost);
-    }
-    if states {
-        cmd.arg("state");
+    let mut cmd = redis::Cmd::new();
+    for a in limits_args(script.get_hash(), parts, now, states) {
+        cmd.arg(a);
     }
     evalsha(conn, loads, script, &cmd)
         .await

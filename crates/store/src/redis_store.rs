@@ -387,14 +387,16 @@ impl RedisStore {
         self.lane.as_deref()
     }
 
-    /// Runs `command`, an `EVALSHA` of `script` (its text), on the lane within the call's
-    /// timeout; on `NOSCRIPT` (a restarted or flushed server) the script is loaded on the lane
-    /// and `command` runs once more. The calls of one burst of `NOSCRIPT`s load it once
-    /// between them ([`crate::script_loads`]).
+    /// Runs `command`, an `EVALSHA` of `script` (its text; `sha` its SHA, held for as long as
+    /// the store runs), on the lane within the call's timeout; on `NOSCRIPT` (a restarted or
+    /// flushed server) the script is loaded on the lane and `command` runs once more. The
+    /// calls of one burst of `NOSCRIPT`s load it once between them ([`crate::script_loads`],
+    /// which tells scripts apart by `sha`).
     pub(crate) async fn on_lane(
         &self,
         lane: &Lane,
         command: &Command,
+        sha: &str,
         script: &str,
     ) -> Result<Vec<i64>, StoreError> {
         let call = async {
@@ -405,7 +407,7 @@ impl RedisStore {
                     .map_err(|_| StoreError::Unavailable)
             };
             let missing = |r: &Reply| r.error_code() == Some("NOSCRIPT");
-            let mut reload = lane.script_loads().start(script);
+            let mut reload = lane.script_loads().start(sha);
             let mut reply = once().await?;
             while missing(&reply) {
                 match reload.after_missing().await {
@@ -773,7 +775,8 @@ impl RedisStore {
         let r: Vec<i64> = match &first.lane {
             Some(lane) => {
                 let command = Command::new(script_args(first.script.get_hash(), items, now, tat));
-                first.on_lane(lane, &command, SCRIPT).await?
+                let sha = first.script.get_hash();
+                first.on_lane(lane, &command, sha, SCRIPT).await?
             }
             None => {
                 let cmd = script_cmd(first.script.get_hash(), items, now, tat);

@@ -16,9 +16,9 @@
 //! `NOSCRIPT` after its own load is the caller's reply. A turn given up without a load (a
 //! caller's timeout) passes to the next caller, which loads the script itself.
 //!
-//! Loads are counted per script (by the address of the string that names it: its text on the
-//! lane, its SHA through redis-rs), so the calls of one script never take another script's
-//! load for their own: the first [`SCRIPTS`] scripts a connection runs have a counter each,
+//! Loads are counted per script (by the address of the string holding its SHA, which its store
+//! keeps for as long as it runs), so the calls of one script never take another script's load
+//! for their own: the first [`SCRIPTS`] scripts a connection runs have a counter each,
 //! and any beyond share one more (a script that shares it may be loaded twice in a burst,
 //! never left missing).
 //!
