@@ -1134,8 +1134,11 @@ fn a_burst_of_noscript_replies_loads_each_script_once() {
     });
 }
 
-/// Three rounds of: the scripts flushed, 32 concurrent calls (half token bucket, half a fixed
-/// window through `store`), every one decided, two `SCRIPT LOAD`s in all.
+/// Rounds of: the scripts flushed, 32 concurrent calls (half token bucket, half a fixed
+/// window through `store`), every one decided, two `SCRIPT LOAD`s in all. Redis holds the
+/// calls' `EVALSHA`s a moment (`CLIENT PAUSE … WRITE`) so that they reach it together, as after
+/// a restart; a round in which they still did not (a stalled machine) proves nothing about a
+/// burst and is run again, up to ten rounds for three bursts.
 async fn burst_after_a_flush(
     name: &str,
     store: &RedisStore,
@@ -1148,10 +1151,18 @@ async fn burst_after_a_flush(
         ratelab_store::redis_policy::RedisPolicy::new(store, window, &format!("{name}-w:"))
             .unwrap(),
     );
-    for round in 0..3 {
-        for reset in [["SCRIPT", "FLUSH"], ["CONFIG", "RESETSTAT"]] {
+    let mut bursts = 0;
+    for round in 0..10 {
+        if bursts == 3 {
+            break;
+        }
+        for reset in [
+            &["SCRIPT", "FLUSH"][..],
+            &["CONFIG", "RESETSTAT"],
+            &["CLIENT", "PAUSE", "300", "WRITE"],
+        ] {
             let () = redis::cmd(reset[0])
-                .arg(reset[1])
+                .arg(&reset[1..])
                 .query_async(admin)
                 .await
                 .unwrap();
@@ -1176,18 +1187,21 @@ async fn burst_after_a_flush(
             .query_async(admin)
             .await
             .unwrap();
-        // A burst: more calls found a script missing than there are scripts.
-        let missing = info_field(&info, "errorstat_NOSCRIPT", "count");
-        assert!(
-            missing > 2,
-            "{name}, round {round}: {missing} NOSCRIPT replies"
-        );
+        // However the calls met Redis, each script was loaded once.
         assert_eq!(
             info_field(&info, "cmdstat_script|load", "calls"),
             2,
             "{name}, round {round}: {info}"
         );
+        // A burst: more calls found a script missing than there are scripts.
+        if info_field(&info, "errorstat_NOSCRIPT", "count") > 2 {
+            bursts += 1;
+        }
     }
+    assert_eq!(
+        bursts, 3,
+        "{name}: rounds in which the calls met Redis together"
+    );
 }
 
 /// After Redis has been down a while and restarts empty, the first call is decided: the lane
