@@ -32,14 +32,15 @@ use tokio::runtime::{Handle, Id};
 use tokio::time::{Instant, Sleep};
 
 /// Runs `fut` for at most `after` from now; `None` if it did not finish in time. `fut` is
-/// polled first, and its deadline registered only if it waits.
-pub(crate) async fn within<F: Future>(after: Duration, fut: F) -> Option<F::Output> {
+/// polled first, and its deadline registered only if it waits. The call is held in place,
+/// not moved into a future of its own: a store call's future is kilobytes, and each move
+/// copies it.
+pub(crate) fn within<F: Future>(after: Duration, fut: F) -> Within<F> {
     Within {
-        fut: std::pin::pin!(fut),
+        fut,
         after,
         entry: None,
     }
-    .await
 }
 
 /// One runtime's waiting calls on one thread, by deadline, and their sweeper.
@@ -205,29 +206,39 @@ async fn sweep(table: Alive, sleep: Sleep) {
     .await
 }
 
-/// A call bounded by its thread's sweeper ([`within`]).
-struct Within<'a, F: Future> {
-    fut: Pin<&'a mut F>,
-    after: Duration,
-    /// The call's table and its entry's key, once it has waited.
-    entry: Option<(Shared, (Instant, u64))>,
+pin_project_lite::pin_project! {
+    /// A call bounded by its thread's sweeper ([`within`]).
+    pub(crate) struct Within<F> {
+        #[pin]
+        fut: F,
+        after: Duration,
+        // The call's table and its entry's key, once it has waited.
+        entry: Option<(Shared, (Instant, u64))>,
+    }
+
+    impl<F> PinnedDrop for Within<F> {
+        fn drop(this: Pin<&mut Self>) {
+            leave(this.project().entry);
+        }
+    }
 }
 
-impl<F: Future> Future for Within<'_, F> {
+impl<F: Future> Future for Within<F> {
     type Output = Option<F::Output>;
 
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        if let Poll::Ready(out) = self.fut.as_mut().poll(cx) {
-            self.leave();
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        if let Poll::Ready(out) = this.fut.poll(cx) {
+            leave(this.entry);
             return Poll::Ready(Some(out));
         }
-        let Some((table, key)) = &self.entry else {
+        let Some((table, key)) = this.entry.as_ref() else {
             let now = Instant::now();
             // As `tokio::time::timeout`: a bound past the clock's range is no bound.
             let at = now
-                .checked_add(self.after)
+                .checked_add(*this.after)
                 .unwrap_or_else(|| now + Duration::from_secs(30 * 365 * 86_400));
-            self.entry = Some(register(at, cx.waker()));
+            *this.entry = Some(register(at, cx.waker()));
             return Poll::Pending;
         };
         let mut t = lock(table);
@@ -236,7 +247,7 @@ impl<F: Future> Future for Within<'_, F> {
             // Taken out by the sweeper: the deadline has come.
             None => {
                 drop(t);
-                self.entry = None;
+                *this.entry = None;
                 Poll::Ready(None)
             }
             // Its sweeper has gone: the same deadline, in a live table.
@@ -245,7 +256,7 @@ impl<F: Future> Future for Within<'_, F> {
                 let old = t.waiting.remove(key);
                 drop(t);
                 drop(old);
-                self.entry = Some(register(at, cx.waker()));
+                *this.entry = Some(register(at, cx.waker()));
                 Poll::Pending
             }
             Some(w) => {
@@ -290,28 +301,20 @@ fn register(at: Instant, waker: &Waker) -> (Shared, (Instant, u64)) {
     unreachable!("the third attempt returns")
 }
 
-impl<F: Future> Within<'_, F> {
-    /// Takes the call's entry out of its table, if it waited; wakes a left-behind table's
-    /// sweeper to end when this was its last call.
-    fn leave(&mut self) {
-        if let Some((table, key)) = self.entry.take() {
-            let (entry, sweeper) = {
-                let mut t = lock(&table);
-                let entry = t.waiting.remove(&key);
-                let last = t.left_behind && t.waiting.is_empty();
-                (entry, if last { t.sweeper.take() } else { None })
-            };
-            drop(entry);
-            if let Some(w) = sweeper {
-                w.wake();
-            }
+/// Takes a call's entry out of its table, if it waited; wakes a left-behind table's sweeper
+/// to end when this was its last call.
+fn leave(entry: &mut Option<(Shared, (Instant, u64))>) {
+    if let Some((table, key)) = entry.take() {
+        let (entry, sweeper) = {
+            let mut t = lock(&table);
+            let entry = t.waiting.remove(&key);
+            let last = t.left_behind && t.waiting.is_empty();
+            (entry, if last { t.sweeper.take() } else { None })
+        };
+        drop(entry);
+        if let Some(w) = sweeper {
+            w.wake();
         }
-    }
-}
-
-impl<F: Future> Drop for Within<'_, F> {
-    fn drop(&mut self) {
-        self.leave();
     }
 }
 

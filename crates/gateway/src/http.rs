@@ -78,14 +78,18 @@ impl Env for TokioEnv {
         Nanos::from(Duration::from_nanos(offset.saturating_add(m)))
     }
 
-    async fn timeout<F: Future + Send>(&self, after: Duration, fut: F) -> Option<F::Output>
+    fn timeout<F: Future + Send>(
+        &self,
+        after: Duration,
+        fut: F,
+    ) -> impl Future<Output = Option<F::Output>> + Send
     where
         F::Output: Send,
     {
         // A call that completes on its first poll (the in-memory store's) needs no timer: no
         // clock read, no deadline registered. Anything else is bounded by its thread's one
         // timer (`crate::deadlines`).
-        crate::deadlines::within(after, fut).await
+        crate::deadlines::within(after, fut)
     }
 }
 

@@ -156,23 +156,34 @@ pub async fn decide_remote<C: StoreClient>(
                 decided_at: applied.store_time,
             })
         }
-        Path::Naive => {
-            let read = client.get(key).await?;
-            let now = match time {
-                TimeSource::Store => read.store_time,
-                TimeSource::Caller => caller_now,
-            };
-            let algorithm = client.algorithm();
-            let (next, decision) = algorithm.transition(read.state, now, cost)?;
-            if decision.allowed {
-                client.set(key, next, algorithm.ttl(&next, now)).await?;
-            }
-            Ok(Outcome {
-                decision,
-                decided_at: read.store_time,
-            })
-        }
+        // Boxed: the naive path's two calls would otherwise size every atomic call's
+        // future, which callers move and copy, by the larger of their futures.
+        Path::Naive => Box::pin(decide_naive(client, time, key, caller_now, cost)).await,
     }
+}
+
+/// The naive path: read the state, decide here, write it back if admitted.
+async fn decide_naive<C: StoreClient>(
+    client: &C,
+    time: TimeSource,
+    key: &Key,
+    caller_now: Nanos,
+    cost: u64,
+) -> Result<Outcome, LimitError> {
+    let read = client.get(key).await?;
+    let now = match time {
+        TimeSource::Store => read.store_time,
+        TimeSource::Caller => caller_now,
+    };
+    let algorithm = client.algorithm();
+    let (next, decision) = algorithm.transition(read.state, now, cost)?;
+    if decision.allowed {
+        client.set(key, next, algorithm.ttl(&next, now)).await?;
+    }
+    Ok(Outcome {
+        decision,
+        decided_at: read.store_time,
+    })
 }
 
 /// The naive path's read from an in-process store, at the time `clock` gives, which is the

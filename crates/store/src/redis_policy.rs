@@ -62,6 +62,8 @@ impl RedisPolicy {
     }
 
     /// One call of the limits script over every item's key; on a cluster, one per slot.
+    /// The per-slot path, the calls through redis-rs and the wait for a replica are boxed:
+    /// the lane's call, which a server runs per request, stays the size of its own state.
     async fn apply_script(
         items: &[AllItem<'_, RedisPolicy>],
         now: Option<Nanos>,
@@ -73,7 +75,7 @@ impl RedisPolicy {
         if first.store.is_cluster() {
             let slots: Vec<u16> = keys.iter().map(|k| slot(k.as_bytes())).collect();
             if slots.iter().any(|s| *s != slots[0]) {
-                return apply_by_slot(items, &slots, now).await;
+                return Box::pin(apply_by_slot(items, &slots, now)).await;
             }
         }
         let parts = Self::parts(&keys, items);
@@ -87,11 +89,11 @@ impl RedisPolicy {
                 let mut conn = first.store.conn().clone();
                 let loads = first.store.script_loads();
                 let call = redis_limits::decide_counted(&mut conn, loads, &SCRIPT, &parts, now);
-                first.timed(call).await?
+                Box::pin(first.timed(call)).await?
             }
         };
-        if all.allowed {
-            first.store.wait_for_replica(&keys[0]).await?;
+        if all.allowed && first.store.waits() {
+            Box::pin(first.store.wait_for_replica(&keys[0])).await?;
         }
         Ok(all)
     }

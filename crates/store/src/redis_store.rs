@@ -326,6 +326,11 @@ impl RedisStore {
         Arc::ptr_eq(&self.script, &other.script)
     }
 
+    /// Whether an admission waits for a replica ([`RedisStore::with_wait`]).
+    pub(crate) fn waits(&self) -> bool {
+        self.wait.is_some()
+    }
+
     /// After an admission that wrote `key`: waits for a replica to hold it, when this store
     /// waits ([`RedisStore::with_wait`]).
     pub(crate) async fn wait_for_replica(&self, key: &str) -> Result<(), StoreError> {
@@ -746,7 +751,7 @@ impl RedisStore {
                 .map(|(c, k, _)| slot(c.key(k).as_bytes()))
                 .collect();
             if slots.iter().any(|s| *s != slots[0]) {
-                return crate::redis_slots::apply_by_slot(items, &slots, now).await;
+                return Box::pin(crate::redis_slots::apply_by_slot(items, &slots, now)).await;
             }
         }
         RedisStore::apply_one_script(items, now).await
@@ -763,7 +768,9 @@ impl RedisStore {
     }
 
     /// [`RedisStore::apply_one_script`], and with `tat` each key's TAT after the request
-    /// ("hi lo" as integers) for a refund.
+    /// ("hi lo" as integers) for a refund. The calls through redis-rs and the wait for a
+    /// replica are boxed: a future is as large as its largest branch, and the lane's, which a
+    /// server runs per request and moves up its callers, is the smallest.
     async fn apply_script(
         items: &[AllItem<'_, RedisStore>],
         now: Option<Nanos>,
@@ -781,15 +788,13 @@ impl RedisStore {
             None => {
                 let cmd = script_cmd(first.script.get_hash(), items, now, tat);
                 let mut conn = first.conn.clone();
-                first
-                    .timed(evalsha(&mut conn, &first.loads, &first.script, &cmd))
-                    .await?
+                Box::pin(first.timed(evalsha(&mut conn, &first.loads, &first.script, &cmd))).await?
             }
         };
         // A denial wrote nothing: only an admission waits for its replica (the key is
         // spelled out only then).
-        if r.first() == Some(&1) && first.wait.is_some() {
-            first.wait_for_replica(&first.key(items[0].1)).await?;
+        if r.first() == Some(&1) && first.waits() {
+            Box::pin(first.wait_for_replica(&first.key(items[0].1))).await?;
         }
         // A reply this client cannot read comes after the script ran (and may have written):
         // not `Corrupt`, which promises nothing was written, but a store that misbehaved.

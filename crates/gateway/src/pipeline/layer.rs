@@ -61,15 +61,22 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
             return fail(FailReason::BreakerOpen);
         }
         let client = layer.client.traced(trace);
-        let call = decide_remote(
-            &*client,
-            self.config.path,
-            self.config.time_source,
-            key,
-            now,
-            cost,
-        );
-        let result = self.env.timeout(budget, call).await;
+        // Made where it is awaited: a call bound to a local first is kept beside the timeout
+        // that holds it, both in this future, which its callers move.
+        let result = self
+            .env
+            .timeout(
+                budget,
+                decide_remote(
+                    &*client,
+                    self.config.path,
+                    self.config.time_source,
+                    key,
+                    now,
+                    cost,
+                ),
+            )
+            .await;
         let end = self.env.monotonic();
         let (outcome, ok) = match result {
             Some(Ok(o)) => (
