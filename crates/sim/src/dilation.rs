@@ -71,9 +71,13 @@ pub async fn sleep(physical: Duration) {
     madsim::time::sleep(dilate(physical)).await;
 }
 
-/// Runs `fut` for at most a physical duration.
-pub async fn timeout<F: Future>(physical: Duration, fut: F) -> Option<F::Output> {
-    madsim::time::timeout(dilate(physical), fut).await.ok()
+/// Runs `fut` for at most a physical duration: madsim's own future, not wrapped in another
+/// (which would hold a second copy of `fut`); `Err` once the time has passed.
+pub fn timeout<F: Future>(
+    physical: Duration,
+    fut: F,
+) -> impl Future<Output = Result<F::Output, madsim::time::error::Elapsed>> {
+    madsim::time::timeout(dilate(physical), fut)
 }
 
 #[cfg(test)]

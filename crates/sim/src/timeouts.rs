@@ -64,8 +64,20 @@ impl Timeouts {
     }
 
     /// Runs `fut` until madsim's clock passes `after` from now (on its own, undilated
-    /// scale); `None` if it does first.
-    pub(crate) async fn timeout<F: Future>(&self, after: Duration, fut: F) -> Option<F::Output> {
+    /// scale); `None` if it does first. The deadline is set when the call is first polled,
+    /// and the call is held in place: a wrapping `async fn` would keep a second copy of it.
+    pub(crate) fn timeout<F: Future>(&self, after: Duration, fut: F) -> Timed<'_, F> {
+        Timed {
+            fut,
+            queue: self,
+            after,
+            armed: None,
+        }
+    }
+
+    /// Puts a deadline `after` from now in the queue, waking the queue's task when it is
+    /// earlier than the one the task sleeps until.
+    fn arm(&self, after: Duration) -> (Entry<'_>, Arc<Mutex<Expiry>>) {
         let deadline = self.time.now_instant() + after;
         let expiry = Arc::new(Mutex::new(Expiry::default()));
         let key = {
@@ -80,12 +92,7 @@ impl Timeouts {
             }
             key
         };
-        let _entry = Entry { queue: self, key };
-        Guarded {
-            fut: std::pin::pin!(fut),
-            expiry,
-        }
-        .await
+        (Entry { queue: self, key }, expiry)
     }
 
     /// Fires every deadline that has passed; returns the next one.
@@ -132,20 +139,31 @@ impl Drop for Entry<'_> {
     }
 }
 
-/// A future raced against its deadline.
-struct Guarded<'a, F> {
-    fut: Pin<&'a mut F>,
-    expiry: Arc<Mutex<Expiry>>,
+pin_project_lite::pin_project! {
+    /// A future raced against its deadline ([`Timeouts::timeout`]).
+    pub(crate) struct Timed<'a, F> {
+        #[pin]
+        fut: F,
+        queue: &'a Timeouts,
+        after: Duration,
+        // The deadline's place in the queue (taken out when this ends, however it ends) and
+        // its expiry, from the first poll.
+        armed: Option<(Entry<'a>, Arc<Mutex<Expiry>>)>,
+    }
 }
 
-impl<F: Future> Future for Guarded<'_, F> {
+impl<F: Future> Future for Timed<'_, F> {
     type Output = Option<F::Output>;
 
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        if let Poll::Ready(v) = self.fut.as_mut().poll(cx) {
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let queue = *this.queue;
+        let after = *this.after;
+        let (_, expiry) = this.armed.get_or_insert_with(|| queue.arm(after));
+        if let Poll::Ready(v) = this.fut.poll(cx) {
             return Poll::Ready(Some(v));
         }
-        let mut e = self.expiry.lock().expect("expiry");
+        let mut e = expiry.lock().expect("expiry");
         if e.fired {
             return Poll::Ready(None);
         }

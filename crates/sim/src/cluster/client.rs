@@ -63,12 +63,13 @@ impl<S: Script> RpcStore<S> {
         &self,
         message: StoreMessage<S::State>,
     ) -> Result<StoreReply<S::State>, StoreError> {
-        let sent = self.link.call(message);
+        // The call made in each arm where it is awaited: bound to a local first, it would be
+        // kept beside the timeout that holds it.
         let reply = match self.timeout {
-            Some(t) => dilation::timeout(t, sent)
+            Some(t) => dilation::timeout(t, self.link.call(message))
                 .await
-                .ok_or(StoreError::Timeout)?,
-            None => sent.await,
+                .map_err(|_| StoreError::Timeout)?,
+            None => self.link.call(message).await,
         };
         match reply {
             Ok(Ok(reply)) => Ok(reply),
@@ -87,8 +88,8 @@ impl<S: Script> RpcStore<S> {
         call: StoreCall<S::State>,
     ) -> Result<StoreReply<S::State>, StoreError> {
         match dilation::timeout(self.attempt, self.call(call.clone())).await {
-            Some(reply) => reply,
-            None => self.call(call).await,
+            Ok(reply) => reply,
+            Err(_) => self.call(call).await,
         }
     }
 
@@ -238,7 +239,7 @@ impl<S: Script> StoreClient for RpcStore<S> {
                 Some(PlantedBug::ShortClientTimeout) => {
                     dilation::timeout(self.attempt / 2, self.call(req))
                         .await
-                        .ok_or(StoreError::Timeout)??
+                        .map_err(|_| StoreError::Timeout)??
                 }
                 _ => self.call(req).await?,
             };
