@@ -19,16 +19,11 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-/// One pending deadline: whether it has passed, and who waits on it.
-#[derive(Default)]
-struct Expiry {
-    fired: bool,
-    waker: Option<Waker>,
-}
-
 #[derive(Default)]
 struct Queue {
-    pending: BTreeMap<(Instant, u64), Arc<Mutex<Expiry>>>,
+    /// Each pending deadline and who waits on it; a deadline taken out has passed (or its
+    /// call has ended).
+    pending: BTreeMap<(Instant, u64), Option<Waker>>,
     seq: u64,
     /// The deadline the queue's task sleeps until, if it sleeps on one.
     target: Option<Instant>,
@@ -77,14 +72,13 @@ impl Timeouts {
 
     /// Puts a deadline `after` from now in the queue, waking the queue's task when it is
     /// earlier than the one the task sleeps until.
-    fn arm(&self, after: Duration) -> (Entry<'_>, Arc<Mutex<Expiry>>) {
+    fn arm(&self, after: Duration) -> Entry<'_> {
         let deadline = self.time.now_instant() + after;
-        let expiry = Arc::new(Mutex::new(Expiry::default()));
         let key = {
             let mut q = self.queue.lock().expect("timeouts");
             q.seq += 1;
             let key = (deadline, q.seq);
-            q.pending.insert(key, expiry.clone());
+            q.pending.insert(key, None);
             if q.target.is_none_or(|t| deadline < t)
                 && let Some(w) = q.task.take()
             {
@@ -92,7 +86,7 @@ impl Timeouts {
             }
             key
         };
-        (Entry { queue: self, key }, expiry)
+        Entry { queue: self, key }
     }
 
     /// Fires every deadline that has passed; returns the next one.
@@ -103,10 +97,7 @@ impl Timeouts {
             if entry.key().0 > now {
                 return Some(entry.key().0);
             }
-            let expiry = entry.remove();
-            let mut e = expiry.lock().expect("expiry");
-            e.fired = true;
-            if let Some(w) = e.waker.take() {
+            if let Some(w) = entry.remove() {
                 w.wake();
             }
         }
@@ -146,9 +137,9 @@ pin_project_lite::pin_project! {
         fut: F,
         queue: &'a Timeouts,
         after: Duration,
-        // The deadline's place in the queue (taken out when this ends, however it ends) and
-        // its expiry, from the first poll.
-        armed: Option<(Entry<'a>, Arc<Mutex<Expiry>>)>,
+        // The deadline's place in the queue, from the first poll (taken out when this ends,
+        // however it ends).
+        armed: Option<Entry<'a>>,
     }
 }
 
@@ -159,15 +150,16 @@ impl<F: Future> Future for Timed<'_, F> {
         let this = self.project();
         let queue = *this.queue;
         let after = *this.after;
-        let (_, expiry) = this.armed.get_or_insert_with(|| queue.arm(after));
+        let entry = this.armed.get_or_insert_with(|| queue.arm(after));
         if let Poll::Ready(v) = this.fut.poll(cx) {
             return Poll::Ready(Some(v));
         }
-        let mut e = expiry.lock().expect("expiry");
-        if e.fired {
-            return Poll::Ready(None);
+        let mut q = queue.queue.lock().expect("timeouts");
+        match q.pending.get_mut(&entry.key) {
+            // Taken out by the queue's task: the deadline has passed.
+            None => return Poll::Ready(None),
+            Some(waker) => *waker = Some(cx.waker().clone()),
         }
-        e.waker = Some(cx.waker().clone());
         Poll::Pending
     }
 }
