@@ -205,7 +205,7 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
     pub async fn check(&self, req: Request<'_>, guard: Option<&dyn Guard>) -> Answer {
         // One monotonic reading starts the request: its deadline and the time in its id.
         let start = self.env.monotonic();
-        let mut answer = self.decide(req, guard, start).await;
+        let mut answer = self.decide(&req, guard, start).await;
         self.log(&req, &mut answer, start);
         answer
     }
@@ -224,7 +224,9 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
         answer
     }
 
-    async fn decide(&self, req: Request<'_>, guard: Option<&dyn Guard>, start: Nanos) -> Answer {
+    /// Decides `req` (borrowed: [`Gateway::check`] keeps it for the log line, and a copy
+    /// here would be kept in both futures).
+    async fn decide(&self, req: &Request<'_>, guard: Option<&dyn Guard>, start: Nanos) -> Answer {
         let mut answer = Answer::bare(Verdict::Allow, 200);
         let bad = |mut a: Answer, reason: String| {
             a.status = 400;
@@ -274,7 +276,7 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
             return bad(answer, e);
         }
         let shadow_all = self.shadow();
-        let planned = match plan(&set, &req, ip, api_key, self.config.ipv6_prefix, shadow_all) {
+        let planned = match plan(&set, req, ip, api_key, self.config.ipv6_prefix, shadow_all) {
             Ok(p) => p,
             Err(e) => {
                 bump(&self.stats.bad_request);
@@ -286,9 +288,10 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
             &planned,
             (req.trace, fail_closed, start),
             shadow_all,
-            answer,
+            &mut answer,
         )
-        .await
+        .await;
+        answer
     }
 
     /// Decides a request whose limits `planned` were planned by its front end rather than
@@ -323,34 +326,34 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
             metrics::counter!("ratelab_requests_total", "decision" => "bypassed").increment(1);
             answer.bypassed = true;
         } else {
-            answer = self
-                .decide_planned(planned, (trace, fail_closed, start), self.shadow(), answer)
-                .await;
+            self.decide_planned(
+                planned,
+                (trace, fail_closed, start),
+                self.shadow(),
+                &mut answer,
+            )
+            .await;
         }
         self.log(&req, &mut answer, start);
         answer
     }
 
     /// Runs `planned` and completes `answer`: its verdict, its fields, the counters.
+    /// (`answer` is borrowed, not moved in and out: a moved one is kept twice in the future.)
     async fn decide_planned(
         &self,
         planned: &[Planned<'_, C>],
         (trace, fail_closed, start): (u64, bool, Nanos),
         shadow_all: bool,
-        mut answer: Answer,
-    ) -> Answer {
+        answer: &mut Answer,
+    ) {
         // Each planned limit leaves one result: grown once, not on the first push.
         answer.limits.reserve_exact(planned.len());
         let fields = self
-            .run_limits(
-                planned,
-                (trace, fail_closed, start),
-                shadow_all,
-                &mut answer,
-            )
+            .run_limits(planned, (trace, fail_closed, start), shadow_all, answer)
             .await;
         if answer.verdict == Verdict::Unavailable {
-            return answer;
+            return;
         }
         if let Some(fields) = fields {
             answer.headers.reserve_exact(3);
@@ -370,7 +373,6 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
             bump(&self.stats.allowed);
             self.count_decision(false);
         }
-        answer
     }
 
     /// Runs the planned limits: first each enforced limit's denial cache, which answers a
