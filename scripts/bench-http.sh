@@ -5,7 +5,8 @@
 # redis-benchmark running the same Lua script at the same concurrency and to the bare server
 # on the same Redis (each request runs the script once, through a lane of its own as
 # ratelab-server's, and is answered ok: the anchor on Redis). On one hot key and on 10 000 keys. Prints one table and
-# the ratios.
+# the ratios: of requests per second, and on Redis of ratelab-server's CPU per request to its
+# anchor's (to three decimals, from the CPU columns before they are rounded for the table).
 #
 #   scripts/bench-http.sh [SECONDS] [CONNECTIONS] [WORKERS] [ROUNDS]
 #
@@ -149,6 +150,21 @@ print(f"{float(sys.argv[2]) / float(sys.argv[3]):.2f} (rounds: median "
       f"{per_round[len(per_round) // 2]:.2f}, {per_round[0]:.2f}-{per_round[-1]:.2f})")
 EOF
 }
+# The server CPU per request of A over B's: of the two rows (each its median-throughput round),
+# and the median of the rounds' own ratios with their range.
+cpu_ratio() { # label A, label B (each with /keys)
+  python3 - "${RUNS[$1]}" "${RUNS[$2]}" <<'EOF'
+import sys
+rounds = lambda runs: [r.split() for r in runs.split(";") if r]
+def row(runs):
+    by_rps = sorted(rounds(runs), key=lambda t: float(t[0]))
+    return float(by_rps[len(by_rps) // 2][3])
+a, b = sys.argv[1], sys.argv[2]
+per_round = sorted(float(x[3]) / float(y[3]) for x, y in zip(rounds(a), rounds(b)))
+print(f"{row(a) / row(b):.3f} (rounds: median {per_round[len(per_round) // 2]:.3f}, "
+      f"{per_round[0]:.3f}-{per_round[-1]:.3f})")
+EOF
+}
 for keys in hot many; do
   echo "$keys: ratelab in memory / bare = $(ratio "ratelab-server, in memory/$keys" "bare front (no limiting)/$keys")"
   if [ -n "$NGINX" ]; then
@@ -158,5 +174,6 @@ for keys in hot many; do
     echo "$keys: ratelab on Redis / redis-benchmark = $(ratio "ratelab-server, on Redis/$keys" "redis-benchmark, same script/$keys")"
     echo "$keys: bare front with one script call / redis-benchmark = $(ratio "bare front, one script call/$keys" "redis-benchmark, same script/$keys")"
     echo "$keys: ratelab on Redis / bare front with one script call = $(ratio "ratelab-server, on Redis/$keys" "bare front, one script call/$keys")"
+    echo "$keys: server CPU per request, ratelab on Redis / bare front with one script call = $(cpu_ratio "ratelab-server, on Redis/$keys" "bare front, one script call/$keys")"
   fi
 done

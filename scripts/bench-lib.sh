@@ -20,7 +20,7 @@ cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 command -v pgrep >/dev/null || { echo "pgrep is not installed (Debian: apt-get install procps)" >&2; exit 2; }
 tree_cpu() { local t; t=$(cpu "$1"); for c in $(pgrep -P "$1" || true); do t=$((t + $(cpu "$c"))); done; echo "$t"; }
 # µs of CPU per request: clock ticks ($1) over requests ($2).
-us_per() { python3 -c "import os; print(f'{$1 * 1e6 / os.sysconf(\"SC_CLK_TCK\") / $2:.1f}')"; }
+us_per() { python3 -c "import os; print(f'{$1 * 1e6 / os.sysconf(\"SC_CLK_TCK\") / $2:.2f}')"; }
 
 # start PORT COMMAND...: runs COMMAND (its output in $WORK/PORT.log), its pid in LAST, and
 # waits until something listens on PORT.
