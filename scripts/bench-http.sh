@@ -6,7 +6,8 @@
 # on the same Redis (each request runs the script once, through a lane of its own as
 # ratelab-server's, and is answered ok: the anchor on Redis). On one hot key and on 10 000 keys. Prints one table and
 # the ratios: of requests per second, and on Redis of ratelab-server's CPU per request to its
-# anchor's (to three decimals, from the CPU columns before they are rounded for the table).
+# anchor's (from CPU times per request to two decimals; /proc counts 10 ms ticks, about 0.5 %
+# of a 5 s round's CPU time on Redis, so the third decimal is not significant).
 #
 #   scripts/bench-http.sh [SECONDS] [CONNECTIONS] [WORKERS] [ROUNDS]
 #
