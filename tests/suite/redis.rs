@@ -1096,8 +1096,9 @@ fn the_store_authenticates_selects_its_database_and_reloads_a_flushed_script() {
 
 /// After `SCRIPT FLUSH`, a burst of concurrent calls that all find their script missing loads
 /// each script once between them (not once per call), and every call is decided: token-bucket
-/// calls and a fixed window's (the limits script), three rounds, on the lane and through
-/// redis-rs (a store that waits for replicas, here for none, takes the general connection).
+/// calls and a fixed window's (the limits script), three rounds with a burst, on the lane and
+/// through redis-rs (a store that waits for replicas, here for none, takes the general
+/// connection).
 #[test]
 #[cfg_attr(
     ratelab_missing_redis,
