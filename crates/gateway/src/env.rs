@@ -39,4 +39,20 @@ pub trait Env: Send + Sync {
     ) -> impl Future<Output = Option<F::Output>> + Send
     where
         F::Output: Send;
+    /// [`Env::timeout`] for a call whose bound runs from `started`, an [`Env::monotonic`]
+    /// reading taken before it with nothing but the gateway's own work since: for at most
+    /// `after` from then. Defaults to [`Env::timeout`], which bounds it from its own first
+    /// wait; an environment whose clock costs a reading may bound it from `started` instead.
+    fn timeout_from<F: Future + Send>(
+        &self,
+        started: Nanos,
+        after: Duration,
+        fut: F,
+    ) -> impl Future<Output = Option<F::Output>> + Send
+    where
+        F::Output: Send,
+    {
+        let _ = started;
+        self.timeout(after, fut)
+    }
 }

@@ -33,12 +33,6 @@ use std::time::Duration;
 #[derive(Clone, Copy, Debug, Default)]
 pub struct TokioEnv;
 
-/// The monotonic clock's start.
-fn epoch() -> std::time::Instant {
-    static EPOCH: OnceLock<std::time::Instant> = OnceLock::new();
-    *EPOCH.get_or_init(std::time::Instant::now)
-}
-
 /// Unix time minus the monotonic reading, nanoseconds, as last read off the wall clock; and
 /// the monotonic reading it was read at (0: never).
 static UNIX_OFFSET: AtomicU64 = AtomicU64::new(0);
@@ -60,7 +54,7 @@ impl Env for TokioEnv {
     }
 
     fn monotonic(&self) -> Nanos {
-        Nanos::from(epoch().elapsed())
+        Nanos::from(crate::deadlines::epoch().elapsed())
     }
 
     /// The reading plus the wall clock's offset from the monotonic clock, read again at most
@@ -90,6 +84,20 @@ impl Env for TokioEnv {
         // clock read, no deadline registered. Anything else is bounded by its thread's one
         // timer (`crate::deadlines`).
         crate::deadlines::within(after, fut)
+    }
+
+    /// Bounded from `started`, a reading of [`TokioEnv::monotonic`]: no clock read for the
+    /// deadline.
+    fn timeout_from<F: Future + Send>(
+        &self,
+        started: Nanos,
+        after: Duration,
+        fut: F,
+    ) -> impl Future<Output = Option<F::Output>> + Send
+    where
+        F::Output: Send,
+    {
+        crate::deadlines::within_from(started, after, fut)
     }
 }
 

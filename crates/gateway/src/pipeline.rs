@@ -416,8 +416,11 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
             Some(_) => enforced().map(|(_, p)| p).collect(),
             None => Vec::new(),
         };
+        // The latest monotonic reading, each limit's start: the request's, then each store
+        // call's end (`run_layer`).
+        let mut clock = start;
         if let Some(outcomes) = self
-            .run_together(&group, trace, fail_closed, deadline)
+            .run_together(&group, (trace, fail_closed), (deadline, &mut clock))
             .await
         {
             for ((i, p), outcome) in enforced().zip(outcomes) {
@@ -430,7 +433,11 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
         } else {
             for (i, p) in enforced() {
                 let outcome = self
-                    .run_layer(p.limit, &p.key, p.cost, trace, fail_closed, deadline)
+                    .run_layer(
+                        (p.limit, &p.key, p.cost),
+                        (trace, fail_closed),
+                        (deadline, &mut clock),
+                    )
                     .await;
                 match self.account((i, p.limit), outcome, false, answer, &mut fields) {
                     Step::Unavailable => return None,
@@ -445,7 +452,11 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
         // A shadow limit never refuses a request: not for its quota, nor for its store.
         for (i, p) in planned.iter().enumerate().filter(|(_, p)| shadow(p)) {
             let outcome = self
-                .run_layer(p.limit, &p.key, p.cost, trace, false, deadline)
+                .run_layer(
+                    (p.limit, &p.key, p.cost),
+                    (trace, false),
+                    (deadline, &mut clock),
+                )
                 .await;
             self.account((i, p.limit), outcome, true, answer, &mut fields);
         }

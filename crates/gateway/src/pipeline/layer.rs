@@ -20,23 +20,26 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
     }
 
     /// Runs one limit: breaker, store call bounded by the request's `deadline` (on
-    /// [`Env::monotonic`]), failure policy.
+    /// [`Env::monotonic`]), failure policy. `clock` is the caller's latest monotonic reading,
+    /// with nothing but the gateway's own work since (the request's start, or the end of the
+    /// store call before): the limit starts from it rather than from a reading of its own, and
+    /// a limit that calls the store sets it to the call's end.
     pub(super) async fn run_layer(
         &self,
-        layer: &Limit<C>,
-        key: &Key,
-        cost: u64,
-        trace: u64,
-        fail_closed: bool,
-        deadline: Nanos,
+        (layer, key, cost): (&Limit<C>, &Key, u64),
+        (trace, fail_closed): (u64, bool),
+        (deadline, clock): (Nanos, &mut Nanos),
     ) -> LayerOutcome {
         let fail = |reason| LayerOutcome::failed(fail_closed, reason);
         // The decision's time is the gateway's clock; the breaker's cooldown and the latency
         // are intervals, on the monotonic clock: a wall clock set back must not hold the
         // breaker open.
-        // The send time first: a denial cached from this call must never outlast the store's
-        // wait, which runs from a decision made at or after it.
-        let started = self.env.monotonic();
+        // The send time no later than the call: a denial cached from this call must never
+        // outlast the store's wait, which runs from a decision made at or after it. Read
+        // before this limit's work, so its latency and the breaker's clock count that work
+        // too (a few microseconds against a store's round trip), and its budget is the
+        // deadline less the time up to that reading.
+        let started = *clock;
         // A cost the limit can never admit is the caller's error: a denial with no retry,
         // decided here without a store call, as the stores' clients would refuse it. The
         // breaker, which counts the store's answers, learns nothing from it: a store never
@@ -65,7 +68,8 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
         // that holds it, both in this future, which its callers move.
         let result = self
             .env
-            .timeout(
+            .timeout_from(
+                started,
                 budget,
                 decide_remote(
                     &*client,
@@ -78,6 +82,7 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
             )
             .await;
         let end = self.env.monotonic();
+        *clock = end;
         let (outcome, ok) = match result {
             Some(Ok(o)) => (
                 LayerOutcome::Decided {

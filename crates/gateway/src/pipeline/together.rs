@@ -23,13 +23,13 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
     /// The outcome at each of `group` (enforced limits, in order) from one all-or-nothing
     /// store step, or `None` when it cannot be taken and the limits are decided one by one.
     /// On a full store only the first limit's outcome is returned (full): the others were not
-    /// decided.
+    /// decided. `clock` is as for [`Gateway::run_layer`]: the step starts from it, and a step
+    /// that calls the store sets it to the call's end.
     pub(super) async fn run_together(
         &self,
         group: &[&Planned<'_, C>],
-        trace: u64,
-        fail_closed: bool,
-        deadline: Nanos,
+        (trace, fail_closed): (u64, bool),
+        (deadline, clock): (Nanos, &mut Nanos),
     ) -> Option<Vec<LayerOutcome>> {
         if self.config.path != Path::Atomic || group.len() < 2 {
             return None;
@@ -41,9 +41,9 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
         {
             return None;
         }
-        // The send time first: a denial cached from this call must never outlast the store's
-        // wait, which runs from a decision made at or after it.
-        let started = self.env.monotonic();
+        // The send time no later than the call: a denial cached from this call must never
+        // outlast the store's wait, which runs from a decision made at or after it.
+        let started = *clock;
         let budget = self.budget(started, deadline);
         if budget.is_zero() {
             return None;
@@ -72,8 +72,9 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
             permits.push(breaker.permit(started));
         }
         let call = C::apply_all(&items, caller_now)?;
-        let result = self.env.timeout(budget, call).await;
+        let result = self.env.timeout_from(started, budget, call).await;
         let end = self.env.monotonic();
+        *clock = end;
         let fail = |reason| LayerOutcome::failed(fail_closed, reason);
         let (outcomes, ok) = match result {
             Some(Ok(all)) => (
