@@ -40,7 +40,7 @@ use tokio::sync::oneshot;
 
 mod codec;
 
-pub use codec::{Arg, Command, ProtocolError, Reply, parse};
+pub use codec::{Arg, Command, Encoded, ProtocolError, Reply, parse};
 
 /// Most calls waiting on one lane (sent or not yet sent); beyond, calls fail at once.
 pub const MAX_WAITING: usize = 1 << 16;

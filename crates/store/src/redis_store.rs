@@ -37,7 +37,7 @@
 //! token counter and the fenced resources share one hash tag, so their scripts run whole.
 
 use crate::redis_conn::{Conn, evalsha, slot};
-use crate::redis_lane::{Arg, Command, Lane, Reply, Target};
+use crate::redis_lane::{Arg, Command, Encoded, Lane, Reply, Target};
 use crate::script_loads::{Next, ScriptLoads};
 use crate::{
     AllApplied, AllFuture, AllItem, Applied, FenceVerdict, Key, LeaseClient, LimitError, Read,
@@ -87,6 +87,8 @@ pub struct RedisStore {
     bucket: TokenBucket,
     options: Arc<RedisOptions>,
     script: Arc<redis::Script>,
+    /// The script call's parts that are the same on every call, for `script` and `bucket`.
+    parts: Arc<ScriptParts>,
     lease: Arc<redis::Script>,
     fence: Arc<redis::Script>,
     /// After each decision, wait for this many replicas, for at most this many ms.
@@ -225,12 +227,14 @@ impl RedisStore {
     }
 
     fn over(conn: Conn, bucket: TokenBucket, options: RedisOptions) -> RedisStore {
+        let script = redis::Script::new(SCRIPT);
         RedisStore {
             conn,
             lane: None,
+            parts: Arc::new(ScriptParts::new(&script, &bucket)),
             bucket,
             options: Arc::new(options),
-            script: Arc::new(redis::Script::new(SCRIPT)),
+            script: Arc::new(script),
             lease: Arc::new(redis::Script::new(LEASE_SCRIPT)),
             fence: Arc::new(redis::Script::new(FENCE_SCRIPT)),
             wait: None,
@@ -293,6 +297,7 @@ impl RedisStore {
     ) -> Result<RedisStore, RedisSetupError> {
         check_setup(&bucket, prefix)?;
         Ok(RedisStore {
+            parts: Arc::new(ScriptParts::new(&self.script, &bucket)),
             bucket,
             options: Arc::new(RedisOptions {
                 prefix: prefix.into(),
@@ -641,59 +646,78 @@ fn time_args(now: Option<Nanos>) -> [Arg<'static>; 2] {
     }
 }
 
-/// The bucket script's call over `items` (script `sha`): `EVALSHA sha N key…`, then per item
-/// its capacity, refill amount and period (ns) and the request's cost, the first item's
-/// followed by the time (`now` in s and ns, or two empty strings for the server's `TIME`),
-/// and `tat` to ask for each key's TAT after the request.
-fn script_args<'a>(
-    sha: &'a str,
-    items: &'a [AllItem<'a, RedisStore>],
-    now: Option<Nanos>,
-    tat: bool,
-) -> impl Iterator<Item = Arg<'a>> + Clone {
-    // Gathered in one small vector: iterating it is cheaper than a chain of adapters, and
-    // the encoder walks the arguments once.
-    let mut args = Vec::with_capacity(3 + 5 * items.len() + 3);
-    args.extend([
-        Arg::Bytes(b"EVALSHA"),
-        Arg::Bytes(sha.as_bytes()),
-        Arg::Int(items.len() as u64),
-    ]);
-    args.extend(
-        items
-            .iter()
-            .map(|(c, k, _)| Arg::Joined(c.options.prefix.as_bytes(), k.as_str().as_bytes())),
-    );
-    for (i, (c, _, cost)) in items.iter().enumerate() {
-        let b = &c.bucket;
-        args.extend([
-            Arg::Int(b.capacity()),
-            Arg::Int(b.refill_amount()),
-            Arg::Int(b.refill_period().as_u64()),
-            Arg::Int(*cost),
-        ]);
-        if i == 0 {
-            args.extend(time_args(now));
-        }
-    }
-    if tat {
-        args.push(Arg::Bytes(b"tat"));
-    }
-    args.into_iter()
+/// The parts of the bucket script's call that are the same on every call: `EVALSHA` and the
+/// script's SHA; a limit's capacity, refill amount and period (ns). Encoded once, when the
+/// store is made, and sent with one copy each.
+#[derive(Debug)]
+struct ScriptParts {
+    head: Encoded,
+    params: Encoded,
 }
 
-/// [`script_args`] as a redis-rs command.
-fn script_cmd(
-    sha: &str,
+impl ScriptParts {
+    fn new(script: &redis::Script, bucket: &TokenBucket) -> ScriptParts {
+        ScriptParts {
+            head: Encoded::new([
+                Arg::Bytes(b"EVALSHA"),
+                Arg::Bytes(script.get_hash().as_bytes()),
+            ]),
+            params: Encoded::new([
+                Arg::Int(bucket.capacity()),
+                Arg::Int(bucket.refill_amount()),
+                Arg::Int(bucket.refill_period().as_u64()),
+            ]),
+        }
+    }
+}
+
+/// The bucket script's call over `items`, passed to `f`: `EVALSHA sha N key…`, then per item
+/// its capacity, refill amount and period (ns) and the request's cost, the first item's
+/// followed by the time (`now` in s and ns, or two empty strings for the server's `TIME`),
+/// and `tat` to ask for each key's TAT after the request. Gathered on the stack for up to
+/// three items (a request's limits), in a vector past that.
+fn with_script_args<R>(
     items: &[AllItem<'_, RedisStore>],
     now: Option<Nanos>,
     tat: bool,
-) -> redis::Cmd {
-    let mut cmd = redis::Cmd::new();
-    for a in script_args(sha, items, now, tat) {
-        cmd.arg(a);
+    f: impl FnOnce(&[Arg<'_>]) -> R,
+) -> R {
+    let Some((first, _, _)) = items.first() else {
+        return f(&[]);
+    };
+    let count = 2 + items.len() + 2 * items.len() + 2 + usize::from(tat);
+    let mut stack = [Arg::Int(0); 16];
+    let mut heap = Vec::new();
+    let args: &mut [Arg<'_>] = if count <= stack.len() {
+        &mut stack[..count]
+    } else {
+        heap.resize(count, Arg::Int(0));
+        &mut heap
+    };
+    let mut at = 0;
+    let mut put = |arg| {
+        args[at] = arg;
+        at += 1;
+    };
+    put(Arg::Encoded(&first.parts.head));
+    put(Arg::Int(items.len() as u64));
+    for (c, k, _) in items {
+        put(Arg::Joined(
+            c.options.prefix.as_bytes(),
+            k.as_str().as_bytes(),
+        ));
     }
-    cmd
+    for (i, (c, _, cost)) in items.iter().enumerate() {
+        put(Arg::Encoded(&c.parts.params));
+        put(Arg::Int(*cost));
+        if i == 0 {
+            time_args(now).into_iter().for_each(&mut put);
+        }
+    }
+    if tat {
+        put(Arg::Bytes(b"tat"));
+    }
+    f(args)
 }
 
 /// A reply field that must not be negative.
@@ -781,12 +805,19 @@ impl RedisStore {
         };
         let r: Vec<i64> = match &first.lane {
             Some(lane) => {
-                let command = Command::new(script_args(first.script.get_hash(), items, now, tat));
+                let command =
+                    with_script_args(items, now, tat, |args| Command::new(args.iter().copied()));
                 let sha = first.script.get_hash();
                 first.on_lane(lane, &command, sha, SCRIPT).await?
             }
             None => {
-                let cmd = script_cmd(first.script.get_hash(), items, now, tat);
+                let cmd = with_script_args(items, now, tat, |args| {
+                    let mut cmd = redis::Cmd::new();
+                    args.iter().for_each(|a| {
+                        cmd.arg(*a);
+                    });
+                    cmd
+                });
                 let mut conn = first.conn.clone();
                 Box::pin(first.timed(evalsha(&mut conn, &first.loads, &first.script, &cmd))).await?
             }

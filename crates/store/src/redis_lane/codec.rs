@@ -42,6 +42,72 @@ pub enum Arg<'a> {
     Joined(&'a [u8], &'a [u8]),
     /// An integer, in decimal.
     Int(u64),
+    /// Arguments encoded once ([`Encoded`]): a limit's parameters, sent with every call.
+    Encoded(&'a Encoded),
+}
+
+/// Arguments encoded once, for the commands that send them on every call (a script's name
+/// and a limit's parameters): a command takes them with one copy of their bytes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Encoded {
+    /// The arguments as bulk strings, one after the other.
+    resp: Box<[u8]>,
+    /// Where each argument's bytes are in `resp`.
+    args: Box<[(usize, usize)]>,
+}
+
+impl Encoded {
+    /// `args`, encoded.
+    pub fn new<'a>(args: impl IntoIterator<Item = Arg<'a>>) -> Encoded {
+        let mut resp = Vec::new();
+        let mut at = Vec::new();
+        for arg in args {
+            match arg {
+                Arg::Encoded(e) => {
+                    let base = resp.len();
+                    resp.extend_from_slice(&e.resp);
+                    at.extend(e.args.iter().map(|&(a, b)| (base + a, base + b)));
+                }
+                arg => {
+                    let mut digits = [0u8; 20];
+                    let (a, b) = arg.parts(&mut digits);
+                    resp.push(b'$');
+                    push_decimal(&mut resp, (a.len() + b.len()) as u64);
+                    resp.extend_from_slice(b"\r\n");
+                    let start = resp.len();
+                    resp.extend_from_slice(a);
+                    resp.extend_from_slice(b);
+                    at.push((start, resp.len()));
+                    resp.extend_from_slice(b"\r\n");
+                }
+            }
+        }
+        Encoded {
+            resp: resp.into(),
+            args: at.into(),
+        }
+    }
+
+    /// Each argument's bytes.
+    pub fn args(&self) -> impl Iterator<Item = &[u8]> {
+        self.args.iter().map(|&(a, b)| &self.resp[a..b])
+    }
+}
+
+impl<'a> Arg<'a> {
+    /// A plain argument's bytes, in two parts (the second empty but for [`Arg::Joined`]);
+    /// an integer's digits are written into `digits`. Nothing for [`Arg::Encoded`].
+    fn parts<'b>(&self, digits: &'b mut [u8; 20]) -> (&'b [u8], &'b [u8])
+    where
+        'a: 'b,
+    {
+        match *self {
+            Arg::Bytes(b) => (b, &[]),
+            Arg::Joined(a, b) => (a, b),
+            Arg::Int(v) => (decimal(digits, v), &[]),
+            Arg::Encoded(_) => (&[], &[]),
+        }
+    }
 }
 
 /// The same argument for a redis-rs command, written into its buffer.
@@ -57,6 +123,14 @@ impl redis::ToRedisArgs for Arg<'_> {
                 let _ = w.write_all(b);
             }
             Arg::Int(v) => out.write_arg(decimal(&mut [0; 20], v)),
+            Arg::Encoded(e) => e.args().for_each(|a| out.write_arg(a)),
+        }
+    }
+
+    fn num_of_args(&self) -> usize {
+        match self {
+            Arg::Encoded(e) => e.args.len(),
+            _ => 1,
         }
     }
 }
@@ -99,6 +173,11 @@ fn encode<'a>(out: &mut Vec<u8>, args: impl Iterator<Item = Arg<'a>>) -> usize {
             Arg::Bytes(b) => (b, &[]),
             Arg::Joined(a, b) => (a, b),
             Arg::Int(v) => (decimal(&mut digits, v), &[]),
+            Arg::Encoded(e) => {
+                out.extend_from_slice(&e.resp);
+                n += e.args.len() as u64;
+                continue;
+            }
         };
         out.push(b'$');
         push_decimal(out, (a.len() + b.len()) as u64);
@@ -290,6 +369,49 @@ mod tests {
             });
             assert_eq!(ours.as_bytes(), theirs.get_packed_command(), "{n}");
         }
+    }
+
+    #[test]
+    fn arguments_encoded_once_are_sent_as_the_same_arguments() {
+        use super::Encoded;
+        let params = Encoded::new([Arg::Int(100), Arg::Bytes(b""), Arg::Int(u64::MAX)]);
+        let nested = Encoded::new([
+            Arg::Bytes(b"EVALSHA"),
+            Arg::Encoded(&params),
+            Arg::Joined(b"p:", b"k"),
+        ]);
+        let plain = [
+            Arg::Bytes(b"EVALSHA"),
+            Arg::Int(100),
+            Arg::Bytes(b""),
+            Arg::Int(u64::MAX),
+            Arg::Joined(b"p:", b"k"),
+            Arg::Int(7),
+        ];
+        let ours = Command::new([Arg::Encoded(&nested), Arg::Int(7)].into_iter());
+        assert_eq!(ours.as_bytes(), Command::new(plain.into_iter()).as_bytes());
+        let mut theirs = redis::Cmd::new();
+        theirs.arg(Arg::Encoded(&nested)).arg(Arg::Int(7));
+        let mut expected = redis::Cmd::new();
+        for a in plain {
+            expected.arg(a);
+        }
+        assert_eq!(theirs.get_packed_command(), expected.get_packed_command());
+        let args: Vec<&[u8]> = nested.args().collect();
+        assert_eq!(
+            args,
+            [
+                &b"EVALSHA"[..],
+                b"100",
+                b"",
+                b"18446744073709551615",
+                b"p:k"
+            ]
+        );
+        // Nothing encoded is nothing sent.
+        let empty = Encoded::new([]);
+        let ours = Command::new([Arg::Int(1), Arg::Encoded(&empty)].into_iter());
+        assert_eq!(ours.as_bytes(), b"*1\r\n$1\r\n1\r\n");
     }
 
     #[test]
