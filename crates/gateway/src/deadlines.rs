@@ -23,7 +23,7 @@
 
 use ratelab_core::Nanos;
 use std::cell::RefCell;
-use std::collections::VecDeque;
+use crate::waiting::{ByDeadline, Ticket};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
@@ -67,7 +67,7 @@ pub(crate) fn epoch() -> std::time::Instant {
 /// One runtime's waiting calls on one thread, by deadline, and their sweeper.
 struct Table {
     /// Each waiting call's waker, by its deadline.
-    waiting: Waiting,
+    waiting: ByDeadline<Instant, Waker>,
     /// The sweeper's waker (`None` before its first poll, and once it has ended).
     sweeper: Option<Waker>,
     /// The deadline the sweeper sleeps until (`None`: no call waits).
@@ -81,110 +81,6 @@ struct Table {
 }
 
 type Shared = Arc<Mutex<Table>>;
-
-/// A waiting call's place in its table: its deadline, its slot and the slot's use.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Ticket {
-    at: Instant,
-    slot: u32,
-    used: u64,
-}
-
-/// The waiting calls' wakers in slots a call takes and gives back, and their deadlines in
-/// order. Deadlines of one length come in order, so a new one goes at the end (else it is
-/// placed by a binary search); a call that leaves empties its slot and its deadline stays
-/// behind until the sweeper passes it, or until the stale ones outnumber the live.
-#[derive(Default)]
-struct Waiting {
-    /// Each slot's waker (`None`: free) and its use, counted up as it is taken.
-    slots: Vec<(Option<Waker>, u64)>,
-    free: Vec<u32>,
-    /// Every waiting call's ticket by deadline (ties in arrival order), and stale ones.
-    order: VecDeque<Ticket>,
-    live: usize,
-}
-
-impl Waiting {
-    fn insert(&mut self, at: Instant, waker: Waker) -> Ticket {
-        let slot = self.free.pop().unwrap_or_else(|| {
-            self.slots.push((None, 0));
-            u32::try_from(self.slots.len() - 1).expect("fewer than 2^32 calls waiting")
-        });
-        let (w, used) = &mut self.slots[slot as usize];
-        *used += 1;
-        *w = Some(waker);
-        let ticket = Ticket {
-            at,
-            slot,
-            used: *used,
-        };
-        if self.order.back().is_none_or(|last| last.at <= at) {
-            self.order.push_back(ticket);
-        } else {
-            let i = self.order.partition_point(|t| t.at <= at);
-            self.order.insert(i, ticket);
-        }
-        self.live += 1;
-        if self.order.len() > 2 * self.live + 64 {
-            let slots = &self.slots;
-            self.order.retain(|t| Self::holds(slots, t));
-        }
-        ticket
-    }
-
-    fn holds(slots: &[(Option<Waker>, u64)], t: &Ticket) -> bool {
-        slots
-            .get(t.slot as usize)
-            .is_some_and(|(w, used)| *used == t.used && w.is_some())
-    }
-
-    fn get_mut(&mut self, t: &Ticket) -> Option<&mut Waker> {
-        match self.slots.get_mut(t.slot as usize) {
-            Some((w, used)) if *used == t.used => w.as_mut(),
-            _ => None,
-        }
-    }
-
-    /// Takes a call out: its waker, if it still waits.
-    fn remove(&mut self, t: &Ticket) -> Option<Waker> {
-        let (w, used) = self.slots.get_mut(t.slot as usize)?;
-        if *used != t.used {
-            return None;
-        }
-        let w = w.take()?;
-        self.free.push(t.slot);
-        self.live -= 1;
-        Some(w)
-    }
-
-    /// The earliest deadline of a waiting call (stale ones before it dropped).
-    fn earliest(&mut self) -> Option<Instant> {
-        while let Some(first) = self.order.front() {
-            if Self::holds(&self.slots, first) {
-                return Some(first.at);
-            }
-            self.order.pop_front();
-        }
-        None
-    }
-
-    /// Takes out the waiting call with the earliest deadline, if it is at or before `now`.
-    fn pop_due(&mut self, now: Instant) -> Option<Waker> {
-        if self.earliest()? > now {
-            return None;
-        }
-        let first = self.order.pop_front()?;
-        self.remove(&first)
-    }
-
-    fn wakers(&self) -> impl Iterator<Item = &Waker> {
-        self.slots.iter().filter_map(|(w, _)| w.as_ref())
-    }
-
-    fn is_empty(&self) -> bool {
-        self.live == 0
-    }
-}
 
 /// A thread's table: a thread that ends leaves it behind, so its sweeper ends too.
 struct Local(Option<Shared>);
@@ -225,7 +121,7 @@ fn fresh(runtime: Id) -> Shared {
         // `tokio::time::timeout` does, and leaves no table without a sweeper.
         let sleep = tokio::time::sleep_until(Instant::now());
         let t: Shared = Arc::new(Mutex::new(Table {
-            waiting: Waiting::default(),
+            waiting: ByDeadline::default(),
             sweeper: None,
             armed_for: None,
             runtime,
@@ -252,7 +148,7 @@ impl Drop for Alive {
         let (waiting, sweeper) = {
             let mut t = lock(&self.0);
             t.alive = false;
-            let waiting: Vec<Waker> = t.waiting.wakers().cloned().collect();
+            let waiting: Vec<Waker> = t.waiting.values().cloned().collect();
             (waiting, t.sweeper.take())
         };
         drop(sweeper);
@@ -320,8 +216,8 @@ pin_project_lite::pin_project! {
         // Where the bound runs from, in nanoseconds after `epoch` (`None`: its first wait).
         from: Option<Nanos>,
         after: Duration,
-        // The call's table and its ticket there, once it has waited.
-        entry: Option<(Shared, Ticket)>,
+        // The call's table, its ticket there and its deadline, once it has waited.
+        entry: Option<(Shared, Ticket, Instant)>,
     }
 
     impl<F> PinnedDrop for Within<F> {
@@ -340,7 +236,7 @@ impl<F: Future> Future for Within<F> {
             leave(this.entry);
             return Poll::Ready(Some(out));
         }
-        let Some((table, ticket)) = this.entry.as_ref() else {
+        let Some((table, ticket, at)) = this.entry.as_ref() else {
             let start = this
                 .from
                 .and_then(|from| Instant::from_std(epoch()).checked_add(Duration::from(from)))
@@ -363,7 +259,7 @@ impl<F: Future> Future for Within<F> {
             }
             // Its sweeper has gone: the same deadline, in a live table.
             Some(_) if !alive => {
-                let at = ticket.at;
+                let at = *at;
                 let old = t.waiting.remove(ticket);
                 drop(t);
                 drop(old);
@@ -383,10 +279,10 @@ impl<F: Future> Future for Within<F> {
 }
 
 /// Registers a call waiting until `at`, woken by `waker`, in the table of this thread and
-/// the current runtime, with a live sweeper: the table and the call's ticket. A thread with no
+/// the current runtime, with a live sweeper: the table, the call's ticket and `at`. A thread with no
 /// such table (none yet, one of another runtime, or one whose sweeper has gone) makes a new
 /// one; the check and the insert are made under one lock.
-fn register(at: Instant, waker: &Waker) -> (Shared, Ticket) {
+fn register(at: Instant, waker: &Waker) -> (Shared, Ticket, Instant) {
     let runtime = Handle::current().id();
     let mut kept = TABLE.with(|cell| cell.borrow().0.clone());
     // A runtime shutting down drops each sweeper as it is spawned: the third new table is
@@ -413,14 +309,14 @@ fn register(at: Instant, waker: &Waker) -> (Shared, Ticket) {
         if let Some(w) = sweeper {
             w.wake();
         }
-        return (table, ticket);
+        return (table, ticket, at);
     }
 }
 
 /// Takes a call's entry out of its table, if it waited; wakes a left-behind table's sweeper
 /// to end when this was its last call.
-fn leave(entry: &mut Option<(Shared, Ticket)>) {
-    if let Some((table, ticket)) = entry.take() {
+fn leave(entry: &mut Option<(Shared, Ticket, Instant)>) {
+    if let Some((table, ticket, _)) = entry.take() {
         let (entry, sweeper) = {
             let mut t = lock(&table);
             let entry = t.waiting.remove(&ticket);
@@ -436,7 +332,7 @@ fn leave(entry: &mut Option<(Shared, Ticket)>) {
 
 #[cfg(test)]
 mod tests {
-    use super::{TABLE, Ticket, Waiting, lock, within};
+    use super::{TABLE, lock, within};
     use std::future::Future;
     use std::time::Duration;
     use tokio::time::Instant;
@@ -456,66 +352,6 @@ mod tests {
 
     fn never() -> std::future::Pending<()> {
         std::future::pending()
-    }
-
-    #[test]
-    fn waiting_calls_come_out_by_deadline_and_a_ticket_reaches_only_its_own_call() {
-        let base = Instant::now();
-        let ms = |n| base + Duration::from_millis(n);
-        let mut w = Waiting::default();
-        let t: Vec<Ticket> = [30, 10, 20, 10, 40]
-            .into_iter()
-            .map(|n| w.insert(ms(n), std::task::Waker::noop().clone()))
-            .collect();
-        assert!(w.remove(&t[2]).is_some(), "the 20 ms call leaves");
-        assert!(w.remove(&t[2]).is_none(), "and only once");
-        assert_eq!(w.earliest(), Some(ms(10)));
-        assert!(w.pop_due(ms(9)).is_none(), "nothing due before 10 ms");
-        let mut due = 0;
-        while w.pop_due(ms(25)).is_some() {
-            due += 1;
-        }
-        assert_eq!(
-            due, 2,
-            "the two 10 ms calls, and not the 20 ms one that left"
-        );
-        assert!(w.get_mut(&t[1]).is_none() && w.get_mut(&t[3]).is_none());
-        assert_eq!(w.earliest(), Some(ms(30)));
-        // Freed slots are taken again: the old tickets do not reach the new calls.
-        let new: Vec<Ticket> = (0..3)
-            .map(|_| w.insert(ms(5), std::task::Waker::noop().clone()))
-            .collect();
-        assert_eq!(w.earliest(), Some(ms(5)), "an earlier deadline goes first");
-        for old in [t[1], t[2], t[3]] {
-            assert!(w.get_mut(&old).is_none() && w.remove(&old).is_none());
-        }
-        assert!(new.iter().all(|n| w.get_mut(n).is_some()));
-        assert_eq!((w.live, w.wakers().count()), (5, 5));
-        let order: Vec<_> = std::iter::from_fn(|| w.pop_due(ms(100)).map(|_| ())).collect();
-        assert_eq!(order.len(), 5);
-        assert!(w.is_empty() && w.earliest().is_none());
-    }
-
-    #[test]
-    fn deadlines_of_calls_that_left_do_not_pile_up() {
-        let far = Instant::now() + Duration::from_secs(3600);
-        let mut w = Waiting::default();
-        let kept = w.insert(far, std::task::Waker::noop().clone());
-        for _ in 0..10_000 {
-            let t = w.insert(far, std::task::Waker::noop().clone());
-            assert!(w.remove(&t).is_some());
-            assert!(
-                w.order.len() <= 2 * (w.live + 1) + 64,
-                "{} deadlines",
-                w.order.len()
-            );
-        }
-        assert!(
-            w.slots.len() <= 2,
-            "slots are taken again: {}",
-            w.slots.len()
-        );
-        assert!(w.get_mut(&kept).is_some());
     }
 
     #[tokio::test]
@@ -610,7 +446,7 @@ mod tests {
                 .await
                 .is_err()
         );
-        let left = TABLE.with(|t| t.borrow().0.as_ref().map(|t| lock(t).waiting.live));
+        let left = TABLE.with(|t| t.borrow().0.as_ref().map(|t| lock(t).waiting.len()));
         assert_eq!(left, Some(0), "every entry was taken out");
     }
 

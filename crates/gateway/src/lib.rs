@@ -65,6 +65,7 @@ pub mod reqlog;
 mod request;
 pub mod singleton;
 mod stats;
+pub mod waiting;
 
 pub use answer::{Answer, FailReason, LayerOutcome, LimitResult, Verdict};
 pub use breaker::{Breaker, BreakerConfig, BreakerState};

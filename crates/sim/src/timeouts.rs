@@ -4,15 +4,15 @@
 //! `timeout` polls its `Sleep` every time the future it guards is woken: a store call that
 //! wakes three times leaves three timers in the heap for the whole timeout, each expiring
 //! later as a wasted wake-up. Here each gateway keeps its pending deadlines in one ordered
-//! map, and one task per gateway sleeps until the earliest of them: a deadline costs one map
-//! insertion and one removal, and the task wakes about once per timeout length while calls
-//! keep finishing in time.
+//! queue ([`ByDeadline`]: by deadline, then arrival), and one task per gateway sleeps until the
+//! earliest of them: a deadline costs a slot taken and given back, and the task wakes about
+//! once per timeout length while calls keep finishing in time.
 //!
 //! The queue reads only madsim's clock, on the gateway's node, so a paused node's timeouts
 //! fire when it resumes, as its tasks run again.
 
 use madsim::time::{Instant, TimeHandle};
-use std::collections::BTreeMap;
+use ratelab_gateway::waiting::{ByDeadline, Ticket};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -23,8 +23,7 @@ use std::time::Duration;
 struct Queue {
     /// Each pending deadline and who waits on it; a deadline taken out has passed (or its
     /// call has ended).
-    pending: BTreeMap<(Instant, u64), Option<Waker>>,
-    seq: u64,
+    pending: ByDeadline<Instant, Option<Waker>>,
     /// The deadline the queue's task sleeps until, if it sleeps on one.
     target: Option<Instant>,
     /// The queue's task, to wake when a deadline earlier than its target arrives.
@@ -76,9 +75,7 @@ impl Timeouts {
         let deadline = self.time.now_instant() + after;
         let key = {
             let mut q = self.queue.lock().expect("timeouts");
-            q.seq += 1;
-            let key = (deadline, q.seq);
-            q.pending.insert(key, None);
+            let key = q.pending.insert(deadline, None);
             if q.target.is_none_or(|t| deadline < t)
                 && let Some(w) = q.task.take()
             {
@@ -93,15 +90,12 @@ impl Timeouts {
     fn fire_due(&self) -> Option<Instant> {
         let now = self.time.now_instant();
         let mut q = self.queue.lock().expect("timeouts");
-        while let Some(entry) = q.pending.first_entry() {
-            if entry.key().0 > now {
-                return Some(entry.key().0);
-            }
-            if let Some(w) = entry.remove() {
+        while let Some(waiter) = q.pending.pop_due(now) {
+            if let Some(w) = waiter {
                 w.wake();
             }
         }
-        None
+        q.pending.earliest()
     }
 
     async fn run(self: Arc<Self>) {
@@ -120,7 +114,7 @@ impl Timeouts {
 /// Removes a deadline from the queue when its future ends, however it ends.
 struct Entry<'a> {
     queue: &'a Timeouts,
-    key: (Instant, u64),
+    key: Ticket,
 }
 
 impl Drop for Entry<'_> {
@@ -178,7 +172,7 @@ impl Future for Park<'_> {
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         {
             let mut q = self.queue.queue.lock().expect("timeouts");
-            let earliest = q.pending.first_key_value().map(|(k, _)| k.0);
+            let earliest = q.pending.earliest();
             let earlier = match (earliest, self.target) {
                 (Some(e), Some(t)) => e < t,
                 (Some(_), None) => true,

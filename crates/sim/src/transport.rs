@@ -4,7 +4,7 @@
 //!
 //! - A gateway's [`Link`] owns its endpoint. A call sends one message tagged [`CALL`] and
 //!   waits on a slot of its own; one receive loop per gateway takes every reply tagged
-//!   [`REPLY`] and fills the slot its id names. A reply for a call nobody waits for any more
+//!   [`REPLY`] and fills the slot its id names (the call's [`Ticket`]). A reply for a call nobody waits for any more
 //!   (timed out, or its request gone) is dropped.
 //! - The store node runs one loop ([`serve`]): take a message, handle it to completion, send
 //!   its reply. Each receive and each send costs one least sleep on madsim's clock
@@ -16,11 +16,10 @@
 //! request's deadline, and the cleanup job's calls are bounded by their caller.
 
 use madsim::net::Endpoint;
-use std::collections::BTreeMap;
+use ratelab_gateway::waiting::{Slots, Ticket};
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
@@ -37,46 +36,39 @@ pub(crate) enum Lost {
     Unsent,
 }
 
-/// Where a call's reply lands, and who to wake when it does.
-struct Slot<R> {
-    state: Mutex<(Option<R>, Option<Waker>)>,
+/// Each waiting call's reply, once it lands, and who to wake when it does: a slot per call,
+/// named by the call's ticket, which the call's message carries.
+type Waiting<R> = Mutex<Slots<(Option<R>, Option<Waker>)>>;
+
+/// Waits for a call's reply to land in its slot.
+struct Wait<'a, R> {
+    waiting: &'a Waiting<R>,
+    ticket: Ticket,
 }
 
-impl<R> Slot<R> {
-    fn fill(&self, r: R) {
-        let mut s = self.state.lock().expect("reply slot");
-        s.0 = Some(r);
-        if let Some(w) = s.1.take() {
-            w.wake();
-        }
-    }
-}
-
-/// Waits for a slot to be filled.
-struct Wait<R>(Arc<Slot<R>>);
-
-impl<R> Future for Wait<R> {
+impl<R> Future for Wait<'_, R> {
     type Output = R;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<R> {
-        let mut s = self.0.state.lock().expect("reply slot");
-        match s.0.take() {
+        let mut w = self.waiting.lock().expect("waiting calls");
+        // The slot is the call's until it ends ([`Deregister`]).
+        let Some((reply, waker)) = w.get_mut(&self.ticket) else {
+            return Poll::Pending;
+        };
+        match reply.take() {
             Some(r) => Poll::Ready(r),
             None => {
-                s.1 = Some(cx.waker().clone());
+                *waker = Some(cx.waker().clone());
                 Poll::Pending
             }
         }
     }
 }
 
-type Waiting<R> = Mutex<BTreeMap<u64, Arc<Slot<R>>>>;
-
 /// A gateway's side of the store's messages: requests of type `Q`, replies of type `R`.
 pub(crate) struct Link<Q, R> {
     ep: Endpoint,
     to: SocketAddr,
-    next: AtomicU64,
     waiting: Arc<Waiting<R>>,
     _request: std::marker::PhantomData<fn(Q)>,
 }
@@ -87,15 +79,21 @@ impl<Q, R> std::fmt::Debug for Link<Q, R> {
     }
 }
 
-/// Removes a call's slot when the call ends, however it ends.
+/// Gives a call's slot back when the call ends, however it ends.
 struct Deregister<'a, R> {
     waiting: &'a Waiting<R>,
-    id: u64,
+    ticket: Ticket,
 }
 
 impl<R> Drop for Deregister<'_, R> {
     fn drop(&mut self) {
-        self.waiting.lock().expect("waiting calls").remove(&self.id);
+        let slot = self
+            .waiting
+            .lock()
+            .expect("waiting calls")
+            .remove(&self.ticket);
+        // A reply or a waker it still held is dropped with the lock released.
+        drop(slot);
     }
 }
 
@@ -114,16 +112,25 @@ where
                     continue;
                 };
                 let (id, reply) = *reply;
-                let slot = slots.lock().expect("waiting calls").remove(&id);
-                if let Some(slot) = slot {
-                    slot.fill(reply);
+                let waker = {
+                    let mut w = slots.lock().expect("waiting calls");
+                    match w.get_mut(&Ticket::from_u64(id)) {
+                        // A call still waiting (else the reply is dropped).
+                        Some(slot) => {
+                            slot.0 = Some(reply);
+                            slot.1.take()
+                        }
+                        None => None,
+                    }
+                };
+                if let Some(w) = waker {
+                    w.wake();
                 }
             }
         });
         Arc::new(Link {
             ep,
             to,
-            next: AtomicU64::new(0),
             waiting,
             _request: std::marker::PhantomData,
         })
@@ -132,23 +139,24 @@ where
     /// Sends `request` and waits for its reply (for ever, if none comes: the caller bounds
     /// the wait).
     pub(crate) async fn call(&self, request: Q) -> Result<R, Lost> {
-        let id = self.next.fetch_add(1, Ordering::Relaxed);
-        let slot = Arc::new(Slot {
-            state: Mutex::new((None, None)),
-        });
-        self.waiting
+        let ticket = self
+            .waiting
             .lock()
             .expect("waiting calls")
-            .insert(id, slot.clone());
+            .insert((None, None));
         let _guard = Deregister {
             waiting: &self.waiting,
-            id,
+            ticket,
         };
         self.ep
-            .send_to_raw(self.to, CALL, Box::new((id, request)))
+            .send_to_raw(self.to, CALL, Box::new((ticket.to_u64(), request)))
             .await
             .map_err(|_| Lost::Unsent)?;
-        Ok(Wait(slot).await)
+        Ok(Wait {
+            waiting: &self.waiting,
+            ticket,
+        }
+        .await)
     }
 }
 

@@ -39,6 +39,21 @@ pub(crate) struct RpcStore<S: Script> {
     pub(crate) dead: Arc<std::sync::atomic::AtomicBool>,
 }
 
+/// A reply as the store client returns it: a store full or a cost refused are answers; a
+/// wire error or an unsent call, an unavailable store.
+fn read_reply<S>(
+    reply: Result<Result<StoreReply<S>, WireError>, Lost>,
+) -> Result<StoreReply<S>, StoreError> {
+    match reply {
+        Ok(Ok(reply)) => Ok(reply),
+        Ok(Err(WireError::Full)) => Err(StoreError::Full),
+        Ok(Err(WireError::Cost { cost, limit })) => {
+            Ok(StoreReply::CostRefused(CostError { cost, limit }))
+        }
+        Ok(Err(_)) | Err(Lost::Unsent) => Err(StoreError::Unavailable),
+    }
+}
+
 /// A store call in flight.
 pub(crate) type Call<'a, S> =
     Pin<Box<dyn Future<Output = Result<StoreReply<S>, StoreError>> + Send + 'a>>;
@@ -51,33 +66,27 @@ impl<S: Script> RpcStore<S> {
             request: self.request,
             call,
         };
-        Box::pin(self.send(StoreMessage::Request(request)))
+        self.send(StoreMessage::Request(request))
     }
 
     /// Makes one of the cleanup job's calls.
     pub(crate) fn job(&self, call: JobCall) -> Call<'_, S::State> {
-        Box::pin(self.send(StoreMessage::Job(call)))
+        self.send(StoreMessage::Job(call))
     }
 
-    async fn send(
-        &self,
-        message: StoreMessage<S::State>,
-    ) -> Result<StoreReply<S::State>, StoreError> {
-        // The call made in each arm where it is awaited: bound to a local first, it would be
-        // kept beside the timeout that holds it.
-        let reply = match self.timeout {
-            Some(t) => dilation::timeout(t, self.link.call(message))
-                .await
-                .map_err(|_| StoreError::Timeout)?,
-            None => self.link.call(message).await,
-        };
-        match reply {
-            Ok(Ok(reply)) => Ok(reply),
-            Ok(Err(WireError::Full)) => Err(StoreError::Full),
-            Ok(Err(WireError::Cost { cost, limit })) => {
-                Ok(StoreReply::CostRefused(CostError { cost, limit }))
-            }
-            Ok(Err(_)) | Err(Lost::Unsent) => Err(StoreError::Unavailable),
+    /// Sends `message`, within this client's own bound if it has one. The two are boxed
+    /// apart: madsim's timeout more than doubles a call's state, and a block past 1 KiB
+    /// takes the allocator's slower path, so the gateway's calls, which have no bound of
+    /// their own, are not made as large as the cleanup job's.
+    fn send(&self, message: StoreMessage<S::State>) -> Call<'_, S::State> {
+        match self.timeout {
+            Some(t) => Box::pin(async move {
+                let reply = dilation::timeout(t, self.link.call(message))
+                    .await
+                    .map_err(|_| StoreError::Timeout)?;
+                read_reply(reply)
+            }),
+            None => Box::pin(async move { read_reply(self.link.call(message).await) }),
         }
     }
 
