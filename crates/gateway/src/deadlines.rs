@@ -21,9 +21,9 @@
 //! would; the sweeper's timer may stay armed after its calls are done, so a paused clock may
 //! advance to it.
 
+use crate::waiting::{ByDeadline, Ticket};
 use ratelab_core::Nanos;
 use std::cell::RefCell;
-use crate::waiting::{ByDeadline, Ticket};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};

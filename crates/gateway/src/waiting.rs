@@ -218,7 +218,11 @@ mod tests {
         assert_eq!(w.earliest(), Some(10));
         assert_eq!(w.pop_due(9), None, "nothing due before 10");
         let due: Vec<_> = std::iter::from_fn(|| w.pop_due(25)).collect();
-        assert_eq!(due, [1, 3], "the two at 10 in arrival order, not the one that left");
+        assert_eq!(
+            due,
+            [1, 3],
+            "the two at 10 in arrival order, not the one that left"
+        );
         assert!(w.get_mut(&t[1]).is_none() && w.get_mut(&t[3]).is_none());
         assert_eq!(w.earliest(), Some(30));
         // Freed slots are taken again: the old tickets do not reach the new calls.

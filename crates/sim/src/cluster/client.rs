@@ -234,19 +234,21 @@ impl<S: Script> StoreClient for RpcStore<S> {
             cost,
         };
         let planted = self.planted.filter(|_| self.layer == Layer::PerKey);
+        // The planted bugs' calls are boxed: their timeouts would otherwise size every
+        // call's future, which the gateway pipeline holds and moves.
         async move {
             let reply = match planted {
                 Some(PlantedBug::IncrThenExpire) => {
-                    return self.incr_then_expire(key.as_str().to_owned(), cost).await;
+                    return Box::pin(self.incr_then_expire(key.as_str().to_owned(), cost)).await;
                 }
-                Some(PlantedBug::RetryOnTimeout) => self.call_retrying(req).await?,
-                Some(PlantedBug::NoReconnect) => self.call_once_alive(req).await?,
+                Some(PlantedBug::RetryOnTimeout) => Box::pin(self.call_retrying(req)).await?,
+                Some(PlantedBug::NoReconnect) => Box::pin(self.call_once_alive(req)).await?,
                 Some(PlantedBug::ErrorsAsFull) => self.call(req).await.map_err(|e| match e {
                     StoreError::Unavailable => StoreError::Full,
                     e => e,
                 })?,
                 Some(PlantedBug::ShortClientTimeout) => {
-                    dilation::timeout(self.attempt / 2, self.call(req))
+                    Box::pin(dilation::timeout(self.attempt / 2, self.call(req)))
                         .await
                         .map_err(|_| StoreError::Timeout)??
                 }
