@@ -37,7 +37,9 @@
 //! their own).
 //! [`latency`] keeps the store-latency histogram every store call records. Under tokio a
 //! store call that waits is bounded by its thread's table of deadlines (`deadlines`, one timer
-//! per thread rather than one per call).
+//! per thread rather than one per call). [`waiting`] holds waiting calls in slots their
+//! tickets name, by deadline when they have one: that table's, and in the simulator a
+//! gateway's timeouts and the replies its store calls wait for.
 #![warn(missing_docs)]
 
 #[cfg(feature = "http")]

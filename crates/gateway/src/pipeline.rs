@@ -204,6 +204,10 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
     /// Decides `req`, then mints its id and emits its log line. (A block, not an `async fn`:
     /// an `async fn` keeps its argument twice, as the argument and as the local it is moved
     /// into, and the request is a hundred bytes.)
+    #[allow(
+        clippy::manual_async_fn,
+        reason = "the request is held once, see above"
+    )]
     pub fn check<'a>(
         &'a self,
         req: Request<'a>,
