@@ -1,16 +1,20 @@
 //! The anchors' one script call on Redis (`bare` over HTTP, `rls_load bare` over gRPC):
 //! ratelab's bucket script, loaded once, run once per request on a pipelined connection of
 //! its own (a [`Lane`], as `ratelab-server` runs it), with the arguments `redis-benchmark`
-//! sends in the same benches. What a front and one script call cost together, with no
-//! limiter in between.
+//! sends in the same benches, the unchanging ones encoded once ([`Encoded`], as
+//! `ratelab-server` encodes a limit's). What a front and one script call cost together, with
+//! no limiter in between.
 
-use ratelab_store::redis_lane::{Arg, Command, Lane, Reply, Target};
+use ratelab_store::redis_lane::{Arg, Command, Encoded, Lane, Reply, Target};
 use std::time::Duration;
 
 /// The bucket script on one Redis: a lane to it and the script's digest.
 pub struct Script {
     lane: Lane,
-    sha: String,
+    /// `EVALSHA` and the script's digest.
+    head: Encoded,
+    /// The bucket: B = a = 10^6 per 10^9 ns.
+    params: Encoded,
     /// The server's `host:port` (the URL without its password).
     pub addr: String,
 }
@@ -38,7 +42,12 @@ impl Script {
             .map_err(|e| format!("loading the script on {addr}: {e}"))?;
         Ok(Script {
             lane: Lane::new(target, Duration::from_secs(1)),
-            sha,
+            head: Encoded::new([Arg::Bytes(b"EVALSHA"), Arg::Bytes(sha.as_bytes())]),
+            params: Encoded::new([
+                Arg::Int(1_000_000),
+                Arg::Int(1_000_000),
+                Arg::Int(1_000_000_000),
+            ]),
             addr,
         })
     }
@@ -49,13 +58,10 @@ impl Script {
         // redis-benchmark's arguments in the bench scripts: B = a = 10^6 per 10^9 ns, cost 1,
         // the store's clock.
         let args = [
-            Arg::Bytes(b"EVALSHA"),
-            Arg::Bytes(self.sha.as_bytes()),
+            Arg::Encoded(&self.head),
             Arg::Int(1),
             Arg::Joined(b"bare:", key),
-            Arg::Int(1_000_000),
-            Arg::Int(1_000_000),
-            Arg::Int(1_000_000_000),
+            Arg::Encoded(&self.params),
             Arg::Int(1),
             Arg::Bytes(b""),
             Arg::Bytes(b""),
