@@ -16,10 +16,11 @@
 //! first call that waits there. A call on another runtime (or after the runtime has gone: a
 //! test's, and then the next test's on the same thread) gets a table of its own; a table left
 //! behind (by a thread that took another, or that ended) has its sweeper end once its last
-//! call is done. Time is tokio's
-//! ([`tokio::time::Instant`]), so a paused test clock cuts calls where `tokio::time::timeout`
-//! would; the sweeper's timer may stay armed after its calls are done, so a paused clock may
-//! advance to it.
+//! call is done. Time is tokio's ([`tokio::time::Instant`]): a call bounded from its first
+//! wait ([`within`]) under a paused test clock is cut where `tokio::time::timeout` would cut
+//! it, while one bounded from a monotonic reading ([`within_from`], which `TokioEnv` uses) is
+//! bounded on the system's clock, which a paused tokio clock does not follow. The sweeper's
+//! timer may stay armed after its calls are done, so a paused clock may advance to it.
 
 use crate::waiting::{ByDeadline, Ticket};
 use ratelab_core::Nanos;
