@@ -4,8 +4,8 @@
 //!
 //! - A gateway's [`Link`] owns its endpoint. A call sends one message tagged [`CALL`] and
 //!   waits on a slot of its own; one receive loop per gateway takes every reply tagged
-//!   [`REPLY`] and fills the slot its id names (the call's [`Ticket`]). A reply for a call nobody waits for any more
-//!   (timed out, or its request gone) is dropped.
+//!   [`REPLY`] and fills the slot its id names (the call's [`Ticket`]). A reply for a call
+//!   nobody waits for any more (timed out, or its request gone) is dropped.
 //! - The store node runs one loop ([`serve`]): take a message, handle it to completion, send
 //!   its reply. Each receive and each send costs one least sleep on madsim's clock
 //!   (`dilation::SLEEP_FLOOR` of physical time), so the store takes a message every 20 ns
