@@ -15,29 +15,32 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
     /// The id's time is Unix time at `start`, the request's monotonic start
     /// ([`Env::unix_at`]).
     pub(super) fn log(&self, req: &Request<'_>, answer: &mut Answer, start: Nanos) {
-        let (decision, layer, fail_open, remaining) = Self::summary(answer);
-        // Only a key the pipeline accepted is logged (bounded, no control characters): every
-        // answer but a 400 got past the key's validation.
-        let key = req
-            .api_key
-            .filter(|_| !matches!(answer.verdict, Verdict::BadRequest(_)))
-            .and_then(|k| std::str::from_utf8(k).ok());
-        let ip = answer.client_ip.unwrap_or(req.peer);
         let mut ids = self.ids.lock().unwrap_or_else(|e| e.into_inner());
         let id = ids.next(self.env.unix_at(start).as_u64() / 1_000_000);
-        tracing::info!(
-            target: REQUEST_LOG_TARGET,
-            id = %id,
-            gateway = self.config.name.as_str(),
-            trace = req.trace,
-            ip = %ip,
-            key,
-            decision,
-            layer,
-            fail_open,
-            status = answer.status,
-            remaining,
-        );
+        // The line's fields are worked out only for a subscriber that takes it.
+        if tracing::enabled!(target: REQUEST_LOG_TARGET, tracing::Level::INFO) {
+            let (decision, layer, fail_open, remaining) = Self::summary(answer);
+            // Only a key the pipeline accepted is logged (bounded, no control characters):
+            // every answer but a 400 got past the key's validation.
+            let key = req
+                .api_key
+                .filter(|_| !matches!(answer.verdict, Verdict::BadRequest(_)))
+                .and_then(|k| std::str::from_utf8(k).ok());
+            let ip = answer.client_ip.unwrap_or(req.peer);
+            tracing::info!(
+                target: REQUEST_LOG_TARGET,
+                id = %id,
+                gateway = self.config.name.as_str(),
+                trace = req.trace,
+                ip = %ip,
+                key,
+                decision,
+                layer,
+                fail_open,
+                status = answer.status,
+                remaining,
+            );
+        }
         drop(ids);
         answer.id = id;
     }
