@@ -108,6 +108,11 @@ impl Key {
         Key::join(prefix, &key.text)
     }
 
+    /// `text`, a key checked already (a store's copy of one).
+    pub(crate) fn stored(text: &str) -> Key {
+        Key { text: text.into() }
+    }
+
     /// `prefix` and then `text`, checked already, as one key.
     fn join(prefix: &str, text: &str) -> Key {
         let mut joined = String::with_capacity(prefix.len() + text.len());

@@ -59,12 +59,12 @@ impl Hasher for PassThrough {
 #[derive(Clone)]
 struct Slot {
     hash: u64,
-    key: Key,
+    key: Text,
 }
 
 impl PartialEq for Slot {
     fn eq(&self, other: &Slot) -> bool {
-        self.key == other.key
+        self.key.bytes() == other.key.bytes()
     }
 }
 
@@ -73,6 +73,55 @@ impl Eq for Slot {}
 impl Hash for Slot {
     fn hash<H: Hasher>(&self, state: &mut H) {
         state.write_u64(self.hash);
+    }
+}
+
+/// The longest stored key kept inline in its slot.
+const INLINE: usize = 38;
+
+/// A stored key's text: inline in the slot when short, so a lookup compares it where the
+/// entry lies, with no pointer to follow to a block of its own; else a [`Key`].
+#[derive(Clone)]
+enum Text {
+    /// The key's first `len` bytes.
+    Inline { len: u8, bytes: [u8; INLINE] },
+    /// A key too long to keep inline.
+    Heap(Key),
+}
+
+impl Text {
+    /// `prefix` then `key`.
+    fn new(prefix: &str, key: &Key) -> Text {
+        let (p, k) = (prefix.as_bytes(), key.as_str().as_bytes());
+        let len = p.len() + k.len();
+        if len > INLINE {
+            return Text::Heap(match prefix {
+                "" => key.clone(),
+                prefix => Key::joined(prefix, key),
+            });
+        }
+        let mut bytes = [0; INLINE];
+        bytes[..p.len()].copy_from_slice(p);
+        bytes[p.len()..len].copy_from_slice(k);
+        Text::Inline {
+            len: len as u8,
+            bytes,
+        }
+    }
+
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Text::Inline { len, bytes } => &bytes[..usize::from(*len)],
+            Text::Heap(k) => k.as_str().as_bytes(),
+        }
+    }
+
+    /// The key again (always, for the text was a key's: `None` is never returned).
+    fn key(&self) -> Option<Key> {
+        match self {
+            Text::Inline { .. } => std::str::from_utf8(self.bytes()).ok().map(Key::stored),
+            Text::Heap(k) => Some(k.clone()),
+        }
     }
 }
 
@@ -86,11 +135,8 @@ struct Probe<'a> {
 
 impl Probe<'_> {
     /// The stored key: built only when a new entry is inserted.
-    fn owned(&self) -> Key {
-        match self.prefix {
-            "" => self.key.clone(),
-            prefix => Key::joined(prefix, self.key),
-        }
+    fn owned(&self) -> Text {
+        Text::new(self.prefix, self.key)
     }
 }
 
@@ -102,9 +148,13 @@ impl Hash for Probe<'_> {
 
 impl Equivalent<Slot> for Probe<'_> {
     fn equivalent(&self, slot: &Slot) -> bool {
-        let (stored, key) = (slot.key.as_str(), self.key.as_str());
-        stored.len() == self.prefix.len() + key.len()
-            && stored.starts_with(self.prefix)
+        let (stored, prefix, key) = (
+            slot.key.bytes(),
+            self.prefix.as_bytes(),
+            self.key.as_str().as_bytes(),
+        );
+        stored.len() == prefix.len() + key.len()
+            && stored.starts_with(prefix)
             && stored.ends_with(key)
     }
 }
@@ -442,7 +492,7 @@ impl<A: Algorithm, B: SyncBackend> MemoryStore<A, B> {
                         .map
                         .iter()
                         .filter(|(_, e)| e.expires_at <= now)
-                        .map(|(k, _)| k.key.clone()),
+                        .filter_map(|(k, _)| k.key.key()),
                 )
             });
         }
