@@ -102,6 +102,7 @@ pub fn madsim_round_trips(clients: u32, rate: u64, seconds: u64, seed: u64) -> F
                             done.fetch_add(1, Ordering::Relaxed);
                         }
                     });
+                    crate::tasks::spawned(i as u64);
                 }
             })
             .await

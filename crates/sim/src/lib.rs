@@ -76,6 +76,7 @@ pub mod rng;
 pub mod scenario;
 mod spec;
 mod tagged;
+mod tasks;
 mod timeouts;
 mod transport;
 mod validate;

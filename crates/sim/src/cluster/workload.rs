@@ -230,6 +230,7 @@ pub(crate) async fn client_main<S: Script>(
         let answer = cluster.gateways[g]
             .node
             .spawn(serve(cluster.clone(), g, id, peer, key, cost));
+        crate::tasks::spawned(id);
         if !c.waits_for_answers() {
             continue;
         }
