@@ -69,13 +69,13 @@ impl Timeouts {
         }
     }
 
-    /// Puts a deadline `after` from now in the queue, waking the queue's task when it is
-    /// earlier than the one the task sleeps until.
-    fn arm(&self, after: Duration) -> Entry<'_> {
+    /// Puts a deadline `after` from now in the queue, with the waker to wake when it passes,
+    /// waking the queue's task when it is earlier than the one the task sleeps until.
+    fn arm(&self, after: Duration, waker: &Waker) -> Entry<'_> {
         let deadline = self.time.now_instant() + after;
         let key = {
             let mut q = self.queue.lock().expect("timeouts");
-            let key = q.pending.insert(deadline, None);
+            let key = q.pending.insert(deadline, Some(waker.clone()));
             if q.target.is_none_or(|t| deadline < t)
                 && let Some(w) = q.task.take()
             {
@@ -143,8 +143,15 @@ impl<F: Future> Future for Timed<'_, F> {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
         let queue = *this.queue;
-        let after = *this.after;
-        let entry = this.armed.get_or_insert_with(|| queue.arm(after));
+        // Armed on the first poll with this poll's waker: a future pending on its first poll
+        // (a store call always is) needs no second look at the queue.
+        let entry = match this.armed {
+            Some(entry) => entry,
+            None => {
+                *this.armed = Some(queue.arm(*this.after, cx.waker()));
+                return this.fut.poll(cx).map(Some);
+            }
+        };
         if let Poll::Ready(v) = this.fut.poll(cx) {
             return Poll::Ready(Some(v));
         }
@@ -152,6 +159,8 @@ impl<F: Future> Future for Timed<'_, F> {
         match q.pending.get_mut(&entry.key) {
             // Taken out by the queue's task: the deadline has passed.
             None => return Poll::Ready(None),
+            // The waker is replaced only when it would wake another task.
+            Some(Some(waker)) if waker.will_wake(cx.waker()) => {}
             Some(waker) => *waker = Some(cx.waker().clone()),
         }
         Poll::Pending

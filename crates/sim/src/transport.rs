@@ -40,25 +40,34 @@ pub(crate) enum Lost {
 /// named by the call's ticket, which the call's message carries.
 type Waiting<R> = Mutex<Slots<(Option<R>, Option<Waker>)>>;
 
-/// Waits for a call's reply to land in its slot.
-struct Wait<'a, R> {
-    waiting: &'a Waiting<R>,
-    ticket: Ticket,
+/// Waits for a call's reply to land in its slot, and gives the slot back with the reply.
+struct Wait<'g, 'a, R> {
+    call: &'g mut Deregister<'a, R>,
 }
 
-impl<R> Future for Wait<'_, R> {
+impl<R> Future for Wait<'_, '_, R> {
     type Output = R;
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<R> {
-        let mut w = self.waiting.lock().expect("waiting calls");
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<R> {
+        let call = &mut *self.call;
+        let mut w = call.waiting.lock().expect("waiting calls");
         // The slot is the call's until it ends ([`Deregister`]).
-        let Some((reply, waker)) = w.get_mut(&self.ticket) else {
+        let Some((reply, waker)) = w.get_mut(&call.ticket) else {
             return Poll::Pending;
         };
         match reply.take() {
-            Some(r) => Poll::Ready(r),
+            Some(r) => {
+                // Given back under the same lock: the call's end has nothing left to do.
+                let slot = w.remove(&call.ticket);
+                drop(w);
+                call.given_back = true;
+                drop(slot);
+                Poll::Ready(r)
+            }
             None => {
-                *waker = Some(cx.waker().clone());
+                if !waker.as_ref().is_some_and(|old| old.will_wake(cx.waker())) {
+                    *waker = Some(cx.waker().clone());
+                }
                 Poll::Pending
             }
         }
@@ -79,14 +88,18 @@ impl<Q, R> std::fmt::Debug for Link<Q, R> {
     }
 }
 
-/// Gives a call's slot back when the call ends, however it ends.
+/// Gives a call's slot back when the call ends, however it ends (unless its reply did).
 struct Deregister<'a, R> {
     waiting: &'a Waiting<R>,
     ticket: Ticket,
+    given_back: bool,
 }
 
 impl<R> Drop for Deregister<'_, R> {
     fn drop(&mut self) {
+        if self.given_back {
+            return;
+        }
         let slot = self
             .waiting
             .lock()
@@ -144,19 +157,16 @@ where
             .lock()
             .expect("waiting calls")
             .insert((None, None));
-        let _guard = Deregister {
+        let mut call = Deregister {
             waiting: &self.waiting,
             ticket,
+            given_back: false,
         };
         self.ep
             .send_to_raw(self.to, CALL, Box::new((ticket.to_u64(), request)))
             .await
             .map_err(|_| Lost::Unsent)?;
-        Ok(Wait {
-            waiting: &self.waiting,
-            ticket,
-        }
-        .await)
+        Ok(Wait { call: &mut call }.await)
     }
 }
 

@@ -19,10 +19,19 @@ use std::time::Duration;
 /// A gateway's link to the store node.
 pub(crate) type StoreLink<S> = Link<StoreMessage<S>, Result<StoreReply<S>, WireError>>;
 
+/// A gateway's connection to the store node: its link, and whether a call on it failed
+/// (which only `no_reconnect`'s gateway remembers). One shared value, so a request's copy of
+/// the store client ([`StoreClient::traced`]) takes one reference.
+pub(crate) struct Connection<S> {
+    pub(crate) link: Arc<StoreLink<S>>,
+    /// `no_reconnect`'s connection, once a call on it failed: shared by the gateway's calls.
+    pub(crate) dead: std::sync::atomic::AtomicBool,
+}
+
 /// The [`StoreClient`] over the store node's messages, for one client request.
 #[derive(Clone)]
 pub(crate) struct RpcStore<S: Script> {
-    pub(crate) link: Arc<StoreLink<S::State>>,
+    pub(crate) conn: Arc<Connection<S::State>>,
     /// A bound on each call, for callers that set none (the cleanup job); the gateway
     /// pipeline bounds its calls with the request's deadline.
     pub(crate) timeout: Option<Duration>,
@@ -35,8 +44,6 @@ pub(crate) struct RpcStore<S: Script> {
     pub(crate) planted: Option<PlantedBug>,
     /// The per-attempt timeout after which `retry_on_timeout` sends its call again.
     pub(crate) attempt: Duration,
-    /// `no_reconnect`'s connection, once a call on it failed: shared by the gateway's calls.
-    pub(crate) dead: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// A reply as the store client returns it: a store full or a cost refused are answers; a
@@ -81,12 +88,12 @@ impl<S: Script> RpcStore<S> {
     fn send(&self, message: StoreMessage<S::State>) -> Call<'_, S::State> {
         match self.timeout {
             Some(t) => Box::pin(async move {
-                let reply = dilation::timeout(t, self.link.call(message))
+                let reply = dilation::timeout(t, self.conn.link.call(message))
                     .await
                     .map_err(|_| StoreError::Timeout)?;
                 read_reply(reply)
             }),
-            None => Box::pin(async move { read_reply(self.link.call(message).await) }),
+            None => Box::pin(async move { read_reply(self.conn.link.call(message).await) }),
         }
     }
 
@@ -119,10 +126,10 @@ impl<S: Script> RpcStore<S> {
                 }
             }
         }
-        if self.dead.load(Ordering::Relaxed) {
+        if self.conn.dead.load(Ordering::Relaxed) {
             return Err(StoreError::Unavailable);
         }
-        let mut guard = Guard(&self.dead, false);
+        let mut guard = Guard(&self.conn.dead, false);
         let reply = self.call(call).await;
         guard.1 = !matches!(reply, Err(StoreError::Unavailable | StoreError::Timeout));
         reply

@@ -1,6 +1,6 @@
 //! Starting a gateway node: its clock, its store clients and its pipeline.
 
-use super::client::RpcStore;
+use super::client::{Connection, RpcStore};
 use super::clock::{Clock, SimEnv};
 use super::nodes::SimGateway;
 use super::record::Shared;
@@ -61,10 +61,12 @@ pub(crate) async fn start_gateway<S: Script>(
         });
     }
     let timeout = Duration::from_millis(sc.spec.store.timeout_ms.get());
-    let dead = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let conn = Arc::new(Connection {
+        link,
+        dead: std::sync::atomic::AtomicBool::new(false),
+    });
     let rpc = |layer, algorithm| RpcStore {
-        dead: dead.clone(),
-        link: link.clone(),
+        conn: conn.clone(),
         timeout: None,
         layer,
         algorithm,

@@ -39,10 +39,16 @@ impl StorePlan {
         }
     }
 
-    pub(crate) fn verdict(&self, now: Nanos, rng: &mut SimRng) -> Verdict {
+    /// The first fault's verdict on a message at `now`, drawing from the store's `rng` (taken
+    /// only when there is a fault to ask).
+    pub(crate) fn verdict(&self, now: Nanos, rng: &Mutex<SimRng>) -> Verdict {
+        if self.faults.is_empty() {
+            return Verdict::Serve;
+        }
+        let mut rng = rng.lock().expect("store rng");
         self.faults
             .iter()
-            .find_map(|f| f.as_kind().on_store_message(now, rng))
+            .find_map(|f| f.as_kind().on_store_message(now, &mut rng))
             .unwrap_or(Verdict::Serve)
     }
 }
@@ -80,9 +86,7 @@ impl<S: Script> StoreNode<S> {
     /// Handles one message to completion; only the reply's delivery is deferred.
     pub(crate) fn handle(&self, message: StoreMessage<S::State>) -> Reply<S::State> {
         let now = self.shared.now();
-        let verdict = self
-            .plan
-            .verdict(now, &mut self.rng.lock().expect("store rng"));
+        let verdict = self.plan.verdict(now, &self.rng);
         let req = match message {
             StoreMessage::Request(req) => req,
             StoreMessage::Job(call) => {
