@@ -6,6 +6,7 @@
 //! failure re-opens it for another cooldown.
 
 use ratelab_core::Nanos;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Breaker settings.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -58,7 +59,8 @@ pub enum Transition {
     Closed,
 }
 
-/// A circuit breaker.
+/// A circuit breaker, for one caller at a time (the gateway's limits share a
+/// [`SharedBreaker`], which makes the same transitions).
 #[derive(Clone, Debug)]
 pub struct Breaker {
     config: BreakerConfig,
@@ -84,42 +86,135 @@ impl Breaker {
 
     /// Asks to call the store at `now`.
     pub fn permit(&mut self, now: Nanos) -> Permit {
-        match self.state {
-            BreakerState::Closed(_) => Permit::Call,
-            BreakerState::Open(until) if now >= until => {
-                self.state = BreakerState::HalfOpen;
-                Permit::Probe
-            }
-            BreakerState::Open(_) | BreakerState::HalfOpen => Permit::Skip,
-        }
+        let (state, permit) = self.state.permit(now);
+        self.state = state;
+        permit
     }
 
     /// Reports how a permitted call ended.
     pub fn record(&mut self, now: Nanos, permit: Permit, ok: bool) -> Transition {
-        match (self.state, ok) {
-            (BreakerState::Closed(_), true) => {
-                self.state = BreakerState::Closed(0);
-                Transition::None
+        let (state, transition) = self.state.record(&self.config, now, permit, ok);
+        self.state = state;
+        transition
+    }
+}
+
+impl BreakerState {
+    /// Asking for a permit at `now`: the state after it, and the permit.
+    fn permit(self, now: Nanos) -> (BreakerState, Permit) {
+        match self {
+            BreakerState::Closed(_) => (self, Permit::Call),
+            BreakerState::Open(until) if now >= until => (BreakerState::HalfOpen, Permit::Probe),
+            BreakerState::Open(_) | BreakerState::HalfOpen => (self, Permit::Skip),
+        }
+    }
+
+    /// A permitted call's end: the state after it, and what changed.
+    fn record(
+        self,
+        config: &BreakerConfig,
+        now: Nanos,
+        permit: Permit,
+        ok: bool,
+    ) -> (BreakerState, Transition) {
+        let open = || BreakerState::Open(now.saturating_add(config.cooldown));
+        match (self, ok) {
+            (BreakerState::Closed(_), true) => (BreakerState::Closed(0), Transition::None),
+            (BreakerState::Closed(n), false) if n + 1 >= config.failures_to_open => {
+                (open(), Transition::Opened)
             }
-            (BreakerState::Closed(n), false) => {
-                if n + 1 >= self.config.failures_to_open {
-                    self.state = BreakerState::Open(now.saturating_add(self.config.cooldown));
-                    Transition::Opened
-                } else {
-                    self.state = BreakerState::Closed(n + 1);
-                    Transition::None
-                }
-            }
+            (BreakerState::Closed(n), false) => (BreakerState::Closed(n + 1), Transition::None),
             (BreakerState::HalfOpen, true) if permit == Permit::Probe => {
-                self.state = BreakerState::Closed(0);
-                Transition::Closed
+                (BreakerState::Closed(0), Transition::Closed)
             }
             (BreakerState::HalfOpen, false) if permit == Permit::Probe => {
-                self.state = BreakerState::Open(now.saturating_add(self.config.cooldown));
-                Transition::Opened
+                (open(), Transition::Opened)
             }
             // A call permitted before the breaker opened, finishing late: it changes nothing.
-            _ => Transition::None,
+            _ => (self, Transition::None),
+        }
+    }
+}
+
+/// A [`Breaker`] shared by concurrent calls, without a lock: its state is one word, and each
+/// permit or result is [`Breaker`]'s own transition applied by compare-and-swap (retried if
+/// another call changed the state first), so the two give the same answers to the same
+/// sequence. A transition that leaves the state as it was writes nothing: a closed breaker
+/// with no failures, the usual case, is only read.
+///
+/// The word holds the state's kind in its top two bits and its count or instant in the
+/// rest: an opening instant is kept to 2^62 ns (146 years), later ones as that.
+#[derive(Debug)]
+pub struct SharedBreaker {
+    config: BreakerConfig,
+    word: AtomicU64,
+}
+
+/// The instant bits of an open breaker's word.
+const INSTANT: u64 = (1 << 62) - 1;
+/// The kind bits of an open breaker's word.
+const OPEN: u64 = 1 << 62;
+/// A half-open breaker's word.
+const HALF_OPEN: u64 = 2 << 62;
+
+fn encode(state: BreakerState) -> u64 {
+    match state {
+        BreakerState::Closed(n) => u64::from(n),
+        BreakerState::Open(until) => OPEN | until.as_u64().min(INSTANT),
+        BreakerState::HalfOpen => HALF_OPEN,
+    }
+}
+
+fn decode(word: u64) -> BreakerState {
+    match word & !INSTANT {
+        0 => BreakerState::Closed(u32::try_from(word).unwrap_or(u32::MAX)),
+        OPEN => BreakerState::Open(Nanos(word & INSTANT)),
+        _ => BreakerState::HalfOpen,
+    }
+}
+
+impl SharedBreaker {
+    /// A closed breaker (`failures_to_open` at least 1, as for [`Breaker::new`]).
+    pub fn new(config: BreakerConfig) -> SharedBreaker {
+        SharedBreaker {
+            config: Breaker::new(config).config,
+            word: AtomicU64::new(encode(BreakerState::Closed(0))),
+        }
+    }
+
+    /// The current state.
+    pub fn state(&self) -> BreakerState {
+        decode(self.word.load(Ordering::Acquire))
+    }
+
+    /// Asks whether a call may go to the store at `now` ([`Breaker::permit`]).
+    pub fn permit(&self, now: Nanos) -> Permit {
+        self.apply(|state| state.permit(now))
+    }
+
+    /// Reports how a permitted call ended ([`Breaker::record`]).
+    pub fn record(&self, now: Nanos, permit: Permit, ok: bool) -> Transition {
+        self.apply(|state| state.record(&self.config, now, permit, ok))
+    }
+
+    /// Applies `step` to the state as one atomic transition, and returns what it says.
+    fn apply<R>(&self, step: impl Fn(BreakerState) -> (BreakerState, R)) -> R {
+        let mut current = self.word.load(Ordering::Acquire);
+        loop {
+            let (next, said) = step(decode(current));
+            let next = encode(next);
+            if next == current {
+                return said;
+            }
+            match self.word.compare_exchange_weak(
+                current,
+                next,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return said,
+                Err(now_there) => current = now_there,
+            }
         }
     }
 }
@@ -157,5 +252,93 @@ mod tests {
             Transition::Closed
         );
         assert_eq!(b.state(), BreakerState::Closed(0));
+    }
+
+    /// A small seeded generator for the sequences below.
+    fn next(seed: &mut u64) -> u64 {
+        *seed = seed
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        *seed >> 33
+    }
+
+    #[test]
+    fn the_shared_breaker_answers_as_the_breaker_does() {
+        for run in 0..200u64 {
+            let mut seed = run;
+            let config = BreakerConfig {
+                failures_to_open: 1 + (next(&mut seed) % 4) as u32,
+                cooldown: Nanos(next(&mut seed) % 50),
+            };
+            let (mut one, shared) = (Breaker::new(config), SharedBreaker::new(config));
+            let mut now = 0;
+            let mut held = Vec::new();
+            for step in 0..300 {
+                now += next(&mut seed) % 20;
+                let at = Nanos(now);
+                if next(&mut seed).is_multiple_of(2) || held.is_empty() {
+                    let p = one.permit(at);
+                    assert_eq!(shared.permit(at), p, "run {run} step {step}: permit");
+                    if p != Permit::Skip {
+                        held.push(p);
+                    }
+                } else {
+                    let p = held.swap_remove((next(&mut seed) as usize) % held.len());
+                    let ok = !next(&mut seed).is_multiple_of(3);
+                    assert_eq!(
+                        shared.record(at, p, ok),
+                        one.record(at, p, ok),
+                        "run {run} step {step}: record"
+                    );
+                }
+                assert_eq!(shared.state(), one.state(), "run {run} step {step}: state");
+            }
+        }
+    }
+
+    #[test]
+    fn an_instant_past_the_words_range_is_kept_as_its_last() {
+        let b = SharedBreaker::new(BreakerConfig {
+            failures_to_open: 1,
+            cooldown: Nanos(u64::MAX),
+        });
+        assert_eq!(b.record(Nanos(5), Permit::Call, false), Transition::Opened);
+        assert_eq!(b.state(), BreakerState::Open(Nanos(INSTANT)));
+        assert_eq!(b.permit(Nanos(INSTANT - 1)), Permit::Skip);
+    }
+
+    #[test]
+    fn concurrent_failures_open_the_shared_breaker_once_and_one_probe_goes_through() {
+        use std::sync::{Arc, Barrier};
+        const THREADS: usize = 8;
+        for _ in 0..50 {
+            let b = Arc::new(SharedBreaker::new(BreakerConfig {
+                failures_to_open: THREADS as u32 / 2,
+                cooldown: Nanos(10),
+            }));
+            let gate = Arc::new(Barrier::new(THREADS));
+            let run = |f: fn(&SharedBreaker) -> bool| {
+                let threads: Vec<_> = (0..THREADS)
+                    .map(|_| {
+                        let (b, gate) = (b.clone(), gate.clone());
+                        std::thread::spawn(move || {
+                            gate.wait();
+                            f(&b)
+                        })
+                    })
+                    .collect();
+                threads
+                    .into_iter()
+                    .map(|t| t.join().expect("no panic"))
+                    .filter(|&won| won)
+                    .count()
+            };
+            let opened = run(|b| b.record(Nanos(0), Permit::Call, false) == Transition::Opened);
+            assert_eq!(opened, 1, "one failure of the eight opens it");
+            assert_eq!(b.state(), BreakerState::Open(Nanos(10)));
+            let probes = run(|b| b.permit(Nanos(10)) == Permit::Probe);
+            assert_eq!(probes, 1, "one probe at a time");
+            assert_eq!(b.state(), BreakerState::HalfOpen);
+        }
     }
 }

@@ -11,7 +11,7 @@
 //! the key and cost of each. An unreadable key or cost refuses the request (400) before any
 //! limit has spent anything.
 
-use crate::breaker::{Breaker, BreakerConfig};
+use crate::breaker::{BreakerConfig, SharedBreaker};
 use crate::denial_cache::DenialCache;
 use crate::ip::{IpNet, edge_network};
 use crate::request::Request;
@@ -20,7 +20,7 @@ use ratelab_core::Algorithm;
 use ratelab_core::headers::{PolicyFields, PolicyName};
 use ratelab_store::{Key, StoreClient};
 use std::net::IpAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// The name of the per-IP limit [`crate::Gateway::new`] builds.
 pub const PER_IP: &str = "per-ip";
@@ -150,7 +150,7 @@ pub struct Limit<C> {
     /// The same name as a metric label, shared without copying.
     pub(crate) label: metrics::SharedString,
     pub(crate) client: C,
-    pub(crate) breaker: Mutex<Breaker>,
+    pub(crate) breaker: SharedBreaker,
     /// Its local denial cache, if it has one.
     pub(crate) cache: Option<DenialCache>,
     /// Its store-latency histogram (its name's, [`crate::latency`]).
@@ -177,7 +177,7 @@ impl<C> Limit<C> {
             name,
             spec,
             client,
-            breaker: Mutex::new(Breaker::new(breaker)),
+            breaker: SharedBreaker::new(breaker),
             cache: None,
             fields: std::sync::OnceLock::new(),
         }

@@ -59,7 +59,7 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
         // clock (the default) the store reads its own.
         let caller = self.config.time_source == TimeSource::Caller;
         let now = if caller { self.env.now() } else { Nanos::ZERO };
-        let permit = layer.breaker.lock().expect("breaker").permit(started);
+        let permit = layer.breaker.permit(started);
         if permit == Permit::Skip {
             return fail(FailReason::BreakerOpen);
         }
@@ -111,11 +111,7 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
         ok: bool,
     ) {
         limit.record_latency(end.saturating_sub(started).as_u64());
-        let transition = limit
-            .breaker
-            .lock()
-            .expect("breaker")
-            .record(end, permit, ok);
+        let transition = limit.breaker.record(end, permit, ok);
         match transition {
             Transition::Opened => {
                 bump(&self.stats.breaker_opened);

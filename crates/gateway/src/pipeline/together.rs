@@ -13,7 +13,7 @@ use super::Gateway;
 use super::layer::{error_outcome, remember};
 use crate::answer::FailReason;
 use crate::answer::LayerOutcome;
-use crate::breaker::BreakerState;
+use crate::breaker::{BreakerState, Permit};
 use crate::env::Env;
 use crate::limits::Planned;
 use ratelab_core::{Algorithm, Nanos};
@@ -63,13 +63,12 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
         // start the step as soon as it is asked (the in-memory one decides at once).
         let mut permits = Vec::with_capacity(group.len());
         for p in group {
-            let mut breaker = p.limit.breaker.lock().expect("breaker");
-            // Only while every breaker is closed (a closed breaker's permit changes nothing):
+            // Only while every breaker is closed, whose permit is a call and changes nothing:
             // an open or probing one has its own rules, kept by the one-by-one path.
-            if !matches!(breaker.state(), BreakerState::Closed(_)) {
+            if !matches!(p.limit.breaker.state(), BreakerState::Closed(_)) {
                 return None;
             }
-            permits.push(breaker.permit(started));
+            permits.push(Permit::Call);
         }
         let call = C::apply_all(&items, caller_now)?;
         let result = self.env.timeout_from(started, budget, call).await;
