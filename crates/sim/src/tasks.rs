@@ -7,7 +7,7 @@
 //! and their trace hashes are the same.
 
 /// Spawns between two counts.
-const EVERY: u64 = 1 << 12;
+const EVERY: u64 = 1 << 8;
 
 /// Called once per task spawned, with the spawn's sequence number: every [`EVERY`]th call,
 /// madsim's nodes shed their finished tasks' records.
