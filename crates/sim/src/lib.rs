@@ -67,6 +67,7 @@ pub mod floor;
 pub use ratelab_harness as harness;
 pub mod limiter;
 pub mod locate;
+mod lock;
 pub mod parallel;
 pub mod planted;
 mod read;

@@ -11,11 +11,12 @@
 //! The queue reads only madsim's clock, on the gateway's node, so a paused node's timeouts
 //! fire when it resumes, as its tasks run again.
 
+use crate::lock::Lock;
 use madsim::time::{Instant, TimeHandle};
 use ratelab_gateway::waiting::{ByDeadline, Ticket};
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
@@ -32,14 +33,14 @@ struct Queue {
 
 /// A gateway's timeouts.
 pub(crate) struct Timeouts {
-    queue: Mutex<Queue>,
+    queue: Lock<Queue>,
     /// madsim's clock, read directly rather than through its `clock_gettime` shim.
     time: TimeHandle,
 }
 
 impl std::fmt::Debug for Timeouts {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let q = self.queue.lock().expect("timeouts");
+        let q = self.queue.lock();
         f.debug_struct("Timeouts")
             .field("pending", &q.pending.len())
             .finish()
@@ -50,7 +51,7 @@ impl Timeouts {
     /// A queue, with its task spawned on the current node.
     pub(crate) fn start() -> Arc<Timeouts> {
         let t = Arc::new(Timeouts {
-            queue: Mutex::default(),
+            queue: Lock::default(),
             time: TimeHandle::current(),
         });
         madsim::task::spawn(t.clone().run());
@@ -74,7 +75,7 @@ impl Timeouts {
     fn arm(&self, after: Duration, waker: &Waker) -> Entry<'_> {
         let deadline = self.time.now_instant() + after;
         let key = {
-            let mut q = self.queue.lock().expect("timeouts");
+            let mut q = self.queue.lock();
             let key = q.pending.insert(deadline, Some(waker.clone()));
             if q.target.is_none_or(|t| deadline < t)
                 && let Some(w) = q.task.take()
@@ -89,7 +90,7 @@ impl Timeouts {
     /// Fires every deadline that has passed; returns the next one.
     fn fire_due(&self) -> Option<Instant> {
         let now = self.time.now_instant();
-        let mut q = self.queue.lock().expect("timeouts");
+        let mut q = self.queue.lock();
         while let Some(waiter) = q.pending.pop_due(now) {
             if let Some(w) = waiter {
                 w.wake();
@@ -119,7 +120,7 @@ struct Entry<'a> {
 
 impl Drop for Entry<'_> {
     fn drop(&mut self) {
-        let mut q = self.queue.queue.lock().expect("timeouts");
+        let mut q = self.queue.queue.lock();
         q.pending.remove(&self.key);
     }
 }
@@ -155,7 +156,7 @@ impl<F: Future> Future for Timed<'_, F> {
         if let Poll::Ready(v) = this.fut.poll(cx) {
             return Poll::Ready(Some(v));
         }
-        let mut q = queue.queue.lock().expect("timeouts");
+        let mut q = queue.queue.lock();
         match q.pending.get_mut(&entry.key) {
             // Taken out by the queue's task: the deadline has passed.
             None => return Poll::Ready(None),
@@ -180,7 +181,7 @@ impl Future for Park<'_> {
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         {
-            let mut q = self.queue.queue.lock().expect("timeouts");
+            let mut q = self.queue.queue.lock();
             let earliest = q.pending.earliest();
             let earlier = match (earliest, self.target) {
                 (Some(e), Some(t)) => e < t,
@@ -206,7 +207,7 @@ mod tests {
     use super::*;
 
     fn pending(t: &Timeouts) -> usize {
-        t.queue.lock().expect("timeouts").pending.len()
+        t.queue.lock().pending.len()
     }
 
     #[test]

@@ -15,12 +15,13 @@
 //! No call here has a timeout of its own: the gateway pipeline bounds every call with the
 //! request's deadline, and the cleanup job's calls are bounded by their caller.
 
+use crate::lock::Lock;
 use madsim::net::Endpoint;
 use ratelab_gateway::waiting::{Slots, Ticket};
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
@@ -38,7 +39,7 @@ pub(crate) enum Lost {
 
 /// Each waiting call's reply, once it lands, and who to wake when it does: a slot per call,
 /// named by the call's ticket, which the call's message carries.
-type Waiting<R> = Mutex<Slots<(Option<R>, Option<Waker>)>>;
+type Waiting<R> = Lock<Slots<(Option<R>, Option<Waker>)>>;
 
 /// Waits for a call's reply to land in its slot, and gives the slot back with the reply.
 struct Wait<'g, 'a, R> {
@@ -50,7 +51,7 @@ impl<R> Future for Wait<'_, '_, R> {
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<R> {
         let call = &mut *self.call;
-        let mut w = call.waiting.lock().expect("waiting calls");
+        let mut w = call.waiting.lock();
         // The slot is the call's until it ends ([`Deregister`]).
         let Some((reply, waker)) = w.get_mut(&call.ticket) else {
             return Poll::Pending;
@@ -100,11 +101,7 @@ impl<R> Drop for Deregister<'_, R> {
         if self.given_back {
             return;
         }
-        let slot = self
-            .waiting
-            .lock()
-            .expect("waiting calls")
-            .remove(&self.ticket);
+        let slot = self.waiting.lock().remove(&self.ticket);
         // A reply or a waker it still held is dropped with the lock released.
         drop(slot);
     }
@@ -126,7 +123,7 @@ where
                 };
                 let (id, reply) = *reply;
                 let waker = {
-                    let mut w = slots.lock().expect("waiting calls");
+                    let mut w = slots.lock();
                     match w.get_mut(&Ticket::from_u64(id)) {
                         // A call still waiting (else the reply is dropped).
                         Some(slot) => {
@@ -152,11 +149,7 @@ where
     /// Sends `request` and waits for its reply (for ever, if none comes: the caller bounds
     /// the wait).
     pub(crate) async fn call(&self, request: Q) -> Result<R, Lost> {
-        let ticket = self
-            .waiting
-            .lock()
-            .expect("waiting calls")
-            .insert((None, None));
+        let ticket = self.waiting.lock().insert((None, None));
         let mut call = Deregister {
             waiting: &self.waiting,
             ticket,

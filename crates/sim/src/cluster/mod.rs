@@ -182,7 +182,7 @@ pub(crate) async fn simulate_with<S: Script>(
         .iter()
         .map(|g| g.gateway.stats().snapshot())
         .collect();
-    let history = std::mem::take(&mut *shared.history.lock().expect("recorder"));
+    let history = std::mem::take(&mut *shared.history.lock());
     // Every node's tasks hold the cluster, which holds the nodes: madsim does not cancel a
     // node's tasks when its runtime is dropped (madsim-rs/madsim#242), so without killing
     // the nodes each run's cluster would stay in memory for good.

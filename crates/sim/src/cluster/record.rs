@@ -1,6 +1,7 @@
 //! The recorder every node reaches, and what it keeps of a gateway's answer.
 
 use crate::dilation::{self, dilate};
+use crate::lock::Lock;
 use crate::scenario::AddressKind;
 use madsim::time::{Instant, TimeHandle};
 use ratelab_check::history::{Answer, ErrorKind, FailReason, History, Layers};
@@ -8,7 +9,6 @@ use ratelab_core::Nanos;
 use ratelab_gateway::limits::{PER_IP, PER_KEY};
 use ratelab_gateway::{Answer as GatewayAnswer, LayerOutcome};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use std::sync::Mutex;
 use std::time::Duration;
 
 /// State every node reaches: the recorder and the run's time origin.
@@ -20,7 +20,7 @@ pub(crate) struct Shared {
     pub(crate) time: TimeHandle,
     /// `t0` as madsim's elapsed time (its `Instant`s are that much past a zero instant).
     pub(crate) t0_elapsed: Duration,
-    pub(crate) history: Mutex<History>,
+    pub(crate) history: Lock<History>,
 }
 
 impl Shared {
@@ -31,7 +31,7 @@ impl Shared {
             t0: Instant::now() + setup,
             t0_elapsed: time.elapsed() + setup,
             time,
-            history: Mutex::new(history),
+            history: Lock::new(history),
         }
     }
 
@@ -53,7 +53,7 @@ impl Shared {
     /// Records at `now`, a reading of [`Shared::now`] taken earlier in the same poll (madsim's
     /// clock only moves between polls).
     pub(crate) fn record_at(&self, now: Nanos, f: impl FnOnce(&mut History, Nanos)) {
-        f(&mut self.history.lock().expect("recorder"), now);
+        f(&mut self.history.lock(), now);
     }
 }
 
