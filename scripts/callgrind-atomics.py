@@ -9,10 +9,11 @@ Finds BINARY's `lock`-prefixed instructions and its exchanges with memory (`xchg
 implicitly) with objdump, then adds up how often callgrind saw each one run, over REQUESTS
 (the run's request count). Prints the total per request, then the TOP functions (default 25)
 that run most of them. An uncontended atomic operation costs tens of cycles, far more than
-its one instruction: the instruction count alone misses it. Instructions in shared libraries
-(the C library) are not counted.
+its one instruction: the instruction count alone misses it. Atomic instructions in shared libraries
+(the C library) are not counted; the instruction total counts everything.
 """
 import collections
+import os
 import re
 import subprocess
 import sys
@@ -39,13 +40,19 @@ def main():
     locked = locked_addresses(binary)
     by_fn = collections.Counter()
     total_ir = 0
-    fn, after_call, positions = None, False, None
+    fn, after_call, positions, obj, ours = None, False, None, None, False
+    target = os.path.realpath(binary)
     with open(profile) as f:
         for line in f:
             if line.startswith("positions:"):
                 positions = line.split()[1:]
+            elif line.startswith("ob="):
+                obj = line[3:].strip()
             elif line.startswith("fn="):
                 fn = line[3:].strip()
+                # Only the binary's own instructions: a shared library's addresses can
+                # coincide with the binary's.
+                ours = obj is not None and os.path.realpath(obj) == target
             elif line.startswith("calls="):
                 after_call = True
             elif line.startswith("0x"):
@@ -57,7 +64,7 @@ def main():
                     sys.exit("profile it with --dump-instr=yes --compress-pos=no")
                 cost = int(parts[len(positions)]) if len(parts) > len(positions) else 0
                 total_ir += cost
-                if int(parts[0], 16) in locked:
+                if ours and int(parts[0], 16) in locked:
                     by_fn[fn] += cost
     n = max(requests, 1)
     print(f"instructions per request: {total_ir / n:,.0f}")
