@@ -76,11 +76,14 @@ impl Hash for Slot {
     }
 }
 
-/// The longest stored key kept inline in its slot.
+/// The longest stored key kept inline in its slot: with its length and the variant's tag,
+/// 40 bytes, against a `Box<str>`'s 16 and a block of its own.
 const INLINE: usize = 38;
 
 /// A stored key's text: inline in the slot when short, so a lookup compares it where the
-/// entry lies, with no pointer to follow to a block of its own; else a [`Key`].
+/// entry lies, with no pointer to follow to a block of its own; else a [`Key`]. An entry is
+/// 24 bytes larger than with a boxed key, and a key of up to 38 bytes (a client's API key
+/// under its limit's prefix, an address) takes no allocation of its own.
 #[derive(Clone)]
 enum Text {
     /// The key's first `len` bytes.
@@ -116,11 +119,12 @@ impl Text {
         }
     }
 
-    /// The key again (always, for the text was a key's: `None` is never returned).
-    fn key(&self) -> Option<Key> {
+    /// The key again. Inline bytes were copied from two `str`s, so they are UTF-8 and the
+    /// lossy reading leaves them as they are.
+    fn key(&self) -> Key {
         match self {
-            Text::Inline { .. } => std::str::from_utf8(self.bytes()).ok().map(Key::stored),
-            Text::Heap(k) => Some(k.clone()),
+            Text::Inline { .. } => Key::stored(&String::from_utf8_lossy(self.bytes())),
+            Text::Heap(k) => k.clone(),
         }
     }
 }
@@ -492,7 +496,7 @@ impl<A: Algorithm, B: SyncBackend> MemoryStore<A, B> {
                         .map
                         .iter()
                         .filter(|(_, e)| e.expires_at <= now)
-                        .filter_map(|(k, _)| k.key.key()),
+                        .map(|(k, _)| k.key.key()),
                 )
             });
         }
@@ -787,5 +791,46 @@ mod tests {
             d.remaining, 0,
             "the kept bucket still holds its spent token"
         );
+    }
+
+    #[test]
+    fn keys_either_side_of_the_inline_length_are_found_and_listed() {
+        use crate::Store;
+        let bucket = TokenBucket::per_second(2, 1).unwrap();
+        let store = MemoryStore::seeded(bucket, 1);
+        let at = |ms| move || Nanos::from_millis(ms);
+        // Prefix and key together 38 bytes (inline) and 39 (boxed); and a key of 39 bytes
+        // with no prefix.
+        let short = Key::new(&"s".repeat(INLINE - 7)).unwrap();
+        let long = Key::new(&"l".repeat(INLINE - 6)).unwrap();
+        let bare = Key::new(&"b".repeat(INLINE + 1)).unwrap();
+        for (key, inline) in [(&short, true), (&long, false)] {
+            let joined = Key::prefixed("limit:x", key).unwrap();
+            let text = Text::new("limit:x", key);
+            assert_eq!(matches!(text, Text::Inline { .. }), inline);
+            assert_eq!(text.bytes(), joined.as_str().as_bytes());
+            store
+                .apply_with_clock_in("limit:x", key, &bucket, at(0), 1)
+                .unwrap();
+            let again = store
+                .apply_with_clock_in("limit:x", key, &bucket, at(0), 1)
+                .unwrap();
+            assert_eq!(again.remaining, 0, "the same bucket, found again");
+            assert!(!store.apply(&joined, Nanos::ZERO, 1).unwrap().allowed);
+        }
+        store.apply(&bare, Nanos::ZERO, 1).unwrap();
+        assert_eq!(store.apply(&bare, Nanos::ZERO, 1).unwrap().remaining, 0);
+        let listed: Vec<String> = store
+            .expired_keys(Nanos::from_millis(10_000), 10)
+            .iter()
+            .map(|k| k.as_str().to_owned())
+            .collect();
+        let mut expected = vec![
+            bare.as_str().to_owned(),
+            format!("limit:x{}", long.as_str()),
+            format!("limit:x{}", short.as_str()),
+        ];
+        expected.sort();
+        assert_eq!(listed, expected);
     }
 }
