@@ -59,16 +59,15 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
             .map(|(p, c)| (&**c, &p.key, p.cost))
             .collect();
         let caller_now = caller.then_some(now);
-        // Permits first, and the call made only once they are all granted: a store may
-        // start the step as soon as it is asked (the in-memory one decides at once).
-        let mut permits = Vec::with_capacity(group.len());
-        for p in group {
-            // Only while every breaker is closed, whose permit is a call and changes nothing:
-            // an open or probing one has its own rules, kept by the one-by-one path.
-            if !matches!(p.limit.breaker.state(), BreakerState::Closed(_)) {
-                return None;
-            }
-            permits.push(Permit::Call);
+        // Only while every breaker is closed, checked before the call: a store may start the
+        // step as soon as it is asked (the in-memory one decides at once). A closed
+        // breaker's permit is a call and changes nothing; an open or probing one has its own
+        // rules, kept by the one-by-one path.
+        if !group
+            .iter()
+            .all(|p| matches!(p.limit.breaker.state(), BreakerState::Closed(_)))
+        {
+            return None;
         }
         let call = C::apply_all(&items, caller_now)?;
         let result = self.env.timeout_from(started, budget, call).await;
@@ -90,8 +89,8 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
             // One key the store cannot read must not switch off the request's other limits:
             // nothing was written (every key is read before any is), so decide them one by one.
             Some(Err(LimitError::Store(StoreError::Corrupt))) => {
-                for (p, permit) in group.iter().zip(permits) {
-                    self.finish(p.limit, permit, started, end, true);
+                for p in group {
+                    self.finish(p.limit, Permit::Call, started, end, true);
                 }
                 return None;
             }
@@ -101,8 +100,8 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
             }
             None => (vec![fail(FailReason::Timeout); group.len()], false),
         };
-        for (p, permit) in group.iter().zip(permits) {
-            self.finish(p.limit, permit, started, end, ok);
+        for p in group {
+            self.finish(p.limit, Permit::Call, started, end, ok);
         }
         for (p, outcome) in group.iter().zip(&outcomes) {
             remember(p.limit, &p.key, p.cost, started, outcome);

@@ -24,7 +24,6 @@ pub(crate) type StoreLink<S> = Link<StoreMessage<S>, Result<StoreReply<S>, WireE
 /// the store client ([`StoreClient::traced`]) takes one reference.
 pub(crate) struct Connection<S> {
     pub(crate) link: Arc<StoreLink<S>>,
-    /// `no_reconnect`'s connection, once a call on it failed: shared by the gateway's calls.
     pub(crate) dead: std::sync::atomic::AtomicBool,
 }
 
