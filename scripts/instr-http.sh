@@ -6,7 +6,9 @@
 # spend per request under the same wrk load (redis-server's own are not counted). Counts
 # move by a few per cent from run to run, where wrk's requests per second move by 10 % or
 # more. The kernel's share of each request is not counted: its HTTP socket's TCP path is
-# the same for every target, and on Redis the Redis socket's is left out too.
+# the same for every target, and on Redis the Redis socket's is left out too. Beside the
+# instructions, the atomic read-modify-writes each target's own binary runs per request
+# (scripts/callgrind-atomics.py): one instruction each, tens of cycles.
 #
 #   scripts/instr-http.sh [SECONDS] [CONNECTIONS]      (defaults: 5 s, 8 connections)
 #
@@ -26,8 +28,9 @@ build_server bare
 write_http_load
 
 # Instructions per request of the server on PORT (started under callgrind, its pid in LAST)
-# over a wrk run on KEYS (hot or many), after a warm-up; counters are zeroed in between.
-per_request() { # port, pid, keys
+# over a wrk run on KEYS (hot or many), after a warm-up; counters are zeroed in between. Its
+# atomic operations per request go to $WORK/atomics (BINARY: the server's executable).
+per_request() { # port, pid, keys, binary
   local extra=(-H "x-api-key: hot") out n total
   [ "$3" = many ] && extra=(-s "$WORK/many.lua")
   wrk -t1 -c"$CONNS" -d1s "${extra[@]}" "http://127.0.0.1:$1/" > /dev/null
@@ -44,43 +47,54 @@ per_request() { # port, pid, keys
   cp "$out" "$WORK/last.cg"
   echo "$n" > "$WORK/last.n"
   total=$(callgrind_annotate "$out" | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}')
+  python3 scripts/callgrind-atomics.py "$out" "$4" "$n" 0 | awk '/^atomic/ {print $NF}' > "$WORK/atomics"
   echo $((total / n))
 }
 
+# Each instruction's count kept (for the atomic ones), with full names and positions.
+CALLGRIND=(valgrind --tool=callgrind --dump-instr=yes --compress-pos=no --compress-strings=no --callgrind-out-file="$WORK/cg.%p")
 P_BARE=$(free_port)
-start "$P_BARE" valgrind --tool=callgrind --callgrind-out-file="$WORK/cg.%p" "$BIN/examples/bare" "127.0.0.1:$P_BARE" 1
+start "$P_BARE" "${CALLGRIND[@]}" "$BIN/examples/bare" "127.0.0.1:$P_BARE" 1
 BARE_PID=$LAST
 P_MEM=$(free_port)
-start "$P_MEM" valgrind --tool=callgrind --callgrind-out-file="$WORK/cg.%p" "$BIN/ratelab-server" --admin-listen 127.0.0.1:0 --listen "127.0.0.1:$P_MEM" --limits "$WORK/limits.toml" --workers 1
+start "$P_MEM" "${CALLGRIND[@]}" "$BIN/ratelab-server" --admin-listen 127.0.0.1:0 --listen "127.0.0.1:$P_MEM" --limits "$WORK/limits.toml" --workers 1
 MEM_PID=$LAST
 REDIS_PID=
 if command -v redis-server >/dev/null; then
   start_redis
   P_REDIS=$(free_port)
-  start "$P_REDIS" valgrind --tool=callgrind --callgrind-out-file="$WORK/cg.%p" "$BIN/ratelab-server" --admin-listen 127.0.0.1:0 --listen "127.0.0.1:$P_REDIS" --limits "$WORK/limits.toml" --workers 1 --redis "redis://127.0.0.1:$P_RDS/"
+  start "$P_REDIS" "${CALLGRIND[@]}" "$BIN/ratelab-server" --admin-listen 127.0.0.1:0 --listen "127.0.0.1:$P_REDIS" --limits "$WORK/limits.toml" --workers 1 --redis "redis://127.0.0.1:$P_RDS/"
   REDIS_PID=$LAST
   # The anchor on Redis: the bare server running the script once per request, through a
   # lane of its own as ratelab-server's (crates/server/examples/bare.rs).
   P_RBARE=$(free_port)
-  start "$P_RBARE" valgrind --tool=callgrind --callgrind-out-file="$WORK/cg.%p" "$BIN/examples/bare" "127.0.0.1:$P_RBARE" 1 "redis://127.0.0.1:$P_RDS/"
+  start "$P_RBARE" "${CALLGRIND[@]}" "$BIN/examples/bare" "127.0.0.1:$P_RBARE" 1 "redis://127.0.0.1:$P_RDS/"
   RBARE_PID=$LAST
 fi
 
 echo "User-space instructions per request (callgrind), wrk -t1 -c$CONNS -d${SECS}s, $(date -u +%F)"
-printf "| %-27s | %-5s | %12s |\n" target keys "instr/req"
-printf "|%s|%s|%s|\n" "-----------------------------" "-------" "-------------:"
-declare -A INSTR
+printf "| %-27s | %-5s | %12s | %14s |\n" target keys "instr/req" "atomic ops/req"
+printf "|%s|%s|%s|%s|\n" "-----------------------------" "-------" "-------------:" "---------------:"
+declare -A INSTR ATOM
+# measure NAME PORT PID KEYS BINARY: INSTR[NAME/KEYS] and ATOM[NAME/KEYS].
+measure_one() {
+  INSTR[$1/$4]=$(per_request "$2" "$3" "$4" "$5")
+  ATOM[$1/$4]=$(cat "$WORK/atomics")
+}
+row() { # label, name, keys
+  printf "| %-27s | %-5s | %12s | %14s |\n" "$1" "$3" "${INSTR[$2/$3]}" "${ATOM[$2/$3]}"
+}
 for keys in hot many; do
-  INSTR[bare/$keys]=$(per_request "$P_BARE" "$BARE_PID" $keys)
-  INSTR[mem/$keys]=$(per_request "$P_MEM" "$MEM_PID" $keys)
-  printf "| %-27s | %-5s | %12s |\n" "bare front (no limiting)" $keys "${INSTR[bare/$keys]}" \
-    "ratelab-server, in memory" $keys "${INSTR[mem/$keys]}"
+  measure_one bare "$P_BARE" "$BARE_PID" $keys "$BIN/examples/bare"
+  measure_one mem "$P_MEM" "$MEM_PID" $keys "$BIN/ratelab-server"
+  row "bare front (no limiting)" bare $keys
+  row "ratelab-server, in memory" mem $keys
   if [ -n "$REDIS_PID" ]; then
-    INSTR[rbare/$keys]=$(per_request "$P_RBARE" "$RBARE_PID" $keys)
-    INSTR[redis/$keys]=$(per_request "$P_REDIS" "$REDIS_PID" $keys)
+    measure_one rbare "$P_RBARE" "$RBARE_PID" $keys "$BIN/examples/bare"
+    measure_one redis "$P_REDIS" "$REDIS_PID" $keys "$BIN/ratelab-server"
     [ "$keys" = hot ] && cp "$WORK/last.cg" "$WORK/redis-hot.cg" && cp "$WORK/last.n" "$WORK/redis-hot.n"
-    printf "| %-27s | %-5s | %12s |\n" "bare front, one script call" $keys "${INSTR[rbare/$keys]}" \
-      "ratelab-server, on Redis" $keys "${INSTR[redis/$keys]}"
+    row "bare front, one script call" rbare $keys
+    row "ratelab-server, on Redis" redis $keys
   fi
 done
 echo
