@@ -209,6 +209,20 @@ impl<F> FrontFuture<F> {
             },
         }
     }
+
+    /// [`FrontFuture::boxed`] for the future `make` makes, made in its box
+    /// ([`crate::in_place`]).
+    #[inline(always)]
+    fn boxed_with<G>(make: impl FnOnce() -> G) -> Self
+    where
+        G: Future<Output = Result<Response<Body>, Infallible>> + Send + 'static,
+    {
+        FrontFuture {
+            state: State::Boxed {
+                future: crate::in_place::boxed(make),
+            },
+        }
+    }
 }
 
 impl<F> std::fmt::Debug for FrontFuture<F> {
@@ -311,7 +325,7 @@ where
             };
         }
         let shared = self.shared.clone();
-        FrontFuture::boxed(async move {
+        FrontFuture::boxed_with(move || async move {
             // A clone of the inner service, readied here: `limited` calls it when admitted.
             let mut inner = shared.inner.clone();
             std::future::poll_fn(|cx| tower::Service::poll_ready(&mut inner, cx)).await?;

@@ -280,7 +280,7 @@ where
             .extensions()
             .get::<ConnectInfo<SocketAddr>>()
             .map(|c| c.0.ip());
-        Box::pin(async move { layer.limited(peer, req, inner).await })
+        crate::in_place::boxed(move || async move { layer.limited(peer, req, inner).await })
     }
 }
 

@@ -58,6 +58,8 @@ mod env;
 pub mod front;
 #[cfg(feature = "http")]
 pub mod http;
+#[cfg(feature = "http")]
+mod in_place;
 pub mod ip;
 pub mod latency;
 pub mod limits;
