@@ -304,6 +304,58 @@ mod tests {
         }
     }
 
+    /// A bucket whose state lies far ahead of the clock (a caller's clock set back): every
+    /// field stays the core's, where the scaled lead passes 2^53; and a state more than 2^52
+    /// ns ahead is refused (`CORRUPT`), as every family's is.
+    #[test]
+    fn a_bucket_far_ahead_of_the_clock_keeps_its_fields_exact() {
+        let cases = [
+            // 5 tokens, 5 000 001 per 10 ms: 9 s back makes the scaled lead ~4.6e18.
+            (
+                TokenBucket::new(5, 5_000_001, Nanos::from_millis(10)).unwrap(),
+                1_764_500_000_105_083_685,
+                1_764_499_990_967_219_202,
+            ),
+            // 5 per second, an hour back.
+            (
+                TokenBucket::per_second(5, 3).unwrap(),
+                1_764_500_000_000_000_001,
+                1_764_496_400_000_000_000,
+            ),
+        ];
+        for (bucket, first, then) in cases {
+            let policy = Policy::TokenBucket(bucket);
+            let (script, _) = transition(&policy, None, Nanos(first), 1).unwrap();
+            let (core, _) = policy.transition(None, Nanos(first), 1).unwrap();
+            assert_eq!(script, Some(core), "{policy:?}");
+            for cost in [0, 1, 5] {
+                let (_, got) = transition(&policy, script, Nanos(then), cost).unwrap();
+                let (_, want) = policy.transition(Some(core), Nanos(then), cost).unwrap();
+                assert_eq!(got, want, "{policy:?}, cost {cost}");
+            }
+        }
+        // 2^52 ns and more ahead: refused, not answered with rounded fields.
+        let policy = Policy::TokenBucket(TokenBucket::per_second(5, 3).unwrap());
+        let (state, _) = transition(&policy, None, Nanos(1_764_500_000_000_000_001), 1).unwrap();
+        let far = transition(
+            &policy,
+            state,
+            Nanos(1_764_500_000_000_000_001 - (1 << 53)),
+            1,
+        );
+        assert!(
+            matches!(far, Err(ScriptError::Failed(ref m)) if m.contains("CORRUPT")),
+            "{far:?}"
+        );
+        let near = transition(
+            &policy,
+            state,
+            Nanos(1_764_500_000_000_000_001 - (1 << 51)),
+            1,
+        );
+        assert!(near.is_ok(), "{near:?}");
+    }
+
     #[test]
     fn a_cost_beyond_the_limit_and_a_policy_beyond_the_range_are_refused() {
         let p = Policy::FixedWindow(FixedWindow::new(5, Nanos::from_millis(100)).unwrap());

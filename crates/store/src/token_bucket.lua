@@ -50,6 +50,28 @@ local function cdiv(x, y)
   return q
 end
 
+-- How far (h, l) lies after now, in scaled units; 0 if not after. Exact while that is below
+-- 2^53 (the state no further ahead than a burst, unless the clock was set back); further,
+-- only good for telling that it is past a burst.
+local function over(k, h, l)
+  if h < ns or (h == ns and l <= k.now_lo) then return 0 end
+  return (h - ns) * k.U + (l - k.now_lo)
+end
+
+-- ceil((over(k, h, l) + x) / a) ns, or 0 if that is not positive: how long until (h, l), less
+-- x scaled units, is no later than now. The whole seconds after now count 1e9 ns each, apart
+-- from the rest, so that a state far ahead of the clock (one set back) stays exact, where
+-- over() is those seconds times U.
+local function wait_ns(k, h, l, x)
+  local s, rest = 0, x
+  if h > ns or (h == ns and l > k.now_lo) then
+    s, rest = h - ns, l - k.now_lo + x
+  end
+  local w = s * 1000000000 + cdiv(rest, k.a)
+  if w < 0 then return 0 end
+  return w
+end
+
 -- One key's bucket: its policy, its stored state s (false: none), and what one request
 -- would do to it.
 local function bucket(s, B, a, P, c)
@@ -66,6 +88,11 @@ local function bucket(s, B, a, P, c)
     end
     th = tonumber(h)
     tl = tonumber(l)
+    -- A state more than 2^52 ns ahead of the clock is refused, as limits.lua refuses every
+    -- family's: its waits would pass what this arithmetic holds exactly.
+    if th - ns > 4503600 or wait_ns(k, th, tl, 0) > 4503599627370496 then
+      return nil
+    end
   end
   k.th, k.tl = th, tl
   local bh, bl = th, tl
@@ -79,12 +106,6 @@ local function bucket(s, B, a, P, c)
   return k
 end
 
--- How far (h, l) lies after now, in scaled units; 0 if not after.
-local function over(k, h, l)
-  if h < ns or (h == ns and l <= k.now_lo) then return 0 end
-  return (h - ns) * k.U + (l - k.now_lo)
-end
-
 local function available(k, h, l)
   local d = over(k, h, l)
   if d >= k.burst then return 0 end
@@ -92,9 +113,7 @@ local function available(k, h, l)
 end
 
 local function wait_for(k, h, l, n)
-  local need = over(k, h, l) + n * k.P - k.burst
-  if need <= 0 then return 0 end
-  return cdiv(need, k.a)
+  return wait_ns(k, h, l, n * k.P - k.burst)
 end
 
 local function reset_after(k, h, l, r)
@@ -135,7 +154,7 @@ for i, k in ipairs(keys) do
   else
     r = available(k, k.th, k.tl)
     reset = reset_after(k, k.th, k.tl, r)
-    full[i] = cdiv(over(k, k.th, k.tl), k.a)
+    full[i] = wait_ns(k, k.th, k.tl, 0)
     if k.admits then
       flag, wait = 2, -1
     else
