@@ -362,6 +362,7 @@ fn every_family_as_a_store_client_decides_as_the_core_on_both_paths() {
         let key = Key::new("k").unwrap();
         for (client, policy) in clients.iter().zip(&policies) {
             let mut state = None;
+            // EPOCH_NS is off the microsecond: the decision's time comes back to the nanosecond.
             let mut t = EPOCH_NS as u64;
             let mut last = Instant::now();
             for j in 0..120u64 {
@@ -383,6 +384,9 @@ fn every_family_as_a_store_client_decides_as_the_core_on_both_paths() {
                     got.decision, want,
                     "{policy:?}: request {j} on the {path} path"
                 );
+                if path == Path::Atomic {
+                    assert_eq!(got.decided_at, Nanos(t), "{policy:?}: request {j}'s time");
+                }
             }
         }
         every_family_at_once(&clients, &policies, ("p", "all"), (true, false)).await;

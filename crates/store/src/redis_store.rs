@@ -734,6 +734,15 @@ fn reply_decision(
     let [flag, remaining, reset, retry] = *f else {
         return Err(StoreError::Corrupt);
     };
+    if !(0..=2).contains(&flag) {
+        return Err(StoreError::Corrupt);
+    }
+    // Only a denying key's wait is read (the others send -1), and it is never negative.
+    let retry_after = if flag == 0 {
+        Some(Nanos(non_negative(retry)?))
+    } else {
+        None
+    };
     Ok((
         flag,
         Decision {
@@ -741,7 +750,7 @@ fn reply_decision(
             limit: bucket.capacity(),
             remaining: non_negative(remaining)?,
             reset_after: Nanos(non_negative(reset)?),
-            retry_after: (retry >= 0).then_some(Nanos(retry as u64)),
+            retry_after,
             full_after: Nanos(non_negative(full)?),
         },
     ))
@@ -847,10 +856,15 @@ impl RedisStore {
         let all = AllApplied {
             allowed,
             decisions,
-            store_time: time_ns(
-                non_negative(r[4]).map_err(unreadable)?,
-                non_negative(r[5]).map_err(unreadable)? / 1_000,
-            ),
+            // The script's clock in whole nanoseconds: the caller's as it sent it, or the
+            // store's `TIME` (microseconds, times 1 000).
+            store_time: non_negative(r[4])
+                .ok()
+                .and_then(|s| s.checked_mul(1_000_000_000))
+                .zip(non_negative(r[5]).ok())
+                .and_then(|(s, n)| s.checked_add(n))
+                .map(Nanos)
+                .ok_or(LimitError::Store(StoreError::Unavailable))?,
         };
         Ok((all, tats))
     }
@@ -945,5 +959,38 @@ impl StoreClient for RedisStore {
             decision: all.decisions[0],
             store_time: all.store_time,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::reply_decision;
+    use ratelab_core::{Nanos, TokenBucket};
+
+    /// A key's four fields are read as the limits script's are: a flag of 0, 1 or 2, and a
+    /// wait read only on a denial, where it is never negative.
+    #[test]
+    fn a_key_s_fields_outside_the_script_s_are_refused() {
+        let b = TokenBucket::per_second(5, 1).unwrap();
+        let denied = reply_decision(&b, &[0, 0, 7, 9], 11).unwrap().1;
+        assert_eq!(
+            (denied.allowed, denied.retry_after, denied.full_after),
+            (false, Some(Nanos(9)), Nanos(11))
+        );
+        let admitted = reply_decision(&b, &[1, 4, 0, -1], 3).unwrap().1;
+        assert_eq!((admitted.allowed, admitted.retry_after), (true, None));
+        assert!(
+            reply_decision(&b, &[3, 4, 0, -1], 3).is_err(),
+            "a flag past 2"
+        );
+        assert!(
+            reply_decision(&b, &[-1, 4, 0, -1], 3).is_err(),
+            "a negative flag"
+        );
+        assert!(
+            reply_decision(&b, &[0, 0, 7, -1], 11).is_err(),
+            "a denial without a wait"
+        );
+        assert!(reply_decision(&b, &[1, 4, 0], 3).is_err(), "three fields");
     }
 }
