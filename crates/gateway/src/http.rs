@@ -107,7 +107,14 @@ impl Headers for HeaderMap {
     }
 
     fn each(&self, name: &str, f: &mut dyn FnMut(&[u8])) {
-        self.get_all(name).iter().for_each(|v| f(v.as_bytes()));
+        // The API key's, looked up on every request, by its name made once: a name given as
+        // text is checked and folded byte by byte at each lookup.
+        let values = if name == crate::limits::API_KEY {
+            self.get_all(X_API_KEY)
+        } else {
+            self.get_all(name)
+        };
+        values.iter().for_each(|v| f(v.as_bytes()));
     }
 
     fn each_name(&self, f: &mut dyn FnMut(&str)) {

@@ -286,11 +286,13 @@ pub(crate) fn unambiguous<C>(set: &LimitSet<C>, headers: &dyn Headers) -> Result
     }
     // Only a name with `_` on one side or the other can be folded into another: requests
     // without one (nearly all) skip the comparison.
-    let underscore_read = read().any(|r| r.contains('_'));
+    // (Names are short: a loop over their bytes, not a search's set-up.)
+    let has_underscore = |s: &str| s.bytes().any(|b| b == b'_');
+    let underscore_read = read().any(has_underscore);
     let mut folded = None;
     headers.each_name(&mut |sent| {
         if folded.is_none()
-            && (underscore_read || sent.contains('_'))
+            && (underscore_read || has_underscore(sent))
             && let Some(name) = read().find(|r| *r != sent && same_when_folded(r, sent))
         {
             folded = Some(format!(
