@@ -124,6 +124,11 @@ impl Headers for HeaderMap {
     fn none_sent(&self) -> bool {
         self.is_empty()
     }
+
+    /// As many values as names: each name once (both counts are kept by the map).
+    fn none_repeated(&self) -> bool {
+        self.len() == self.keys_len()
+    }
 }
 
 /// The process-wide Prometheus recorder, installed on first use.
@@ -419,7 +424,12 @@ fn canonical_target(parts: &mut http::request::Parts) -> Result<(), crate::path:
     crate::path::check_method(parts.method.as_str())?;
     // RFC 9112 §3.2: an HTTP/1.1 request has exactly one Host (or its target's authority);
     // a server must refuse it otherwise, and a proxy would be left to guess.
-    let hosts = parts.headers.get_all(http::header::HOST).iter().count();
+    let h = &parts.headers;
+    let hosts = if Headers::none_repeated(h) {
+        usize::from(h.contains_key(http::header::HOST))
+    } else {
+        h.get_all(http::header::HOST).iter().count()
+    };
     if hosts > 1
         || (hosts == 0
             && parts.version == http::Version::HTTP_11
@@ -596,5 +606,36 @@ mod problem_tests {
         let b = body(quota_exceeded(&[])).await;
         assert_eq!(b["violated-policies"], serde_json::json!([]));
         assert!(b["detail"].as_str().unwrap().contains("no room"));
+    }
+}
+
+#[cfg(test)]
+mod header_tests {
+    use super::*;
+
+    /// A name sent twice, in any case, is told apart from names each sent once; the API
+    /// key's values are counted however it is spelled in the lookup.
+    #[test]
+    fn a_repeated_name_is_seen_and_the_api_key_counted() {
+        let mut h = HeaderMap::new();
+        h.insert(http::header::HOST, HeaderValue::from_static("a"));
+        h.insert(X_API_KEY, HeaderValue::from_static("k"));
+        assert!(Headers::none_repeated(&h));
+        let mut n = 0;
+        Headers::each(&h, crate::limits::API_KEY, &mut |_| n += 1);
+        assert_eq!(n, 1);
+        h.append(
+            http::HeaderName::from_static("x-api-key"),
+            HeaderValue::from_static("j"),
+        );
+        assert!(!Headers::none_repeated(&h));
+        n = 0;
+        Headers::each(&h, crate::limits::API_KEY, &mut |_| n += 1);
+        assert_eq!(n, 2);
+        h.remove(X_API_KEY);
+        h.append(http::header::HOST, HeaderValue::from_static("b"));
+        let (mut parts, ()) = http::Request::new(()).into_parts();
+        parts.headers = h;
+        assert!(canonical_target(&mut parts).is_err(), "two Host headers");
     }
 }

@@ -271,7 +271,13 @@ pub(crate) fn unambiguous<C>(set: &LimitSet<C>, headers: &dyn Headers) -> Result
         return Ok(());
     }
     let read = || std::iter::once(API_KEY).chain(set.iter().flat_map(|l| headers_read(&l.spec)));
-    for (i, name) in read().enumerate() {
+    // No name sent twice (nearly every request): none to count.
+    let counted = if headers.none_repeated() {
+        None
+    } else {
+        Some(read())
+    };
+    for (i, name) in counted.into_iter().flatten().enumerate() {
         // A name several limits read (the API key, nearly always) is looked up once.
         if read().take(i).any(|earlier| earlier == name) {
             continue;

@@ -44,6 +44,13 @@ pub trait Headers: Sync + std::fmt::Debug {
     fn none_sent(&self) -> bool {
         false
     }
+
+    /// Whether no name was sent more than once (`false` when not known): then no name needs
+    /// its values counted. An implementation answers from the same headers
+    /// [`Headers::each`] reads.
+    fn none_repeated(&self) -> bool {
+        self.none_sent()
+    }
 }
 
 /// No headers (a simulated request).
