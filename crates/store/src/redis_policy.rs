@@ -214,11 +214,10 @@ impl StoreClient for RedisPolicy {
 
     async fn apply(&self, key: &Key, now: Option<Nanos>, cost: u64) -> Result<Applied, LimitError> {
         // One key: no repeat, one server, one slot; decided without a boxed future.
-        let all = if self.is_bucket() {
-            RedisStore::apply_many(&[(&self.store, key, cost)], now).await?
-        } else {
-            RedisPolicy::apply_script(&[(self, key, cost)], now).await?
-        };
+        if self.is_bucket() {
+            return self.store.apply_one(key, now, cost).await;
+        }
+        let all = RedisPolicy::apply_script(&[(self, key, cost)], now).await?;
         Ok(Applied {
             decision: all.decisions[0],
             store_time: all.store_time,

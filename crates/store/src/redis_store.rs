@@ -801,14 +801,60 @@ impl RedisStore {
     }
 
     /// [`RedisStore::apply_one_script`], and with `tat` each key's TAT after the request
-    /// ("hi lo" as integers) for a refund. The calls through redis-rs and the wait for a
-    /// replica are boxed: a future is as large as its largest branch, and the lane's, which a
-    /// server runs per request and moves up its callers, is the smallest.
+    /// ("hi lo" as integers) for a refund.
     async fn apply_script(
         items: &[AllItem<'_, RedisStore>],
         now: Option<Nanos>,
         tat: bool,
     ) -> Result<(AllApplied, Vec<(i64, i64)>), LimitError> {
+        let r = RedisStore::call_script(items, now, tat).await?;
+        let fields = 5 * items.len() + 2;
+        let tats = r[fields..].chunks(2).map(|p| (p[0], p[1])).collect();
+        let mut decisions = Vec::with_capacity(items.len());
+        let mut allowed = true;
+        for (i, (c, _, _)) in items.iter().enumerate() {
+            let (flag, d) = key_decision(&r, items.len(), i, &c.bucket)?;
+            allowed &= flag == 1;
+            decisions.push(d);
+        }
+        let all = AllApplied {
+            allowed,
+            decisions,
+            store_time: reply_time(&r)?,
+        };
+        Ok((all, tats))
+    }
+
+    /// One request at one key, this store's: [`RedisStore::apply_many`] of one item (no key
+    /// to repeat, one slot), read without the lists a request at several keys needs.
+    pub(crate) async fn apply_one(
+        &self,
+        key: &Key,
+        now: Option<Nanos>,
+        cost: u64,
+    ) -> Result<Applied, LimitError> {
+        if cost > self.bucket.capacity() {
+            return Err(LimitError::Cost(ratelab_core::CostError {
+                cost,
+                limit: self.bucket.capacity(),
+            }));
+        }
+        let r = RedisStore::call_script(&[(self, key, cost)], now, false).await?;
+        Ok(Applied {
+            decision: key_decision(&r, 1, 0, &self.bucket)?.1,
+            store_time: reply_time(&r)?,
+        })
+    }
+
+    /// The script's call over `items` (and with `tat` their TATs after it): its reply, of the
+    /// length the call asks for. The calls through redis-rs and the wait for a replica are
+    /// boxed: a future is as large as its largest branch, and the lane's, which a server runs
+    /// per request and moves up its callers, is the smallest.
+    async fn call_script(
+        items: &[AllItem<'_, RedisStore>],
+        now: Option<Nanos>,
+        tat: bool,
+    ) -> Result<Vec<i64>, LimitError> {
         let Some((first, _, _)) = items.first() else {
             return Err(LimitError::Store(StoreError::Corrupt));
         };
@@ -836,38 +882,37 @@ impl RedisStore {
         if r.first() == Some(&1) && first.waits() {
             Box::pin(first.wait_for_replica(&first.key(items[0].1))).await?;
         }
-        // A reply this client cannot read comes after the script ran (and may have written):
-        // not `Corrupt`, which promises nothing was written, but a store that misbehaved.
-        let unreadable = |_| LimitError::Store(StoreError::Unavailable);
-        let fields = 5 * items.len() + 2;
-        if r.len() != fields + if tat { 2 * items.len() } else { 0 } {
+        if r.len() != 5 * items.len() + 2 + if tat { 2 * items.len() } else { 0 } {
             return Err(LimitError::Store(StoreError::Unavailable));
         }
-        let tats = r[fields..].chunks(2).map(|p| (p[0], p[1])).collect();
-        let mut decisions = Vec::with_capacity(items.len());
-        let mut allowed = true;
-        for (i, (c, _, _)) in items.iter().enumerate() {
-            let at = if i == 0 { 0 } else { 4 * i + 2 };
-            let full = r[4 * items.len() + 2 + i];
-            let (flag, d) = reply_decision(&c.bucket, &r[at..at + 4], full).map_err(unreadable)?;
-            allowed &= flag == 1;
-            decisions.push(d);
-        }
-        let all = AllApplied {
-            allowed,
-            decisions,
-            // The script's clock in whole nanoseconds: the caller's as it sent it, or the
-            // store's `TIME` (microseconds, times 1 000).
-            store_time: non_negative(r[4])
-                .ok()
-                .and_then(|s| s.checked_mul(1_000_000_000))
-                .zip(non_negative(r[5]).ok())
-                .and_then(|(s, n)| s.checked_add(n))
-                .map(Nanos)
-                .ok_or(LimitError::Store(StoreError::Unavailable))?,
-        };
-        Ok((all, tats))
+        Ok(r)
     }
+}
+
+/// Key `i`'s flag and decision in the reply `r` to a call over `n` keys (its length checked).
+/// A reply this client cannot read comes after the script ran (and may have written): it is
+/// not `Corrupt`, which promises nothing was written, but a store that misbehaved.
+fn key_decision(
+    r: &[i64],
+    n: usize,
+    i: usize,
+    bucket: &TokenBucket,
+) -> Result<(i64, Decision), LimitError> {
+    let at = if i == 0 { 0 } else { 4 * i + 2 };
+    reply_decision(bucket, &r[at..at + 4], r[4 * n + 2 + i])
+        .map_err(|_| LimitError::Store(StoreError::Unavailable))
+}
+
+/// The script's clock in a reply (its length checked), in whole nanoseconds: the caller's as
+/// it sent it, or the store's `TIME` (microseconds, times 1 000).
+fn reply_time(r: &[i64]) -> Result<Nanos, LimitError> {
+    non_negative(r[4])
+        .ok()
+        .and_then(|s| s.checked_mul(1_000_000_000))
+        .zip(non_negative(r[5]).ok())
+        .and_then(|(s, n)| s.checked_add(n))
+        .map(Nanos)
+        .ok_or(LimitError::Store(StoreError::Unavailable))
 }
 
 impl crate::redis_slots::SlotClient for RedisStore {
@@ -953,12 +998,7 @@ impl StoreClient for RedisStore {
     }
 
     async fn apply(&self, key: &Key, now: Option<Nanos>, cost: u64) -> Result<Applied, LimitError> {
-        let items = [(self, key, cost)];
-        let all = RedisStore::apply_many(&items, now).await?;
-        Ok(Applied {
-            decision: all.decisions[0],
-            store_time: all.store_time,
-        })
+        self.apply_one(key, now, cost).await
     }
 }
 
