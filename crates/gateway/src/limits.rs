@@ -232,6 +232,10 @@ pub struct Planned<'s, C> {
     pub cost: u64,
 }
 
+/// A request's planned limits: the first two (the default pair, and most sets a request
+/// matches) held in place, with no allocation of their own.
+pub(crate) type PlannedList<'s, C> = smallvec::SmallVec<[Planned<'s, C>; 2]>;
+
 /// The headers `spec` reads: its selector's, its key's, its cost's.
 fn headers_read(spec: &LimitSpec) -> impl Iterator<Item = &str> {
     let selector = spec.selector.header.as_ref().map(|(n, _)| n.as_str());
@@ -321,8 +325,8 @@ pub(crate) fn plan<'s, C>(
     api_key: Option<&str>,
     ipv6_prefix: u8,
     shadow_all: bool,
-) -> Result<Vec<Planned<'s, C>>, String> {
-    let mut planned = Vec::with_capacity(set.len());
+) -> Result<PlannedList<'s, C>, String> {
+    let mut planned = PlannedList::new();
     for limit in set {
         if !limit.spec.selector.matches(req, ip) {
             continue;

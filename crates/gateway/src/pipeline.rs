@@ -359,8 +359,8 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
         shadow_all: bool,
         answer: &mut Answer,
     ) {
-        // Each planned limit leaves one result: grown once, not on the first push.
-        answer.limits.reserve_exact(planned.len());
+        // Each planned limit leaves one result: made at its size, not grown on the first push.
+        reserve(&mut answer.limits, planned.len());
         let fields = self
             .run_limits(planned, (trace, fail_closed, start), shadow_all, answer)
             .await;
@@ -368,7 +368,7 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
             return;
         }
         if let Some(fields) = fields {
-            answer.headers.reserve_exact(3);
+            reserve(&mut answer.headers, 3);
             answer.headers.push(("ratelimit-policy", fields.policies));
             answer.headers.push(("ratelimit", fields.ratelimit));
             if answer.verdict == Verdict::Deny {
@@ -549,6 +549,16 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
         } else {
             Step::Go
         }
+    }
+}
+
+/// Room for `n` more in `v`: an empty one made at that size (a fresh allocation, which
+/// growing an empty vector takes a slower path to), any other grown.
+fn reserve<T>(v: &mut Vec<T>, n: usize) {
+    if v.capacity() == 0 {
+        *v = Vec::with_capacity(n);
+    } else {
+        v.reserve_exact(n);
     }
 }
 
