@@ -24,7 +24,7 @@ import sys
 # (part, patterns of the functions it adds, patterns of the functions it subtracts). The
 # patterns match callgrind_annotate's function names (file and object stripped).
 PARTS = [
-    ("the service call: decision, inner service, response fields", [r"front::Front<C,E,S> as hyper::service::service::Service<.*>>::call::\{\{closure\}\}$"], []),
+    ("the service call: decision, inner service, response fields", [r"front::Front<C,E,S> as hyper::service::service::Service<.*>>::call::\{\{closure\}\}(::\{\{closure\}\})?$"], []),
     ("the decision (`Gateway::check`)", [r"pipeline::Gateway<C,E>::check::\{\{closure\}\}$"], []),
     ("- the store call (`decide_remote`)", [r"ratelab_store::client::decide_remote::\{\{closure\}\}$"], []),
     ("  - of which the script's command encoded (`Command::new`)", [r"redis_lane::codec::Command::new$"], []),
