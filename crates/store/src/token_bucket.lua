@@ -19,7 +19,9 @@
 -- The state is the theoretical arrival time TAT, stored as "hi lo": TAT = hi seconds plus
 -- lo / refill_amount nanoseconds, 0 <= lo < 1e9 * refill_amount. Splitting at the second
 -- keeps every intermediate an integer below 2^53, so Lua's doubles compute exactly what the
--- Rust core computes in 128-bit integers (the caller checks the policy's bounds).
+-- Rust core computes in 128-bit integers (the caller checks the policy's bounds). A state more
+-- than 2^52 ns ahead of the clock (one set back that far) is refused with a CORRUPT error, as
+-- limits.lua refuses every family's: its waits would pass what the doubles hold exactly.
 local ns, nn
 if ARGV[5] == '' then
   local t = redis.call('TIME')
