@@ -310,7 +310,7 @@ mod tests {
     #[test]
     fn a_bucket_far_ahead_of_the_clock_keeps_its_fields_exact() {
         let cases = [
-            // 5 tokens, 5 000 001 per 10 ms: 9 s back makes the scaled lead ~4.6e18.
+            // 5 tokens, 5 000 001 per 10 ms: 9 s back makes the scaled lead ~4.6e16 (> 2^53).
             (
                 TokenBucket::new(5, 5_000_001, Nanos::from_millis(10)).unwrap(),
                 1_764_500_000_105_083_685,
@@ -334,26 +334,28 @@ mod tests {
                 assert_eq!(got, want, "{policy:?}, cost {cost}");
             }
         }
-        // 2^52 ns and more ahead: refused, not answered with rounded fields.
+        // The state's second more than 4 503 599 s (2^52 ns) after the clock's: refused, as
+        // every family's is, not answered with rounded fields; at that bound, answered as the
+        // core answers.
         let policy = Policy::TokenBucket(TokenBucket::per_second(5, 3).unwrap());
-        let (state, _) = transition(&policy, None, Nanos(1_764_500_000_000_000_001), 1).unwrap();
-        let far = transition(
-            &policy,
-            state,
-            Nanos(1_764_500_000_000_000_001 - (1 << 53)),
-            1,
-        );
-        assert!(
-            matches!(far, Err(ScriptError::Failed(ref m)) if m.contains("CORRUPT")),
-            "{far:?}"
-        );
-        let near = transition(
-            &policy,
-            state,
-            Nanos(1_764_500_000_000_000_001 - (1 << 51)),
-            1,
-        );
-        assert!(near.is_ok(), "{near:?}");
+        let first = 1_764_500_000_000_000_000; // a whole second: the state's second is its
+        let (state, _) = transition(&policy, None, Nanos(first), 1).unwrap();
+        let (core, _) = policy.transition(None, Nanos(first), 1).unwrap();
+        let s = 1_000_000_000;
+        for back in [4_503_600 * s, 4_503_599 * s + 1, 1 << 53] {
+            let far = transition(&policy, state, Nanos(first - back), 1);
+            assert!(
+                matches!(far, Err(ScriptError::Failed(ref m)) if m.contains("CORRUPT")),
+                "{back} ns back: {far:?}"
+            );
+        }
+        for back in [4_503_599 * s, 1 << 51] {
+            let (_, got) = transition(&policy, state, Nanos(first - back), 1).unwrap();
+            let (_, want) = policy
+                .transition(Some(core), Nanos(first - back), 1)
+                .unwrap();
+            assert_eq!(got, want, "{back} ns back");
+        }
     }
 
     #[test]

@@ -20,8 +20,9 @@
 -- lo / refill_amount nanoseconds, 0 <= lo < 1e9 * refill_amount. Splitting at the second
 -- keeps every intermediate an integer below 2^53, so Lua's doubles compute exactly what the
 -- Rust core computes in 128-bit integers (the caller checks the policy's bounds). A state more
--- than 2^52 ns ahead of the clock (one set back that far) is refused with a CORRUPT error, as
--- limits.lua refuses every family's: its waits would pass what the doubles hold exactly.
+-- than 4 503 599 whole seconds (2^52 ns) ahead of the clock (one set back that far) is refused
+-- with a CORRUPT error, as limits.lua refuses every family's: its waits would pass what the
+-- doubles hold exactly.
 local ns, nn
 if ARGV[5] == '' then
   local t = redis.call('TIME')
@@ -90,9 +91,10 @@ local function bucket(s, B, a, P, c)
     end
     th = tonumber(h)
     tl = tonumber(l)
-    -- A state more than 2^52 ns ahead of the clock is refused, as limits.lua refuses every
-    -- family's: its waits would pass what this arithmetic holds exactly.
-    if th - ns > 4503600 or wait_ns(k, th, tl, 0) > 4503599627370496 then
+    -- A state whose second lies more than 4 503 599 s (2^52 ns) after the clock's is refused,
+    -- as limits.lua refuses every family's (its FAR): its waits would pass what this
+    -- arithmetic holds exactly.
+    if th - ns > 4503599 then
       return nil
     end
   end
