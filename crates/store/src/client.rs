@@ -20,6 +20,9 @@ pub enum TimeSource {
     /// The store's clock (like Redis `TIME`): one clock for every gateway, immune to their skew.
     Store,
     /// The calling gateway's clock: each gateway's skew and drift leak into the decisions.
+    /// A key's lifetime is still kept on the store's clock (Redis expires a key by its own):
+    /// a caller whose clock runs slower than the store's loses a key's state before its own
+    /// clock says the state is over, and that key's next request is decided as its first.
     Caller,
 }
 
