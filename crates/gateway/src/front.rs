@@ -200,20 +200,9 @@ impl<F> FrontFuture<F> {
         }
     }
 
-    fn boxed(
-        future: impl Future<Output = Result<Response<Body>, Infallible>> + Send + 'static,
-    ) -> Self {
-        FrontFuture {
-            state: State::Boxed {
-                future: Box::pin(future),
-            },
-        }
-    }
-
-    /// [`FrontFuture::boxed`] for the future `make` makes, made in its box
-    /// ([`crate::in_place`]).
+    /// The future `make` makes, boxed: made in its box ([`crate::in_place`]).
     #[inline(always)]
-    fn boxed_with<G>(make: impl FnOnce() -> G) -> Self
+    fn boxed<G>(make: impl FnOnce() -> G) -> Self
     where
         G: Future<Output = Result<Response<Body>, Infallible>> + Send + 'static,
     {
@@ -317,7 +306,7 @@ where
                 }
                 Poll::Ready(Err(never)) => match never {},
                 // Not ready yet: waited for in a future of its own.
-                Poll::Pending => FrontFuture::boxed(async move {
+                Poll::Pending => FrontFuture::boxed(move || async move {
                     std::future::poll_fn(|cx| tower::Service::poll_ready(&mut inner, cx)).await?;
                     let resp = tower::Service::call(&mut inner, req).await?;
                     Ok(finish(resp, answer))
@@ -325,7 +314,7 @@ where
             };
         }
         let shared = self.shared.clone();
-        FrontFuture::boxed_with(move || async move {
+        FrontFuture::boxed(move || async move {
             // A clone of the inner service, readied here: `limited` calls it when admitted.
             let mut inner = shared.inner.clone();
             std::future::poll_fn(|cx| tower::Service::poll_ready(&mut inner, cx)).await?;

@@ -771,12 +771,7 @@ impl RedisStore {
             }
         }
         for (c, _, cost) in items {
-            if *cost > c.bucket.capacity() {
-                return Err(LimitError::Cost(ratelab_core::CostError {
-                    cost: *cost,
-                    limit: c.bucket.capacity(),
-                }));
-            }
+            c.admissible(*cost)?;
         }
         if first.is_cluster() {
             let slots: Vec<u16> = items
@@ -825,6 +820,15 @@ impl RedisStore {
         Ok((all, tats))
     }
 
+    /// `Err` for a cost this bucket can never admit: the caller's error, the script not called.
+    fn admissible(&self, cost: u64) -> Result<(), LimitError> {
+        let limit = self.bucket.capacity();
+        if cost > limit {
+            return Err(LimitError::Cost(ratelab_core::CostError { cost, limit }));
+        }
+        Ok(())
+    }
+
     /// One request at one key, this store's: [`RedisStore::apply_many`] of one item (no key
     /// to repeat, one slot), read without the lists a request at several keys needs.
     pub(crate) async fn apply_one(
@@ -833,12 +837,7 @@ impl RedisStore {
         now: Option<Nanos>,
         cost: u64,
     ) -> Result<Applied, LimitError> {
-        if cost > self.bucket.capacity() {
-            return Err(LimitError::Cost(ratelab_core::CostError {
-                cost,
-                limit: self.bucket.capacity(),
-            }));
-        }
+        self.admissible(cost)?;
         let r = RedisStore::call_script(&[(self, key, cost)], now, false).await?;
         Ok(Applied {
             decision: key_decision(&r, 1, 0, &self.bucket)?.1,
