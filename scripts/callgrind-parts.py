@@ -5,17 +5,18 @@
 
 Reads `callgrind_annotate --inclusive=yes DUMP` and prints, per request (REQUESTS: the
 requests served in the dump's window), the inclusive instructions of the parts of a request
-that ratelab-server runs and a bare front does not: the decision and, within it, the store
-call, the steps around it, the RateLimit fields, the request id and log line, the header
-checks and the key; then the fields and id written into the response and the path and method
-checks. `scripts/instr-http.sh` runs it on its profile of ratelab-server on Redis.
+that ratelab-server runs and a bare front does not. On Redis a request at one limit is
+decided in two halves around its script call (`ratelab_gateway::front`): the first half, up
+to the call sent, with the path and method checks, the header checks, the key and the
+command within it; the reply awaited within the request's deadline; the second half, with
+the RateLimit fields, the counters, the request id and the log line within it; then the
+fields and id written into the response. `scripts/instr-http.sh` runs it on its profile of
+ratelab-server on Redis.
 
 A part is the inclusive count of the functions that match its patterns (their callees
 included), less the parts named after `-`; each pattern names one function that does not
-call another of its part's. The store call is counted under `run_layer` (one limit on its
-own): a request whose limits are decided together calls it from elsewhere. A function the compiler inlined into its caller
-has no count of its own: its part is printed as "inlined" and its instructions stay in its
-caller's.
+call another of its part's. A function the compiler inlined into its caller has no count of
+its own: its part is printed as "inlined" and its instructions stay in its caller's.
 """
 import re
 import subprocess
@@ -24,22 +25,19 @@ import sys
 # (part, patterns of the functions it adds, patterns of the functions it subtracts). The
 # patterns match callgrind_annotate's function names (file and object stripped).
 PARTS = [
-    ("the service call: decision, inner service, response fields", [r"front::Front<C,E,S> as hyper::service::service::Service<.*>>::call::\{\{closure\}\}(::\{\{closure\}\})?$"], []),
-    ("the decision (`Gateway::check`)", [r"pipeline::Gateway<C,E>::check::\{\{closure\}\}$"], []),
-    ("- the store call (`decide_remote`)", [r"ratelab_store::client::decide_remote::\{\{closure\}\}$"], []),
-    ("  - of which the script's command encoded (`Command::new`)", [r"redis_lane::codec::Command::new$"], []),
-    ("  - of which the reply awaited on the lane (`RedisStore::on_lane`)", [r"RedisStore::on_lane::\{\{closure\}\}$"], []),
-    (
-        "- around the store call: deadline, breaker, latency, denial cache (`run_layer` less the call)",
-        [r"run_layer::\{\{closure\}\}$"],
-        [r"ratelab_store::client::decide_remote::\{\{closure\}\}$"],
-    ),
-    ("- the RateLimit fields and the counters (`Gateway::account`)", [r"pipeline::Gateway<C,E>::account$"], []),
-    ("- the request id and the log line (`Gateway::log`)", [r"pipeline::Gateway<C,E>>::log$"], []),
+    ("the first half, up to the script call sent (`RateLimitLayer::begin`)", [r"http::RateLimitLayer<C,E>::begin$"], []),
+    ("- the path and method checked (`RateLimitLayer::head`)", [r"RateLimitLayer<C,E>::head$"], []),
     ("- the keyed headers sent once, in one spelling (`unambiguous`)", [r"Headers for http::header::map::HeaderMap>::each$", r"Headers for http::header::map::HeaderMap>::each_name$"], []),
     ("- the limit's key (`Key::tagged`)", [r"ratelab_store::key::Key::tagged$"], []),
+    ("- the breaker, the budget, the cost's check (`Gateway::layer_start`)", [r"Gateway<C,E>>::layer_start$"], []),
+    ("- the script's command encoded (`Command::new`)", [r"redis_lane::codec::Command::new$"], []),
+    ("- the command queued or written on the lane (`Lane::call`)", [r"redis_lane::Lane::call$"], []),
+    ("the reply awaited within the request's deadline (`BoundedSent`)", [r"deadlines::BoundedSent as core::future::future::Future>::poll$"], []),
+    ("the second half, from the reply (`Gateway::read_reply`, `Gateway::complete`)", [r"Gateway<C,E>>::read_reply$", r"Gateway<C,E>>::complete$"], []),
+    ("- the latency, the breaker's record, the denial cache (`Gateway::layer_end`)", [r"Gateway<C,E>>::layer_end$"], []),
+    ("- the RateLimit fields and the counters (`Gateway::account`)", [r"pipeline::Gateway<C,E>::account$"], []),
+    ("- the request id and the log line (`Gateway::log`)", [r"pipeline::Gateway<C,E>>::log$"], []),
     ("the fields and the request id written into the response (`http::finish`)", [r"ratelab_gateway::http::finish$"], []),
-    ("the path and method checked (`RateLimitLayer::head`)", [r"RateLimitLayer<C,E>::head$"], []),
 ]
 
 LINE = re.compile(r"^\s*([\d,]+)\s+\([\s\d.]+%\)\s+(?:\*\s+)?(?:[^:]*):(.*?)(?:\s+\[[^\]]*\])?\s*$")

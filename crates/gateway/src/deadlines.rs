@@ -24,6 +24,7 @@
 
 use crate::waiting::{ByDeadline, Ticket};
 use ratelab_core::Nanos;
+use ratelab_store::{Sent, SentReply, StoreError};
 use std::cell::RefCell;
 use std::future::Future;
 use std::pin::Pin;
@@ -55,6 +56,32 @@ pub(crate) fn within_from<F: Future>(started: Nanos, after: Duration, fut: F) ->
         from: Some(started),
         after,
         entry: None,
+    }
+}
+
+/// A store call sent ahead of its reply ([`ratelab_store::Sent`]), bounded as [`within_from`]
+/// bounds a call: what [`crate::Env::bound_sent`] gives under tokio. Its output is the reply,
+/// or `None` once the bound has passed.
+pub struct BoundedSent(Within<Sent>);
+
+impl std::fmt::Debug for BoundedSent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BoundedSent").finish_non_exhaustive()
+    }
+}
+
+impl BoundedSent {
+    /// `sent`, bounded from `started` (as [`within_from`]) for at most `after`.
+    pub(crate) fn new(started: Nanos, after: Duration, sent: Sent) -> Self {
+        BoundedSent(within_from(started, after, sent))
+    }
+}
+
+impl Future for BoundedSent {
+    type Output = Option<Result<SentReply, StoreError>>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        Pin::new(&mut self.0).poll(cx)
     }
 }
 

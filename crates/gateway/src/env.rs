@@ -3,6 +3,8 @@
 
 use core::future::Future;
 use ratelab_core::Nanos;
+#[cfg(feature = "http")]
+use ratelab_store::Sent;
 use std::time::Duration;
 
 /// Time and timeouts, from whatever runtime hosts the gateway.
@@ -54,5 +56,20 @@ pub trait Env: Send + Sync {
     {
         let _ = started;
         self.timeout(after, fut)
+    }
+    /// A store call sent ahead of its reply, bounded as [`Env::timeout_from`] bounds a call,
+    /// in a future a caller can hold by name ([`crate::front`] holds a request on Redis so,
+    /// between the two halves of its decision). `Err` gives the call back when this
+    /// environment bounds calls only through `timeout_from` (the default); the caller then
+    /// awaits it there.
+    #[cfg(feature = "http")]
+    fn bound_sent(
+        &self,
+        started: Nanos,
+        after: Duration,
+        sent: Sent,
+    ) -> Result<crate::deadlines::BoundedSent, Sent> {
+        let _ = (started, after);
+        Err(sent)
     }
 }

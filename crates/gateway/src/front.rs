@@ -34,9 +34,10 @@
 
 use crate::answer::Answer;
 use crate::conns::{Connections, Framing, Phase, Tracked};
+use crate::deadlines::BoundedSent;
 use crate::env::Env;
-use crate::http::{Decided, RateLimitLayer, finish, refusal};
-use crate::pipeline::Gateway;
+use crate::http::{Decided, RateLimitLayer, finish, refusal, request_numbered};
+use crate::pipeline::{Begun, Gateway, Reply, Waiting};
 use crate::request::Guard;
 use axum::body::Body;
 use axum::extract::ConnectInfo;
@@ -45,7 +46,7 @@ use http::{Request, Response};
 use hyper::body::Incoming;
 use ratelab_store::StoreClient;
 use std::convert::Infallible;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -160,21 +161,25 @@ type BoxFuture = Pin<Box<dyn Future<Output = Result<Response<Body>, Infallible>>
 pin_project_lite::pin_project! {
     /// The future of a [`Front`]'s answer. A request decided in the call (an in-memory
     /// store's) is answered without a future of its own: its refusal is ready, and an admitted
-    /// one is the inner service's call, which gets the answer's fields when it completes.
-    /// Anything that waits before its decision (a remote store's call) is boxed.
-    pub struct FrontFuture<F> {
+    /// one is the inner service's call, which gets the answer's fields when it completes. A
+    /// request whose one store call was sent waits for its reply here ([`Remote`]), and is
+    /// decided when it comes. Anything else that waits before its decision is boxed.
+    pub struct FrontFuture<F, R> {
         #[pin]
-        state: State<F>,
+        state: State<F, R>,
     }
 }
 
 pin_project_lite::pin_project! {
     #[project = StateProj]
-    enum State<F> {
+    enum State<F, R> {
         // The answer, made in the call (taken when returned).
         Ready { response: Option<Response<Body>> },
         // An admitted request's inner call, and the answer whose fields its response gets.
         Admitted { #[pin] call: F, answer: Option<Answer> },
+        // A request waiting for its store call's reply (taken when it comes), boxed: the
+        // answer's future stays small, and hyper moves it.
+        Remote { remote: Option<Box<R>> },
         // Anything else.
         Boxed { future: BoxFuture },
         // Answered.
@@ -182,20 +187,31 @@ pin_project_lite::pin_project! {
     }
 }
 
-impl<F> FrontFuture<F> {
+/// A request at one limit whose store call was sent in the [`Front`]'s call: the reply,
+/// within the request's deadline, then the second half of its decision, then the inner call
+/// if it is admitted. Held in the answer's future itself, with no future of its own.
+pub struct Remote<C, E, S> {
+    shared: Arc<Shared<C, E, S>>,
+    peer: IpAddr,
+    waiting: Waiting<C>,
+    reply: BoundedSent,
+    parts: http::request::Parts,
+    body: Incoming,
+}
+
+impl<C, E, S> std::fmt::Debug for Remote<C, E, S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Remote")
+            .field("peer", &self.peer)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<F, R> FrontFuture<F, R> {
     fn ready(response: Response<Body>) -> Self {
         FrontFuture {
             state: State::Ready {
                 response: Some(response),
-            },
-        }
-    }
-
-    fn admitted(call: F, answer: Answer) -> Self {
-        FrontFuture {
-            state: State::Admitted {
-                call,
-                answer: Some(answer),
             },
         }
     }
@@ -214,44 +230,194 @@ impl<F> FrontFuture<F> {
     }
 }
 
-impl<F> std::fmt::Debug for FrontFuture<F> {
+impl<F, R> std::fmt::Debug for FrontFuture<F, R> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self.state {
             State::Ready { .. } => "FrontFuture::Ready",
             State::Admitted { .. } => "FrontFuture::Admitted",
+            State::Remote { .. } => "FrontFuture::Remote",
             State::Boxed { .. } => "FrontFuture::Boxed",
             State::Done => "FrontFuture::Done",
         })
     }
 }
 
-impl<F> Future for FrontFuture<F>
+impl<C, E, S> Future for FrontFuture<S::Future, Remote<C, E, S>>
 where
-    F: Future<Output = Result<Response<Body>, Infallible>>,
+    C: StoreClient + 'static,
+    E: Env + 'static,
+    S: tower::Service<Request<Incoming>, Response = Response<Body>, Error = Infallible>
+        + Clone
+        + Send
+        + Sync
+        + 'static,
+    S::Future: Send + 'static,
 {
     type Output = Result<Response<Body>, Infallible>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut state = self.project().state;
-        let response = match state.as_mut().project() {
-            StateProj::Ready { response } => response.take(),
-            StateProj::Admitted { call, answer } => {
-                let Ok(resp) = std::task::ready!(call.poll(cx));
-                answer.take().map(|a| finish(resp, a))
-            }
-            StateProj::Boxed { future } => {
-                let Ok(resp) = std::task::ready!(future.as_mut().poll(cx));
-                Some(resp)
-            }
-            // Polled again after it completed: it stays pending, as the contract allows.
-            StateProj::Done => return Poll::Pending,
-        };
-        state.set(State::Done);
-        match response {
-            Some(r) => Poll::Ready(Ok(r)),
-            None => Poll::Pending,
+        loop {
+            let response = match state.as_mut().project() {
+                StateProj::Ready { response } => response.take(),
+                StateProj::Admitted { call, answer } => {
+                    let Ok(resp) = std::task::ready!(call.poll(cx));
+                    answer.take().map(|a| finish(resp, a))
+                }
+                StateProj::Remote { remote } => {
+                    let reply = match remote {
+                        Some(r) => std::task::ready!(Pin::new(&mut r.reply).poll(cx)),
+                        None => return Poll::Pending,
+                    };
+                    let Some(remote) = remote.take() else {
+                        return Poll::Pending;
+                    };
+                    // Decided now, and the answer's next state taken from here.
+                    let next = (*remote).decide(reply, cx);
+                    state.set(next.state);
+                    continue;
+                }
+                StateProj::Boxed { future } => {
+                    let Ok(resp) = std::task::ready!(future.as_mut().poll(cx));
+                    Some(resp)
+                }
+                // Polled again after it completed: it stays pending, as the contract allows.
+                StateProj::Done => return Poll::Pending,
+            };
+            state.set(State::Done);
+            return match response {
+                Some(r) => Poll::Ready(Ok(r)),
+                None => Poll::Pending,
+            };
         }
     }
+}
+
+impl<C, E, S> Remote<C, E, S>
+where
+    C: StoreClient + 'static,
+    E: Env + 'static,
+    S: tower::Service<Request<Incoming>, Response = Response<Body>, Error = Infallible>
+        + Clone
+        + Send
+        + Sync
+        + 'static,
+    S::Future: Send + 'static,
+{
+    /// The request decided on its store call's `reply` (`None`: none came in time), and what
+    /// its answer's future does next.
+    fn decide(
+        self,
+        reply: Option<Result<ratelab_store::SentReply, ratelab_store::StoreError>>,
+        cx: &mut Context<'_>,
+    ) -> FrontFuture<S::Future, Self> {
+        let Remote {
+            shared,
+            peer,
+            waiting,
+            parts,
+            body,
+            ..
+        } = self;
+        let gateway = shared.layer.gateway();
+        let result = match gateway.read_reply(&waiting, reply) {
+            Reply::Ended(result) => result,
+            // Made again through the client, in a future of its own (a restarted store's
+            // script loaded first).
+            Reply::Again => {
+                return FrontFuture::boxed(move || async move {
+                    let result = shared.layer.gateway().call_store(&waiting).await;
+                    complete_later(shared, peer, waiting, result, parts, body).await
+                });
+            }
+        };
+        let request = request_numbered(peer, &parts, waiting.trace());
+        let answer = gateway.complete(waiting, result, &request);
+        answer_with(&shared, parts, body, answer, cx)
+    }
+}
+
+/// `answer`, decided, for the request whose head is `parts`: its refusal, or its inner call
+/// when admitted — called now if the inner service is ready in `cx`, else readied and
+/// called in a future of its own.
+fn answer_with<C, E, S, R>(
+    shared: &Arc<Shared<C, E, S>>,
+    parts: http::request::Parts,
+    body: Incoming,
+    answer: Answer,
+    cx: &mut Context<'_>,
+) -> FrontFuture<S::Future, R>
+where
+    S: tower::Service<Request<Incoming>, Response = Response<Body>, Error = Infallible>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+{
+    if let Some(refused) = refusal(&answer) {
+        return FrontFuture::ready(finish(refused, answer));
+    }
+    let req = Request::from_parts(parts, body);
+    let mut inner = shared.inner.clone();
+    match tower::Service::poll_ready(&mut inner, cx) {
+        Poll::Ready(Ok(())) => FrontFuture {
+            state: State::Admitted {
+                call: tower::Service::call(&mut inner, req),
+                answer: Some(answer),
+            },
+        },
+        Poll::Ready(Err(never)) => match never {},
+        // Not ready yet: waited for in a future of its own.
+        Poll::Pending => FrontFuture::boxed(move || async move {
+            std::future::poll_fn(|cx| tower::Service::poll_ready(&mut inner, cx)).await?;
+            let resp = tower::Service::call(&mut inner, req).await?;
+            Ok(finish(resp, answer))
+        }),
+    }
+}
+
+/// The second half of `waiting`'s decision once its store call ended with `result`, then
+/// its answer, in a future of its own.
+async fn complete_later<C, E, S>(
+    shared: Arc<Shared<C, E, S>>,
+    peer: IpAddr,
+    waiting: Waiting<C>,
+    result: Option<Result<ratelab_store::Outcome, ratelab_store::LimitError>>,
+    parts: http::request::Parts,
+    body: Incoming,
+) -> Result<Response<Body>, Infallible>
+where
+    C: StoreClient + 'static,
+    E: Env + 'static,
+    S: tower::Service<Request<Incoming>, Response = Response<Body>, Error = Infallible>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+{
+    let request = request_numbered(peer, &parts, waiting.trace());
+    let answer = shared.layer.gateway().complete(waiting, result, &request);
+    respond(&shared, parts, body, answer).await
+}
+
+/// `answer`'s response, for the request whose head is `parts`: its refusal, or the inner
+/// service's answer, readied and called, when admitted.
+async fn respond<C, E, S>(
+    shared: &Shared<C, E, S>,
+    parts: http::request::Parts,
+    body: Incoming,
+    answer: Answer,
+) -> Result<Response<Body>, Infallible>
+where
+    S: tower::Service<Request<Incoming>, Response = Response<Body>, Error = Infallible> + Clone,
+{
+    if let Some(refused) = refusal(&answer) {
+        return Ok(finish(refused, answer));
+    }
+    let mut inner = shared.inner.clone();
+    std::future::poll_fn(|cx| tower::Service::poll_ready(&mut inner, cx)).await?;
+    let resp = tower::Service::call(&mut inner, Request::from_parts(parts, body)).await?;
+    Ok(finish(resp, answer))
 }
 
 impl<C, E, S> hyper::service::Service<Request<Incoming>> for Front<C, E, S>
@@ -267,7 +433,7 @@ where
 {
     type Response = Response<Body>;
     type Error = Infallible;
-    type Future = FrontFuture<S::Future>;
+    type Future = FrontFuture<S::Future, Remote<C, E, S>>;
 
     fn call(&self, mut req: Request<Incoming>) -> Self::Future {
         if self.max_head != usize::MAX && head_bytes(&req) > self.max_head {
@@ -286,40 +452,65 @@ where
             }
         }
         let peer = self.peer.ip();
+        let noop = &mut Context::from_waker(std::task::Waker::noop());
+        let (mut parts, body) = req.into_parts();
         if C::IMMEDIATE && E::POLLS_FIRST {
             // Decided here, in the call (the store's calls complete at once): only an
             // admitted request's inner call is left to wait for.
-            let (mut parts, body) = req.into_parts();
             let answer = match self.shared.layer.decide_now(peer, &mut parts) {
                 Decided::Answered(answer) => answer,
                 Decided::Refused(refused) => return FrontFuture::ready(refused),
             };
-            if let Some(refused) = refusal(&answer) {
-                return FrontFuture::ready(finish(refused, answer));
-            }
-            let req = Request::from_parts(parts, body);
-            let mut inner = self.shared.inner.clone();
-            let noop = &mut Context::from_waker(std::task::Waker::noop());
-            return match tower::Service::poll_ready(&mut inner, noop) {
-                Poll::Ready(Ok(())) => {
-                    FrontFuture::admitted(tower::Service::call(&mut inner, req), answer)
-                }
-                Poll::Ready(Err(never)) => match never {},
-                // Not ready yet: waited for in a future of its own.
-                Poll::Pending => FrontFuture::boxed(move || async move {
-                    std::future::poll_fn(|cx| tower::Service::poll_ready(&mut inner, cx)).await?;
-                    let resp = tower::Service::call(&mut inner, req).await?;
-                    Ok(finish(resp, answer))
-                }),
-            };
+            return answer_with(&self.shared, parts, body, answer, noop);
         }
+        // Decided in two halves around the store's reply: the first here, up to the store
+        // call, sent now when it can be.
+        let begun = match self.shared.layer.begin(peer, &mut parts) {
+            Ok(begun) => begun,
+            Err(refused) => return FrontFuture::ready(refused),
+        };
         let shared = self.shared.clone();
-        FrontFuture::boxed(move || async move {
-            // A clone of the inner service, readied here: `limited` calls it when admitted.
-            let mut inner = shared.inner.clone();
-            std::future::poll_fn(|cx| tower::Service::poll_ready(&mut inner, cx)).await?;
-            shared.layer.limited(Some(peer), req, inner).await
-        })
+        match begun {
+            Begun::Answered(answer) => answer_with(&shared, parts, body, answer, noop),
+            Begun::Sent(waiting, sent) => {
+                let (started, budget) = waiting.bound();
+                match shared
+                    .layer
+                    .gateway()
+                    .env()
+                    .bound_sent(started, budget, sent)
+                {
+                    Ok(reply) => FrontFuture {
+                        state: State::Remote {
+                            remote: Some(crate::in_place::made_in_box(|| Remote {
+                                shared,
+                                peer,
+                                waiting,
+                                reply,
+                                parts,
+                                body,
+                            })),
+                        },
+                    },
+                    Err(sent) => FrontFuture::boxed(move || async move {
+                        let gateway = shared.layer.gateway();
+                        let result = gateway.await_sent(&waiting, sent).await;
+                        complete_later(shared, peer, waiting, result, parts, body).await
+                    }),
+                }
+            }
+            Begun::Call(waiting) => FrontFuture::boxed(move || async move {
+                let result = shared.layer.gateway().call_store(&waiting).await;
+                complete_later(shared, peer, waiting, result, parts, body).await
+            }),
+            Begun::Later(later) => FrontFuture::boxed(move || async move {
+                let answer = {
+                    let request = request_numbered(peer, &parts, later.trace());
+                    shared.layer.gateway().decide_later(later, &request).await
+                };
+                respond(&shared, parts, body, answer).await
+            }),
+        }
     }
 }
 

@@ -11,7 +11,7 @@
 use crate::answer::{Answer, Verdict};
 use crate::env::Env;
 use crate::limits::Headers;
-use crate::pipeline::Gateway;
+use crate::pipeline::{Begun, Gateway};
 use crate::request::{Guard, Request};
 use axum::Router;
 use axum::body::Body;
@@ -70,6 +70,16 @@ impl Env for TokioEnv {
         }
         let offset = UNIX_OFFSET.load(Ordering::Relaxed);
         Nanos::from(Duration::from_nanos(offset.saturating_add(m)))
+    }
+
+    /// Bounded by the thread's one timer, as [`TokioEnv::timeout_from`] bounds a call.
+    fn bound_sent(
+        &self,
+        started: Nanos,
+        after: Duration,
+        sent: ratelab_store::Sent,
+    ) -> Result<crate::deadlines::BoundedSent, ratelab_store::Sent> {
+        Ok(crate::deadlines::BoundedSent::new(started, after, sent))
     }
 
     fn timeout<F: Future + Send>(
@@ -390,18 +400,57 @@ where
     /// The request the gateway sees in the head `parts` from `peer`, numbered for the store
     /// calls' trace ids.
     fn request<'a>(&self, peer: IpAddr, parts: &'a http::request::Parts) -> Request<'a> {
-        let h = &parts.headers;
-        Request {
-            peer,
-            api_key: h.get(X_API_KEY).map(HeaderValue::as_bytes),
-            route: parts.uri.path(),
-            method: parts.method.as_str(),
-            headers: h,
-            cost: 1,
-            trace: self.sequence.fetch_add(1, Ordering::Relaxed),
-        }
+        request_numbered(peer, parts, self.sequence.fetch_add(1, Ordering::Relaxed))
     }
 
+    /// The gateway.
+    pub(crate) fn gateway(&self) -> &Gateway<C, E> {
+        &self.gateway
+    }
+
+    /// The first half of the decision on the request whose head is `parts`, from `peer`
+    /// ([`Gateway::begin`]); or the 400 of a path or method the limiter would read otherwise
+    /// than the application behind it, as [`RateLimitLayer::limited`] refuses it.
+    #[allow(
+        clippy::result_large_err,
+        reason = "matched at once by its one caller, the front; a refusal boxed would cost an allocation"
+    )]
+    pub(crate) fn begin(
+        &self,
+        peer: IpAddr,
+        parts: &mut http::request::Parts,
+    ) -> Result<Begun<C>, Response<Body>> {
+        match self.head(peer, parts) {
+            Head::Decide(request) => Ok(self.gateway.begin(&request, self.guard.as_deref())),
+            Head::Refused(refusal) => Err(refusal),
+        }
+    }
+}
+
+/// The request the gateway sees in the head `parts` from `peer`, numbered `trace`: the
+/// same request again for the second half of its decision ([`Gateway::complete`]).
+pub(crate) fn request_numbered(
+    peer: IpAddr,
+    parts: &http::request::Parts,
+    trace: u64,
+) -> Request<'_> {
+    let h = &parts.headers;
+    Request {
+        peer,
+        api_key: h.get(X_API_KEY).map(HeaderValue::as_bytes),
+        route: parts.uri.path(),
+        method: parts.method.as_str(),
+        headers: h,
+        cost: 1,
+        trace,
+    }
+}
+
+impl<C, E> RateLimitLayer<C, E>
+where
+    C: StoreClient + 'static,
+    E: Env + 'static,
+{
     /// Refuses the request whose head is `parts`, from `peer`, with `status` and `reason`,
     /// counted and logged like any refusal (the front's 431 for a head past its bound).
     pub(crate) fn refuse_head(

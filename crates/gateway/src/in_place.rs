@@ -10,8 +10,14 @@ use std::pin::Pin;
 /// The future `make` makes, in a box allocated before it is made.
 #[inline(always)]
 pub(crate) fn boxed<G>(make: impl FnOnce() -> G) -> Pin<Box<G>> {
+    Box::into_pin(made_in_box(make))
+}
+
+/// What `make` makes, in a box allocated before it is made.
+#[inline(always)]
+pub(crate) fn made_in_box<G>(make: impl FnOnce() -> G) -> Box<G> {
     let slot = Box::<G>::new_uninit();
-    Box::into_pin(Box::write(slot, make()))
+    Box::write(slot, make())
 }
 
 #[cfg(test)]

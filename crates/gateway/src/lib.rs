@@ -74,6 +74,8 @@ pub mod waiting;
 pub use answer::{Answer, FailReason, LayerOutcome, LimitResult, Verdict};
 pub use breaker::{Breaker, BreakerConfig, BreakerState};
 pub use config::GatewayConfig;
+#[cfg(feature = "http")]
+pub use deadlines::BoundedSent;
 pub use env::Env;
 pub use ip::{ClientIpHeader, IpNet};
 pub use pipeline::Gateway;

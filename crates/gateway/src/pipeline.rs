@@ -24,16 +24,20 @@
 //! share one bucket.
 
 mod fields;
+mod halves;
 mod layer;
 mod log;
 mod together;
+
+pub(crate) use halves::{Begun, Reply, Waiting};
 
 use crate::answer::{Answer, FailReason, LayerOutcome, LimitResult, Verdict};
 use crate::config::GatewayConfig;
 use crate::env::Env;
 use crate::ip::client_ip;
 use crate::limits::{
-    KeyBy, Limit, LimitSet, LimitSpec, Mode, NoHeaders, PER_IP, PER_KEY, Planned, plan, unambiguous,
+    KeyBy, Limit, LimitSet, LimitSpec, Mode, NoHeaders, PER_IP, PER_KEY, Planned, PlannedList,
+    plan, unambiguous,
 };
 use crate::reqlog::IdGenerator;
 use crate::request::{Guard, Request};
@@ -240,10 +244,35 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
     /// here would be kept in both futures).
     async fn decide(&self, req: &Request<'_>, guard: Option<&dyn Guard>, start: Nanos) -> Answer {
         let mut answer = Answer::bare(Verdict::Allow, 200);
-        let bad = |mut a: Answer, reason: String| {
+        let set = self.limits.load_full();
+        if let Some((planned, shadow_all)) = self.prepare(&set, req, guard, &mut answer) {
+            let fail_closed = self.fails_closed(req.route);
+            self.decide_planned(
+                &planned,
+                (req.trace, fail_closed, start),
+                shadow_all,
+                &mut answer,
+            )
+            .await;
+        }
+        answer
+    }
+
+    /// Everything before `req`'s store calls, against `set`, the limits it started with: its
+    /// client's address, its key, the guard, the kill switch, its headers' one spelling, its
+    /// planned limits (with whether the global shadow switch is on). `None` when `answer` is
+    /// complete without them (refused, or let through by the kill switch).
+    fn prepare<'s>(
+        &self,
+        set: &'s LimitSet<C>,
+        req: &Request<'_>,
+        guard: Option<&dyn Guard>,
+        answer: &mut Answer,
+    ) -> Option<(PlannedList<'s, C>, bool)> {
+        let bad = |a: &mut Answer, reason: String| {
+            bump(&self.stats.bad_request);
             a.status = 400;
             a.verdict = Verdict::BadRequest(reason);
-            a
         };
         let ip = match client_ip(
             req.peer,
@@ -253,8 +282,8 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
         ) {
             Ok(ip) => ip,
             Err(e) => {
-                bump(&self.stats.bad_request);
-                return bad(answer, e);
+                bad(answer, e);
+                return None;
             }
         };
         answer.client_ip = Some(ip);
@@ -262,8 +291,8 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
             None => None,
             Some(Ok(k)) => Some(k),
             Some(Err(_)) => {
-                bump(&self.stats.bad_request);
-                return bad(answer, "x-api-key is not valid UTF-8".into());
+                bad(answer, "x-api-key is not valid UTF-8".into());
+                return None;
             }
         };
         if let Some(reason) = guard.and_then(|g| g.reject(api_key)) {
@@ -271,39 +300,29 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
             metrics::counter!("ratelab_requests_total", "decision" => "rejected").increment(1);
             answer.status = 403;
             answer.verdict = Verdict::Rejected(reason);
-            return answer;
+            return None;
         }
         if self.kill_switch() {
             bump(&self.stats.bypassed);
             metrics::counter!("ratelab_requests_total", "decision" => "bypassed").increment(1);
             answer.bypassed = true;
-            return answer;
+            return None;
         }
         // Planned against the set this request started with, before any store call: an
         // unreadable key or cost at an enforced limit refuses the request with nothing spent
         // anywhere (a shadow limit that cannot read its own skips the request instead).
-        let set = self.limits.load_full();
-        if let Err(e) = unambiguous(&set, req.headers) {
-            bump(&self.stats.bad_request);
-            return bad(answer, e);
+        if let Err(e) = unambiguous(set, req.headers) {
+            bad(answer, e);
+            return None;
         }
         let shadow_all = self.shadow();
-        let planned = match plan(&set, req, ip, api_key, self.config.ipv6_prefix, shadow_all) {
-            Ok(p) => p,
+        match plan(set, req, ip, api_key, self.config.ipv6_prefix, shadow_all) {
+            Ok(p) => Some((p, shadow_all)),
             Err(e) => {
-                bump(&self.stats.bad_request);
-                return bad(answer, e);
+                bad(answer, e);
+                None
             }
-        };
-        let fail_closed = self.fails_closed(req.route);
-        self.decide_planned(
-            &planned,
-            (req.trace, fail_closed, start),
-            shadow_all,
-            &mut answer,
-        )
-        .await;
-        answer
+        }
     }
 
     /// Decides a request whose limits `planned` were planned by its front end rather than
@@ -364,6 +383,12 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
         let fields = self
             .run_limits(planned, (trace, fail_closed, start), shadow_all, answer)
             .await;
+        self.conclude(fields, answer);
+    }
+
+    /// Completes `answer` once its limits ran, the enforced ones' `fields` rendered: its
+    /// fields, the counters.
+    fn conclude(&self, fields: Option<Fields>, answer: &mut Answer) {
         if answer.verdict == Verdict::Unavailable {
             return;
         }
@@ -406,21 +431,7 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
         let enforced = || planned.iter().enumerate().filter(|(_, p)| !shadow(p));
         let mut fields: Option<Fields> = None;
         let mut denied = false;
-        let cached = enforced().find_map(|(i, p)| {
-            let d = p.limit.cache.as_ref()?.lookup(&p.key, p.cost, start)?;
-            Some((i, p.limit, d))
-        });
-        if let Some((i, limit, decision)) = cached {
-            // The store denied this key until later: answered here, with no store call and
-            // nothing spent at any limit (a request the store denies spends nothing).
-            bump(&self.stats.denial_cache_hits);
-            metrics::counter!("ratelab_denial_cache_hits_total", "limit" => limit.label.clone())
-                .increment(1);
-            let outcome = LayerOutcome::Cached(decision);
-            self.account((i, limit), outcome, false, answer, &mut fields);
-            // Answered without any store call: the shadow limits are not consulted either.
-            answer.verdict = Verdict::Deny;
-            answer.status = 429;
+        if let Some(fields) = self.cached(enforced(), start, answer) {
             return fields;
         }
         // One limit alone is decided on its own: no group to gather.
@@ -477,6 +488,40 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
             answer.status = 429;
         }
         fields
+    }
+
+    /// The first of the `enforced` limits (with their places in the plan) whose denial cache
+    /// holds its key, if any: then the request is denied there, with no store call and
+    /// nothing spent at any limit (a request the store denies spends nothing), and its
+    /// fields are returned. Answered without any store call, its shadow limits are not
+    /// consulted either.
+    fn cached<'p, 's: 'p>(
+        &self,
+        mut enforced: impl Iterator<Item = (usize, &'p Planned<'s, C>)>,
+        start: Nanos,
+        answer: &mut Answer,
+    ) -> Option<Option<Fields>>
+    where
+        C: 's,
+    {
+        let (i, limit, decision) = enforced.find_map(|(i, p)| {
+            let d = p.limit.cache.as_ref()?.lookup(&p.key, p.cost, start)?;
+            Some((i, p.limit, d))
+        })?;
+        bump(&self.stats.denial_cache_hits);
+        metrics::counter!("ratelab_denial_cache_hits_total", "limit" => limit.label.clone())
+            .increment(1);
+        let mut fields = None;
+        self.account(
+            (i, limit),
+            LayerOutcome::Cached(decision),
+            false,
+            answer,
+            &mut fields,
+        );
+        answer.verdict = Verdict::Deny;
+        answer.status = 429;
+        Some(fields)
     }
 
     /// Records one limit's outcome in the answer, the counters and (for an enforced limit)

@@ -8,6 +8,7 @@
 //! [`decide_remote`] runs either access path over a client, with the same core transition as
 //! the in-process [`Store`](crate::Store) paths.
 
+use crate::sent::{Sent, SentReply};
 use crate::{Key, LimitError, Path, StoreError};
 use core::future::Future;
 use ratelab_core::{Algorithm, Decision, Nanos};
@@ -127,6 +128,27 @@ pub trait StoreClient: Clone + Send + Sync {
         now: Option<Nanos>,
         cost: u64,
     ) -> impl Future<Output = Result<Applied, LimitError>> + Send;
+
+    /// Atomic path, in two halves, for a caller that holds the call by name rather than in a
+    /// future of its own: the call is written to the store before this returns (now, not when
+    /// first polled), and the [`Sent`]'s output is its reply, which
+    /// [`StoreClient::read_sent`] reads. Nothing bounds the wait but the caller (a gateway's
+    /// deadline). `None` when this client cannot (the default): the caller awaits
+    /// [`StoreClient::apply`] instead. An `Err` is the call's outcome, decided without the
+    /// store (a cost the policy can never admit, a store known to be down).
+    fn send(&self, key: &Key, now: Option<Nanos>, cost: u64) -> Option<Result<Sent, LimitError>> {
+        let _ = (key, now, cost);
+        None
+    }
+
+    /// The outcome in `reply`, the reply to a call this client [sent](StoreClient::send): what
+    /// [`StoreClient::apply`] would have returned for it. `None` when the call has to be made
+    /// again through [`StoreClient::apply`] (the store had lost its script: a restarted
+    /// server), which nothing was spent for.
+    fn read_sent(&self, reply: SentReply) -> Option<Result<Applied, LimitError>> {
+        let _ = reply;
+        None
+    }
 
     /// Atomic path over several limits: one request at every item's key, in one step and one
     /// round trip, all or nothing ([`ratelab_core::all`]). Each item is the client of one

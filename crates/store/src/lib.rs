@@ -58,6 +58,7 @@ pub mod rng;
 pub mod script;
 #[cfg(feature = "redis")]
 mod script_loads;
+mod sent;
 
 pub use backend::{BackendMutex, StdBackend, SyncBackend};
 pub use client::{
@@ -68,6 +69,7 @@ pub use error::{FailReason, LimitError, StoreError};
 pub use key::{Key, KeyError, MAX_KEY_LEN, MAX_PREFIX_LEN};
 pub use lease::{Fence, FenceVerdict, LeaseClient, LeaseTable, LocalLeases, TokenSource};
 pub use memory::{HashSeed, Item, MemoryStore, StoreStats};
+pub use sent::{Sent, SentReply};
 
 use core::fmt;
 use ratelab_core::{Algorithm, Decision, Nanos};

@@ -21,7 +21,7 @@ use crate::redis_slots::{SlotClient, apply_by_slot};
 pub use crate::redis_state::{decode, encode};
 use crate::redis_store::{RedisSetupError, RedisStore};
 use crate::script_loads::ScriptLoads;
-use crate::{Key, LimitError, StoreError};
+use crate::{Key, LimitError, Sent, SentReply, StoreError};
 use ratelab_core::{Nanos, Policy, PolicyState};
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
@@ -210,6 +210,18 @@ impl StoreClient for RedisPolicy {
     async fn set(&self, key: &Key, state: PolicyState, ttl: Nanos) -> Result<(), StoreError> {
         let text = encode(&self.policy, &state).ok_or(StoreError::Corrupt)?;
         self.store.set_text(key, text, ttl).await
+    }
+
+    /// A token bucket's call only (its own script); the other families are decided through
+    /// [`StoreClient::apply`].
+    fn send(&self, key: &Key, now: Option<Nanos>, cost: u64) -> Option<Result<Sent, LimitError>> {
+        self.is_bucket()
+            .then(|| self.store.send_one(key, now, cost))
+            .flatten()
+    }
+
+    fn read_sent(&self, reply: SentReply) -> Option<Result<Applied, LimitError>> {
+        self.store.read_one(reply)
     }
 
     async fn apply(&self, key: &Key, now: Option<Nanos>, cost: u64) -> Result<Applied, LimitError> {

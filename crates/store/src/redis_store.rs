@@ -41,7 +41,7 @@ use crate::redis_lane::{Arg, Command, Encoded, Lane, Reply, Target};
 use crate::script_loads::{Next, ScriptLoads};
 use crate::{
     AllApplied, AllFuture, AllItem, Applied, FenceVerdict, Key, LeaseClient, LimitError, Read,
-    StoreClient, StoreError,
+    Sent, SentReply, StoreClient, StoreError,
 };
 use core::future::Future;
 use ratelab_core::{Decision, Nanos, TokenBucket, TokenBucketState};
@@ -839,9 +839,51 @@ impl RedisStore {
     ) -> Result<Applied, LimitError> {
         self.admissible(cost)?;
         let r = RedisStore::call_script(&[(self, key, cost)], now, false).await?;
+        self.one_applied(&r)
+    }
+
+    /// The reply `r` to one key's call (its length checked), read.
+    fn one_applied(&self, r: &[i64]) -> Result<Applied, LimitError> {
         Ok(Applied {
-            decision: key_decision(&r, 1, 0, &self.bucket)?.1,
-            store_time: reply_time(&r)?,
+            decision: key_decision(r, 1, 0, &self.bucket)?.1,
+            store_time: reply_time(r)?,
+        })
+    }
+
+    /// [`RedisStore::apply_one`] sent on the lane now, its reply read by
+    /// [`RedisStore::read_one`] ([`StoreClient::send`]); `None` without a lane, or when an
+    /// admission waits for a replica (a second call).
+    pub(crate) fn send_one(
+        &self,
+        key: &Key,
+        now: Option<Nanos>,
+        cost: u64,
+    ) -> Option<Result<Sent, LimitError>> {
+        let lane = self.lane.as_deref().filter(|_| !self.waits())?;
+        if let Err(e) = self.admissible(cost) {
+            return Some(Err(e));
+        }
+        let command = with_script_args(&[(self, key, cost)], now, false, |args| {
+            Command::new(args.iter().copied())
+        });
+        Some(
+            lane.call(&command)
+                .map(Sent::on_lane)
+                .map_err(|_| LimitError::Store(StoreError::Unavailable)),
+        )
+    }
+
+    /// The reply to a call [`RedisStore::send_one`] sent, read as [`RedisStore::apply_one`]
+    /// reads it; `None` on `NOSCRIPT` (the caller calls again through `apply_one`, which
+    /// loads the script).
+    pub(crate) fn read_one(&self, reply: SentReply) -> Option<Result<Applied, LimitError>> {
+        Some(match reply.reply {
+            Reply::Ints(r) if r.len() == 7 => self.one_applied(&r),
+            Reply::Ints(_) | Reply::Other => Err(LimitError::Store(StoreError::Unavailable)),
+            other => match other.error_code() {
+                Some("NOSCRIPT") => return None,
+                code => Err(LimitError::Store(code_err(code))),
+            },
         })
     }
 
@@ -994,6 +1036,14 @@ impl StoreClient for RedisStore {
     ) -> impl Future<Output = Result<(), StoreError>> + Send {
         let v = self.encode(&state);
         self.set_text(key, v, ttl)
+    }
+
+    fn send(&self, key: &Key, now: Option<Nanos>, cost: u64) -> Option<Result<Sent, LimitError>> {
+        self.send_one(key, now, cost)
+    }
+
+    fn read_sent(&self, reply: SentReply) -> Option<Result<Applied, LimitError>> {
+        self.read_one(reply)
     }
 
     async fn apply(&self, key: &Key, now: Option<Nanos>, cost: u64) -> Result<Applied, LimitError> {

@@ -9,8 +9,21 @@ use crate::env::Env;
 use crate::limits::Limit;
 use crate::stats::bump;
 use ratelab_core::{Algorithm, CostError, Decision, Nanos};
-use ratelab_store::{Key, LimitError, StoreClient, StoreError, TimeSource, decide_remote};
+use ratelab_store::{Key, LimitError, Outcome, StoreClient, StoreError, TimeSource, decide_remote};
 use std::time::Duration;
+
+/// One limit's store call, once its breaker let it be made ([`Gateway::layer_start`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct StoreCall {
+    /// The monotonic reading it started from: its latency's and its denial's start.
+    pub(crate) started: Nanos,
+    /// What the request's deadline leaves it, from `started`.
+    pub(crate) budget: Duration,
+    /// The gateway's clock for the decision (read only on the caller's clock).
+    pub(crate) now: Nanos,
+    /// The breaker's permit, recorded when the call ends.
+    pub(crate) permit: Permit,
+}
 
 impl<C: StoreClient, E: Env> Gateway<C, E> {
     /// What the limits before `now` (monotonic) left of the request's timeout, which ends at
@@ -30,6 +43,40 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
         (trace, fail_closed): (u64, bool),
         (deadline, clock): (Nanos, &mut Nanos),
     ) -> LayerOutcome {
+        let call = match self.layer_start((layer, cost), fail_closed, (deadline, *clock)) {
+            Ok(call) => call,
+            Err(outcome) => return outcome,
+        };
+        let client = layer.client.traced(trace);
+        // Made where it is awaited: a call bound to a local first is kept beside the timeout
+        // that holds it, both in this future, which its callers move.
+        let result = self
+            .env
+            .timeout_from(
+                call.started,
+                call.budget,
+                decide_remote(
+                    &*client,
+                    self.config.path,
+                    self.config.time_source,
+                    key,
+                    call.now,
+                    cost,
+                ),
+            )
+            .await;
+        self.layer_end((layer, key, cost), fail_closed, &call, result, clock)
+    }
+
+    /// One limit's work before its store call, from `started`, the caller's latest
+    /// monotonic reading ([`Gateway::run_layer`]'s `clock`): the call to make, or the limit's
+    /// outcome without one (a cost it can never admit, no time left, its breaker open).
+    pub(super) fn layer_start(
+        &self,
+        (layer, cost): (&Limit<C>, u64),
+        fail_closed: bool,
+        (deadline, started): (Nanos, Nanos),
+    ) -> Result<StoreCall, LayerOutcome> {
         let fail = |reason| LayerOutcome::failed(fail_closed, reason);
         // The decision's time is the gateway's clock; the breaker's cooldown and the latency
         // are intervals, on the monotonic clock: a wall clock set back must not hold the
@@ -39,7 +86,6 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
         // before this limit's work, so its latency and the breaker's clock count that work
         // too (a few microseconds against a store's round trip), and its budget is the
         // deadline less the time up to that reading.
-        let started = *clock;
         // A cost the limit can never admit is the caller's error: a denial with no retry,
         // decided here without a store call, as the stores' clients would refuse it. The
         // breaker, which counts the store's answers, learns nothing from it: a store never
@@ -47,13 +93,13 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
         let most = layer.client.algorithm().quota().limit;
         if cost > most {
             let refused = LimitError::Cost(CostError { cost, limit: most });
-            return error_outcome(refused, || self.env.now(), fail).0;
+            return Err(error_outcome(refused, || self.env.now(), fail).0);
         }
         let budget = self.budget(started, deadline);
         if budget.is_zero() {
             // Spent before this limit: the store is not called, and the breaker, which counts
             // the store's answers, learns nothing.
-            return fail(FailReason::Timeout);
+            return Err(fail(FailReason::Timeout));
         }
         // The gateway's clock is read only when the decision runs on it: on the store's
         // clock (the default) the store reads its own.
@@ -61,28 +107,31 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
         let now = if caller { self.env.now() } else { Nanos::ZERO };
         let permit = layer.breaker.permit(started);
         if permit == Permit::Skip {
-            return fail(FailReason::BreakerOpen);
+            return Err(fail(FailReason::BreakerOpen));
         }
-        let client = layer.client.traced(trace);
-        // Made where it is awaited: a call bound to a local first is kept beside the timeout
-        // that holds it, both in this future, which its callers move.
-        let result = self
-            .env
-            .timeout_from(
-                started,
-                budget,
-                decide_remote(
-                    &*client,
-                    self.config.path,
-                    self.config.time_source,
-                    key,
-                    now,
-                    cost,
-                ),
-            )
-            .await;
+        Ok(StoreCall {
+            started,
+            budget,
+            now,
+            permit,
+        })
+    }
+
+    /// One limit's work after its store `call` ended with `result` (`None`: out of time):
+    /// its outcome, its latency and breaker's record, a denial kept in its cache. Sets
+    /// `clock` to the call's end.
+    pub(super) fn layer_end(
+        &self,
+        (layer, key, cost): (&Limit<C>, &Key, u64),
+        fail_closed: bool,
+        call: &StoreCall,
+        result: Option<Result<Outcome, LimitError>>,
+        clock: &mut Nanos,
+    ) -> LayerOutcome {
+        let fail = |reason| LayerOutcome::failed(fail_closed, reason);
         let end = self.env.monotonic();
         *clock = end;
+        let caller = self.config.time_source == TimeSource::Caller;
         let (outcome, ok) = match result {
             Some(Ok(o)) => (
                 LayerOutcome::Decided {
@@ -91,11 +140,13 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
                 },
                 true,
             ),
-            Some(Err(e)) => error_outcome(e, || if caller { now } else { self.env.now() }, fail),
+            Some(Err(e)) => {
+                error_outcome(e, || if caller { call.now } else { self.env.now() }, fail)
+            }
             None => (fail(FailReason::Timeout), false),
         };
-        self.finish(layer, permit, started, end, ok);
-        remember(layer, key, cost, started, &outcome);
+        self.finish(layer, call.permit, call.started, end, ok);
+        remember(layer, key, cost, call.started, &outcome);
         outcome
     }
 

@@ -392,6 +392,102 @@ fn limits_file_on_redis() {
     assert_eq!(statuses, [200, 200, 429]);
 }
 
+/// On one Redis server, a request at one token-bucket limit is decided in two halves around
+/// its script call, which the front holds by name (`ratelab_gateway::front`): the answers
+/// and their fields are the limit's; a script cache flushed under the server (a restarted
+/// Redis) is loaded again within the request, which is decided, not failed open; a frozen
+/// Redis is answered within the timeout, open, or 503 on a fail-closed route; and limiting
+/// resumes once it thaws.
+#[test]
+#[cfg_attr(
+    ratelab_missing_redis,
+    ignore = "redis-server is not installed (Debian: apt-get install redis-server)"
+)]
+fn on_redis_a_request_is_decided_around_its_script_call() {
+    let Some(redis) = redis_server::RedisServer::start("decided_around_its_script_call") else {
+        return;
+    };
+    let url = format!("redis://127.0.0.1:{}", redis.port);
+    let file = TempFile::new("limits.toml", &tenant_limit(2));
+    let s = Server::start(&[
+        "--limits",
+        file.arg(),
+        "--redis",
+        &url,
+        "--workers",
+        "1",
+        "--timeout-ms",
+        "100",
+        "--fail-closed-route",
+        "/api/closed",
+    ]);
+    let send = |tenant: &str, path: &str| s.send("GET", path, &[("x-tenant", tenant)]);
+    let fields: Vec<(u16, String)> = (0..3)
+        .map(|_| {
+            let r = send("a", "/api/x");
+            (r.status, r.header("ratelimit").to_owned())
+        })
+        .collect();
+    assert_eq!(
+        fields,
+        [
+            (200, "\"tenant\";r=1;t=3600".to_owned()),
+            (200, "\"tenant\";r=0;t=7200".to_owned()),
+            (429, "\"tenant\";r=0;t=3600".to_owned()),
+        ]
+    );
+
+    // The script gone from Redis: the call is made again with the script loaded.
+    assert_eq!(
+        redis_cluster::cli(redis.port, &["SCRIPT", "FLUSH"]).trim(),
+        "OK"
+    );
+    let r = send("b", "/api/x");
+    assert_eq!(
+        (r.status, r.header("ratelimit")),
+        (200, "\"tenant\";r=1;t=3600")
+    );
+
+    // Frozen: open within the timeout, and 503 where the route fails closed.
+    redis.signal("STOP");
+    let started = std::time::Instant::now();
+    let open = send("c", "/api/x");
+    let closed = send("c", "/api/closed");
+    let took = started.elapsed();
+    redis.signal("CONT");
+    assert_eq!((open.status, open.header("ratelimit")), (200, ""));
+    assert_eq!(closed.status, 503);
+    assert!(
+        took < std::time::Duration::from_millis(1_000),
+        "answered in {took:?}"
+    );
+    let m = s.metrics();
+    let timeouts = series(
+        &m,
+        "ratelab_fail_open_total",
+        &["reason=\"timeout\"", "limit=\"tenant\""],
+    );
+    assert_eq!(timeouts, Some(1.0), "{m}");
+    let errors = series(
+        &m,
+        "ratelab_fail_open_total",
+        &["reason=\"error\"", "limit=\"tenant\""],
+    );
+    assert_eq!(
+        errors,
+        Some(0.0),
+        "the flushed script failed nothing open: {m}"
+    );
+
+    // Thawed: decided again. (The frozen calls were written before they timed out, so Redis
+    // ran them when it thawed: a request answered open may still have spent.)
+    let r = send("d", "/api/x");
+    assert_eq!(
+        (r.status, r.header("ratelimit")),
+        (200, "\"tenant\";r=1;t=3600")
+    );
+}
+
 /// One limit of each algorithm but the token bucket, each on a route named after it, keyed
 /// by `x-k` (the fixed window's a week long: aligned to the clock, a boundary within the
 /// test's seconds is all but impossible).
