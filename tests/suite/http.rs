@@ -521,7 +521,6 @@ async fn the_front_answers_alike_whether_it_decides_in_place_or_awaits_its_store
         TokioEnv,
     )))
     .await;
-    let c = http();
     // Admitted, admitted, denied by the key's limit; another key denied by the address's;
     // an unreadable key; an unreadable forwarding header from a trusted proxy.
     let long = "k".repeat(300);
@@ -534,11 +533,22 @@ async fn the_front_answers_alike_whether_it_decides_in_place_or_awaits_its_store
         ("x-api-key", long.as_bytes()),
         ("x-forwarded-for", b"\xff"),
     ];
+    let statuses = answered_alike(&[&in_place, &through_future], &requests).await;
+    // The sequence meant what it says: both ways admitted, denied and refused alike.
+    assert_eq!(statuses, [200, 200, 429, 200, 429, 400, 400]);
+}
+
+/// Sends each of `requests` (one header each) to every front at `urls` in turn, and checks
+/// that they answer alike: status, body and every field but the date and the request id
+/// (present in all), with the RateLimit items' `t` and `Retry-After` allowed one second
+/// apart (each request reaches the servers one round trip apart). Returns the statuses.
+async fn answered_alike(urls: &[&str], requests: &[(&str, &[u8])]) -> Vec<u16> {
+    let c = http();
     let mut statuses = Vec::new();
-    for (name, value) in requests {
+    for &(name, value) in requests {
         let value = reqwest::header::HeaderValue::from_bytes(value).unwrap();
         let mut answers = Vec::new();
-        for url in [&in_place, &through_future] {
+        for url in urls {
             let r = c
                 .get(format!("{url}/orders"))
                 .header(name, value.clone())
@@ -555,27 +565,85 @@ async fn the_front_answers_alike_whether_it_decides_in_place_or_awaits_its_store
             fields.sort();
             answers.push((r.status(), fields, r.text().await.unwrap()));
         }
-        let (a, b) = (&answers[0], &answers[1]);
-        assert_eq!((a.0, &a.2), (b.0, &b.2), "{name}: {value:?}");
-        let names = |f: &[(String, String)]| f.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>();
-        assert_eq!(names(&a.1), names(&b.1), "{name}: {value:?}");
-        for ((n, va), (_, vb)) in a.1.iter().zip(&b.1) {
-            if n == "ratelimit" {
-                let (ia, ib) = (ratelimit_items(va), ratelimit_items(vb));
-                assert_eq!(ia.len(), ib.len(), "{va} / {vb}");
-                for ((na, ra, ta), (nb, rb, tb)) in ia.iter().zip(&ib) {
-                    assert_eq!((na, ra), (nb, rb), "{va} / {vb}");
+        let a = &answers[0];
+        for b in &answers[1..] {
+            assert_eq!((a.0, &a.2), (b.0, &b.2), "{name}: {value:?}");
+            let names =
+                |f: &[(String, String)]| f.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>();
+            assert_eq!(names(&a.1), names(&b.1), "{name}: {value:?}");
+            for ((n, va), (_, vb)) in a.1.iter().zip(&b.1) {
+                if n == "ratelimit" {
+                    let (ia, ib) = (ratelimit_items(va), ratelimit_items(vb));
+                    assert_eq!(ia.len(), ib.len(), "{va} / {vb}");
+                    for ((na, ra, ta), (nb, rb, tb)) in ia.iter().zip(&ib) {
+                        assert_eq!((na, ra), (nb, rb), "{va} / {vb}");
+                        assert!((ta - tb).abs() <= 1, "{va} / {vb}");
+                    }
+                } else if n == "retry-after" {
+                    let (ta, tb): (i64, i64) = (va.parse().unwrap(), vb.parse().unwrap());
                     assert!((ta - tb).abs() <= 1, "{va} / {vb}");
+                } else {
+                    assert_eq!(va, vb, "{n}");
                 }
-            } else if n == "retry-after" {
-                let (ta, tb): (i64, i64) = (va.parse().unwrap(), vb.parse().unwrap());
-                assert!((ta - tb).abs() <= 1, "{va} / {vb}");
-            } else {
-                assert_eq!(va, vb, "{n}");
             }
         }
         statuses.push(a.0.as_u16());
     }
-    // The sequence meant what it says: both ways admitted, denied and refused alike.
-    assert_eq!(statuses, [200, 200, 429, 200, 429, 400, 400]);
+    statuses
+}
+
+/// At one limit, the front's three ways answer alike: decided in the call (the in-process
+/// store), decided in two halves around a call sent at once and held by name (a Redis
+/// store's lane, `StoreClient::send`), and decided around a call awaited through the
+/// client (a client that does not send). The buckets refill one token an hour.
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+#[cfg_attr(
+    ratelab_missing_redis,
+    ignore = "redis-server is not installed (Debian: apt-get install redis-server)"
+)]
+async fn at_one_limit_the_front_answers_alike_in_place_sent_or_awaited() {
+    use ratelab_store::faulty::{FaultPlan, FaultyClient};
+    use ratelab_store::redis_store::{RedisOptions, RedisStore};
+    let Some(redis) = ratelab_testkit::redis_server::RedisServer::start("front_sent_or_awaited")
+    else {
+        return;
+    };
+    let bucket = TokenBucket::new(2, 1, Nanos::from_secs(3600)).unwrap();
+    let options = RedisOptions {
+        prefix: "sent:".into(),
+        timeout: std::time::Duration::from_secs(2),
+    };
+    let sent = RedisStore::connect(&redis.url(), bucket, options)
+        .await
+        .unwrap();
+    let key = ratelab_store::Key::new("probe").unwrap();
+    assert!(
+        ratelab_store::StoreClient::send(&sent, &key, None, 1).is_some(),
+        "a store on one Redis server sends its calls"
+    );
+    let awaited = FaultyClient::new(client_with(bucket), FaultPlan::default(), 1);
+    let config = GatewayConfig::default;
+    let one = |c| Arc::new(Gateway::new(config(), None, Some(c), TokioEnv));
+    let urls = [
+        serve_front(one(client_with(bucket))).await,
+        serve_front(Arc::new(Gateway::new(config(), None, Some(sent), TokioEnv))).await,
+        serve_front(Arc::new(Gateway::new(
+            config(),
+            None,
+            Some(awaited),
+            TokioEnv,
+        )))
+        .await,
+    ];
+    let requests: Vec<(&str, &[u8])> = vec![
+        ("x-api-key", b"ana"),
+        ("x-api-key", b"ana"),
+        ("x-api-key", b"ana"),
+        ("x-api-key", b"ben"),
+        ("x-api-key", b"\xff"),
+        ("x-other", b"no key"),
+    ];
+    let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+    let statuses = answered_alike(&urls, &requests).await;
+    assert_eq!(statuses, [200, 200, 429, 200, 400, 200]);
 }

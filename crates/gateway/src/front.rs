@@ -16,12 +16,21 @@
 //!   `Incoming`), not boxed on the way;
 //! - over a store whose calls complete at once (the in-memory store:
 //!   [`StoreClient::IMMEDIATE`], under an environment whose timeouts poll first:
-//!   [`Env::POLLS_FIRST`]) a request is decided in the service's call itself, on its stack,
-//!   and its answer's future ([`FrontFuture`]) is the refusal, ready, or the inner service's
-//!   own call; over any other store (Redis) the decision is a future of its own, boxed. Both
-//!   run the same [`Gateway::check`]. Decided in the call, a request is decided before the
-//!   inner service is polled ready, so one the inner service keeps waiting has been counted
-//!   already (the `ok` answer and the reverse proxy are always ready).
+//!   [`Env::POLLS_FIRST`]) a request is decided in the service's call itself, on its stack
+//!   ([`Gateway::check`], polled once), and its answer's future ([`FrontFuture`]) is the
+//!   refusal, ready, or the inner service's own call;
+//! - over any other store (Redis) a request is decided in two halves around its store call
+//!   (`Gateway::begin` in the call, `Gateway::complete` when the reply comes: the same steps
+//!   as `check`). A request at one enforced limit whose client sends its call at once
+//!   ([`StoreClient::send`]: a token bucket on one Redis server) waits for the reply in its
+//!   answer's future itself ([`Remote`], bounded by the request's deadline through
+//!   [`Env::bound_sent`]), with no future of the decision's own; any other (several limits
+//!   decided together, a shadow limit, a client that does not send, a reply asking for the
+//!   call again) is finished in a boxed future.
+//!
+//! Either way a request is decided before the inner service is polled ready, so one the
+//! inner service keeps waiting has been counted already (the `ok` answer and the reverse
+//! proxy are always ready).
 //!
 //! It speaks HTTP/1.1 only (`axum::serve` also took HTTP/2 from clients that start with it
 //! in cleartext).
@@ -189,7 +198,8 @@ pin_project_lite::pin_project! {
 
 /// A request at one limit whose store call was sent in the [`Front`]'s call: the reply,
 /// within the request's deadline, then the second half of its decision, then the inner call
-/// if it is admitted. Held in the answer's future itself, with no future of its own.
+/// if it is admitted. Held by the answer's future (in a box, so that the future hyper moves
+/// stays small), with no future of the decision's own.
 pub struct Remote<C, E, S> {
     shared: Arc<Shared<C, E, S>>,
     peer: IpAddr,

@@ -25,6 +25,18 @@ impl StoreError {
     pub fn store_answered(self) -> bool {
         matches!(self, StoreError::Full | StoreError::Corrupt)
     }
+
+    /// The error of a Redis error reply whose code (its first word) is `code`: `CORRUPT`, a
+    /// script refusing a stored value it cannot read, is [`StoreError::Corrupt`]; anything
+    /// else is [`StoreError::Unavailable`].
+    #[cfg(feature = "redis")]
+    pub(crate) fn of_reply_code(code: Option<&str>) -> StoreError {
+        if code == Some("CORRUPT") {
+            StoreError::Corrupt
+        } else {
+            StoreError::Unavailable
+        }
+    }
 }
 
 impl fmt::Display for StoreError {

@@ -212,16 +212,28 @@ impl StoreClient for RedisPolicy {
         self.store.set_text(key, text, ttl).await
     }
 
-    /// A token bucket's call only (its own script); the other families are decided through
-    /// [`StoreClient::apply`].
+    /// Sent on the store's lane (one server, no wait for a replica): a token bucket's call
+    /// of its own script, any other family's of the limits script.
     fn send(&self, key: &Key, now: Option<Nanos>, cost: u64) -> Option<Result<Sent, LimitError>> {
-        self.is_bucket()
-            .then(|| self.store.send_one(key, now, cost))
-            .flatten()
+        if self.is_bucket() {
+            return self.store.send_one(key, now, cost);
+        }
+        let lane = self.store.lane().filter(|_| !self.store.waits())?;
+        let state_key = self.store.key(key);
+        let part = (state_key.as_str(), &self.limit, cost);
+        Some(redis_limits::send_on_lane(
+            lane,
+            SCRIPT.get_hash(),
+            part,
+            now,
+        ))
     }
 
     fn read_sent(&self, reply: SentReply) -> Option<Result<Applied, LimitError>> {
-        self.store.read_one(reply)
+        if self.is_bucket() {
+            return self.store.read_one(reply);
+        }
+        redis_limits::read_sent(&self.limit, reply)
     }
 
     async fn apply(&self, key: &Key, now: Option<Nanos>, cost: u64) -> Result<Applied, LimitError> {

@@ -174,17 +174,7 @@ pub(crate) fn store_err(e: &redis::RedisError) -> StoreError {
     if e.is_timeout() {
         StoreError::Timeout
     } else {
-        code_err(e.code())
-    }
-}
-
-/// The store error of a Redis error reply's code.
-fn code_err(code: Option<&str>) -> StoreError {
-    if code == Some("CORRUPT") {
-        // The script refused a stored value it cannot read.
-        StoreError::Corrupt
-    } else {
-        StoreError::Unavailable
+        StoreError::of_reply_code(e.code())
     }
 }
 
@@ -441,7 +431,7 @@ impl RedisStore {
                             .await
                             .map_err(|_| StoreError::Unavailable)?;
                         if let Some(code) = loaded.error_code() {
-                            return Err(code_err(Some(code)));
+                            return Err(StoreError::of_reply_code(Some(code)));
                         }
                         turn.loaded();
                         reply = once().await?;
@@ -450,7 +440,7 @@ impl RedisStore {
             }
             match reply {
                 Reply::Ints(v) => Ok(v),
-                other => Err(code_err(other.error_code())),
+                other => Err(StoreError::of_reply_code(other.error_code())),
             }
         };
         if self.caller_bounds {
@@ -877,13 +867,10 @@ impl RedisStore {
     /// reads it; `None` on `NOSCRIPT` (the caller calls again through `apply_one`, which
     /// loads the script).
     pub(crate) fn read_one(&self, reply: SentReply) -> Option<Result<Applied, LimitError>> {
-        Some(match reply.reply {
-            Reply::Ints(r) if r.len() == 7 => self.one_applied(&r),
-            Reply::Ints(_) | Reply::Other => Err(LimitError::Store(StoreError::Unavailable)),
-            other => match other.error_code() {
-                Some("NOSCRIPT") => return None,
-                code => Err(LimitError::Store(code_err(code))),
-            },
+        Some(match reply.ints()? {
+            Ok(r) if r.len() == 7 => self.one_applied(&r),
+            Ok(_) => Err(LimitError::Store(StoreError::Unavailable)),
+            Err(e) => Err(LimitError::Store(e)),
         })
     }
 

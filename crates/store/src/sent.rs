@@ -40,6 +40,23 @@ pub struct SentReply {
     pub(crate) reply: Reply,
 }
 
+impl SentReply {
+    /// The reply's integers, as the scripts answer; `None` when the store had lost the
+    /// script (`NOSCRIPT`: the call is to be made again), nothing run. An error reply is its
+    /// code's error ([`StoreError::of_reply_code`]), any other shape `Unavailable`.
+    #[cfg(feature = "redis")]
+    pub(crate) fn ints(self) -> Option<Result<Vec<i64>, StoreError>> {
+        Some(match self.reply {
+            Reply::Ints(v) => Ok(v),
+            Reply::Other => Err(StoreError::Unavailable),
+            error => match error.error_code() {
+                Some("NOSCRIPT") => return None,
+                code => Err(StoreError::of_reply_code(code)),
+            },
+        })
+    }
+}
+
 impl Sent {
     /// The call whose reply `reply` will carry, on a Redis lane.
     #[cfg(feature = "redis")]
@@ -67,5 +84,41 @@ impl Future for Sent {
             }
             State::Done => Poll::Pending,
         }
+    }
+}
+
+#[cfg(all(test, feature = "redis"))]
+mod tests {
+    use super::*;
+
+    fn ints(reply: Reply) -> Option<Result<Vec<i64>, StoreError>> {
+        SentReply { reply }.ints()
+    }
+
+    #[test]
+    fn a_reply_reads_as_its_integers_again_or_its_codes_error() {
+        assert_eq!(ints(Reply::Ints(vec![1, 2])), Some(Ok(vec![1, 2])));
+        let error = |text: &str| Reply::Error(text.into());
+        assert_eq!(ints(error("NOSCRIPT No matching script")), None);
+        assert_eq!(
+            ints(error("CORRUPT unreadable state")),
+            Some(Err(StoreError::Corrupt))
+        );
+        assert_eq!(ints(error("ERR busy")), Some(Err(StoreError::Unavailable)));
+        assert_eq!(ints(Reply::Other), Some(Err(StoreError::Unavailable)));
+    }
+
+    #[tokio::test]
+    async fn a_sent_call_is_its_reply_or_unavailable_once_its_sender_is_gone() {
+        let (tx, rx) = oneshot::channel();
+        tx.send(Reply::Ints(vec![7])).unwrap();
+        let got = Sent::on_lane(rx).await.map(|r| r.reply);
+        assert_eq!(got, Ok(Reply::Ints(vec![7])));
+        let (tx, rx) = oneshot::channel::<Reply>();
+        drop(tx);
+        assert_eq!(
+            Sent::on_lane(rx).await.map(|r| r.reply),
+            Err(StoreError::Unavailable)
+        );
     }
 }

@@ -408,7 +408,10 @@ fn on_redis_a_request_is_decided_around_its_script_call() {
         return;
     };
     let url = format!("redis://127.0.0.1:{}", redis.port);
-    let file = TempFile::new("limits.toml", &tenant_limit(2));
+    // The token bucket's own script on /api/, the limits script's sliding window on /win/.
+    let window = "\n[[limit]]\nname = \"window\"\nalgorithm = \"sliding-window\"\nlimit = 2\n\
+                  window_ms = 3600000\nkey = \"header:x-tenant\"\nmatch = { route_prefix = \"/win/\" }\n";
+    let file = TempFile::new("limits.toml", &(tenant_limit(2) + window));
     let s = Server::start(&[
         "--limits",
         file.arg(),
@@ -437,7 +440,25 @@ fn on_redis_a_request_is_decided_around_its_script_call() {
         ]
     );
 
-    // The script gone from Redis: the call is made again with the script loaded.
+    let windowed = |tenant: &str| {
+        let r = send(tenant, "/win/x");
+        let field = r.header("ratelimit");
+        (
+            r.status,
+            field.split(";t=").next().unwrap_or(field).to_owned(),
+        )
+    };
+    let window_fields: Vec<(u16, String)> = (0..3).map(|_| windowed("a")).collect();
+    assert_eq!(
+        window_fields,
+        [
+            (200, "\"window\";r=1".to_owned()),
+            (200, "\"window\";r=0".to_owned()),
+            (429, "\"window\";r=0".to_owned()),
+        ]
+    );
+
+    // The scripts gone from Redis: each call is made again with its script loaded.
     assert_eq!(
         redis_cluster::cli(redis.port, &["SCRIPT", "FLUSH"]).trim(),
         "OK"
@@ -447,6 +468,7 @@ fn on_redis_a_request_is_decided_around_its_script_call() {
         (r.status, r.header("ratelimit")),
         (200, "\"tenant\";r=1;t=3600")
     );
+    assert_eq!(windowed("b"), (200, "\"window\";r=1".to_owned()));
 
     // Frozen: open within the timeout, and 503 where the route fails closed.
     redis.signal("STOP");
@@ -473,6 +495,12 @@ fn on_redis_a_request_is_decided_around_its_script_call() {
         "ratelab_fail_open_total",
         &["reason=\"error\"", "limit=\"tenant\""],
     );
+    let window_errors = series(
+        &m,
+        "ratelab_fail_open_total",
+        &["reason=\"error\"", "limit=\"window\""],
+    );
+    assert_eq!(window_errors, Some(0.0), "{m}");
     assert_eq!(
         errors,
         Some(0.0),
