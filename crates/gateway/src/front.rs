@@ -341,8 +341,8 @@ where
                 });
             }
         };
-        let request = request_numbered(peer, &parts, waiting.trace());
-        let answer = gateway.complete(waiting, result, &request);
+        let trace = waiting.trace();
+        let answer = gateway.complete(waiting, result, || request_numbered(peer, &parts, trace));
         answer_with(&shared, parts, body, answer, cx)
     }
 }
@@ -405,8 +405,9 @@ where
         + 'static,
     S::Future: Send + 'static,
 {
-    let request = request_numbered(peer, &parts, waiting.trace());
-    let answer = shared.layer.gateway().complete(waiting, result, &request);
+    let trace = waiting.trace();
+    let request = || request_numbered(peer, &parts, trace);
+    let answer = shared.layer.gateway().complete(waiting, result, request);
     respond(&shared, parts, body, answer).await
 }
 
@@ -514,10 +515,9 @@ where
                 complete_later(shared, peer, waiting, result, parts, body).await
             }),
             Begun::Later(later) => FrontFuture::boxed(move || async move {
-                let answer = {
-                    let request = request_numbered(peer, &parts, later.trace());
-                    shared.layer.gateway().decide_later(later, &request).await
-                };
+                let trace = later.trace();
+                let request = || request_numbered(peer, &parts, trace);
+                let answer = shared.layer.gateway().decide_later(later, request).await;
                 respond(&shared, parts, body, answer).await
             }),
         }

@@ -7,9 +7,9 @@
 //! ([`StoreClient::send`]). [`Gateway::complete`] runs everything after the reply: the
 //! limit's outcome, latency and breaker record, the answer's fields, the counters, the id and
 //! the log line. The steps are [`Gateway::check`]'s own ([`Gateway::layer_start`],
-//! [`Gateway::layer_end`], [`Gateway::account`]), so both ways decide alike. Anything else (several limits,
-//! a shadow limit, the naive path) is [`Later`]: decided by the same async steps as
-//! `check`, from the plan the first half made.
+//! [`Gateway::layer_end`], [`Gateway::account`]), so both ways decide alike. Anything else
+//! (several limits, a shadow limit, the naive path) is [`Later`]: decided by the same async
+//! steps as `check`, from the plan the first half made.
 
 use super::Gateway;
 use super::layer::StoreCall;
@@ -181,7 +181,7 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
             None => Begun::Call(waiting),
             Some(Ok(sent)) => Begun::Sent(waiting, sent),
             // Decided without the store (a store known to be down).
-            Some(Err(e)) => Begun::Answered(self.complete(waiting, Some(Err(e)), req)),
+            Some(Err(e)) => Begun::Answered(self.complete(waiting, Some(Err(e)), || *req)),
         }
     }
 
@@ -269,13 +269,14 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
             .await
     }
 
-    /// The second half of `req`'s decision, once its store call ended with `result`
-    /// (`None`: out of time): its answer, with its id and its log line.
-    pub(crate) fn complete(
+    /// The second half of the decision on the request `req` makes, once its store call
+    /// ended with `result` (`None`: out of time): its answer, with its id and its log line
+    /// (`req` is made only for the log line).
+    pub(crate) fn complete<'r>(
         &self,
         waiting: Waiting<C>,
         result: Option<Result<Outcome, LimitError>>,
-        req: &Request<'_>,
+        req: impl FnOnce() -> Request<'r>,
     ) -> Answer {
         let Waiting {
             set,
@@ -293,13 +294,17 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
         let outcome = self.layer_end((limit, &key, cost), fail_closed, &call, result, &mut clock);
         let fields = self.settle(limit, outcome, &mut answer);
         self.conclude(fields, &mut answer);
-        self.log(req, &mut answer, start);
+        self.log_lazily(req, &mut answer, start);
         answer
     }
 
     /// Decides `later` as [`Gateway::check`] decides a planned request; its answer, with its
-    /// id and its log line.
-    pub(crate) async fn decide_later(&self, later: Later<C>, req: &Request<'_>) -> Answer {
+    /// id and its log line (of the request `req` makes, made only for it).
+    pub(crate) async fn decide_later<'r>(
+        &self,
+        later: Later<C>,
+        req: impl FnOnce() -> Request<'r>,
+    ) -> Answer {
         let Later {
             set,
             plan,
@@ -324,7 +329,7 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
             &mut answer,
         )
         .await;
-        self.log(req, &mut answer, start);
+        self.log_lazily(req, &mut answer, start);
         answer
     }
 }

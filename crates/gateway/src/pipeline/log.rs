@@ -15,10 +15,22 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
     /// The id's time is Unix time at `start`, the request's monotonic start
     /// ([`Env::unix_at`]).
     pub(super) fn log(&self, req: &Request<'_>, answer: &mut Answer, start: Nanos) {
+        self.log_lazily(|| *req, answer, start);
+    }
+
+    /// [`Gateway::log`] of the request `req` makes, made only for a subscriber that takes
+    /// the line (the second half of a decision makes its request again from the head).
+    pub(super) fn log_lazily<'r>(
+        &self,
+        req: impl FnOnce() -> Request<'r>,
+        answer: &mut Answer,
+        start: Nanos,
+    ) {
         let mut ids = self.ids.lock().unwrap_or_else(|e| e.into_inner());
         let id = ids.next(self.env.unix_at(start).as_u64() / 1_000_000);
         // The line's fields are worked out only for a subscriber that takes it.
         if tracing::enabled!(target: REQUEST_LOG_TARGET, tracing::Level::INFO) {
+            let req = req();
             let (decision, layer, fail_open, remaining) = Self::summary(answer);
             // Only a key the pipeline accepted is logged (bounded, no control characters):
             // every answer but a 400 got past the key's validation.
