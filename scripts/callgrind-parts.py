@@ -45,7 +45,7 @@ LINE = re.compile(r"^\s*([\d,]+)\s+\([\s\d.]+%\)\s+(?:\*\s+)?(?:[^:]*):(.*?)(?:\
 
 def totals(dump):
     out = subprocess.run(
-        ["callgrind_annotate", "--inclusive=yes", "--threshold=100", dump],
+        ["callgrind_annotate", "--inclusive=yes", "--show=Ir", "--threshold=100", dump],
         check=True,
         capture_output=True,
         text=True,

@@ -8,7 +8,10 @@
 # more. The kernel's share of each request is not counted: its HTTP socket's TCP path is
 # the same for every target, and on Redis the Redis socket's is left out too. Beside the
 # instructions, the atomic read-modify-writes each target's own binary runs per request
-# (scripts/callgrind-atomics.py): one instruction each, tens of cycles.
+# (scripts/callgrind-atomics.py): one instruction each, tens of cycles; and the misses of
+# callgrind's simulated first-level caches (instructions, data; the machine's sizes, 32 KiB
+# of instructions here) per request: a request whose code does not fit the instruction cache
+# fetches much of it again every time, a cost the instruction count does not show.
 #
 #   scripts/instr-http.sh [SECONDS] [CONNECTIONS]      (defaults: 5 s, 8 connections)
 #
@@ -46,13 +49,15 @@ per_request() { # port, pid, keys, binary
   # Kept for the breakdown of ratelab-server's own on Redis (scripts/callgrind-parts.py).
   cp "$out" "$WORK/last.cg"
   echo "$n" > "$WORK/last.n"
-  total=$(callgrind_annotate "$out" | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}')
+  # The totals' events: Ir Dr Dw I1mr D1mr D1mw ILmr DLmr DLmw.
+  read -r total i1 d1 < <(callgrind_annotate "$out" | awk '/PROGRAM TOTALS/ {gsub(",", ""); print $1, $7, $9 + $11}')
   python3 scripts/callgrind-atomics.py "$out" "$4" "$n" 0 | awk '/^atomic/ {print $NF}' > "$WORK/atomics"
+  python3 -c "print(f'{$i1 / $n:.0f} {$d1 / $n:.0f}')" > "$WORK/misses"
   echo $((total / n))
 }
 
 # Each instruction's count kept (for the atomic ones), with full names and positions.
-CALLGRIND=(valgrind --tool=callgrind --dump-instr=yes --compress-pos=no --compress-strings=no --callgrind-out-file="$WORK/cg.%p")
+CALLGRIND=(valgrind --tool=callgrind --dump-instr=yes --cache-sim=yes --compress-pos=no --compress-strings=no --callgrind-out-file="$WORK/cg.%p")
 P_BARE=$(free_port)
 start "$P_BARE" "${CALLGRIND[@]}" "$BIN/examples/bare" "127.0.0.1:$P_BARE" 1
 BARE_PID=$LAST
@@ -73,16 +78,19 @@ if command -v redis-server >/dev/null; then
 fi
 
 echo "User-space instructions per request (callgrind), wrk -t1 -c$CONNS -d${SECS}s, $(date -u +%F)"
-printf "| %-27s | %-5s | %12s | %14s |\n" target keys "instr/req" "atomic ops/req"
-printf "|%s|%s|%s|%s|\n" "-----------------------------" "-------" "-------------:" "---------------:"
-declare -A INSTR ATOM
-# measure NAME PORT PID KEYS BINARY: INSTR[NAME/KEYS] and ATOM[NAME/KEYS].
+printf "| %-27s | %-5s | %12s | %14s | %13s | %13s |\n" target keys "instr/req" "atomic ops/req" "I1 miss/req" "D1 miss/req"
+printf "|%s|%s|%s|%s|%s|%s|\n" "-----------------------------" "-------" "-------------:" "---------------:" "--------------:" "--------------:"
+declare -A INSTR ATOM MISS
+# measure NAME PORT PID KEYS BINARY: INSTR[NAME/KEYS], ATOM[NAME/KEYS] and MISS[NAME/KEYS].
 measure_one() {
   INSTR[$1/$4]=$(per_request "$2" "$3" "$4" "$5")
   ATOM[$1/$4]=$(cat "$WORK/atomics")
+  MISS[$1/$4]=$(cat "$WORK/misses")
 }
 row() { # label, name, keys
-  printf "| %-27s | %-5s | %12s | %14s |\n" "$1" "$3" "${INSTR[$2/$3]}" "${ATOM[$2/$3]}"
+  local misses
+  read -ra misses <<< "${MISS[$2/$3]}"
+  printf "| %-27s | %-5s | %12s | %14s | %13s | %13s |\n" "$1" "$3" "${INSTR[$2/$3]}" "${ATOM[$2/$3]}" "${misses[0]}" "${misses[1]}"
 }
 for keys in hot many; do
   measure_one bare "$P_BARE" "$BARE_PID" $keys "$BIN/examples/bare"

@@ -126,6 +126,8 @@ thread_local! {
 }
 
 /// Marks `t` left behind and wakes its sweeper, which ends once its last call is done.
+#[cold]
+#[inline(never)]
 fn leave_behind(t: &Shared) {
     let sweeper = {
         let mut t = lock(t);
@@ -142,7 +144,10 @@ fn lock(t: &Shared) -> MutexGuard<'_, Table> {
 }
 
 /// A new table for this thread and `runtime`, its sweeper spawned; the one the thread had is
-/// left behind.
+/// left behind. (Once per thread and runtime: kept out of line, away from every call's
+/// registration.)
+#[cold]
+#[inline(never)]
 fn fresh(runtime: Id) -> Shared {
     let (t, sleep, old) = TABLE.with(|cell| {
         // Made before the table is kept: a runtime without timers panics in the caller, as

@@ -332,19 +332,39 @@ where
         let gateway = shared.layer.gateway();
         let result = match gateway.read_reply(&waiting, reply) {
             Reply::Ended(result) => result,
-            // Made again through the client, in a future of its own (a restarted store's
-            // script loaded first).
-            Reply::Again => {
-                return FrontFuture::boxed(move || async move {
-                    let result = shared.layer.gateway().call_store(&waiting).await;
-                    complete_later(shared, peer, waiting, result, parts, body).await
-                });
-            }
+            Reply::Again => return call_again(shared, peer, waiting, parts, body),
         };
         let trace = waiting.trace();
         let answer = gateway.complete(waiting, result, || request_numbered(peer, &parts, trace));
         answer_with(&shared, parts, body, answer, cx)
     }
+}
+
+/// `waiting`'s store call made again through the client, in a future of its own (a restarted
+/// store's script loaded first), then the rest of its request.
+#[cold]
+#[inline(never)]
+fn call_again<C, E, S>(
+    shared: Arc<Shared<C, E, S>>,
+    peer: IpAddr,
+    waiting: Waiting<C>,
+    parts: http::request::Parts,
+    body: Incoming,
+) -> FrontFuture<S::Future, Remote<C, E, S>>
+where
+    C: StoreClient + 'static,
+    E: Env + 'static,
+    S: tower::Service<Request<Incoming>, Response = Response<Body>, Error = Infallible>
+        + Clone
+        + Send
+        + Sync
+        + 'static,
+    S::Future: Send + 'static,
+{
+    FrontFuture::boxed(move || async move {
+        let result = shared.layer.gateway().call_store(&waiting).await;
+        complete_later(shared, peer, waiting, result, parts, body).await
+    })
 }
 
 /// `answer`, decided, for the request whose head is `parts`: its refusal, or its inner call
@@ -377,13 +397,30 @@ where
             },
         },
         Poll::Ready(Err(never)) => match never {},
-        // Not ready yet: waited for in a future of its own.
-        Poll::Pending => FrontFuture::boxed(move || async move {
-            std::future::poll_fn(|cx| tower::Service::poll_ready(&mut inner, cx)).await?;
-            let resp = tower::Service::call(&mut inner, req).await?;
-            Ok(finish(resp, answer))
-        }),
+        Poll::Pending => ready_later(inner, req, answer),
     }
+}
+
+/// An admitted request whose inner service was not ready yet: readied, then called, in a
+/// future of its own.
+#[cold]
+#[inline(never)]
+fn ready_later<S, R>(
+    mut inner: S,
+    req: Request<Incoming>,
+    answer: Answer,
+) -> FrontFuture<S::Future, R>
+where
+    S: tower::Service<Request<Incoming>, Response = Response<Body>, Error = Infallible>
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+{
+    FrontFuture::boxed(move || async move {
+        std::future::poll_fn(|cx| tower::Service::poll_ready(&mut inner, cx)).await?;
+        let resp = tower::Service::call(&mut inner, req).await?;
+        Ok(finish(resp, answer))
+    })
 }
 
 /// The second half of `waiting`'s decision once its store call ended with `result`, then

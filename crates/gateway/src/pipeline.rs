@@ -27,11 +27,12 @@ mod fields;
 mod halves;
 mod layer;
 mod log;
+mod rare;
 mod together;
 
 pub(crate) use halves::{Begun, Reply, Waiting};
 
-use crate::answer::{Answer, FailReason, LayerOutcome, LimitResult, Verdict};
+use crate::answer::{Answer, LayerOutcome, LimitResult, Verdict};
 use crate::config::GatewayConfig;
 use crate::env::Env;
 use crate::ip::client_ip;
@@ -270,7 +271,7 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
         answer: &mut Answer,
     ) -> Option<(PlannedList<'s, C>, bool)> {
         let bad = |a: &mut Answer, reason: String| {
-            bump(&self.stats.bad_request);
+            rare::bad_request(&self.stats);
             a.status = 400;
             a.verdict = Verdict::BadRequest(reason);
         };
@@ -296,15 +297,13 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
             }
         };
         if let Some(reason) = guard.and_then(|g| g.reject(api_key)) {
-            bump(&self.stats.rejected);
-            metrics::counter!("ratelab_requests_total", "decision" => "rejected").increment(1);
+            rare::rejected(&self.stats);
             answer.status = 403;
             answer.verdict = Verdict::Rejected(reason);
             return None;
         }
         if self.kill_switch() {
-            bump(&self.stats.bypassed);
-            metrics::counter!("ratelab_requests_total", "decision" => "bypassed").increment(1);
+            rare::bypassed(&self.stats);
             answer.bypassed = true;
             return None;
         }
@@ -353,8 +352,7 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
         let mut answer = Answer::bare(Verdict::Allow, 200);
         answer.client_ip = Some(peer);
         if self.kill_switch() {
-            bump(&self.stats.bypassed);
-            metrics::counter!("ratelab_requests_total", "decision" => "bypassed").increment(1);
+            rare::bypassed(&self.stats);
             answer.bypassed = true;
         } else {
             self.decide_planned(
@@ -508,9 +506,7 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
             let d = p.limit.cache.as_ref()?.lookup(&p.key, p.cost, start)?;
             Some((i, p.limit, d))
         })?;
-        bump(&self.stats.denial_cache_hits);
-        metrics::counter!("ratelab_denial_cache_hits_total", "limit" => limit.label.clone())
-            .increment(1);
+        rare::denial_cache_hit(&self.stats, &limit.label);
         let mut fields = None;
         self.account(
             (i, limit),
@@ -557,27 +553,16 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
             }
             LayerOutcome::StoreFull => {
                 if !shadow {
-                    bump(&self.stats.denied_store_full);
-                    metrics::counter!("ratelab_store_full_total", "limit" => limit.label.clone())
-                        .increment(1);
+                    rare::store_full(&self.stats, &limit.label);
                 }
                 true
             }
             LayerOutcome::FailedOpen(reason) => {
-                let counter = match reason {
-                    FailReason::Error => &self.stats.fail_open_error,
-                    FailReason::Timeout => &self.stats.fail_open_timeout,
-                    FailReason::BreakerOpen => &self.stats.fail_open_breaker,
-                };
-                bump(counter);
-                metrics::counter!("ratelab_fail_open_total", "reason" => reason.name(), "limit" => limit.label.clone())
-                    .increment(1);
+                rare::failed_open(&self.stats, reason, &limit.label);
                 false
             }
             LayerOutcome::FailedClosed(_) => {
-                bump(&self.stats.fail_closed);
-                metrics::counter!("ratelab_requests_total", "decision" => "fail_closed")
-                    .increment(1);
+                rare::failed_closed(&self.stats);
                 answer.verdict = Verdict::Unavailable;
                 answer.status = 503;
                 answer.headers.push(("retry-after", "1".into()));
@@ -585,9 +570,7 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
             }
         };
         if refused && shadow {
-            bump(&self.stats.shadow_denied);
-            metrics::counter!("ratelab_shadow_denied_total", "limit" => limit.label.clone())
-                .increment(1);
+            rare::shadow_denied(&self.stats, &limit.label);
             Step::Go
         } else if refused {
             Step::Refused

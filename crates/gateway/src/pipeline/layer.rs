@@ -7,7 +7,6 @@ use crate::answer::{FailReason, LayerOutcome};
 use crate::breaker::{Permit, Transition};
 use crate::env::Env;
 use crate::limits::Limit;
-use crate::stats::bump;
 use ratelab_core::{Algorithm, CostError, Decision, Nanos};
 use ratelab_store::{Key, LimitError, Outcome, StoreClient, StoreError, TimeSource, decide_remote};
 use std::time::Duration;
@@ -163,18 +162,8 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
     ) {
         limit.record_latency(end.saturating_sub(started).as_u64());
         let transition = limit.breaker.record(end, permit, ok);
-        match transition {
-            Transition::Opened => {
-                bump(&self.stats.breaker_opened);
-                metrics::counter!("ratelab_breaker_transitions_total", "to" => "open", "limit" => limit.label.clone())
-                    .increment(1);
-            }
-            Transition::Closed => {
-                bump(&self.stats.breaker_closed);
-                metrics::counter!("ratelab_breaker_transitions_total", "to" => "closed", "limit" => limit.label.clone())
-                    .increment(1);
-            }
-            Transition::None => {}
+        if transition != Transition::None {
+            super::rare::breaker_moved(&self.stats, transition, &limit.label);
         }
     }
 }
