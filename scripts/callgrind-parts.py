@@ -8,9 +8,9 @@ requests served in the dump's window), the inclusive instructions of the parts o
 that ratelab-server runs and a bare front does not. On Redis a request at one limit is
 decided in two halves around its script call (`ratelab_gateway::front`): the first half, up
 to the call sent, with the path and method checks, the header checks, the key and the
-command within it; the reply awaited within the request's deadline; the second half, with
-the RateLimit fields, the counters, the request id and the log line within it; then the
-fields and id written into the response. `scripts/instr-http.sh` runs it on its profile of
+command within it; the reply awaited within the request's deadline, and read; the second
+half, with the RateLimit fields, the counters, the request id and the log line within it;
+then the fields and id written into the response. `scripts/instr-http.sh` runs it on its profile of
 ratelab-server on Redis.
 
 A part is the inclusive count of the functions that match its patterns (their callees
@@ -33,10 +33,11 @@ PARTS = [
     ("- the script's command encoded (`Command::new`)", [r"redis_lane::codec::Command::new$"], []),
     ("- the command queued or written on the lane (`Lane::call`)", [r"redis_lane::Lane::call$"], []),
     ("the reply awaited within the request's deadline (`BoundedSent`)", [r"deadlines::BoundedSent as core::future::future::Future>::poll$"], []),
-    ("the second half, from the reply (`Gateway::read_reply`, `Gateway::complete`)", [r"Gateway<C,E>>::read_reply$", r"Gateway<C,E>>::complete$"], []),
+    ("the reply read into the limit's outcome (`Gateway::read_reply`)", [r"Gateway<C,E>>::read_reply$"], []),
+    ("the second half, from the outcome (`Gateway::complete`, run where the answer's future is polled)", [r"Gateway<C,E>>::complete$"], []),
     ("- the latency, the breaker's record, the denial cache (`Gateway::layer_end`)", [r"Gateway<C,E>>::layer_end$"], []),
     ("- the RateLimit fields and the counters (`Gateway::account`)", [r"pipeline::Gateway<C,E>::account$"], []),
-    ("- the request id and the log line (`Gateway::log`)", [r"pipeline::Gateway<C,E>>::log$"], []),
+    ("- the request id and the log line (`Gateway::log_lazily`)", [r"Gateway<C,E>>::log_lazily$"], []),
     ("the fields and the request id written into the response (`http::finish`)", [r"ratelab_gateway::http::finish$"], []),
 ]
 

@@ -22,11 +22,12 @@
 //! - over any other store (Redis) a request is decided in two halves around its store call
 //!   (`Gateway::begin` in the call, `Gateway::complete` when the reply comes: the same steps
 //!   as `check`). A request at one enforced limit whose client sends its call at once
-//!   ([`StoreClient::send`]: a token bucket on one Redis server) waits for the reply in its
+//!   ([`StoreClient::send`]: any family on one Redis server) waits for the reply in its
 //!   answer's future itself ([`Remote`], bounded by the request's deadline through
-//!   [`Env::bound_sent`]), with no future of the decision's own; any other (several limits
-//!   decided together, a shadow limit, a client that does not send, a reply asking for the
-//!   call again) is finished in a boxed future.
+//!   [`Env::bound_sent`]), with no future of the decision's own; a request at no limit is
+//!   answered in the call; any other (several limits decided together, a shadow limit, the
+//!   naive path, a client that does not send — a cluster's, or one that waits for a
+//!   replica —, a reply asking for the call again) is finished in a boxed future.
 //!
 //! Either way a request is decided before the inner service is polled ready, so one the
 //! inner service keeps waiting has been counted already (the `ok` answer and the reverse
@@ -46,7 +47,8 @@ use crate::conns::{Connections, Framing, Phase, Tracked};
 use crate::deadlines::BoundedSent;
 use crate::env::Env;
 use crate::http::{Decided, RateLimitLayer, finish, refusal, request_numbered};
-use crate::pipeline::{Begun, Gateway, Reply, Waiting};
+use crate::pipeline::Gateway;
+use crate::pipeline::halves::{Begun, Reply, Waiting};
 use crate::request::Guard;
 use axum::body::Body;
 use axum::extract::ConnectInfo;
@@ -332,7 +334,7 @@ where
         let gateway = shared.layer.gateway();
         let result = match gateway.read_reply(&waiting, reply) {
             Reply::Ended(result) => result,
-            Reply::Again => return call_again(shared, peer, waiting, parts, body),
+            Reply::Again => return call_through_client(shared, peer, waiting, parts, body),
         };
         let trace = waiting.trace();
         let answer = gateway.complete(waiting, result, || request_numbered(peer, &parts, trace));
@@ -340,11 +342,10 @@ where
     }
 }
 
-/// `waiting`'s store call made again through the client, in a future of its own (a restarted
-/// store's script loaded first), then the rest of its request.
-#[cold]
-#[inline(never)]
-fn call_again<C, E, S>(
+/// `waiting`'s store call made through the client's `apply`, in a future of its own (a
+/// client that does not send; or made again, a restarted store's script loaded first), then
+/// the rest of its request.
+fn call_through_client<C, E, S>(
     shared: Arc<Shared<C, E, S>>,
     peer: IpAddr,
     waiting: Waiting<C>,
@@ -547,10 +548,7 @@ where
                     }),
                 }
             }
-            Begun::Call(waiting) => FrontFuture::boxed(move || async move {
-                let result = shared.layer.gateway().call_store(&waiting).await;
-                complete_later(shared, peer, waiting, result, parts, body).await
-            }),
+            Begun::Call(waiting) => call_through_client(shared, peer, waiting, parts, body),
             Begun::Later(later) => FrontFuture::boxed(move || async move {
                 let trace = later.trace();
                 let request = || request_numbered(peer, &parts, trace);

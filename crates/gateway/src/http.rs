@@ -11,7 +11,8 @@
 use crate::answer::{Answer, Verdict};
 use crate::env::Env;
 use crate::limits::Headers;
-use crate::pipeline::{Begun, Gateway};
+use crate::pipeline::Gateway;
+use crate::pipeline::halves::Begun;
 use crate::request::{Guard, Request};
 use axum::Router;
 use axum::body::Body;

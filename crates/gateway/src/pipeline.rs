@@ -24,13 +24,12 @@
 //! share one bucket.
 
 mod fields;
-mod halves;
+#[cfg(feature = "http")]
+pub(crate) mod halves;
 mod layer;
 mod log;
 mod rare;
 mod together;
-
-pub(crate) use halves::{Begun, Reply, Waiting};
 
 use crate::answer::{Answer, LayerOutcome, LimitResult, Verdict};
 use crate::config::GatewayConfig;

@@ -144,10 +144,12 @@ pub trait StoreClient: Clone + Send + Sync {
     /// The outcome in `reply`, the reply to a call this client [sent](StoreClient::send): what
     /// [`StoreClient::apply`] would have returned for it. `None` when the call has to be made
     /// again through [`StoreClient::apply`] (the store had lost its script: a restarted
-    /// server), which nothing was spent for.
+    /// server), which nothing was spent for. A client that sends reads its own replies; the
+    /// default, for one that does not, reads any reply as a store it cannot use
+    /// ([`StoreError::Unavailable`]), never as a call to make again, which would spend twice.
     fn read_sent(&self, reply: SentReply) -> Option<Result<Applied, LimitError>> {
         let _ = reply;
-        None
+        Some(Err(LimitError::Store(StoreError::Unavailable)))
     }
 
     /// Atomic path over several limits: one request at every item's key, in one step and one

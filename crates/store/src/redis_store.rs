@@ -21,7 +21,8 @@
 //! still grants a larger one; `with_wait` also makes each grant wait for a replica.
 //!
 //! Keys are namespaced (`prefix` + key) and bounded ([`MAX_PREFIX_LEN`] + [`MAX_KEY_LEN`](crate::MAX_KEY_LEN)).
-//! Every call has a timeout; the connection manager reconnects after the server comes back.
+//! Every call has a timeout (a call sent ahead, [`StoreClient::send`], has its caller's); the
+//! connection manager reconnects after the server comes back.
 //! On one server over plain TCP the atomic path's script call, the one command per request,
 //! takes a lean pipelined connection of its own ([`crate::redis_lane`]), and loads the script
 //! on it again after a `NOSCRIPT`; everything else (the naive path, leases, `WAIT`, and every

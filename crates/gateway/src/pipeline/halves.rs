@@ -12,7 +12,7 @@
 //! steps as `check`, from the plan the first half made.
 
 use super::Gateway;
-use super::layer::StoreCall;
+use super::layer::{ProbeHeld, StoreCall};
 use crate::answer::{Answer, Verdict};
 use crate::env::Env;
 use crate::limits::{LimitSet, Mode, Planned, PlannedList};
@@ -20,7 +20,6 @@ use crate::request::{Guard, Request};
 use ratelab_core::Nanos;
 use ratelab_store::{
     Key, LimitError, Outcome, Path, Sent, SentReply, StoreClient, StoreError, TimeSource,
-    decide_remote,
 };
 use smallvec::SmallVec;
 use std::sync::Arc;
@@ -64,6 +63,18 @@ pub(crate) struct Waiting<C> {
     /// When the request started.
     start: Nanos,
     answer: Answer,
+    /// Whether its call ended (its second half ran).
+    ended: bool,
+}
+
+impl<C> Drop for Waiting<C> {
+    /// A request dropped before its call's end (its client went away) gives its breaker's
+    /// probe back as a failure ([`ProbeHeld`]).
+    fn drop(&mut self) {
+        if !self.ended {
+            drop(ProbeHeld::new(&self.set[self.at].breaker, &self.call));
+        }
+    }
 }
 
 /// A request planned, to be decided as [`Gateway::check`] decides it.
@@ -100,9 +111,9 @@ impl<C> Later<C> {
 
 /// The place in `set` of the limit `planned` is at.
 fn place<C>(set: &LimitSet<C>, planned: &Planned<'_, C>) -> usize {
-    set.iter()
-        .position(|l| std::ptr::eq(l, planned.limit))
-        .unwrap_or(0)
+    let at = set.iter().position(|l| std::ptr::eq(l, planned.limit));
+    debug_assert!(at.is_some(), "a request's limits are planned from its set");
+    at.unwrap_or(0)
 }
 
 impl<C: StoreClient, E: Env> Gateway<C, E> {
@@ -115,6 +126,11 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
         let Some((planned, shadow_all)) = self.prepare(&set, req, guard, &mut answer) else {
             return self.answered(req, answer, start);
         };
+        if planned.is_empty() {
+            // No limit applies: allowed, with nothing to call.
+            self.conclude(None, &mut answer);
+            return self.answered(req, answer, start);
+        }
         let fail_closed = self.fails_closed(req.route);
         let mut planned = planned;
         let one = match planned.pop() {
@@ -176,6 +192,7 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
             fail_closed,
             start,
             answer,
+            ended: false,
         };
         match sent {
             None => Begun::Call(waiting),
@@ -253,19 +270,7 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
         waiting: &Waiting<C>,
     ) -> Option<Result<Outcome, LimitError>> {
         let client = waiting.set[waiting.at].client.traced(waiting.trace);
-        self.env
-            .timeout_from(
-                waiting.call.started,
-                waiting.call.budget,
-                decide_remote(
-                    &*client,
-                    self.config.path,
-                    self.config.time_source,
-                    &waiting.key,
-                    waiting.call.now,
-                    waiting.cost,
-                ),
-            )
+        self.store_call(&client, (&waiting.key, waiting.cost), &waiting.call)
             .await
     }
 
@@ -274,10 +279,13 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
     /// (`req` is made only for the log line).
     pub(crate) fn complete<'r>(
         &self,
-        waiting: Waiting<C>,
+        mut waiting: Waiting<C>,
         result: Option<Result<Outcome, LimitError>>,
         req: impl FnOnce() -> Request<'r>,
     ) -> Answer {
+        // Its end records the breaker's permit.
+        waiting.ended = true;
+        let mut answer = std::mem::replace(&mut waiting.answer, Answer::bare(Verdict::Allow, 200));
         let Waiting {
             set,
             at,
@@ -286,15 +294,14 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
             call,
             fail_closed,
             start,
-            mut answer,
             ..
-        } = waiting;
-        let limit = &set[at];
+        } = &waiting;
+        let limit = &set[*at];
         let mut clock = call.started;
-        let outcome = self.layer_end((limit, &key, cost), fail_closed, &call, result, &mut clock);
+        let outcome = self.layer_end((limit, key, *cost), *fail_closed, call, result, &mut clock);
         let fields = self.settle(limit, outcome, &mut answer);
         self.conclude(fields, &mut answer);
-        self.log_lazily(req, &mut answer, start);
+        self.log_lazily(req, &mut answer, *start);
         answer
     }
 

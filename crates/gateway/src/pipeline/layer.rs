@@ -4,9 +4,10 @@
 
 use super::Gateway;
 use crate::answer::{FailReason, LayerOutcome};
-use crate::breaker::{Permit, Transition};
+use crate::breaker::{Permit, SharedBreaker, Transition};
 use crate::env::Env;
 use crate::limits::Limit;
+use core::future::Future;
 use ratelab_core::{Algorithm, CostError, Decision, Nanos};
 use ratelab_store::{Key, LimitError, Outcome, StoreClient, StoreError, TimeSource, decide_remote};
 use std::time::Duration;
@@ -47,24 +48,34 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
             Err(outcome) => return outcome,
         };
         let client = layer.client.traced(trace);
+        let mut held = ProbeHeld::new(&layer.breaker, &call);
         // Made where it is awaited: a call bound to a local first is kept beside the timeout
         // that holds it, both in this future, which its callers move.
-        let result = self
-            .env
-            .timeout_from(
-                call.started,
-                call.budget,
-                decide_remote(
-                    &*client,
-                    self.config.path,
-                    self.config.time_source,
-                    key,
-                    call.now,
-                    cost,
-                ),
-            )
-            .await;
+        let result = self.store_call(&client, (key, cost), &call).await;
+        held.ended();
         self.layer_end((layer, key, cost), fail_closed, &call, result, clock)
+    }
+
+    /// The store call `call` makes over `client` (one limit's, traced) at `key` for `cost`, on
+    /// the gateway's path and clock, bounded from its start by its budget.
+    pub(super) fn store_call<'a>(
+        &'a self,
+        client: &'a C,
+        (key, cost): (&'a Key, u64),
+        call: &StoreCall,
+    ) -> impl Future<Output = Option<Result<Outcome, LimitError>>> + Send + 'a {
+        self.env.timeout_from(
+            call.started,
+            call.budget,
+            decide_remote(
+                client,
+                self.config.path,
+                self.config.time_source,
+                key,
+                call.now,
+                cost,
+            ),
+        )
     }
 
     /// One limit's work before its store call, from `started`, the caller's latest
@@ -168,6 +179,38 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
     }
 }
 
+/// A breaker's half-open probe, held by a store call still running: recorded as a failure, at
+/// the call's start, if the call is dropped before its end (its request's client went away),
+/// so that the breaker is never left half open with no probe out, skipping the store for good.
+pub(super) struct ProbeHeld<'a> {
+    breaker: Option<&'a SharedBreaker>,
+    started: Nanos,
+}
+
+impl<'a> ProbeHeld<'a> {
+    /// Held for `call`, made at `breaker`'s permit (nothing to hold unless it is the probe).
+    pub(super) fn new(breaker: &'a SharedBreaker, call: &StoreCall) -> Self {
+        ProbeHeld {
+            breaker: (call.permit == Permit::Probe).then_some(breaker),
+            started: call.started,
+        }
+    }
+
+    /// The call ended: its end records the probe.
+    pub(super) fn ended(&mut self) {
+        self.breaker = None;
+    }
+}
+
+impl Drop for ProbeHeld<'_> {
+    fn drop(&mut self) {
+        if let Some(breaker) = self.breaker {
+            // The transition is not counted: the request it would be counted with is gone.
+            let _ = breaker.record(self.started, Permit::Probe, false);
+        }
+    }
+}
+
 /// Keeps a denial in `limit`'s denial cache, if it has one: the call was sent at `sent`.
 pub(super) fn remember<C>(
     limit: &Limit<C>,
@@ -210,5 +253,71 @@ pub(super) fn error_outcome(
         ),
         // Each limit has a key space of its own: never produced by the gateway.
         LimitError::RepeatedKey => (fail(FailReason::Error), true),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::breaker::{BreakerConfig, BreakerState};
+
+    /// A breaker opened by one failure at 0, half open from 10 ms.
+    fn half_open() -> (SharedBreaker, StoreCall) {
+        let breaker = SharedBreaker::new(BreakerConfig {
+            failures_to_open: 1,
+            cooldown: Nanos::from_millis(10),
+        });
+        let first = breaker.permit(Nanos::ZERO);
+        breaker.record(Nanos::ZERO, first, false);
+        let at = Nanos::from_millis(10);
+        let permit = breaker.permit(at);
+        assert_eq!(
+            (permit, breaker.state()),
+            (Permit::Probe, BreakerState::HalfOpen)
+        );
+        let call = StoreCall {
+            started: at,
+            budget: Duration::from_millis(50),
+            now: Nanos::ZERO,
+            permit,
+        };
+        (breaker, call)
+    }
+
+    #[test]
+    fn a_probe_dropped_before_its_end_opens_the_breaker_again() {
+        let (breaker, call) = half_open();
+        drop(ProbeHeld::new(&breaker, &call));
+        // Open again from the probe's start, and probed again after the cooldown: never
+        // left half open with no probe out, which would skip the store for good.
+        let reopened = BreakerState::Open(Nanos::from_millis(20));
+        assert_eq!(breaker.state(), reopened);
+        assert_eq!(breaker.permit(Nanos::from_millis(20)), Permit::Probe);
+    }
+
+    #[test]
+    fn a_probe_whose_call_ended_is_left_to_the_call_s_record() {
+        let (breaker, call) = half_open();
+        let mut held = ProbeHeld::new(&breaker, &call);
+        held.ended();
+        drop(held);
+        assert_eq!(breaker.state(), BreakerState::HalfOpen);
+        assert_eq!(
+            breaker.record(Nanos::from_millis(11), call.permit, true),
+            Transition::Closed
+        );
+    }
+
+    #[test]
+    fn a_plain_call_holds_no_probe() {
+        let breaker = SharedBreaker::new(BreakerConfig::default());
+        let call = StoreCall {
+            started: Nanos::ZERO,
+            budget: Duration::from_millis(50),
+            now: Nanos::ZERO,
+            permit: breaker.permit(Nanos::ZERO),
+        };
+        drop(ProbeHeld::new(&breaker, &call));
+        assert_eq!(breaker.state(), BreakerState::Closed(0));
     }
 }
