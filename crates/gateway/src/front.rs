@@ -167,6 +167,34 @@ impl<C, E, S> std::fmt::Debug for FrontEnd<C, E, S> {
     }
 }
 
+/// The inner service a [`Front`] puts the gateway in front of: a tower service of hyper's
+/// requests that never fails, cheap to clone, its calls' futures sendable.
+pub trait InnerService:
+    tower::Service<
+        Request<Incoming>,
+        Response = Response<Body>,
+        Error = Infallible,
+        Future: Send + 'static,
+    > + Clone
+    + Send
+    + Sync
+    + 'static
+{
+}
+
+impl<S> InnerService for S where
+    S: tower::Service<
+            Request<Incoming>,
+            Response = Response<Body>,
+            Error = Infallible,
+            Future: Send + 'static,
+        > + Clone
+        + Send
+        + Sync
+        + 'static
+{
+}
+
 type BoxFuture = Pin<Box<dyn Future<Output = Result<Response<Body>, Infallible>> + Send>>;
 
 pin_project_lite::pin_project! {
@@ -258,12 +286,7 @@ impl<C, E, S> Future for FrontFuture<S::Future, Remote<C, E, S>>
 where
     C: StoreClient + 'static,
     E: Env + 'static,
-    S: tower::Service<Request<Incoming>, Response = Response<Body>, Error = Infallible>
-        + Clone
-        + Send
-        + Sync
-        + 'static,
-    S::Future: Send + 'static,
+    S: InnerService,
 {
     type Output = Result<Response<Body>, Infallible>;
 
@@ -309,12 +332,7 @@ impl<C, E, S> Remote<C, E, S>
 where
     C: StoreClient + 'static,
     E: Env + 'static,
-    S: tower::Service<Request<Incoming>, Response = Response<Body>, Error = Infallible>
-        + Clone
-        + Send
-        + Sync
-        + 'static,
-    S::Future: Send + 'static,
+    S: InnerService,
 {
     /// The request decided on its store call's `reply` (`None`: none came in time), and what
     /// its answer's future does next.
@@ -355,12 +373,7 @@ fn call_through_client<C, E, S>(
 where
     C: StoreClient + 'static,
     E: Env + 'static,
-    S: tower::Service<Request<Incoming>, Response = Response<Body>, Error = Infallible>
-        + Clone
-        + Send
-        + Sync
-        + 'static,
-    S::Future: Send + 'static,
+    S: InnerService,
 {
     FrontFuture::boxed(move || async move {
         let result = shared.layer.gateway().call_store(&waiting).await;
@@ -379,11 +392,7 @@ fn answer_with<C, E, S, R>(
     cx: &mut Context<'_>,
 ) -> FrontFuture<S::Future, R>
 where
-    S: tower::Service<Request<Incoming>, Response = Response<Body>, Error = Infallible>
-        + Clone
-        + Send
-        + 'static,
-    S::Future: Send + 'static,
+    S: InnerService,
 {
     if let Some(refused) = refusal(&answer) {
         return FrontFuture::ready(finish(refused, answer));
@@ -412,10 +421,7 @@ fn ready_later<S, R>(
     answer: Answer,
 ) -> FrontFuture<S::Future, R>
 where
-    S: tower::Service<Request<Incoming>, Response = Response<Body>, Error = Infallible>
-        + Send
-        + 'static,
-    S::Future: Send + 'static,
+    S: InnerService,
 {
     FrontFuture::boxed(move || async move {
         std::future::poll_fn(|cx| tower::Service::poll_ready(&mut inner, cx)).await?;
@@ -437,11 +443,7 @@ async fn complete_later<C, E, S>(
 where
     C: StoreClient + 'static,
     E: Env + 'static,
-    S: tower::Service<Request<Incoming>, Response = Response<Body>, Error = Infallible>
-        + Clone
-        + Send
-        + 'static,
-    S::Future: Send + 'static,
+    S: InnerService,
 {
     let trace = waiting.trace();
     let request = || request_numbered(peer, &parts, trace);
@@ -458,7 +460,7 @@ async fn respond<C, E, S>(
     answer: Answer,
 ) -> Result<Response<Body>, Infallible>
 where
-    S: tower::Service<Request<Incoming>, Response = Response<Body>, Error = Infallible> + Clone,
+    S: InnerService,
 {
     if let Some(refused) = refusal(&answer) {
         return Ok(finish(refused, answer));
@@ -473,12 +475,7 @@ impl<C, E, S> hyper::service::Service<Request<Incoming>> for Front<C, E, S>
 where
     C: StoreClient + 'static,
     E: Env + 'static,
-    S: tower::Service<Request<Incoming>, Response = Response<Body>, Error = Infallible>
-        + Clone
-        + Send
-        + Sync
-        + 'static,
-    S::Future: Send + 'static,
+    S: InnerService,
 {
     type Response = Response<Body>;
     type Error = Infallible;
