@@ -393,6 +393,95 @@ fn every_family_as_a_store_client_decides_as_the_core_on_both_paths() {
     });
 }
 
+/// Every family's call sent ahead of its reply (`StoreClient::send`, as the HTTP front makes
+/// it) and its reply read (`StoreClient::read_sent`) decide as the core, field for field, on
+/// the caller's clock; a state the script did not write is read as `Corrupt`; and a reply
+/// from a store that lost its scripts (`SCRIPT FLUSH`) asks for the call again (`None`),
+/// nothing spent, after which `apply` (which loads the script) goes on where the core does.
+#[test]
+#[cfg_attr(
+    ratelab_missing_redis,
+    ignore = "redis-server is not installed (Debian: apt-get install redis-server)"
+)]
+fn every_family_sent_ahead_of_its_reply_decides_as_the_core() {
+    let Some(server) = RedisServer::start("every_family_sent_ahead") else {
+        return;
+    };
+    let rt = runtime();
+    let ms = |v: u64| Nanos::from_millis(v);
+    let policies = [
+        Policy::FixedWindow(FixedWindow::new(4, ms(700)).unwrap()),
+        Policy::FirstHitWindow(FirstHitWindow::new(4, ms(700)).unwrap()),
+        Policy::SlidingWindow(SlidingWindow::new(4, ms(700)).unwrap()),
+        Policy::SteppedBucket(SteppedBucket::new(4, 2, ms(300)).unwrap()),
+        Policy::TokenBucket(TokenBucket::per_second(4, 5).unwrap()),
+    ];
+    rt.block_on(async {
+        let options = RedisOptions {
+            prefix: "unused:".into(),
+            timeout: TIMEOUT,
+        };
+        let bucket = TokenBucket::per_second(1, 1).unwrap();
+        let base = RedisStore::connect(&server.url(), bucket, options)
+            .await
+            .unwrap();
+        let mut conn = Conn::open(&server.url(), TIMEOUT).await.unwrap();
+        let (key, bad) = (Key::new("k").unwrap(), Key::new("bad").unwrap());
+        for (i, policy) in policies.iter().enumerate() {
+            let client = RedisPolicy::new(&base, *policy, &format!("s{i}:")).unwrap();
+            let sent = async |key: &Key, t: u64, cost: u64| {
+                let call = client
+                    .send(key, Some(Nanos(t)), cost)
+                    .expect("one server sends");
+                let reply = call.expect("sent").await.expect("a reply");
+                client.read_sent(reply)
+            };
+            let mut state = None;
+            let mut t = EPOCH_NS as u64;
+            let mut last = Instant::now();
+            for j in 0..60u64 {
+                t += ahead(&mut last, (j * 7_919_000) % 90_000_000);
+                let cost = 1 + j % 2;
+                // The family's script is loaded by its first `apply` (the server's first
+                // request after a start asks for the call again): only then is it sent.
+                let got = match sent(&key, t, cost).await {
+                    Some(read) => read.unwrap(),
+                    None if j == 0 => client.apply(&key, Some(Nanos(t)), cost).await.unwrap(),
+                    None => panic!("{policy:?}: request {j} asked to be sent again"),
+                };
+                let (next, want) = policy.transition(state, Nanos(t), cost).unwrap();
+                if want.allowed {
+                    state = Some(next);
+                }
+                assert_eq!(got.decision, want, "{policy:?}: request {j}");
+                assert_eq!(got.store_time, Nanos(t), "{policy:?}: request {j}'s time");
+            }
+            let _: () = redis::cmd("SET")
+                .arg(format!("s{i}:bad"))
+                .arg("not a state")
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            let refused = sent(&bad, t, 1).await;
+            assert_eq!(
+                refused,
+                Some(Err(LimitError::Store(StoreError::Corrupt))),
+                "{policy:?}"
+            );
+            let _: () = redis::cmd("SCRIPT")
+                .arg("FLUSH")
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            t += ahead(&mut last, 1_000_000);
+            assert_eq!(sent(&key, t, 1).await, None, "{policy:?}: sent again");
+            let got = client.apply(&key, Some(Nanos(t)), 1).await.unwrap();
+            let (_, want) = policy.transition(state, Nanos(t), 1).unwrap();
+            assert_eq!(got.decision, want, "{policy:?}: after the flush");
+        }
+    });
+}
+
 /// One request at every one of `clients` (of `policies`) at once, 60 times on the caller's
 /// clock: each the core's all-or-nothing decision, every key's field for field (a key whose
 /// spend was given back reports what the core's unspent key holds).
