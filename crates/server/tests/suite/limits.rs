@@ -404,7 +404,7 @@ fn limits_file_on_redis() {
     ignore = "redis-server is not installed (Debian: apt-get install redis-server)"
 )]
 fn on_redis_a_request_is_decided_around_its_script_call() {
-    let Some(redis) = redis_server::RedisServer::start("decided_around_its_script_call") else {
+    let Some(mut redis) = redis_server::RedisServer::start("decided_around_its_script_call") else {
         return;
     };
     let url = format!("redis://127.0.0.1:{}", redis.port);
@@ -513,6 +513,25 @@ fn on_redis_a_request_is_decided_around_its_script_call() {
     assert_eq!(
         (r.status, r.header("ratelimit")),
         (200, "\"tenant\";r=1;t=3600")
+    );
+
+    // Killed: the lane loses its connection, then refuses calls while it is down, each
+    // request failed open at once; restarted (empty, its scripts gone), limiting resumes.
+    redis.kill();
+    for _ in 0..3 {
+        let r = send("e", "/api/x");
+        assert_eq!((r.status, r.header("ratelimit")), (200, ""));
+    }
+    redis.restart();
+    let resumed = (0..40).find_map(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let r = send("f", "/api/x");
+        (!r.header("ratelimit").is_empty()).then(|| (r.status, r.header("ratelimit").to_owned()))
+    });
+    assert_eq!(
+        resumed,
+        Some((200, "\"tenant\";r=1;t=3600".to_owned())),
+        "limiting resumed after the restart"
     );
 }
 
