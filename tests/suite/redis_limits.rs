@@ -323,6 +323,31 @@ fn ahead(last: &mut Instant, step: u64) -> u64 {
     step.max(real.saturating_add(1_000_000))
 }
 
+/// One policy of each family, four requests a window (or bucket) each.
+fn one_of_each_family() -> [Policy; 5] {
+    let ms = Nanos::from_millis;
+    [
+        Policy::FixedWindow(FixedWindow::new(4, ms(700)).unwrap()),
+        Policy::FirstHitWindow(FirstHitWindow::new(4, ms(700)).unwrap()),
+        Policy::SlidingWindow(SlidingWindow::new(4, ms(700)).unwrap()),
+        Policy::SteppedBucket(SteppedBucket::new(4, 2, ms(300)).unwrap()),
+        Policy::TokenBucket(TokenBucket::per_second(4, 5).unwrap()),
+    ]
+}
+
+/// A store on `server` whose connections the families' clients share (its own bucket and
+/// prefix unused).
+async fn base_store(server: &RedisServer) -> RedisStore {
+    let options = RedisOptions {
+        prefix: "unused:".into(),
+        timeout: TIMEOUT,
+    };
+    let bucket = TokenBucket::per_second(1, 1).unwrap();
+    RedisStore::connect(&server.url(), bucket, options)
+        .await
+        .unwrap()
+}
+
 /// Every family as a store client (`RedisPolicy`): sequential decisions at the caller's times
 /// equal the core's on both paths (the naive one reads and writes the state as the script
 /// does), and one request at limits of mixed families through `apply_all` is the core's
@@ -337,23 +362,9 @@ fn every_family_as_a_store_client_decides_as_the_core_on_both_paths() {
         return;
     };
     let rt = runtime();
-    let ms = |v: u64| Nanos::from_millis(v);
-    let policies = [
-        Policy::FixedWindow(FixedWindow::new(4, ms(700)).unwrap()),
-        Policy::FirstHitWindow(FirstHitWindow::new(4, ms(700)).unwrap()),
-        Policy::SlidingWindow(SlidingWindow::new(4, ms(700)).unwrap()),
-        Policy::SteppedBucket(SteppedBucket::new(4, 2, ms(300)).unwrap()),
-        Policy::TokenBucket(TokenBucket::per_second(4, 5).unwrap()),
-    ];
+    let policies = one_of_each_family();
     rt.block_on(async {
-        let options = RedisOptions {
-            prefix: "unused:".into(),
-            timeout: TIMEOUT,
-        };
-        let bucket = TokenBucket::per_second(1, 1).unwrap();
-        let base = RedisStore::connect(&server.url(), bucket, options)
-            .await
-            .unwrap();
+        let base = base_store(&server).await;
         let clients: Vec<RedisPolicy> = policies
             .iter()
             .enumerate()
@@ -408,23 +419,9 @@ fn every_family_sent_ahead_of_its_reply_decides_as_the_core() {
         return;
     };
     let rt = runtime();
-    let ms = |v: u64| Nanos::from_millis(v);
-    let policies = [
-        Policy::FixedWindow(FixedWindow::new(4, ms(700)).unwrap()),
-        Policy::FirstHitWindow(FirstHitWindow::new(4, ms(700)).unwrap()),
-        Policy::SlidingWindow(SlidingWindow::new(4, ms(700)).unwrap()),
-        Policy::SteppedBucket(SteppedBucket::new(4, 2, ms(300)).unwrap()),
-        Policy::TokenBucket(TokenBucket::per_second(4, 5).unwrap()),
-    ];
+    let policies = one_of_each_family();
     rt.block_on(async {
-        let options = RedisOptions {
-            prefix: "unused:".into(),
-            timeout: TIMEOUT,
-        };
-        let bucket = TokenBucket::per_second(1, 1).unwrap();
-        let base = RedisStore::connect(&server.url(), bucket, options)
-            .await
-            .unwrap();
+        let base = base_store(&server).await;
         let mut conn = Conn::open(&server.url(), TIMEOUT).await.unwrap();
         let (key, bad) = (Key::new("k").unwrap(), Key::new("bad").unwrap());
         for (i, policy) in policies.iter().enumerate() {
