@@ -106,7 +106,7 @@ rps, p50, p99 = (float(r[k]) for k in ("rps", "p50_latency_ms", "p99_latency_ms"
 print(f"{rps:.0f} {p50 * 1000:.0f} {p99 * 1000:.0f} – {sys.argv[1]}")' "$(us_per $((r1 - r0)) "$n")" <<< "$out"
 }
 
-echo "HTTP throughput, wrk -t1 -c$CONNS -d${SECS}s, $WORKERS worker thread(s) per server, $(nproc) cores, median of $ROUNDS rounds, $(date -u +%F)"
+echo "HTTP throughput, wrk -t1 -c$CONNS -d${SECS}s, $WORKERS worker thread(s) per server, $(nproc) cores, median of $ROUNDS rounds, $BUILD build, $(date -u +%F)"
 printf "| %-34s | %-8s | %10s | %7s | %7s | %10s | %10s |\n" target keys "req/s" "p50 µs" "p99 µs" "server CPU µs/req" "Redis CPU µs/req"
 printf "|%s|%s|%s|%s|%s|%s|%s|\n" "------------------------------------" "----------" "-----------:" "--------:" "--------:" "-----------:" "-----------:"
 declare -A RPS RUNS

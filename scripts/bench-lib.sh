@@ -33,10 +33,19 @@ start() {
 }
 
 # build_server EXAMPLE: builds ratelab-server and the example EXAMPLE (a bench's anchor) with
-# the production profile, the server as deployed (Cargo.toml); their directory in BIN.
+# the production profile, the server as deployed (Cargo.toml); their directory in BIN, the
+# build's name in BUILD. With RATELAB_PGO=1, both are built with profile-guided optimisation
+# from one training run (scripts/pgo-build.sh).
 build_server() {
+  if [ "${RATELAB_PGO:-0}" = 1 ]; then
+    [ "$1" = bare ] || { echo "RATELAB_PGO=1: profile-guided builds train the HTTP front and its anchor only" >&2; exit 2; }
+    BIN=$(scripts/pgo-build.sh | tail -1)
+    BUILD="production, profile-guided (scripts/pgo-build.sh)"
+    return
+  fi
   cargo build --profile production -q -p ratelab-server --bin ratelab-server --example "$1"
   BIN="${CARGO_TARGET_DIR:-target}/production"
+  BUILD="production"
 }
 
 # start_redis: a private redis-server, no persistence, on a free port (P_RDS, its pid in

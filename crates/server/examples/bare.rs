@@ -66,7 +66,9 @@ fn run() -> Result<(), String> {
             .await
             .map_err(|e| format!("listen on {listen}: {e}"))?;
         let addr = listener.local_addr().map_err(|e| e.to_string())?;
-        let forever = std::future::pending::<()>();
+        // Stopped as ratelab-server stops (SIGTERM or Ctrl-C), returning from `main`: a
+        // build that writes its profile at exit (scripts/pgo-build.sh) writes it then.
+        let stop = ratelab_server::serve::shutdown();
         // Written as ratelab-server writes its own answers, its connections bounded alike.
         let writes = ratelab_gateway::front::Writes::Flat;
         let conns = ratelab_gateway::conns::Connections::new(
@@ -81,7 +83,7 @@ fn run() -> Result<(), String> {
                     ratelab_gateway::http::answer_ok::<hyper::body::Incoming>(),
                 );
                 let service_for = |_, _| ok.clone();
-                ratelab_gateway::front::serve(listener, writes, conns, service_for, forever).await;
+                ratelab_gateway::front::serve(listener, writes, conns, service_for, stop).await;
             }
             Some(script) => {
                 println!(
@@ -93,7 +95,7 @@ fn run() -> Result<(), String> {
                     async move { answer(&script, req).await }
                 });
                 let service_for = |_, _| service.clone();
-                ratelab_gateway::front::serve(listener, writes, conns, service_for, forever).await;
+                ratelab_gateway::front::serve(listener, writes, conns, service_for, stop).await;
             }
         }
         Ok(())

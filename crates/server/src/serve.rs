@@ -238,7 +238,8 @@ async fn rls_service<S: Stores>(
 }
 
 /// Ctrl-C, or the SIGTERM a service manager sends: stop accepting, finish what is in flight.
-async fn shutdown() {
+/// (Public for the benchmarks' anchors, which stop alike.)
+pub async fn shutdown() {
     let term = async {
         match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
             Ok(mut s) => {
