@@ -479,18 +479,167 @@ fn every_family_sent_ahead_of_its_reply_decides_as_the_core() {
     });
 }
 
+/// Several limits' step sent ahead of its reply (`StoreClient::send_all`, as the HTTP front
+/// sends a request at several limits) and its reply read (`read_sent_all`) decide as the
+/// core's all-or-nothing step, field for field: limits of every family (the limits script)
+/// and token buckets alone (the bucket's own script). A key given twice and a cost beyond a
+/// limit are refused without the store; a state the script did not write is `Corrupt`; a
+/// store that lost its scripts asks for the step again (`None`), nothing spent.
+#[test]
+#[cfg_attr(
+    ratelab_missing_redis,
+    ignore = "redis-server is not installed (Debian: apt-get install redis-server)"
+)]
+fn several_limits_sent_ahead_of_their_reply_decide_as_the_core() {
+    let Some(server) = RedisServer::start("several_limits_sent_ahead") else {
+        return;
+    };
+    let rt = runtime();
+    let families = one_of_each_family();
+    let buckets = [
+        Policy::TokenBucket(TokenBucket::per_second(3, 5).unwrap()),
+        Policy::TokenBucket(TokenBucket::per_second(5, 2).unwrap()),
+    ];
+    rt.block_on(async {
+        let base = base_store(&server).await;
+        let mut conn = Conn::open(&server.url(), TIMEOUT).await.unwrap();
+        let clients = |policies: &[Policy], prefix: &str| -> Vec<RedisPolicy> {
+            policies
+                .iter()
+                .enumerate()
+                .map(|(i, p)| RedisPolicy::new(&base, *p, &format!("{prefix}{i}:")).unwrap())
+                .collect()
+        };
+        let (mixed, bucketed) = (clients(&families, "m"), clients(&buckets, "b"));
+        // Each script loaded, by a step through `apply_all` on keys of their own.
+        let warm = Key::new("warm").unwrap();
+        for group in [&mixed, &bucketed] {
+            let items: Vec<_> = group.iter().map(|c| (c, &warm, 1)).collect();
+            step(&items, EPOCH_NS as u64, Way::Awaited).await.unwrap();
+        }
+        let denied =
+            every_family_at_once_by(&mixed, &families, ("m", "all"), (true, false), Way::Sent);
+        denied.await;
+        let denied =
+            every_family_at_once_by(&bucketed, &buckets, ("b", "all"), (true, false), Way::Sent);
+        denied.await;
+        let t = EPOCH_NS as u64 + 10_000_000_000;
+        for group in [&mixed, &bucketed] {
+            let (a, b) = (Key::new("a").unwrap(), Key::new("b").unwrap());
+            let twice = [(&group[0], &a, 1), (&group[0], &a, 1)];
+            assert_eq!(
+                step(&twice, t, Way::Sent).await,
+                Err(LimitError::RepeatedKey)
+            );
+            let most = group[1].algorithm().quota().limit;
+            let over = [(&group[0], &a, 1), (&group[1], &b, most + 1)];
+            let refused = step(&over, t, Way::Sent).await;
+            assert!(matches!(refused, Err(LimitError::Cost(_))), "{refused:?}");
+        }
+        let _: () = redis::cmd("SET")
+            .arg("m1:bad")
+            .arg("not a state")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        let (ok, bad) = (Key::new("ok").unwrap(), Key::new("bad").unwrap());
+        let corrupt = [(&mixed[0], &ok, 1), (&mixed[1], &bad, 1)];
+        let read = step(&corrupt, t, Way::Sent).await;
+        assert_eq!(read, Err(LimitError::Store(StoreError::Corrupt)));
+        let _: () = redis::cmd("SCRIPT")
+            .arg("FLUSH")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        for group in [&mixed, &bucketed] {
+            let fresh = Key::new("fresh").unwrap();
+            let items: Vec<_> = group.iter().map(|c| (c, &fresh, 1)).collect();
+            let sent = RedisPolicy::send_all(&items, Some(Nanos(t)))
+                .unwrap()
+                .unwrap();
+            let reply = sent.await.unwrap();
+            assert!(
+                RedisPolicy::read_sent_all(&items, reply).is_none(),
+                "asked again"
+            );
+            // Nothing was spent: the step through `apply_all` (the script loaded again) is
+            // each limit's first.
+            let all = step(&items, t, Way::Awaited).await.unwrap();
+            let parts: Vec<Part<'_, Policy>> = group
+                .iter()
+                .map(|c| Part {
+                    algorithm: c.algorithm(),
+                    state: None,
+                    cost: 1,
+                })
+                .collect();
+            let want = decide_all(&parts, Nanos(t)).unwrap();
+            let decisions: Vec<_> = want.parts.iter().map(|(_, d)| *d).collect();
+            assert_eq!(all.decisions, decisions);
+        }
+    });
+}
+
 /// One request at every one of `clients` (of `policies`) at once, 60 times on the caller's
 /// clock: each the core's all-or-nothing decision, every key's field for field (a key whose
 /// spend was given back reports what the core's unspent key holds).
 /// The clients' keys are `{prefix}{i}:{name}{i}`. `denials`: whether some request must be
 /// denied (the limits are tight enough); `refunds`: whether some must be denied with a slot
 /// whose every limit admitted it (a cluster gives that slot's spend back). Returns how many
-/// were.
+/// were. Each step goes through `apply_all`, or with `way` = [`Way::Sent`] is sent ahead of
+/// its reply (`send_all`, as the HTTP front sends it) and its reply read (`read_sent_all`).
 async fn every_family_at_once(
     clients: &[RedisPolicy],
     policies: &[Policy],
     (prefix, name): (&str, &str),
     (denials, refunds): (bool, bool),
+) -> u32 {
+    every_family_at_once_by(
+        clients,
+        policies,
+        (prefix, name),
+        (denials, refunds),
+        Way::Awaited,
+    )
+    .await
+}
+
+/// How [`every_family_at_once_by`] takes each step.
+#[derive(Clone, Copy, PartialEq)]
+enum Way {
+    /// `apply_all`.
+    Awaited,
+    /// `send_all`, then `read_sent_all`.
+    Sent,
+}
+
+/// One step over `items` on the caller's clock at `t`, taken the `way` asked.
+async fn step(
+    items: &[(&RedisPolicy, &Key, u64)],
+    t: u64,
+    way: Way,
+) -> Result<ratelab_store::AllApplied, LimitError> {
+    match way {
+        Way::Awaited => {
+            RedisPolicy::apply_all(items, Some(Nanos(t)))
+                .expect("one store")
+                .await
+        }
+        Way::Sent => {
+            let sent = RedisPolicy::send_all(items, Some(Nanos(t))).expect("one server sends")?;
+            let reply = sent.await.expect("a reply");
+            RedisPolicy::read_sent_all(items, reply).expect("the scripts are loaded")
+        }
+    }
+}
+
+/// [`every_family_at_once`], each step taken the `way` asked.
+async fn every_family_at_once_by(
+    clients: &[RedisPolicy],
+    policies: &[Policy],
+    (prefix, name): (&str, &str),
+    (denials, refunds): (bool, bool),
+    way: Way,
 ) -> u32 {
     let keys: Vec<Key> = (0..clients.len())
         .map(|i| Key::new(&format!("{name}{i}")).unwrap())
@@ -506,10 +655,7 @@ async fn every_family_at_once(
     for j in 0..60u64 {
         t += ahead(&mut last, (j * 3_331_000) % 50_000_000);
         let items: Vec<_> = clients.iter().zip(&keys).map(|(c, k)| (c, k, 1)).collect();
-        let got = RedisPolicy::apply_all(&items, Some(Nanos(t)))
-            .expect("one store")
-            .await
-            .unwrap();
+        let got = step(&items, t, way).await.unwrap();
         let parts: Vec<Part<'_, Policy>> = policies
             .iter()
             .zip(&states)

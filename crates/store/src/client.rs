@@ -152,6 +152,34 @@ pub trait StoreClient: Clone + Send + Sync {
         Some(Err(LimitError::Store(StoreError::Unavailable)))
     }
 
+    /// [`StoreClient::apply_all`] in two halves, as [`StoreClient::send`] is
+    /// [`StoreClient::apply`]'s: the step over every item is written to the store before this
+    /// returns, and [`StoreClient::read_sent_all`] reads its reply. `None` when this store
+    /// cannot send it (the default), or would not take it as one step (the items not all of
+    /// one server): the caller then goes through [`StoreClient::apply_all`]. An `Err` is the
+    /// step's outcome, decided without the store (a cost a limit can never admit, a key given
+    /// twice, a store known to be down).
+    fn send_all(
+        items: &[AllItem<'_, Self>],
+        now: Option<Nanos>,
+    ) -> Option<Result<Sent, LimitError>> {
+        let _ = (items, now);
+        None
+    }
+
+    /// The outcome in `reply`, the reply to the step [`StoreClient::send_all`] sent over
+    /// `items` (the same items, in the same order): what [`StoreClient::apply_all`] would
+    /// have returned. `None` when the step has to be made again through `apply_all` (a
+    /// `NOSCRIPT`: nothing was spent). The default reads any reply as a store it cannot use,
+    /// as [`StoreClient::read_sent`]'s does.
+    fn read_sent_all(
+        items: &[AllItem<'_, Self>],
+        reply: SentReply,
+    ) -> Option<Result<AllApplied, LimitError>> {
+        let _ = (items, reply);
+        Some(Err(LimitError::Store(StoreError::Unavailable)))
+    }
+
     /// Atomic path over several limits: one request at every item's key, in one step and one
     /// round trip, all or nothing ([`ratelab_core::all`]). Each item is the client of one
     /// limit (its algorithm and key space) of the *same* store. `None` when this store cannot,

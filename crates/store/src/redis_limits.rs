@@ -12,7 +12,7 @@ use crate::redis_store::store_err;
 use crate::script::read_reply;
 pub use crate::script::{LIMITS_SCRIPT, ScriptLimit};
 use crate::script_loads::ScriptLoads;
-use crate::{AllApplied, Applied, LimitError, Sent, SentReply, StoreError};
+use crate::{AllApplied, LimitError, Sent, SentReply, StoreError};
 use ratelab_core::{Algorithm, CostError, Nanos};
 
 /// One request at every `(state key, limit, cost)` of `parts`, in one call of `script` (made
@@ -107,38 +107,32 @@ pub(crate) async fn decide_on_lane(
     read_reply(parts, &reply).map_err(|_| LimitError::Store(StoreError::Unavailable))
 }
 
-/// [`decide_on_lane`] for one key, sent on `lane` now ([`crate::StoreClient::send`]); its
-/// reply is read by [`read_sent`].
+/// [`decide_on_lane`] sent on `lane` now ([`crate::StoreClient::send`],
+/// [`crate::StoreClient::send_all`]); its reply is read by [`read_sent`].
 pub(crate) fn send_on_lane(
     lane: &crate::redis_lane::Lane,
     sha: &str,
-    part: (&str, &ScriptLimit, u64),
+    parts: &[(&str, &ScriptLimit, u64)],
     now: Option<Nanos>,
 ) -> Result<Sent, LimitError> {
     use crate::redis_lane::Command;
-    let parts = [part];
-    check(&parts)?;
-    let command = Command::new(limits_args(sha, &parts, now, false).into_iter());
+    check(parts)?;
+    let command = Command::new(limits_args(sha, parts, now, false).into_iter());
     lane.call(&command)
         .map(Sent::on_lane)
         .map_err(|_| LimitError::Store(StoreError::Unavailable))
 }
 
-/// The reply to a call [`send_on_lane`] sent over `limit`, read as [`decide_on_lane`] reads
-/// it; `None` on `NOSCRIPT` (the caller calls again through `decide_on_lane`, which loads
-/// the script).
+/// The reply to a call [`send_on_lane`] sent over `parts` (their keys and costs are not
+/// read), read as [`decide_on_lane`] reads it; `None` on `NOSCRIPT` (the caller calls again
+/// through `decide_on_lane`, which loads the script).
 pub(crate) fn read_sent(
-    limit: &ScriptLimit,
+    parts: &[(&str, &ScriptLimit, u64)],
     reply: SentReply,
-) -> Option<Result<Applied, LimitError>> {
+) -> Option<Result<AllApplied, LimitError>> {
     let unreadable = |_| LimitError::Store(StoreError::Unavailable);
     Some(match reply.ints()? {
-        Ok(r) => read_reply(&[("", limit, 0)], &r)
-            .map_err(unreadable)
-            .map(|all| Applied {
-                decision: all.decisions[0],
-                store_time: all.store_time,
-            }),
+        Ok(r) => read_reply(parts, &r).map_err(unreadable),
         Err(e) => Err(LimitError::Store(e)),
     })
 }

@@ -98,6 +98,14 @@ impl RedisPolicy {
         Ok(all)
     }
 
+    /// The items as their token buckets' (every item a bucket: one call of its script).
+    fn buckets<'a>(items: &[AllItem<'a, RedisPolicy>]) -> Vec<AllItem<'a, RedisStore>> {
+        items
+            .iter()
+            .map(|(c, k, cost)| (&c.store, *k, *cost))
+            .collect()
+    }
+
     /// The script's parts: each item's state key (of `keys`, in order), limit and cost.
     fn parts<'k>(
         keys: &'k [String],
@@ -191,11 +199,7 @@ impl StoreClient for RedisPolicy {
                 }
             }
             if items.iter().all(|(c, _, _)| c.is_bucket()) {
-                let buckets: Vec<AllItem<'_, RedisStore>> = items
-                    .iter()
-                    .map(|(c, k, cost)| (&c.store, *k, *cost))
-                    .collect();
-                return RedisStore::apply_many(&buckets, now).await;
+                return RedisStore::apply_many(&Self::buckets(items), now).await;
             }
             RedisPolicy::apply_script(items, now).await
         }))
@@ -220,11 +224,11 @@ impl StoreClient for RedisPolicy {
         }
         let lane = self.store.lane().filter(|_| !self.store.waits())?;
         let state_key = self.store.key(key);
-        let part = (state_key.as_str(), &self.limit, cost);
+        let parts = [(state_key.as_str(), &self.limit, cost)];
         Some(redis_limits::send_on_lane(
             lane,
             SCRIPT.get_hash(),
-            part,
+            &parts,
             now,
         ))
     }
@@ -233,7 +237,49 @@ impl StoreClient for RedisPolicy {
         if self.is_bucket() {
             return self.store.read_one(reply);
         }
-        redis_limits::read_sent(&self.limit, reply)
+        let all = redis_limits::read_sent(&[("", &self.limit, 0)], reply)?;
+        Some(all.map(|all| Applied {
+            decision: all.decisions[0],
+            store_time: all.store_time,
+        }))
+    }
+
+    fn send_all(
+        items: &[AllItem<'_, Self>],
+        now: Option<Nanos>,
+    ) -> Option<Result<Sent, LimitError>> {
+        let (first, _, _) = items.first()?;
+        if !items
+            .iter()
+            .all(|(c, _, _)| c.store.same_server(&first.store))
+        {
+            return None;
+        }
+        // Chosen as `apply_all` chooses, and `read_sent_all` reads alike.
+        if items.iter().all(|(c, _, _)| c.is_bucket()) {
+            return RedisStore::send_many(&Self::buckets(items), now);
+        }
+        let lane = first.store.lane().filter(|_| !first.store.waits())?;
+        let keys: Vec<String> = items.iter().map(|(c, k, _)| c.store.key(k)).collect();
+        let parts = Self::parts(&keys, items);
+        Some(redis_limits::send_on_lane(
+            lane,
+            SCRIPT.get_hash(),
+            &parts,
+            now,
+        ))
+    }
+
+    fn read_sent_all(
+        items: &[AllItem<'_, Self>],
+        reply: SentReply,
+    ) -> Option<Result<AllApplied, LimitError>> {
+        if items.iter().all(|(c, _, _)| c.is_bucket()) {
+            return RedisStore::read_many(&Self::buckets(items), reply);
+        }
+        let parts: Vec<(&str, &ScriptLimit, u64)> =
+            items.iter().map(|(c, _, _)| ("", &c.limit, 0)).collect();
+        redis_limits::read_sent(&parts, reply)
     }
 
     async fn apply(&self, key: &Key, now: Option<Nanos>, cost: u64) -> Result<Applied, LimitError> {

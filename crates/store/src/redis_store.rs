@@ -796,19 +796,67 @@ impl RedisStore {
         let r = RedisStore::call_script(items, now, tat).await?;
         let fields = 5 * items.len() + 2;
         let tats = r[fields..].chunks(2).map(|p| (p[0], p[1])).collect();
+        Ok((RedisStore::all_applied(items, &r)?, tats))
+    }
+
+    /// The reply `r` to a call over `items` (its length checked), read: each key's decision,
+    /// and whether every key admitted the request.
+    fn all_applied(items: &[AllItem<'_, RedisStore>], r: &[i64]) -> Result<AllApplied, LimitError> {
         let mut decisions = Vec::with_capacity(items.len());
         let mut allowed = true;
         for (i, (c, _, _)) in items.iter().enumerate() {
-            let (flag, d) = key_decision(&r, items.len(), i, &c.bucket)?;
+            let (flag, d) = key_decision(r, items.len(), i, &c.bucket)?;
             allowed &= flag == 1;
             decisions.push(d);
         }
-        let all = AllApplied {
+        Ok(AllApplied {
             allowed,
             decisions,
-            store_time: reply_time(&r)?,
-        };
-        Ok((all, tats))
+            store_time: reply_time(r)?,
+        })
+    }
+
+    /// [`RedisStore::apply_many`] sent on the first item's lane now, its reply read by
+    /// [`RedisStore::read_many`] ([`StoreClient::send_all`]); `None` without a lane, when an
+    /// admission waits for a replica, or for items of several servers.
+    pub(crate) fn send_many(
+        items: &[AllItem<'_, RedisStore>],
+        now: Option<Nanos>,
+    ) -> Option<Result<Sent, LimitError>> {
+        let (first, _, _) = items.first()?;
+        let lane = first.lane.as_deref().filter(|_| !first.waits())?;
+        if !items.iter().all(|(c, _, _)| c.same_server(first)) {
+            return None;
+        }
+        for (i, (c, k, cost)) in items.iter().enumerate() {
+            if items[..i].iter().any(|(d, l, _)| d.key(l) == c.key(k)) {
+                return Some(Err(LimitError::RepeatedKey));
+            }
+            if let Err(e) = c.admissible(*cost) {
+                return Some(Err(e));
+            }
+        }
+        let command =
+            with_script_args(items, now, false, |args| Command::new(args.iter().copied()));
+        Some(
+            lane.call(&command)
+                .map(Sent::on_lane)
+                .map_err(|_| LimitError::Store(StoreError::Unavailable)),
+        )
+    }
+
+    /// The reply to the call [`RedisStore::send_many`] sent over `items`, read as
+    /// [`RedisStore::apply_many`] reads it; `None` on `NOSCRIPT` (the caller calls again
+    /// through `apply_many`, which loads the script).
+    pub(crate) fn read_many(
+        items: &[AllItem<'_, RedisStore>],
+        reply: SentReply,
+    ) -> Option<Result<AllApplied, LimitError>> {
+        Some(match reply.ints()? {
+            Ok(r) if r.len() == 5 * items.len() + 2 => RedisStore::all_applied(items, &r),
+            Ok(_) => Err(LimitError::Store(StoreError::Unavailable)),
+            Err(e) => Err(LimitError::Store(e)),
+        })
     }
 
     /// `Err` for a cost this bucket can never admit: the caller's error, the script not called.
@@ -1032,6 +1080,20 @@ impl StoreClient for RedisStore {
 
     fn read_sent(&self, reply: SentReply) -> Option<Result<Applied, LimitError>> {
         self.read_one(reply)
+    }
+
+    fn send_all(
+        items: &[AllItem<'_, Self>],
+        now: Option<Nanos>,
+    ) -> Option<Result<Sent, LimitError>> {
+        RedisStore::send_many(items, now)
+    }
+
+    fn read_sent_all(
+        items: &[AllItem<'_, Self>],
+        reply: SentReply,
+    ) -> Option<Result<AllApplied, LimitError>> {
+        RedisStore::read_many(items, reply)
     }
 
     async fn apply(&self, key: &Key, now: Option<Nanos>, cost: u64) -> Result<Applied, LimitError> {
