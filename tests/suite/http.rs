@@ -592,6 +592,80 @@ async fn answered_alike(urls: &[&str], requests: &[(&str, &[u8])]) -> Vec<u16> {
     statuses
 }
 
+/// At two limits together (per client address and per API key), the front answers a request
+/// decided in one all-or-nothing step alike whether the step is taken in the call (two
+/// limits of one in-process store) or sent to Redis at once and held by name
+/// (`StoreClient::send_all`): the limits script for limits of two families, the bucket's own
+/// script for two buckets. A request the per-key limit denies spends nothing at the
+/// per-address one: the next key is still admitted there. The limits refill once an hour.
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+#[cfg_attr(
+    ratelab_missing_redis,
+    ignore = "redis-server is not installed (Debian: apt-get install redis-server)"
+)]
+async fn at_two_limits_the_front_answers_alike_in_place_or_sent_together() {
+    use ratelab_core::SlidingWindow;
+    use ratelab_store::SharedClient;
+    use ratelab_store::redis_policy::RedisPolicy;
+    use ratelab_store::redis_store::{RedisOptions, RedisStore};
+    let Some(redis) = ratelab_testkit::redis_server::RedisServer::start("front_sent_together")
+    else {
+        return;
+    };
+    let options = RedisOptions {
+        prefix: "unused:".into(),
+        timeout: std::time::Duration::from_secs(2),
+    };
+    let base = RedisStore::connect(
+        &redis.url(),
+        TokenBucket::per_second(1, 1).unwrap(),
+        options,
+    )
+    .await
+    .unwrap();
+    let hour = Nanos::from_secs(3600);
+    let per_key = Policy::TokenBucket(TokenBucket::new(2, 1, hour).unwrap());
+    let per_ip = [
+        Policy::SlidingWindow(SlidingWindow::new(3, hour).unwrap()),
+        Policy::TokenBucket(TokenBucket::new(3, 1, hour).unwrap()),
+    ];
+    let requests: Vec<(&str, &[u8])> = vec![
+        ("x-api-key", b"ana"),
+        ("x-api-key", b"ana"),
+        ("x-api-key", b"ana"),
+        ("x-api-key", b"ben"),
+        ("x-api-key", b"cid"),
+        ("x-api-key", b"\xff"),
+    ];
+    for (n, per_ip) in per_ip.into_iter().enumerate() {
+        let config = GatewayConfig::default;
+        let store = Arc::new(MemoryStore::new(per_ip));
+        let shared =
+            |policy, prefix| SharedClient::new(store.clone(), policy, prefix, wall as Clock);
+        let in_place = Gateway::new(
+            config(),
+            Some(shared(per_ip, "ip:").unwrap()),
+            Some(shared(per_key, "key:").unwrap()),
+            TokioEnv,
+        );
+        let on_redis =
+            |policy, prefix: &str| RedisPolicy::new(&base, policy, &format!("{n}{prefix}"));
+        let sent = Gateway::new(
+            config(),
+            Some(on_redis(per_ip, "ip:").unwrap()),
+            Some(on_redis(per_key, "key:").unwrap()),
+            TokioEnv,
+        );
+        let urls = [
+            serve_front(Arc::new(in_place)).await,
+            serve_front(Arc::new(sent)).await,
+        ];
+        let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+        let statuses = answered_alike(&urls, &requests).await;
+        assert_eq!(statuses, [200, 200, 429, 200, 429, 400], "{per_ip:?}");
+    }
+}
+
 /// At one limit, the front's three ways answer alike: decided in the call (the in-process
 /// store), decided in two halves around a call sent at once and held by name (a Redis
 /// store's lane, `StoreClient::send`), and decided around a call awaited through the

@@ -48,7 +48,7 @@ use crate::deadlines::BoundedSent;
 use crate::env::Env;
 use crate::http::{Decided, RateLimitLayer, finish, refusal, request_numbered};
 use crate::pipeline::Gateway;
-use crate::pipeline::halves::{Begun, Reply, Waiting};
+use crate::pipeline::halves::{Begun, Called, Later, Reply, Waiting};
 use crate::request::Guard;
 use axum::body::Body;
 use axum::extract::ConnectInfo;
@@ -350,12 +350,17 @@ where
             ..
         } = self;
         let gateway = shared.layer.gateway();
-        let result = match gateway.read_reply(&waiting, reply) {
-            Reply::Ended(result) => result,
-            Reply::Again => return call_through_client(shared, peer, waiting, parts, body),
+        let (waiting, ended) = match gateway.read_reply(waiting, reply) {
+            Reply::Ended(waiting, ended) => (waiting, ended),
+            Reply::Again(waiting) => {
+                return call_through_client(shared, peer, waiting, parts, body);
+            }
+            Reply::Later(later) => {
+                return FrontFuture::boxed(move || decided_later(shared, peer, later, parts, body));
+            }
         };
         let trace = waiting.trace();
-        let answer = gateway.complete(waiting, result, || request_numbered(peer, &parts, trace));
+        let answer = gateway.complete(waiting, ended, || request_numbered(peer, &parts, trace));
         answer_with(&shared, parts, body, answer, cx)
     }
 }
@@ -376,8 +381,8 @@ where
     S: InnerService,
 {
     FrontFuture::boxed(move || async move {
-        let result = shared.layer.gateway().call_store(&waiting).await;
-        complete_later(shared, peer, waiting, result, parts, body).await
+        let called = shared.layer.gateway().call_store(waiting).await;
+        complete_later(shared, peer, called, parts, body).await
     })
 }
 
@@ -430,13 +435,12 @@ where
     })
 }
 
-/// The second half of `waiting`'s decision once its store call ended with `result`, then
-/// its answer, in a future of its own.
+/// The rest of a request's decision once its store call was made through the client
+/// (`called`): its second half, or the async steps, then its answer, in a future of its own.
 async fn complete_later<C, E, S>(
     shared: Arc<Shared<C, E, S>>,
     peer: IpAddr,
-    waiting: Waiting<C>,
-    result: Option<Result<ratelab_store::Outcome, ratelab_store::LimitError>>,
+    called: Called<C>,
     parts: http::request::Parts,
     body: Incoming,
 ) -> Result<Response<Body>, Infallible>
@@ -445,9 +449,32 @@ where
     E: Env + 'static,
     S: InnerService,
 {
+    let (waiting, ended) = match called {
+        Called::Ended(waiting, ended) => (waiting, ended),
+        Called::Later(later) => return decided_later(shared, peer, later, parts, body).await,
+    };
     let trace = waiting.trace();
     let request = || request_numbered(peer, &parts, trace);
-    let answer = shared.layer.gateway().complete(waiting, result, request);
+    let answer = shared.layer.gateway().complete(waiting, ended, request);
+    respond(&shared, parts, body, answer).await
+}
+
+/// `later` decided by the async steps ([`Gateway::decide_later`]), then its answer.
+async fn decided_later<C, E, S>(
+    shared: Arc<Shared<C, E, S>>,
+    peer: IpAddr,
+    later: Later<C>,
+    parts: http::request::Parts,
+    body: Incoming,
+) -> Result<Response<Body>, Infallible>
+where
+    C: StoreClient + 'static,
+    E: Env + 'static,
+    S: InnerService,
+{
+    let trace = later.trace();
+    let request = || request_numbered(peer, &parts, trace);
+    let answer = shared.layer.gateway().decide_later(later, request).await;
     respond(&shared, parts, body, answer).await
 }
 
@@ -539,19 +566,15 @@ where
                         },
                     },
                     Err(sent) => FrontFuture::boxed(move || async move {
-                        let gateway = shared.layer.gateway();
-                        let result = gateway.await_sent(&waiting, sent).await;
-                        complete_later(shared, peer, waiting, result, parts, body).await
+                        let called = shared.layer.gateway().await_sent(waiting, sent).await;
+                        complete_later(shared, peer, called, parts, body).await
                     }),
                 }
             }
             Begun::Call(waiting) => call_through_client(shared, peer, waiting, parts, body),
-            Begun::Later(later) => FrontFuture::boxed(move || async move {
-                let trace = later.trace();
-                let request = || request_numbered(peer, &parts, trace);
-                let answer = shared.layer.gateway().decide_later(later, request).await;
-                respond(&shared, parts, body, answer).await
-            }),
+            Begun::Later(later) => {
+                FrontFuture::boxed(move || decided_later(shared, peer, later, parts, body))
+            }
         }
     }
 }

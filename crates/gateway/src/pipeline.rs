@@ -443,13 +443,8 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
             .run_together(&group, (trace, fail_closed), (deadline, &mut clock))
             .await
         {
-            for ((i, p), outcome) in enforced().zip(outcomes) {
-                match self.account((i, p.limit), outcome, false, answer, &mut fields) {
-                    Step::Unavailable => return None,
-                    Step::Refused => denied = true,
-                    Step::Go => {}
-                }
-            }
+            let limits = enforced().map(|(i, p)| (i, &**p.limit));
+            denied = self.account_together(limits, outcomes, answer, &mut fields)?;
         } else {
             for (i, p) in enforced() {
                 let outcome = self
@@ -485,6 +480,30 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
             answer.status = 429;
         }
         fields
+    }
+
+    /// Records the outcomes of one all-or-nothing step at `limits` (each with its place in the
+    /// plan, in order) in the answer, the counters and `fields`: whether any refused the
+    /// request, or `None` when one made it unavailable (a fail-closed store error).
+    fn account_together<'l>(
+        &self,
+        limits: impl Iterator<Item = (usize, &'l Limit<C>)>,
+        outcomes: Vec<LayerOutcome>,
+        answer: &mut Answer,
+        fields: &mut Option<Fields>,
+    ) -> Option<bool>
+    where
+        C: 'l,
+    {
+        let mut denied = false;
+        for (limit, outcome) in limits.zip(outcomes) {
+            match self.account(limit, outcome, false, answer, fields) {
+                Step::Unavailable => return None,
+                Step::Refused => denied = true,
+                Step::Go => {}
+            }
+        }
+        Some(denied)
     }
 
     /// The first of the `enforced` limits (with their places in the plan) whose denial cache

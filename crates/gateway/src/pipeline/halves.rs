@@ -2,24 +2,28 @@
 //! request between them by name rather than in a future ([`crate::front`] on Redis).
 //!
 //! [`Gateway::begin`] runs everything up to the store: the request's planning, and for a
-//! request at one enforced limit on the atomic path, that limit's denial cache, breaker and
-//! budget, then its call, sent at once when the limit's client can send
-//! ([`StoreClient::send`]). [`Gateway::complete`] runs everything after the reply: the
-//! limit's outcome, latency and breaker record, the answer's fields, the counters, the id and
-//! the log line. The steps are [`Gateway::check`]'s own ([`Gateway::layer_start`],
-//! [`Gateway::layer_end`], [`Gateway::account`]), so both ways decide alike. Anything else
-//! (several limits, a shadow limit, the naive path) is [`Later`]: decided by the same async
-//! steps as `check`, from the plan the first half made.
+//! request whose limits are all enforced, on the atomic path, their denial caches, breakers
+//! and budget, then their call, sent at once when their client can send: one limit's
+//! ([`StoreClient::send`]), or several limits' in one all-or-nothing step
+//! ([`StoreClient::send_all`]). [`Gateway::complete`] runs everything after the reply: the
+//! limits' outcomes, latency and breaker records, the answer's fields, the counters, the id
+//! and the log line. The steps are [`Gateway::check`]'s own ([`Gateway::layer_start`] and
+//! [`Gateway::layer_end`] for one limit, [`Gateway::together_start`] and
+//! [`Gateway::together_end`] for several, [`Gateway::account`]), so both ways decide alike.
+//! Anything else (a shadow limit, the naive path, limits that cannot be decided in one step,
+//! a key the store could not read) is [`Later`]: decided by the same async steps as `check`,
+//! from the plan the first half made.
 
 use super::Gateway;
-use super::layer::{ProbeHeld, StoreCall};
-use crate::answer::{Answer, Verdict};
+use super::layer::{ProbeHeld, StoreCall, error_outcome};
+use crate::answer::{Answer, LayerOutcome, Verdict};
 use crate::env::Env;
 use crate::limits::{LimitSet, Mode, Planned, PlannedList};
 use crate::request::{Guard, Request};
 use ratelab_core::Nanos;
 use ratelab_store::{
-    Key, LimitError, Outcome, Path, Sent, SentReply, StoreClient, StoreError, TimeSource,
+    AllApplied, AllItem, Key, LimitError, Outcome, Path, Sent, SentReply, StoreClient, StoreError,
+    TimeSource,
 };
 use smallvec::SmallVec;
 use std::sync::Arc;
@@ -30,11 +34,11 @@ pub(crate) enum Begun<C> {
     /// Decided without waiting (refused, let through by the kill switch, answered from a
     /// denial cache, or decided without a store call), its id minted and logged.
     Answered(Answer),
-    /// Its one store call sent: the reply, read by [`Gateway::read_reply`], goes to
+    /// Its store call sent: the reply, read by [`Gateway::read_reply`], goes to
     /// [`Gateway::complete`].
     Sent(Waiting<C>, Sent),
-    /// Its one store call still to make, through the client's `apply`
-    /// ([`Gateway::call_store`]), then [`Gateway::complete`].
+    /// Its store call still to make, through the client ([`Gateway::call_store`]), then
+    /// [`Gateway::complete`].
     Call(Waiting<C>),
     /// Decided later by [`Gateway::decide_later`].
     Later(Later<C>),
@@ -42,37 +46,68 @@ pub(crate) enum Begun<C> {
 
 /// What the reply to a sent call says ([`Gateway::read_reply`]).
 #[derive(Debug)]
-pub(crate) enum Reply {
-    /// The call's end: its outcome, or `None` when no reply came in time.
-    Ended(Option<Result<Outcome, LimitError>>),
-    /// The call is to be made again, through the client's `apply` ([`Gateway::call_store`]).
-    Again,
+pub(crate) enum Reply<C> {
+    /// The call's end, for [`Gateway::complete`].
+    Ended(Waiting<C>, Ended),
+    /// The call is to be made again, through the client ([`Gateway::call_store`]).
+    Again(Waiting<C>),
+    /// The request is to be decided by [`Gateway::decide_later`].
+    Later(Later<C>),
 }
 
-/// A request waiting for its one store call's reply.
+/// What a call made through the client left ([`Gateway::call_store`],
+/// [`Gateway::await_sent`]).
+#[derive(Debug)]
+pub(crate) enum Called<C> {
+    /// The call's end, for [`Gateway::complete`].
+    Ended(Waiting<C>, Ended),
+    /// The request is to be decided by [`Gateway::decide_later`].
+    Later(Later<C>),
+}
+
+/// How a request's store call ended (`None` inside: no reply in time), for
+/// [`Gateway::complete`].
+#[derive(Debug)]
+pub(crate) struct Ended(EndedAs);
+
+#[derive(Debug)]
+enum EndedAs {
+    /// One limit's call.
+    One(Option<Result<Outcome, LimitError>>),
+    /// Several limits' all-or-nothing step.
+    All(Option<Result<AllApplied, LimitError>>),
+}
+
+/// A limit a request is decided at: its place in the request's [`LimitSet`], its key, the
+/// request's cost there.
+type At = (usize, Key, u64);
+
+/// A request waiting for its store call's reply.
 #[derive(Debug)]
 pub(crate) struct Waiting<C> {
-    /// The limits it started with, and the place of the one it is decided at.
+    /// The limits it started with.
     set: Arc<LimitSet<C>>,
-    at: usize,
-    key: Key,
-    cost: u64,
+    /// The limit it is decided at.
+    first: At,
+    /// The further limits decided with it in one all-or-nothing step, in order (none for a
+    /// request at one limit).
+    more: Vec<At>,
     call: StoreCall,
     trace: u64,
     fail_closed: bool,
     /// When the request started.
     start: Nanos,
     answer: Answer,
-    /// Whether its call ended (its second half ran).
+    /// Whether its call ended (its second half ran), or it went to be decided later.
     ended: bool,
 }
 
 impl<C> Drop for Waiting<C> {
     /// A request dropped before its call's end (its client went away) gives its breaker's
-    /// probe back as a failure ([`ProbeHeld`]).
+    /// probe back as a failure ([`ProbeHeld`]; a step over several limits holds none).
     fn drop(&mut self) {
         if !self.ended {
-            drop(ProbeHeld::new(&self.set[self.at].breaker, &self.call));
+            drop(ProbeHeld::new(&self.set[self.first.0].breaker, &self.call));
         }
     }
 }
@@ -82,7 +117,7 @@ impl<C> Drop for Waiting<C> {
 pub(crate) struct Later<C> {
     set: Arc<LimitSet<C>>,
     /// Each planned limit's place in `set`, key and cost.
-    plan: SmallVec<[(usize, Key, u64); 2]>,
+    plan: SmallVec<[At; 2]>,
     trace: u64,
     fail_closed: bool,
     shadow_all: bool,
@@ -99,6 +134,26 @@ impl<C> Waiting<C> {
     /// The request's number, its store calls' trace id.
     pub(crate) fn trace(&self) -> u64 {
         self.trace
+    }
+
+    /// Its limits, in order.
+    fn limits(&self) -> impl Iterator<Item = &At> + Clone {
+        std::iter::once(&self.first).chain(&self.more)
+    }
+
+    /// The request, to be decided by the async steps from its plan (its call, if one was
+    /// sent, spent nothing).
+    fn into_later(mut self) -> Later<C> {
+        self.ended = true;
+        Later {
+            set: self.set.clone(),
+            plan: self.limits().cloned().collect(),
+            trace: self.trace,
+            fail_closed: self.fail_closed,
+            shadow_all: false,
+            start: self.start,
+            answer: std::mem::replace(&mut self.answer, Answer::bare(Verdict::Allow, 200)),
+        }
     }
 }
 
@@ -132,32 +187,25 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
             return self.answered(req, answer, start);
         }
         let fail_closed = self.fails_closed(req.route);
+        let in_halves = !shadow_all
+            && self.config.path == Path::Atomic
+            && planned.iter().all(|p| p.limit.spec.mode != Mode::Shadow);
+        if !in_halves {
+            return self.later(
+                &set,
+                planned,
+                (req.trace, fail_closed, shadow_all),
+                start,
+                answer,
+            );
+        }
+        if planned.len() > 1 {
+            return self.begin_together(req, &set, planned, fail_closed, start, answer);
+        }
         let mut planned = planned;
-        let one = match planned.pop() {
-            Some(one)
-                if planned.is_empty()
-                    && !shadow_all
-                    && one.limit.spec.mode != Mode::Shadow
-                    && self.config.path == Path::Atomic =>
-            {
-                one
-            }
-            last => {
-                planned.extend(last);
-                let plan = planned
-                    .into_iter()
-                    .map(|p| (place(&set, &p), p.key, p.cost))
-                    .collect();
-                return Begun::Later(Later {
-                    set,
-                    plan,
-                    trace: req.trace,
-                    fail_closed,
-                    shadow_all,
-                    start,
-                    answer,
-                });
-            }
+        let Some(one) = planned.pop() else {
+            self.conclude(None, &mut answer);
+            return self.answered(req, answer, start);
         };
         super::reserve(&mut answer.limits, 1);
         if let Some(fields) = self.cached(std::iter::once((0, &one)), start, &mut answer) {
@@ -184,9 +232,8 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
         drop(planned);
         let waiting = Waiting {
             set,
-            at,
-            key,
-            cost,
+            first: (at, key, cost),
+            more: Vec::new(),
             call,
             trace: req.trace,
             fail_closed,
@@ -198,8 +245,104 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
             None => Begun::Call(waiting),
             Some(Ok(sent)) => Begun::Sent(waiting, sent),
             // Decided without the store (a store known to be down).
-            Some(Err(e)) => Begun::Answered(self.complete(waiting, Some(Err(e)), || *req)),
+            Some(Err(e)) => {
+                let ended = Ended(EndedAs::One(Some(Err(e))));
+                Begun::Answered(self.complete(waiting, ended, || *req))
+            }
         }
+    }
+
+    /// [`Gateway::begin`] for a request at several enforced limits (`planned`, of `set`):
+    /// their one all-or-nothing step, sent when their client can send it.
+    fn begin_together(
+        &self,
+        req: &Request<'_>,
+        set: &Arc<LimitSet<C>>,
+        planned: PlannedList<'_, C>,
+        fail_closed: bool,
+        start: Nanos,
+        mut answer: Answer,
+    ) -> Begun<C> {
+        super::reserve(&mut answer.limits, planned.len());
+        if let Some(fields) = self.cached(planned.iter().enumerate(), start, &mut answer) {
+            self.conclude(fields, &mut answer);
+            return self.answered(req, answer, start);
+        }
+        let deadline = start.saturating_add(Nanos::from(self.config.timeout));
+        let limits = planned.iter().map(|p| (&**p.limit, p.cost));
+        let head = (req.trace, fail_closed, false);
+        let Some(call) = self.together_start(limits, planned.len(), (deadline, start)) else {
+            return self.later(set, planned, head, start, answer);
+        };
+        let clients: SmallVec<[_; 2]> = planned
+            .iter()
+            .map(|p| p.limit.client.traced(req.trace))
+            .collect();
+        let items: SmallVec<[AllItem<'_, C>; 2]> = planned
+            .iter()
+            .zip(&clients)
+            .map(|(p, c)| (&**c, &p.key, p.cost))
+            .collect();
+        let sent = C::send_all(&items, self.caller_now(&call));
+        drop(items);
+        drop(clients);
+        let sent = match sent {
+            None | Some(Err(LimitError::Store(StoreError::Corrupt))) => {
+                return self.later(set, planned, head, start, answer);
+            }
+            Some(sent) => sent,
+        };
+        let mut limits = planned.into_iter().map(|p| (place(set, &p), p.key, p.cost));
+        let Some(first) = limits.next() else {
+            self.conclude(None, &mut answer);
+            return self.answered(req, answer, start);
+        };
+        let waiting = Waiting {
+            set: set.clone(),
+            first,
+            more: limits.collect(),
+            call,
+            trace: req.trace,
+            fail_closed,
+            start,
+            answer,
+            ended: false,
+        };
+        match sent {
+            Ok(sent) => Begun::Sent(waiting, sent),
+            // Decided without the store (a cost a limit can never admit, a store known to
+            // be down).
+            Err(e) => {
+                let ended = Ended(EndedAs::All(Some(Err(e))));
+                Begun::Answered(self.complete(waiting, ended, || *req))
+            }
+        }
+    }
+
+    /// The request planned at `planned` (of `set`), to be decided by
+    /// [`Gateway::decide_later`]; `head` is its trace id, whether it fails closed and whether
+    /// all its limits are shadow ones.
+    fn later(
+        &self,
+        set: &Arc<LimitSet<C>>,
+        planned: PlannedList<'_, C>,
+        (trace, fail_closed, shadow_all): (u64, bool, bool),
+        start: Nanos,
+        answer: Answer,
+    ) -> Begun<C> {
+        let plan = planned
+            .into_iter()
+            .map(|p| (place(set, &p), p.key, p.cost))
+            .collect();
+        Begun::Later(Later {
+            set: set.clone(),
+            plan,
+            trace,
+            fail_closed,
+            shadow_all,
+            start,
+            answer,
+        })
     }
 
     /// `answer`, complete, with its id and its log line.
@@ -212,7 +355,7 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
     fn settle(
         &self,
         limit: &crate::limits::Limit<C>,
-        outcome: crate::answer::LayerOutcome,
+        outcome: LayerOutcome,
         answer: &mut Answer,
     ) -> Option<super::fields::Fields> {
         let mut fields = None;
@@ -227,81 +370,147 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
         fields
     }
 
+    /// The outcomes of `waiting`'s all-or-nothing step, which ended with `result`, in
+    /// `answer`: the limits' fields, and a denial. `clock` is set to the step's end.
+    fn settle_together(
+        &self,
+        waiting: &Waiting<C>,
+        result: Option<Result<AllApplied, LimitError>>,
+        answer: &mut Answer,
+        clock: &mut Nanos,
+    ) -> Option<super::fields::Fields> {
+        let set = &waiting.set;
+        let group = waiting
+            .limits()
+            .map(|(at, key, cost)| (&*set[*at], key, *cost));
+        let fail_closed = waiting.fail_closed;
+        let outcomes = self
+            .together_end(group, &waiting.call, result, fail_closed, clock)
+            .unwrap_or_else(|| {
+                // A key the store could not read is decided by the async steps, one limit
+                // at a time ([`Gateway::read_reply`]); met here, it is answered as one
+                // limit's would be.
+                let error = LimitError::Store(StoreError::Corrupt);
+                let now = || self.env.now();
+                let (o, _) = error_outcome(error, now, |r| LayerOutcome::failed(fail_closed, r));
+                vec![o; 1 + waiting.more.len()]
+            });
+        let limits = waiting
+            .limits()
+            .enumerate()
+            .map(|(i, (at, _, _))| (i, &*set[*at]));
+        let mut fields = None;
+        let denied = self.account_together(limits, outcomes, answer, &mut fields)?;
+        if denied {
+            answer.verdict = Verdict::Deny;
+            answer.status = 429;
+        }
+        fields
+    }
+
     /// What `reply`, the reply to `waiting`'s sent call within its bound (`None`: none came
     /// in time), says.
     pub(crate) fn read_reply(
         &self,
-        waiting: &Waiting<C>,
+        waiting: Waiting<C>,
         reply: Option<Result<SentReply, StoreError>>,
-    ) -> Reply {
-        let applied = match reply {
-            None => return Reply::Ended(None),
-            Some(Ok(reply)) => match waiting.set[waiting.at].client.read_sent(reply) {
-                Some(applied) => applied,
-                None => return Reply::Again,
-            },
-            Some(Err(e)) => Err(LimitError::Store(e)),
+    ) -> Reply<C> {
+        if waiting.more.is_empty() {
+            let applied = match reply {
+                None => return Reply::Ended(waiting, Ended(EndedAs::One(None))),
+                Some(Ok(reply)) => match waiting.set[waiting.first.0].client.read_sent(reply) {
+                    Some(applied) => applied,
+                    None => return Reply::Again(waiting),
+                },
+                Some(Err(e)) => Err(LimitError::Store(e)),
+            };
+            let outcome = applied.map(|a| Outcome {
+                decision: a.decision,
+                decided_at: a.store_time,
+            });
+            return Reply::Ended(waiting, Ended(EndedAs::One(Some(outcome))));
+        }
+        // `None`: the step is to be taken again; `Some(None)`: no reply in time.
+        let all = match reply {
+            None => Some(None),
+            Some(Err(e)) => Some(Some(Err(LimitError::Store(e)))),
+            Some(Ok(reply)) => {
+                let items: SmallVec<[AllItem<'_, C>; 2]> = waiting
+                    .limits()
+                    .map(|(at, key, cost)| (&waiting.set[*at].client, key, *cost))
+                    .collect();
+                C::read_sent_all(&items, reply).map(Some)
+            }
         };
-        Reply::Ended(Some(applied.map(|a| Outcome {
-            decision: a.decision,
-            decided_at: a.store_time,
-        })))
+        match all {
+            // The step is to be taken again (a `NOSCRIPT`: nothing was spent), or a key the
+            // store cannot read is to be decided one limit at a time (nothing was written):
+            // either way as `check` decides the request.
+            None | Some(Some(Err(LimitError::Store(StoreError::Corrupt)))) => {
+                Reply::Later(waiting.into_later())
+            }
+            Some(all) => Reply::Ended(waiting, Ended(EndedAs::All(all))),
+        }
     }
 
     /// `waiting`'s `sent` call awaited within its bound through [`Env::timeout_from`] (for
     /// an environment that cannot bound it by name: [`Env::bound_sent`]), and made again
-    /// through the client's `apply` if its reply asks for it.
-    pub(crate) async fn await_sent(
-        &self,
-        waiting: &Waiting<C>,
-        sent: Sent,
-    ) -> Option<Result<Outcome, LimitError>> {
+    /// through the client if its reply asks for it.
+    pub(crate) async fn await_sent(&self, waiting: Waiting<C>, sent: Sent) -> Called<C> {
         let (started, budget) = waiting.bound();
         let reply = self.env.timeout_from(started, budget, sent).await;
         match self.read_reply(waiting, reply) {
-            Reply::Ended(result) => result,
-            Reply::Again => self.call_store(waiting).await,
+            Reply::Ended(waiting, ended) => Called::Ended(waiting, ended),
+            Reply::Again(waiting) => self.call_store(waiting).await,
+            Reply::Later(later) => Called::Later(later),
         }
     }
 
-    /// `waiting`'s store call made through its client's `apply`, within its bound.
-    pub(crate) async fn call_store(
-        &self,
-        waiting: &Waiting<C>,
-    ) -> Option<Result<Outcome, LimitError>> {
-        let client = waiting.set[waiting.at].client.traced(waiting.trace);
-        self.store_call(&client, (&waiting.key, waiting.cost), &waiting.call)
-            .await
+    /// `waiting`'s store call made through its client's `apply`, within its bound; a step
+    /// over several limits is left to [`Gateway::decide_later`], which takes it through
+    /// the client's `apply_all`.
+    pub(crate) async fn call_store(&self, waiting: Waiting<C>) -> Called<C> {
+        if !waiting.more.is_empty() {
+            return Called::Later(waiting.into_later());
+        }
+        let (at, key, cost) = &waiting.first;
+        let client = waiting.set[*at].client.traced(waiting.trace);
+        let result = self.store_call(&client, (key, *cost), &waiting.call).await;
+        drop(client);
+        Called::Ended(waiting, Ended(EndedAs::One(result)))
     }
 
     /// The second half of the decision on the request `req` makes, once its store call
-    /// ended with `result` (`None`: out of time): its answer, with its id and its log line
-    /// (`req` is made only for the log line).
+    /// ended (`ended`): its answer, with its id and its log line (`req` is made only for the
+    /// log line).
     pub(crate) fn complete<'r>(
         &self,
         mut waiting: Waiting<C>,
-        result: Option<Result<Outcome, LimitError>>,
+        ended: Ended,
         req: impl FnOnce() -> Request<'r>,
     ) -> Answer {
         // Its end records the breaker's permit.
         waiting.ended = true;
         let mut answer = std::mem::replace(&mut waiting.answer, Answer::bare(Verdict::Allow, 200));
-        let Waiting {
-            set,
-            at,
-            key,
-            cost,
-            call,
-            fail_closed,
-            start,
-            ..
-        } = &waiting;
-        let limit = &set[*at];
-        let mut clock = call.started;
-        let outcome = self.layer_end((limit, key, *cost), *fail_closed, call, result, &mut clock);
-        let fields = self.settle(limit, outcome, &mut answer);
+        let mut clock = waiting.call.started;
+        let fields = match ended.0 {
+            EndedAs::One(result) => {
+                let (at, key, cost) = &waiting.first;
+                let limit = &waiting.set[*at];
+                let call = &waiting.call;
+                let outcome = self.layer_end(
+                    (limit, key, *cost),
+                    waiting.fail_closed,
+                    call,
+                    result,
+                    &mut clock,
+                );
+                self.settle(limit, outcome, &mut answer)
+            }
+            EndedAs::All(result) => self.settle_together(&waiting, result, &mut answer, &mut clock),
+        };
         self.conclude(fields, &mut answer);
-        self.log_lazily(req, &mut answer, *start);
+        self.log_lazily(req, &mut answer, waiting.start);
         answer
     }
 
