@@ -7,7 +7,8 @@
 #
 #   scripts/ab-http.sh A_BINARY B_BINARY [SECONDS] [CONNECTIONS] [ROUNDS]
 #
-# (defaults: 3 s, 32 connections, 5 rounds; one worker thread per server). Each ratio is the
+# (defaults: 3 s, 32 connections, 5 rounds; one worker thread per server; BENCH_LIMITS=pair
+# decides every request at two limits, scripts/bench-lib.sh). Each ratio is the
 # median of the rounds' own (of an even number of rounds, the mean of the middle two). Build A
 # from another commit with, say, `git worktree add /tmp/a COMMIT && (cd /tmp/a && cargo build
 # --profile production -p ratelab-server)` (or `--release` before the production profile).

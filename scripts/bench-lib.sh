@@ -69,7 +69,9 @@ EOF
 # The HTTP benches' policy and load (bench-http.sh, instr-http.sh, ab-http.sh): one token bucket per
 # x-api-key, B = R = 1 000 000/s, so every request is admitted and each one is a whole
 # decision ($WORK/limits.toml); and a wrk script sending a random one of 10 000 keys per
-# request ($WORK/many.lua).
+# request ($WORK/many.lua). With BENCH_LIMITS=pair, a per-client-address bucket as well, at
+# the same rate: every request is decided at both limits together (ratelab-server's default
+# pair without a limits file, all or nothing).
 write_http_load() {
   cat > "$WORK/limits.toml" <<EOF
 [[limit]]
@@ -79,6 +81,20 @@ capacity = 1000000
 refill_per_sec = 1000000
 key = "api-key"
 EOF
+  case "${BENCH_LIMITS:-one}" in
+    one) ;;
+    pair) cat >> "$WORK/limits.toml" <<EOF
+
+[[limit]]
+name = "per-ip"
+algorithm = "token-bucket"
+capacity = 1000000
+refill_per_sec = 1000000
+key = "client-ip"
+EOF
+      ;;
+    *) echo "BENCH_LIMITS=${BENCH_LIMITS}: expected one or pair" >&2; exit 2 ;;
+  esac
   # The 10 000 requests are formatted once, when wrk's thread starts, so that each request
   # costs wrk one draw rather than formatting a request: on 2 cores the load generator's own
   # CPU is taken from the servers'.

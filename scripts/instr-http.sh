@@ -15,6 +15,10 @@
 #
 #   scripts/instr-http.sh [SECONDS] [CONNECTIONS]      (defaults: 5 s, 8 connections)
 #
+# RATELAB_SERVER=PATH counts that build of ratelab-server instead of this checkout's (the
+# anchors are still built here); BENCH_LIMITS=pair decides every request at two limits
+# (scripts/bench-lib.sh).
+#
 # Needs valgrind and wrk; redis-server for the Redis rows. Loopback only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,6 +30,8 @@ done
 
 . scripts/bench-lib.sh
 build_server bare
+SERVER="${RATELAB_SERVER:-$BIN/ratelab-server}"
+[ -x "$SERVER" ] || { echo "RATELAB_SERVER=$SERVER is not an executable" >&2; exit 2; }
 
 # The policy and the load every target gets (scripts/bench-lib.sh).
 write_http_load
@@ -62,13 +68,13 @@ P_BARE=$(free_port)
 start "$P_BARE" "${CALLGRIND[@]}" "$BIN/examples/bare" "127.0.0.1:$P_BARE" 1
 BARE_PID=$LAST
 P_MEM=$(free_port)
-start "$P_MEM" "${CALLGRIND[@]}" "$BIN/ratelab-server" --admin-listen 127.0.0.1:0 --listen "127.0.0.1:$P_MEM" --limits "$WORK/limits.toml" --workers 1
+start "$P_MEM" "${CALLGRIND[@]}" "$SERVER" --admin-listen 127.0.0.1:0 --listen "127.0.0.1:$P_MEM" --limits "$WORK/limits.toml" --workers 1
 MEM_PID=$LAST
 REDIS_PID=
 if command -v redis-server >/dev/null; then
   start_redis
   P_REDIS=$(free_port)
-  start "$P_REDIS" "${CALLGRIND[@]}" "$BIN/ratelab-server" --admin-listen 127.0.0.1:0 --listen "127.0.0.1:$P_REDIS" --limits "$WORK/limits.toml" --workers 1 --redis "redis://127.0.0.1:$P_RDS/"
+  start "$P_REDIS" "${CALLGRIND[@]}" "$SERVER" --admin-listen 127.0.0.1:0 --listen "127.0.0.1:$P_REDIS" --limits "$WORK/limits.toml" --workers 1 --redis "redis://127.0.0.1:$P_RDS/"
   REDIS_PID=$LAST
   # The anchor on Redis: the bare server running the script once per request, through a
   # lane of its own as ratelab-server's (crates/server/examples/bare.rs).
@@ -94,12 +100,12 @@ row() { # label, name, keys
 }
 for keys in hot many; do
   measure_one bare "$P_BARE" "$BARE_PID" $keys "$BIN/examples/bare"
-  measure_one mem "$P_MEM" "$MEM_PID" $keys "$BIN/ratelab-server"
+  measure_one mem "$P_MEM" "$MEM_PID" $keys "$SERVER"
   row "bare front (no limiting)" bare $keys
   row "ratelab-server, in memory" mem $keys
   if [ -n "$REDIS_PID" ]; then
     measure_one rbare "$P_RBARE" "$RBARE_PID" $keys "$BIN/examples/bare"
-    measure_one redis "$P_REDIS" "$REDIS_PID" $keys "$BIN/ratelab-server"
+    measure_one redis "$P_REDIS" "$REDIS_PID" $keys "$SERVER"
     [ "$keys" = hot ] && cp "$WORK/last.cg" "$WORK/redis-hot.cg" && cp "$WORK/last.n" "$WORK/redis-hot.n"
     row "bare front, one script call" rbare $keys
     row "ratelab-server, on Redis" redis $keys

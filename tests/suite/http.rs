@@ -663,6 +663,38 @@ async fn at_two_limits_the_front_answers_alike_in_place_or_sent_together() {
         let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
         let statuses = answered_alike(&urls, &requests).await;
         assert_eq!(statuses, [200, 200, 429, 200, 429, 400], "{per_ip:?}");
+        // The per-address state spoilt on Redis: the step cannot read it and writes nothing,
+        // and the limits are decided one by one: the per-address one fails open, and the
+        // per-key one still limits.
+        let mut conn = redis::Client::open(redis.url())
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap();
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg(format!("{n}ip:*"))
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(keys.len(), 1, "{keys:?}");
+        let _: () = redis::cmd("SET")
+            .arg(&keys[0])
+            .arg("not a state")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        let c = http();
+        let mut spoilt = Vec::new();
+        for _ in 0..3 {
+            let r = c
+                .get(format!("{}/orders", urls[1]))
+                .header("x-api-key", "dan")
+                .send()
+                .await
+                .unwrap();
+            spoilt.push(r.status().as_u16());
+        }
+        assert_eq!(spoilt, [200, 200, 429], "{per_ip:?}");
     }
 }
 

@@ -22,12 +22,14 @@
 //! - over any other store (Redis) a request is decided in two halves around its store call
 //!   (`Gateway::begin` in the call, `Gateway::complete` when the reply comes: the same steps
 //!   as `check`). A request at one enforced limit whose client sends its call at once
-//!   ([`StoreClient::send`]: any family on one Redis server) waits for the reply in its
-//!   answer's future itself ([`Remote`], bounded by the request's deadline through
+//!   ([`StoreClient::send`]: any family on one Redis server), or at several decided together
+//!   in one step its clients send at once ([`StoreClient::send_all`]), waits for the reply
+//!   in its answer's future itself ([`Remote`], bounded by the request's deadline through
 //!   [`Env::bound_sent`]), with no future of the decision's own; a request at no limit is
-//!   answered in the call; any other (several limits decided together, a shadow limit, the
-//!   naive path, a client that does not send — a cluster's, or one that waits for a
-//!   replica —, a reply asking for the call again) is finished in a boxed future.
+//!   answered in the call; any other (a shadow limit, the naive path, a client that does not
+//!   send — a cluster's, or one that waits for a replica —, a breaker not closed among
+//!   several limits, a reply asking for the call again, a key the store cannot read among
+//!   several) is finished in a boxed future.
 //!
 //! Either way a request is decided before the inner service is polled ready, so one the
 //! inner service keeps waiting has been counted already (the `ok` answer and the reverse

@@ -250,7 +250,7 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
             self.decide_planned(
                 &planned,
                 (req.trace, fail_closed, start),
-                shadow_all,
+                (shadow_all, None),
                 &mut answer,
             )
             .await;
@@ -357,7 +357,7 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
             self.decide_planned(
                 planned,
                 (trace, fail_closed, start),
-                self.shadow(),
+                (self.shadow(), None),
                 &mut answer,
             )
             .await;
@@ -368,17 +368,23 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
 
     /// Runs `planned` and completes `answer`: its verdict, its fields, the counters.
     /// (`answer` is borrowed, not moved in and out: a moved one is kept twice in the future.)
+    /// `resume` as for [`Gateway::run_limits`].
     async fn decide_planned(
         &self,
         planned: &[Planned<'_, C>],
         (trace, fail_closed, start): (u64, bool, Nanos),
-        shadow_all: bool,
+        (shadow_all, resume): (bool, Option<Nanos>),
         answer: &mut Answer,
     ) {
         // Each planned limit leaves one result: made at its size, not grown on the first push.
         reserve(&mut answer.limits, planned.len());
         let fields = self
-            .run_limits(planned, (trace, fail_closed, start), shadow_all, answer)
+            .run_limits(
+                planned,
+                (trace, fail_closed, start),
+                (shadow_all, resume),
+                answer,
+            )
             .await;
         self.conclude(fields, answer);
     }
@@ -415,12 +421,15 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
     /// one by one in order until one denies (the later ones are not consulted and spend
     /// nothing); then the shadow ones, each on its own, on every request they match. A
     /// fail-closed request that cannot reach its store is a 503.
-    /// Returns the enforced limits' fields, rendered, when any of them decided.
+    /// Returns the enforced limits' fields, rendered, when any of them decided. `resume`: the
+    /// end (monotonic) of an all-or-nothing step already taken over the enforced limits, which
+    /// could not read a key and wrote nothing (the front's second half): they are decided one
+    /// by one from there, the denial caches consulted before that step.
     async fn run_limits(
         &self,
         planned: &[Planned<'_, C>],
         (trace, fail_closed, start): (u64, bool, Nanos),
-        shadow_all: bool,
+        (shadow_all, resume): (bool, Option<Nanos>),
         answer: &mut Answer,
     ) -> Option<Fields> {
         let deadline = start.saturating_add(Nanos::from(self.config.timeout));
@@ -428,21 +437,28 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
         let enforced = || planned.iter().enumerate().filter(|(_, p)| !shadow(p));
         let mut fields: Option<Fields> = None;
         let mut denied = false;
-        if let Some(fields) = self.cached(enforced(), start, answer) {
-            return fields;
-        }
-        // One limit alone is decided on its own: no group to gather.
-        let group: Vec<&Planned<'_, C>> = match enforced().nth(1) {
-            Some(_) => enforced().map(|(_, p)| p).collect(),
-            None => Vec::new(),
-        };
         // The latest monotonic reading, each limit's start: the request's, then each store
         // call's end (`run_layer`).
         let mut clock = start;
-        if let Some(outcomes) = self
-            .run_together(&group, (trace, fail_closed), (deadline, &mut clock))
-            .await
-        {
+        let together = match resume {
+            Some(end) => {
+                clock = end;
+                None
+            }
+            None => {
+                if let Some(fields) = self.cached(enforced(), start, answer) {
+                    return fields;
+                }
+                // One limit alone is decided on its own: no group to gather.
+                let group: Vec<&Planned<'_, C>> = match enforced().nth(1) {
+                    Some(_) => enforced().map(|(_, p)| p).collect(),
+                    None => Vec::new(),
+                };
+                self.run_together(&group, (trace, fail_closed), (deadline, &mut clock))
+                    .await
+            }
+        };
+        if let Some(outcomes) = together {
             let limits = enforced().map(|(i, p)| (i, &**p.limit));
             denied = self.account_together(limits, outcomes, answer, &mut fields)?;
         } else {

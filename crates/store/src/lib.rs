@@ -23,8 +23,9 @@
 //! **A new store backend** implements [`Store`] (in process) or [`StoreClient`] (over a
 //! network) in a file here; the server picks it in its `stores` module. A client that can
 //! write a call at once and read its reply later also implements [`StoreClient::send`] and
-//! [`StoreClient::read_sent`] ([`Sent`]): the HTTP front then holds the call by name, with
-//! no future of the decision's own. An algorithm Redis
+//! [`StoreClient::read_sent`] ([`Sent`]), and for several limits' all-or-nothing step
+//! [`StoreClient::send_all`] and [`StoreClient::read_sent_all`]: the HTTP front then holds
+//! the call by name, with no future of the decision's own. An algorithm Redis
 //! should run atomically is a Lua script here: every family is one function in `limits.lua`
 //! ([`redis_limits`], with an arm in `ScriptLimit::new` naming its parameters), the token
 //! bucket's taken from `token_bucket.lua`, its own script; its state's text and its undoing

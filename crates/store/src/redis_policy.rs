@@ -249,18 +249,22 @@ impl StoreClient for RedisPolicy {
         now: Option<Nanos>,
     ) -> Option<Result<Sent, LimitError>> {
         let (first, _, _) = items.first()?;
+        let lane = first.store.lane().filter(|_| !first.store.waits())?;
         if !items
             .iter()
             .all(|(c, _, _)| c.store.same_server(&first.store))
         {
             return None;
         }
+        let keys: Vec<String> = items.iter().map(|(c, k, _)| c.store.key(k)).collect();
+        // Refused as `apply_all` refuses: a key given twice first, then a cost.
+        if keys.iter().enumerate().any(|(i, k)| keys[..i].contains(k)) {
+            return Some(Err(LimitError::RepeatedKey));
+        }
         // Chosen as `apply_all` chooses, and `read_sent_all` reads alike.
         if items.iter().all(|(c, _, _)| c.is_bucket()) {
             return RedisStore::send_many(&Self::buckets(items), now);
         }
-        let lane = first.store.lane().filter(|_| !first.store.waits())?;
-        let keys: Vec<String> = items.iter().map(|(c, k, _)| c.store.key(k)).collect();
         let parts = Self::parts(&keys, items);
         Some(redis_limits::send_on_lane(
             lane,

@@ -828,10 +828,13 @@ impl RedisStore {
         if !items.iter().all(|(c, _, _)| c.same_server(first)) {
             return None;
         }
-        for (i, (c, k, cost)) in items.iter().enumerate() {
+        // Refused as `apply_many` refuses: a key given twice first, then a cost.
+        for (i, (c, k, _)) in items.iter().enumerate() {
             if items[..i].iter().any(|(d, l, _)| d.key(l) == c.key(k)) {
                 return Some(Err(LimitError::RepeatedKey));
             }
+        }
+        for (c, _, cost) in items {
             if let Err(e) = c.admissible(*cost) {
                 return Some(Err(e));
             }

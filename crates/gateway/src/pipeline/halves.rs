@@ -17,6 +17,7 @@
 use super::Gateway;
 use super::layer::{ProbeHeld, StoreCall, error_outcome};
 use crate::answer::{Answer, LayerOutcome, Verdict};
+use crate::breaker::Permit;
 use crate::env::Env;
 use crate::limits::{LimitSet, Mode, Planned, PlannedList};
 use crate::request::{Guard, Request};
@@ -123,6 +124,9 @@ pub(crate) struct Later<C> {
     shadow_all: bool,
     start: Nanos,
     answer: Answer,
+    /// The end of an all-or-nothing step over its limits that could not read a key: they
+    /// are decided one by one from there ([`Gateway::run_limits`]).
+    resume: Option<Nanos>,
 }
 
 impl<C> Waiting<C> {
@@ -141,11 +145,15 @@ impl<C> Waiting<C> {
         std::iter::once(&self.first).chain(&self.more)
     }
 
-    /// The request, to be decided by the async steps from its plan (its call, if one was
-    /// sent, spent nothing).
-    fn into_later(mut self) -> Later<C> {
+    /// The request, to be decided by the async steps from its plan (its step, if one was
+    /// taken, spent nothing: `resume` is its end when it was, and recorded). Only a request
+    /// at several limits goes: one whose call holds a breaker's probe ends in
+    /// [`Gateway::complete`].
+    fn into_later(mut self, resume: Option<Nanos>) -> Later<C> {
+        debug_assert!(!self.more.is_empty() || self.call.permit != Permit::Probe);
         self.ended = true;
         Later {
+            resume,
             set: self.set.clone(),
             plan: self.limits().cloned().collect(),
             trace: self.trace,
@@ -158,6 +166,28 @@ impl<C> Waiting<C> {
 }
 
 impl<C> Later<C> {
+    /// The request planned at `plan`, of `set`, to be decided by [`Gateway::decide_later`];
+    /// `head` is its trace id, whether it fails closed and whether all its limits are shadow
+    /// ones.
+    fn new(
+        set: Arc<LimitSet<C>>,
+        plan: SmallVec<[At; 2]>,
+        (trace, fail_closed, shadow_all): (u64, bool, bool),
+        start: Nanos,
+        answer: Answer,
+    ) -> Self {
+        Later {
+            set,
+            plan,
+            trace,
+            fail_closed,
+            shadow_all,
+            start,
+            answer,
+            resume: None,
+        }
+    }
+
     /// The request's number, its store calls' trace id.
     pub(crate) fn trace(&self) -> u64 {
         self.trace
@@ -169,6 +199,14 @@ fn place<C>(set: &LimitSet<C>, planned: &Planned<'_, C>) -> usize {
     let at = set.iter().position(|l| std::ptr::eq(l, planned.limit));
     debug_assert!(at.is_some(), "a request's limits are planned from its set");
     at.unwrap_or(0)
+}
+
+/// `planned`, of `set`, as each limit's place in `set`, key and cost.
+fn plan_of<C>(set: &LimitSet<C>, planned: PlannedList<'_, C>) -> SmallVec<[At; 2]> {
+    planned
+        .into_iter()
+        .map(|p| (place(set, &p), p.key, p.cost))
+        .collect()
 }
 
 impl<C: StoreClient, E: Env> Gateway<C, E> {
@@ -191,16 +229,18 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
             && self.config.path == Path::Atomic
             && planned.iter().all(|p| p.limit.spec.mode != Mode::Shadow);
         if !in_halves {
-            return self.later(
-                &set,
-                planned,
-                (req.trace, fail_closed, shadow_all),
-                start,
-                answer,
-            );
+            let plan = plan_of(&set, planned);
+            let head = (req.trace, fail_closed, shadow_all);
+            return Begun::Later(Later::new(set, plan, head, start, answer));
         }
         if planned.len() > 1 {
-            return self.begin_together(req, &set, planned, fail_closed, start, answer);
+            super::reserve(&mut answer.limits, planned.len());
+            if let Some(fields) = self.cached(planned.iter().enumerate(), start, &mut answer) {
+                self.conclude(fields, &mut answer);
+                return self.answered(req, answer, start);
+            }
+            let plan = plan_of(&set, planned);
+            return self.begin_together(req, set, plan, (fail_closed, start), answer);
         }
         let mut planned = planned;
         let Some(one) = planned.pop() else {
@@ -252,55 +292,52 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
         }
     }
 
-    /// [`Gateway::begin`] for a request at several enforced limits (`planned`, of `set`):
-    /// their one all-or-nothing step, sent when their client can send it.
+    /// [`Gateway::begin`] for a request at several enforced limits (`plan`, of `set`), their
+    /// denial caches consulted: their one all-or-nothing step, sent when their client can
+    /// send it.
     fn begin_together(
         &self,
         req: &Request<'_>,
-        set: &Arc<LimitSet<C>>,
-        planned: PlannedList<'_, C>,
-        fail_closed: bool,
-        start: Nanos,
-        mut answer: Answer,
+        set: Arc<LimitSet<C>>,
+        plan: SmallVec<[At; 2]>,
+        (fail_closed, start): (bool, Nanos),
+        answer: Answer,
     ) -> Begun<C> {
-        super::reserve(&mut answer.limits, planned.len());
-        if let Some(fields) = self.cached(planned.iter().enumerate(), start, &mut answer) {
-            self.conclude(fields, &mut answer);
-            return self.answered(req, answer, start);
-        }
         let deadline = start.saturating_add(Nanos::from(self.config.timeout));
-        let limits = planned.iter().map(|p| (&**p.limit, p.cost));
+        let limits = plan.iter().map(|(at, _, cost)| (&*set[*at], *cost));
         let head = (req.trace, fail_closed, false);
-        let Some(call) = self.together_start(limits, planned.len(), (deadline, start)) else {
-            return self.later(set, planned, head, start, answer);
+        let Some(call) = self.together_start(limits, plan.len(), (deadline, start)) else {
+            return Begun::Later(Later::new(set, plan, head, start, answer));
         };
-        let clients: SmallVec<[_; 2]> = planned
+        let clients: SmallVec<[_; 2]> = plan
             .iter()
-            .map(|p| p.limit.client.traced(req.trace))
+            .map(|(at, _, _)| set[*at].client.traced(req.trace))
             .collect();
-        let items: SmallVec<[AllItem<'_, C>; 2]> = planned
+        let items: SmallVec<[AllItem<'_, C>; 2]> = plan
             .iter()
             .zip(&clients)
-            .map(|(p, c)| (&**c, &p.key, p.cost))
+            .map(|((_, key, cost), c)| (&**c, key, *cost))
             .collect();
         let sent = C::send_all(&items, self.caller_now(&call));
         drop(items);
         drop(clients);
         let sent = match sent {
+            // Not sent: the step is taken through the client, as `check` takes it.
             None | Some(Err(LimitError::Store(StoreError::Corrupt))) => {
-                return self.later(set, planned, head, start, answer);
+                return Begun::Later(Later::new(set, plan, head, start, answer));
             }
             Some(sent) => sent,
         };
-        let mut limits = planned.into_iter().map(|p| (place(set, &p), p.key, p.cost));
-        let Some(first) = limits.next() else {
+        let mut plan = plan.into_iter();
+        let Some(first) = plan.next() else {
+            let mut answer = answer;
             self.conclude(None, &mut answer);
             return self.answered(req, answer, start);
         };
         let waiting = Waiting {
-            set: set.clone(),
+            set,
             first,
-            more: limits.collect(),
+            more: plan.collect(),
             call,
             trace: req.trace,
             fail_closed,
@@ -319,30 +356,22 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
         }
     }
 
-    /// The request planned at `planned` (of `set`), to be decided by
-    /// [`Gateway::decide_later`]; `head` is its trace id, whether it fails closed and whether
-    /// all its limits are shadow ones.
-    fn later(
-        &self,
-        set: &Arc<LimitSet<C>>,
-        planned: PlannedList<'_, C>,
-        (trace, fail_closed, shadow_all): (u64, bool, bool),
-        start: Nanos,
-        answer: Answer,
-    ) -> Begun<C> {
-        let plan = planned
-            .into_iter()
-            .map(|p| (place(set, &p), p.key, p.cost))
-            .collect();
-        Begun::Later(Later {
-            set: set.clone(),
-            plan,
-            trace,
-            fail_closed,
-            shadow_all,
-            start,
-            answer,
-        })
+    /// `waiting`'s all-or-nothing step, which could not read a key (nothing was written),
+    /// recorded as `check` records it; the request, to be decided one limit at a time from
+    /// the step's end.
+    fn unreadable(&self, waiting: Waiting<C>) -> Later<C> {
+        let mut clock = waiting.call.started;
+        let group = waiting
+            .limits()
+            .map(|(at, key, cost)| (&*waiting.set[*at], key, *cost));
+        let corrupt = Some(Err(LimitError::Store(StoreError::Corrupt)));
+        let fail_closed = waiting.fail_closed;
+        let outcomes = self.together_end(group, &waiting.call, corrupt, fail_closed, &mut clock);
+        debug_assert!(
+            outcomes.is_none(),
+            "an unreadable key is decided one by one"
+        );
+        waiting.into_later(Some(clock))
     }
 
     /// `answer`, complete, with its id and its log line.
@@ -443,11 +472,12 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
             }
         };
         match all {
-            // The step is to be taken again (a `NOSCRIPT`: nothing was spent), or a key the
-            // store cannot read is to be decided one limit at a time (nothing was written):
-            // either way as `check` decides the request.
-            None | Some(Some(Err(LimitError::Store(StoreError::Corrupt)))) => {
-                Reply::Later(waiting.into_later())
+            // The step is to be taken again (a `NOSCRIPT`: nothing was spent).
+            None => Reply::Again(waiting),
+            // A key the store cannot read (nothing was written): the limits are decided one
+            // by one, as `check` decides them.
+            Some(Some(Err(LimitError::Store(StoreError::Corrupt)))) => {
+                Reply::Later(self.unreadable(waiting))
             }
             Some(all) => Reply::Ended(waiting, Ended(EndedAs::All(all))),
         }
@@ -466,18 +496,48 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
         }
     }
 
-    /// `waiting`'s store call made through its client's `apply`, within its bound; a step
-    /// over several limits is left to [`Gateway::decide_later`], which takes it through
-    /// the client's `apply_all`.
+    /// `waiting`'s store call made through its client (`apply`, or for several limits
+    /// `apply_all`), within its bound.
     pub(crate) async fn call_store(&self, waiting: Waiting<C>) -> Called<C> {
         if !waiting.more.is_empty() {
-            return Called::Later(waiting.into_later());
+            return self.call_together(waiting).await;
         }
         let (at, key, cost) = &waiting.first;
         let client = waiting.set[*at].client.traced(waiting.trace);
         let result = self.store_call(&client, (key, *cost), &waiting.call).await;
         drop(client);
         Called::Ended(waiting, Ended(EndedAs::One(result)))
+    }
+
+    /// [`Gateway::call_store`] for a request at several limits: their step through the
+    /// client's `apply_all`, as [`Gateway::run_together`] takes it.
+    async fn call_together(&self, waiting: Waiting<C>) -> Called<C> {
+        let result = {
+            let set = &waiting.set;
+            let clients: SmallVec<[_; 2]> = waiting
+                .limits()
+                .map(|(at, _, _)| set[*at].client.traced(waiting.trace))
+                .collect();
+            let items: SmallVec<[AllItem<'_, C>; 2]> = waiting
+                .limits()
+                .zip(&clients)
+                .map(|((_, key, cost), c)| (&**c, key, *cost))
+                .collect();
+            let Some(step) = C::apply_all(&items, self.caller_now(&waiting.call)) else {
+                // Not one step after all: decided one by one, as `check` decides them.
+                drop(items);
+                drop(clients);
+                return Called::Later(waiting.into_later(None));
+            };
+            let (started, budget) = waiting.bound();
+            self.env.timeout_from(started, budget, step).await
+        };
+        match result {
+            Some(Err(LimitError::Store(StoreError::Corrupt))) => {
+                Called::Later(self.unreadable(waiting))
+            }
+            result => Called::Ended(waiting, Ended(EndedAs::All(result))),
+        }
     }
 
     /// The second half of the decision on the request `req` makes, once its store call
@@ -529,6 +589,7 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
             shadow_all,
             start,
             mut answer,
+            resume,
         } = later;
         let planned: PlannedList<'_, C> = plan
             .into_iter()
@@ -541,7 +602,7 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
         self.decide_planned(
             &planned,
             (trace, fail_closed, start),
-            shadow_all,
+            (shadow_all, resume),
             &mut answer,
         )
         .await;
