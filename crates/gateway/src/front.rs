@@ -352,12 +352,11 @@ where
             ..
         } = self;
         let gateway = shared.layer.gateway();
-        let (waiting, ended) = match gateway.read_reply(waiting, reply) {
-            Reply::Ended(waiting, ended) => (waiting, ended),
-            Reply::Again(waiting) => {
-                return call_through_client(shared, peer, waiting, parts, body);
-            }
-            Reply::Later(later) => {
+        let ended = match gateway.read_reply(&waiting, reply) {
+            Reply::Ended(ended) => ended,
+            Reply::Again => return call_through_client(shared, peer, waiting, parts, body),
+            Reply::Unreadable => {
+                let later = gateway.unreadable(waiting);
                 return FrontFuture::boxed(move || decided_later(shared, peer, later, parts, body));
             }
         };

@@ -193,7 +193,7 @@ impl StoreClient for RedisPolicy {
             for (i, (c, k, _)) in items.iter().enumerate() {
                 if items[..i]
                     .iter()
-                    .any(|(d, l, _)| d.store.key(l) == c.store.key(k))
+                    .any(|(d, l, _)| d.store.same_key(l, &c.store, k))
                 {
                     return Err(LimitError::RepeatedKey);
                 }
@@ -256,14 +256,14 @@ impl StoreClient for RedisPolicy {
         {
             return None;
         }
-        let keys: Vec<String> = items.iter().map(|(c, k, _)| c.store.key(k)).collect();
-        // Refused as `apply_all` refuses: a key given twice first, then a cost.
-        if keys.iter().enumerate().any(|(i, k)| keys[..i].contains(k)) {
-            return Some(Err(LimitError::RepeatedKey));
-        }
-        // Chosen as `apply_all` chooses, and `read_sent_all` reads alike.
+        // Chosen as `apply_all` chooses, and `read_sent_all` reads alike (`send_many`
+        // refuses as `apply_all` does: a key given twice first, then a cost).
         if items.iter().all(|(c, _, _)| c.is_bucket()) {
             return RedisStore::send_many(&Self::buckets(items), now);
+        }
+        let keys: Vec<String> = items.iter().map(|(c, k, _)| c.store.key(k)).collect();
+        if keys.iter().enumerate().any(|(i, k)| keys[..i].contains(k)) {
+            return Some(Err(LimitError::RepeatedKey));
         }
         let parts = Self::parts(&keys, items);
         Some(redis_limits::send_on_lane(

@@ -302,6 +302,17 @@ impl RedisStore {
         format!("{}{}", self.options.prefix, key.as_str())
     }
 
+    /// Whether this store's `key` and `other`'s `other_key` are the same Redis key (as
+    /// [`RedisStore::key`] spells them), neither spelled out.
+    pub(crate) fn same_key(&self, key: &Key, other: &RedisStore, other_key: &Key) -> bool {
+        let mine = self.options.prefix.bytes().chain(key.as_str().bytes());
+        mine.eq(other
+            .options
+            .prefix
+            .bytes()
+            .chain(other_key.as_str().bytes()))
+    }
+
     /// Its bucket.
     pub(crate) fn bucket(&self) -> &TokenBucket {
         &self.bucket
@@ -757,7 +768,7 @@ impl RedisStore {
             return Err(LimitError::Store(StoreError::Corrupt));
         };
         for (i, (c, k, _)) in items.iter().enumerate() {
-            if items[..i].iter().any(|(d, l, _)| d.key(l) == c.key(k)) {
+            if items[..i].iter().any(|(d, l, _)| d.same_key(l, c, k)) {
                 return Err(LimitError::RepeatedKey);
             }
         }
@@ -830,7 +841,7 @@ impl RedisStore {
         }
         // Refused as `apply_many` refuses: a key given twice first, then a cost.
         for (i, (c, k, _)) in items.iter().enumerate() {
-            if items[..i].iter().any(|(d, l, _)| d.key(l) == c.key(k)) {
+            if items[..i].iter().any(|(d, l, _)| d.same_key(l, c, k)) {
                 return Some(Err(LimitError::RepeatedKey));
             }
         }

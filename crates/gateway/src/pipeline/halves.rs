@@ -47,13 +47,14 @@ pub(crate) enum Begun<C> {
 
 /// What the reply to a sent call says ([`Gateway::read_reply`]).
 #[derive(Debug)]
-pub(crate) enum Reply<C> {
+pub(crate) enum Reply {
     /// The call's end, for [`Gateway::complete`].
-    Ended(Waiting<C>, Ended),
+    Ended(Ended),
     /// The call is to be made again, through the client ([`Gateway::call_store`]).
-    Again(Waiting<C>),
-    /// The request is to be decided by [`Gateway::decide_later`].
-    Later(Later<C>),
+    Again,
+    /// A key the store could not read, among several limits: the request is to be decided
+    /// one limit at a time ([`Gateway::unreadable`], then [`Gateway::decide_later`]).
+    Unreadable,
 }
 
 /// What a call made through the client left ([`Gateway::call_store`],
@@ -92,7 +93,7 @@ pub(crate) struct Waiting<C> {
     first: At,
     /// The further limits decided with it in one all-or-nothing step, in order (none for a
     /// request at one limit).
-    more: Vec<At>,
+    more: Box<[At]>,
     call: StoreCall,
     trace: u64,
     fail_closed: bool,
@@ -273,7 +274,7 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
         let waiting = Waiting {
             set,
             first: (at, key, cost),
-            more: Vec::new(),
+            more: Box::default(),
             call,
             trace: req.trace,
             fail_closed,
@@ -359,7 +360,7 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
     /// `waiting`'s all-or-nothing step, which could not read a key (nothing was written),
     /// recorded as `check` records it; the request, to be decided one limit at a time from
     /// the step's end.
-    fn unreadable(&self, waiting: Waiting<C>) -> Later<C> {
+    pub(crate) fn unreadable(&self, waiting: Waiting<C>) -> Later<C> {
         let mut clock = waiting.call.started;
         let group = waiting
             .limits()
@@ -441,15 +442,15 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
     /// in time), says.
     pub(crate) fn read_reply(
         &self,
-        waiting: Waiting<C>,
+        waiting: &Waiting<C>,
         reply: Option<Result<SentReply, StoreError>>,
-    ) -> Reply<C> {
+    ) -> Reply {
         if waiting.more.is_empty() {
             let applied = match reply {
-                None => return Reply::Ended(waiting, Ended(EndedAs::One(None))),
+                None => return Reply::Ended(Ended(EndedAs::One(None))),
                 Some(Ok(reply)) => match waiting.set[waiting.first.0].client.read_sent(reply) {
                     Some(applied) => applied,
-                    None => return Reply::Again(waiting),
+                    None => return Reply::Again,
                 },
                 Some(Err(e)) => Err(LimitError::Store(e)),
             };
@@ -457,7 +458,7 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
                 decision: a.decision,
                 decided_at: a.store_time,
             });
-            return Reply::Ended(waiting, Ended(EndedAs::One(Some(outcome))));
+            return Reply::Ended(Ended(EndedAs::One(Some(outcome))));
         }
         // `None`: the step is to be taken again; `Some(None)`: no reply in time.
         let all = match reply {
@@ -473,13 +474,11 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
         };
         match all {
             // The step is to be taken again (a `NOSCRIPT`: nothing was spent).
-            None => Reply::Again(waiting),
+            None => Reply::Again,
             // A key the store cannot read (nothing was written): the limits are decided one
             // by one, as `check` decides them.
-            Some(Some(Err(LimitError::Store(StoreError::Corrupt)))) => {
-                Reply::Later(self.unreadable(waiting))
-            }
-            Some(all) => Reply::Ended(waiting, Ended(EndedAs::All(all))),
+            Some(Some(Err(LimitError::Store(StoreError::Corrupt)))) => Reply::Unreadable,
+            Some(all) => Reply::Ended(Ended(EndedAs::All(all))),
         }
     }
 
@@ -489,10 +488,10 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
     pub(crate) async fn await_sent(&self, waiting: Waiting<C>, sent: Sent) -> Called<C> {
         let (started, budget) = waiting.bound();
         let reply = self.env.timeout_from(started, budget, sent).await;
-        match self.read_reply(waiting, reply) {
-            Reply::Ended(waiting, ended) => Called::Ended(waiting, ended),
-            Reply::Again(waiting) => self.call_store(waiting).await,
-            Reply::Later(later) => Called::Later(later),
+        match self.read_reply(&waiting, reply) {
+            Reply::Ended(ended) => Called::Ended(waiting, ended),
+            Reply::Again => self.call_store(waiting).await,
+            Reply::Unreadable => Called::Later(self.unreadable(waiting)),
         }
     }
 
