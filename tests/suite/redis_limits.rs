@@ -335,6 +335,16 @@ fn one_of_each_family() -> [Policy; 5] {
     ]
 }
 
+/// A client of each of `policies` over `base`'s connections, the `i`th one's keys under
+/// `{prefix}{i}:`.
+fn clients_of(base: &RedisStore, policies: &[Policy], prefix: &str) -> Vec<RedisPolicy> {
+    policies
+        .iter()
+        .enumerate()
+        .map(|(i, p)| RedisPolicy::new(base, *p, &format!("{prefix}{i}:")).unwrap())
+        .collect()
+}
+
 /// A store on `server` whose connections the families' clients share (its own bucket and
 /// prefix unused).
 async fn base_store(server: &RedisServer) -> RedisStore {
@@ -365,11 +375,7 @@ fn every_family_as_a_store_client_decides_as_the_core_on_both_paths() {
     let policies = one_of_each_family();
     rt.block_on(async {
         let base = base_store(&server).await;
-        let clients: Vec<RedisPolicy> = policies
-            .iter()
-            .enumerate()
-            .map(|(i, p)| RedisPolicy::new(&base, *p, &format!("p{i}:")).unwrap())
-            .collect();
+        let clients = clients_of(&base, &policies, "p");
         let key = Key::new("k").unwrap();
         for (client, policy) in clients.iter().zip(&policies) {
             let mut state = None;
@@ -503,13 +509,7 @@ fn several_limits_sent_ahead_of_their_reply_decide_as_the_core() {
     rt.block_on(async {
         let base = base_store(&server).await;
         let mut conn = Conn::open(&server.url(), TIMEOUT).await.unwrap();
-        let clients = |policies: &[Policy], prefix: &str| -> Vec<RedisPolicy> {
-            policies
-                .iter()
-                .enumerate()
-                .map(|(i, p)| RedisPolicy::new(&base, *p, &format!("{prefix}{i}:")).unwrap())
-                .collect()
-        };
+        let clients = |policies: &[Policy], prefix: &str| clients_of(&base, policies, prefix);
         let (mixed, bucketed) = (clients(&families, "m"), clients(&buckets, "b"));
         // Each script loaded, by a step through `apply_all` on keys of their own.
         let warm = Key::new("warm").unwrap();
@@ -730,13 +730,7 @@ fn on_a_cluster_a_request_across_slots_is_all_or_nothing_for_every_family() {
             options,
         ))
         .unwrap();
-    let clients = |policies: &[Policy], prefix: &str| -> Vec<RedisPolicy> {
-        policies
-            .iter()
-            .enumerate()
-            .map(|(i, p)| RedisPolicy::new(&base, *p, &format!("{prefix}{i}:")).unwrap())
-            .collect()
-    };
+    let clients = |policies: &[Policy], prefix: &str| clients_of(&base, policies, prefix);
     let slots: std::collections::BTreeSet<u16> = (0..policies.len())
         .map(|i| ratelab_store::redis_conn::slot(format!("p{i}:across{i}").as_bytes()))
         .collect();

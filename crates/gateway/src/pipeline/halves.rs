@@ -202,6 +202,28 @@ fn place<C>(set: &LimitSet<C>, planned: &Planned<'_, C>) -> usize {
     at.unwrap_or(0)
 }
 
+/// The clients of `limits` (of `set`), their calls carrying `trace`.
+fn traced_clients<'s, C: StoreClient>(
+    set: &'s LimitSet<C>,
+    limits: impl Iterator<Item = &'s At>,
+    trace: u64,
+) -> SmallVec<[std::borrow::Cow<'s, C>; 2]> {
+    limits
+        .map(|(at, _, _)| set[*at].client.traced(trace))
+        .collect()
+}
+
+/// The items of one all-or-nothing step at `limits`, each through its client in `clients`.
+fn items_of<'a, C: StoreClient>(
+    clients: &'a [std::borrow::Cow<'a, C>],
+    limits: impl Iterator<Item = &'a At>,
+) -> SmallVec<[AllItem<'a, C>; 2]> {
+    limits
+        .zip(clients)
+        .map(|((_, key, cost), c)| (&**c, key, *cost))
+        .collect()
+}
+
 /// `planned`, of `set`, as each limit's place in `set`, key and cost.
 fn plan_of<C>(set: &LimitSet<C>, planned: PlannedList<'_, C>) -> SmallVec<[At; 2]> {
     planned
@@ -310,15 +332,8 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
         let Some(call) = self.together_start(limits, plan.len(), (deadline, start)) else {
             return Begun::Later(Later::new(set, plan, head, start, answer));
         };
-        let clients: SmallVec<[_; 2]> = plan
-            .iter()
-            .map(|(at, _, _)| set[*at].client.traced(req.trace))
-            .collect();
-        let items: SmallVec<[AllItem<'_, C>; 2]> = plan
-            .iter()
-            .zip(&clients)
-            .map(|((_, key, cost), c)| (&**c, key, *cost))
-            .collect();
+        let clients = traced_clients(&set, plan.iter(), req.trace);
+        let items = items_of(&clients, plan.iter());
         let sent = C::send_all(&items, self.caller_now(&call));
         drop(items);
         drop(clients);
@@ -512,16 +527,8 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
     /// client's `apply_all`, as [`Gateway::run_together`] takes it.
     async fn call_together(&self, waiting: Waiting<C>) -> Called<C> {
         let result = {
-            let set = &waiting.set;
-            let clients: SmallVec<[_; 2]> = waiting
-                .limits()
-                .map(|(at, _, _)| set[*at].client.traced(waiting.trace))
-                .collect();
-            let items: SmallVec<[AllItem<'_, C>; 2]> = waiting
-                .limits()
-                .zip(&clients)
-                .map(|((_, key, cost), c)| (&**c, key, *cost))
-                .collect();
+            let clients = traced_clients(&waiting.set, waiting.limits(), waiting.trace);
+            let items = items_of(&clients, waiting.limits());
             let Some(step) = C::apply_all(&items, self.caller_now(&waiting.call)) else {
                 // Not one step after all: decided one by one, as `check` decides them.
                 drop(items);
