@@ -131,6 +131,28 @@ pub(crate) struct Later<C> {
 }
 
 impl<C> Waiting<C> {
+    /// A request at `limits` of `set` (the first, and any further ones decided with it),
+    /// waiting for `call`; `head` is its trace id, whether it fails closed and its start.
+    fn new(
+        set: Arc<LimitSet<C>>,
+        (first, more): (At, Box<[At]>),
+        call: StoreCall,
+        (trace, fail_closed, start): (u64, bool, Nanos),
+        answer: Answer,
+    ) -> Self {
+        Waiting {
+            set,
+            first,
+            more,
+            call,
+            trace,
+            fail_closed,
+            start,
+            answer,
+            ended: false,
+        }
+    }
+
     /// The call's bound: from when it started, for what the request's deadline left it.
     pub(crate) fn bound(&self) -> (Nanos, std::time::Duration) {
         (self.call.started, self.call.budget)
@@ -293,17 +315,8 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
         let at = place(&set, &one);
         let Planned { key, cost, .. } = one;
         drop(planned);
-        let waiting = Waiting {
-            set,
-            first: (at, key, cost),
-            more: Box::default(),
-            call,
-            trace: req.trace,
-            fail_closed,
-            start,
-            answer,
-            ended: false,
-        };
+        let limits = ((at, key, cost), Box::default());
+        let waiting = Waiting::new(set, limits, call, (req.trace, fail_closed, start), answer);
         match sent {
             None => Begun::Call(waiting),
             Some(Ok(sent)) => Begun::Sent(waiting, sent),
@@ -350,17 +363,8 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
             self.conclude(None, &mut answer);
             return self.answered(req, answer, start);
         };
-        let waiting = Waiting {
-            set,
-            first,
-            more: plan.collect(),
-            call,
-            trace: req.trace,
-            fail_closed,
-            start,
-            answer,
-            ended: false,
-        };
+        let limits = (first, plan.collect());
+        let waiting = Waiting::new(set, limits, call, (req.trace, fail_closed, start), answer);
         match sent {
             Ok(sent) => Begun::Sent(waiting, sent),
             // Decided without the store (a cost a limit can never admit, a store known to
