@@ -83,6 +83,7 @@ if command -v redis-server >/dev/null; then
   RBARE_PID=$LAST
 fi
 
+[ -n "${RATELAB_SERVER:-}" ] && BUILD="ratelab-server $RATELAB_SERVER, the anchors' $BUILD"
 echo "User-space instructions per request (callgrind), wrk -t1 -c$CONNS -d${SECS}s, $BUILD build, $(date -u +%F)"
 printf "| %-27s | %-5s | %12s | %14s | %13s | %13s |\n" target keys "instr/req" "atomic ops/req" "I1 miss/req" "D1 miss/req"
 printf "|%s|%s|%s|%s|%s|%s|\n" "-----------------------------" "-------" "-------------:" "---------------:" "--------------:" "--------------:"

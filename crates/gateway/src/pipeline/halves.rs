@@ -343,20 +343,17 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
         let limits = plan.iter().map(|(at, _, cost)| (&*set[*at], *cost));
         let head = (req.trace, fail_closed, false);
         let Some(call) = self.together_start(limits, plan.len(), (deadline, start)) else {
-            return Begun::Later(Later::new(set, plan, head, start, answer));
+            // One by one from the request's start, as `check` decides them when the step
+            // cannot be taken (their denial caches were consulted).
+            let mut later = Later::new(set, plan, head, start, answer);
+            later.resume = Some(start);
+            return Begun::Later(later);
         };
         let clients = traced_clients(&set, plan.iter(), req.trace);
         let items = items_of(&clients, plan.iter());
         let sent = C::send_all(&items, self.caller_now(&call));
         drop(items);
         drop(clients);
-        let sent = match sent {
-            // Not sent: the step is taken through the client, as `check` takes it.
-            None | Some(Err(LimitError::Store(StoreError::Corrupt))) => {
-                return Begun::Later(Later::new(set, plan, head, start, answer));
-            }
-            Some(sent) => sent,
-        };
         let mut plan = plan.into_iter();
         let Some(first) = plan.next() else {
             let mut answer = answer;
@@ -366,10 +363,15 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
         let limits = (first, plan.collect());
         let waiting = Waiting::new(set, limits, call, (req.trace, fail_closed, start), answer);
         match sent {
-            Ok(sent) => Begun::Sent(waiting, sent),
+            // Not sent: the step is taken through the client (`apply_all`), as `check` takes it.
+            None => Begun::Call(waiting),
+            Some(Ok(sent)) => Begun::Sent(waiting, sent),
+            Some(Err(LimitError::Store(StoreError::Corrupt))) => {
+                Begun::Later(waiting.into_later(None))
+            }
             // Decided without the store (a cost a limit can never admit, a store known to
             // be down).
-            Err(e) => {
+            Some(Err(e)) => {
                 let ended = Ended(EndedAs::All(Some(Err(e))));
                 Begun::Answered(self.complete(waiting, ended, || *req))
             }
