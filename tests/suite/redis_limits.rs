@@ -536,16 +536,26 @@ fn several_limits_sent_ahead_of_their_reply_decide_as_the_core() {
             let refused = step(&over, t, Way::Sent).await;
             assert!(matches!(refused, Err(LimitError::Cost(_))), "{refused:?}");
         }
-        let _: () = redis::cmd("SET")
-            .arg("m1:bad")
-            .arg("not a state")
-            .query_async(&mut conn)
-            .await
-            .unwrap();
+        // Refused without the store, and a step that could not read a key: nothing written.
         let (ok, bad) = (Key::new("ok").unwrap(), Key::new("bad").unwrap());
-        let corrupt = [(&mixed[0], &ok, 1), (&mixed[1], &bad, 1)];
-        let read = step(&corrupt, t, Way::Sent).await;
-        assert_eq!(read, Err(LimitError::Store(StoreError::Corrupt)));
+        for (group, p) in [(&mixed, "m"), (&bucketed, "b")] {
+            let _: () = redis::cmd("SET")
+                .arg(format!("{p}1:bad"))
+                .arg("not a state")
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            let corrupt = [(&group[0], &ok, 1), (&group[1], &bad, 1)];
+            let read = step(&corrupt, t, Way::Sent).await;
+            assert_eq!(read, Err(LimitError::Store(StoreError::Corrupt)), "{p}");
+            let unwritten = [format!("{p}0:a"), format!("{p}1:b"), format!("{p}0:ok")];
+            let there: usize = redis::cmd("EXISTS")
+                .arg(&unwritten[..])
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            assert_eq!(there, 0, "{p}: {unwritten:?}");
+        }
         let _: () = redis::cmd("SCRIPT")
             .arg("FLUSH")
             .query_async(&mut conn)
@@ -867,7 +877,7 @@ fn the_refund_script_gives_back_only_what_is_outstanding() {
         Option<&'static str>,
     );
     type After = Option<&'static str>;
-    let cases: [(Case, (u64, u64), After, i64); 15] = [
+    let cases: [(Case, (u64, u64), After, i64); 22] = [
         // Fixed window: back in the request's window, nothing once it moved on or was lost.
         (
             ("fw", [5, 1_000_000_000, 0], 2, "7 3", Some("7 4")),
@@ -963,6 +973,65 @@ fn the_refund_script_gives_back_only_what_is_outstanding() {
             ("tb", [5, 1, 1_000_000_000], 2, "103 0", Some("102 0")),
             (101, 0),
             Some("102 0"),
+            0,
+        ),
+        // A bucket held at capacity: never given back past it.
+        (
+            ("sb", [5, 2, 1_000_000_000], 2, "4 100 0", Some("4 100 0")),
+            (100, 0),
+            Some("5 100 0"),
+            1,
+        ),
+        // A request that spent nothing gets nothing back.
+        (
+            ("sb", [5, 2, 1_000_000_000], 0, "3 100 0", Some("3 100 0")),
+            (100, 0),
+            Some("3 100 0"),
+            0,
+        ),
+        // A TAT earlier than the request's write within the same second: nothing.
+        (
+            (
+                "tb",
+                [5, 1, 1_000_000_000],
+                2,
+                "103 500000000",
+                Some("103 0"),
+            ),
+            (100, 0),
+            Some("103 0"),
+            0,
+        ),
+        // A state no script wrote gives nothing back and stays as it is: a TAT's fraction
+        // of a second out of range, a window's fields not a window's, a count not a number.
+        (
+            (
+                "tb",
+                [5, 1, 1_000_000_000],
+                2,
+                "103 0",
+                Some("104 1000000000"),
+            ),
+            (100, 0),
+            Some("104 1000000000"),
+            0,
+        ),
+        (
+            ("fw", [5, 1_000_000_000, 0], 2, "7 3", Some("not a state")),
+            (7, 0),
+            Some("not a state"),
+            0,
+        ),
+        (
+            ("sw", [5, 1_000_000_000, 0], 2, "7 3 1", Some("7 4")),
+            (7, 0),
+            Some("7 4"),
+            0,
+        ),
+        (
+            ("fh", [5, 10, 0], 1, "100 5 2", Some("100 5 x")),
+            (101, 0),
+            Some("100 5 x"),
             0,
         ),
     ];

@@ -228,7 +228,8 @@ pin_project_lite::pin_project! {
     }
 }
 
-/// A request at one limit whose store call was sent in the [`Front`]'s call: the reply,
+/// A request whose store call was sent in the [`Front`]'s call (one limit's, or several
+/// limits' all-or-nothing step): the reply,
 /// within the request's deadline, then the second half of its decision, then the inner call
 /// if it is admitted. Held by the answer's future (in a box, so that the future hyper moves
 /// stays small), with no future of the decision's own.
@@ -366,7 +367,8 @@ where
     }
 }
 
-/// `waiting`'s store call made through the client's `apply`, in a future of its own (a
+/// `waiting`'s store call made through the client's `apply` (`apply_all` for a step over
+/// several limits), in a future of its own (a
 /// client that does not send; or made again, a restarted store's script loaded first), then
 /// the rest of its request.
 fn call_through_client<C, E, S>(

@@ -168,15 +168,16 @@ impl<C> Waiting<C> {
         std::iter::once(&self.first).chain(&self.more)
     }
 
-    /// The request, to be decided by the async steps from its plan (its step, if one was
-    /// taken, spent nothing: `resume` is its end when it was, and recorded). Only a request
+    /// The request, to be decided by the async steps from its plan, one limit at a time from
+    /// `resume`: the request's start when its step could not be taken, else the step's end
+    /// (the step spent nothing, and was recorded). Only a request
     /// at several limits goes: one whose call holds a breaker's probe ends in
     /// [`Gateway::complete`].
-    fn into_later(mut self, resume: Option<Nanos>) -> Later<C> {
+    fn into_later(mut self, resume: Nanos) -> Later<C> {
         debug_assert!(!self.more.is_empty() || self.call.permit != Permit::Probe);
         self.ended = true;
         Later {
-            resume,
+            resume: Some(resume),
             set: self.set.clone(),
             plan: self.limits().cloned().collect(),
             trace: self.trace,
@@ -349,11 +350,6 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
             later.resume = Some(start);
             return Begun::Later(later);
         };
-        let clients = traced_clients(&set, plan.iter(), req.trace);
-        let items = items_of(&clients, plan.iter());
-        let sent = C::send_all(&items, self.caller_now(&call));
-        drop(items);
-        drop(clients);
         let mut plan = plan.into_iter();
         let Some(first) = plan.next() else {
             let mut answer = answer;
@@ -362,12 +358,18 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
         };
         let limits = (first, plan.collect());
         let waiting = Waiting::new(set, limits, call, (req.trace, fail_closed, start), answer);
+        let sent = {
+            let clients = traced_clients(&waiting.set, waiting.limits(), req.trace);
+            let items = items_of(&clients, waiting.limits());
+            C::send_all(&items, self.caller_now(&waiting.call))
+        };
         match sent {
             // Not sent: the step is taken through the client (`apply_all`), as `check` takes it.
             None => Begun::Call(waiting),
             Some(Ok(sent)) => Begun::Sent(waiting, sent),
+            // A key the store could not read, as when the reply says so.
             Some(Err(LimitError::Store(StoreError::Corrupt))) => {
-                Begun::Later(waiting.into_later(None))
+                Begun::Later(self.unreadable(waiting))
             }
             // Decided without the store (a cost a limit can never admit, a store known to
             // be down).
@@ -393,7 +395,7 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
             outcomes.is_none(),
             "an unreadable key is decided one by one"
         );
-        waiting.into_later(Some(clock))
+        waiting.into_later(clock)
     }
 
     /// `answer`, complete, with its id and its log line.
@@ -536,10 +538,12 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
             let clients = traced_clients(&waiting.set, waiting.limits(), waiting.trace);
             let items = items_of(&clients, waiting.limits());
             let Some(step) = C::apply_all(&items, self.caller_now(&waiting.call)) else {
-                // Not one step after all: decided one by one, as `check` decides them.
+                // Not one step after all: decided one by one from the request's start, as
+                // `check` decides them (their denial caches were consulted).
                 drop(items);
                 drop(clients);
-                return Called::Later(waiting.into_later(None));
+                let start = waiting.start;
+                return Called::Later(waiting.into_later(start));
             };
             let (started, budget) = waiting.bound();
             self.env.timeout_from(started, budget, step).await

@@ -535,6 +535,133 @@ fn on_redis_a_request_is_decided_around_its_script_call() {
     );
 }
 
+/// [`POLLUTION_WINDOWS`] with room at the client address: a request at both limits.
+const TWO_LIMITS: &str = r#"
+[[limit]]
+name = "per-ip"
+algorithm = "sliding-window"
+limit = 50
+window_ms = 3600000
+
+[[limit]]
+name = "tenant"
+algorithm = "first-hit-window"
+limit = 1
+window_ms = 3600000
+key = "header:x-tenant"
+"#;
+
+/// A request at two limits on Redis, decided in one script call sent ahead of its reply,
+/// fails and resumes as a request at one limit does
+/// (`on_redis_a_request_is_decided_around_its_script_call`): decided again after the scripts
+/// are flushed; frozen, every limit open within the timeout (each counted) and 503 where the
+/// route fails closed; thawed, decided; killed, open at once; restarted, decided again.
+#[test]
+#[cfg_attr(
+    ratelab_missing_redis,
+    ignore = "redis-server is not installed (Debian: apt-get install redis-server)"
+)]
+fn on_redis_a_request_at_two_limits_fails_and_resumes_as_at_one() {
+    let Some(mut redis) = redis_server::RedisServer::start("two_limits_fail_and_resume") else {
+        return;
+    };
+    let url = format!("redis://127.0.0.1:{}", redis.port);
+    let file = TempFile::new("limits.toml", TWO_LIMITS);
+    let s = Server::start(&[
+        "--limits",
+        file.arg(),
+        "--redis",
+        &url,
+        "--workers",
+        "1",
+        "--timeout-ms",
+        "100",
+        "--fail-closed-route",
+        "/closed",
+    ]);
+    let send = |tenant: &str, path: &str| s.send("GET", path, &[("x-tenant", tenant)]);
+    // Both limits' fields, per-ip's remaining first.
+    let decided = |r: &common::Reply| {
+        let field = r.header("ratelimit");
+        let remaining = |name: &str| {
+            let at = field.find(&format!("\"{name}\";r="))? + name.len() + 5;
+            field[at..].split(';').next()?.parse::<u64>().ok()
+        };
+        (r.status, remaining("per-ip"), remaining("tenant"))
+    };
+    let first = [send("a", "/x"), send("a", "/x")];
+    assert_eq!(
+        first.each_ref().map(decided),
+        [(200, Some(49), Some(0)), (429, Some(49), Some(0))]
+    );
+
+    // The scripts gone from Redis: the step is made again with its script loaded.
+    assert_eq!(
+        redis_cluster::cli(redis.port, &["SCRIPT", "FLUSH"]).trim(),
+        "OK"
+    );
+    assert_eq!(decided(&send("b", "/x")), (200, Some(48), Some(0)));
+    let m = s.metrics();
+    for limit in ["per-ip", "tenant"] {
+        let failed = |reason: &str| {
+            let reason = format!("reason=\"{reason}\"");
+            let limit = format!("limit=\"{limit}\"");
+            series(&m, "ratelab_fail_open_total", &[&reason, &limit])
+        };
+        assert_eq!(failed("error"), Some(0.0), "{limit}: {m}");
+        assert_eq!(failed("timeout"), Some(0.0), "{limit}: {m}");
+    }
+
+    // Frozen: both limits open within the timeout, and 503 where the route fails closed.
+    redis.signal("STOP");
+    let started = std::time::Instant::now();
+    let open = send("c", "/x");
+    let closed = send("c", "/closed");
+    let took = started.elapsed();
+    redis.signal("CONT");
+    assert_eq!((open.status, open.header("ratelimit")), (200, ""));
+    assert_eq!(closed.status, 503);
+    assert!(
+        took < std::time::Duration::from_millis(1_000),
+        "answered in {took:?}"
+    );
+    let m = s.metrics();
+    for limit in ["per-ip", "tenant"] {
+        let limit = format!("limit=\"{limit}\"");
+        let timeouts = series(
+            &m,
+            "ratelab_fail_open_total",
+            &["reason=\"timeout\"", &limit],
+        );
+        assert_eq!(timeouts, Some(1.0), "{limit}: {m}");
+    }
+
+    // Thawed: decided again (the frozen steps ran when Redis thawed: each spent at per-ip).
+    let thawed = decided(&send("d", "/x"));
+    assert_eq!((thawed.0, thawed.2), (200, Some(0)), "{thawed:?}");
+
+    // Killed: open at once, 503 where the route fails closed; restarted (empty, its scripts
+    // gone), limiting resumes at both limits.
+    redis.kill();
+    for _ in 0..3 {
+        let r = send("e", "/x");
+        assert_eq!((r.status, r.header("ratelimit")), (200, ""));
+    }
+    assert_eq!(send("e", "/closed").status, 503);
+    redis.restart();
+    let resumed = (0..40).find_map(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let r = send("f", "/x");
+        (!r.header("ratelimit").is_empty()).then(|| decided(&r))
+    });
+    assert_eq!(
+        resumed,
+        Some((200, Some(49), Some(0))),
+        "limiting resumed after the restart"
+    );
+    assert_eq!(decided(&send("f", "/x")).0, 429);
+}
+
 /// One limit of each algorithm but the token bucket, each on a route named after it, keyed
 /// by `x-k` (the fixed window's a week long: aligned to the clock, a boundary within the
 /// test's seconds is all but impossible).
