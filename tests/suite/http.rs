@@ -753,3 +753,45 @@ async fn at_one_limit_the_front_answers_alike_in_place_sent_or_awaited() {
     let statuses = answered_alike(&urls, &requests).await;
     assert_eq!(statuses, [200, 200, 429, 200, 400, 200]);
 }
+
+/// A request at two limits of one store is decided in one step at the time its clock gives:
+/// the store's own, or the gateway's (`TimeSource::Caller`, which the step is handed). On
+/// either clock, through axum's app and the server's own front, a retry after the per-key
+/// limit's wait is admitted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn at_two_limits_a_retry_after_the_wait_is_admitted_on_either_clock() {
+    use ratelab_store::{SharedClient, TimeSource};
+    let per_key = Policy::TokenBucket(TokenBucket::new(1, 1, Nanos::from_millis(300)).unwrap());
+    let per_ip = Policy::TokenBucket(TokenBucket::per_second(1000, 1000).unwrap());
+    for source in [TimeSource::Store, TimeSource::Caller] {
+        for front in [false, true] {
+            let store = Arc::new(MemoryStore::new(per_ip));
+            let shared = |policy, prefix| {
+                SharedClient::new(store.clone(), policy, prefix, wall as Clock).unwrap()
+            };
+            let config = GatewayConfig {
+                time_source: source,
+                ..GatewayConfig::default()
+            };
+            let gw = Arc::new(Gateway::new(
+                config,
+                Some(shared(per_ip, "ip:")),
+                Some(shared(per_key, "key:")),
+                TokioEnv,
+            ));
+            let url = match front {
+                true => serve_front(gw).await,
+                false => serve(gw).await,
+            };
+            let c = http();
+            let get = || c.get(format!("{url}/x")).header("x-api-key", "k").send();
+            let mut statuses = Vec::new();
+            for _ in 0..2 {
+                statuses.push(get().await.unwrap().status().as_u16());
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+            statuses.push(get().await.unwrap().status().as_u16());
+            assert_eq!(statuses, [200, 429, 200], "{source:?}, front {front}");
+        }
+    }
+}

@@ -53,21 +53,14 @@ pub const KILL_SWITCH_PATH: &str = "/admin/kill-switch";
 pub const SHADOW_PATH: &str = "/admin/shadow";
 
 /// The request headers that say a proxy relayed the request (a proxy that adds none cannot
-/// be told from a local client: the admin listener must not be where a proxy forwards to).
-const FORWARDING: [&str; 12] = [
-    "forwarded",
-    "x-forwarded-for",
-    "x-forwarded-host",
-    "x-forwarded-proto",
-    "x-original-forwarded-for",
-    "x-real-ip",
-    "x-client-ip",
-    "x-cluster-client-ip",
-    "true-client-ip",
-    "cf-connecting-ip",
-    "fastly-client-ip",
-    "via",
-];
+/// be told from a local client: the admin listener must not be where a proxy forwards to):
+/// those naming the client's address, and these.
+const RELAYED: [&str; 3] = ["x-forwarded-host", "x-forwarded-proto", "via"];
+
+/// Every header that says a proxy relayed the request.
+fn forwarding() -> impl Iterator<Item = &'static str> {
+    crate::ip::CLIENT_ADDRESS_HEADERS.into_iter().chain(RELAYED)
+}
 
 /// A bearer token for the admin listener: 16 to 512 characters of RFC 6750's `b64token`
 /// alphabet. Its `Debug` hides it.
@@ -266,7 +259,7 @@ impl AdminAccess {
             }
             return Some(text(status, e + "\n"));
         }
-        if let Some(h) = FORWARDING.iter().find(|h| headers.contains_key(**h)) {
+        if let Some(h) = forwarding().find(|h| headers.contains_key(*h)) {
             return Some(text(
                 StatusCode::FORBIDDEN,
                 format!(
@@ -491,7 +484,7 @@ mod tests {
             status(access.check(local, &Method::PUT, &headers(&[HOST, JSON]))),
             None
         );
-        for h in FORWARDING {
+        for h in forwarding() {
             let relayed = headers(&[HOST, JSON, (h, "203.0.113.9")]);
             assert_eq!(
                 status(access.check(local, &Method::PUT, &relayed)),

@@ -214,6 +214,25 @@ mod tests {
         assert!(c.lookup(&k, 1, Nanos::from_millis(2_500)).is_some());
     }
 
+    /// A denial that covers less time than one held, for a cost no smaller, leaves the held
+    /// one in place; one for a smaller cost takes its place even if shorter.
+    #[test]
+    fn an_entry_that_covers_more_is_kept() {
+        let c = DenialCache::new(8);
+        let k = Key::new("k").unwrap();
+        c.insert(&k, 2, Nanos::ZERO, &denial(10_000));
+        for cost in [2, 3] {
+            c.insert(&k, cost, Nanos::ZERO, &denial(1_000));
+            assert!(
+                c.lookup(&k, 2, Nanos::from_millis(5_000)).is_some(),
+                "{cost}"
+            );
+        }
+        c.insert(&k, 1, Nanos::ZERO, &denial(1_000));
+        assert!(c.lookup(&k, 1, Nanos::from_millis(500)).is_some());
+        assert!(c.lookup(&k, 2, Nanos::from_millis(5_000)).is_none());
+    }
+
     #[test]
     fn memory_is_bounded_and_the_oldest_goes_first() {
         let c = DenialCache::new(3);

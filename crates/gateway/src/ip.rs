@@ -18,6 +18,22 @@ use crate::request::Headers;
 use core::fmt;
 use std::net::IpAddr;
 
+/// The request headers through which proxies and CDNs name the client's address. Any client
+/// can send them itself: only the one a deployment names ([`ClientIpHeader`]) is read, from a
+/// trusted proxy; a proxy in front of an application drops every one (`ratelab-server
+/// --upstream`), lest the application read an address the limiter did not count.
+pub const CLIENT_ADDRESS_HEADERS: [&str; 9] = [
+    "forwarded",
+    "x-forwarded-for",
+    "x-real-ip",
+    "x-original-forwarded-for",
+    "x-client-ip",
+    "x-cluster-client-ip",
+    "true-client-ip",
+    "cf-connecting-ip",
+    "fastly-client-ip",
+];
+
 /// An address range: an IP and a prefix length.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct IpNet {
@@ -292,13 +308,13 @@ pub fn is_trusted(trusted: &[IpNet], ip: IpAddr) -> bool {
 /// `"[::1]:80"`; in `Forwarded` (`rfc7239`) an obfuscated one too), canonical; `unknown` and
 /// `_obfuscated` are [`Hop::Unnamed`].
 fn parse_hop(h: &str, rfc7239: bool) -> Option<Hop> {
-    let is_port = |p: &str| p.parse::<u16>().is_ok() || (rfc7239 && is_obfuscated_port(p));
+    let is_port = |p: &str| p.parse::<u16>().is_ok() || (rfc7239 && is_obfuscated(p));
     let h = h.trim();
     let h = h
         .strip_prefix('"')
         .and_then(|x| x.strip_suffix('"'))
         .unwrap_or(h);
-    if h.eq_ignore_ascii_case("unknown") || (h.starts_with('_') && h.len() > 1) {
+    if h.eq_ignore_ascii_case("unknown") || is_obfuscated(h) {
         return Some(Hop::Unnamed);
     }
     let ip: IpAddr = if let Ok(ip) = h.parse() {
@@ -368,8 +384,8 @@ fn split_unquoted(s: &str, sep: u8) -> Result<Vec<&str>, String> {
     Ok(parts)
 }
 
-/// RFC 7239's obfuscated port (`_` and letters, digits, `.`, `_`, `-`).
-fn is_obfuscated_port(p: &str) -> bool {
+/// RFC 7239's obfuscated node or port (`_` and letters, digits, `.`, `_`, `-`).
+fn is_obfuscated(p: &str) -> bool {
     p.len() > 1
         && p.starts_with('_')
         && p.bytes()
@@ -554,6 +570,21 @@ mod tests {
         // Obfuscated ports are RFC 7239's alone.
         let xff = [("x-forwarded-for", "198.51.100.9:_p, 10.0.0.1")];
         assert!(resolve("10.1.2.3", XFF, &xff, &t).is_err());
+        // An obfuscated node stands for the proxy that reported it; one or a port outside
+        // RFC 7239's grammar is malformed.
+        let hidden = [("forwarded", "for=198.51.100.9, for=_hidden-1.x")];
+        let got = resolve("10.1.2.3", ClientIpHeader::Forwarded, &hidden, &t);
+        assert_eq!(got, Ok(ip("10.1.2.3")));
+        for bad in [
+            "for=_",
+            "for=\"_a b\"",
+            "for=\"198.51.100.9:ab\"",
+            "for=\"_a:_\"",
+        ] {
+            let fwd = [("forwarded", bad)];
+            let got = resolve("10.1.2.3", ClientIpHeader::Forwarded, &fwd, &t);
+            assert!(got.is_err(), "{bad}: {got:?}");
+        }
     }
 
     #[test]

@@ -300,7 +300,9 @@ pub(crate) fn unambiguous<C>(set: &LimitSet<C>, headers: &dyn Headers) -> Result
     let has_underscore = |s: &str| s.bytes().any(|b| b == b'_');
     let underscore_read = read().any(has_underscore);
     let mut folded = None;
+    let mut connection = false;
     headers.each_name(&mut |sent| {
+        connection |= sent == "connection";
         if folded.is_none()
             && (underscore_read || has_underscore(sent))
             && let Some(name) = read().find(|r| *r != sent && same_when_folded(r, sent))
@@ -311,7 +313,34 @@ pub(crate) fn unambiguous<C>(set: &LimitSet<C>, headers: &dyn Headers) -> Result
             ));
         }
     });
+    if folded.is_none() && connection {
+        folded = dropped_by_a_proxy(read, headers);
+    }
     folded.map_or(Ok(()), Err)
+}
+
+/// An error naming a header the limits read (`read`) that a `Connection` field names: a
+/// proxy drops every header `Connection` names (RFC 9110 §7.6.1), so the application behind
+/// it would not see what the limiter counted.
+fn dropped_by_a_proxy<'a, I: Iterator<Item = &'a str>>(
+    read: impl Fn() -> I,
+    headers: &dyn Headers,
+) -> Option<String> {
+    let mut named = None;
+    headers.each("connection", &mut |value| {
+        let tokens = value.split(|b| *b == b',').map(<[u8]>::trim_ascii);
+        for token in tokens.filter_map(|t| std::str::from_utf8(t).ok()) {
+            if named.is_none()
+                && let Some(name) = read().find(|r| same_when_folded(r, token))
+            {
+                named = Some(format!(
+                    "Connection names {name}, which the rate limiter keys on: a proxy drops \
+                     it, and the application would not see what the limiter counted"
+                ));
+            }
+        }
+    });
+    named
 }
 
 /// Every limit of `set` that applies to `req` from `ip`, with its key and cost; `Err` names

@@ -7,8 +7,10 @@
 //! `Keep-Alive`, `Proxy-Connection`, `TE`, `Trailer`, `Transfer-Encoding`, `Upgrade`, and
 //! `Proxy-Authorization` / `Proxy-Authenticate`) are dropped in both directions; `Host` is
 //! the upstream's. What the upstream learns of the client follows the gateway's one rule
-//! ([`ratelab_gateway::ip`]): every forwarding header the client sent (`Forwarded`,
-//! `X-Forwarded-For`, `X-Real-IP`) is dropped, and `X-Forwarded-For` is set to the chain the
+//! ([`ratelab_gateway::ip`]): every header naming the client's address that the client sent
+//! (`Forwarded`, `X-Forwarded-For`, `X-Real-IP`, `True-Client-IP` and the others of
+//! [`CLIENT_ADDRESS_HEADERS`], in any spelling with `_` for `-`) is dropped, and
+//! `X-Forwarded-For` is set to the chain the
 //! limiter read — from a trusted proxy, the entries of the header named by
 //! `--client-ip-header`, all its lines; from any other peer, none — followed by the peer's
 //! address. From a trusted proxy its `X-Forwarded-Proto` / `-Host` are kept; from any other
@@ -36,7 +38,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use ratelab_gateway::conns::Phase;
-use ratelab_gateway::ip::{Hop, forwarding_chain, is_trusted};
+use ratelab_gateway::ip::{CLIENT_ADDRESS_HEADERS, Hop, forwarding_chain, is_trusted};
 use ratelab_gateway::{ClientIpHeader, IpNet};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -222,19 +224,37 @@ fn text(status: StatusCode, body: String) -> Response<Body> {
     r
 }
 
-/// The forwarding headers a client may send, all replaced.
-const FORWARDING: [&str; 3] = ["forwarded", "x-forwarded-for", "x-real-ip"];
+/// The forwarding headers kept from a trusted proxy, replaced from any other peer.
+const FORWARDED_FOR: [&str; 2] = ["x-forwarded-proto", "x-forwarded-host"];
+
+/// Whether `name` is a header naming the client's address, or one of [`FORWARDED_FOR`],
+/// spelled with `_` for `-` (CGI and WSGI read `x_real_ip` as `X-Real-IP`).
+fn respelled(name: &HeaderName) -> bool {
+    let name = name.as_str();
+    name.contains('_') && {
+        let folded = name.replace('_', "-");
+        CLIENT_ADDRESS_HEADERS
+            .iter()
+            .chain(&FORWARDED_FOR)
+            .any(|h| *h == folded)
+    }
+}
 
 /// Sets what the upstream learns of the client (see the module docs): `earlier`, the chain
 /// the limiter read (empty unless the peer is `trusted`), then the peer.
 fn forwarding_headers(headers: &mut HeaderMap, peer: SocketAddr, earlier: &[Hop], trusted: bool) {
     let host = headers.get(header::HOST).cloned();
-    for name in FORWARDING {
+    let respelled: Vec<HeaderName> = headers.keys().filter(|n| respelled(n)).cloned().collect();
+    for name in respelled {
+        headers.remove(name);
+    }
+    for name in CLIENT_ADDRESS_HEADERS {
         headers.remove(name);
     }
     if !trusted {
-        headers.remove("x-forwarded-proto");
-        headers.remove("x-forwarded-host");
+        for name in FORWARDED_FOR {
+            headers.remove(name);
+        }
     }
     let chain = earlier
         .iter()

@@ -192,6 +192,7 @@ capacity = 100
 refill = 1
 refill_period_ms = 1000
 key = "api-key"
+cost_from_header = { name = "x-cost", default = 1, max = 5 }
 "#;
 
 #[test]
@@ -261,6 +262,9 @@ fn a_routes_limit_holds_however_its_path_and_method_are_spelled() {
         "GET /x HTTP/1.1\r\nx-api-key: a\r\nx-api-key: b",
         "GET /x HTTP/1.1\r\nx-api-key: a\r\nx_api_key: b",
         "GET /x HTTP/1.1\r\nX_Api_Key: b",
+        "GET /x HTTP/1.1\r\nx-api-key: a\r\nx-cost: 1\r\nx-cost: 1",
+        "GET /x HTTP/1.1\r\nx-api-key: a\r\nConnection: keep-alive, X-Api-Key",
+        "GET /x HTTP/1.1\r\nx-api-key: a\r\nx-cost: 5\r\nConnection: x_cost",
     ] {
         let (status, body) = send_from("127.0.0.1", s.port, head);
         assert_eq!(status, 400, "{head:?}: {body}");

@@ -67,10 +67,23 @@ impl Upstream {
                                 .unwrap_or("-")
                                 .to_owned()
                         };
+                        // Any other header naming an address or a forwarding.
+                        let written = ["forwarded", "x-forwarded-for", "x-forwarded-host"];
+                        let addressing: Vec<&str> = parts
+                            .headers
+                            .keys()
+                            .map(|k| k.as_str())
+                            .filter(|k| k.contains("ip") || k.contains("forward"))
+                            .filter(|k| !written.contains(k) && *k != "x-forwarded-proto")
+                            .collect();
+                        let addressing = match addressing.is_empty() {
+                            true => "-".to_owned(),
+                            false => addressing.join(","),
+                        };
                         let text = format!(
                             "{} {} x-custom={} x-secret={} keep-alive={} connection={} \
                              x-forwarded-for={} x-forwarded-host={} x-forwarded-proto={} \
-                             forwarded={} len={} sum={}\n",
+                             forwarded={} addressing={} len={} sum={}\n",
                             parts.method,
                             parts.uri,
                             seen("x-custom"),
@@ -81,6 +94,7 @@ impl Upstream {
                             seen("x-forwarded-host"),
                             seen("x-forwarded-proto"),
                             seen("forwarded"),
+                            addressing,
                             body.len(),
                             checksum(&body)
                         );
@@ -172,11 +186,20 @@ fn admitted_requests_reach_the_upstream_and_denied_ones_never_do() {
             ("x-forwarded-for", "6.6.6.6"),
             ("x-forwarded-proto", "https"),
             ("forwarded", "for=6.6.6.6"),
+            ("x-real-ip", "6.6.6.6"),
+            ("true-client-ip", "6.6.6.6"),
+            ("x-client-ip", "6.6.6.6"),
+            ("cf-connecting-ip", "6.6.6.6"),
+            ("X_Forwarded_For", "6.6.6.6"),
+            ("x_real_ip", "6.6.6.6"),
+            ("x_forwarded_proto", "https"),
         ],
     );
     assert!(
         spoofed.body.contains("x-forwarded-for=127.0.0.1 ")
-            && spoofed.body.contains("x-forwarded-proto=http forwarded=- "),
+            && spoofed
+                .body
+                .contains("x-forwarded-proto=http forwarded=- addressing=- "),
         "{}",
         spoofed.body
     );
