@@ -275,17 +275,17 @@ pub(crate) fn unambiguous<C>(set: &LimitSet<C>, headers: &dyn Headers) -> Result
         return Ok(());
     }
     let read = || std::iter::once(API_KEY).chain(set.iter().flat_map(|l| headers_read(&l.spec)));
-    // No name sent twice (nearly every request): none to count.
+    // No name sent twice (nearly every request): none to count. Otherwise each name read
+    // is looked up once, however many limits read it (the API key, nearly always).
     let counted = if headers.none_repeated() {
-        None
+        Vec::new()
     } else {
-        Some(read())
+        let mut names: Vec<&str> = read().collect();
+        names.sort_unstable();
+        names.dedup();
+        names
     };
-    for (i, name) in counted.into_iter().flatten().enumerate() {
-        // A name several limits read (the API key, nearly always) is looked up once.
-        if read().take(i).any(|earlier| earlier == name) {
-            continue;
-        }
+    for name in counted {
         let mut n = 0;
         headers.each(name, &mut |_| n += 1);
         if n > 1 {

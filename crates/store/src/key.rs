@@ -68,8 +68,9 @@ impl Key {
         })
     }
 
-    /// Length and control characters, as [`Key::new`] checks them.
-    fn check(key: &str) -> Result<(), KeyError> {
+    /// Whether `key` would make a valid key (its length and control characters, as
+    /// [`Key::new`] checks them), without making one.
+    pub fn check(key: &str) -> Result<(), KeyError> {
         if key.is_empty() {
             return Err(KeyError::Empty);
         }

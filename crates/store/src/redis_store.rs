@@ -739,6 +739,11 @@ fn reply_decision(
     if !(0..=2).contains(&flag) {
         return Err(StoreError::Corrupt);
     }
+    // More left than the capacity is no state's: a reply no script of ours made.
+    let remaining = non_negative(remaining)?;
+    if remaining > bucket.capacity() {
+        return Err(StoreError::Corrupt);
+    }
     // Only a denying key's wait is read (the others send -1), and it is never negative.
     let retry_after = if flag == 0 {
         Some(Nanos(non_negative(retry)?))
@@ -750,7 +755,7 @@ fn reply_decision(
         Decision {
             allowed: flag != 0,
             limit: bucket.capacity(),
-            remaining: non_negative(remaining)?,
+            remaining,
             reset_after: Nanos(non_negative(reset)?),
             retry_after,
             full_after: Nanos(non_negative(full)?),
@@ -1120,8 +1125,8 @@ mod tests {
     use super::reply_decision;
     use ratelab_core::{Nanos, TokenBucket};
 
-    /// A key's four fields are read as the limits script's are: a flag of 0, 1 or 2, and a
-    /// wait read only on a denial, where it is never negative.
+    /// A key's four fields are read as the limits script's are: a flag of 0, 1 or 2, no more
+    /// left than the capacity, and a wait read only on a denial, where it is never negative.
     #[test]
     fn a_key_s_fields_outside_the_script_s_are_refused() {
         let b = TokenBucket::per_second(5, 1).unwrap();
@@ -1145,5 +1150,13 @@ mod tests {
             "a denial without a wait"
         );
         assert!(reply_decision(&b, &[1, 4, 0], 3).is_err(), "three fields");
+        assert!(
+            reply_decision(&b, &[1, 5, 0, -1], 3).is_ok(),
+            "a full bucket"
+        );
+        assert!(
+            reply_decision(&b, &[1, 6, 0, -1], 3).is_err(),
+            "more left than the capacity"
+        );
     }
 }

@@ -167,6 +167,12 @@ pub(crate) fn read_reply(
             return Err(StoreError::Corrupt);
         }
         allowed &= flag == 1;
+        // More left than the limit is no state's: a reply no script of ours made.
+        let most = limit.policy.quota().limit;
+        let remaining = non_negative(remaining).and_then(|r| match r <= most {
+            true => Ok(r),
+            false => Err(StoreError::Corrupt),
+        })?;
         // Only a denying key's wait is read: the others send -1.
         let retry_after = if flag == 0 {
             Some(Nanos(non_negative(retry)?))
@@ -175,8 +181,8 @@ pub(crate) fn read_reply(
         };
         decisions.push(Decision {
             allowed: flag != 0,
-            limit: limit.policy.quota().limit,
-            remaining: non_negative(remaining)?,
+            limit: most,
+            remaining,
             reset_after: Nanos(non_negative(reset)?),
             retry_after,
             full_after: Nanos(non_negative(full)?),
@@ -262,6 +268,7 @@ mod tests {
             &[3, 4, 10, -1, 10, 1, 2],
             &[1, -4, 10, -1, 10, 1, 2],
             &[0, 4, 10, -1, 10, 1, 2],
+            &[1, 6, 10, -1, 10, 1, 2],
         ] {
             assert_eq!(read_reply(&parts, bad), Err(StoreError::Corrupt), "{bad:?}");
         }

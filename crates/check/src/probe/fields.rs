@@ -172,7 +172,11 @@ fn judge_fields(h: &ProbeHistory, j: &Judging, v: &mut Found) {
                 .filter(|a| a.answered < b.sent)
                 .filter_map(|a| {
                     let ra = a.fields.remaining?;
-                    let dt = b.answered.as_u64().saturating_sub(a.sent.as_u64()) + res;
+                    let dt = b
+                        .answered
+                        .as_u64()
+                        .saturating_sub(a.sent.as_u64())
+                        .saturating_add(res);
                     let grown = i128::from(rb) - i128::from(ra) - 1;
                     (grown >= 0
                         && grown * i128::from(period.as_u64())

@@ -32,12 +32,14 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
         if tracing::enabled!(target: REQUEST_LOG_TARGET, tracing::Level::INFO) {
             let req = req();
             let (decision, layer, fail_open, remaining) = Self::summary(answer);
-            // Only a key the pipeline accepted is logged (bounded, no control characters):
-            // every answer but a 400 got past the key's validation.
+            // Only a valid key is logged (bounded, no control characters): a request answered
+            // without its key checked (the kill switch on, no enforced limit keyed on it) may
+            // carry any bytes there, and a line too long for `ratelab log scan` would make the
+            // log unsearchable.
             let key = req
                 .api_key
-                .filter(|_| !matches!(answer.verdict, Verdict::BadRequest(_)))
-                .and_then(|k| std::str::from_utf8(k).ok());
+                .and_then(|k| std::str::from_utf8(k).ok())
+                .filter(|k| ratelab_store::Key::check(k).is_ok());
             let ip = answer.client_ip.unwrap_or(req.peer);
             tracing::info!(
                 target: REQUEST_LOG_TARGET,

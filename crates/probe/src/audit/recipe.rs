@@ -97,7 +97,7 @@ pub struct Instance {
     pub env: BTreeMap<String, String>,
     /// How many instances (1 to 16).
     pub count: u32,
-    /// How long one may take to listen, seconds (default 20).
+    /// How long one may take to listen, seconds (1 to 3600, default 20).
     #[serde(default = "twenty")]
     pub start_timeout_s: u64,
     /// Files written for each instance before it starts (a server's configuration).
@@ -376,6 +376,15 @@ pub fn load(dir: &Path) -> Result<Loaded, String> {
     }
     if recipe.instance.command.is_empty() {
         return Err(fail("instance.command", "the command is empty".into()));
+    }
+    if !(1..=3600).contains(&recipe.instance.start_timeout_s) {
+        return Err(fail(
+            "instance.start_timeout_s",
+            format!(
+                "{} s to listen: give 1 to 3600",
+                recipe.instance.start_timeout_s
+            ),
+        ));
     }
     for (i, count) in std::iter::once(Some(recipe.instance.count))
         .chain(recipe.variant.iter().map(|v| v.count))
@@ -707,6 +716,15 @@ POLICY
                 GOOD.replace("POLICY", "count = 40"),
                 "count = 40",
                 "variant[1].count",
+            ),
+            (
+                "start",
+                bare.replace(
+                    "count = 1\n",
+                    "count = 1\nstart_timeout_s = 18446744073709551615\n",
+                ),
+                "start_timeout_s =",
+                "instance.start_timeout_s",
             ),
             (
                 "probe",

@@ -108,15 +108,16 @@ pub fn read(get: &Get<'_>, r: &Reading<'_>) -> Fields {
         f.limit = number("x-ratelimit-limit");
         let reset = number("x-ratelimit-reset");
         let unit = r.reset.unit(reset.unwrap_or(0));
+        // An instant past what the system's time can hold is as far as a wait can be.
+        let until = |after: Duration| {
+            UNIX_EPOCH
+                .checked_add(after)
+                .map_or(u64::MAX, |at| whole_secs_until(latest_now, at))
+        };
         f.reset_secs = reset.map(|v| match unit {
             ResetUnit::DeltaSeconds => v,
-            ResetUnit::EpochSeconds => whole_secs_until(
-                latest_now,
-                UNIX_EPOCH + Duration::from_secs(v.saturating_sub(1)),
-            ),
-            ResetUnit::EpochMillis => {
-                whole_secs_until(latest_now, UNIX_EPOCH + Duration::from_millis(v))
-            }
+            ResetUnit::EpochSeconds => until(Duration::from_secs(v.saturating_sub(1))),
+            ResetUnit::EpochMillis => until(Duration::from_millis(v)),
         });
         f.dialect = Some(Dialect::XRateLimit(unit));
     }
@@ -283,6 +284,29 @@ mod tests {
         let g = getter(&[("ratelimit", "r=;;")]);
         assert_eq!(read(&g, &reading(None)).remaining, None);
         assert_eq!(read(&g, &reading(None)).malformed.unwrap().0, "ratelimit");
+    }
+
+    /// An epoch reset past what the system's time can hold reads as the longest wait.
+    #[test]
+    fn a_reset_beyond_any_date_is_the_longest_wait() {
+        for (unit, value) in [
+            (ResetUnit::EpochSeconds, u64::MAX),
+            (ResetUnit::EpochSeconds, 1 << 63),
+            (ResetUnit::EpochMillis, u64::MAX),
+        ] {
+            let g = getter(&[
+                ("x-ratelimit-remaining", "5"),
+                ("x-ratelimit-reset", &value.to_string()),
+            ]);
+            let given = Reading {
+                reset: ResetReading::Given(unit),
+                ..reading(None)
+            };
+            let f = read(&g, &given);
+            assert_eq!(f.remaining, Some(5));
+            let secs = f.reset_secs.unwrap();
+            assert!(secs > 500_000_000_000_000, "{unit:?} {value}: {secs}");
+        }
     }
 
     #[test]

@@ -93,6 +93,12 @@ pub fn parse(text: &str) -> Result<Claim, String> {
     let claim = match kind.trim() {
         "token-bucket" => {
             let capacity = count(a, "B").map_err(err)?;
+            if capacity > ratelab_core::spec::COUNT_MAX {
+                return Err(err(format!(
+                    "B {capacity}: at most {}",
+                    ratelab_core::spec::COUNT_MAX
+                )));
+            }
             let (amount, period) = rate(b, "").map_err(err)?;
             Claim::TokenBucket {
                 capacity,
@@ -112,6 +118,12 @@ pub fn parse(text: &str) -> Result<Claim, String> {
             let burst = b
                 .parse::<u64>()
                 .map_err(|_| err(format!("BURST {b:?}: expected a whole number")))?;
+            if burst >= ratelab_core::spec::COUNT_MAX {
+                return Err(err(format!(
+                    "BURST {burst}: below {}",
+                    ratelab_core::spec::COUNT_MAX
+                )));
+            }
             Claim::TokenBucket {
                 capacity: burst
                     .checked_add(1)
@@ -196,6 +208,12 @@ fn rate(s: &str, marker: &str) -> Result<(u64, Nanos), String> {
     let amount = format!("{whole}{frac}").parse::<u64>().map_err(|_| bad())?;
     if amount == 0 {
         return Err(bad());
+    }
+    if amount > ratelab_core::spec::COUNT_MAX {
+        return Err(format!(
+            "rate {s:?}: at most {} tokens",
+            ratelab_core::spec::COUNT_MAX
+        ));
     }
     let period = scale
         .checked_mul(per_secs)
@@ -491,6 +509,15 @@ mod tests {
             ("first-hit:5,1s,up", "two values"),
             ("sliding-log:5,1000000h", "at most 100 years"),
             ("fixed-window:10000000000000,1s", "at most"),
+            (
+                "token-bucket:10,18446744073709551613",
+                "at most 1000000000000 tokens",
+            ),
+            ("token-bucket:10000000000001,1", "B 10000000000001: at most"),
+            (
+                "leaky-bucket:10r/s,18446744073709551615",
+                "BURST 18446744073709551615",
+            ),
         ] {
             let e = parse(s).unwrap_err();
             assert!(e.contains(says), "{s}: {e}");

@@ -296,7 +296,7 @@ impl<S: Stores> Rls<S> {
             Ok(U::Year) => Unit::Year,
             _ => {
                 return Err(invalid(format!(
-                    "limit override: unit {unit}: expected SECOND to WEEK"
+                    "limit override: unit {unit}: expected SECOND, MINUTE, HOUR, DAY, WEEK, MONTH or YEAR"
                 )));
             }
         };

@@ -1107,3 +1107,49 @@ fn reset_stats(conn: &mut redis::Connection) {
 fn commandstats(conn: &mut redis::Connection) -> String {
     redis::cmd("INFO").arg("commandstats").query(conn).unwrap()
 }
+
+/// A request whose API key no limit reads (here, limits keyed on a tenant header only) is
+/// logged without it unless it is a valid key: a key of 5 000 bytes, which would make a
+/// line longer than `ratelab log scan` reads, is left out, and the log stays searchable.
+#[test]
+fn a_key_no_limit_checked_is_logged_only_if_valid() {
+    use ratelab_gateway::reqlog::{ScanQuery, scan};
+    let dir = ratelab_testkit::temp::TempDir::new("log-unchecked-key");
+    let log = dir.join("requests.jsonl");
+    let file = TempFile::new("limits.toml", &tenant_limit(5));
+    let s = Server::start(&[
+        "--limits",
+        file.arg(),
+        "--request-log",
+        log.to_str().unwrap(),
+    ]);
+    let long = "a".repeat(5_000);
+    for key in [long.as_str(), "k"] {
+        let r = s.send("GET", "/api/x", &[("x-tenant", "t"), ("x-api-key", key)]);
+        assert_eq!(r.status, 200);
+    }
+    let query = ScanQuery {
+        from_ms: 0,
+        to_ms: u64::MAX,
+        key: None,
+        decision: None,
+    };
+    let start = std::time::Instant::now();
+    let found = loop {
+        let found = scan(std::slice::from_ref(&log), &query);
+        if found.as_ref().is_ok_and(|f| f.lines.len() == 2)
+            || start.elapsed() > std::time::Duration::from_secs(10)
+        {
+            break found;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let keys: Vec<Option<&str>> = found
+        .as_ref()
+        .expect("the log scans")
+        .lines
+        .iter()
+        .map(|l| l.fields.get("key").and_then(|k| k.as_str()))
+        .collect();
+    assert_eq!(keys, [None, Some("k")]);
+}

@@ -690,7 +690,11 @@ fn overrides_costs_and_bad_requests() {
         assert_eq!(e.code(), tonic::Code::InvalidArgument, "{e:?}");
         assert!(e.message().contains(said), "{e:?}");
     }
-    for (requests_per_unit, unit) in [(0, 1), (5, 0)] {
+    for (requests_per_unit, unit, said) in [
+        (0, 1, "requests_per_unit 0"),
+        (5, 0, "unit 0: expected SECOND, MINUTE"),
+        (5, 8, "unit 8: expected SECOND, MINUTE"),
+    ] {
         let mut bad = request("edge", &[&[("api", "x")]]);
         bad.descriptors[0].limit = Some(RateLimitOverride {
             requests_per_unit,
@@ -698,7 +702,18 @@ fn overrides_costs_and_bad_requests() {
         });
         let e = c.call(bad).unwrap_err();
         assert_eq!(e.code(), tonic::Code::InvalidArgument, "{e:?}");
+        assert!(e.message().contains(said), "{e:?}");
     }
+    // A year is a unit too.
+    let mut yearly = request("edge", &[&[("nothing", "y")]]);
+    yearly.descriptors[0].limit = Some(RateLimitOverride {
+        requests_per_unit: 1,
+        unit: 6, // YEAR
+    });
+    let codes: Vec<i32> = (0..2)
+        .map(|_| c.call(yearly.clone()).unwrap().overall_code)
+        .collect();
+    assert_eq!(codes, [1, 2]);
 }
 
 #[test]
