@@ -49,7 +49,13 @@ impl Selector {
             .route_prefix
             .as_deref()
             .is_none_or(|p| starts_with_ignoring_case(req.route, p));
-        let method = self.methods.is_empty() || self.methods.iter().any(|m| m == req.method);
+        // HEAD is GET without the body (RFC 9110 §9.3.2), and frameworks answer it with the
+        // GET handler: a limit on GET holds for HEAD too.
+        let method = self.methods.is_empty()
+            || self
+                .methods
+                .iter()
+                .any(|m| m == req.method || (m == "GET" && req.method == "HEAD"));
         let header =
             self.header
                 .as_ref()

@@ -248,8 +248,41 @@ fn header_name(raw: &str, path: String) -> Result<String, Invalid> {
             format!("{raw:?}: expected a header name (letters, digits and !#$%&'*+-.^_`|~)"),
         ));
     }
-    Ok(raw.to_ascii_lowercase())
+    let name = raw.to_ascii_lowercase();
+    let folded = name.replace('_', "-");
+    if ratelab_gateway::ip::CLIENT_ADDRESS_HEADERS.contains(&folded.as_str()) {
+        return Err((
+            path,
+            format!(
+                "{raw:?} names the client's address, which any client can write: key on \
+                 \"client-ip\" (--client-ip-header reads it from a trusted proxy)"
+            ),
+        ));
+    }
+    if HOP_BY_HOP.contains(&folded.as_str()) {
+        return Err((
+            path,
+            format!(
+                "{raw:?} is a hop-by-hop header (RFC 9110 §7.6.1): a proxy drops it, so the \
+                 application never sees what the limiter read"
+            ),
+        ));
+    }
+    Ok(name)
 }
+
+/// The hop-by-hop headers: a proxy drops them, and `ratelab-server --upstream` does.
+const HOP_BY_HOP: [&str; 9] = [
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+];
 
 fn validate(file: &LimitsFile) -> Result<Vec<FileLimit>, Invalid> {
     if file.limit.is_empty() && file.domain.is_empty() {
@@ -556,6 +589,28 @@ match = { route_prefix = "/api/", methods = ["post", "PUT"], clients = ["10.0.0.
             e.contains("at limit[1].key:") && e.contains("header:NAME"),
             "{e}"
         );
+        // A header any client writes, or one a proxy drops, cannot be what a limit reads.
+        for (from, to, at) in [
+            (
+                "\"header:X-Tenant\"",
+                "\"header:X-Forwarded-For\"",
+                "limit[1].key",
+            ),
+            (
+                "\"header:X-Tenant\"",
+                "\"header:true_client_ip\"",
+                "limit[1].key",
+            ),
+            (
+                "name = \"x-cost\"",
+                "name = \"TE\"",
+                "limit[1].cost_from_header.name",
+            ),
+        ] {
+            let e = err(&TWO.replace(from, to));
+            assert!(e.contains(&format!("at {at}:")), "{e}");
+            assert!(e.contains("client-ip") || e.contains("hop-by-hop"), "{e}");
+        }
         let e = err(&TWO.replace("capacity = 100\n", ""));
         assert!(
             e.contains("at limit[0]: a token bucket needs `capacity`"),

@@ -424,11 +424,15 @@ impl<S: Stores> Rls<S> {
             resolved.push(self.resolve(req, i, trees).await?);
         }
         let (planned, slot) = plan(&resolved);
-        // A cost no bucket can ever admit: OVER_LIMIT with nothing spent anywhere.
-        if let Some(j) = planned
-            .iter()
-            .position(|p| p.cost > p.limit.client().algorithm().quota().limit)
-        {
+        // A cost no enforced bucket can ever admit: OVER_LIMIT with nothing spent anywhere.
+        // A shadow limit, or any under the kill switch or the global shadow switch, never
+        // answers OVER_LIMIT: it is decided (and measured) as any other request.
+        let enforcing = !self.gateway.kill_switch() && !self.gateway.shadow();
+        if let Some(j) = planned.iter().position(|p| {
+            enforcing
+                && p.limit.spec().mode != Mode::Shadow
+                && p.cost > p.limit.client().algorithm().quota().limit
+        }) {
             return Ok(respond::beyond_capacity(&resolved, &slot, j));
         }
         let trace = self.sequence.fetch_add(1, Ordering::Relaxed);

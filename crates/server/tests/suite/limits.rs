@@ -1153,3 +1153,20 @@ fn a_key_no_limit_checked_is_logged_only_if_valid() {
         .collect();
     assert_eq!(keys, [None, Some("k")]);
 }
+
+/// A limit on GET holds for HEAD, which frameworks answer with the GET handler; another
+/// method passes it.
+#[test]
+fn a_limit_on_get_holds_for_head() {
+    let file = TempFile::new(
+        "limits.toml",
+        "[[limit]]\nname = \"reads\"\nalgorithm = \"token-bucket\"\ncapacity = 2\nrefill = 1\n\
+         refill_period_ms = 3600000\nkey = \"global\"\nmatch = { methods = [\"GET\"] }\n",
+    );
+    let s = Server::start(&["--limits", file.arg()]);
+    let statuses: Vec<u16> = ["GET", "HEAD", "POST", "HEAD", "GET"]
+        .iter()
+        .map(|m| s.send(m, "/x", &[]).status)
+        .collect();
+    assert_eq!(statuses, [200, 200, 200, 429, 429]);
+}

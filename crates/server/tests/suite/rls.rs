@@ -668,6 +668,10 @@ fn overrides_costs_and_bad_requests() {
     heavy.descriptors[0].hits_addend = Some(6);
     assert_eq!(c.call(heavy.clone()).unwrap().overall_code, 1);
     assert_eq!(c.call(heavy).unwrap().overall_code, 2);
+    // A cost beyond a shadow limit's capacity is measured, never OVER_LIMIT.
+    let mut trial = request("edge", &[&[("trial", "t")]]);
+    trial.hits_addend = 7;
+    assert_eq!(c.call(trial).unwrap().overall_code, 1);
     // Bad requests: INVALID_ARGUMENT, naming what is wrong.
     for (req, said) in [
         (request("", &[&[("api", "x")]]), "domain is empty"),
