@@ -3,7 +3,8 @@
 //! Closed: calls go through; `failures_to_open` consecutive failures open it. Open: calls are
 //! skipped (the gateway fails open or closed at once, without paying the timeout) until
 //! `cooldown` has passed. Half-open: one probe call goes through; success closes the breaker,
-//! failure re-opens it for another cooldown.
+//! failure re-opens it for another cooldown. A probe given back unanswered (its caller went
+//! away) leaves the next call to probe.
 
 use ratelab_core::Nanos;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -97,6 +98,12 @@ impl Breaker {
         self.state = state;
         transition
     }
+
+    /// Gives back the probe of a call that ended without an answer about the store (its
+    /// caller went away first), at `now`: the next call from `now` on probes instead.
+    pub fn release(&mut self, now: Nanos) {
+        self.state = self.state.release(now);
+    }
 }
 
 impl BreakerState {
@@ -132,6 +139,17 @@ impl BreakerState {
             }
             // A call permitted before the breaker opened, finishing late: it changes nothing.
             _ => (self, Transition::None),
+        }
+    }
+
+    /// A probe given back at `now` unanswered: open no longer than until `now`, so the next
+    /// call probes. A caller that goes away says nothing of the store's health; counted as a
+    /// failure, it would keep the breaker open (and every request failing open) for as long
+    /// as some client kept leaving mid-probe.
+    fn release(self, now: Nanos) -> BreakerState {
+        match self {
+            BreakerState::HalfOpen => BreakerState::Open(now),
+            other => other,
         }
     }
 }
@@ -195,6 +213,11 @@ impl SharedBreaker {
     /// Reports how a permitted call ended ([`Breaker::record`]).
     pub fn record(&self, now: Nanos, permit: Permit, ok: bool) -> Transition {
         self.apply(|state| state.record(&self.config, now, permit, ok))
+    }
+
+    /// Gives back an unanswered probe ([`Breaker::release`]).
+    pub fn release(&self, now: Nanos) {
+        self.apply(|state| (state.release(now), ()));
     }
 
     /// Applies `step` to the state as one atomic transition, and returns what it says.
@@ -285,11 +308,16 @@ mod tests {
                 } else {
                     let p = held.swap_remove((next(&mut seed) as usize) % held.len());
                     let ok = !next(&mut seed).is_multiple_of(3);
-                    assert_eq!(
-                        shared.record(at, p, ok),
-                        one.record(at, p, ok),
-                        "run {run} step {step}: record"
-                    );
+                    if p == Permit::Probe && next(&mut seed).is_multiple_of(4) {
+                        one.release(at);
+                        shared.release(at);
+                    } else {
+                        assert_eq!(
+                            shared.record(at, p, ok),
+                            one.record(at, p, ok),
+                            "run {run} step {step}: record"
+                        );
+                    }
                 }
                 assert_eq!(shared.state(), one.state(), "run {run} step {step}: state");
             }

@@ -106,7 +106,7 @@ pub(crate) struct Waiting<C> {
 
 impl<C> Drop for Waiting<C> {
     /// A request dropped before its call's end (its client went away) gives its breaker's
-    /// probe back as a failure ([`ProbeHeld`]; a step over several limits holds none).
+    /// probe back ([`ProbeHeld`]; a step over several limits holds none).
     fn drop(&mut self) {
         if !self.ended {
             drop(ProbeHeld::new(&self.set[self.first.0].breaker, &self.call));

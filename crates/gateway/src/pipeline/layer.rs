@@ -179,9 +179,10 @@ impl<C: StoreClient, E: Env> Gateway<C, E> {
     }
 }
 
-/// A breaker's half-open probe, held by a store call still running: recorded as a failure, at
-/// the call's start, if the call is dropped before its end (its request's client went away),
-/// so that the breaker is never left half open with no probe out, skipping the store for good.
+/// A breaker's half-open probe, held by a store call still running: given back if the call is
+/// dropped before its end (its request's client went away), so that the breaker is never left
+/// half open with no probe out, skipping the store for good, and a client that leaves says
+/// nothing of the store's health (the next call probes).
 pub(super) struct ProbeHeld<'a> {
     breaker: Option<&'a SharedBreaker>,
     started: Nanos,
@@ -205,8 +206,7 @@ impl<'a> ProbeHeld<'a> {
 impl Drop for ProbeHeld<'_> {
     fn drop(&mut self) {
         if let Some(breaker) = self.breaker {
-            // The transition is not counted: the request it would be counted with is gone.
-            let _ = breaker.record(self.started, Permit::Probe, false);
+            breaker.release(self.started);
         }
     }
 }
@@ -285,14 +285,13 @@ mod tests {
     }
 
     #[test]
-    fn a_probe_dropped_before_its_end_opens_the_breaker_again() {
+    fn a_probe_dropped_before_its_end_is_given_back() {
         let (breaker, call) = half_open();
         drop(ProbeHeld::new(&breaker, &call));
-        // Open again from the probe's start, and probed again after the cooldown: never
-        // left half open with no probe out, which would skip the store for good.
-        let reopened = BreakerState::Open(Nanos::from_millis(20));
-        assert_eq!(breaker.state(), reopened);
-        assert_eq!(breaker.permit(Nanos::from_millis(20)), Permit::Probe);
+        // Never left half open with no probe out, which would skip the store for good, nor
+        // opened for another cooldown by a client that left: the next call probes.
+        assert_eq!(breaker.state(), BreakerState::Open(Nanos::from_millis(10)));
+        assert_eq!(breaker.permit(Nanos::from_millis(11)), Permit::Probe);
     }
 
     #[test]
