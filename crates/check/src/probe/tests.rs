@@ -558,3 +558,19 @@ fn a_known_phase_catches_a_sliding_counter_that_forgets_its_previous_window() {
         "{aligned:?}"
     );
 }
+
+/// `fields_checked` counts the answers that carry any field the checks read: a remaining
+/// count, a `Retry-After` alone, or a field outside its grammar alone; none without fields.
+#[test]
+fn the_answers_with_fields_are_counted() {
+    let bucket = TokenBucket::per_second(5, 2).unwrap();
+    let mut h = answered_by_the_core(&bucket, 40, 1);
+    for o in &mut h.observations {
+        o.fields = Fields::default();
+    }
+    assert_eq!(judge(&h, &judging(CLAIM)).figure("fields_checked"), 0);
+    h.observations[1].fields.retry_after = Some(Nanos::from_secs(1));
+    h.observations[2].fields.malformed = Some(("retry-after".into(), "soon".into()));
+    h.observations[3].fields.remaining = Some(2);
+    assert_eq!(judge(&h, &judging(CLAIM)).figure("fields_checked"), 3);
+}

@@ -535,22 +535,6 @@ fn on_redis_a_request_is_decided_around_its_script_call() {
     );
 }
 
-/// [`POLLUTION_WINDOWS`] with room at the client address: a request at both limits.
-const TWO_LIMITS: &str = r#"
-[[limit]]
-name = "per-ip"
-algorithm = "sliding-window"
-limit = 50
-window_ms = 3600000
-
-[[limit]]
-name = "tenant"
-algorithm = "first-hit-window"
-limit = 1
-window_ms = 3600000
-key = "header:x-tenant"
-"#;
-
 /// A request at two limits on Redis, decided in one script call sent ahead of its reply,
 /// fails and resumes as a request at one limit does
 /// (`on_redis_a_request_is_decided_around_its_script_call`): decided again after the scripts
@@ -566,7 +550,10 @@ fn on_redis_a_request_at_two_limits_fails_and_resumes_as_at_one() {
         return;
     };
     let url = format!("redis://127.0.0.1:{}", redis.port);
-    let file = TempFile::new("limits.toml", TWO_LIMITS);
+    // [`POLLUTION_WINDOWS`] with room at the client address: a request at both limits.
+    let two = POLLUTION_WINDOWS.replace("limit = 5\n", "limit = 50\n");
+    assert_ne!(two, POLLUTION_WINDOWS);
+    let file = TempFile::new("limits.toml", &two);
     let s = Server::start(&[
         "--limits",
         file.arg(),
