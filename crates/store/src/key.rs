@@ -152,3 +152,29 @@ impl fmt::Display for Key {
         f.write_str(&self.text)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A key and a prefix at their bounds are taken; a byte more, an empty key or a control
+    /// character is refused.
+    #[test]
+    fn keys_and_prefixes_are_bounded_at_their_limits() {
+        let k = Key::new("k").unwrap();
+        assert!(Key::prefixed(&"p".repeat(MAX_PREFIX_LEN), &k).is_ok());
+        assert!(Key::prefixed(&"p".repeat(MAX_PREFIX_LEN + 1), &k).is_err());
+        assert!(Key::tagged(&"p".repeat(MAX_PREFIX_LEN + 1), "k").is_err());
+        assert_eq!(Key::check(&"k".repeat(MAX_KEY_LEN)), Ok(()));
+        let long = "k".repeat(MAX_KEY_LEN + 1);
+        assert_eq!(
+            Key::check(&long),
+            Err(KeyError::TooLong {
+                len: MAX_KEY_LEN + 1
+            })
+        );
+        assert_eq!(Key::check(""), Err(KeyError::Empty));
+        assert!(Key::check("a\tb").is_err());
+        assert!(Key::tagged("p:", "a\u{7f}").is_err());
+    }
+}

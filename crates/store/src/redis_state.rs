@@ -210,8 +210,12 @@ mod tests {
             (&stepped, "1 1764500000 1000000000"),
             (&bucket, "1234567890123456 0"),
             (&bucket, "1 2000000000"),
+            (&fixed, "+1 2"),
+            (&fixed, "12345678901234567 2"),
         ] {
             assert_eq!(decode(policy, bad), Err(StoreError::Corrupt), "{bad:?}");
         }
+        // Sixteen digits a field, as the scripts read them.
+        assert!(decode(&fixed, "1234567890123456 2").is_ok());
     }
 }
