@@ -471,18 +471,7 @@ fn on_redis_a_request_is_decided_around_its_script_call() {
     assert_eq!(windowed("b"), (200, "\"window\";r=1".to_owned()));
 
     // Frozen: open within the timeout, and 503 where the route fails closed.
-    redis.signal("STOP");
-    let started = std::time::Instant::now();
-    let open = send("c", "/api/x");
-    let closed = send("c", "/api/closed");
-    let took = started.elapsed();
-    redis.signal("CONT");
-    assert_eq!((open.status, open.header("ratelimit")), (200, ""));
-    assert_eq!(closed.status, 503);
-    assert!(
-        took < std::time::Duration::from_millis(1_000),
-        "answered in {took:?}"
-    );
+    answered_while_frozen(&redis, || send("c", "/api/x"), || send("c", "/api/closed"));
     let m = s.metrics();
     let timeouts = series(
         &m,
@@ -600,18 +589,7 @@ fn on_redis_a_request_at_two_limits_fails_and_resumes_as_at_one() {
     }
 
     // Frozen: both limits open within the timeout, and 503 where the route fails closed.
-    redis.signal("STOP");
-    let started = std::time::Instant::now();
-    let open = send("c", "/x");
-    let closed = send("c", "/closed");
-    let took = started.elapsed();
-    redis.signal("CONT");
-    assert_eq!((open.status, open.header("ratelimit")), (200, ""));
-    assert_eq!(closed.status, 503);
-    assert!(
-        took < std::time::Duration::from_millis(1_000),
-        "answered in {took:?}"
-    );
+    answered_while_frozen(&redis, || send("c", "/x"), || send("c", "/closed"));
     let m = s.metrics();
     for limit in ["per-ip", "tenant"] {
         let limit = format!("limit=\"{limit}\"");
@@ -647,6 +625,26 @@ fn on_redis_a_request_at_two_limits_fails_and_resumes_as_at_one() {
         "limiting resumed after the restart"
     );
     assert_eq!(decided(&send("f", "/x")).0, 429);
+}
+
+/// `open` then `closed` sent while `redis` is frozen (SIGSTOP): the first answered open,
+/// without fields, the second 503 (its route fails closed), both within a second.
+fn answered_while_frozen(
+    redis: &redis_server::RedisServer,
+    open: impl Fn() -> common::Reply,
+    closed: impl Fn() -> common::Reply,
+) {
+    redis.signal("STOP");
+    let started = std::time::Instant::now();
+    let (open, closed) = (open(), closed());
+    let took = started.elapsed();
+    redis.signal("CONT");
+    assert_eq!((open.status, open.header("ratelimit")), (200, ""));
+    assert_eq!(closed.status, 503);
+    assert!(
+        took < std::time::Duration::from_millis(1_000),
+        "answered in {took:?}"
+    );
 }
 
 /// One limit of each algorithm but the token bucket, each on a route named after it, keyed
