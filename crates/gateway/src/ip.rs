@@ -314,7 +314,13 @@ fn parse_hop(h: &str, rfc7239: bool) -> Option<Hop> {
         .strip_prefix('"')
         .and_then(|x| x.strip_suffix('"'))
         .unwrap_or(h);
-    if h.eq_ignore_ascii_case("unknown") || is_obfuscated(h) {
+    // RFC 7239's node: a name (`unknown`, an obfuscated one) may carry a port as an address
+    // may.
+    let unnamed = |n: &str| n.eq_ignore_ascii_case("unknown") || is_obfuscated(n);
+    if unnamed(h)
+        || h.rsplit_once(':')
+            .is_some_and(|(n, p)| unnamed(n) && is_port(p))
+    {
         return Some(Hop::Unnamed);
     }
     let ip: IpAddr = if let Ok(ip) = h.parse() {
@@ -572,9 +578,12 @@ mod tests {
         assert!(resolve("10.1.2.3", XFF, &xff, &t).is_err());
         // An obfuscated node stands for the proxy that reported it; one or a port outside
         // RFC 7239's grammar is malformed.
-        let hidden = [("forwarded", "for=198.51.100.9, for=_hidden-1.x")];
-        let got = resolve("10.1.2.3", ClientIpHeader::Forwarded, &hidden, &t);
-        assert_eq!(got, Ok(ip("10.1.2.3")));
+        for node in ["_hidden-1.x", "\"_h:8080\"", "\"_h:_p\"", "\"unknown:80\""] {
+            let hidden = format!("for=198.51.100.9, for={node}");
+            let hidden = [("forwarded", hidden.as_str())];
+            let got = resolve("10.1.2.3", ClientIpHeader::Forwarded, &hidden, &t);
+            assert_eq!(got, Ok(ip("10.1.2.3")), "{node}");
+        }
         for bad in [
             "for=_",
             "for=\"_a b\"",
