@@ -14,7 +14,7 @@
 //! client included — so they are never read: a proxy appends the address it saw, and only
 //! what trusted proxies appended is believed.
 
-use crate::request::Headers;
+use crate::request::{Headers, same_when_folded};
 use core::fmt;
 use std::net::IpAddr;
 
@@ -33,6 +33,14 @@ pub const CLIENT_ADDRESS_HEADERS: [&str; 9] = [
     "cf-connecting-ip",
     "fastly-client-ip",
 ];
+
+/// Whether the header `name` is one of [`CLIENT_ADDRESS_HEADERS`], in any case, or spelled
+/// with `_` for `-` (which CGI and WSGI read as the real one).
+pub fn names_client_address(name: &str) -> bool {
+    CLIENT_ADDRESS_HEADERS
+        .iter()
+        .any(|h| same_when_folded(h, name))
+}
 
 /// An address range: an IP and a prefix length.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

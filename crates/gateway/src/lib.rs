@@ -79,5 +79,5 @@ pub use deadlines::BoundedSent;
 pub use env::Env;
 pub use ip::{ClientIpHeader, IpNet};
 pub use pipeline::Gateway;
-pub use request::{Guard, Request};
+pub use request::{Guard, Request, same_when_folded};
 pub use stats::{Stats, StatsSnapshot};

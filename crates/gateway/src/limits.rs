@@ -14,8 +14,8 @@
 use crate::breaker::{BreakerConfig, SharedBreaker};
 use crate::denial_cache::DenialCache;
 use crate::ip::{IpNet, edge_network};
-use crate::request::Request;
 pub use crate::request::{Headers, NoHeaders};
+use crate::request::{Request, same_when_folded};
 use ratelab_core::Algorithm;
 use ratelab_core::headers::{PolicyFields, PolicyName};
 use ratelab_store::{Key, StoreClient};
@@ -34,7 +34,7 @@ pub const MAX_LIMITS: usize = 256;
 pub struct Selector {
     /// The path (normalised: [`crate::path`]) starts with this, ASCII case aside.
     pub route_prefix: Option<String>,
-    /// The method is one of these (upper case); empty: any method.
+    /// The method is one of these (upper case; `GET` covers `HEAD`); empty: any method.
     pub methods: Vec<String>,
     /// This header is sent, and when a value is given, has exactly that value.
     pub header: Option<(String, Option<String>)>,
@@ -260,22 +260,10 @@ fn headers_read(spec: &LimitSpec) -> impl Iterator<Item = &str> {
 /// The API key's header, read for every request (the guard and the request log read it too).
 pub const API_KEY: &str = "x-api-key";
 
-/// Whether two header names are one name to a framework that folds `_` into `-` and ignores
-/// case (CGI and WSGI read both `x-api-key` and `x_api_key` as `HTTP_X_API_KEY`).
-fn same_when_folded(a: &str, b: &str) -> bool {
-    let fold = |c: u8| {
-        if c == b'_' {
-            b'-'
-        } else {
-            c.to_ascii_lowercase()
-        }
-    };
-    a.len() == b.len() && a.bytes().zip(b.bytes()).all(|(x, y)| fold(x) == fold(y))
-}
-
 /// `Err` naming the header when a header the limits (or the API key) read was sent more than
-/// once, or in another spelling a framework folds into it: the limiter would count one value
-/// and the application behind it might read another.
+/// once, in another spelling a framework folds into it, or named by a `Connection` field (a
+/// proxy drops it): the limiter would count one value and the application behind it might
+/// read another, or none.
 pub(crate) fn unambiguous<C>(set: &LimitSet<C>, headers: &dyn Headers) -> Result<(), String> {
     if headers.none_sent() {
         return Ok(());

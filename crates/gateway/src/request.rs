@@ -119,3 +119,16 @@ impl<'a> Headers for Vec<(&'a str, &'a [u8])> {
         self.is_empty()
     }
 }
+
+/// Whether two header names are one name to a framework that folds `_` into `-` and ignores
+/// case (CGI and WSGI read both `x-api-key` and `x_api_key` as `HTTP_X_API_KEY`).
+pub fn same_when_folded(a: &str, b: &str) -> bool {
+    let fold = |c: u8| {
+        if c == b'_' {
+            b'-'
+        } else {
+            c.to_ascii_lowercase()
+        }
+    };
+    a.len() == b.len() && a.bytes().zip(b.bytes()).all(|(x, y)| fold(x) == fold(y))
+}

@@ -249,8 +249,7 @@ fn header_name(raw: &str, path: String) -> Result<String, Invalid> {
         ));
     }
     let name = raw.to_ascii_lowercase();
-    let folded = name.replace('_', "-");
-    if ratelab_gateway::ip::CLIENT_ADDRESS_HEADERS.contains(&folded.as_str()) {
+    if ratelab_gateway::ip::names_client_address(&name) {
         return Err((
             path,
             format!(
@@ -259,7 +258,10 @@ fn header_name(raw: &str, path: String) -> Result<String, Invalid> {
             ),
         ));
     }
-    if HOP_BY_HOP.contains(&folded.as_str()) {
+    if crate::proxy::HOP_BY_HOP
+        .iter()
+        .any(|h| ratelab_gateway::same_when_folded(h, &name))
+    {
         return Err((
             path,
             format!(
@@ -270,19 +272,6 @@ fn header_name(raw: &str, path: String) -> Result<String, Invalid> {
     }
     Ok(name)
 }
-
-/// The hop-by-hop headers: a proxy drops them, and `ratelab-server --upstream` does.
-const HOP_BY_HOP: [&str; 9] = [
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "proxy-authenticate",
-    "proxy-authorization",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
-];
 
 fn validate(file: &LimitsFile) -> Result<Vec<FileLimit>, Invalid> {
     if file.limit.is_empty() && file.domain.is_empty() {

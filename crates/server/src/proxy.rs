@@ -9,7 +9,7 @@
 //! the upstream's. What the upstream learns of the client follows the gateway's one rule
 //! ([`ratelab_gateway::ip`]): every header naming the client's address that the client sent
 //! (`Forwarded`, `X-Forwarded-For`, `X-Real-IP`, `True-Client-IP` and the others of
-//! [`CLIENT_ADDRESS_HEADERS`], in any spelling with `_` for `-`) is dropped, and
+//! [`ratelab_gateway::ip::CLIENT_ADDRESS_HEADERS`], in any spelling with `_` for `-`) is dropped, and
 //! `X-Forwarded-For` is set to the chain the
 //! limiter read — from a trusted proxy, the entries of the header named by
 //! `--client-ip-header`, all its lines; from any other peer, none — followed by the peer's
@@ -38,7 +38,8 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use ratelab_gateway::conns::Phase;
-use ratelab_gateway::ip::{CLIENT_ADDRESS_HEADERS, Hop, forwarding_chain, is_trusted};
+use ratelab_gateway::ip::{Hop, forwarding_chain, is_trusted, names_client_address};
+use ratelab_gateway::same_when_folded;
 use ratelab_gateway::{ClientIpHeader, IpNet};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -189,16 +190,17 @@ impl Proxy {
     }
 }
 
-/// The hop-by-hop headers, always dropped.
-const HOP_BY_HOP: [HeaderName; 8] = [
-    header::CONNECTION,
-    HeaderName::from_static("keep-alive"),
-    HeaderName::from_static("proxy-connection"),
-    header::PROXY_AUTHENTICATE,
-    header::PROXY_AUTHORIZATION,
-    header::TE,
-    header::TRAILER,
-    header::TRANSFER_ENCODING,
+/// The hop-by-hop headers (RFC 9110 §7.6.1), always dropped: a limit may not read one.
+pub(crate) const HOP_BY_HOP: [&str; 9] = [
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
 ];
 
 /// Drops the hop-by-hop headers, and those every `Connection` field names, from `headers`.
@@ -209,7 +211,10 @@ fn strip_hop_by_hop(headers: &mut HeaderMap) {
         .flat_map(|v| v.as_bytes().split(|b| *b == b','))
         .filter_map(|n| HeaderName::from_bytes(n.trim_ascii()).ok())
         .collect();
-    for name in named.iter().chain(&HOP_BY_HOP).chain([&header::UPGRADE]) {
+    for name in &named {
+        headers.remove(name);
+    }
+    for name in HOP_BY_HOP {
         headers.remove(name);
     }
 }
@@ -225,34 +230,30 @@ fn text(status: StatusCode, body: String) -> Response<Body> {
 }
 
 /// The forwarding headers kept from a trusted proxy, replaced from any other peer.
-const FORWARDED_FOR: [&str; 2] = ["x-forwarded-proto", "x-forwarded-host"];
+const PROTO_AND_HOST: [&str; 2] = ["x-forwarded-proto", "x-forwarded-host"];
 
-/// Whether `name` is a header naming the client's address, or one of [`FORWARDED_FOR`],
-/// spelled with `_` for `-` (CGI and WSGI read `x_real_ip` as `X-Real-IP`).
-fn respelled(name: &HeaderName) -> bool {
+/// Whether `name` names the client's address in any spelling, or is one of
+/// [`PROTO_AND_HOST`] spelled with `_` for `-` (CGI and WSGI read `x_real_ip` as `X-Real-IP`).
+fn client_written(name: &HeaderName) -> bool {
     let name = name.as_str();
-    name.contains('_') && {
-        let folded = name.replace('_', "-");
-        CLIENT_ADDRESS_HEADERS
-            .iter()
-            .chain(&FORWARDED_FOR)
-            .any(|h| *h == folded)
-    }
+    names_client_address(name)
+        || (name.contains('_') && PROTO_AND_HOST.iter().any(|h| same_when_folded(h, name)))
 }
 
 /// Sets what the upstream learns of the client (see the module docs): `earlier`, the chain
 /// the limiter read (empty unless the peer is `trusted`), then the peer.
 fn forwarding_headers(headers: &mut HeaderMap, peer: SocketAddr, earlier: &[Hop], trusted: bool) {
     let host = headers.get(header::HOST).cloned();
-    let respelled: Vec<HeaderName> = headers.keys().filter(|n| respelled(n)).cloned().collect();
-    for name in respelled {
-        headers.remove(name);
-    }
-    for name in CLIENT_ADDRESS_HEADERS {
+    let written: Vec<HeaderName> = headers
+        .keys()
+        .filter(|n| client_written(n))
+        .cloned()
+        .collect();
+    for name in written {
         headers.remove(name);
     }
     if !trusted {
-        for name in FORWARDED_FOR {
+        for name in PROTO_AND_HOST {
             headers.remove(name);
         }
     }

@@ -39,6 +39,7 @@
 
 use crate::redis_conn::{Conn, evalsha, slot};
 use crate::redis_lane::{Arg, Command, Encoded, Lane, Reply, Target};
+use crate::script::{non_negative, remaining_within};
 use crate::script_loads::{Next, ScriptLoads};
 use crate::{
     AllApplied, AllFuture, AllItem, Applied, FenceVerdict, Key, LeaseClient, LimitError, Read,
@@ -722,11 +723,6 @@ fn with_script_args<R>(
     f(args)
 }
 
-/// A reply field that must not be negative.
-fn non_negative(v: i64) -> Result<u64, StoreError> {
-    u64::try_from(v).map_err(|_| StoreError::Corrupt)
-}
-
 /// One key's four fields of the script's reply, and its time until full.
 fn reply_decision(
     bucket: &TokenBucket,
@@ -739,11 +735,7 @@ fn reply_decision(
     if !(0..=2).contains(&flag) {
         return Err(StoreError::Corrupt);
     }
-    // More left than the capacity is no state's: a reply no script of ours made.
-    let remaining = non_negative(remaining)?;
-    if remaining > bucket.capacity() {
-        return Err(StoreError::Corrupt);
-    }
+    let remaining = remaining_within(remaining, bucket.capacity())?;
     // Only a denying key's wait is read (the others send -1), and it is never negative.
     let retry_after = if flag == 0 {
         Some(Nanos(non_negative(retry)?))

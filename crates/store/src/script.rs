@@ -147,13 +147,31 @@ fn window(w: &WindowPolicy) -> Result<[u64; 3], String> {
     Ok([w.limit(), ns, 0])
 }
 
+/// A reply's field that is never negative.
+#[cfg(any(feature = "redis", feature = "lua"))]
+pub(crate) fn non_negative(v: i64) -> Result<u64, StoreError> {
+    u64::try_from(v).map_err(|_| StoreError::Corrupt)
+}
+
+/// A reply's remaining count, at most `most` (the limit): more left than the limit is no
+/// state's, a reply no script of ours made.
+#[cfg(any(feature = "redis", feature = "lua"))]
+pub(crate) fn remaining_within(v: i64, most: u64) -> Result<u64, StoreError> {
+    non_negative(v).and_then(|r| {
+        if r <= most {
+            Ok(r)
+        } else {
+            Err(StoreError::Corrupt)
+        }
+    })
+}
+
 /// The script's reply: five fields per key, then the store's clock.
 #[cfg(any(feature = "redis", feature = "lua"))]
 pub(crate) fn read_reply(
     parts: &[(&str, &ScriptLimit, u64)],
     reply: &[i64],
 ) -> Result<AllApplied, StoreError> {
-    let non_negative = |v: i64| u64::try_from(v).map_err(|_| StoreError::Corrupt);
     if reply.len() != 5 * parts.len() + 2 {
         return Err(StoreError::Corrupt);
     }
@@ -167,12 +185,8 @@ pub(crate) fn read_reply(
             return Err(StoreError::Corrupt);
         }
         allowed &= flag == 1;
-        // More left than the limit is no state's: a reply no script of ours made.
         let most = limit.policy.quota().limit;
-        let remaining = non_negative(remaining).and_then(|r| match r <= most {
-            true => Ok(r),
-            false => Err(StoreError::Corrupt),
-        })?;
+        let remaining = remaining_within(remaining, most)?;
         // Only a denying key's wait is read: the others send -1.
         let retry_after = if flag == 0 {
             Some(Nanos(non_negative(retry)?))

@@ -21,6 +21,7 @@
 
 use ratelab_check::probe::{Claim, Rounding, WindowKind};
 use ratelab_core::Nanos;
+use ratelab_core::spec::COUNT_MAX;
 
 const SEC: u64 = 1_000_000_000;
 
@@ -75,12 +76,6 @@ pub fn parse(text: &str) -> Result<Claim, String> {
     let window = |kind| -> Result<Claim, String> {
         let limit = count(a, "L").map_err(err)?;
         let window = duration(b).map_err(err)?;
-        if limit > ratelab_core::spec::COUNT_MAX {
-            return Err(err(format!(
-                "L {limit}: at most {}",
-                ratelab_core::spec::COUNT_MAX
-            )));
-        }
         if window > WINDOW_MAX {
             return Err(err(format!("W {b:?}: at most 100 years")));
         }
@@ -93,12 +88,6 @@ pub fn parse(text: &str) -> Result<Claim, String> {
     let claim = match kind.trim() {
         "token-bucket" => {
             let capacity = count(a, "B").map_err(err)?;
-            if capacity > ratelab_core::spec::COUNT_MAX {
-                return Err(err(format!(
-                    "B {capacity}: at most {}",
-                    ratelab_core::spec::COUNT_MAX
-                )));
-            }
             let (amount, period) = rate(b, "").map_err(err)?;
             Claim::TokenBucket {
                 capacity,
@@ -118,16 +107,11 @@ pub fn parse(text: &str) -> Result<Claim, String> {
             let burst = b
                 .parse::<u64>()
                 .map_err(|_| err(format!("BURST {b:?}: expected a whole number")))?;
-            if burst >= ratelab_core::spec::COUNT_MAX {
-                return Err(err(format!(
-                    "BURST {burst}: below {}",
-                    ratelab_core::spec::COUNT_MAX
-                )));
+            if burst >= COUNT_MAX {
+                return Err(err(format!("BURST {burst}: below {COUNT_MAX}")));
             }
             Claim::TokenBucket {
-                capacity: burst
-                    .checked_add(1)
-                    .ok_or_else(|| err("BURST is too large".into()))?,
+                capacity: burst + 1,
                 amount,
                 period,
             }
@@ -176,6 +160,7 @@ fn written(name: &str, args: &str) -> Result<Claim, String> {
 /// A positive whole number.
 fn count(s: &str, name: &str) -> Result<u64, String> {
     match s.parse::<u64>() {
+        Ok(n) if n > COUNT_MAX => Err(format!("{name} {n}: at most {COUNT_MAX}")),
         Ok(n) if n > 0 => Ok(n),
         _ => Err(format!("{name} {s:?}: expected a whole number above 0")),
     }
@@ -209,11 +194,8 @@ fn rate(s: &str, marker: &str) -> Result<(u64, Nanos), String> {
     if amount == 0 {
         return Err(bad());
     }
-    if amount > ratelab_core::spec::COUNT_MAX {
-        return Err(format!(
-            "rate {s:?}: at most {} tokens",
-            ratelab_core::spec::COUNT_MAX
-        ));
+    if amount > COUNT_MAX {
+        return Err(format!("rate {s:?}: at most {COUNT_MAX} tokens a period"));
     }
     let period = scale
         .checked_mul(per_secs)

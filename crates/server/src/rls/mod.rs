@@ -425,8 +425,9 @@ impl<S: Stores> Rls<S> {
         }
         let (planned, slot) = plan(&resolved);
         // A cost no enforced bucket can ever admit: OVER_LIMIT with nothing spent anywhere.
-        // A shadow limit, or any under the kill switch or the global shadow switch, never
-        // answers OVER_LIMIT: it is decided (and measured) as any other request.
+        // A shadow limit never answers OVER_LIMIT (it is measured as any other request), nor
+        // does any limit under the global shadow switch or the kill switch (which lets the
+        // request through unmeasured).
         let enforcing = !self.gateway.kill_switch() && !self.gateway.shadow();
         if let Some(j) = planned.iter().position(|p| {
             enforcing
